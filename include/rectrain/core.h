@@ -1,0 +1,98 @@
+/* rectrain — core services: aligned memory, deterministic RNG, clock, thread pool, progress
+ * line, CPU ceilings. Everything else in the library builds on these.
+ */
+#ifndef RECTRAIN_CORE_H
+#define RECTRAIN_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rectrain/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- memory ----------------------------------------------------------------------------
+ * 64-byte aligned allocation. rec_alloc returns REC_ENOMEM (with a message naming `what`)
+ * instead of NULL; the block is zeroed. rec_realloc keeps the contents and zeroes the grown
+ * tail. rec_free(NULL) is a no-op. */
+rec_status rec_alloc(void **out, size_t bytes, const char *what);
+rec_status rec_realloc(void **p, size_t old_bytes, size_t new_bytes, const char *what);
+void rec_free(void *p);
+
+/* ---- deterministic RNG ------------------------------------------------------------------
+ * xoshiro256** seeded through splitmix64. Streams are explicit: rec_rng_seed(&r, seed, stream)
+ * gives independent sequences for (seed, stream) pairs, so work split across threads by
+ * block draws the same numbers whatever the thread count. */
+typedef struct rec_rng {
+    uint64_t s[4];
+} rec_rng;
+
+void rec_rng_seed(rec_rng *r, uint64_t seed, uint64_t stream);
+uint64_t rec_rng_u64(rec_rng *r);
+/* Uniform in [0, 1) with 53 random bits. */
+double rec_rng_uniform(rec_rng *r);
+/* Uniform integer in [0, n), n > 0 (Lemire's multiply-shift, unbiased). */
+uint64_t rec_rng_below(rec_rng *r, uint64_t n);
+/* Standard normal (Box–Muller, one value per call). */
+double rec_rng_normal(rec_rng *r);
+/* splitmix64 finaliser: a bijective 64-bit mix, also used as a stateless hash. */
+uint64_t rec_mix64(uint64_t x);
+
+/* ---- clock ------------------------------------------------------------------------------ */
+/* Monotonic seconds. */
+double rec_now(void);
+
+/* ---- thread pool ------------------------------------------------------------------------
+ * A fixed set of worker threads that run fork-join jobs: rec_pool_run calls
+ * fn(ctx, task, thread) for every task in [0, n_tasks), tasks handed out in order, and
+ * returns when all have finished. `thread` is in [0, rec_pool_threads) and identifies the
+ * worker's private scratch. The first failing task's status is returned and its message is
+ * copied into the caller's last error; remaining tasks still run to completion (they must not
+ * depend on each other). The calling thread takes part, so a pool of 1 runs inline. */
+typedef struct rec_pool rec_pool;
+typedef rec_status (*rec_task_fn)(void *ctx, int64_t task, int thread);
+
+rec_status rec_pool_init(rec_pool **out, int n_threads);
+void rec_pool_free(rec_pool *p);
+int rec_pool_threads(const rec_pool *p);
+rec_status rec_pool_run(rec_pool *p, int64_t n_tasks, rec_task_fn fn, void *ctx);
+
+/* Number of CPUs this process may run on (sched_getaffinity), at least 1. */
+int rec_cpu_count(void);
+
+/* ---- progress line ----------------------------------------------------------------------
+ * A one-line status ("prep  1.2M/4.0M rows  310 MB/s  ETA 9s") redrawn at most 10 times a
+ * second on stderr when stderr is a terminal, silent otherwise (or when REC_PROGRESS=0). */
+typedef struct rec_progress {
+    const char *label;
+    const char *unit;
+    double total;      /* units expected, 0 when unknown */
+    double done;
+    double t_start;
+    double t_last;
+    int enabled;
+} rec_progress;
+
+void rec_progress_init(rec_progress *p, const char *label, const char *unit, double total);
+/* Sets the units done so far and, if `extra` is not NULL, a short trailing note
+ * (e.g. "loss 0.4512"). Cheap enough to call per batch. */
+void rec_progress_update(rec_progress *p, double done, const char *extra);
+/* Clears the line. */
+void rec_progress_finish(rec_progress *p);
+
+/* ---- machine ceilings -------------------------------------------------------------------
+ * Measured, not assumed: the median of several timed copies of a buffer far larger than the
+ * last-level cache, in GB/s (bytes read + bytes written counted once, as memcpy bandwidth is
+ * usually quoted). Takes about 0.3 s. */
+double rec_measure_copy_gbps(void);
+
+/* Median of n doubles (the array is sorted in place). */
+double rec_median(double *v, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

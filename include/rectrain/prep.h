@@ -1,0 +1,220 @@
+/* rectrain — preprocessing: operators (RAP Table 1 plus the Criteo standard ones), the
+ * pipeline spec (a DAG of operator chains per output feature, read from JSON and validated),
+ * vocabularies for Categorify, and the executor that turns raw blocks into Batches.
+ *
+ * Semantics of RAP's operators follow ../shared/papers/000-RAP-digest.md §3.8 (the artifact's
+ * TorchArrow/Velox UDFs); each is restated at its reference function in src/prep/ops_ref.c.
+ */
+#ifndef RECTRAIN_PREP_H
+#define RECTRAIN_PREP_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rectrain/batch.h"
+#include "rectrain/io.h"
+#include "rectrain/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- values ----------------------------------------------------------------------------
+ * A value flowing along a chain is typed: f32 scalars (dense, or a vector of `width` after
+ * Onehot), or i64 ids that are either one per row (scalar) or a list per row (multi-hot).
+ * Any row may be null (missing) until FillNull removes nulls. */
+typedef enum rec_dtype { REC_DT_F32 = 0, REC_DT_I64 = 1 } rec_dtype;
+
+typedef struct rec_type {
+    rec_dtype dtype;
+    int is_list;     /* i64 only: rows hold 0..many ids */
+    int width;       /* f32 only: values per row (1, or num_class after onehot) */
+    int nullable;    /* rows may be missing */
+    int64_t bound;   /* i64 only: every id is in [0, bound); -1 when unbounded */
+} rec_type;
+
+/* ---- operators --------------------------------------------------------------------------- */
+typedef enum rec_op_kind {
+    REC_OP_FILL_NULL = 0, /* RAP: null -> value */
+    REC_OP_CAST,          /* RAP: i64 <-> f32 */
+    REC_OP_LOGIT,         /* RAP: log(t/(1-t)), t = clamp(x, eps, 1-eps) */
+    REC_OP_BOXCOX,        /* RAP: x>0: lambda==0 ? log x : (x^lambda-1)/lambda; else x */
+    REC_OP_ONEHOT,        /* RAP: f32 scalar -> f32 vector of num_class */
+    REC_OP_SIGRID_HASH,   /* RAP: hash_128_to_64(salt, twang_mix64(x)) floor-mod max_value */
+    REC_OP_FIRSTX,        /* RAP: first min(x, len) ids of a list */
+    REC_OP_CLAMP,         /* RAP: std::clamp(v, lo, hi), element-wise */
+    REC_OP_BUCKETIZE,     /* RAP: index of x among sorted borders -> id in [0, |borders|] */
+    REC_OP_NGRAM,         /* RAP: concatenated sliding windows of length min(n, len) */
+    REC_OP_MAP_ID,        /* RAP: x >= |map| (or < 0) -> 0, else map[x] */
+    REC_OP_LOG1P,         /* Criteo standard: log(1 + x) */
+    REC_OP_MODULO,        /* Criteo standard: floor-mod by divisor (result in [0, divisor)) */
+    REC_OP_CATEGORIFY,    /* Criteo standard: vocabulary index, 0 = rare/unseen */
+    REC_OP_COUNT
+} rec_op_kind;
+
+/* JSON name of an op kind ("fill_null", ...), and back (-1 when unknown). */
+const char *rec_op_name(rec_op_kind k);
+int rec_op_kind_from_name(const char *name);
+
+struct rec_vocab;
+
+/* One operator with its parameters. Only the fields of its kind are meaningful. */
+typedef struct rec_op {
+    rec_op_kind kind;
+    double fvalue;          /* fill_null on f32 */
+    int64_t ivalue;         /* fill_null on i64 */
+    rec_dtype to;           /* cast */
+    double eps;             /* logit */
+    double lambda;          /* boxcox */
+    double lo, hi;          /* clamp (either may be +-inf), onehot range */
+    int32_t num_class;      /* onehot */
+    int64_t salt;           /* sigrid_hash */
+    int64_t max_value;      /* sigrid_hash */
+    uint64_t multiplier;    /* sigrid_hash, from rec_sigrid_magic */
+    int shift;              /* sigrid_hash */
+    int32_t x;              /* firstx */
+    int32_t n;              /* ngram */
+    double *borders;        /* bucketize: (n_borders), non-decreasing; owned by the spec */
+    int32_t n_borders;
+    int64_t *map;           /* map_id: (map_len); owned by the spec */
+    int64_t map_len;
+    int64_t divisor;        /* modulo */
+    int64_t min_count;      /* categorify: ids seen fewer times map to 0 */
+    int32_t vocab_slot;     /* categorify: index into the vocabulary set */
+} rec_op;
+
+/* Reference (scalar, readable) definitions of the per-value operators. The fast executor is
+ * tested against these. */
+double rec_ref_logit(double x, double eps);
+double rec_ref_boxcox(double x, double lambda);
+double rec_ref_log1p(double x);
+void rec_ref_onehot(double x, double lower, double upper, int32_t num_class, float *out);
+int64_t rec_ref_bucketize(double x, const double *borders, int32_t n_borders);
+int64_t rec_ref_modulo(int64_t x, int64_t divisor);
+int64_t rec_ref_map_id(int64_t x, const int64_t *map, int64_t map_len);
+uint64_t rec_twang_mix64(uint64_t k);
+uint64_t rec_hash_128_to_64(uint64_t upper, uint64_t lower);
+/* computeMultiperAndShift(max_value, precision 63) of the Velox sigrid_hash UDF. */
+void rec_sigrid_magic(int64_t max_value, uint64_t *multiplier, int *shift);
+int64_t rec_ref_sigrid_hash(int64_t x, int64_t salt, int64_t max_value);
+
+/* ---- spec ---------------------------------------------------------------------------------
+ * A spec lists output features. Each feature (and each named intermediate "node") reads one
+ * or more inputs — raw columns (label excluded) or nodes — concatenating multiple inputs per
+ * row, then applies a chain of ops. Together they form a DAG; validation orders it, infers
+ * every type, and rejects what cannot run, naming the JSON path. */
+typedef enum rec_feat_kind { REC_FEAT_NODE = 0, REC_FEAT_DENSE, REC_FEAT_SPARSE } rec_feat_kind;
+
+enum { REC_NAME_MAX = 64, REC_MAX_INPUTS = 16 };
+
+typedef struct rec_feature {
+    char name[REC_NAME_MAX];
+    rec_feat_kind kind;
+    int n_inputs;
+    int inputs[REC_MAX_INPUTS]; /* >= 0: index into spec->features; < 0: raw column -(c) */
+    int n_ops;
+    rec_op *ops;                /* (n_ops) */
+    rec_type in_type;           /* after concatenating inputs */
+    rec_type out_type;          /* after the chain */
+    int table;                  /* sparse: index into spec->tables */
+    int32_t dense_offset;       /* dense: first column in Batch.dense */
+    int32_t sparse_index;       /* sparse: feature index in Batch.sparse */
+} rec_feature;
+
+typedef struct rec_table {
+    char name[REC_NAME_MAX];
+    int64_t rows;               /* R; -1 = "auto" (set by the vocabulary of a categorify) */
+} rec_table;
+
+typedef struct rec_spec {
+    char name[REC_NAME_MAX];
+    int n_features;
+    rec_feature *features;      /* topologically ordered: inputs come before their users */
+    int n_tables;
+    rec_table *tables;
+    int32_t n_dense;            /* Dn: sum of dense output widths */
+    int32_t n_sparse;           /* F */
+    int32_t n_vocabs;           /* categorify ops (each has its own vocabulary slot) */
+} rec_spec;
+
+/* Parses and validates a spec from JSON text. `origin` names it in messages (a path).
+ * Errors are REC_EINVAL with "ORIGIN: $.sparse[3].ops[1].max_value: must be ...". */
+rec_status rec_spec_parse(rec_spec **out, const char *json, size_t len, const char *origin);
+rec_status rec_spec_load(rec_spec **out, const char *path);
+void rec_spec_free(rec_spec *s);
+/* Index of the sparse output feature with Batch index f. */
+const rec_feature *rec_spec_sparse(const rec_spec *s, int32_t f);
+/* Rows of the table that Batch sparse feature f feeds (after vocabularies are bound). */
+int64_t rec_spec_table_rows(const rec_spec *s, int32_t f);
+
+/* ---- vocabularies (Categorify) -------------------------------------------------------------
+ * Built in a first pass over the data: every categorify op counts the ids reaching it; ids
+ * seen at least min_count times get indices 1..V in order of decreasing count (ties by
+ * increasing id), everything else maps to 0. The table the feature feeds then has V+1 rows. */
+typedef struct rec_vocab rec_vocab;   /* one id -> index map */
+typedef struct rec_vocab_set {
+    int32_t n;
+    rec_vocab **v;                     /* (n) one per categorify op, by vocab_slot */
+} rec_vocab_set;
+
+int64_t rec_vocab_size(const rec_vocab *v);           /* V, not counting the 0 slot */
+int64_t rec_vocab_lookup(const rec_vocab *v, int64_t id); /* 0 when absent */
+/* The ids in index order: ids[i] has index i+1. */
+const int64_t *rec_vocab_ids(const rec_vocab *v);
+rec_status rec_vocab_from_ids(rec_vocab **out, const int64_t *ids, int64_t n);
+void rec_vocab_free(rec_vocab *v);
+void rec_vocab_set_free(rec_vocab_set *vs);
+/* Sets the rows of every "auto" table from the bound vocabularies (V+1) and the bounds of
+ * the categorify outputs. */
+rec_status rec_spec_bind_vocabs(rec_spec *s, const rec_vocab_set *vs);
+
+/* ---- executor ------------------------------------------------------------------------------
+ * rec_prep_plan is the compiled, immutable form of a validated spec: chains grouped for
+ * fusion. Horizontal fusion (RAP §6.1 on the CPU): chains at the same DAG depth with the same
+ * sequence of op kinds run as one kernel call over all their features, with per-feature
+ * parameters. Vertical fusion: a chain runs op after op on a block of rows that stays in the
+ * L1/L2 cache, with no intermediate written to memory. A workspace per thread holds the
+ * block's columns; plan + workspace + raw block in, batch rows out. */
+typedef struct rec_prep_plan rec_prep_plan;
+typedef struct rec_prep_ws rec_prep_ws;
+
+/* `vocabs` may be NULL when the spec has no categorify op; otherwise the plan keeps a
+ * pointer to it (it must outlive the plan). */
+rec_status rec_prep_plan_init(rec_prep_plan **out, const rec_spec *spec,
+                              const rec_vocab_set *vocabs);
+void rec_prep_plan_free(rec_prep_plan *p);
+/* Fusion groups of the plan, for `rectrain prep --explain` and tests. */
+int rec_prep_plan_groups(const rec_prep_plan *p);
+void rec_prep_plan_describe(const rec_prep_plan *p, FILE *out);
+
+rec_status rec_prep_ws_init(rec_prep_ws **out, const rec_prep_plan *p);
+void rec_prep_ws_free(rec_prep_ws *ws);
+
+/* Preprocesses raw rows [r0, r0+n) and appends them to `b` (rows b->n .. b->n+n). The batch
+ * must have the spec's Dn and F and room for n more rows; id arrays grow as needed. Never
+ * fails on data (every op is total); fails only on allocation. */
+rec_status rec_prep_run(const rec_prep_plan *p, rec_prep_ws *ws, const rec_raw_block *raw,
+                        int64_t r0, int64_t n, rec_batch *b);
+
+/* First pass for categorify: feeds raw rows [r0, r0+n) through the chains and counts the ids
+ * that reach each categorify op into `counts` (one counter set per worker; merge with
+ * rec_vocab_counts_merge). */
+typedef struct rec_vocab_counts rec_vocab_counts;
+rec_status rec_vocab_counts_init(rec_vocab_counts **out, const rec_spec *spec);
+void rec_vocab_counts_free(rec_vocab_counts *c);
+rec_status rec_prep_count(const rec_prep_plan *p, rec_prep_ws *ws, const rec_raw_block *raw,
+                          int64_t r0, int64_t n, rec_vocab_counts *counts);
+rec_status rec_vocab_counts_merge(rec_vocab_counts *dst, const rec_vocab_counts *src);
+/* Builds the vocabularies (thresholds from the spec's categorify ops). */
+rec_status rec_vocab_counts_finish(const rec_vocab_counts *c, const rec_spec *spec,
+                                   rec_vocab_set *out);
+
+/* Reference executor: op by op over whole columns with the rec_ref_* functions, no fusion.
+ * Same contract as rec_prep_run; used by tests as the oracle. */
+rec_status rec_prep_run_ref(const rec_spec *spec, const rec_vocab_set *vocabs,
+                            const rec_raw_block *raw, int64_t r0, int64_t n, rec_batch *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

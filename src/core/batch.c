@@ -1,0 +1,58 @@
+/* Batch allocation. */
+#include "rectrain/batch.h"
+
+#include <string.h>
+
+#include "rectrain/core.h"
+
+rec_status rec_batch_init(rec_batch *b, int64_t cap, int32_t n_dense, int32_t n_sparse,
+                          int64_t nnz_per_row) {
+    memset(b, 0, sizeof *b);
+    if (cap <= 0 || n_dense < 0 || n_sparse < 0 || nnz_per_row < 0)
+        return rec_errorf(REC_EINVAL, "batch: bad shape (rows %lld, dense %d, sparse %d)",
+                          (long long)cap, n_dense, n_sparse);
+    b->cap = cap;
+    b->n_dense = n_dense;
+    b->n_sparse = n_sparse;
+    rec_status s = rec_alloc((void **)&b->label, (size_t)cap * sizeof(float), "batch labels");
+    if (!s) s = rec_alloc((void **)&b->dense, (size_t)(cap * n_dense + 1) * sizeof(float), "batch dense");
+    if (!s) s = rec_alloc((void **)&b->sparse, (size_t)(n_sparse + 1) * sizeof(rec_jagged), "batch sparse");
+    for (int32_t f = 0; !s && f < n_sparse; f++) {
+        rec_jagged *j = &b->sparse[f];
+        j->nnz_cap = cap * (nnz_per_row > 0 ? nnz_per_row : 1);
+        s = rec_alloc((void **)&j->offsets, (size_t)(cap + 1) * sizeof(int64_t), "batch offsets");
+        if (!s) s = rec_alloc((void **)&j->indices, (size_t)j->nnz_cap * sizeof(int64_t), "batch ids");
+    }
+    if (s) rec_batch_free(b);
+    return s;
+}
+
+void rec_batch_free(rec_batch *b) {
+    if (b->sparse) {
+        for (int32_t f = 0; f < b->n_sparse; f++) {
+            rec_free(b->sparse[f].offsets);
+            rec_free(b->sparse[f].indices);
+            rec_free(b->sparse[f].weights);
+        }
+    }
+    rec_free(b->sparse);
+    rec_free(b->label);
+    rec_free(b->dense);
+    memset(b, 0, sizeof *b);
+}
+
+rec_status rec_batch_reserve_nnz(rec_batch *b, int32_t f, int64_t nnz, int with_weights) {
+    rec_jagged *j = &b->sparse[f];
+    if (nnz > j->nnz_cap) {
+        int64_t cap = j->nnz_cap * 2 > nnz ? j->nnz_cap * 2 : nnz;
+        REC_TRY(rec_realloc((void **)&j->indices, (size_t)j->nnz_cap * sizeof(int64_t),
+                            (size_t)cap * sizeof(int64_t), "batch ids"));
+        if (j->weights)
+            REC_TRY(rec_realloc((void **)&j->weights, (size_t)j->nnz_cap * sizeof(float),
+                                (size_t)cap * sizeof(float), "batch weights"));
+        j->nnz_cap = cap;
+    }
+    if (with_weights && !j->weights)
+        REC_TRY(rec_alloc((void **)&j->weights, (size_t)j->nnz_cap * sizeof(float), "batch weights"));
+    return REC_OK;
+}

@@ -1,0 +1,34 @@
+/* Shared helpers of the rectrain CLI: argument parsing and turning statuses into exit codes
+ * (0 success, 1 runtime error, 2 usage error — DESIGN.md "CLI contract"). */
+#ifndef RECTRAIN_CLI_H
+#define RECTRAIN_CLI_H
+
+#include <stdint.h>
+
+#include "rectrain/status.h"
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/* Each subcommand: int cmd_NAME(int argc, char **argv), argv[0] is the subcommand name. */
+int cmd_gen(int argc, char **argv);
+int cmd_prep(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* Prints "rectrain CMD: MESSAGE" for the last error and returns CLI_FAIL (or CLI_USAGE for
+ * REC_EINVAL raised by argument checks, when `usage_on_einval` is set). */
+int cli_fail(const char *cmd, rec_status s);
+/* Prints "rectrain CMD: MESSAGE\nTry 'rectrain CMD --help'." and returns CLI_USAGE. */
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Value parsers for "--flag VALUE": advance *i past the value. On a missing or bad value
+ * they print a usage error and return CLI_USAGE; CLI_OK otherwise. */
+int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out);
+int cli_i64(const char *cmd, int argc, char **argv, int *i, int64_t min, int64_t max, int64_t *out);
+int cli_int(const char *cmd, int argc, char **argv, int *i, int min, int max, int *out);
+int cli_double(const char *cmd, int argc, char **argv, int *i, double min, double max, double *out);
+
+/* True for -h / --help. */
+int cli_is_help(const char *arg);
+
+#endif

@@ -1,0 +1,101 @@
+/* rectrain — the command-line interface: subcommands over the library. */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *what;
+} COMMANDS[] = {
+    {"gen", cmd_gen, "generate a synthetic Criteo-like TSV with known click probabilities"},
+    {"prep", cmd_prep, "preprocess a Criteo TSV (.tsv/.gz) into a .rshard with a pipeline spec"},
+    {"inspect", cmd_inspect, "describe a .tsv or .rshard file: schema, rows, cardinality, skew"},
+    {"bench", cmd_bench, "benchmarks: prep"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: rectrain COMMAND [options]   (rectrain COMMAND --help for each)\n\n");
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        fprintf(f, "  %-8s %s\n", COMMANDS[i].name, COMMANDS[i].what);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    if (cli_is_help(argv[1])) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "rectrain: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return CLI_USAGE;
+}
+
+int cli_fail(const char *cmd, rec_status s) {
+    fprintf(stderr, "rectrain %s: %s\n", cmd, rec_errmsg()[0] ? rec_errmsg() : rec_status_str(s));
+    return CLI_FAIL;
+}
+
+int cli_usage(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "rectrain %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'rectrain %s --help'.\n", cmd);
+    return CLI_USAGE;
+}
+
+int cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
+
+int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out) {
+    if (*i + 1 >= argc) return cli_usage(cmd, "%s needs a value", argv[*i]);
+    *out = argv[++*i];
+    return CLI_OK;
+}
+
+int cli_i64(const char *cmd, int argc, char **argv, int *i, int64_t min, int64_t max, int64_t *out) {
+    const char *flag = argv[*i], *v;
+    if (cli_str(cmd, argc, argv, i, &v)) return CLI_USAGE;
+    char *end;
+    errno = 0;
+    double scale = 1;
+    long long x = strtoll(v, &end, 10);
+    if (end != v && (*end == 'k' || *end == 'K' || *end == 'M' || *end == 'G') && end[1] == 0) {
+        scale = *end == 'G' ? 1e9 : *end == 'M' ? 1e6 : 1e3;
+        end++;
+    }
+    if (end == v || *end || errno || (double)x * scale < (double)min || (double)x * scale > (double)max)
+        return cli_usage(cmd, "%s needs an integer in [%lld, %lld] (got '%s')", flag, (long long)min,
+                         (long long)max, v);
+    *out = (int64_t)((double)x * scale);
+    return CLI_OK;
+}
+
+int cli_int(const char *cmd, int argc, char **argv, int *i, int min, int max, int *out) {
+    int64_t v;
+    if (cli_i64(cmd, argc, argv, i, min, max, &v)) return CLI_USAGE;
+    *out = (int)v;
+    return CLI_OK;
+}
+
+int cli_double(const char *cmd, int argc, char **argv, int *i, double min, double max, double *out) {
+    const char *flag = argv[*i], *v;
+    if (cli_str(cmd, argc, argv, i, &v)) return CLI_USAGE;
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !(x >= min && x <= max))
+        return cli_usage(cmd, "%s needs a number in [%g, %g] (got '%s')", flag, min, max, v);
+    *out = x;
+    return CLI_OK;
+}
