@@ -15,8 +15,14 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The main job on the embedded default: 1M synthetic Criteo rows -> the facebookresearch/dlrm
+# preprocessing (configs/criteo_standard.json) -> a checksummed .rshard -> its statistics.
+DEMO = $(BUILD)/demo
 run: build
-	$(BUILD)/rectrain train
+	@mkdir -p $(DEMO)
+	$(BUILD)/rectrain gen --rows 1M --seed 1 --out $(DEMO)/train.tsv --prob-out $(DEMO)/train.prob
+	$(BUILD)/rectrain prep --spec configs/criteo_standard.json --in $(DEMO)/train.tsv --out $(DEMO)/train.rshard
+	$(BUILD)/rectrain inspect $(DEMO)/train.rshard --verify
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

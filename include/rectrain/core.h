@@ -92,6 +92,13 @@ double rec_measure_copy_gbps(void);
 /* Median of n doubles (the array is sorted in place). */
 double rec_median(double *v, int n);
 
+/* ---- checksums --------------------------------------------------------------------------
+ * CRC-32 (IEEE 802.3, the polynomial of zlib, gzip and PNG), chainable: start with crc = 0
+ * and pass the previous result to continue over the next bytes, so
+ * rec_crc32(rec_crc32(0, a, n), b, m) == CRC of a followed by b. A thin wrapper over
+ * zlib's crc32_z (hardware-accelerated where zlib is). */
+uint32_t rec_crc32(uint32_t crc, const void *p, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -178,8 +178,9 @@ rec_status rec_spec_bind_vocabs(rec_spec *s, const rec_vocab_set *vs);
 typedef struct rec_prep_plan rec_prep_plan;
 typedef struct rec_prep_ws rec_prep_ws;
 
-/* `vocabs` may be NULL when the spec has no categorify op; otherwise the plan keeps a
- * pointer to it (it must outlive the plan). */
+/* `vocabs` may be NULL when the spec has no categorify op, or for a plan used only for the
+ * counting pass (rec_prep_count); otherwise the plan keeps a pointer to it (it must outlive
+ * the plan) and rec_prep_run refuses to run without it. */
 rec_status rec_prep_plan_init(rec_prep_plan **out, const rec_spec *spec,
                               const rec_vocab_set *vocabs);
 void rec_prep_plan_free(rec_prep_plan *p);
@@ -208,6 +209,32 @@ rec_status rec_vocab_counts_merge(rec_vocab_counts *dst, const rec_vocab_counts 
 /* Builds the vocabularies (thresholds from the spec's categorify ops). */
 rec_status rec_vocab_counts_finish(const rec_vocab_counts *c, const rec_spec *spec,
                                    rec_vocab_set *out);
+
+/* ---- parallel engine ---------------------------------------------------------------------------
+ * Parses and preprocesses chunks of TSV text on a pool of threads. Each thread takes an equal
+ * share of the chunk's lines (rec_tsv_split), parses them in cache-sized slices and runs the
+ * plan on each slice right away, so raw rows are preprocessed while still in L2. Thread t's
+ * rows land in its own batch, in line order; batches 0..T-1 together hold the chunk's rows in
+ * file order. All buffers are reused across chunks. */
+typedef struct rec_prep_engine rec_prep_engine;
+
+/* `path` names the input in messages. The plan must outlive the engine. */
+rec_status rec_prep_engine_init(rec_prep_engine **out, const rec_prep_plan *plan, int threads,
+                                const rec_tsv_opts *opts, const char *path);
+void rec_prep_engine_free(rec_prep_engine *e);
+int rec_prep_engine_threads(const rec_prep_engine *e);
+/* Preprocesses the chunk (overwriting the previous chunk's batches). Malformed rows: in FAIL
+ * mode the first one (in file order) is returned as REC_EFORMAT with its file:line:field
+ * message; in SKIP mode they are counted in rec_prep_engine_bad. */
+rec_status rec_prep_engine_run(rec_prep_engine *e, const rec_text_chunk *chunk);
+/* The counting pass of categorify: counts the ids of the chunk in per-thread counters. */
+rec_status rec_prep_engine_count(rec_prep_engine *e, const rec_text_chunk *chunk);
+/* Merges the counters of every pass so far and builds the vocabularies. */
+rec_status rec_prep_engine_vocabs(rec_prep_engine *e, rec_vocab_set *out);
+/* Thread t's batch from the last run. */
+const rec_batch *rec_prep_engine_batch(const rec_prep_engine *e, int t);
+/* Malformed rows skipped so far (SKIP mode). */
+const rec_bad_report *rec_prep_engine_bad(const rec_prep_engine *e);
 
 /* Reference executor: op by op over whole columns with the rec_ref_* functions, no fusion.
  * Same contract as rec_prep_run; used by tests as the oracle. */

@@ -1,0 +1,203 @@
+/* rectrain bench prep: raw Criteo TSV text in memory -> parsed, preprocessed Batches, with a
+ * spec (default configs/criteo_standard.json), at 1..T threads.
+ *
+ * What is timed: rec_prep_engine_run over the whole text (tokenising, field decoding, every
+ * operator of the spec, writing the Batch), chunked as the streaming reader chunks files.
+ * Not timed: generating the text, a categorify counting pass (reported on its own line).
+ * MB/s counts input TSV bytes. The machine's copy bandwidth (memcpy of 256 MiB) is printed
+ * beside it as the ceiling any single pass over the bytes could reach. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "rectrain/core.h"
+#include "rectrain/io.h"
+#include "rectrain/prep.h"
+
+static const char USAGE[] =
+    "usage: rectrain bench prep [--spec SPEC.json] [--in FILE.tsv] [--rows N] [--threads T]\n"
+    "                           [--reps R] [--scale F] [--multi-hot] [--json]\n"
+    "\n"
+    "Times TSV text -> Batch (parse + every op of SPEC) in memory. Without --in it generates\n"
+    "N rows (default 1M) with `rectrain gen` semantics (seed 1). Runs 1..T threads (default:\n"
+    "1 and all CPUs) and prints MB/s, rows/s and the speed-up beside the measured copy\n"
+    "bandwidth. Default spec: configs/criteo_standard.json (from the source tree).\n";
+
+/* Reads a whole file into memory (bench input). */
+static rec_status slurp(const char *path, char **text, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return rec_errorf(REC_EIO, "%s: cannot open: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    rec_status s = rec_alloc((void **)text, (size_t)n + 1, "bench input");
+    if (!s && fread(*text, 1, (size_t)n, f) != (size_t)n) s = rec_errorf(REC_EIO, "%s: short read", path);
+    fclose(f);
+    *len = (size_t)n;
+    return s;
+}
+
+static rec_status generate(int64_t rows, double scale, int multi_hot, char **text, size_t *len) {
+    rec_gen_opts go;
+    rec_gen_opts_default(&go);
+    go.scale = scale;
+    go.multi_hot = multi_hot;
+    rec_gen *g;
+    REC_TRY(rec_gen_init(&g, &go, rows));
+    size_t cap = rec_gen_max_row_bytes(g) * (size_t)rows + 1;
+    rec_status s = rec_alloc((void **)text, cap, "bench input");
+    if (!s) s = rec_gen_rows(g, 0, rows, *text, cap, len, NULL);
+    rec_gen_free(g);
+    return s;
+}
+
+/* Cuts the text into chunks of about 8 MiB of whole lines, as rec_tsv_next would. */
+static int make_chunks(const char *text, size_t len, rec_text_chunk *chunks, int max) {
+    int n = 0;
+    size_t pos = 0;
+    int64_t line = 1;
+    while (pos < len && n < max) {
+        size_t end = pos + ((size_t)8 << 20);
+        if (end >= len) end = len;
+        else {
+            const char *nl = memchr(text + end, '\n', len - end);
+            end = nl ? (size_t)(nl - text) + 1 : len;
+        }
+        int64_t lines = 0;
+        for (const char *p = text + pos; (p = memchr(p, '\n', (size_t)(text + end - p))) != NULL; p++) lines++;
+        chunks[n++] = (rec_text_chunk){text + pos, end - pos, line, lines};
+        line += lines;
+        pos = end;
+    }
+    return n;
+}
+
+typedef struct result { int threads; double mb_s, rows_s, seconds; int64_t rows; } result;
+
+static rec_status run_threads(const rec_prep_plan *plan, const rec_text_chunk *chunks, int nc, size_t bytes,
+                              int threads, int reps, int has_label, result *out) {
+    rec_tsv_opts to = {.has_label = has_label, .bad_rows = REC_BAD_ROWS_FAIL};
+    rec_prep_engine *e;
+    REC_TRY(rec_prep_engine_init(&e, plan, threads, &to, "bench"));
+    double t[32];
+    int64_t rows = 0;
+    rec_status s = REC_OK;
+    for (int r = -1; !s && r < reps; r++) { /* r = -1 warms up */
+        double t0 = rec_now();
+        rows = 0;
+        for (int c = 0; !s && c < nc; c++) {
+            s = rec_prep_engine_run(e, &chunks[c]);
+            for (int k = 0; !s && k < threads; k++) rows += rec_prep_engine_batch(e, k)->n;
+        }
+        if (r >= 0) t[r] = rec_now() - t0;
+    }
+    rec_prep_engine_free(e);
+    if (s) return s;
+    double med = rec_median(t, reps);
+    *out = (result){threads, (double)bytes / med / 1e6, (double)rows / med, med, rows};
+    return REC_OK;
+}
+
+int bench_prep(int argc, char **argv) {
+    const char *cmd = "bench prep", *spec_path = NULL, *in = NULL;
+    int64_t rows = 1000000;
+    int threads = 0, reps = 5, json = 0, multi_hot = 0;
+    double scale = 1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = CLI_OK;
+        if (cli_is_help(a)) { fputs(USAGE, stdout); return CLI_OK; }
+        else if (!strcmp(a, "--spec")) rc = cli_str(cmd, argc, argv, &i, &spec_path);
+        else if (!strcmp(a, "--in")) rc = cli_str(cmd, argc, argv, &i, &in);
+        else if (!strcmp(a, "--rows")) rc = cli_i64(cmd, argc, argv, &i, 1000, (int64_t)1 << 31, &rows);
+        else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 256, &threads);
+        else if (!strcmp(a, "--reps")) rc = cli_int(cmd, argc, argv, &i, 1, 32, &reps);
+        else if (!strcmp(a, "--scale")) rc = cli_double(cmd, argc, argv, &i, 1e-6, 1e3, &scale);
+        else if (!strcmp(a, "--multi-hot")) multi_hot = 1;
+        else if (!strcmp(a, "--json")) json = 1;
+        else rc = cli_usage(cmd, "unknown option '%s'", a);
+        if (rc) return rc;
+    }
+    char def_spec[4096];
+    if (!spec_path) {
+        const char *src = getenv("REC_SOURCE_DIR");
+        snprintf(def_spec, sizeof def_spec, "%s/configs/criteo_standard.json", src ? src : ".");
+        spec_path = def_spec;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    rec_spec *spec = NULL;
+    rec_prep_plan *plan = NULL;
+    rec_vocab_set vocabs = {0};
+    enum { MAX_CHUNKS = 4096 };
+    rec_text_chunk *chunks = calloc(MAX_CHUNKS, sizeof *chunks);
+    rec_status s = rec_spec_load(&spec, spec_path);
+    if (!s) s = in ? slurp(in, &text, &len) : generate(rows, scale, multi_hot, &text, &len);
+    int has_label = 1;
+    if (!s) { /* detect the test format from the first line: 39 fields instead of 40 */
+        int tabs = 0;
+        for (const char *p = text; p < text + len && *p != '\n'; p++) tabs += *p == '\t';
+        has_label = tabs != 38;
+    }
+    int nc = s ? 0 : make_chunks(text, len, chunks, MAX_CHUNKS);
+    double count_mb_s = 0;
+    if (!s && spec->n_vocabs > 0) { /* the counting pass, timed on its own */
+        rec_tsv_opts to = {.has_label = has_label};
+        rec_prep_engine *e = NULL;
+        s = rec_prep_plan_init(&plan, spec, NULL);
+        if (!s) s = rec_prep_engine_init(&e, plan, threads ? threads : rec_cpu_count(), &to, "bench");
+        double t0 = rec_now();
+        for (int c = 0; !s && c < nc; c++) s = rec_prep_engine_count(e, &chunks[c]);
+        if (!s) s = rec_prep_engine_vocabs(e, &vocabs);
+        count_mb_s = (double)len / (rec_now() - t0) / 1e6;
+        if (!s) s = rec_spec_bind_vocabs(spec, &vocabs);
+        rec_prep_engine_free(e);
+        rec_prep_plan_free(plan);
+        plan = NULL;
+    }
+    if (!s) s = rec_prep_plan_init(&plan, spec, spec->n_vocabs ? &vocabs : NULL);
+    if (s) {
+        free(chunks);
+        rec_free(text);
+        rec_spec_free(spec);
+        return cli_fail(cmd, s);
+    }
+    double copy = rec_measure_copy_gbps();
+    int counts[3], n_counts = 0, cpus = rec_cpu_count();
+    if (threads) counts[n_counts++] = threads;
+    else {
+        counts[n_counts++] = 1;
+        if (cpus > 1) counts[n_counts++] = cpus;
+    }
+    result res[3];
+    int64_t lines = 0;
+    for (int c = 0; c < nc; c++) lines += chunks[c].n_lines;
+    printf("bench prep: %s, %.1f MB of TSV (%lld rows, %.0f B/row), %d fused groups, median of %d\n",
+           spec->name, (double)len / 1e6, (long long)lines, lines ? (double)len / (double)lines : 0.0,
+           rec_prep_plan_groups(plan), reps);
+    for (int k = 0; k < n_counts && !s; k++) s = run_threads(plan, chunks, nc, len, counts[k], reps, has_label, &res[k]);
+    if (!s) {
+        if (count_mb_s > 0) printf("categorify counting pass: %.0f MB/s (not included below)\n", count_mb_s);
+        printf("%8s %10s %12s %9s %14s\n", "threads", "MB/s", "rows/s", "speedup", "copy GB/s");
+        for (int k = 0; k < n_counts; k++)
+            printf("%8d %10.1f %12.0f %8.2fx %14.1f\n", res[k].threads, res[k].mb_s, res[k].rows_s,
+                   res[k].mb_s / res[0].mb_s, copy);
+        const result *last = &res[n_counts - 1];
+        if (json) {
+            printf("{\"bench\": \"prep\", \"spec\": \"%s\", \"bytes\": %zu, \"rows\": %lld, \"threads\": %d, "
+                   "\"mb_per_s\": %.2f, \"rows_per_s\": %.1f, \"mb_per_s_1thread\": %.2f, \"speedup\": %.3f, "
+                   "\"copy_gb_per_s\": %.2f}\n",
+                   spec->name, len, (long long)last->rows, last->threads, last->mb_s, last->rows_s, res[0].mb_s,
+                   last->mb_s / res[0].mb_s, copy);
+        }
+    }
+    rec_prep_plan_free(plan);
+    rec_vocab_set_free(&vocabs);
+    rec_spec_free(spec);
+    rec_free(text);
+    free(chunks);
+    return s ? cli_fail(cmd, s) : CLI_OK;
+}

@@ -1,0 +1,41 @@
+/* rectrain — ingestion: a raw Criteo TSV (.tsv/.gz) through a prep spec into a .rshard, the
+ * work behind `rectrain prep`. Streams: memory stays bounded by the chunk size and the
+ * threads' batches whatever the file size. A spec with categorify ops takes two passes over
+ * the input (count, then map) unless vocabularies are reused from an existing shard. */
+#ifndef RECTRAIN_INGEST_H
+#define RECTRAIN_INGEST_H
+
+#include <stdint.h>
+
+#include "rectrain/io.h"
+#include "rectrain/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rec_ingest_opts {
+    const char *spec_path;    /* prep spec JSON */
+    const char *in_path;      /* .tsv or .gz */
+    const char *out_path;     /* .rshard to create (atomically) */
+    const char *vocab_from;   /* NULL, or a .rshard whose vocabularies are reused */
+    int threads;              /* >= 1 */
+    rec_tsv_opts tsv;         /* has_label -1 detects; bad_rows fail/skip */
+    int64_t group_rows;       /* shard row group size; 0 = default */
+    int explain;              /* print the fused plan to stderr */
+} rec_ingest_opts;
+
+typedef struct rec_ingest_report {
+    int64_t rows;             /* rows written */
+    uint64_t bytes;           /* input bytes (decompressed) per pass */
+    double seconds;           /* wall time of the whole job */
+    int passes;               /* 1, or 2 with a counting pass */
+    rec_bad_report bad;       /* rows skipped with --bad-rows skip */
+} rec_ingest_report;
+
+rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,197 @@
+/* Parallel parse + preprocess of TSV chunks (see rec_prep_engine in prep.h).
+ *
+ * Work split: the chunk is cut into one piece per thread at line boundaries; each thread
+ * walks its piece in slices of about SLICE_BYTES, parsing a slice into its raw block and
+ * running the plan over it at once, so the raw columns are still in L2 when the operators
+ * read them (the parse output of a whole 8 MiB chunk would not fit any cache). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "prep_internal.h"
+#include "rectrain/core.h"
+#include "rectrain/prep.h"
+
+enum { SLICE_BYTES = 128 << 10 };
+
+typedef struct worker {
+    rec_prep_ws *ws;
+    rec_raw_block raw;
+    rec_batch batch;
+    rec_bad_report bad;
+    rec_vocab_counts *counts;   /* counting pass only */
+    rec_status status;
+    char msg[1024];
+} worker;
+
+struct rec_prep_engine {
+    const rec_prep_plan *plan;
+    const rec_spec *spec;
+    rec_tsv_opts opts;
+    char path[512];
+    rec_pool *pool;
+    int nt;
+    worker *w;
+    rec_bad_report bad;
+    /* the chunk being processed */
+    const rec_text_chunk *chunk;
+    size_t start[257];
+    int64_t first[256];
+    int counting;
+};
+
+rec_status rec_prep_engine_init(rec_prep_engine **out, const rec_prep_plan *plan, int threads,
+                                const rec_tsv_opts *opts, const char *path) {
+    *out = NULL;
+    if (threads < 1 || threads > 256)
+        return rec_errorf(REC_EINVAL, "threads must be between 1 and 256 (got %d)", threads);
+    if (opts->has_label != 0 && opts->has_label != 1)
+        return rec_errorf(REC_EINVAL, "prep engine: has_label must be resolved to 0 or 1 first");
+    rec_prep_engine *e = calloc(1, sizeof *e);
+    if (!e) return rec_errorf(REC_ENOMEM, "out of memory creating the prep engine");
+    e->plan = plan;
+    e->spec = rec__prep_plan_spec(plan);
+    e->opts = *opts;
+    snprintf(e->path, sizeof e->path, "%s", path);
+    e->nt = threads;
+    e->w = calloc((size_t)threads, sizeof *e->w);
+    rec_status s = e->w ? rec_pool_init(&e->pool, threads)
+                        : rec_errorf(REC_ENOMEM, "out of memory creating the prep engine");
+    for (int t = 0; !s && t < threads; t++) {
+        s = rec_prep_ws_init(&e->w[t].ws, plan);
+        if (!s) s = rec_raw_block_init(&e->w[t].raw, 1024);
+        if (!s) s = rec_batch_init(&e->w[t].batch, 1024, e->spec->n_dense, e->spec->n_sparse, 1);
+    }
+    if (s) {
+        rec_prep_engine_free(e);
+        return s;
+    }
+    *out = e;
+    return REC_OK;
+}
+
+void rec_prep_engine_free(rec_prep_engine *e) {
+    if (!e) return;
+    for (int t = 0; e->w && t < e->nt; t++) {
+        rec_prep_ws_free(e->w[t].ws);
+        rec_raw_block_free(&e->w[t].raw);
+        rec_batch_free(&e->w[t].batch);
+        rec_vocab_counts_free(e->w[t].counts);
+    }
+    free(e->w);
+    rec_pool_free(e->pool);
+    free(e);
+}
+
+int rec_prep_engine_threads(const rec_prep_engine *e) { return e->nt; }
+const rec_batch *rec_prep_engine_batch(const rec_prep_engine *e, int t) { return &e->w[t].batch; }
+const rec_bad_report *rec_prep_engine_bad(const rec_prep_engine *e) { return &e->bad; }
+
+static int64_t count_lines(const char *p, const char *end) {
+    int64_t n = 0;
+    while (p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        n++;
+        p++;
+    }
+    return n;
+}
+
+/* Grows the worker's raw block and batch to hold `rows` rows (rare: only when a slice has
+ * more lines than any before). */
+static rec_status worker_reserve(rec_prep_engine *e, worker *w, int64_t rows) {
+    if (rows > w->raw.cap) {
+        rec_raw_block_free(&w->raw);
+        REC_TRY(rec_raw_block_init(&w->raw, rows + rows / 4));
+    }
+    if (!e->counting && w->batch.n + rows > w->batch.cap) {
+        rec_batch bigger;
+        int64_t cap = (w->batch.n + rows) * 5 / 4;
+        REC_TRY(rec_batch_init(&bigger, cap, e->spec->n_dense, e->spec->n_sparse, 1));
+        /* keep the rows already made from earlier slices of this piece */
+        rec_batch *b = &w->batch;
+        memcpy(bigger.label, b->label, (size_t)b->n * sizeof(float));
+        memcpy(bigger.dense, b->dense, (size_t)(b->n * b->n_dense) * sizeof(float));
+        for (int32_t f = 0; f < b->n_sparse; f++) {
+            int64_t nnz = b->n ? b->sparse[f].offsets[b->n] : 0;
+            REC_TRY(rec_batch_reserve_nnz(&bigger, f, nnz, 0));
+            memcpy(bigger.sparse[f].offsets, b->sparse[f].offsets, (size_t)(b->n + 1) * sizeof(int64_t));
+            memcpy(bigger.sparse[f].indices, b->sparse[f].indices, (size_t)nnz * sizeof(int64_t));
+        }
+        bigger.n = b->n;
+        rec_batch_free(b);
+        *b = bigger;
+    }
+    return REC_OK;
+}
+
+static rec_status piece_task(void *ctx, int64_t task, int thread) {
+    rec_prep_engine *e = ctx;
+    worker *w = &e->w[task];
+    (void)thread;
+    const char *text = e->chunk->text;
+    const char *p = text + e->start[task], *end = text + e->start[task + 1];
+    int64_t line = e->first[task];
+    rec_status s = REC_OK;
+    w->batch.n = 0;
+    while (p < end) {
+        const char *q = end;
+        if (end - p > SLICE_BYTES) {
+            q = memchr(p + SLICE_BYTES, '\n', (size_t)(end - p - SLICE_BYTES));
+            q = q ? q + 1 : end;
+        }
+        int64_t lines = count_lines(p, q) + (q[-1] != '\n');
+        s = worker_reserve(e, w, lines);
+        if (s) break;
+        w->raw.n = 0;
+        s = rec_tsv_parse(&e->opts, e->path, p, (size_t)(q - p), line, &w->raw, &w->bad);
+        if (s) break;
+        if (e->counting) s = rec_prep_count(e->plan, w->ws, &w->raw, 0, w->raw.n, w->counts);
+        else s = rec_prep_run(e->plan, w->ws, &w->raw, 0, w->raw.n, &w->batch);
+        if (s) break;
+        line += lines;
+        p = q;
+    }
+    w->status = s;
+    if (s) snprintf(w->msg, sizeof w->msg, "%s", rec_errmsg());
+    return s;
+}
+
+static rec_status run_chunk(rec_prep_engine *e, const rec_text_chunk *chunk) {
+    e->chunk = chunk;
+    int parts = e->nt;
+    rec_tsv_split(chunk, parts, e->start, e->first);
+    for (int t = 0; t < parts; t++) {
+        e->w[t].status = REC_OK;
+        memset(&e->w[t].bad, 0, sizeof e->w[t].bad);
+    }
+    rec_pool_run(e->pool, parts, piece_task, e);
+    /* Report the first failure in file order, not the first in time. */
+    for (int t = 0; t < parts; t++) {
+        if (e->w[t].status != REC_OK) {
+            rec_error_set_msg(e->w[t].msg);
+            return e->w[t].status;
+        }
+    }
+    for (int t = 0; t < parts; t++) rec_bad_report_merge(&e->bad, &e->w[t].bad);
+    return REC_OK;
+}
+
+rec_status rec_prep_engine_run(rec_prep_engine *e, const rec_text_chunk *chunk) {
+    e->counting = 0;
+    return run_chunk(e, chunk);
+}
+
+rec_status rec_prep_engine_count(rec_prep_engine *e, const rec_text_chunk *chunk) {
+    for (int t = 0; t < e->nt; t++)
+        if (!e->w[t].counts) REC_TRY(rec_vocab_counts_init(&e->w[t].counts, e->spec));
+    e->counting = 1;
+    rec_status s = run_chunk(e, chunk);
+    e->counting = 0;
+    return s;
+}
+
+rec_status rec_prep_engine_vocabs(rec_prep_engine *e, rec_vocab_set *out) {
+    for (int t = 0; t < e->nt; t++)
+        if (!e->w[t].counts) REC_TRY(rec_vocab_counts_init(&e->w[t].counts, e->spec));
+    for (int t = 1; t < e->nt; t++) REC_TRY(rec_vocab_counts_merge(e->w[0].counts, e->w[t].counts));
+    return rec_vocab_counts_finish(e->w[0].counts, e->spec, out);
+}
