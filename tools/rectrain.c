@@ -65,7 +65,7 @@ int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out) {
 }
 
 int cli_i64(const char *cmd, int argc, char **argv, int *i, int64_t min, int64_t max, int64_t *out) {
-    const char *flag = argv[*i], *v;
+    const char *flag = argv[*i], *v = NULL;
     if (cli_str(cmd, argc, argv, i, &v)) return CLI_USAGE;
     char *end;
     errno = 0;
@@ -83,14 +83,14 @@ int cli_i64(const char *cmd, int argc, char **argv, int *i, int64_t min, int64_t
 }
 
 int cli_int(const char *cmd, int argc, char **argv, int *i, int min, int max, int *out) {
-    int64_t v;
+    int64_t v = 0;
     if (cli_i64(cmd, argc, argv, i, min, max, &v)) return CLI_USAGE;
     *out = (int)v;
     return CLI_OK;
 }
 
 int cli_double(const char *cmd, int argc, char **argv, int *i, double min, double max, double *out) {
-    const char *flag = argv[*i], *v;
+    const char *flag = argv[*i], *v = NULL;
     if (cli_str(cmd, argc, argv, i, &v)) return CLI_USAGE;
     char *end;
     double x = strtod(v, &end);

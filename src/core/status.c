@@ -39,7 +39,15 @@ rec_status rec_error_wrap(rec_status s, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, rec__errmsg, sizeof old);
-    snprintf(rec__errmsg, sizeof rec__errmsg, "%s: %s", prefix, old);
+    /* Truncation of an over-long message is acceptable; the prefix comes first. */
+    size_t n = strlen(prefix);
+    if (n + 2 >= sizeof rec__errmsg) n = sizeof rec__errmsg - 3;
+    memcpy(rec__errmsg, prefix, n);
+    memcpy(rec__errmsg + n, ": ", 2);
+    size_t room = sizeof rec__errmsg - n - 3, m = strlen(old);
+    if (m > room) m = room;
+    memcpy(rec__errmsg + n + 2, old, m);
+    rec__errmsg[n + 2 + m] = 0;
     return s;
 }
 

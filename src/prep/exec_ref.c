@@ -3,8 +3,9 @@
  * tricks. It is the oracle the fused executor (exec.c) is tested against, so it favours
  * obviousness over speed.
  *
- * Value conventions shared with the fused executor: f32 values are stored as float and every
- * op computes in double from the float input and rounds its result to float; clamp bounds on
+ * Value conventions shared with the fused executor: f32 values are stored as float; every op
+ * but log1p (defined in single precision, see rec_ref_log1p) computes in double from the
+ * float input and rounds its result to float; clamp bounds on
  * f32 are rounded to float first; f32 -> i64 casts truncate toward zero, saturate, and send
  * NaN to 0; a row concatenated from several inputs is null only when all of them are. */
 #include <math.h>
@@ -164,7 +165,7 @@ rec_status rec_prep_run_ref(const rec_spec *spec, const rec_vocab_set *vocabs,
             rval *x = &vals[i];
             s = rval_reserve(x, 1);
             x->len = 0;
-            x->is_f32 = 0;
+            x->is_f32 = ft->in_type.dtype == REC_DT_F32; /* also for rows whose inputs are null */
             int any = 0;
             for (int k = 0; !s && k < ft->n_inputs; k++) {
                 int in = ft->inputs[k];
@@ -173,7 +174,6 @@ rec_status rec_prep_run_ref(const rec_spec *spec, const rec_vocab_set *vocabs,
                 } else if (!vals[in].null) {
                     const rval *y = &vals[in];
                     any = 1;
-                    x->is_f32 = y->is_f32;
                     s = rval_reserve(x, x->len + y->len);
                     if (!s && y->is_f32) memcpy(x->f + x->len, y->f, (size_t)y->len * sizeof *x->f);
                     if (!s && !y->is_f32) memcpy(x->v + x->len, y->v, (size_t)y->len * sizeof *x->v);

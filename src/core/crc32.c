@@ -1,0 +1,12 @@
+/* CRC-32 over byte ranges, used by every checksummed binary format (.rshard, checkpoints).
+ * zlib is already a dependency (gzip input); its crc32_z is table-driven with braiding and is
+ * faster than a hand-written slice-by-8, so this is only a wrapper that keeps zlib's types out
+ * of the public header. */
+#include <zlib.h>
+
+#include "rectrain/core.h"
+
+uint32_t rec_crc32(uint32_t crc, const void *p, size_t n) {
+    if (n == 0) return crc; /* zlib treats a NULL buffer as "give the initial value" */
+    return (uint32_t)crc32_z((uLong)crc, (const Bytef *)p, (z_size_t)n);
+}

@@ -1,0 +1,616 @@
+/* .rshard writer and reader: bit-exact round trips of random batches over every group shape
+ * (several groups, a partial last group, empty bags, Dn = 0, F = 0, no rows), and refusal —
+ * with a message, never a crash — of every truncation, of flipped bytes in the header, groups
+ * and footer, of wrong magic, future versions and hand-crafted out-of-range ids. Also the
+ * statistics `rectrain inspect` reports (distinct ids, top-0.1% skew, pooling quantiles) on
+ * crafted distributions, and the CRC-32 check value.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "rectrain/core.h"
+#include "rectrain/shard.h"
+#include "rectrain/stats.h"
+#include "../src/io/shard_format.h"
+
+static char g_dir[256];
+
+/* ---- fixtures ----------------------------------------------------------------------------- */
+
+/* A hand-built spec with Dn dense values and F sparse features, feature f feeding table f. */
+typedef struct test_spec {
+    rec_spec spec;
+    rec_feature feat[8];
+    rec_table table[8];
+} test_spec;
+
+static void make_spec(test_spec *t, const char *name, int32_t dn, int32_t F, const int64_t *rows) {
+    memset(t, 0, sizeof *t);
+    snprintf(t->spec.name, REC_NAME_MAX, "%s", name);
+    t->spec.n_dense = dn;
+    t->spec.n_sparse = F;
+    t->spec.n_features = F;
+    t->spec.features = t->feat;
+    t->spec.n_tables = F;
+    t->spec.tables = t->table;
+    for (int32_t f = 0; f < F; f++) {
+        snprintf(t->feat[f].name, REC_NAME_MAX, "C%d", f + 1);
+        t->feat[f].kind = REC_FEAT_SPARSE;
+        t->feat[f].sparse_index = f;
+        t->feat[f].table = f;
+        snprintf(t->table[f].name, REC_NAME_MAX, "t%d", f);
+        t->table[f].rows = rows[f];
+    }
+}
+
+/* Fills all `cap` rows of a fresh batch with random data: labels 0/1 (0 without label), dense
+ * values of every bit pattern class, bags of 0..max_len ids (a third of them empty). */
+static void fill_random(rec_batch *b, rec_rng *rng, int has_label, const int64_t *rows, int max_len) {
+    b->n = b->cap;
+    for (int64_t r = 0; r < b->n; r++) {
+        b->label[r] = has_label ? (float)(rec_rng_below(rng, 2)) : 0.0f;
+        for (int32_t d = 0; d < b->n_dense; d++) {
+            uint32_t bits = (uint32_t)rec_rng_u64(rng);
+            float x;
+            memcpy(&x, &bits, 4);
+            b->dense[r * b->n_dense + d] = x; /* NaNs and denormals included: compared by bits */
+        }
+    }
+    for (int32_t f = 0; f < b->n_sparse; f++) {
+        rec_jagged *j = &b->sparse[f];
+        j->offsets[0] = 0;
+        for (int64_t r = 0; r < b->n; r++) {
+            int64_t len = rec_rng_below(rng, 3) == 0 ? 0 : (int64_t)rec_rng_below(rng, (uint64_t)max_len + 1);
+            rec_batch_reserve_nnz(b, f, j->offsets[r] + len, 0);
+            for (int64_t k = 0; k < len; k++)
+                j->indices[j->offsets[r] + k] = (int64_t)rec_rng_below(rng, (uint64_t)rows[f]);
+            j->offsets[r + 1] = j->offsets[r] + len;
+        }
+    }
+}
+
+/* Copies rows [r0, r0+n) of `src` into `dst` (a batch of the same shape with cap >= n). */
+static void slice(const rec_batch *src, int64_t r0, int64_t n, rec_batch *dst) {
+    dst->n = n;
+    memcpy(dst->label, src->label + r0, 4 * (size_t)n);
+    memcpy(dst->dense, src->dense + r0 * src->n_dense, 4 * (size_t)(n * src->n_dense));
+    for (int32_t f = 0; f < src->n_sparse; f++) {
+        const int64_t *o = src->sparse[f].offsets;
+        rec_batch_reserve_nnz(dst, f, o[r0 + n] - o[r0], 0);
+        for (int64_t i = 0; i <= n; i++) dst->sparse[f].offsets[i] = o[r0 + i] - o[r0];
+        memcpy(dst->sparse[f].indices, src->sparse[f].indices + o[r0], 8 * (size_t)(o[r0 + n] - o[r0]));
+    }
+}
+
+/* 1 when rows [0, n) of `b` equal rows [r0, r0+n) of `truth` bit for bit. */
+static int same_rows(const rec_batch *truth, int64_t r0, int64_t n, const rec_batch *b) {
+    if (b->n != n) return 0;
+    if (memcmp(b->label, truth->label + r0, 4 * (size_t)n)) return 0;
+    if (memcmp(b->dense, truth->dense + r0 * truth->n_dense, 4 * (size_t)(n * truth->n_dense))) return 0;
+    for (int32_t f = 0; f < truth->n_sparse; f++) {
+        const int64_t *o = truth->sparse[f].offsets;
+        for (int64_t i = 0; i <= n; i++)
+            if (b->sparse[f].offsets[i] != o[r0 + i] - o[r0]) return 0;
+        if (memcmp(b->sparse[f].indices, truth->sparse[f].indices + o[r0], 8 * (size_t)(o[r0 + n] - o[r0])))
+            return 0;
+    }
+    return 1;
+}
+
+static char *path_in_dir(const char *name) {
+    static char buf[8][512];
+    static int k;
+    char *p = buf[k++ & 7];
+    snprintf(p, 512, "%s/%s", g_dir, name);
+    return p;
+}
+
+static int file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static uint8_t *read_all(const char *p, size_t *len) {
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*len + 1);
+    if (fread(b, 1, *len, f) != *len) *len = 0;
+    fclose(f);
+    return b;
+}
+
+static void write_all(const char *p, const uint8_t *b, size_t len) {
+    FILE *f = fopen(p, "wb");
+    if (!f) return;
+    fwrite(b, 1, len, f);
+    fclose(f);
+}
+
+/* Writes `truth` to `path` in randomly sized appends (some empty). */
+static rec_status write_shard(const char *path, const rec_spec *spec, const rec_vocab_set *vocabs,
+                              int has_label, int64_t group_rows, const rec_batch *truth, rec_rng *rng) {
+    rec_shard_writer *w;
+    REC_TRY(rec_shard_writer_open(&w, path, spec, vocabs, has_label, group_rows));
+    rec_batch part;
+    rec_batch_init(&part, 64, truth->n_dense, truth->n_sparse, 1);
+    int64_t r = 0;
+    while (r < truth->n) {
+        int64_t k = (int64_t)rec_rng_below(rng, 40);
+        if (k > truth->n - r) k = truth->n - r;
+        slice(truth, r, k, &part);
+        rec_status s = rec_shard_writer_append(w, &part);
+        if (s) {
+            rec_batch_free(&part);
+            rec_shard_writer_abort(w);
+            return s;
+        }
+        r += k;
+    }
+    rec_batch_free(&part);
+    return rec_shard_writer_close(w);
+}
+
+/* ---- round trips -------------------------------------------------------------------------- */
+
+static void round_trip(const char *name, int32_t dn, int32_t F, int64_t N, int64_t G, int has_label,
+                       int with_vocabs, uint64_t seed) {
+    int64_t rows[8] = {1, 7, 1000, 3, 50, 2, 9, 100000};
+    test_spec ts;
+    make_spec(&ts, name, dn, F, rows);
+    rec_rng rng;
+    rec_rng_seed(&rng, seed, 0);
+    rec_batch truth;
+    rec_batch_init(&truth, N > 0 ? N : 1, dn, F, 2);
+    if (N > 0) fill_random(&truth, &rng, has_label, rows, 5);
+    truth.n = N;
+
+    rec_vocab_set vs = {0};
+    int64_t vids0[5] = {17, -3, 1LL << 40, 0, 99}, vids1[1] = {0};
+    if (with_vocabs) {
+        vs.n = 2;
+        vs.v = calloc(2, sizeof *vs.v);
+        rec_vocab_from_ids(&vs.v[0], vids0, 5);
+        rec_vocab_from_ids(&vs.v[1], vids1, 0);
+    }
+    const char *path = path_in_dir(name);
+    rec_status s = write_shard(path, &ts.spec, with_vocabs ? &vs : NULL, has_label, G, &truth, &rng);
+    CHECK(s == REC_OK, "%s: write: %s", name, rec_errmsg());
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    CHECK(!file_exists(tmp), "%s: %s left behind", name, tmp);
+
+    rec_shard *sh = NULL;
+    s = rec_shard_open(&sh, path);
+    CHECK(s == REC_OK, "%s: open: %s", name, rec_errmsg());
+    if (s) goto out;
+    const rec_shard_schema *sc = rec_shard_get_schema(sh);
+    int64_t Geff = G > 0 ? G : 65536;
+    CHECK(rec_shard_rows(sh) == N, "%s: rows %lld", name, (long long)rec_shard_rows(sh));
+    CHECK(rec_shard_groups(sh) == (N + Geff - 1) / Geff, "%s: groups %lld", name, (long long)rec_shard_groups(sh));
+    CHECK(strcmp(sc->spec_name, name) == 0 && sc->n_dense == dn && sc->n_sparse == F && sc->has_label == has_label,
+          "%s: schema '%s' %d %d %d", name, sc->spec_name, sc->n_dense, sc->n_sparse, sc->has_label);
+    for (int32_t f = 0; f < F && f < sc->n_sparse; f++) {
+        char want[16];
+        snprintf(want, sizeof want, "C%d", f + 1);
+        CHECK(strcmp(sc->sparse[f].name, want) == 0 && sc->sparse[f].table_rows == rows[f],
+              "%s: feature %d '%s' rows %lld", name, f, sc->sparse[f].name, (long long)sc->sparse[f].table_rows);
+    }
+    const rec_vocab_set *rv = rec_shard_vocabs(sh);
+    if (with_vocabs) {
+        CHECK(rv->n == 2 && rec_vocab_size(rv->v[0]) == 5 && rec_vocab_size(rv->v[1]) == 0,
+              "%s: vocabularies %d", name, rv->n);
+        if (rv->n == 2)
+            CHECK(!memcmp(rec_vocab_ids(rv->v[0]), vids0, sizeof vids0) && rec_vocab_lookup(rv->v[0], 1LL << 40) == 3,
+                  "%s: vocabulary ids differ", name);
+    } else {
+        CHECK(rv->n == 0, "%s: %d vocabularies, want none", name, rv->n);
+    }
+
+    rec_batch b;
+    rec_batch_init(&b, N + 1, dn, F, 1);
+    int ok = 1;
+    /* the whole shard, then random ranges (many crossing group boundaries), then edges */
+    for (int t = 0; t < 300 && ok; t++) {
+        int64_t r0, n;
+        if (t == 0) { r0 = 0; n = N; }
+        else if (t == 1) { r0 = N; n = 0; }
+        else if (t == 2 && N >= Geff + 1) { r0 = Geff - 1; n = 2; }
+        else {
+            r0 = (int64_t)rec_rng_below(&rng, (uint64_t)N + 1);
+            n = (int64_t)rec_rng_below(&rng, (uint64_t)(N - r0) + 1);
+        }
+        b.n = -1;
+        s = rec_shard_read(sh, r0, n, &b);
+        ok = s == REC_OK && same_rows(&truth, r0, n, &b);
+        CHECK(ok, "%s: rows [%lld, +%lld) differ: %s", name, (long long)r0, (long long)n, s ? rec_errmsg() : "");
+    }
+    s = rec_shard_verify(sh);
+    CHECK(s == REC_OK, "%s: verify: %s", name, rec_errmsg());
+    s = rec_shard_read(sh, N, 1, &b);
+    CHECK_ERR(s, REC_EINVAL, "shard has");
+    s = rec_shard_read(sh, -1, 1, &b);
+    CHECK_ERR(s, REC_EINVAL, "requested");
+    rec_batch_free(&b);
+    rec_batch_init(&b, 4, dn + 1, F, 1);
+    s = rec_shard_read(sh, 0, N < 4 ? N : 4, &b);
+    CHECK_ERR(s, REC_EINVAL, "dense values");
+    rec_batch_free(&b);
+    rec_shard_close(sh);
+out:
+    rec_batch_free(&truth);
+    if (with_vocabs) rec_vocab_set_free(&vs);
+}
+
+/* ---- corruption --------------------------------------------------------------------------- */
+
+/* Group directory entry g of a whole shard image. */
+static uint8_t *dir_entry(uint8_t *img, size_t len, int64_t g, int32_t F) {
+    uint64_t fo = shard_get_u64(img + len - SHARD_TAIL + SHARD_T_FOOTER_OFF);
+    return img + fo + SHARD_F_FIXED + (uint64_t)g * (SHARD_E_FIXED + 8 * (uint64_t)F);
+}
+
+/* Recomputes the CRC of group g in its directory entry and the footer CRC in the tail. */
+static void reseal_group(uint8_t *img, size_t len, int64_t g, int32_t F) {
+    uint8_t *e = dir_entry(img, len, g, F);
+    shard_put_u32(e + SHARD_E_CRC, rec_crc32(0, img + shard_get_u64(e + SHARD_E_OFFSET), shard_get_u64(e + SHARD_E_BYTES)));
+    uint64_t fo = shard_get_u64(img + len - SHARD_TAIL + SHARD_T_FOOTER_OFF);
+    shard_put_u32(img + len - SHARD_TAIL + SHARD_T_FOOTER_CRC, rec_crc32(0, img + fo, len - SHARD_TAIL - fo));
+}
+
+static void reseal_header(uint8_t *img) {
+    uint64_t hb = shard_get_u64(img + SHARD_H_HEADER_BYTES);
+    shard_put_u32(img + SHARD_H_CRC, 0);
+    shard_put_u32(img + SHARD_H_CRC, rec_crc32(0, img, hb));
+}
+
+/* Offsets (n+1) of feature f in group g, as the format lays them out. */
+static int64_t *group_offsets(uint8_t *img, size_t len, int64_t g, int32_t dn, int32_t F, int32_t f) {
+    uint8_t *e = dir_entry(img, len, g, F);
+    uint64_t n = shard_get_u64(e + SHARD_E_ROWS);
+    uint64_t o = shard_get_u64(e + SHARD_E_OFFSET) + shard_pad(4 * n) + shard_pad(4 * n * (uint64_t)dn);
+    for (int32_t k = 0; k < f; k++) o += shard_pad(8 * (n + 1)) + shard_pad(8 * shard_get_u64(e + SHARD_E_NNZ + 8 * k));
+    return (int64_t *)(void *)(img + o);
+}
+
+static void corruption(void) {
+    enum { DN = 2, F = 3, N = 60, G = 8 };
+    int64_t rows[3] = {10, 20, 30};
+    test_spec ts;
+    make_spec(&ts, "corrupt", DN, F, rows);
+    rec_rng rng;
+    rec_rng_seed(&rng, 7, 0);
+    rec_batch truth;
+    rec_batch_init(&truth, N, DN, F, 2);
+    fill_random(&truth, &rng, 1, rows, 4);
+    int64_t vids[3] = {5, 6, 7};
+    rec_vocab_set vs = {1, calloc(1, sizeof(rec_vocab *))};
+    rec_vocab_from_ids(&vs.v[0], vids, 3);
+    const char *good = path_in_dir("good.rshard"), *bad = path_in_dir("bad.rshard");
+    CHECK(write_shard(good, &ts.spec, &vs, 1, G, &truth, &rng) == REC_OK, "write: %s", rec_errmsg());
+    size_t len = 0;
+    uint8_t *img = read_all(good, &len), *copy = malloc(len);
+    CHECK(img && len > SHARD_MIN_BYTES, "read back %zu bytes", len);
+    if (!img) return;
+    uint64_t hb = shard_get_u64(img + SHARD_H_HEADER_BYTES);
+    uint64_t fo = shard_get_u64(img + SHARD_H_FOOTER_OFF);
+    CHECK(shard_get_u64(img + SHARD_H_FILE_BYTES) == len, "file_bytes");
+    rec_shard *s;
+    rec_status st;
+
+    /* every truncation is refused on open */
+    int refused = 0, said_truncated = 0;
+    for (size_t t = 0; t < len; t++) {
+        write_all(bad, img, t);
+        st = rec_shard_open(&s, bad);
+        if (st == REC_OK) rec_shard_close(s);
+        refused += st == REC_EFORMAT && strstr(rec_errmsg(), bad) != NULL;
+        said_truncated += st == REC_EFORMAT && (strstr(rec_errmsg(), "truncated") || strstr(rec_errmsg(), "empty"));
+    }
+    CHECK(refused == (int)len && said_truncated == (int)len, "%d/%d truncations refused, %d said so", refused,
+          (int)len, said_truncated);
+    write_all(bad, img, len - 1000 < len ? len / 2 : 0);
+    st = rec_shard_open(&s, bad);
+    CHECK_ERR(st, REC_EFORMAT, "re-run rectrain prep");
+    /* appended garbage is refused as well */
+    uint8_t *longer = calloc(len + 64, 1);
+    memcpy(longer, img, len);
+    write_all(bad, longer, len + 64);
+    st = rec_shard_open(&s, bad);
+    CHECK(st == REC_EFORMAT, "file with 64 extra bytes accepted");
+    free(longer);
+
+    /* every flipped byte of the header, footer and tail is refused on open */
+    int header_refused = 0, footer_refused = 0;
+    for (uint64_t i = 0; i < len; i++) {
+        if (i == hb) i = fo; /* skip the groups: checked lazily, below */
+        memcpy(copy, img, len);
+        copy[i] ^= 0x5a;
+        write_all(bad, copy, len);
+        st = rec_shard_open(&s, bad);
+        if (st == REC_OK) rec_shard_close(s);
+        if (i < hb) header_refused += st == REC_EFORMAT;
+        else footer_refused += st == REC_EFORMAT;
+    }
+    CHECK(header_refused == (int)hb, "%d of %llu header byte flips refused", header_refused, (unsigned long long)hb);
+    CHECK(footer_refused == (int)(len - fo), "%d of %llu footer byte flips refused", footer_refused,
+          (unsigned long long)(len - fo));
+    memcpy(copy, img, len);
+    copy[SHARD_H_PREFIX + 3] ^= 1; /* spec name */
+    write_all(bad, copy, len);
+    CHECK_ERR(rec_shard_open(&s, bad), REC_EFORMAT, "header checksum mismatch");
+    memcpy(copy, img, len);
+    copy[len - 30] ^= 1; /* last directory entry */
+    write_all(bad, copy, len);
+    CHECK_ERR(rec_shard_open(&s, bad), REC_EFORMAT, "footer checksum mismatch");
+    memcpy(copy, img, len);
+    copy[len - 3] ^= 1; /* end magic */
+    write_all(bad, copy, len);
+    CHECK_ERR(rec_shard_open(&s, bad), REC_EFORMAT, "end marker");
+
+    /* wrong magic, future version (even with a valid checksum) */
+    memcpy(copy, img, len);
+    memcpy(copy, "PK\003\004xxxx", 8);
+    write_all(bad, copy, len);
+    CHECK_ERR(rec_shard_open(&s, bad), REC_EFORMAT, "not a .rshard");
+    memcpy(copy, img, len);
+    shard_put_u32(copy + SHARD_H_VERSION, 2);
+    reseal_header(copy);
+    write_all(bad, copy, len);
+    st = rec_shard_open(&s, bad);
+    CHECK_ERR(st, REC_EFORMAT, "reads version 1");
+    CHECK_ERR(st, REC_EFORMAT, "version 2");
+    /* a resealed header with a lying file size */
+    memcpy(copy, img, len);
+    shard_put_u64(copy + SHARD_H_FILE_BYTES, len + 64);
+    reseal_header(copy);
+    write_all(bad, copy, len);
+    char want[128];
+    snprintf(want, sizeof want, "the header says %zu bytes, the file has %zu", len + 64, len);
+    CHECK_ERR(rec_shard_open(&s, bad), REC_EFORMAT, want);
+
+    /* a flipped byte in group 3: open succeeds, reading group 3 or verifying fails */
+    memcpy(copy, img, len);
+    uint8_t *e3 = dir_entry(copy, len, 3, F);
+    copy[shard_get_u64(e3 + SHARD_E_OFFSET) + 5] ^= 0x10;
+    write_all(bad, copy, len);
+    rec_batch b;
+    rec_batch_init(&b, N, DN, F, 1);
+    st = rec_shard_open(&s, bad);
+    CHECK(st == REC_OK, "open with a corrupt group: %s", rec_errmsg());
+    if (!st) {
+        CHECK(rec_shard_read(s, 0, 3 * G, &b) == REC_OK && same_rows(&truth, 0, 3 * G, &b), "groups 0..2 unreadable");
+        st = rec_shard_read(s, 3 * G - 2, 4, &b);
+        CHECK_ERR(st, REC_EFORMAT, "group 3: checksum mismatch");
+        CHECK_ERR(st, REC_EFORMAT, bad);
+        CHECK_ERR(rec_shard_read(s, 3 * G + 1, 1, &b), REC_EFORMAT, "group 3: checksum");
+        CHECK_ERR(rec_shard_verify(s), REC_EFORMAT, "group 3: checksum");
+        rec_shard_close(s);
+    }
+    st = rec_shard_open(&s, bad);
+    if (!st) {
+        CHECK_ERR(rec_shard_verify(s), REC_EFORMAT, "group 3: checksum");
+        rec_shard_close(s);
+    }
+
+    /* hand-crafted groups with recomputed checksums: an id past its table, decreasing offsets */
+    memcpy(copy, img, len);
+    int64_t *off = group_offsets(copy, len, 1, DN, F, 2);
+    uint64_t nrows = shard_get_u64(dir_entry(copy, len, 1, F) + SHARD_E_ROWS);
+    int64_t *ids = (int64_t *)(void *)((uint8_t *)off + shard_pad(8 * (nrows + 1)));
+    CHECK(off[nrows] > 0, "group 1 feature 2 has no ids to corrupt");
+    ids[off[nrows] - 1] = rows[2];
+    reseal_group(copy, len, 1, F);
+    write_all(bad, copy, len);
+    st = rec_shard_open(&s, bad);
+    CHECK(st == REC_OK, "open: %s", rec_errmsg());
+    if (!st) {
+        CHECK(rec_shard_read(s, 0, G, &b) == REC_OK, "group 0 unreadable");
+        st = rec_shard_read(s, G, 1, &b);
+        CHECK_ERR(st, REC_EFORMAT, "group 1: feature 'C3': id 30");
+        CHECK_ERR(st, REC_EFORMAT, "outside");
+        CHECK_ERR(rec_shard_verify(s), REC_EFORMAT, "group 1");
+        rec_shard_close(s);
+    }
+    memcpy(copy, img, len);
+    off = group_offsets(copy, len, 2, DN, F, 0);
+    off[1] = off[2] + 1;
+    reseal_group(copy, len, 2, F);
+    write_all(bad, copy, len);
+    st = rec_shard_open(&s, bad);
+    if (!st) {
+        CHECK_ERR(rec_shard_verify(s), REC_EFORMAT, "group 2: feature 'C1' row 1: offsets decrease");
+        rec_shard_close(s);
+    }
+    /* a directory entry whose size does not match its rows is refused on open */
+    memcpy(copy, img, len);
+    uint8_t *e0 = dir_entry(copy, len, 0, F);
+    shard_put_u64(e0 + SHARD_E_NNZ, shard_get_u64(e0 + SHARD_E_NNZ) + 8);
+    reseal_group(copy, len, 0, F);
+    write_all(bad, copy, len);
+    CHECK_ERR(rec_shard_open(&s, bad), REC_EFORMAT, "group 0 is");
+
+    /* missing file, a directory */
+    CHECK_ERR(rec_shard_open(&s, path_in_dir("nope.rshard")), REC_EIO, "cannot open");
+    CHECK_ERR(rec_shard_open(&s, g_dir), REC_EINVAL, "not a regular file");
+
+    rec_batch_free(&b);
+    rec_batch_free(&truth);
+    rec_vocab_set_free(&vs);
+    free(img);
+    free(copy);
+}
+
+/* ---- writer refusals ---------------------------------------------------------------------- */
+
+static void writer_errors(void) {
+    int64_t rows[2] = {5, 6};
+    test_spec ts;
+    make_spec(&ts, "w", 1, 2, rows);
+    rec_shard_writer *w = NULL;
+    const char *path = path_in_dir("aborted.rshard");
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+
+    CHECK(rec_shard_writer_open(&w, path, &ts.spec, NULL, 1, 4) == REC_OK, "open: %s", rec_errmsg());
+    CHECK(file_exists(tmp) && !file_exists(path), "PATH.tmp while writing");
+    rec_batch b;
+    rec_batch_init(&b, 10, 1, 2, 1);
+    rec_rng rng;
+    rec_rng_seed(&rng, 3, 0);
+    fill_random(&b, &rng, 1, rows, 3);
+    CHECK(rec_shard_writer_append(w, &b) == REC_OK, "append: %s", rec_errmsg());
+    rec_shard_writer_abort(w);
+    CHECK(!file_exists(tmp) && !file_exists(path), "abort left a file");
+
+    CHECK(rec_shard_writer_open(&w, path, &ts.spec, NULL, 1, 4) == REC_OK, "open: %s", rec_errmsg());
+    rec_batch wrong;
+    rec_batch_init(&wrong, 2, 2, 2, 1);
+    CHECK_ERR(rec_shard_writer_append(w, &wrong), REC_EINVAL, "the shard's spec has 1 and 2");
+    rec_batch_free(&wrong);
+    int64_t keep = b.sparse[1].indices[0];
+    b.sparse[1].indices[0] = 6;
+    b.sparse[1].offsets[1] = b.sparse[1].offsets[1] ? b.sparse[1].offsets[1] : 1;
+    for (int64_t r = 1; r <= b.n; r++)
+        if (b.sparse[1].offsets[r] < b.sparse[1].offsets[r - 1]) b.sparse[1].offsets[r] = b.sparse[1].offsets[r - 1];
+    CHECK_ERR(rec_shard_writer_append(w, &b), REC_EINVAL, "feature 'C2' id 6");
+    b.sparse[1].indices[0] = keep;
+    rec_shard_writer_abort(w);
+    CHECK(!file_exists(tmp), "abort left %s", tmp);
+
+    /* unknown table size */
+    ts.table[1].rows = -1;
+    CHECK_ERR(rec_shard_writer_open(&w, path, &ts.spec, NULL, 1, 4), REC_EINVAL, "'C2' has table rows -1");
+    ts.table[1].rows = 6;
+    CHECK(!file_exists(tmp), "refused open left %s", tmp);
+    /* a directory that does not exist, a path that is a directory */
+    char nodir[600];
+    snprintf(nodir, sizeof nodir, "%s/missing/x.rshard", g_dir);
+    CHECK_ERR(rec_shard_writer_open(&w, nodir, &ts.spec, NULL, 1, 4), REC_EIO, "missing/x.rshard.tmp: cannot create");
+    /* rename onto an existing directory fails at close with EIO and leaves no .tmp */
+    char dirpath[600], dirtmp[700];
+    snprintf(dirpath, sizeof dirpath, "%s/isdir", g_dir);
+    mkdir(dirpath, 0755);
+    snprintf(dirtmp, sizeof dirtmp, "%s/f", dirpath);
+    write_all(dirtmp, (const uint8_t *)"x", 1);
+    CHECK(rec_shard_writer_open(&w, dirpath, &ts.spec, NULL, 1, 4) == REC_OK, "open: %s", rec_errmsg());
+    CHECK_ERR(rec_shard_writer_close(w), REC_EIO, "cannot rename");
+    snprintf(dirtmp, sizeof dirtmp, "%s.tmp", dirpath);
+    CHECK(!file_exists(dirtmp), "failed close left %s", dirtmp);
+    rec_batch_free(&b);
+}
+
+/* ---- statistics --------------------------------------------------------------------------- */
+
+static int cmp_desc(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void stats(void) {
+    CHECK(rec_crc32(0, "123456789", 9) == 0xCBF43926u, "CRC-32 check value %08x", rec_crc32(0, "123456789", 9));
+    CHECK(rec_crc32(rec_crc32(0, "1234", 4), "56789", 5) == 0xCBF43926u, "CRC-32 chaining");
+    CHECK(rec_skew_top_k(999) == 1 && rec_skew_top_k(1000) == 1 && rec_skew_top_k(2500) == 2 &&
+          rec_skew_top_k(10131227) == 10131, "top-k of table sizes");
+
+    /* ids 0..9 drawn 90 times each, ids 10..109 once: the top 10 of 10000 rows take 90% */
+    for (int mode = 0; mode < 2; mode++) {
+        rec_id_counter *c;
+        CHECK(rec_id_counter_init(&c, mode ? 0 : 10000) == REC_OK, "counter init");
+        int64_t ids[1000];
+        for (int i = 0; i < 900; i++) ids[i] = (i * 7) % 10;
+        for (int i = 0; i < 100; i++) ids[900 + i] = 10 + i;
+        CHECK(rec_id_counter_add(c, ids, 1000) == REC_OK, "add");
+        double share;
+        rec_id_counter_top_share(c, rec_skew_top_k(10000), &share);
+        CHECK(rec_id_counter_distinct(c) == 110 && rec_id_counter_total(c) == 1000 && share == 0.9,
+              "mode %d: distinct %lld total %lld share %g", mode, (long long)rec_id_counter_distinct(c),
+              (long long)rec_id_counter_total(c), share);
+        rec_id_counter_top_share(c, 110, &share);
+        CHECK(share == 1.0, "all ids take everything (%g)", share);
+        rec_id_counter_top_share(c, 11, &share);
+        CHECK(share == 0.901, "top 11 (%g)", share);
+        if (!mode) {
+            int64_t out = 10000;
+            CHECK_ERR(rec_id_counter_add(c, &out, 1), REC_EINVAL, "outside");
+        }
+        rec_id_counter_free(c);
+    }
+    /* quickselect against a full sort on random skewed counts, hash mode with 64-bit ids */
+    rec_rng rng;
+    rec_rng_seed(&rng, 11, 0);
+    for (int trial = 0; trial < 20; trial++) {
+        rec_id_counter *c;
+        rec_id_counter_init(&c, 0);
+        int64_t n = 1 + (int64_t)rec_rng_below(&rng, 20000), distinct = 1 + (int64_t)rec_rng_below(&rng, 3000);
+        int64_t *cnt = calloc((size_t)distinct, 8);
+        for (int64_t i = 0; i < n; i++) {
+            double u = rec_rng_uniform(&rng);
+            int64_t k = (int64_t)((double)distinct * u * u * u); /* skewed towards small k */
+            int64_t id = (int64_t)rec_mix64((uint64_t)k);          /* arbitrary 64-bit ids */
+            cnt[k]++;
+            rec_id_counter_add(c, &id, 1);
+        }
+        qsort(cnt, (size_t)distinct, 8, cmp_desc);
+        int64_t seen = 0;
+        while (seen < distinct && cnt[seen]) seen++;
+        int ok = rec_id_counter_distinct(c) == seen && rec_id_counter_total(c) == n;
+        for (int64_t k = 1; k <= seen + 1 && ok; k += 1 + k / 3) {
+            int64_t top = 0;
+            for (int64_t i = 0; i < k && i < seen; i++) top += cnt[i];
+            double share;
+            rec_id_counter_top_share(c, k, &share);
+            ok = share == (double)top / (double)n;
+        }
+        CHECK(ok, "trial %d: top shares differ from a full sort", trial);
+        free(cnt);
+        rec_id_counter_free(c);
+    }
+
+    /* pooling factors: nearest-rank quantiles */
+    rec_len_hist h = {0};
+    int64_t offs[6] = {0, 0, 1, 2, 4, 14}; /* lengths 0 1 1 2 10 */
+    CHECK(rec_len_hist_add_offsets(&h, offs, 5) == REC_OK, "hist add");
+    rec_len_summary sm = rec_len_hist_summary(&h);
+    CHECK(sm.n == 5 && sm.min == 0 && sm.max == 10 && sm.mean == 2.8 && sm.p50 == 1 && sm.p99 == 10,
+          "summary n %lld min %lld p50 %lld p99 %lld max %lld mean %g", (long long)sm.n, (long long)sm.min,
+          (long long)sm.p50, (long long)sm.p99, (long long)sm.max, sm.mean);
+    CHECK(rec_len_hist_add(&h, 3, 995) == REC_OK, "hist add");
+    sm = rec_len_hist_summary(&h); /* 1000 lengths: 0, 1, 1, 2, 3 x995, 10 */
+    CHECK(sm.p50 == 3 && sm.p99 == 3 && sm.max == 10 && rec_len_hist_quantile(&h, 0.0) == 0 &&
+          rec_len_hist_quantile(&h, 1.0) == 10 && rec_len_hist_quantile(&h, 0.003) == 1,
+          "after 995 threes: p50 %lld p99 %lld", (long long)sm.p50, (long long)sm.p99);
+    CHECK_ERR(rec_len_hist_add(&h, -1, 1), REC_EINVAL, "negative");
+    rec_len_hist_free(&h);
+    rec_len_summary empty = rec_len_hist_summary(&h);
+    CHECK(empty.n == 0 && empty.max == 0 && empty.mean == 0, "empty summary");
+}
+
+int main(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/rectrain_test_shard_XXXXXX");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    round_trip("several_groups", 3, 4, 100, 7, 1, 1, 1);
+    round_trip("one_row_groups", 2, 2, 9, 1, 1, 0, 2);
+    round_trip("no_dense", 0, 2, 50, 16, 0, 0, 3);
+    round_trip("no_sparse", 5, 0, 33, 10, 1, 1, 4);
+    round_trip("no_columns", 0, 0, 20, 6, 0, 0, 5);
+    round_trip("exact_groups", 1, 8, 64, 16, 1, 0, 6);
+    round_trip("default_groups", 4, 3, 1000, 0, 1, 0, 7);
+    round_trip("empty", 3, 2, 0, 5, 1, 1, 8);
+    corruption();
+    writer_errors();
+    stats();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    return check_report();
+}

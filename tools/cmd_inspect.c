@@ -1,0 +1,374 @@
+/* rectrain inspect: describes a .rshard (schema, rows, groups, per-feature cardinality, pooling
+ * factors and access skew; optionally every checksum) or a raw Criteo .tsv/.gz (rows, label
+ * rate, missing values, integer ranges, categorical cardinality, pooling and skew). The kind
+ * is detected from the file's first bytes, not its name. Statistics come from
+ * include/rectrain/stats.h so that tests can check them. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "rectrain/core.h"
+#include "rectrain/io.h"
+#include "rectrain/shard.h"
+#include "rectrain/stats.h"
+
+static const char USAGE[] =
+    "usage: rectrain inspect FILE [--verify] [--rows N] [--json]\n"
+    "\n"
+    "Describes a .rshard (detected by its magic bytes) or a Criteo .tsv/.gz file.\n"
+    "\n"
+    ".rshard: schema (spec, dense width, sparse features with table sizes, vocabularies), rows,\n"
+    "row groups, label rate, and per sparse feature the distinct ids, ids in total (nnz), the\n"
+    "pooling factor distribution (bag sizes: min/mean/p50/p99/max) and the access skew: the\n"
+    "share of all accesses taken by the top 0.1% of the table's rows (at least 1 id).\n"
+    ".tsv/.gz: rows, label rate, per column the missing rate; integers: min, max, negatives;\n"
+    "categoricals: distinct ids, pooling distribution (multi-hot lists), top-0.1% skew of the\n"
+    "distinct ids. Malformed rows are counted and skipped.\n"
+    "\n"
+    "  --verify    check every checksum of a .rshard (header, footer and all row groups)\n"
+    "  --rows N    compute the statistics over the first N rows only\n"
+    "  --json      print one JSON object as the last line of stdout\n";
+
+static const char *CMD = "inspect";
+
+/* Prints s as a JSON string literal. */
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void json_pool(const rec_len_summary *p) {
+    printf("{\"min\": %lld, \"mean\": %.4f, \"p50\": %lld, \"p99\": %lld, \"max\": %lld}", (long long)p->min,
+           p->mean, (long long)p->p50, (long long)p->p99, (long long)p->max);
+}
+
+static void print_pool(const rec_len_summary *p) {
+    char buf[80];
+    snprintf(buf, sizeof buf, "%lld/%.2f/%lld/%lld/%lld", (long long)p->min, p->mean, (long long)p->p50,
+             (long long)p->p99, (long long)p->max);
+    printf("  %-26s", buf);
+}
+
+/* Per sparse feature (or categorical column) statistics. */
+typedef struct feat_stats {
+    rec_id_counter *ids;
+    rec_len_hist len;
+    int64_t missing;        /* TSV only */
+    int64_t top_k;
+    double top_share;
+    rec_len_summary pool;
+} feat_stats;
+
+static rec_status feat_finish(feat_stats *fs, int64_t universe) {
+    fs->top_k = rec_skew_top_k(universe);
+    fs->pool = rec_len_hist_summary(&fs->len);
+    return rec_id_counter_top_share(fs->ids, fs->top_k, &fs->top_share);
+}
+
+static void feat_free(feat_stats *fs, int n) {
+    if (!fs) return;
+    for (int i = 0; i < n; i++) {
+        rec_id_counter_free(fs[i].ids);
+        rec_len_hist_free(&fs[i].len);
+    }
+    free(fs);
+}
+
+/* ---- .rshard ------------------------------------------------------------------------------- */
+
+static int inspect_shard(const char *path, int verify, int64_t max_rows, int json) {
+    rec_shard *sh;
+    rec_status s = rec_shard_open(&sh, path);
+    if (s) return cli_fail(CMD, s);
+    const rec_shard_schema *sc = rec_shard_get_schema(sh);
+    const rec_vocab_set *vs = rec_shard_vocabs(sh);
+    int32_t F = sc->n_sparse;
+    int64_t N = rec_shard_rows(sh), scan = max_rows >= 0 && max_rows < N ? max_rows : N;
+    if (verify) s = rec_shard_verify(sh);
+    feat_stats *fs = calloc((size_t)F + 1, sizeof *fs);
+    if (!s && !fs) s = rec_errorf(REC_ENOMEM, "out of memory");
+    for (int32_t f = 0; !s && f < F; f++) s = rec_id_counter_init(&fs[f].ids, sc->sparse[f].table_rows);
+    rec_batch b = {0};
+    const int64_t B = 65536;
+    if (!s) s = rec_batch_init(&b, B, sc->n_dense, F, 1);
+    double label_sum = 0;
+    rec_progress pr;
+    rec_progress_init(&pr, "inspect", "rows", (double)scan);
+    for (int64_t r0 = 0; !s && r0 < scan; r0 += B) {
+        int64_t n = scan - r0 < B ? scan - r0 : B;
+        s = rec_shard_read(sh, r0, n, &b);
+        for (int64_t r = 0; !s && r < n; r++) label_sum += b.label[r];
+        for (int32_t f = 0; !s && f < F; f++) {
+            s = rec_id_counter_add(fs[f].ids, b.sparse[f].indices, rec_batch_nnz(&b, f));
+            if (!s) s = rec_len_hist_add_offsets(&fs[f].len, b.sparse[f].offsets, n);
+        }
+        rec_progress_update(&pr, (double)(r0 + n), NULL);
+    }
+    rec_progress_finish(&pr);
+    for (int32_t f = 0; !s && f < F; f++) s = feat_finish(&fs[f], sc->sparse[f].table_rows);
+    rec_batch_free(&b);
+    if (s) {
+        feat_free(fs, F);
+        rec_shard_close(sh);
+        return cli_fail(CMD, s);
+    }
+
+    struct stat st;
+    long long bytes = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+    printf("file       %s (.rshard version %d, %lld bytes)\n", path, REC_SHARD_VERSION, bytes);
+    printf("spec       %s\n", sc->spec_name);
+    printf("rows       %lld in %lld row groups\n", (long long)N, (long long)rec_shard_groups(sh));
+    if (scan < N) printf("scanned    first %lld rows (--rows)\n", (long long)scan);
+    if (sc->has_label) printf("label      rate %.6f\n", scan ? label_sum / (double)scan : 0.0);
+    else printf("label      none (test format)\n");
+    printf("dense      %d values per row\n", sc->n_dense);
+    printf("vocabs     %d", vs->n);
+    for (int32_t i = 0; i < vs->n; i++) printf("%s%lld", i ? ", " : " (sizes ", (long long)rec_vocab_size(vs->v[i]));
+    printf("%s\n", vs->n ? ")" : "");
+    printf("checksums  %s\n", verify ? "all verified" : "header and footer verified (--verify checks every group)");
+    printf("sparse     %d features\n", F);
+    if (F) {
+        printf("\n  %-20s %12s %12s %12s  %-26s %10s\n", "feature", "table rows", "distinct", "nnz",
+               "pooling min/mean/p50/p99/max", "top-0.1%");
+        for (int32_t f = 0; f < F; f++) {
+            printf("  %-20s %12lld %12lld %12lld", sc->sparse[f].name, (long long)sc->sparse[f].table_rows,
+                   (long long)rec_id_counter_distinct(fs[f].ids), (long long)rec_id_counter_total(fs[f].ids));
+            print_pool(&fs[f].pool);
+            printf(" %9.2f%%\n", 100 * fs[f].top_share);
+        }
+    }
+    if (json) {
+        printf("{\"file\": ");
+        json_str(path);
+        printf(", \"format\": \"rshard\", \"version\": %d, \"bytes\": %lld, \"spec\": ", REC_SHARD_VERSION, bytes);
+        json_str(sc->spec_name);
+        printf(", \"rows\": %lld, \"rows_scanned\": %lld, \"groups\": %lld, \"has_label\": %s, \"label_rate\": ",
+               (long long)N, (long long)scan, (long long)rec_shard_groups(sh), sc->has_label ? "true" : "false");
+        if (sc->has_label) printf("%.6f", scan ? label_sum / (double)scan : 0.0);
+        else printf("null");
+        printf(", \"n_dense\": %d, \"verified\": %s, \"vocab_sizes\": [", sc->n_dense, verify ? "true" : "false");
+        for (int32_t i = 0; i < vs->n; i++) printf("%s%lld", i ? ", " : "", (long long)rec_vocab_size(vs->v[i]));
+        printf("], \"features\": [");
+        for (int32_t f = 0; f < F; f++) {
+            printf("%s{\"name\": ", f ? ", " : "");
+            json_str(sc->sparse[f].name);
+            printf(", \"table_rows\": %lld, \"distinct\": %lld, \"nnz\": %lld, \"pooling\": ",
+                   (long long)sc->sparse[f].table_rows, (long long)rec_id_counter_distinct(fs[f].ids),
+                   (long long)rec_id_counter_total(fs[f].ids));
+            json_pool(&fs[f].pool);
+            printf(", \"top_k\": %lld, \"top_share\": %.6f}", (long long)fs[f].top_k, fs[f].top_share);
+        }
+        printf("]}\n");
+    }
+    feat_free(fs, F);
+    rec_shard_close(sh);
+    return CLI_OK;
+}
+
+/* ---- .tsv / .gz ---------------------------------------------------------------------------- */
+
+typedef struct int_stats {
+    int64_t missing, negatives;
+    int64_t min, max;
+    int64_t seen;
+} int_stats;
+
+typedef struct tsv_stats {
+    int64_t rows;
+    double label_sum;
+    int_stats ints[REC_CRITEO_NINT];
+    feat_stats cat[REC_CRITEO_NCAT];
+} tsv_stats;
+
+/* Adds rows [0, n) of a parsed block to the statistics. */
+static rec_status tsv_add(tsv_stats *t, const rec_raw_block *raw, int64_t n, int has_label) {
+    if (has_label)
+        for (int64_t r = 0; r < n; r++) t->label_sum += raw->label[r];
+    for (int c = 0; c < REC_CRITEO_NINT; c++) {
+        int_stats *is = &t->ints[c];
+        const int64_t *v = raw->ints + (int64_t)c * raw->cap;
+        const uint8_t *nul = raw->int_null + (int64_t)c * raw->cap;
+        for (int64_t r = 0; r < n; r++) {
+            if (nul[r]) {
+                is->missing++;
+                continue;
+            }
+            if (!is->seen || v[r] < is->min) is->min = v[r];
+            if (!is->seen || v[r] > is->max) is->max = v[r];
+            is->seen = 1;
+            is->negatives += v[r] < 0;
+        }
+    }
+    for (int c = 0; c < REC_CRITEO_NCAT; c++) {
+        feat_stats *fs = &t->cat[c];
+        const rec_raw_list *l = &raw->cat[c];
+        int64_t r = 0;
+        while (r < n) { /* runs of present rows with equal list lengths cost one histogram add */
+            if (l->null[r]) {
+                fs->missing++;
+                r++;
+                continue;
+            }
+            int64_t len = l->off[r + 1] - l->off[r], e = r + 1;
+            while (e < n && !l->null[e] && l->off[e + 1] - l->off[e] == len) e++;
+            REC_TRY(rec_len_hist_add(&fs->len, len, e - r));
+            REC_TRY(rec_id_counter_add(fs->ids, l->val + l->off[r], l->off[e] - l->off[r]));
+            r = e;
+        }
+    }
+    t->rows += n;
+    return REC_OK;
+}
+
+static rec_status tsv_scan(const char *path, int64_t max_rows, tsv_stats *t, int *has_label,
+                           rec_bad_report *bad) {
+    rec_tsv_opts o = {0};
+    o.has_label = -1;
+    o.bad_rows = REC_BAD_ROWS_SKIP;
+    rec_tsv *r;
+    REC_TRY(rec_tsv_open(&r, path, &o, 0));
+    const rec_tsv_opts *opts = rec_tsv_options(r);
+    *has_label = opts->has_label;
+    rec_raw_block raw;
+    int64_t cap = 0;
+    rec_status s = REC_OK;
+    rec_progress pr;
+    rec_progress_init(&pr, "inspect", "rows", max_rows >= 0 ? (double)max_rows : 0);
+    while (!s && (max_rows < 0 || t->rows < max_rows)) {
+        rec_text_chunk ch;
+        s = rec_tsv_next(r, &ch);
+        if (s || ch.len == 0) break;
+        if (ch.n_lines > cap) {
+            if (cap) rec_raw_block_free(&raw);
+            cap = ch.n_lines;
+            s = rec_raw_block_init(&raw, cap);
+            if (s) {
+                cap = 0;
+                break;
+            }
+        }
+        raw.n = 0;
+        s = rec_tsv_parse(opts, path, ch.text, ch.len, ch.first_line, &raw, bad);
+        int64_t n = raw.n;
+        if (max_rows >= 0 && n > max_rows - t->rows) n = max_rows - t->rows;
+        if (!s) s = tsv_add(t, &raw, n, opts->has_label);
+        rec_progress_update(&pr, (double)t->rows, NULL);
+    }
+    rec_progress_finish(&pr);
+    if (cap) rec_raw_block_free(&raw);
+    rec_tsv_close(r);
+    for (int c = 0; !s && c < REC_CRITEO_NCAT; c++)
+        s = feat_finish(&t->cat[c], rec_id_counter_distinct(t->cat[c].ids));
+    return s;
+}
+
+static int inspect_tsv(const char *path, int64_t max_rows, int json) {
+    tsv_stats *t = calloc(1, sizeof *t);
+    rec_bad_report bad = {0};
+    if (!t) return cli_fail(CMD, rec_errorf(REC_ENOMEM, "out of memory"));
+    rec_status s = REC_OK;
+    int has_label = 0;
+    for (int c = 0; !s && c < REC_CRITEO_NCAT; c++) s = rec_id_counter_init(&t->cat[c].ids, 0);
+    if (!s) s = tsv_scan(path, max_rows, t, &has_label, &bad);
+    if (s) {
+        for (int c = 0; c < REC_CRITEO_NCAT; c++) {
+            rec_id_counter_free(t->cat[c].ids);
+            rec_len_hist_free(&t->cat[c].len);
+        }
+        free(t);
+        return cli_fail(CMD, s);
+    }
+    double rows = t->rows ? (double)t->rows : 1;
+    printf("file       %s (Criteo TSV, %s)\n", path, has_label ? "train format with label" : "test format, no label");
+    printf("rows       %lld%s\n", (long long)t->rows, max_rows >= 0 && t->rows == max_rows ? " (limited by --rows)" : "");
+    if (bad.count) {
+        printf("malformed  %lld rows skipped; first:\n", (long long)bad.count);
+        for (int k = 0; k < bad.n_kept; k++) printf("  %s\n", bad.why[k]);
+    }
+    if (has_label) printf("label      rate %.6f\n", t->label_sum / rows);
+    printf("\n  %-8s %9s %20s %20s %12s\n", "column", "missing", "min", "max", "negatives");
+    for (int c = 0; c < REC_CRITEO_NINT; c++) {
+        const int_stats *is = &t->ints[c];
+        printf("  %-8s %8.3f%% %20lld %20lld %12lld\n", rec_criteo_column_name(1 + c), 100 * (double)is->missing / rows,
+               (long long)is->min, (long long)is->max, (long long)is->negatives);
+    }
+    printf("\n  %-8s %9s %12s  %-26s %10s\n", "column", "missing", "distinct", "pooling min/mean/p50/p99/max",
+           "top-0.1%");
+    for (int c = 0; c < REC_CRITEO_NCAT; c++) {
+        const feat_stats *fs = &t->cat[c];
+        printf("  %-8s %8.3f%% %12lld", rec_criteo_column_name(1 + REC_CRITEO_NINT + c),
+               100 * (double)fs->missing / rows, (long long)rec_id_counter_distinct(fs->ids));
+        print_pool(&fs->pool);
+        printf(" %9.2f%%\n", 100 * fs->top_share);
+    }
+    printf("\n  top-0.1%%: share of accesses taken by the top 0.1%% of the distinct ids (at least 1)\n");
+    if (json) {
+        printf("{\"file\": ");
+        json_str(path);
+        printf(", \"format\": \"tsv\", \"rows\": %lld, \"bad_rows\": %lld, \"has_label\": %s, \"label_rate\": ",
+               (long long)t->rows, (long long)bad.count, has_label ? "true" : "false");
+        if (has_label) printf("%.6f", t->label_sum / rows);
+        else printf("null");
+        printf(", \"int_columns\": [");
+        for (int c = 0; c < REC_CRITEO_NINT; c++) {
+            const int_stats *is = &t->ints[c];
+            printf("%s{\"name\": \"%s\", \"missing_rate\": %.6f, \"min\": %lld, \"max\": %lld, \"negatives\": %lld}",
+                   c ? ", " : "", rec_criteo_column_name(1 + c), (double)is->missing / rows, (long long)is->min,
+                   (long long)is->max, (long long)is->negatives);
+        }
+        printf("], \"cat_columns\": [");
+        for (int c = 0; c < REC_CRITEO_NCAT; c++) {
+            const feat_stats *fs = &t->cat[c];
+            printf("%s{\"name\": \"%s\", \"missing_rate\": %.6f, \"distinct\": %lld, \"nnz\": %lld, \"pooling\": ",
+                   c ? ", " : "", rec_criteo_column_name(1 + REC_CRITEO_NINT + c), (double)fs->missing / rows,
+                   (long long)rec_id_counter_distinct(fs->ids), (long long)rec_id_counter_total(fs->ids));
+            json_pool(&fs->pool);
+            printf(", \"top_k\": %lld, \"top_share\": %.6f}", (long long)fs->top_k, fs->top_share);
+        }
+        printf("]}\n");
+    }
+    for (int c = 0; c < REC_CRITEO_NCAT; c++) {
+        rec_id_counter_free(t->cat[c].ids);
+        rec_len_hist_free(&t->cat[c].len);
+    }
+    free(t);
+    return CLI_OK;
+}
+
+int cmd_inspect(int argc, char **argv) {
+    const char *path = NULL;
+    int verify = 0, json = 0;
+    int64_t max_rows = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = CLI_OK;
+        if (cli_is_help(a)) { fputs(USAGE, stdout); return CLI_OK; }
+        else if (!strcmp(a, "--verify")) verify = 1;
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--rows")) rc = cli_i64(CMD, argc, argv, &i, 0, INT64_MAX / 2, &max_rows);
+        else if (a[0] == '-' && a[1]) rc = cli_usage(CMD, "unknown option '%s'", a);
+        else if (path) rc = cli_usage(CMD, "one FILE only (got '%s' and '%s')", path, a);
+        else path = a;
+        if (rc) return rc;
+    }
+    if (!path) return cli_usage(CMD, "FILE is required");
+
+    char magic[8] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return cli_fail(CMD, rec_errorf(REC_EIO, "%s: cannot open: %s", path, strerror(errno)));
+    size_t got = fread(magic, 1, sizeof magic, f);
+    fclose(f);
+    if (got == sizeof magic && !memcmp(magic, "RSHARD01", 8)) return inspect_shard(path, verify, max_rows, json);
+    if (verify) fprintf(stderr, "rectrain inspect: --verify applies to .rshard files only; ignored\n");
+    return inspect_tsv(path, max_rows, json);
+}
