@@ -494,7 +494,7 @@ static void test_skip(void) {
 static void test_random(void) {
     rec_rng g;
     rec_rng_seed(&g, 42, 0);
-    for (int round = 0; round < 400; round++) {
+    for (int round = 0; round < 1000; round++) {
         int has_label = (int)rec_rng_below(&g, 2), multi = (int)rec_rng_below(&g, 2);
         int damage = round % 4 != 0;
         sbuf s = {0};
@@ -508,6 +508,20 @@ static void test_random(void) {
             free(l.p);
         }
         compare_fast_ref(s.p, s.n, has_label, 1 + (int64_t)rec_rng_below(&g, 1000));
+        free(s.p);
+    }
+    /* long texts, where the parser's word-at-a-time paths run away from the text's end */
+    for (int round = 0; round < 4; round++) {
+        sbuf s = {0};
+        for (int i = 0; i < 3000; i++) {
+            sbuf l = {0};
+            rand_line(&g, &l, round & 1, round >> 1);
+            if (rec_rng_below(&g, 10) == 0) mutate(&g, &l);
+            sb_put(&s, l.p, l.n);
+            sb_str(&s, "\n");
+            free(l.p);
+        }
+        compare_fast_ref(s.p, s.n, round & 1, 1);
         free(s.p);
     }
 }

@@ -223,7 +223,9 @@ rec_status rec_prep_engine_init(rec_prep_engine **out, const rec_prep_plan *plan
                                 const rec_tsv_opts *opts, const char *path);
 void rec_prep_engine_free(rec_prep_engine *e);
 int rec_prep_engine_threads(const rec_prep_engine *e);
-/* Preprocesses the chunk (overwriting the previous chunk's batches). Malformed rows: in FAIL
+/* Preprocesses the chunk. Runs alternate between two sets of batches, so the batches of one
+ * run stay valid (e.g. for a writer thread) while the next run is in progress; the run after
+ * that overwrites them. Malformed rows: in FAIL
  * mode the first one (in file order) is returned as REC_EFORMAT with its file:line:field
  * message; in SKIP mode they are counted in rec_prep_engine_bad. */
 rec_status rec_prep_engine_run(rec_prep_engine *e, const rec_text_chunk *chunk);
@@ -231,7 +233,7 @@ rec_status rec_prep_engine_run(rec_prep_engine *e, const rec_text_chunk *chunk);
 rec_status rec_prep_engine_count(rec_prep_engine *e, const rec_text_chunk *chunk);
 /* Merges the counters of every pass so far and builds the vocabularies. */
 rec_status rec_prep_engine_vocabs(rec_prep_engine *e, rec_vocab_set *out);
-/* Thread t's batch from the last run. */
+/* Thread t's batch from the last run (valid until the second run after it). */
 const rec_batch *rec_prep_engine_batch(const rec_prep_engine *e, int t);
 /* Malformed rows skipped so far (SKIP mode). */
 const rec_bad_report *rec_prep_engine_bad(const rec_prep_engine *e);

@@ -16,7 +16,7 @@ enum { SLICE_BYTES = 128 << 10 };
 typedef struct worker {
     rec_prep_ws *ws;
     rec_raw_block raw;
-    rec_batch batch;
+    rec_batch batch[2];         /* alternate runs write alternate batches */
     rec_bad_report bad;
     rec_vocab_counts *counts;   /* counting pass only */
     rec_status status;
@@ -30,6 +30,7 @@ struct rec_prep_engine {
     char path[512];
     rec_pool *pool;
     int nt;
+    int cur;                    /* batch set of the last run */
     worker *w;
     rec_bad_report bad;
     /* the chunk being processed */
@@ -59,7 +60,8 @@ rec_status rec_prep_engine_init(rec_prep_engine **out, const rec_prep_plan *plan
     for (int t = 0; !s && t < threads; t++) {
         s = rec_prep_ws_init(&e->w[t].ws, plan);
         if (!s) s = rec_raw_block_init(&e->w[t].raw, 1024);
-        if (!s) s = rec_batch_init(&e->w[t].batch, 1024, e->spec->n_dense, e->spec->n_sparse, 1);
+        for (int k = 0; !s && k < 2; k++)
+            s = rec_batch_init(&e->w[t].batch[k], 1024, e->spec->n_dense, e->spec->n_sparse, 1);
     }
     if (s) {
         rec_prep_engine_free(e);
@@ -74,7 +76,8 @@ void rec_prep_engine_free(rec_prep_engine *e) {
     for (int t = 0; e->w && t < e->nt; t++) {
         rec_prep_ws_free(e->w[t].ws);
         rec_raw_block_free(&e->w[t].raw);
-        rec_batch_free(&e->w[t].batch);
+        rec_batch_free(&e->w[t].batch[0]);
+        rec_batch_free(&e->w[t].batch[1]);
         rec_vocab_counts_free(e->w[t].counts);
     }
     free(e->w);
@@ -83,7 +86,7 @@ void rec_prep_engine_free(rec_prep_engine *e) {
 }
 
 int rec_prep_engine_threads(const rec_prep_engine *e) { return e->nt; }
-const rec_batch *rec_prep_engine_batch(const rec_prep_engine *e, int t) { return &e->w[t].batch; }
+const rec_batch *rec_prep_engine_batch(const rec_prep_engine *e, int t) { return &e->w[t].batch[e->cur]; }
 const rec_bad_report *rec_prep_engine_bad(const rec_prep_engine *e) { return &e->bad; }
 
 static int64_t count_lines(const char *p, const char *end) {
@@ -102,17 +105,21 @@ static rec_status worker_reserve(rec_prep_engine *e, worker *w, int64_t rows) {
         rec_raw_block_free(&w->raw);
         REC_TRY(rec_raw_block_init(&w->raw, rows + rows / 4));
     }
-    if (!e->counting && w->batch.n + rows > w->batch.cap) {
+    rec_batch *b = &w->batch[e->cur];
+    if (!e->counting && b->n + rows > b->cap) {
         rec_batch bigger;
-        int64_t cap = (w->batch.n + rows) * 5 / 4;
+        int64_t cap = (b->n + rows) * 5 / 4;
         REC_TRY(rec_batch_init(&bigger, cap, e->spec->n_dense, e->spec->n_sparse, 1));
         /* keep the rows already made from earlier slices of this piece */
-        rec_batch *b = &w->batch;
         memcpy(bigger.label, b->label, (size_t)b->n * sizeof(float));
         memcpy(bigger.dense, b->dense, (size_t)(b->n * b->n_dense) * sizeof(float));
         for (int32_t f = 0; f < b->n_sparse; f++) {
             int64_t nnz = b->n ? b->sparse[f].offsets[b->n] : 0;
-            REC_TRY(rec_batch_reserve_nnz(&bigger, f, nnz, 0));
+            rec_status s = rec_batch_reserve_nnz(&bigger, f, nnz, 0);
+            if (s) {
+                rec_batch_free(&bigger);
+                return s;
+            }
             memcpy(bigger.sparse[f].offsets, b->sparse[f].offsets, (size_t)(b->n + 1) * sizeof(int64_t));
             memcpy(bigger.sparse[f].indices, b->sparse[f].indices, (size_t)nnz * sizeof(int64_t));
         }
@@ -131,7 +138,8 @@ static rec_status piece_task(void *ctx, int64_t task, int thread) {
     const char *p = text + e->start[task], *end = text + e->start[task + 1];
     int64_t line = e->first[task];
     rec_status s = REC_OK;
-    w->batch.n = 0;
+    rec_batch *b = &w->batch[e->cur];
+    b->n = 0;
     while (p < end) {
         const char *q = end;
         if (end - p > SLICE_BYTES) {
@@ -145,7 +153,7 @@ static rec_status piece_task(void *ctx, int64_t task, int thread) {
         s = rec_tsv_parse(&e->opts, e->path, p, (size_t)(q - p), line, &w->raw, &w->bad);
         if (s) break;
         if (e->counting) s = rec_prep_count(e->plan, w->ws, &w->raw, 0, w->raw.n, w->counts);
-        else s = rec_prep_run(e->plan, w->ws, &w->raw, 0, w->raw.n, &w->batch);
+        else s = rec_prep_run(e->plan, w->ws, &w->raw, 0, w->raw.n, b);
         if (s) break;
         line += lines;
         p = q;
@@ -177,6 +185,7 @@ static rec_status run_chunk(rec_prep_engine *e, const rec_text_chunk *chunk) {
 
 rec_status rec_prep_engine_run(rec_prep_engine *e, const rec_text_chunk *chunk) {
     e->counting = 0;
+    e->cur ^= 1;
     return run_chunk(e, chunk);
 }
 

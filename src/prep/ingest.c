@@ -1,4 +1,6 @@
 /* TSV -> prep spec -> .rshard (see ingest.h). */
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "rectrain/core.h"
@@ -6,34 +8,133 @@
 #include "rectrain/prep.h"
 #include "rectrain/shard.h"
 
+/* One pass over the input runs as a three-stage pipeline (DESIGN.md "Data flow"):
+ *
+ *   reader thread   the next chunk of the input (read, gunzip), copied into one of two buffers
+ *   engine          parse + preprocess the current chunk on the pool's threads
+ *   writer thread   append the previous chunk's batches to the shard (CRC, write)
+ *
+ * so decompression and the shard's I/O hide behind the preprocessing instead of adding to
+ * it. The engine alternates between two sets of batches, which is what lets the writer read
+ * chunk k's batches while chunk k+1 is being made. A counting pass (w == NULL) has no
+ * writer. Errors are reported in input order: the writer's (chunk k-1), then the engine's
+ * (chunk k), then the reader's (chunk k+1). */
+typedef struct stage {
+    pthread_t th;
+    int running;
+    rec_status s;
+    char msg[1024];
+} stage;
+
+typedef struct pass {
+    rec_tsv *r;
+    rec_prep_engine *e;
+    rec_shard_writer *w;
+    char *buf[2];
+    size_t cap[2];
+    rec_text_chunk chunk[2];
+    int fill;                       /* buffer the reader fills */
+    const rec_batch *out[256];      /* the writer's batches (one per engine thread) */
+    int n_out;
+    int64_t rows;                   /* rows appended to the shard */
+    stage rd, wr;
+} pass;
+
+static void stage_end(stage *st, rec_status s) {
+    st->s = s;
+    if (s) snprintf(st->msg, sizeof st->msg, "%s", rec_errmsg());
+}
+
+static rec_status stage_start(stage *st, void *(*fn)(void *), void *arg) {
+    st->s = REC_OK;
+    if (pthread_create(&st->th, NULL, fn, arg) != 0)
+        return rec_errorf(REC_ENOMEM, "cannot start a pipeline thread (out of resources)");
+    st->running = 1;
+    return REC_OK;
+}
+
+/* Waits for the stage; returns its status with its message as this thread's last error. */
+static rec_status stage_join(stage *st) {
+    if (!st->running) return REC_OK;
+    pthread_join(st->th, NULL);
+    st->running = 0;
+    if (st->s) rec_error_set_msg(st->msg);
+    return st->s;
+}
+
+static void *read_main(void *arg) {
+    pass *p = arg;
+    int k = p->fill;
+    rec_text_chunk c;
+    rec_status s = rec_tsv_next(p->r, &c);
+    if (!s && c.len > p->cap[k]) {
+        s = rec_realloc((void **)&p->buf[k], p->cap[k], c.len, "input chunk buffer");
+        if (!s) p->cap[k] = c.len;
+    }
+    if (!s) {
+        memcpy(p->buf[k], c.text, c.len);
+        p->chunk[k] = c;
+        p->chunk[k].text = p->buf[k];
+    }
+    stage_end(&p->rd, s);
+    return NULL;
+}
+
+static void *write_main(void *arg) {
+    pass *p = arg;
+    rec_status s = REC_OK;
+    for (int t = 0; !s && t < p->n_out; t++) {
+        if (p->out[t]->n) s = rec_shard_writer_append(p->w, p->out[t]);
+        p->rows += p->out[t]->n;
+    }
+    stage_end(&p->wr, s);
+    return NULL;
+}
+
 /* Runs one pass over the input: counting (`w` NULL) or writing into `w`. */
 static rec_status one_pass(const rec_ingest_opts *o, const rec_prep_plan *plan, rec_prep_engine **engine,
                            rec_shard_writer *w, rec_ingest_report *rep, const char *label) {
-    rec_tsv *r;
-    REC_TRY(rec_tsv_open(&r, o->in_path, &o->tsv, 0));
+    pass p;
+    memset(&p, 0, sizeof p);
+    p.w = w;
+    REC_TRY(rec_tsv_open(&p.r, o->in_path, &o->tsv, 0));
     rec_status s = REC_OK;
-    if (!*engine) s = rec_prep_engine_init(engine, plan, o->threads, rec_tsv_options(r), o->in_path);
+    if (!*engine) s = rec_prep_engine_init(engine, plan, o->threads, rec_tsv_options(p.r), o->in_path);
+    p.e = *engine;
     rec_progress pg;
     rec_progress_init(&pg, label, "MB", 0);
-    while (!s) {
-        rec_text_chunk c;
-        s = rec_tsv_next(r, &c);
-        if (s || c.len == 0) break;
-        if (!w) {
-            s = rec_prep_engine_count(*engine, &c);
-        } else {
-            s = rec_prep_engine_run(*engine, &c);
-            for (int t = 0; !s && t < rec_prep_engine_threads(*engine); t++) {
-                const rec_batch *b = rec_prep_engine_batch(*engine, t);
-                if (b->n) s = rec_shard_writer_append(w, b);
-                rep->rows += b->n;
-            }
+    int cur = 0;
+    if (!s) s = stage_start(&p.rd, read_main, &p);
+    if (!s) s = stage_join(&p.rd);
+    while (!s && p.chunk[cur].len > 0) {
+        p.fill = cur ^ 1;
+        p.chunk[p.fill].len = 0;
+        rec_status sr = stage_start(&p.rd, read_main, &p);
+        rec_status se = w ? rec_prep_engine_run(p.e, &p.chunk[cur]) : rec_prep_engine_count(p.e, &p.chunk[cur]);
+        char emsg[1024] = "";
+        if (se) snprintf(emsg, sizeof emsg, "%s", rec_errmsg());
+        rec_status sw = stage_join(&p.wr);
+        if (!sw && !se && w) {
+            p.n_out = rec_prep_engine_threads(p.e);
+            for (int t = 0; t < p.n_out; t++) p.out[t] = rec_prep_engine_batch(p.e, t);
+            sw = stage_start(&p.wr, write_main, &p);
         }
-        rec_progress_update(&pg, (double)rec_tsv_bytes(r) / 1e6, NULL);
+        if (!sr) sr = stage_join(&p.rd);
+        if (sw) s = sw; /* the message of the failing stage is already this thread's */
+        else if (se) s = rec_errorf(se, "%s", emsg);
+        else s = sr;
+        rec_progress_update(&pg, (double)rec_tsv_bytes(p.r) / 1e6, NULL);
+        cur ^= 1;
     }
+    stage_join(&p.rd);
+    rec_status sw = stage_join(&p.wr);
+    if (!s) s = sw;
     rec_progress_finish(&pg);
-    rep->bytes = rec_tsv_bytes(r);
-    rec_tsv_close(r);
+    rep->rows = p.rows;
+    rep->bytes = rec_tsv_bytes(p.r);
+    rec_tsv_close(p.r);
+    rec_free(p.buf[0]);
+    rec_free(p.buf[1]);
     return s;
 }
 
@@ -86,7 +187,6 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     if (!s) s = rec_shard_writer_open(&w, o->out_path, spec, vocabs, tsv.has_label, o->group_rows);
     if (!s) {
         rep->passes++;
-        rep->rows = 0;
         s = one_pass(&oo, plan, &engine, w, rep, "prep");
     }
     if (engine) rep->bad = *rec_prep_engine_bad(engine);
