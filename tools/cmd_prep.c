@@ -67,7 +67,8 @@ int cmd_prep(int argc, char **argv) {
     if (rep.bad.count) {
         fprintf(stderr, "prep: skipped %lld malformed row%s; first:\n", (long long)rep.bad.count,
                 rep.bad.count > 1 ? "s" : "");
-        for (int k = 0; k < rep.bad.n_kept; k++) fprintf(stderr, "  %s\n", rep.bad.why[k]);
+        for (int k = 0; k < rep.bad.n_kept; k++)
+            fprintf(stderr, "  %s:%lld: %s\n", o.in_path, (long long)rep.bad.line[k], rep.bad.why[k]);
     }
     if (json)
         printf("{\"rows\": %lld, \"bytes\": %llu, \"seconds\": %.4f, \"passes\": %d, \"mb_per_s\": %.2f, "

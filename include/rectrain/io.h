@@ -103,10 +103,14 @@ void rec_tsv_close(rec_tsv *r);
 const rec_tsv_opts *rec_tsv_options(const rec_tsv *r);
 const char *rec_tsv_path(const rec_tsv *r);
 /* Next chunk; at end of file returns REC_OK with chunk->len == 0. I/O and gzip errors
- * (including a truncated .gz) and over-long lines are REC_EIO/REC_EFORMAT with the path. */
+ * (including a truncated .gz) are REC_EIO/REC_EFORMAT with the path; so are over-long lines
+ * in FAIL mode, while SKIP mode drops them (see rec_tsv_bad). */
 rec_status rec_tsv_next(rec_tsv *r, rec_text_chunk *chunk);
 /* Bytes consumed so far from the (decompressed) stream, for progress. */
 uint64_t rec_tsv_bytes(const rec_tsv *r);
+/* Lines longer than max_line that the reader dropped in SKIP mode (they never reach a
+ * chunk, so rec_tsv_parse cannot see them; merge this into the parse's own report). */
+const rec_bad_report *rec_tsv_bad(const rec_tsv *r);
 
 /* Splits a chunk into `parts` pieces of whole lines of about equal size, for parallel
  * parsing: piece i is text[start[i] .. start[i+1]) and begins on line first[i]. Counting

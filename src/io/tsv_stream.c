@@ -33,6 +33,7 @@ struct rec_tsv {
     size_t scanned;     /* buf[0..scanned) is known to hold no '\n' (while looking for one) */
     int64_t next_line;  /* line number of buf[pos] */
     uint64_t bytes;     /* bytes handed out in chunks */
+    rec_bad_report bad; /* over-long lines dropped in SKIP mode */
 };
 
 /* Reads up to `want` more bytes at the end of the buffer. Sets r->eof at the end of the
@@ -69,22 +70,55 @@ static rec_status read_some(rec_tsv *r, size_t want) {
     return REC_OK;
 }
 
-/* Makes sure buf[0..len) holds at least one '\n' after at least r->chunk bytes, or the end
- * of the stream. A line that stays without its '\n' for more than max_line bytes fails. */
-static rec_status fill(rec_tsv *r) {
-    while (!r->eof && r->len < r->chunk) REC_TRY(read_some(r, r->chunk - r->len));
-    r->scanned = 0;
+/* SKIP mode: drops the over-long line at the start of the buffer, reading on to its '\n'
+ * (or the end of the stream) without keeping it, and records it in r->bad. */
+static rec_status skip_long_line(rec_tsv *r) {
+    r->bad.count++;
+    if (r->bad.n_kept < REC_BAD_ROWS_KEEP) {
+        r->bad.line[r->bad.n_kept] = r->next_line;
+        snprintf(r->bad.why[r->bad.n_kept], sizeof r->bad.why[0], "line is longer than %lld bytes",
+                 (long long)r->opts.max_line);
+        r->bad.n_kept++;
+    }
     for (;;) {
-        /* the newline we need is the last one: search from the end, new bytes only */
-        size_t i = r->len;
-        while (i > r->scanned && r->buf[i - 1] != '\n') i--;
-        if (i > r->scanned || r->eof) return REC_OK;
-        r->scanned = r->len;
-        if ((int64_t)r->len > r->opts.max_line)
+        const char *nl = memchr(r->buf, '\n', r->len);
+        if (nl) {
+            size_t rest = r->len - (size_t)(nl + 1 - r->buf);
+            memmove(r->buf, nl + 1, rest);
+            r->len = rest;
+            break;
+        }
+        r->len = 0;
+        if (r->eof) break;
+        REC_TRY(read_some(r, r->cap));
+    }
+    r->next_line++;
+    return REC_OK;
+}
+
+/* Makes sure buf[0..len) holds at least one '\n' after at least r->chunk bytes, or the end
+ * of the stream. A line that stays without its '\n' for more than max_line bytes fails
+ * (FAIL mode) or is dropped and recorded (SKIP mode); it always starts the buffer, because
+ * the lines before it were handed out in earlier chunks. */
+static rec_status fill(rec_tsv *r) {
+    for (;;) {
+        while (!r->eof && r->len < r->chunk) REC_TRY(read_some(r, r->chunk - r->len));
+        r->scanned = 0;
+        for (;;) {
+            /* the newline we need is the last one: search from the end, new bytes only */
+            size_t i = r->len;
+            while (i > r->scanned && r->buf[i - 1] != '\n') i--;
+            if (i > r->scanned || r->eof) return REC_OK;
+            r->scanned = r->len;
+            if ((int64_t)r->len > r->opts.max_line) break;
+            REC_TRY(read_some(r, (size_t)r->opts.max_line + 1 - r->len));
+        }
+        if (r->opts.bad_rows != REC_BAD_ROWS_SKIP)
             return rec_errorf(REC_EFORMAT, "%s:%lld: line is longer than %lld bytes (is this a "
-                                           "Criteo TSV file?)",
+                                           "Criteo TSV file? use --bad-rows skip to drop such "
+                                           "lines, or raise --max-line)",
                               r->path, (long long)r->next_line, (long long)r->opts.max_line);
-        REC_TRY(read_some(r, (size_t)r->opts.max_line + 1 - r->len));
+        REC_TRY(skip_long_line(r));
     }
 }
 
@@ -179,17 +213,19 @@ const char *rec_tsv_path(const rec_tsv *r) { return r->path; }
 
 uint64_t rec_tsv_bytes(const rec_tsv *r) { return r->bytes; }
 
+const rec_bad_report *rec_tsv_bad(const rec_tsv *r) { return &r->bad; }
+
 /* See io.h. The chunk ends after the last '\n' in the buffer, or at the end of the file
  * (where the last line may lack its '\n'). */
 rec_status rec_tsv_next(rec_tsv *r, rec_text_chunk *chunk) {
     memset(chunk, 0, sizeof *chunk);
-    chunk->first_line = r->next_line;
     if (r->pos > 0) {
         memmove(r->buf, r->buf + r->pos, r->len - r->pos);
         r->len -= r->pos;
         r->pos = 0;
         REC_TRY(fill(r));
     }
+    chunk->first_line = r->next_line; /* after fill(), which may drop over-long lines */
     size_t end = r->len;
     if (!r->eof) {
         while (end > 0 && r->buf[end - 1] != '\n') end--;

@@ -132,6 +132,7 @@ static rec_status one_pass(const rec_ingest_opts *o, const rec_prep_plan *plan, 
     rec_progress_finish(&pg);
     rep->rows = p.rows;
     rep->bytes = rec_tsv_bytes(p.r);
+    if (w) rec_bad_report_merge(&rep->bad, rec_tsv_bad(p.r));
     rec_tsv_close(p.r);
     rec_free(p.buf[0]);
     rec_free(p.buf[1]);
@@ -189,7 +190,7 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
         rep->passes++;
         s = one_pass(&oo, plan, &engine, w, rep, "prep");
     }
-    if (engine) rep->bad = *rec_prep_engine_bad(engine);
+    if (engine) rec_bad_report_merge(&rep->bad, rec_prep_engine_bad(engine));
     if (w) {
         if (s) rec_shard_writer_abort(w);
         else s = rec_shard_writer_close(w);

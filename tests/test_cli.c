@@ -1,0 +1,220 @@
+/* The CLI end to end: gen -> prep -> inspect on small data, exactly as a user runs it,
+ * including exit codes (0 ok, 1 runtime error, 2 usage error) and the messages of the
+ * rejection paths that only the command line reaches (bad rows in a file, --bad-rows skip,
+ * --vocab-from, gzip input, truncated shards, bad specs). Skipped (77) when REC_CLI, the
+ * path of the built `rectrain`, is not set (CTest sets it). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "check.h"
+
+static const char *cli, *src;
+static char dir[256];
+static char out[1 << 16]; /* output (stdout + stderr) of the last command */
+
+/* Runs `rectrain ARGS` (formatted) with output captured into `out`; returns the exit code. */
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...) {
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "cd %s && REC_PROGRESS=0 %s %s 2>&1", dir, cli, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *path(const char *name) {
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+static long file_size(const char *name) {
+    FILE *f = fopen(path(name), "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static int same_file(const char *a, const char *b) {
+    FILE *fa = fopen(path(a), "rb"), *fb = fopen(path(b), "rb");
+    int same = fa && fb;
+    while (same) {
+        int x = fgetc(fa), y = fgetc(fb);
+        if (x != y) same = 0;
+        if (x == EOF || y == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+/* Copies the first `lines` lines of `from` to `to`, replacing line `bad_line` (1-based, 0 =
+ * none) with `bad_text`. */
+static void copy_lines(const char *from, const char *to, int lines, int bad_line, const char *bad_text) {
+    FILE *in = fopen(path(from), "rb"), *o = fopen(path(to), "wb");
+    static char line[1 << 16];
+    for (int i = 1; in && o && i <= lines && fgets(line, sizeof line, in); i++)
+        fputs(i == bad_line ? bad_text : line, o);
+    if (in) fclose(in);
+    if (o) fclose(o);
+}
+
+static void gzip_file(const char *from, const char *to) {
+    FILE *in = fopen(path(from), "rb");
+    gzFile o = gzopen(path(to), "wb");
+    static char buf[1 << 16];
+    size_t n;
+    while (in && o && (n = fread(buf, 1, sizeof buf, in)) > 0) gzwrite(o, buf, (unsigned)n);
+    if (in) fclose(in);
+    if (o) gzclose(o);
+}
+
+/* The value of "key": in the last line of `out` (a JSON summary), or -1. */
+static double json_num(const char *key) {
+    char *last = out + strlen(out);
+    while (last > out && last[-1] == '\n') *--last = 0;
+    while (last > out && last[-1] != '\n') last--;
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(last, pat);
+    return p ? atof(p + strlen(pat)) : -1;
+}
+
+static void test_pipeline(void) {
+    const int N = 20000;
+    CHECK(run("gen --rows 20k --scale 0.01 --seed 5 --out train.tsv --prob-out train.prob --json") == 0,
+          "gen: %s", out);
+    CHECK(json_num("rows") == N, "gen --json rows");
+    long prob_lines = file_size("train.prob");
+    CHECK(prob_lines == (long)N * 9, "prob file: one \"0.xxxxxx\\n\" per row (%ld bytes)", prob_lines);
+
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in train.tsv --out std.rshard --json", src) == 0,
+          "prep: %s", out);
+    CHECK(json_num("rows") == N && json_num("passes") == 1, "prep --json: %s", out);
+    CHECK(run("inspect std.rshard --verify --json") == 0, "inspect: %s", out);
+    CHECK(json_num("rows") == N, "inspect rows");
+    CHECK(strstr(out, "\"verified\": true") != NULL, "inspect --verify: %s", out);
+
+    /* Same shard bytes with 1 thread, and from a .gz of the same text. */
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in train.tsv --out std1.rshard --threads 1", src) == 0,
+          "prep 1 thread: %s", out);
+    CHECK(same_file("std.rshard", "std1.rshard"), "shards from 1 and 2 threads differ");
+    gzip_file("train.tsv", "train.tsv.gz");
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in train.tsv.gz --out gz.rshard", src) == 0,
+          "prep gz: %s", out);
+    CHECK(same_file("std.rshard", "gz.rshard"), "shard from .gz differs from the plain one");
+
+    /* Vocabularies: train builds them (2 passes); the test split reuses them. */
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in train.tsv --out voc.rshard --json", src) == 0,
+          "prep vocab: %s", out);
+    CHECK(json_num("passes") == 2, "categorify takes a counting pass");
+    CHECK(run("gen --rows 3000 --scale 0.01 --seed 6 --test-format --out test.tsv") == 0, "gen test: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in test.tsv --out test.rshard --vocab-from voc.rshard --json",
+              src) == 0, "prep --vocab-from: %s", out);
+    CHECK(json_num("passes") == 1 && json_num("rows") == 3000, "reused vocabularies: %s", out);
+    CHECK(run("inspect test.rshard --json") == 0 && strstr(out, "\"has_label\": false"), "test shard: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in test.tsv --out x.rshard --vocab-from std.rshard", src) == 1 &&
+              strstr(out, "vocabularies"), "--vocab-from a shard without them: %s", out);
+
+    /* The RAP plan (every operator) runs end to end. */
+    CHECK(run("prep --spec %s/configs/criteo_rap.json --in train.tsv --out rap.rshard --explain", src) == 0 &&
+              strstr(out, "fused groups"), "prep rap: %s", out);
+
+    /* inspect of the raw TSV */
+    CHECK(run("inspect train.tsv --json") == 0 && json_num("rows") == N, "inspect tsv: %s", out);
+}
+
+static void test_bad_rows(void) {
+    char bad[64] = "1\t2\tx3"; /* I2 is not a number; every other field empty */
+    for (int i = 0; i < 37; i++) strcat(bad, "\t");
+    strcat(bad, "\n");
+    copy_lines("train.tsv", "bad.tsv", 100, 5, bad);
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in bad.tsv --out bad.rshard", src) == 1,
+          "bad row fails: %s", out);
+    CHECK(strstr(out, "bad.tsv:5: field I2") != NULL, "message names file:line:field: %s", out);
+    CHECK(file_size("bad.rshard") < 0 && file_size("bad.rshard.tmp") < 0, "no shard left behind");
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in bad.tsv --out bad.rshard --bad-rows skip --json",
+              src) == 0, "skip: %s", out);
+    CHECK(json_num("rows") == 99 && json_num("bad_rows") == 1, "99 rows kept, 1 skipped: %s", out);
+    CHECK(strstr(out, "skipped 1 malformed row") && strstr(out, "bad.tsv:5: field I2"), "skip report: %s", out);
+
+    /* truncated last line (too few fields, no newline) */
+    copy_lines("train.tsv", "trunc.tsv", 10, 0, NULL);
+    FILE *f = fopen(path("trunc.tsv"), "ab");
+    fputs("0\t1\t2\t3", f);
+    fclose(f);
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in trunc.tsv --out t.rshard", src) == 1 &&
+              strstr(out, "trunc.tsv:11") && strstr(out, "truncated last line"), "truncated last line: %s", out);
+}
+
+static void test_errors(void) {
+    CHECK(run("prep --in train.tsv --out x.rshard") == 2 && strstr(out, "--spec, --in and --out are required"),
+          "missing flags: %s", out);
+    CHECK(run("prep --spec s --in a --out b --frobnicate") == 2 && strstr(out, "unknown option '--frobnicate'"),
+          "unknown option: %s", out);
+    CHECK(run("prep --spec s --in a --out b --bad-rows maybe") == 2 && strstr(out, "--bad-rows must be"),
+          "bad --bad-rows: %s", out);
+    CHECK(run("gen --rows lots --out x.tsv") == 2 && strstr(out, "--rows needs an integer"), "bad --rows: %s", out);
+    CHECK(run("frobnicate") == 2, "unknown command: %s", out);
+    CHECK(run("inspect nothing-here.rshard") == 1 && strstr(out, "nothing-here.rshard"), "missing file: %s", out);
+    CHECK(run("prep --spec nothing.json --in train.tsv --out x.rshard") == 1 && strstr(out, "nothing.json"),
+          "missing spec: %s", out);
+
+    FILE *f = fopen(path("bad.json"), "wb");
+    fputs("{\"format\":\"rectrain-prep\",\"version\":1,\"dense\":[{\"name\":\"d\",\"input\":\"I1\","
+          "\"ops\":[{\"op\":\"log2\"}]}]}", f);
+    fclose(f);
+    CHECK(run("prep --spec bad.json --in train.tsv --out x.rshard") == 1 && strstr(out, "$.dense[0].ops[0]"),
+          "bad spec names the JSON path: %s", out);
+
+    /* A truncated shard is refused, never read. */
+    long n = file_size("std.rshard");
+    CHECK(n > 0 && truncate(path("std.rshard"), n - 100) == 0, "truncate");
+    CHECK(run("inspect std.rshard") == 1 && strstr(out, "truncated"), "truncated shard: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in test.tsv --out y.rshard --vocab-from std.rshard", src) == 1 &&
+              strstr(out, "truncated"), "--vocab-from a truncated shard: %s", out);
+}
+
+static void test_bench(void) {
+    CHECK(run("bench prep --rows 20k --reps 1 --threads 1 --spec %s/configs/criteo_standard.json --json", src) == 0,
+          "bench: %s", out);
+    CHECK(json_num("mb_per_s") > 0 && json_num("copy_gb_per_s") > 0, "bench --json: %s", out);
+}
+
+int main(void) {
+    cli = getenv("REC_CLI");
+    src = getenv("REC_SOURCE_DIR");
+    if (!cli || !src) {
+        printf("REC_CLI / REC_SOURCE_DIR not set: skipped\n");
+        return 77;
+    }
+    snprintf(dir, sizeof dir, "%s/rectrain_cli_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_pipeline();
+    test_bad_rows();
+    test_errors();
+    test_bench();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return check_report();
+}
