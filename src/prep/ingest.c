@@ -72,7 +72,7 @@ static void *read_main(void *arg) {
         if (!s) p->cap[k] = c.len;
     }
     if (!s) {
-        memcpy(p->buf[k], c.text, c.len);
+        if (c.len) memcpy(p->buf[k], c.text, c.len); /* len 0: the end of the input */
         p->chunk[k] = c;
         p->chunk[k].text = p->buf[k];
     }
