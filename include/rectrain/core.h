@@ -31,15 +31,35 @@ typedef struct rec_rng {
 } rec_rng;
 
 void rec_rng_seed(rec_rng *r, uint64_t seed, uint64_t stream);
-uint64_t rec_rng_u64(rec_rng *r);
-/* Uniform in [0, 1) with 53 random bits. */
-double rec_rng_uniform(rec_rng *r);
 /* Uniform integer in [0, n), n > 0 (Lemire's multiply-shift, unbiased). */
 uint64_t rec_rng_below(rec_rng *r, uint64_t n);
 /* Standard normal (Box–Muller, one value per call). */
 double rec_rng_normal(rec_rng *r);
+
+/* The next 64 random bits (xoshiro256**, Blackman & Vigna). Inline: generators draw tens of
+ * numbers per row. */
+static inline uint64_t rec_rng_u64(rec_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t x = s[1] * 5, out = ((x << 7) | (x >> 57)) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = (s[3] << 45) | (s[3] >> 19);
+    return out;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static inline double rec_rng_uniform(rec_rng *r) { return (double)(rec_rng_u64(r) >> 11) * 0x1.0p-53; }
+
 /* splitmix64 finaliser: a bijective 64-bit mix, also used as a stateless hash. */
-uint64_t rec_mix64(uint64_t x);
+static inline uint64_t rec_mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
 
 /* ---- clock ------------------------------------------------------------------------------ */
 /* Monotonic seconds. */

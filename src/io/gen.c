@@ -143,35 +143,6 @@ int64_t rec_gen_cardinality(const rec_gen_opts *o, int c) {
 
 size_t rec_gen_max_row_bytes(const rec_gen *g) { return g->max_row; }
 
-/* ---- RNG fast path ----------------------------------------------------------------------
- * The generator makes ~70 draws per row; calling rec_rng_u64 across translation units costs
- * a call each. rng_next is the same xoshiro256** step as rec_rng_u64 (core/rng.c), inlined;
- * states are still seeded by rec_rng_seed, so the sequences are rec_rng's own. */
-static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static inline uint64_t rng_next(rec_rng *r) {
-    uint64_t *s = r->s;
-    uint64_t out = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return out;
-}
-
-/* Same as rec_rng_uniform: 53 random bits in [0, 1). */
-static inline double rng_uniform(rec_rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
-
-/* splitmix64 finaliser, as rec_mix64, inlined for the per-id weight hash. */
-static inline uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 /* ---- Zipf sampling -----------------------------------------------------------------------
  * Rejection-inversion (Hörmann & Derflinger 1996, "Rejection-inversion to generate variates
  * from monotone discrete distributions", ACM TOMACS 6(3)), in the formulation of Apache
@@ -192,7 +163,7 @@ static void zipf_setup(gen_table *t) {
 /* A rank in [1, n] with P(k) proportional to k^-1.2. */
 static inline int64_t zipf_draw(const gen_table *t, rec_rng *rng) {
     for (;;) {
-        double u = t->hn + rng_uniform(rng) * (t->hx1 - t->hn);
+        double u = t->hn + rec_rng_uniform(rng) * (t->hx1 - t->hn);
         double b = 1.0 - 0.2 * u; /* H^-1(u) = b^-5 for s = 1.2 */
         double b2 = b * b;
         double x = 1.0 / (b2 * b2 * b);
@@ -223,7 +194,7 @@ static inline double hash_normal(uint64_t h) {
 }
 
 static inline double cat_weight(const rec_gen *g, int t, uint32_t id) {
-    return hash_normal(mix64(g->wsalt ^ ((uint64_t)(t + 1) << 40) ^ id));
+    return hash_normal(rec_mix64(g->wsalt ^ ((uint64_t)(t + 1) << 40) ^ id));
 }
 
 /* log(x) for x >= 1 via exponent extraction and the atanh series (|error| < 1e-7). */
@@ -257,14 +228,14 @@ static void cursor_day(const rec_gen *g, gen_cursor *c, int64_t day) {
 /* Draws the features of one row (see the draw order at the top of the file). */
 static void gen_draw(const rec_gen *g, rec_rng *rng, const int64_t *dayoff, gen_row *row) {
     for (int j = 0; j < NI; j++) {
-        uint64_t u = rng_next(rng);
+        uint64_t u = rec_rng_u64(rng);
         row->inull[j] = (uint32_t)(u >> 48) < g->imiss[j];
         double U = ((double)(u & M48) + 0.5) * 0x1p-48;
         double y = INT_ALPHA2[j] ? 1.0 / sqrt(U) : 1.0 / U;
         double v = INT_SCALE[j] * (y - 1.0);
         int32_t x = v < (double)INT_MAX_VALUE ? (int32_t)v : INT_MAX_VALUE;
         if (j == NEG_COL) {
-            uint64_t u2 = rng_next(rng);
+            uint64_t u2 = rec_rng_u64(rng);
             if ((uint32_t)(u2 >> 32) < g->neg_thr) x = -1 - (int32_t)((u2 & 0xffff) % 3);
         }
         row->ival[j] = x;
@@ -272,7 +243,7 @@ static void gen_draw(const rec_gen *g, rec_rng *rng, const int64_t *dayoff, gen_
     double cs = 0.0;
     for (int t = 0; t < NC; t++) {
         const gen_table *tb = &g->t[t];
-        uint64_t u = rng_next(rng);
+        uint64_t u = rec_rng_u64(rng);
         if ((uint32_t)(u >> 48) < tb->miss) {
             row->len[t] = 0;
             continue;
@@ -405,7 +376,7 @@ static char *gen_one(const rec_gen *g, gen_cursor *c, int64_t r, char *w, float 
     rec_rng_seed(&rng, g->o.seed, (uint64_t)r);
     gen_draw(g, &rng, c->dayoff, &c->row);
     float pf = (float)(1.0 / (1.0 + exp(-gen_logit(g, &c->row))));
-    int label = rng_uniform(&rng) < (double)pf;
+    int label = rec_rng_uniform(&rng) < (double)pf;
     if (p) *p = pf;
     return gen_format(g, &c->row, label, w);
 }

@@ -619,6 +619,20 @@ static rec_status emit_block(const rec_prep_plan *p, rec_prep_ws *ws, const rec_
     return REC_OK;
 }
 
+/* Raw rows [r0, r0+n) block by block: into `b` (a run), or into `counts` (the counting pass). */
+static rec_status run_rows(const rec_prep_plan *p, rec_prep_ws *ws, const rec_raw_block *raw,
+                           int64_t r0, int64_t n, rec_batch *b, rec_vocab_counts *counts) {
+    if (r0 < 0 || n < 0 || r0 + n > raw->n)
+        return rec_errorf(REC_EINVAL, "rows [%lld, %lld) are outside the raw block of %lld rows",
+                          (long long)r0, (long long)(r0 + n), (long long)raw->n);
+    for (int64_t done = 0; done < n; done += REC_PREP_BLOCK) {
+        int64_t m = n - done < REC_PREP_BLOCK ? n - done : REC_PREP_BLOCK;
+        REC_TRY(run_block(p, ws, raw, r0 + done, m, counts));
+        if (b) REC_TRY(emit_block(p, ws, raw, r0 + done, m, b));
+    }
+    return REC_OK;
+}
+
 rec_status rec_prep_run(const rec_prep_plan *p, rec_prep_ws *ws, const rec_raw_block *raw,
                         int64_t r0, int64_t n, rec_batch *b) {
     const rec_spec *s = p->spec;
@@ -633,27 +647,12 @@ rec_status rec_prep_run(const rec_prep_plan *p, rec_prep_ws *ws, const rec_raw_b
     if (b->n + n > b->cap)
         return rec_errorf(REC_EINVAL, "batch of %lld rows has no room for %lld more (holds %lld)",
                           (long long)b->cap, (long long)n, (long long)b->n);
-    if (r0 < 0 || r0 + n > raw->n)
-        return rec_errorf(REC_EINVAL, "rows [%lld, %lld) are outside the raw block of %lld rows",
-                          (long long)r0, (long long)(r0 + n), (long long)raw->n);
-    for (int64_t done = 0; done < n; done += REC_PREP_BLOCK) {
-        int64_t m = n - done < REC_PREP_BLOCK ? n - done : REC_PREP_BLOCK;
-        REC_TRY(run_block(p, ws, raw, r0 + done, m, NULL));
-        REC_TRY(emit_block(p, ws, raw, r0 + done, m, b));
-    }
-    return REC_OK;
+    return run_rows(p, ws, raw, r0, n, b, NULL);
 }
 
 rec_status rec_prep_count(const rec_prep_plan *p, rec_prep_ws *ws, const rec_raw_block *raw,
                           int64_t r0, int64_t n, rec_vocab_counts *counts) {
-    if (r0 < 0 || r0 + n > raw->n)
-        return rec_errorf(REC_EINVAL, "rows [%lld, %lld) are outside the raw block of %lld rows",
-                          (long long)r0, (long long)(r0 + n), (long long)raw->n);
-    for (int64_t done = 0; done < n; done += REC_PREP_BLOCK) {
-        int64_t m = n - done < REC_PREP_BLOCK ? n - done : REC_PREP_BLOCK;
-        REC_TRY(run_block(p, ws, raw, r0 + done, m, counts));
-    }
-    return REC_OK;
+    return run_rows(p, ws, raw, r0, n, NULL, counts);
 }
 
 const rec_spec *rec__prep_plan_spec(const rec_prep_plan *p) { return p->spec; }
