@@ -201,6 +201,12 @@ rec_status rec_prep_engine_count(rec_prep_engine *e, const rec_text_chunk *chunk
 rec_status rec_prep_engine_vocabs(rec_prep_engine *e, rec_vocab_set *out) {
     for (int t = 0; t < e->nt; t++)
         if (!e->w[t].counts) REC_TRY(rec_vocab_counts_init(&e->w[t].counts, e->spec));
-    for (int t = 1; t < e->nt; t++) REC_TRY(rec_vocab_counts_merge(e->w[0].counts, e->w[t].counts));
+    /* Fold every thread's counters into thread 0's, once: the merged ones are dropped, so a
+     * later counting pass and call count each id exactly once. */
+    for (int t = 1; t < e->nt; t++) {
+        REC_TRY(rec_vocab_counts_merge(e->w[0].counts, e->w[t].counts));
+        rec_vocab_counts_free(e->w[t].counts);
+        e->w[t].counts = NULL;
+    }
     return rec_vocab_counts_finish(e->w[0].counts, e->spec, out);
 }
