@@ -1,5 +1,7 @@
 /* .rshard writer and reader: bit-exact round trips of random batches over every group shape
- * (several groups, a partial last group, empty bags, Dn = 0, F = 0, no rows), and refusal —
+ * (several groups, a partial last group, empty bags, Dn = 0, F = 0, no rows) and every sparse
+ * encoding (single-hot groups without offsets, multi-hot, groups of both kinds in one shard,
+ * i32 ids of tables up to 2^31 rows and i64 ids beyond), and refusal —
  * with a message, never a crash — of every truncation, of flipped bytes in the header, groups
  * and footer, of wrong magic, future versions and hand-crafted out-of-range ids. Also the
  * statistics `rectrain inspect` reports (distinct ids, top-0.1% skew, pooling quantiles) on
@@ -47,9 +49,20 @@ static void make_spec(test_spec *t, const char *name, int32_t dn, int32_t F, con
     }
 }
 
+/* How fill_random shapes the bags: random lengths, one id per row everywhere, or one id per
+ * row in the groups of G rows where (group + feature) is even and random lengths elsewhere. */
+enum { BAGS_RANDOM, BAGS_SINGLE, BAGS_MIXED };
+
+/* 1 when row r of feature f gets exactly one id under `bags` with groups of G rows. */
+static int single_row(int bags, int64_t G, int64_t r, int32_t f) {
+    return bags == BAGS_SINGLE || (bags == BAGS_MIXED && (r / G + f) % 2 == 0);
+}
+
 /* Fills all `cap` rows of a fresh batch with random data: labels 0/1 (0 without label), dense
- * values of every bit pattern class, bags of 0..max_len ids (a third of them empty). */
-static void fill_random(rec_batch *b, rec_rng *rng, int has_label, const int64_t *rows, int max_len) {
+ * values of every bit pattern class, bags of 0..max_len ids (a third of them empty) or of one
+ * id as `bags` and G say; an eighth of the ids are the table's last row R-1. */
+static void fill_random_bags(rec_batch *b, rec_rng *rng, int has_label, const int64_t *rows, int max_len,
+                             int bags, int64_t G) {
     b->n = b->cap;
     for (int64_t r = 0; r < b->n; r++) {
         b->label[r] = has_label ? (float)(rec_rng_below(rng, 2)) : 0.0f;
@@ -65,12 +78,19 @@ static void fill_random(rec_batch *b, rec_rng *rng, int has_label, const int64_t
         j->offsets[0] = 0;
         for (int64_t r = 0; r < b->n; r++) {
             int64_t len = rec_rng_below(rng, 3) == 0 ? 0 : (int64_t)rec_rng_below(rng, (uint64_t)max_len + 1);
+            if (single_row(bags, G, r, f)) len = 1;
             rec_batch_reserve_nnz(b, f, j->offsets[r] + len, 0);
             for (int64_t k = 0; k < len; k++)
-                j->indices[j->offsets[r] + k] = (int64_t)rec_rng_below(rng, (uint64_t)rows[f]);
+                j->indices[j->offsets[r] + k] = rec_rng_below(rng, 8) == 0
+                                                    ? rows[f] - 1
+                                                    : (int64_t)rec_rng_below(rng, (uint64_t)rows[f]);
             j->offsets[r + 1] = j->offsets[r] + len;
         }
     }
+}
+
+static void fill_random(rec_batch *b, rec_rng *rng, int has_label, const int64_t *rows, int max_len) {
+    fill_random_bags(b, rng, has_label, rows, max_len, BAGS_RANDOM, 1);
 }
 
 /* Copies rows [r0, r0+n) of `src` into `dst` (a batch of the same shape with cap >= n). */
@@ -159,16 +179,22 @@ static rec_status write_shard(const char *path, const rec_spec *spec, const rec_
 
 /* ---- round trips -------------------------------------------------------------------------- */
 
-static void round_trip(const char *name, int32_t dn, int32_t F, int64_t N, int64_t G, int has_label,
-                       int with_vocabs, uint64_t seed) {
-    int64_t rows[8] = {1, 7, 1000, 3, 50, 2, 9, 100000};
+static void check_layout(const char *path, const rec_batch *truth, const int64_t *rows, int64_t G);
+
+/* Writes N random rows in groups of G (0: the default) with `bags` bag shapes and table sizes
+ * `big` (NULL: small tables), reads them back in random ranges and checks the file's layout. */
+static void round_trip_bags(const char *name, int32_t dn, int32_t F, int64_t N, int64_t G, int has_label,
+                            int with_vocabs, uint64_t seed, int bags, const int64_t *big) {
+    int64_t small[8] = {1, 7, 1000, 3, 50, 2, 9, 100000};
+    const int64_t *rows = big ? big : small;
     test_spec ts;
     make_spec(&ts, name, dn, F, rows);
     rec_rng rng;
     rec_rng_seed(&rng, seed, 0);
     rec_batch truth;
     rec_batch_init(&truth, N > 0 ? N : 1, dn, F, 2);
-    if (N > 0) fill_random(&truth, &rng, has_label, rows, 5);
+    int64_t Geff = G > 0 ? G : 65536;
+    if (N > 0) fill_random_bags(&truth, &rng, has_label, rows, 5, bags, Geff);
     truth.n = N;
 
     rec_vocab_set vs = {0};
@@ -190,8 +216,8 @@ static void round_trip(const char *name, int32_t dn, int32_t F, int64_t N, int64
     s = rec_shard_open(&sh, path);
     CHECK(s == REC_OK, "%s: open: %s", name, rec_errmsg());
     if (s) goto out;
+    check_layout(path, &truth, rows, Geff);
     const rec_shard_schema *sc = rec_shard_get_schema(sh);
-    int64_t Geff = G > 0 ? G : 65536;
     CHECK(rec_shard_rows(sh) == N, "%s: rows %lld", name, (long long)rec_shard_rows(sh));
     CHECK(rec_shard_groups(sh) == (N + Geff - 1) / Geff, "%s: groups %lld", name, (long long)rec_shard_groups(sh));
     CHECK(strcmp(sc->spec_name, name) == 0 && sc->n_dense == dn && sc->n_sparse == F && sc->has_label == has_label,
@@ -248,13 +274,54 @@ out:
     if (with_vocabs) rec_vocab_set_free(&vs);
 }
 
-/* ---- corruption --------------------------------------------------------------------------- */
+static void round_trip(const char *name, int32_t dn, int32_t F, int64_t N, int64_t G, int has_label,
+                       int with_vocabs, uint64_t seed) {
+    round_trip_bags(name, dn, F, N, G, has_label, with_vocabs, seed, BAGS_RANDOM, NULL);
+}
 
 /* Group directory entry g of a whole shard image. */
 static uint8_t *dir_entry(uint8_t *img, size_t len, int64_t g, int32_t F) {
     uint64_t fo = shard_get_u64(img + len - SHARD_TAIL + SHARD_T_FOOTER_OFF);
-    return img + fo + SHARD_F_FIXED + (uint64_t)g * (SHARD_E_FIXED + 8 * (uint64_t)F);
+    return img + fo + SHARD_F_FIXED + (uint64_t)g * shard_entry_bytes(F);
 }
+
+/* Flags byte of feature f in directory entry e. */
+static uint8_t *entry_flags(uint8_t *e, int32_t F, int32_t f) { return e + SHARD_E_NNZ + 8 * (size_t)F + f; }
+
+/* Checks the file's encoding against `truth`, computed here independently of the format's
+ * helpers: a feature is flagged single-hot in a group exactly when every row there has one id,
+ * its offsets are then absent, and its ids take 4 bytes when R <= 2^31, else 8. */
+static void check_layout(const char *path, const rec_batch *truth, const int64_t *rows, int64_t G) {
+    size_t len = 0;
+    uint8_t *img = read_all(path, &len);
+    CHECK(img != NULL, "%s: read back", path);
+    if (!img) return;
+    int32_t F = truth->n_sparse;
+    int64_t groups = (truth->n + G - 1) / G;
+    uint64_t fo = shard_get_u64(img + len - SHARD_TAIL + SHARD_T_FOOTER_OFF);
+    CHECK(shard_get_u32(img + fo + SHARD_F_ENTRY_BYTES) == 32 + 8 * (uint32_t)F + ((uint32_t)F + 7) / 8 * 8,
+          "%s: entry bytes %u", path, shard_get_u32(img + fo + SHARD_F_ENTRY_BYTES));
+    int ok = 1;
+    for (int64_t g = 0; g < groups && ok; g++) {
+        uint8_t *e = dir_entry(img, len, g, F);
+        int64_t r0 = g * G, n = truth->n - r0 < G ? truth->n - r0 : G;
+        uint64_t want = (uint64_t)(4 * n + 63) / 64 * 64 + (uint64_t)(4 * n * truth->n_dense + 63) / 64 * 64;
+        for (int32_t f = 0; f < F; f++) {
+            const int64_t *o = truth->sparse[f].offsets;
+            int single = 1;
+            for (int64_t r = r0; r < r0 + n; r++) single &= o[r + 1] - o[r] == 1;
+            uint64_t nnz = (uint64_t)(o[r0 + n] - o[r0]), idb = rows[f] <= (1LL << 31) ? 4 : 8;
+            ok &= *entry_flags(e, F, f) == (single ? 1 : 0);
+            want += (single ? 0 : (8 * (uint64_t)(n + 1) + 63) / 64 * 64) + (idb * nnz + 63) / 64 * 64;
+        }
+        ok &= shard_get_u64(e + SHARD_E_BYTES) == want;
+        CHECK(ok, "%s: group %lld: flags or size (%llu bytes, want %llu) not as expected", path, (long long)g,
+              (unsigned long long)shard_get_u64(e + SHARD_E_BYTES), (unsigned long long)want);
+    }
+    free(img);
+}
+
+/* ---- corruption --------------------------------------------------------------------------- */
 
 /* Recomputes the CRC of group g in its directory entry and the footer CRC in the tail. */
 static void reseal_group(uint8_t *img, size_t len, int64_t g, int32_t F) {
@@ -270,13 +337,22 @@ static void reseal_header(uint8_t *img) {
     shard_put_u32(img + SHARD_H_CRC, rec_crc32(0, img, hb));
 }
 
-/* Offsets (n+1) of feature f in group g, as the format lays them out. */
-static int64_t *group_offsets(uint8_t *img, size_t len, int64_t g, int32_t dn, int32_t F, int32_t f) {
+/* Start of feature f's sections in group g (its offsets, or its ids where it is single-hot),
+ * as the format lays them out; `rows` are the table sizes. */
+static uint8_t *group_column(uint8_t *img, size_t len, int64_t g, int32_t dn, int32_t F, int32_t f,
+                             const int64_t *rows) {
     uint8_t *e = dir_entry(img, len, g, F);
     uint64_t n = shard_get_u64(e + SHARD_E_ROWS);
     uint64_t o = shard_get_u64(e + SHARD_E_OFFSET) + shard_pad(4 * n) + shard_pad(4 * n * (uint64_t)dn);
-    for (int32_t k = 0; k < f; k++) o += shard_pad(8 * (n + 1)) + shard_pad(8 * shard_get_u64(e + SHARD_E_NNZ + 8 * k));
-    return (int64_t *)(void *)(img + o);
+    for (int32_t k = 0; k < f; k++)
+        o += shard_feature_bytes(n, *entry_flags(e, F, k), shard_id_bytes(rows[k]),
+                                 shard_get_u64(e + SHARD_E_NNZ + 8 * k));
+    return img + o;
+}
+
+static int64_t *group_offsets(uint8_t *img, size_t len, int64_t g, int32_t dn, int32_t F, int32_t f,
+                              const int64_t *rows) {
+    return (int64_t *)(void *)group_column(img, len, g, dn, F, f, rows);
 }
 
 static void corruption(void) {
@@ -401,9 +477,10 @@ static void corruption(void) {
 
     /* hand-crafted groups with recomputed checksums: an id past its table, decreasing offsets */
     memcpy(copy, img, len);
-    int64_t *off = group_offsets(copy, len, 1, DN, F, 2);
+    int64_t *off = group_offsets(copy, len, 1, DN, F, 2, rows);
     uint64_t nrows = shard_get_u64(dir_entry(copy, len, 1, F) + SHARD_E_ROWS);
-    int64_t *ids = (int64_t *)(void *)((uint8_t *)off + shard_pad(8 * (nrows + 1)));
+    CHECK(*entry_flags(dir_entry(copy, len, 1, F), F, 2) == 0, "group 1 feature 2 is single-hot");
+    int32_t *ids = (int32_t *)(void *)((uint8_t *)off + shard_pad(8 * (nrows + 1)));
     CHECK(off[nrows] > 0, "group 1 feature 2 has no ids to corrupt");
     ids[off[nrows] - 1] = rows[2];
     reseal_group(copy, len, 1, F);
@@ -419,7 +496,7 @@ static void corruption(void) {
         rec_shard_close(s);
     }
     memcpy(copy, img, len);
-    off = group_offsets(copy, len, 2, DN, F, 0);
+    off = group_offsets(copy, len, 2, DN, F, 0, rows);
     off[1] = off[2] + 1;
     reseal_group(copy, len, 2, F);
     write_all(bad, copy, len);
@@ -431,10 +508,29 @@ static void corruption(void) {
     /* a directory entry whose size does not match its rows is refused on open */
     memcpy(copy, img, len);
     uint8_t *e0 = dir_entry(copy, len, 0, F);
-    shard_put_u64(e0 + SHARD_E_NNZ, shard_get_u64(e0 + SHARD_E_NNZ) + 8);
+    shard_put_u64(e0 + SHARD_E_NNZ, shard_get_u64(e0 + SHARD_E_NNZ) + 16); /* 64 bytes of i32 ids */
     reseal_group(copy, len, 0, F);
     write_all(bad, copy, len);
     CHECK_ERR(rec_shard_open(&s, bad), REC_EFORMAT, "group 0 is");
+    /* flags: a multi-hot group flagged single-hot, unknown bits, non-zero padding */
+    memcpy(copy, img, len);
+    e0 = dir_entry(copy, len, 0, F);
+    *entry_flags(e0, F, 1) = SHARD_FF_SINGLE;
+    reseal_group(copy, len, 0, F);
+    write_all(bad, copy, len);
+    CHECK_ERR(rec_shard_open(&s, bad), REC_EFORMAT, "group 0 feature 'C2' is flagged one id per row");
+    memcpy(copy, img, len);
+    e0 = dir_entry(copy, len, 2, F);
+    *entry_flags(e0, F, 0) |= 0x80;
+    reseal_group(copy, len, 2, F);
+    write_all(bad, copy, len);
+    CHECK_ERR(rec_shard_open(&s, bad), REC_EFORMAT, "group 2 feature 'C1' has unknown flags 0x80");
+    memcpy(copy, img, len);
+    e0 = dir_entry(copy, len, 1, F);
+    *entry_flags(e0, F, F) = 1;
+    reseal_group(copy, len, 1, F);
+    write_all(bad, copy, len);
+    CHECK_ERR(rec_shard_open(&s, bad), REC_EFORMAT, "group 1: padding after the feature flags");
 
     /* missing file, a directory */
     CHECK_ERR(rec_shard_open(&s, path_in_dir("nope.rshard")), REC_EIO, "cannot open");
@@ -443,6 +539,92 @@ static void corruption(void) {
     rec_batch_free(&b);
     rec_batch_free(&truth);
     rec_vocab_set_free(&vs);
+    free(img);
+    free(copy);
+}
+
+/* Single-hot groups (no offsets) with i64 ids (R > 2^31) and i32 ids: crafted ids outside the
+ * table, resealed, are refused on read; flags that disagree with the group's size, on open. */
+static void corruption_single(void) {
+    enum { DN = 1, F = 3, N = 24, G = 8 };
+    int64_t rows[3] = {(1LL << 40), 10, 1000};
+    test_spec ts;
+    make_spec(&ts, "corrupt_single", DN, F, rows);
+    rec_rng rng;
+    rec_rng_seed(&rng, 11, 0);
+    rec_batch truth;
+    rec_batch_init(&truth, N, DN, F, 2);
+    fill_random_bags(&truth, &rng, 1, rows, 3, BAGS_SINGLE, G);
+    const char *good = path_in_dir("good_single.rshard"), *bad = path_in_dir("bad_single.rshard");
+    CHECK(write_shard(good, &ts.spec, NULL, 1, G, &truth, &rng) == REC_OK, "write: %s", rec_errmsg());
+    size_t len = 0;
+    uint8_t *img = read_all(good, &len), *copy = malloc(len);
+    CHECK(img != NULL, "read back");
+    if (!img) return;
+    rec_shard *s;
+    rec_status st;
+    rec_batch b;
+    rec_batch_init(&b, N, DN, F, 1);
+    for (int64_t g = 0; g < N / G; g++)
+        for (int32_t f = 0; f < F; f++)
+            CHECK(*entry_flags(dir_entry(img, len, g, F), F, f) == SHARD_FF_SINGLE, "group %lld feature %d not "
+                  "flagged single-hot", (long long)g, f);
+
+    /* i32 ids (C2, R = 10): id 10 in group 1 */
+    memcpy(copy, img, len);
+    int32_t *ids32 = (int32_t *)(void *)group_column(copy, len, 1, DN, F, 1, rows);
+    ids32[G - 1] = 10;
+    reseal_group(copy, len, 1, F);
+    write_all(bad, copy, len);
+    st = rec_shard_open(&s, bad);
+    CHECK(st == REC_OK, "open: %s", rec_errmsg());
+    if (!st) {
+        CHECK(rec_shard_read(s, 0, G, &b) == REC_OK && same_rows(&truth, 0, G, &b), "group 0 unreadable");
+        st = rec_shard_read(s, G, 2, &b);
+        CHECK_ERR(st, REC_EFORMAT, "group 1: feature 'C2': id 10 (position 7)");
+        CHECK_ERR(st, REC_EFORMAT, bad);
+        rec_shard_close(s);
+    }
+    /* i32 ids: a negative id */
+    memcpy(copy, img, len);
+    ids32 = (int32_t *)(void *)group_column(copy, len, 0, DN, F, 2, rows);
+    ids32[3] = -5;
+    reseal_group(copy, len, 0, F);
+    write_all(bad, copy, len);
+    st = rec_shard_open(&s, bad);
+    if (!st) {
+        CHECK_ERR(rec_shard_verify(s), REC_EFORMAT, "group 0: feature 'C3': id -5 (position 3)");
+        rec_shard_close(s);
+    }
+    /* i64 ids (C1, R = 2^40): id 2^40 and id -1 in group 2 */
+    for (int k = 0; k < 2; k++) {
+        memcpy(copy, img, len);
+        int64_t *ids64 = (int64_t *)(void *)group_column(copy, len, 2, DN, F, 0, rows);
+        ids64[k] = k ? -1 : (1LL << 40);
+        reseal_group(copy, len, 2, F);
+        write_all(bad, copy, len);
+        st = rec_shard_open(&s, bad);
+        CHECK(st == REC_OK, "open: %s", rec_errmsg());
+        if (!st) {
+            CHECK_ERR(rec_shard_read(s, 2 * G, G, &b), REC_EFORMAT,
+                      k ? "group 2: feature 'C1': id -1 (position 1)" : "group 2: feature 'C1': id 1099511627776");
+            rec_shard_close(s);
+        }
+    }
+    /* the single-hot flag cleared: the group is too small for offsets */
+    memcpy(copy, img, len);
+    *entry_flags(dir_entry(copy, len, 1, F), F, 2) = 0;
+    reseal_group(copy, len, 1, F);
+    write_all(bad, copy, len);
+    CHECK_ERR(rec_shard_open(&s, bad), REC_EFORMAT, "group 1 is");
+    /* flipped flag bytes without resealing: the footer checksum */
+    memcpy(copy, img, len);
+    *entry_flags(dir_entry(copy, len, 0, F), F, 0) ^= 1;
+    write_all(bad, copy, len);
+    CHECK_ERR(rec_shard_open(&s, bad), REC_EFORMAT, "footer checksum mismatch");
+
+    rec_batch_free(&b);
+    rec_batch_free(&truth);
     free(img);
     free(copy);
 }
@@ -606,7 +788,15 @@ int main(void) {
     round_trip("exact_groups", 1, 8, 64, 16, 1, 0, 6);
     round_trip("default_groups", 4, 3, 1000, 0, 1, 0, 7);
     round_trip("empty", 3, 2, 0, 5, 1, 1, 8);
+    int64_t big[4] = {1LL << 31, (1LL << 31) + 1, 1LL << 40, 3};
+    round_trip_bags("single_hot", 2, 4, 100, 16, 1, 0, 9, BAGS_SINGLE, NULL);
+    round_trip_bags("single_hot_default", 1, 3, 1000, 0, 1, 1, 10, BAGS_SINGLE, NULL);
+    round_trip_bags("mixed", 3, 5, 103, 10, 1, 0, 11, BAGS_MIXED, NULL);
+    round_trip_bags("big_tables_multi", 1, 4, 70, 9, 0, 0, 12, BAGS_RANDOM, big);
+    round_trip_bags("big_tables_single", 1, 4, 70, 9, 1, 0, 13, BAGS_SINGLE, big);
+    round_trip_bags("big_tables_mixed", 2, 4, 70, 9, 1, 0, 14, BAGS_MIXED, big);
     corruption();
+    corruption_single();
     writer_errors();
     stats();
     char cmd[600];

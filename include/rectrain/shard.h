@@ -6,9 +6,14 @@
  *            sparse features F with name and table rows), vocabularies, CRC32 of the header
  *   groups   row groups of up to G rows, each columnar:
  *              label f32 (n) | dense f32 (n, Dn) | per sparse feature: offsets i64 (n+1),
- *              ids i64 (nnz)
- *   footer   group directory (file offset, bytes, rows, CRC32 of the group), total rows,
- *            CRC32 of the footer, then the footer's offset and magic "RSHDEND1" (16 bytes)
+ *              ids (nnz)
+ *            ids are i32 when the feature's table has R <= 2^31 rows, i64 otherwise (known
+ *            from the header); the offsets are omitted when the feature is single-hot in the
+ *            group (every row exactly one id, so nnz == n and offsets[r] = r), which the
+ *            group's directory entry flags. Offsets, where stored, are i64 from 0 to nnz.
+ *   footer   group directory (file offset, bytes, rows, CRC32 of the group, then per sparse
+ *            feature its nnz and flags), total rows, CRC32 of the footer, then the footer's
+ *            offset and magic "RSHDEND1" (16 bytes)
  *
  * Opening checks magic, version, sizes, every offset against the file size, and the header
  * and footer checksums; a group's checksum is checked the first time it is read. Anything

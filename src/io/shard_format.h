@@ -41,13 +41,14 @@ enum {
     SHARD_F_N_GROUPS = 0,      /* u64 */
     SHARD_F_ROWS = 8,          /* i64 N, total rows */
     SHARD_F_N_SPARSE = 16,     /* i32 F (must match the header) */
-    SHARD_F_ENTRY_BYTES = 20,  /* u32, bytes per directory entry = 32 + 8 F */
+    SHARD_F_ENTRY_BYTES = 20,  /* u32, bytes per directory entry = shard_entry_bytes(F) */
     SHARD_F_FIXED = 24,        /* then the directory */
     SHARD_E_OFFSET = 0,        /* u64 file offset of the group, multiple of 64 */
     SHARD_E_BYTES = 8,         /* u64 bytes of the group, including padding */
     SHARD_E_ROWS = 16,         /* i64 rows in the group, 1..G */
     SHARD_E_CRC = 24,          /* u32 CRC32 of the group's bytes (28..31 zero) */
-    SHARD_E_NNZ = 32,          /* i64 nnz[F], ids per sparse feature in the group */
+    SHARD_E_NNZ = 32,          /* i64 nnz[F], ids per sparse feature in the group, then
+                                  u8 flags[F] (SHARD_FF_*), zero-padded to a multiple of 8 */
     SHARD_TAIL = 24,           /* u32 footer CRC, u32 0, u64 footer_offset, char[8] "RSHDEND1" */
 
     /* smallest possible file: header with no features or vocabularies, no groups */
@@ -68,6 +69,11 @@ enum {
     SHARD_T_FOOTER_OFF = 8,    /* tail: u64 */
     SHARD_T_MAGIC = 16,        /* tail: char[8] */
     SHARD_E_FIXED = 32,        /* directory entry bytes before nnz[F] */
+
+    /* per-feature flags of a directory entry */
+    SHARD_FF_SINGLE = 1,       /* every row of the group has exactly one id (nnz == rows):
+                                  the offsets section is omitted, offsets[r] = r implied */
+    SHARD_FF_ALL = SHARD_FF_SINGLE, /* any other bit set is refused */
 };
 
 /* Sanity bounds the reader enforces before any size arithmetic, so that products of these
@@ -78,12 +84,34 @@ enum {
 
 static inline uint64_t shard_pad(uint64_t x) { return (x + SHARD_ALIGN - 1) & ~(uint64_t)(SHARD_ALIGN - 1); }
 
+/* Width of a stored id of a feature whose table has R rows: ids are in [0, R), so they fit an
+ * i32 when R <= 2^31. Decided by the header alone, the same for every group. */
+#define SHARD_MAX_I32_TABLE ((int64_t)1 << 31)
+static inline uint64_t shard_id_bytes(int64_t table_rows) {
+    return table_rows <= SHARD_MAX_I32_TABLE ? 4 : 8;
+}
+
+/* Bytes of one directory entry for F sparse features: the fixed part, nnz i64 (F), flags u8 (F)
+ * padded to 8 so that the next entry's u64 fields stay 8-aligned. */
+static inline uint64_t shard_entry_bytes(int32_t n_sparse) {
+    return SHARD_E_FIXED + 8 * (uint64_t)n_sparse + (((uint64_t)n_sparse + 7) & ~(uint64_t)7);
+}
+
+/* Bytes of sparse feature f's sections in a group of `rows` rows: offsets i64 (n+1) unless
+ * the feature is single-hot there, then ids (nnz) of shard_id_bytes(R) each, both padded. */
+static inline uint64_t shard_feature_bytes(uint64_t rows, uint8_t flags, uint64_t id_bytes, uint64_t nnz) {
+    return ((flags & SHARD_FF_SINGLE) ? 0 : shard_pad(8 * (rows + 1))) + shard_pad(id_bytes * nnz);
+}
+
 /* Bytes of a row group of `rows` rows: label f32 (n) | dense f32 (n, Dn) | per sparse feature
- * offsets i64 (n+1) then ids i64 (nnz_f), each section padded with zeros to 64 bytes. */
+ * its shard_feature_bytes, each section padded with zeros to 64 bytes. `table_rows`, `nnz` and
+ * `flags` are (F). */
 static inline uint64_t shard_group_bytes(uint64_t rows, uint64_t n_dense, int32_t n_sparse,
-                                         const int64_t *nnz) {
+                                         const int64_t *table_rows, const int64_t *nnz,
+                                         const uint8_t *flags) {
     uint64_t b = shard_pad(4 * rows) + shard_pad(4 * rows * n_dense);
-    for (int32_t f = 0; f < n_sparse; f++) b += shard_pad(8 * (rows + 1)) + shard_pad(8 * (uint64_t)nnz[f]);
+    for (int32_t f = 0; f < n_sparse; f++)
+        b += shard_feature_bytes(rows, flags[f], shard_id_bytes(table_rows[f]), (uint64_t)nnz[f]);
     return b;
 }
 

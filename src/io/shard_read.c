@@ -5,7 +5,8 @@
  * that no later pointer computed from the file can leave the mapping. What costs a pass over
  * the data (a group's CRC, and the structure of its jagged columns: offsets non-decreasing
  * from 0 to nnz, ids inside their tables) is checked the first time a group is read, and
- * remembered in a per-group flag; a group that passed is then copied with plain memcpy.
+ * remembered in a per-group flag; a group that passed is then copied with plain memcpy, or
+ * widened to i64 where its ids are stored as i32 or its offsets are implied (single-hot).
  * Every refusal is REC_EFORMAT with "PATH: ..." saying what is wrong and, where there is
  * something to do, what. Not thread-safe: the verified flags are written by rec_shard_read.
  */
@@ -43,6 +44,8 @@ struct rec_shard {
     shard_group *groups;     /* (n_groups) */
     int64_t *row0;           /* (n_groups+1) first row of each group */
     int64_t *nnz;            /* (n_groups, F) */
+    uint8_t *flags;          /* (n_groups, F) SHARD_FF_* */
+    int64_t *table_rows;     /* (F) R, contiguous for shard_group_bytes */
 };
 
 /* Every refusal of the file's content. */
@@ -56,6 +59,8 @@ void rec_shard_close(rec_shard *s) {
     free(s->groups);
     free(s->row0);
     free(s->nnz);
+    free(s->flags);
+    free(s->table_rows);
     free(s->path);
     free(s);
 }
@@ -130,6 +135,8 @@ static rec_status parse_body(rec_shard *s) {
     s->group_rows = G;
     s->schema.sparse = calloc((size_t)F + 1, sizeof *s->schema.sparse);
     if (!s->schema.sparse) return rec_errorf(REC_ENOMEM, "%s: out of memory for the schema", p);
+    s->table_rows = calloc((size_t)F + 1, sizeof *s->table_rows);
+    if (!s->table_rows) return rec_errorf(REC_ENOMEM, "%s: out of memory for the schema", p);
     s->schema.n_sparse = F;
     const uint8_t *e = b + SHARD_B_FIXED;
     for (int32_t f = 0; f < F; f++, e += SHARD_FEATURE_BYTES) {
@@ -141,6 +148,7 @@ static rec_status parse_body(rec_shard *s) {
         if (sf->table_rows < 1)
             return BAD("%s: corrupt header: sparse feature '%s' has %lld table rows", p, sf->name,
                        (long long)sf->table_rows);
+        s->table_rows[f] = sf->table_rows;
     }
     const uint8_t *sizes = e;
     uint64_t left = avail - (uint64_t)(sizes - b) - 8 * (uint64_t)nv;
@@ -191,7 +199,7 @@ static rec_status parse_footer(rec_shard *s) {
     int64_t rows = shard_get_i64(ft + SHARD_F_ROWS);
     int32_t F = shard_get_i32(ft + SHARD_F_N_SPARSE);
     uint32_t eb = shard_get_u32(ft + SHARD_F_ENTRY_BYTES);
-    if (F != s->schema.n_sparse || eb != SHARD_E_FIXED + 8 * (uint64_t)F)
+    if (F != s->schema.n_sparse || eb != shard_entry_bytes(F))
         return BAD("%s: corrupt footer: %d sparse features with %u-byte entries, header says %d features",
                    p, F, eb, s->schema.n_sparse);
     if (ng > (fbytes - SHARD_F_FIXED) / eb || SHARD_F_FIXED + ng * eb != fbytes)
@@ -202,7 +210,8 @@ static rec_status parse_footer(rec_shard *s) {
     s->groups = calloc(ng + 1, sizeof *s->groups);
     s->row0 = calloc(ng + 1, sizeof *s->row0);
     s->nnz = calloc(ng * (uint64_t)F + 1, sizeof *s->nnz);
-    if (!s->groups || !s->row0 || !s->nnz)
+    s->flags = calloc(ng * (uint64_t)F + 1, sizeof *s->flags);
+    if (!s->groups || !s->row0 || !s->nnz || !s->flags)
         return rec_errorf(REC_ENOMEM, "%s: out of memory for the group directory (%llu groups)", p,
                           (unsigned long long)ng);
     uint64_t end = s->header_bytes;
@@ -215,6 +224,7 @@ static rec_status parse_footer(rec_shard *s) {
         gr->rows = shard_get_i64(e + SHARD_E_ROWS);
         gr->crc = shard_get_u32(e + SHARD_E_CRC);
         int64_t *nnz = s->nnz + g * (uint64_t)F;
+        uint8_t *flags = s->flags + g * (uint64_t)F;
         if (gr->rows < 1 || gr->rows > s->group_rows)
             return BAD("%s: corrupt footer: group %llu has %lld rows (allowed 1..%lld)", p,
                        (unsigned long long)g, (long long)gr->rows, (long long)s->group_rows);
@@ -223,14 +233,29 @@ static rec_status parse_footer(rec_shard *s) {
                        "previous section or leaves the data area [%llu, %llu)", p, (unsigned long long)g,
                        (unsigned long long)gr->off, (unsigned long long)gr->bytes,
                        (unsigned long long)s->header_bytes, (unsigned long long)fo);
+        const uint8_t *ef = e + SHARD_E_NNZ + 8 * (size_t)F;
         for (int32_t f = 0; f < F; f++) {
+            const char *name = s->schema.sparse[f].name;
             nnz[f] = shard_get_i64(e + SHARD_E_NNZ + 8 * (size_t)f);
-            if (nnz[f] < 0 || (uint64_t)nnz[f] > gr->bytes / 8)
+            flags[f] = ef[f];
+            if (nnz[f] < 0 || (uint64_t)nnz[f] > gr->bytes / shard_id_bytes(s->table_rows[f]))
                 return BAD("%s: corrupt footer: group %llu feature '%s' claims %lld ids", p,
-                           (unsigned long long)g, s->schema.sparse[f].name, (long long)nnz[f]);
+                           (unsigned long long)g, name, (long long)nnz[f]);
+            if (flags[f] & ~SHARD_FF_ALL)
+                return BAD("%s: corrupt footer: group %llu feature '%s' has unknown flags 0x%02x", p,
+                           (unsigned long long)g, name, flags[f]);
+            if ((flags[f] & SHARD_FF_SINGLE) && nnz[f] != gr->rows)
+                return BAD("%s: corrupt footer: group %llu feature '%s' is flagged one id per row but "
+                           "has %lld ids in %lld rows", p, (unsigned long long)g, name,
+                           (long long)nnz[f], (long long)gr->rows);
         }
-        /* rows <= 2^30, Dn <= 2^20, F <= 2^16, nnz <= size/8: the sum cannot overflow */
-        uint64_t want_bytes = shard_group_bytes((uint64_t)gr->rows, (uint64_t)s->schema.n_dense, F, nnz);
+        for (uint64_t k = (uint64_t)F; k < eb - SHARD_E_NNZ - 8 * (uint64_t)F; k++)
+            if (ef[k] != 0)
+                return BAD("%s: corrupt footer: group %llu: padding after the feature flags is not zero",
+                           p, (unsigned long long)g);
+        /* rows <= 2^30, Dn <= 2^20, F <= 2^16, id bytes * nnz <= size: the sum cannot overflow */
+        uint64_t want_bytes = shard_group_bytes((uint64_t)gr->rows, (uint64_t)s->schema.n_dense, F,
+                                                s->table_rows, nnz, flags);
         if (gr->bytes != want_bytes)
             return BAD("%s: corrupt footer: group %llu is %llu bytes, its rows and ids need %llu", p,
                        (unsigned long long)g, (unsigned long long)gr->bytes, (unsigned long long)want_bytes);
@@ -284,16 +309,48 @@ rec_status rec_shard_open(rec_shard **out, const char *path) {
     return REC_OK;
 }
 
-/* Sparse feature f of group g inside the mapping: returns its offsets (n+1) and sets *ids
- * to its ids (nnz). Sections are 64-byte aligned in a page-aligned mapping. */
-static const uint8_t *group_feature(const rec_shard *s, int64_t g, int32_t f, const int64_t **ids) {
+/* Sparse feature f of group g inside the mapping: its offsets (n+1), NULL where the feature is
+ * single-hot in the group (offsets[r] = r), and its ids (nnz), i32 or i64 as ids32 says.
+ * Sections are 64-byte aligned in a page-aligned mapping. */
+typedef struct shard_column {
+    const int64_t *off;    /* (n+1) or NULL */
+    const void *ids;       /* (nnz) */
+    int ids32;             /* 1: ids are int32_t, 0: int64_t */
+} shard_column;
+
+static shard_column group_feature(const rec_shard *s, int64_t g, int32_t f) {
     const shard_group *gr = &s->groups[g];
     uint64_t n = (uint64_t)gr->rows;
     uint64_t o = gr->off + shard_pad(4 * n) + shard_pad(4 * n * (uint64_t)s->schema.n_dense);
     const int64_t *nnz = s->nnz + g * s->schema.n_sparse;
-    for (int32_t k = 0; k < f; k++) o += shard_pad(8 * (n + 1)) + shard_pad(8 * (uint64_t)nnz[k]);
-    *ids = (const int64_t *)(const void *)(s->map + o + shard_pad(8 * (n + 1)));
-    return s->map + o;
+    const uint8_t *flags = s->flags + g * s->schema.n_sparse;
+    for (int32_t k = 0; k < f; k++)
+        o += shard_feature_bytes(n, flags[k], shard_id_bytes(s->table_rows[k]), (uint64_t)nnz[k]);
+    shard_column c;
+    c.off = (flags[f] & SHARD_FF_SINGLE) ? NULL : (const int64_t *)(const void *)(s->map + o);
+    if (c.off) o += shard_pad(8 * (n + 1));
+    c.ids = s->map + o;
+    c.ids32 = shard_id_bytes(s->table_rows[f]) == 4;
+    return c;
+}
+
+/* Position of the first id in [0, R), or -1 when all are inside; i32 ids widen first. */
+static int64_t first_outside(const shard_column *c, int64_t nnz, int64_t R) {
+    int bad = 0;
+    if (c->ids32) {
+        const int32_t *ids = c->ids;
+        for (int64_t k = 0; k < nnz; k++) bad |= (uint64_t)(int64_t)ids[k] >= (uint64_t)R;
+        if (bad)
+            for (int64_t k = 0; k < nnz; k++)
+                if ((uint64_t)(int64_t)ids[k] >= (uint64_t)R) return k;
+    } else {
+        const int64_t *ids = c->ids;
+        for (int64_t k = 0; k < nnz; k++) bad |= (uint64_t)ids[k] >= (uint64_t)R;
+        if (bad)
+            for (int64_t k = 0; k < nnz; k++)
+                if ((uint64_t)ids[k] >= (uint64_t)R) return k;
+    }
+    return -1;
 }
 
 /* CRC and structure of group g: offsets from 0, non-decreasing, ending at the directory's nnz;
@@ -306,29 +363,29 @@ static rec_status check_group(rec_shard *s, int64_t g) {
                    "corrupt; re-run rectrain prep", s->path, (long long)g, gr->crc, crc);
     int64_t n = gr->rows;
     for (int32_t f = 0; f < s->schema.n_sparse; f++) {
-        const int64_t *ids;
-        const int64_t *off = (const int64_t *)(const void *)group_feature(s, g, f, &ids);
+        shard_column c = group_feature(s, g, f);
+        const int64_t *off = c.off;
         const char *name = s->schema.sparse[f].name;
         int64_t nnz = s->nnz[g * s->schema.n_sparse + f], R = s->schema.sparse[f].table_rows;
-        if (off[0] != 0)
+        if (off && off[0] != 0)
             return BAD("%s: group %lld: feature '%s': offsets start at %lld, not 0", s->path,
                        (long long)g, name, (long long)off[0]);
-        for (int64_t r = 0; r < n; r++)
+        for (int64_t r = 0; off && r < n; r++)
             if (off[r + 1] < off[r])
                 return BAD("%s: group %lld: feature '%s' row %lld: offsets decrease (%lld then %lld)",
                            s->path, (long long)g, name, (long long)r, (long long)off[r],
                            (long long)off[r + 1]);
-        if (off[n] != nnz)
+        if (off && off[n] != nnz)
             return BAD("%s: group %lld: feature '%s': offsets end at %lld, the directory says %lld ids",
                        s->path, (long long)g, name, (long long)off[n], (long long)nnz);
-        int bad = 0;
-        for (int64_t k = 0; k < nnz; k++) bad |= (uint64_t)ids[k] >= (uint64_t)R;
-        if (bad)
-            for (int64_t k = 0; k < nnz; k++)
-                if ((uint64_t)ids[k] >= (uint64_t)R)
-                    return BAD("%s: group %lld: feature '%s': id %lld (position %lld) is outside its "
-                               "table's [0, %lld) rows", s->path, (long long)g, name, (long long)ids[k],
-                               (long long)k, (long long)R);
+        /* without offsets, nnz == n was checked on open */
+        int64_t k = first_outside(&c, nnz, R);
+        if (k >= 0) {
+            int64_t id = c.ids32 ? ((const int32_t *)c.ids)[k] : ((const int64_t *)c.ids)[k];
+            return BAD("%s: group %lld: feature '%s': id %lld (position %lld) is outside its "
+                       "table's [0, %lld) rows", s->path, (long long)g, name, (long long)id,
+                       (long long)k, (long long)R);
+        }
     }
     s->groups[g].verified = 1;
     return REC_OK;
@@ -377,13 +434,22 @@ rec_status rec_shard_read(rec_shard *s, int64_t row0, int64_t n, rec_batch *b) {
         memcpy(b->label + done, label + r, 4 * (size_t)k);
         memcpy(b->dense + done * dn, dense + r * dn, 4 * (size_t)k * (size_t)dn);
         for (int32_t f = 0; f < F; f++) {
-            const int64_t *ids;
-            const int64_t *off = (const int64_t *)(const void *)group_feature(s, g, f, &ids);
+            shard_column c = group_feature(s, g, f);
+            const int64_t *off = c.off;
             rec_jagged *j = &b->sparse[f];
-            int64_t have = j->offsets[done], add = off[r + k] - off[r], base = have - off[r];
+            int64_t first = off ? off[r] : r, add = off ? off[r + k] - off[r] : k;
+            int64_t have = j->offsets[done], base = have - first;
             REC_TRY(rec_batch_reserve_nnz(b, f, have + add, 0));
-            for (int64_t i = 1; i <= k; i++) j->offsets[done + i] = off[r + i] + base;
-            memcpy(j->indices + have, ids + off[r], 8 * (size_t)add);
+            if (off)
+                for (int64_t i = 1; i <= k; i++) j->offsets[done + i] = off[r + i] + base;
+            else
+                for (int64_t i = 1; i <= k; i++) j->offsets[done + i] = have + i;
+            if (c.ids32) {
+                const int32_t *ids = (const int32_t *)c.ids + first;
+                for (int64_t i = 0; i < add; i++) j->indices[have + i] = ids[i];
+            } else {
+                memcpy(j->indices + have, (const int64_t *)c.ids + first, 8 * (size_t)add);
+            }
             if (j->weights)
                 for (int64_t i = have; i < have + add; i++) j->weights[i] = 1.0f;
         }

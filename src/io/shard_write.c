@@ -5,7 +5,8 @@
  * The file is written to PATH.tmp through one output buffer that also keeps a running CRC, so
  * every byte is checksummed exactly once as it leaves. Rows are gathered in a group buffer of
  * up to G rows; a full group is written at once as label | dense | (offsets | ids) per
- * feature. The header's file size and footer offset are only known at close: the header is
+ * feature, the offsets left out where every row of the group has exactly one id, the ids
+ * narrowed to i32 (through a small fixed buffer) where the feature's table allows. The header's file size and footer offset are only known at close: the header is
  * written first with zeros there, and close patches the 64-byte prefix and computes the header
  * CRC as crc32_combine(CRC(prefix), CRC(body), body bytes) — the body's CRC was taken when
  * it was written, so the (possibly large) vocabularies need not be kept in memory. Then fsync
@@ -23,7 +24,7 @@
 #include "rectrain/shard.h"
 #include "shard_format.h"
 
-enum { SHARD_WBUF = 1 << 20, SHARD_DEFAULT_GROUP_ROWS = 65536 };
+enum { SHARD_WBUF = 1 << 20, SHARD_DEFAULT_GROUP_ROWS = 65536, SHARD_NARROW = 16384 };
 
 struct rec_shard_writer {
     char *path;               /* final name */
@@ -44,6 +45,7 @@ struct rec_shard_writer {
     size_t buf_len;
     uint64_t pos;             /* bytes handed to the buffer so far = file offset */
     uint32_t crc;             /* running CRC of the current section */
+    int32_t narrow[SHARD_NARROW]; /* ids on their way out as i32 */
 
     /* the group being gathered */
     int64_t n;                /* rows in it */
@@ -273,7 +275,7 @@ static rec_status w_flush_group(rec_shard_writer *w) {
     REC_TRY(w_pad(w));
     REC_TRY(w_put(w, w->dense, 4 * (size_t)n * (size_t)w->n_dense));
     REC_TRY(w_pad(w));
-    size_t eb = SHARD_E_FIXED + 8 * (size_t)F;
+    size_t eb = (size_t)shard_entry_bytes(w->n_sparse);
     if (w->dir_len + eb > w->dir_cap) {
         size_t cap = w->dir_cap ? 2 * w->dir_cap : 64 * eb;
         uint8_t *d = realloc(w->dir, cap);
@@ -284,12 +286,28 @@ static rec_status w_flush_group(rec_shard_writer *w) {
     uint8_t *e = w->dir + w->dir_len;
     memset(e, 0, eb);
     for (int64_t f = 0; f < F; f++) {
-        int64_t nnz = w->offs[f][n];
-        REC_TRY(w_put(w, w->offs[f], 8 * (size_t)(n + 1)));
-        REC_TRY(w_pad(w));
-        REC_TRY(w_put(w, w->ids[f], 8 * (size_t)nnz));
+        const int64_t *o = w->offs[f], *ids = w->ids[f];
+        int64_t nnz = o[n];
+        /* offsets are non-decreasing from 0, so nnz == n with every length 1 means o[r] == r */
+        int single = nnz == n;
+        for (int64_t r = 1; single && r < n; r++) single = o[r] == r;
+        if (!single) {
+            REC_TRY(w_put(w, o, 8 * (size_t)(n + 1)));
+            REC_TRY(w_pad(w));
+        }
+        if (shard_id_bytes(w->table_rows[f]) == 8) {
+            REC_TRY(w_put(w, ids, 8 * (size_t)nnz));
+        } else {
+            /* every id was checked to be in [0, R) with R <= 2^31 on append */
+            for (int64_t k = 0; k < nnz; k += SHARD_NARROW) {
+                int64_t m = nnz - k < SHARD_NARROW ? nnz - k : SHARD_NARROW;
+                for (int64_t i = 0; i < m; i++) w->narrow[i] = (int32_t)ids[k + i];
+                REC_TRY(w_put(w, w->narrow, 4 * (size_t)m));
+            }
+        }
         REC_TRY(w_pad(w));
         shard_put_u64(e + SHARD_E_NNZ + 8 * f, (uint64_t)nnz);
+        e[SHARD_E_NNZ + 8 * F + f] = single ? SHARD_FF_SINGLE : 0;
     }
     shard_put_u64(e + SHARD_E_OFFSET, off);
     shard_put_u64(e + SHARD_E_BYTES, w->pos - off);
@@ -397,7 +415,7 @@ static rec_status w_finish(rec_shard_writer *w) {
     shard_put_u64(fixed + SHARD_F_N_GROUPS, w->n_groups);
     shard_put_u64(fixed + SHARD_F_ROWS, (uint64_t)w->rows);
     shard_put_u32(fixed + SHARD_F_N_SPARSE, (uint32_t)w->n_sparse);
-    shard_put_u32(fixed + SHARD_F_ENTRY_BYTES, (uint32_t)(SHARD_E_FIXED + 8 * w->n_sparse));
+    shard_put_u32(fixed + SHARD_F_ENTRY_BYTES, (uint32_t)shard_entry_bytes(w->n_sparse));
     REC_TRY(w_put(w, fixed, sizeof fixed));
     REC_TRY(w_put(w, w->dir, w->dir_len));
     uint8_t tail[SHARD_TAIL] = {0};
