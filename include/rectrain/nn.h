@@ -1,0 +1,177 @@
+/* rectrain — the dense side of DLRM training on the CPU: fully connected layers (oneDNN),
+ * MLPs with flat parameter / gradient blocks, DLRM's feature interaction, the loss, and the
+ * dense optimizers.
+ *
+ * Glossary of shape letters (STYLE.md): B batch, E embedding dim (= width of the bottom MLP's
+ * output), F sparse features, H hidden width, In / Out a layer's input / output width,
+ * D width of the interaction's output, P number of dense parameters.
+ * All matrices are row-major float32 unless a name ends in _ref (float64 references).
+ *
+ * Threads: Debian's oneDNN 2.6.3 is built with DNNL_CPU_RUNTIME = DNNL_RUNTIME_OMP
+ * (dnnl_config.h), so a primitive runs on the OpenMP team of the thread that executes it.
+ * A rec_dnn fixes the size of that team: every oneDNN call made through it sets the calling
+ * thread's omp_set_num_threads(n) for the call and restores the previous value afterwards,
+ * so the caller's own OpenMP setting is left as it was. n = 0 means "whatever OpenMP would
+ * use" (OMP_NUM_THREADS or all CPUs).
+ *
+ * Gradients are OVERWRITTEN by every backward in this header, never accumulated.
+ */
+#ifndef RECTRAIN_NN_H
+#define RECTRAIN_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rectrain/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- oneDNN context ----------------------------------------------------------------------
+ * One CPU engine and one stream, and the thread count the primitives run with. Layers keep a
+ * pointer to it; free it after them. Not safe to use from two threads at once (make one per
+ * thread). */
+typedef struct rec_dnn rec_dnn;
+
+rec_status rec_dnn_init(rec_dnn **out, int n_threads);
+void rec_dnn_free(rec_dnn *d);
+int rec_dnn_threads(const rec_dnn *d);
+
+/* C = A (M, K) x B (K, N), row-major, through oneDNN's sgemm on d's threads: the machine's
+ * measured GEMM ceiling for benchmarks. */
+rec_status rec_dnn_sgemm(rec_dnn *d, int64_t M, int64_t N, int64_t K, const float *A,
+                         const float *Bm, float *C);
+
+/* ---- linear layer: y = x W^T + b, optionally followed by ReLU ----------------------------
+ * The layer object holds only shapes, cached oneDNN primitives (one set per batch size seen,
+ * created on first use: creation costs milliseconds, execution microseconds) and a
+ * (max_batch, Out) workspace for the ReLU-masked output gradient; parameters are the
+ * caller's (an MLP passes views into its flat block). */
+typedef struct rec_linear rec_linear;
+
+rec_status rec_linear_init(rec_linear **out, rec_dnn *d, int in, int out_dim, int relu,
+                           int max_batch);
+void rec_linear_free(rec_linear *l);
+
+/* y (B, Out) = act(x (B, In) W^T + b), W (Out, In), b (Out). 1 <= B <= max_batch. */
+rec_status rec_linear_forward(rec_linear *l, int B, const float *x, const float *W,
+                              const float *b, float *y);
+
+/* Given dy (B, Out) and the forward's x (B, In), W and y (B, Out; only read for the ReLU
+ * mask dy' = dy * (y > 0)), overwrites dW (Out, In) = dy'^T x, db (Out) = sum_b dy',
+ * and, unless dx is NULL, dx (B, In) = dy' W. */
+rec_status rec_linear_backward(rec_linear *l, int B, const float *x, const float *W,
+                               const float *y, const float *dy, float *dx, float *dW, float *db);
+
+/* Scalar references in float64 (linear_ref.c): plain loops, same contract as above. */
+void rec_linear_forward_ref(int B, int in, int out, int relu, const double *x, const double *W,
+                            const double *b, double *y);
+void rec_linear_backward_ref(int B, int in, int out, int relu, const double *x,
+                             const double *W, const double *y, const double *dy, double *dx,
+                             double *dW, double *db);
+
+/* ---- MLP: a stack of linear layers ---------------------------------------------------------
+ * sizes[0..n_sizes) = {In, H1, ..., Out} (e.g. 13-512-256-64-16). Every layer but the last
+ * has a ReLU; the last has one when last_relu (DLRM's bottom MLP) and is linear otherwise
+ * (the top MLP, whose logit goes to the loss).
+ *
+ * Parameters live in ONE flat block of P floats: layer 0's W (H1, In), then its b (H1), then
+ * layer 1's W, b, ... with no padding, so P = sum_l (in_l * out_l + out_l). Gradients are a
+ * second block with the same layout, so zeroing them is one memset and a dense optimizer is
+ * one loop over P. Init as facebookresearch/dlrm: W ~ N(0, sqrt(2 / (in + out))),
+ * b ~ N(0, sqrt(1 / out)), drawn from rec_rng(seed, stream = layer index). */
+typedef struct rec_mlp rec_mlp;
+
+rec_status rec_mlp_init(rec_mlp **out, rec_dnn *d, const int *sizes, int n_sizes,
+                        int last_relu, int max_batch, uint64_t seed);
+void rec_mlp_free(rec_mlp *m);
+
+int rec_mlp_layers(const rec_mlp *m);
+int rec_mlp_in(const rec_mlp *m);
+int rec_mlp_out(const rec_mlp *m);
+size_t rec_mlp_n_params(const rec_mlp *m);  /* P */
+float *rec_mlp_params(rec_mlp *m);          /* (P) */
+float *rec_mlp_grads(rec_mlp *m);           /* (P) same layout */
+/* Views into the blocks: W (out_l, in_l), b (out_l). */
+float *rec_mlp_weight(rec_mlp *m, int layer);
+float *rec_mlp_bias(rec_mlp *m, int layer);
+float *rec_mlp_grad_weight(rec_mlp *m, int layer);
+float *rec_mlp_grad_bias(rec_mlp *m, int layer);
+
+/* Runs the stack on x (B, In) and returns the output (B, Out) in *y, a buffer owned by the
+ * MLP and valid until the next forward. Keeps every layer's output for backward; x must stay
+ * unchanged until the matching backward. */
+rec_status rec_mlp_forward(rec_mlp *m, int B, const float *x, const float **y);
+
+/* Backward of the last forward (same B and x): overwrites the gradient block from dy (B, Out),
+ * and dx (B, In) unless dx is NULL (the bottom MLP's dense input needs no gradient). */
+rec_status rec_mlp_backward(rec_mlp *m, int B, const float *x, const float *dy, float *dx);
+
+/* ---- DLRM feature interaction --------------------------------------------------------------
+ * x (B, E) is the bottom MLP's output, emb (B, F, E) the pooled embeddings.
+ *  DOT (DLRM, Naumov et al. 2019 §2.2): T = [x; emb] (B, F+1, E), Z = T T^T (B, F+1, F+1);
+ *      out = concat(x, Z[i][j] for i in 0..F, j < i (j <= i with self_interaction)), in the
+ *      row-major order of dlrm_s_pytorch.py's li/lj lists.
+ *      D = E + (F+1)F/2, plus F+1 with self_interaction.
+ *  CAT: out = concat(x, emb flattened), D = E + F E. */
+typedef enum rec_interact_kind { REC_INTERACT_DOT = 0, REC_INTERACT_CAT = 1 } rec_interact_kind;
+
+int rec_interact_dim(rec_interact_kind kind, int self_interaction, int F, int E);  /* D */
+
+/* out (B, D). Overwritten. */
+rec_status rec_interact_forward(rec_interact_kind kind, int self_interaction, int B, int F,
+                                int E, const float *x, const float *emb, float *out);
+/* From dout (B, D): overwrites dx (B, E) and demb (B, F, E). */
+rec_status rec_interact_backward(rec_interact_kind kind, int self_interaction, int B, int F,
+                                 int E, const float *x, const float *emb, const float *dout,
+                                 float *dx, float *demb);
+/* float64 references of the two. */
+void rec_interact_forward_ref(rec_interact_kind kind, int self_interaction, int B, int F, int E,
+                              const double *x, const double *emb, double *out);
+void rec_interact_backward_ref(rec_interact_kind kind, int self_interaction, int B, int F,
+                               int E, const double *x, const double *emb, const double *dout,
+                               double *dx, double *demb);
+
+/* ---- loss: sigmoid + binary cross-entropy on logits, mean over the batch --------------------
+ * loss = (1/B) sum_b [max(z,0) - z y + log1p(exp(-|z|))], the stable form of
+ * -y log s(z) - (1-y) log(1 - s(z)); dlogits (B) = (sigmoid(z) - y) / B, overwritten unless
+ * NULL. logits (B), labels (B) in [0, 1]. Accumulates in double. */
+rec_status rec_bce_forward_backward(int B, const float *logits, const float *labels,
+                                    double *loss, float *dlogits);
+double rec_bce_ref(int B, const double *logits, const double *labels, double *dlogits);
+
+/* ---- dense optimizers over a flat parameter block -------------------------------------------
+ * PyTorch semantics (torch.optim 1.13, no weight decay):
+ *  SGD:     p -= lr g
+ *  ADAGRAD: s += g^2; p -= lr g / (sqrt(s) + eps)                      (eps default 1e-10)
+ *  ADAM:    m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; t += 1;
+ *           p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ *                                         (betas default (0.9, 0.999), eps default 1e-8)
+ * State (s, or m and v) is one zeroed block per kind, same layout as the parameters. */
+typedef enum rec_opt_kind { REC_OPT_SGD = 0, REC_OPT_ADAGRAD = 1, REC_OPT_ADAM = 2 } rec_opt_kind;
+
+typedef struct rec_dense_opt_config {
+    rec_opt_kind kind;
+    float lr;     /* > 0 */
+    float beta1;  /* Adam, [0, 1) */
+    float beta2;  /* Adam, [0, 1) */
+    float eps;    /* Adagrad / Adam, >= 0 */
+} rec_dense_opt_config;
+
+/* The PyTorch defaults for `kind` at learning rate lr. */
+rec_dense_opt_config rec_dense_opt_defaults(rec_opt_kind kind, float lr);
+
+typedef struct rec_dense_opt rec_dense_opt;
+
+/* n = P, the length of the blocks step() will be given. REC_EINVAL on a bad config. */
+rec_status rec_dense_opt_init(rec_dense_opt **out, const rec_dense_opt_config *cfg, size_t n);
+void rec_dense_opt_free(rec_dense_opt *o);
+/* One update of params (P) from grads (P). n must equal the init's. */
+rec_status rec_dense_opt_step(rec_dense_opt *o, float *params, const float *grads, size_t n);
+int64_t rec_dense_opt_steps(const rec_dense_opt *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,325 @@
+/* Fully connected layers on oneDNN matmul primitives (the MLP built from them is mlp.c).
+ *
+ * Per layer and batch size B three primitives are created once and cached:
+ *   forward      y  (B, Out) = x (B, In) . W^T (In, Out) + b, ReLU post-op when relu
+ *   backward dx  dx (B, In)  = dy' (B, Out) . W (Out, In)
+ *   backward dW  dW (Out, In) = dy'^T (Out, B) . x (B, In)
+ * W^T and dy'^T are the same bytes seen through transposed strides, so nothing is copied.
+ * dy' = dy * (y > 0) for ReLU layers; it and db = column sums of dy' are one plain pass.
+ * Memory objects are created with no data and pointed at the caller's buffers per call.
+ *
+ * Threading: see nn.h (OpenMP runtime; the rec_dnn's thread count is set around each call).
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dnnl.h>
+
+#include "rectrain/core.h"
+#include "rectrain/nn.h"
+
+/* Every oneDNN call goes through this: on failure it records the call, file and line. */
+#define DNNL_TRY(call)                                                                     \
+    do {                                                                                   \
+        dnnl_status_t rec__d = (call);                                                     \
+        if (rec__d != dnnl_success)                                                        \
+            return rec_errorf(rec__d == dnnl_out_of_memory ? REC_ENOMEM : REC_EUNSUPPORTED, \
+                              "oneDNN: %s failed with status %d at %s:%d", #call,          \
+                              (int)rec__d, __FILE__, __LINE__);                            \
+    } while (0)
+
+struct rec_dnn {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    int n_threads;  /* 0: OpenMP's default */
+    int saved;      /* caller's omp_get_max_threads() while a call is in progress */
+};
+
+static void dnn_enter(rec_dnn *d) {
+    if (d->n_threads > 0) {
+        d->saved = omp_get_max_threads();
+        if (d->saved != d->n_threads) omp_set_num_threads(d->n_threads);
+    }
+}
+
+static void dnn_leave(rec_dnn *d) {
+    if (d->n_threads > 0 && d->saved != d->n_threads) omp_set_num_threads(d->saved);
+}
+
+rec_status rec_dnn_init(rec_dnn **out, int n_threads) {
+    *out = NULL;
+    if (n_threads < 0)
+        return rec_errorf(REC_EINVAL, "rec_dnn_init: n_threads is %d; give 0 (OpenMP default) or a positive count", n_threads);
+    rec_dnn *d;
+    REC_TRY(rec_alloc((void **)&d, sizeof *d, "oneDNN context"));
+    d->n_threads = n_threads;
+    if (dnnl_engine_create(&d->engine, dnnl_cpu, 0) != dnnl_success) {
+        rec_free(d);
+        return rec_errorf(REC_EUNSUPPORTED, "oneDNN: dnnl_engine_create(dnnl_cpu, 0) failed at %s:%d", __FILE__, __LINE__);
+    }
+    if (dnnl_stream_create(&d->stream, d->engine, dnnl_stream_default_flags) != dnnl_success) {
+        dnnl_engine_destroy(d->engine);
+        rec_free(d);
+        return rec_errorf(REC_EUNSUPPORTED, "oneDNN: dnnl_stream_create failed at %s:%d", __FILE__, __LINE__);
+    }
+    *out = d;
+    return REC_OK;
+}
+
+void rec_dnn_free(rec_dnn *d) {
+    if (!d) return;
+    dnnl_stream_destroy(d->stream);
+    dnnl_engine_destroy(d->engine);
+    rec_free(d);
+}
+
+int rec_dnn_threads(const rec_dnn *d) { return d->n_threads; }
+
+rec_status rec_dnn_sgemm(rec_dnn *d, int64_t M, int64_t N, int64_t K, const float *A,
+                         const float *Bm, float *C) {
+    dnn_enter(d);
+    dnnl_status_t s = dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, Bm, N, 0.0f, C, N);
+    dnn_leave(d);
+    if (s != dnnl_success)
+        return rec_errorf(REC_EUNSUPPORTED, "oneDNN: dnnl_sgemm(%lld, %lld, %lld) failed with status %d",
+                          (long long)M, (long long)N, (long long)K, (int)s);
+    return REC_OK;
+}
+
+/* ---- one matmul: descriptors, primitive, and handle-less memory objects ------------------ */
+
+typedef struct matmul {
+    dnnl_primitive_t prim;
+    dnnl_memory_t src, wei, bias, dst;  /* bias NULL when the matmul has none */
+} matmul;
+
+/* A 2-D f32 memory descriptor (rows, cols) with explicit strides. */
+static rec_status md2(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
+    dnnl_dims_t dims = {rows, cols}, strides = {s0, s1};
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides));
+    return REC_OK;
+}
+
+static void matmul_destroy(matmul *m) {
+    if (m->prim) dnnl_primitive_destroy(m->prim);
+    if (m->src) dnnl_memory_destroy(m->src);
+    if (m->wei) dnnl_memory_destroy(m->wei);
+    if (m->bias) dnnl_memory_destroy(m->bias);
+    if (m->dst) dnnl_memory_destroy(m->dst);
+    memset(m, 0, sizeof *m);
+}
+
+static rec_status matmul_create_inner(matmul *m, rec_dnn *d, const dnnl_memory_desc_t *src,
+                                      const dnnl_memory_desc_t *wei,
+                                      const dnnl_memory_desc_t *bias,
+                                      const dnnl_memory_desc_t *dst, int relu) {
+    dnnl_matmul_desc_t desc;
+    DNNL_TRY(dnnl_matmul_desc_init(&desc, src, wei, bias, dst));
+    dnnl_primitive_attr_t attr;
+    DNNL_TRY(dnnl_primitive_attr_create(&attr));
+    dnnl_post_ops_t po = NULL;
+    dnnl_status_t st = dnnl_success;
+    if (relu) {
+        st = dnnl_post_ops_create(&po);
+        if (st == dnnl_success) st = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+        if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(attr, po);
+    }
+    dnnl_primitive_desc_t pd = NULL;
+    if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &desc, attr, d->engine, NULL);
+    if (po) dnnl_post_ops_destroy(po);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        return rec_errorf(REC_EUNSUPPORTED, "oneDNN: creating a matmul primitive descriptor failed with status %d at %s:%d",
+                          (int)st, __FILE__, __LINE__);
+    st = dnnl_primitive_create(&m->prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (st != dnnl_success)
+        return rec_errorf(REC_EUNSUPPORTED, "oneDNN: dnnl_primitive_create(matmul) failed with status %d at %s:%d",
+                          (int)st, __FILE__, __LINE__);
+    DNNL_TRY(dnnl_memory_create(&m->src, src, d->engine, DNNL_MEMORY_NONE));
+    DNNL_TRY(dnnl_memory_create(&m->wei, wei, d->engine, DNNL_MEMORY_NONE));
+    if (bias) DNNL_TRY(dnnl_memory_create(&m->bias, bias, d->engine, DNNL_MEMORY_NONE));
+    DNNL_TRY(dnnl_memory_create(&m->dst, dst, d->engine, DNNL_MEMORY_NONE));
+    return REC_OK;
+}
+
+static rec_status matmul_create(matmul *m, rec_dnn *d, const dnnl_memory_desc_t *src,
+                                const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias,
+                                const dnnl_memory_desc_t *dst, int relu) {
+    memset(m, 0, sizeof *m);
+    rec_status s = matmul_create_inner(m, d, src, wei, bias, dst, relu);
+    if (s != REC_OK) matmul_destroy(m);
+    return s;
+}
+
+/* Points the memory objects at the given buffers and runs the primitive to completion. */
+static rec_status matmul_run(matmul *m, rec_dnn *d, const float *src, const float *wei,
+                             const float *bias, float *dst) {
+    DNNL_TRY(dnnl_memory_set_data_handle(m->src, (void *)src));
+    DNNL_TRY(dnnl_memory_set_data_handle(m->wei, (void *)wei));
+    if (m->bias) DNNL_TRY(dnnl_memory_set_data_handle(m->bias, (void *)bias));
+    DNNL_TRY(dnnl_memory_set_data_handle(m->dst, dst));
+    dnnl_exec_arg_t args[4] = {
+        {DNNL_ARG_SRC, m->src}, {DNNL_ARG_WEIGHTS, m->wei}, {DNNL_ARG_DST, m->dst}, {DNNL_ARG_BIAS, m->bias}};
+    dnn_enter(d);
+    dnnl_status_t st = dnnl_primitive_execute(m->prim, d->stream, m->bias ? 4 : 3, args);
+    if (st == dnnl_success) st = dnnl_stream_wait(d->stream);
+    dnn_leave(d);
+    if (st != dnnl_success)
+        return rec_errorf(REC_EUNSUPPORTED, "oneDNN: executing a matmul failed with status %d at %s:%d",
+                          (int)st, __FILE__, __LINE__);
+    return REC_OK;
+}
+
+/* ---- linear layer ------------------------------------------------------------------------ */
+
+/* Batch sizes a layer keeps primitives for; a training run sees one or two (the full batch
+ * and the last, shorter one of an epoch), evaluation perhaps one more. */
+#define LINEAR_CACHE 4
+
+typedef struct linear_prims {
+    int B;  /* 0: empty slot */
+    uint64_t last_use;
+    matmul fwd, bwd_data, bwd_weights;
+} linear_prims;
+
+struct rec_linear {
+    rec_dnn *d;
+    int in, out, relu, max_batch;
+    uint64_t clock;
+    linear_prims cache[LINEAR_CACHE];
+    float *dyp;  /* (max_batch, Out) masked output gradient */
+};
+
+static void prims_destroy(linear_prims *p) {
+    matmul_destroy(&p->fwd);
+    matmul_destroy(&p->bwd_data);
+    matmul_destroy(&p->bwd_weights);
+    memset(p, 0, sizeof *p);
+}
+
+static rec_status prims_create(linear_prims *p, rec_linear *l, int B) {
+    int64_t in = l->in, out = l->out;
+    dnnl_memory_desc_t x, wt, bias, y, dy, w, dx, dyt, dW;
+    REC_TRY(md2(&x, B, in, in, 1));       /* x (B, In) */
+    REC_TRY(md2(&wt, in, out, 1, in));    /* W^T (In, Out) over W (Out, In) */
+    REC_TRY(md2(&bias, 1, out, out, 1));  /* b (1, Out) broadcast over rows */
+    REC_TRY(md2(&y, B, out, out, 1));     /* y, dy' (B, Out) */
+    REC_TRY(md2(&dy, B, out, out, 1));
+    REC_TRY(md2(&w, out, in, in, 1));     /* W (Out, In) */
+    REC_TRY(md2(&dx, B, in, in, 1));      /* dx (B, In) */
+    REC_TRY(md2(&dyt, out, B, 1, out));   /* dy'^T (Out, B) over dy' (B, Out) */
+    REC_TRY(md2(&dW, out, in, in, 1));    /* dW (Out, In) */
+    memset(p, 0, sizeof *p);
+    rec_status s = matmul_create(&p->fwd, l->d, &x, &wt, &bias, &y, l->relu);
+    if (s == REC_OK) s = matmul_create(&p->bwd_weights, l->d, &dyt, &x, NULL, &dW, 0);
+    if (s == REC_OK) s = matmul_create(&p->bwd_data, l->d, &dy, &w, NULL, &dx, 0);
+    if (s != REC_OK) {
+        prims_destroy(p);
+        return rec_error_wrap(s, "linear layer %d -> %d at batch %d", l->in, l->out, B);
+    }
+    p->B = B;
+    return REC_OK;
+}
+
+/* The cached primitives for batch B, created on first use (evicting the least recently used
+ * batch size when all slots are taken). */
+static rec_status prims_get(rec_linear *l, int B, linear_prims **out) {
+    linear_prims *victim = NULL;
+    for (int i = 0; i < LINEAR_CACHE; i++) {
+        linear_prims *p = &l->cache[i];
+        if (p->B == B) {
+            p->last_use = ++l->clock;
+            *out = p;
+            return REC_OK;
+        }
+        /* empty slots have last_use 0, so they are taken first */
+        if (!victim || p->last_use < victim->last_use) victim = p;
+    }
+    if (victim->B != 0) prims_destroy(victim);
+    REC_TRY(prims_create(victim, l, B));
+    victim->last_use = ++l->clock;
+    *out = victim;
+    return REC_OK;
+}
+
+rec_status rec_linear_init(rec_linear **out, rec_dnn *d, int in, int out_dim, int relu,
+                           int max_batch) {
+    *out = NULL;
+    if (in < 1 || out_dim < 1)
+        return rec_errorf(REC_EINVAL, "linear layer: widths must be >= 1, got in %d out %d", in, out_dim);
+    if (max_batch < 1)
+        return rec_errorf(REC_EINVAL, "linear layer: max_batch must be >= 1, got %d", max_batch);
+    rec_linear *l;
+    REC_TRY(rec_alloc((void **)&l, sizeof *l, "linear layer"));
+    l->d = d;
+    l->in = in;
+    l->out = out_dim;
+    l->relu = relu != 0;
+    l->max_batch = max_batch;
+    if (l->relu) {
+        rec_status s = rec_alloc((void **)&l->dyp, (size_t)max_batch * out_dim * sizeof(float),
+                                 "linear layer gradient workspace");
+        if (s != REC_OK) {
+            rec_free(l);
+            return s;
+        }
+    }
+    *out = l;
+    return REC_OK;
+}
+
+void rec_linear_free(rec_linear *l) {
+    if (!l) return;
+    for (int i = 0; i < LINEAR_CACHE; i++)
+        if (l->cache[i].B) prims_destroy(&l->cache[i]);
+    rec_free(l->dyp);
+    rec_free(l);
+}
+
+static rec_status check_batch(const rec_linear *l, int B) {
+    if (B < 1 || B > l->max_batch)
+        return rec_errorf(REC_EINVAL, "linear layer %d -> %d: batch %d outside [1, max_batch %d]; raise max_batch at init",
+                          l->in, l->out, B, l->max_batch);
+    return REC_OK;
+}
+
+rec_status rec_linear_forward(rec_linear *l, int B, const float *x, const float *W,
+                              const float *b, float *y) {
+    REC_TRY(check_batch(l, B));
+    linear_prims *p;
+    REC_TRY(prims_get(l, B, &p));
+    return matmul_run(&p->fwd, l->d, x, W, b, y);
+}
+
+rec_status rec_linear_backward(rec_linear *l, int B, const float *x, const float *W,
+                               const float *y, const float *dy, float *dx, float *dW, float *db) {
+    REC_TRY(check_batch(l, B));
+    linear_prims *p;
+    REC_TRY(prims_get(l, B, &p));
+    const int out = l->out;
+    /* dy' and db in one pass, rows outer so the inner loop vectorises. */
+    const float *g = dy;
+    for (int j = 0; j < out; j++) db[j] = 0.0f;
+    if (l->relu) {
+        for (int i = 0; i < B; i++) {
+            const float *yr = y + (size_t)i * out, *dr = dy + (size_t)i * out;
+            float *gr = l->dyp + (size_t)i * out;
+            for (int j = 0; j < out; j++) {
+                gr[j] = yr[j] > 0.0f ? dr[j] : 0.0f;
+                db[j] += gr[j];
+            }
+        }
+        g = l->dyp;
+    } else {
+        for (int i = 0; i < B; i++) {
+            const float *dr = dy + (size_t)i * out;
+            for (int j = 0; j < out; j++) db[j] += dr[j];
+        }
+    }
+    REC_TRY(matmul_run(&p->bwd_weights, l->d, g, x, NULL, dW));
+    if (dx) REC_TRY(matmul_run(&p->bwd_data, l->d, g, W, NULL, dx));
+    return REC_OK;
+}
