@@ -85,6 +85,14 @@ typedef struct rec_mlp rec_mlp;
 
 rec_status rec_mlp_init(rec_mlp **out, rec_dnn *d, const int *sizes, int n_sizes,
                         int last_relu, int max_batch, uint64_t seed);
+/* P for the given sizes (0 when they are invalid). */
+size_t rec_mlp_param_count(const int *sizes, int n_sizes);
+/* As rec_mlp_init, but the parameters and gradients are views of P floats each inside the
+ * caller's blocks (a model keeps all its dense parameters in one block): `params` is
+ * initialised, `grads` is written by backward. The MLP never frees them. */
+rec_status rec_mlp_init_view(rec_mlp **out, rec_dnn *d, const int *sizes, int n_sizes,
+                             int last_relu, int max_batch, uint64_t seed, float *params,
+                             float *grads);
 void rec_mlp_free(rec_mlp *m);
 
 int rec_mlp_layers(const rec_mlp *m);
@@ -170,6 +178,39 @@ void rec_dense_opt_free(rec_dense_opt *o);
 /* One update of params (P) from grads (P). n must equal the init's. */
 rec_status rec_dense_opt_step(rec_dense_opt *o, float *params, const float *grads, size_t n);
 int64_t rec_dense_opt_steps(const rec_dense_opt *o);
+/* Sets the steps taken (Adam's bias correction; a resumed run restores it). */
+void rec_dense_opt_set_steps(rec_dense_opt *o, int64_t t);
+/* Sets the learning rate of the following steps (a schedule changes it every step). */
+void rec_dense_opt_set_lr(rec_dense_opt *o, float lr);
+/* State block k (P floats) or NULL: ADAGRAD k = 0 the sum of squares; ADAM k = 0 the first
+ * moment, k = 1 the second. For checkpoints. */
+float *rec_dense_opt_state(rec_dense_opt *o, int k);
+
+/* ---- DCN cross layer (Wang et al. 2017, §2.2, eq. 3) ---------------------------------------
+ * y (B, D) = x0 * s + b + x, s (B) = x . w, with x0, x (B, D) and w, b (D). Forward saves s
+ * for backward. Backward from dy (B, D): ds = dy . x0 (per row);
+ *   dx0 (B, D) += dy * s           ACCUMULATED (x0 feeds every cross layer and the deep net)
+ *   dx  (B, D)  = dy + ds w        overwritten (may alias dy)
+ *   dw  (D)     = sum_b ds_b x_b   overwritten
+ *   db  (D)     = sum_b dy_b       overwritten */
+void rec_cross_forward(int B, int D, const float *x0, const float *x, const float *w,
+                       const float *b, float *y, float *s);
+void rec_cross_backward(int B, int D, const float *x0, const float *x, const float *w,
+                        const float *s, const float *dy, float *dx0, float *dx, float *dw,
+                        float *db);
+void rec_cross_forward_ref(int B, int D, const double *x0, const double *x, const double *w,
+                           const double *b, double *y);
+void rec_cross_backward_ref(int B, int D, const double *x0, const double *x, const double *w,
+                            const double *dy, double *dx0, double *dx, double *dw, double *db);
+
+/* ---- factorization machine, second order (DeepFM, Guo et al. 2017, eq. 2; Rendle 2010) -----
+ * out (B) = 1/2 sum_e [ (sum_f v_fe)^2 - sum_f v_fe^2 ] over emb (B, F, E), overwritten.
+ * Backward: demb (B, F, E) += dout_b (sum_f' v_f'e - v_fe)   ACCUMULATED. */
+void rec_fm_forward(int B, int F, int E, const float *emb, float *out);
+void rec_fm_backward(int B, int F, int E, const float *emb, const float *dout, float *demb);
+void rec_fm_forward_ref(int B, int F, int E, const double *emb, double *out);
+void rec_fm_backward_ref(int B, int F, int E, const double *emb, const double *dout,
+                         double *demb);
 
 #ifdef __cplusplus
 }

@@ -74,6 +74,14 @@ rec_status rec_dense_opt_init(rec_dense_opt **out, const rec_dense_opt_config *c
 }
 
 int64_t rec_dense_opt_steps(const rec_dense_opt *o) { return o->t; }
+void rec_dense_opt_set_steps(rec_dense_opt *o, int64_t t) { o->t = t; }
+void rec_dense_opt_set_lr(rec_dense_opt *o, float lr) { o->cfg.lr = lr; }
+
+float *rec_dense_opt_state(rec_dense_opt *o, int k) {
+    if (o->cfg.kind == REC_OPT_ADAGRAD) return k == 0 ? o->s : NULL;
+    if (o->cfg.kind == REC_OPT_ADAM) return k == 0 ? o->m : k == 1 ? o->v : NULL;
+    return NULL;
+}
 
 rec_status rec_dense_opt_step(rec_dense_opt *o, float *params, const float *grads, size_t n) {
     if (n != o->n)

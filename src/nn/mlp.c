@@ -16,6 +16,7 @@ struct rec_mlp {
     size_t *w_off, *b_off;  /* (n_layers) offsets of W and b in the flat blocks */
     size_t n_params;
     float *params, *grads;  /* (P) each, same layout */
+    int owns_blocks;        /* 0 when params/grads are views into a caller's blocks */
     float *acts;            /* layer l's output at act_off[l]: (max_batch, sizes[l+1]) */
     size_t *act_off;
     float *dbuf[2];         /* (max_batch, max width) ping-pong for activation gradients */
@@ -30,8 +31,10 @@ void rec_mlp_free(rec_mlp *m) {
     rec_free(m->w_off);
     rec_free(m->b_off);
     rec_free(m->act_off);
-    rec_free(m->params);
-    rec_free(m->grads);
+    if (m->owns_blocks) {
+        rec_free(m->params);
+        rec_free(m->grads);
+    }
     rec_free(m->acts);
     rec_free(m->dbuf[0]);
     rec_free(m->dbuf[1]);
@@ -60,8 +63,10 @@ static rec_status mlp_build(rec_mlp *m, rec_dnn *d, const int *sizes, int last_r
         if (sizes[l + 1] > widest) widest = sizes[l + 1];
     }
     m->n_params = p;
-    REC_TRY(rec_alloc((void **)&m->params, p * sizeof(float), "MLP parameters"));
-    REC_TRY(rec_alloc((void **)&m->grads, p * sizeof(float), "MLP gradients"));
+    if (m->owns_blocks) {
+        REC_TRY(rec_alloc((void **)&m->params, p * sizeof(float), "MLP parameters"));
+        REC_TRY(rec_alloc((void **)&m->grads, p * sizeof(float), "MLP gradients"));
+    }
     REC_TRY(rec_alloc((void **)&m->acts, a * sizeof(float), "MLP activations"));
     for (int k = 0; k < 2; k++)
         REC_TRY(rec_alloc((void **)&m->dbuf[k], (size_t)m->max_batch * widest * sizeof(float),
@@ -81,11 +86,30 @@ static rec_status mlp_build(rec_mlp *m, rec_dnn *d, const int *sizes, int last_r
     return REC_OK;
 }
 
-/* Builds the layers and the three flat blocks (parameters, gradients, activations), all
- * sized once for max_batch, and draws the initial parameters. On error nothing is leaked. */
+size_t rec_mlp_param_count(const int *sizes, int n_sizes) {
+    if (n_sizes < 2) return 0;
+    size_t p = 0;
+    for (int l = 0; l + 1 < n_sizes; l++) {
+        if (sizes[l] < 1 || sizes[l + 1] < 1) return 0;
+        p += (size_t)sizes[l] * sizes[l + 1] + sizes[l + 1];
+    }
+    return p;
+}
+
 rec_status rec_mlp_init(rec_mlp **out, rec_dnn *d, const int *sizes, int n_sizes,
                         int last_relu, int max_batch, uint64_t seed) {
+    return rec_mlp_init_view(out, d, sizes, n_sizes, last_relu, max_batch, seed, NULL, NULL);
+}
+
+/* Builds the layers and the flat blocks (parameters and gradients unless the caller gives
+ * views, activations), all sized once for max_batch, and draws the initial parameters. On
+ * error nothing is leaked. */
+rec_status rec_mlp_init_view(rec_mlp **out, rec_dnn *d, const int *sizes, int n_sizes,
+                             int last_relu, int max_batch, uint64_t seed, float *params,
+                             float *grads) {
     *out = NULL;
+    if ((params == NULL) != (grads == NULL))
+        return rec_errorf(REC_EINVAL, "MLP: give both parameter and gradient views, or neither");
     if (n_sizes < 2)
         return rec_errorf(REC_EINVAL, "MLP: needs at least 2 sizes (input and output width), got %d", n_sizes);
     for (int i = 0; i < n_sizes; i++)
@@ -96,6 +120,9 @@ rec_status rec_mlp_init(rec_mlp **out, rec_dnn *d, const int *sizes, int n_sizes
     REC_TRY(rec_alloc((void **)&m, sizeof *m, "MLP"));
     m->n_layers = n_sizes - 1;
     m->max_batch = max_batch;
+    m->owns_blocks = params == NULL;
+    m->params = params;
+    m->grads = grads;
     rec_status s = mlp_build(m, d, sizes, last_relu, seed);
     if (s != REC_OK) {
         rec_mlp_free(m);
