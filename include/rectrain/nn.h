@@ -98,6 +98,7 @@ void rec_mlp_free(rec_mlp *m);
 int rec_mlp_layers(const rec_mlp *m);
 int rec_mlp_in(const rec_mlp *m);
 int rec_mlp_out(const rec_mlp *m);
+int rec_mlp_size(const rec_mlp *m, int i);  /* sizes[i], 0 <= i <= layers */
 size_t rec_mlp_n_params(const rec_mlp *m);  /* P */
 float *rec_mlp_params(rec_mlp *m);          /* (P) */
 float *rec_mlp_grads(rec_mlp *m);           /* (P) same layout */

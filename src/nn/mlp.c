@@ -135,6 +135,7 @@ rec_status rec_mlp_init_view(rec_mlp **out, rec_dnn *d, const int *sizes, int n_
 int rec_mlp_layers(const rec_mlp *m) { return m->n_layers; }
 int rec_mlp_in(const rec_mlp *m) { return m->sizes[0]; }
 int rec_mlp_out(const rec_mlp *m) { return m->sizes[m->n_layers]; }
+int rec_mlp_size(const rec_mlp *m, int i) { return m->sizes[i]; }
 size_t rec_mlp_n_params(const rec_mlp *m) { return m->n_params; }
 float *rec_mlp_params(rec_mlp *m) { return m->params; }
 float *rec_mlp_grads(rec_mlp *m) { return m->grads; }
