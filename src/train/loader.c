@@ -1,0 +1,457 @@
+/* Data sets and the loading pipeline (see train.h "data sets and the loading pipeline").
+ *
+ * A data set is either a .rshard (recognised by its magic, not its name) or raw Criteo text
+ * (.tsv or .gz) that is parsed and preprocessed on the fly by a prep spec. A loader streams a
+ * row range of it as fixed-size batches through a ring of `depth` preallocated batches that
+ * one producer thread fills ahead of the consumer:
+ *
+ *   producer  shard: one rec_shard_read per batch, on the loader's own shard handle
+ *             (rec_shard is not thread-safe per handle, so loaders never share one)
+ *             TSV:   rec_tsv_next -> rec_prep_engine_run (prep_threads threads) -> copy the
+ *                    chunk's rows, in file order, into ring batches
+ *   consumer  rec_loader_next: releases the batch it returned last time, takes the next one
+ *
+ * Ring protocol (mutex + two condition variables): slots [head, head+held) are the batch the
+ * consumer holds (held is 0 or 1), [head+held, head+held+filled) are ready, and the producer
+ * fills the slot at tail = head+held+filled, only when held+filled < depth. The producer
+ * writes its slot without the lock: no other thread can see that slot until it is published.
+ *
+ * The sequence of batches depends only on (data, row0, row1, batch): batch i holds rows
+ * [row0 + i*batch, min(row0 + (i+1)*batch, row1)), whatever the thread timing, the ring
+ * depth or the engine's thread count (the engine returns a chunk's rows in file order).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rectrain/core.h"
+#include "rectrain/prep.h"
+#include "rectrain/shard.h"
+#include "rectrain/train.h"
+
+/* Text chunk size of a loader's TSV reader. Smaller than the 8 MiB default of `prep`: the
+ * first batch arrives sooner and the engine's batches stay small. Internal knob (rec__) that
+ * tests lower to exercise chunk boundaries. */
+size_t rec__loader_chunk_bytes = 1 << 20;
+
+enum { MSG_CAP = 2048 };
+
+/* ---- data set ------------------------------------------------------------------------------ */
+
+struct rec_dataset {
+    char *path;
+    int is_shard;
+    int has_label;
+    int32_t n_dense;            /* Dn */
+    int32_t n_sparse;           /* F */
+    int64_t *table_rows;        /* (F) */
+    int64_t rows;               /* N, -1 until counted (TSV) */
+    rec_shard *shard;           /* shard: the schema's owner (loaders open their own) */
+    /* TSV only */
+    rec_spec *spec;
+    rec_shard *vocab_shard;     /* owns the vocabularies the plan points to */
+    rec_prep_plan *plan;        /* immutable: shared by every loader's engine */
+    rec_tsv_opts tsv;           /* has_label resolved */
+    int prep_threads;
+};
+
+static const char SHARD_MAGIC[8] = {'R', 'S', 'H', 'A', 'R', 'D', '0', '1'};
+
+/* Whether `path` starts with the .rshard magic. REC_EIO (naming the path) when it cannot be
+ * opened; a file shorter than the magic is simply not a shard. */
+static rec_status sniff_shard(const char *path, int *is_shard) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return rec_errorf(REC_EIO, "%s: cannot open the data set: %s", path, strerror(errno));
+    char head[8];
+    size_t got = fread(head, 1, sizeof head, f);
+    fclose(f);
+    *is_shard = got == sizeof head && memcmp(head, SHARD_MAGIC, sizeof head) == 0;
+    return REC_OK;
+}
+
+static rec_status open_shard_set(rec_dataset *d) {
+    REC_TRY(rec_shard_open(&d->shard, d->path));
+    const rec_shard_schema *sc = rec_shard_get_schema(d->shard);
+    d->has_label = sc->has_label;
+    d->n_dense = sc->n_dense;
+    d->n_sparse = sc->n_sparse;
+    d->rows = rec_shard_rows(d->shard);
+    REC_TRY(rec_alloc((void **)&d->table_rows, (size_t)(d->n_sparse + 1) * sizeof(int64_t), "data set tables"));
+    for (int32_t f = 0; f < d->n_sparse; f++) d->table_rows[f] = sc->sparse[f].table_rows;
+    return REC_OK;
+}
+
+/* TSV: load and validate the spec, bind the vocabularies of a categorify spec from the
+ * vocab_from shard (the data cannot provide them: that takes a whole counting pass, which is
+ * `rectrain prep`'s job), compile the plan and resolve has_label from the file's first line. */
+static rec_status open_tsv_set(rec_dataset *d, const rec_dataset_opts *o) {
+    if (!o->spec_path)
+        return rec_errorf(REC_EINVAL, "%s is a TSV; give a prep spec (--spec) to train from raw text, "
+                          "or prep it first with rectrain prep", d->path);
+    if (o->prep_threads < 1 || o->prep_threads > 256)
+        return rec_errorf(REC_EINVAL, "%s: prep threads must be between 1 and 256 (got %d)", d->path,
+                          o->prep_threads);
+    REC_TRY(rec_spec_load(&d->spec, o->spec_path));
+    const rec_vocab_set *vocabs = NULL;
+    if (d->spec->n_vocabs > 0) {
+        if (!o->vocab_from)
+            return rec_errorf(REC_EINVAL, "%s: spec %s has %d categorify op(s), whose vocabularies come from "
+                              "a counting pass over the data; give the .rshard prepped with this spec as "
+                              "--vocab-from, or prep the TSV first with rectrain prep",
+                              d->path, o->spec_path, d->spec->n_vocabs);
+        REC_TRY(rec_shard_open(&d->vocab_shard, o->vocab_from));
+        vocabs = rec_shard_vocabs(d->vocab_shard);
+        if (vocabs->n != d->spec->n_vocabs)
+            return rec_errorf(REC_EINVAL, "%s holds %d vocabularies but spec %s needs %d; use a shard "
+                              "prepped with the same spec", o->vocab_from, vocabs->n, o->spec_path,
+                              d->spec->n_vocabs);
+        REC_TRY(rec_spec_bind_vocabs(d->spec, vocabs));
+    }
+    REC_TRY(rec_prep_plan_init(&d->plan, d->spec, vocabs));
+    rec_tsv *r;
+    REC_TRY(rec_tsv_open(&r, d->path, &o->tsv, 4096));
+    d->tsv = *rec_tsv_options(r);
+    rec_tsv_close(r);
+    d->has_label = d->tsv.has_label;
+    d->prep_threads = o->prep_threads;
+    d->n_dense = d->spec->n_dense;
+    d->n_sparse = d->spec->n_sparse;
+    d->rows = -1;
+    REC_TRY(rec_alloc((void **)&d->table_rows, (size_t)(d->n_sparse + 1) * sizeof(int64_t), "data set tables"));
+    for (int32_t f = 0; f < d->n_sparse; f++) d->table_rows[f] = rec_spec_table_rows(d->spec, f);
+    return REC_OK;
+}
+
+/* Recognises the data set by content (the shard magic), not by name; a shard ignores the TSV
+ * options (spec_path, vocab_from, tsv, prep_threads). Reads no rows: a TSV's N is counted on
+ * the first rec_dataset_rows or rec_loader_open. */
+rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o) {
+    *out = NULL;
+    if (!o || !o->path) return rec_errorf(REC_EINVAL, "data set: a path is required");
+    int is_shard = 0;
+    REC_TRY(sniff_shard(o->path, &is_shard));
+    rec_dataset *d;
+    REC_TRY(rec_alloc((void **)&d, sizeof *d, "data set"));
+    size_t n = strlen(o->path) + 1;
+    rec_status s = rec_alloc((void **)&d->path, n, "data set path");
+    if (!s) {
+        memcpy(d->path, o->path, n);
+        d->is_shard = is_shard;
+        s = is_shard ? open_shard_set(d) : open_tsv_set(d, o);
+    }
+    if (s) {
+        rec_dataset_close(d);
+        return s;
+    }
+    *out = d;
+    return REC_OK;
+}
+
+void rec_dataset_close(rec_dataset *d) {
+    if (!d) return;
+    rec_prep_plan_free(d->plan);
+    rec_spec_free(d->spec);
+    rec_shard_close(d->vocab_shard);
+    rec_shard_close(d->shard);
+    rec_free(d->table_rows);
+    rec_free(d->path);
+    rec_free(d);
+}
+
+const char *rec_dataset_path(const rec_dataset *d) { return d->path; }
+int rec_dataset_has_label(const rec_dataset *d) { return d->has_label; }
+int32_t rec_dataset_n_dense(const rec_dataset *d) { return d->n_dense; }
+int32_t rec_dataset_n_sparse(const rec_dataset *d) { return d->n_sparse; }
+const int64_t *rec_dataset_table_rows(const rec_dataset *d) { return d->table_rows; }
+
+/* ---- TSV stream: reader + engine -------------------------------------------------------------
+ * The chunks of a TSV preprocessed in file order; shared by the counting pass and the loader's
+ * producer. After tsv_stream_next, engine batches 0..T-1 hold the chunk's rows (end of file:
+ * *more = 0). */
+typedef struct tsv_stream {
+    rec_tsv *r;
+    rec_prep_engine *e;
+} tsv_stream;
+
+static rec_status tsv_stream_open(tsv_stream *ts, const rec_dataset *d) {
+    memset(ts, 0, sizeof *ts);
+    REC_TRY(rec_tsv_open(&ts->r, d->path, &d->tsv, rec__loader_chunk_bytes));
+    return rec_prep_engine_init(&ts->e, d->plan, d->prep_threads, &d->tsv, d->path);
+}
+
+static void tsv_stream_close(tsv_stream *ts) {
+    rec_prep_engine_free(ts->e);
+    rec_tsv_close(ts->r);
+    memset(ts, 0, sizeof *ts);
+}
+
+static rec_status tsv_stream_next(tsv_stream *ts, int *more) {
+    rec_text_chunk c;
+    REC_TRY(rec_tsv_next(ts->r, &c));
+    *more = c.len > 0;
+    return *more ? rec_prep_engine_run(ts->e, &c) : REC_OK;
+}
+
+/* The counting pass: the rows the loader would produce, i.e. lines less the malformed ones
+ * skipped in SKIP mode (in FAIL mode the first malformed line is the error). Runs the full
+ * parse + prep so that the count is exactly what the producer will see. */
+static rec_status count_tsv_rows(const rec_dataset *d, int64_t *rows) {
+    tsv_stream ts;
+    rec_status s = tsv_stream_open(&ts, d);
+    int64_t n = 0;
+    int more = 1;
+    while (!s && more) {
+        s = tsv_stream_next(&ts, &more);
+        for (int t = 0; !s && more && t < rec_prep_engine_threads(ts.e); t++)
+            n += rec_prep_engine_batch(ts.e, t)->n;
+    }
+    tsv_stream_close(&ts);
+    *rows = n;
+    return s;
+}
+
+rec_status rec_dataset_rows(rec_dataset *d, int64_t *rows) {
+    if (d->rows < 0) {
+        int64_t n;
+        REC_TRY(count_tsv_rows(d, &n));
+        d->rows = n;
+    }
+    *rows = d->rows;
+    return REC_OK;
+}
+
+/* ---- batch row copy ---------------------------------------------------------------------------
+ * Appends rows [r, r+k) of `src` to `dst` (rows dst->n .. dst->n+k): labels, dense values and
+ * every sparse feature's ids with rebased offsets (weights copied where src has them, 1.0
+ * where only dst has them). dst must have src's Dn and F and room for k more rows; its id
+ * arrays grow if needed (rarely: only when a batch holds more ids than any before). Fails only
+ * on allocation, leaving dst->n unchanged. */
+static rec_status batch_append_rows(rec_batch *dst, const rec_batch *src, int64_t r, int64_t k) {
+    int64_t at = dst->n;
+    int32_t dn = src->n_dense;
+    memcpy(dst->label + at, src->label + r, (size_t)k * sizeof(float));
+    memcpy(dst->dense + at * dn, src->dense + r * dn, (size_t)(k * dn) * sizeof(float));
+    for (int32_t f = 0; f < src->n_sparse; f++) {
+        const rec_jagged *sj = &src->sparse[f];
+        rec_jagged *dj = &dst->sparse[f];
+        int64_t first = sj->offsets[r], add = sj->offsets[r + k] - first;
+        int64_t have = dj->offsets[at], base = have - first;
+        REC_TRY(rec_batch_reserve_nnz(dst, f, have + add, sj->weights != NULL));
+        for (int64_t i = 1; i <= k; i++) dj->offsets[at + i] = sj->offsets[r + i] + base;
+        memcpy(dj->indices + have, sj->indices + first, (size_t)add * sizeof(int64_t));
+        if (sj->weights) memcpy(dj->weights + have, sj->weights + first, (size_t)add * sizeof(float));
+        else if (dj->weights)
+            for (int64_t i = have; i < have + add; i++) dj->weights[i] = 1.0f;
+    }
+    dst->n = at + k;
+    return REC_OK;
+}
+
+/* ---- loader --------------------------------------------------------------------------------- */
+
+struct rec_loader {
+    rec_dataset *d;
+    int64_t row0, row1, batch;
+    int depth;
+    rec_batch *slot;            /* (depth) the ring */
+    rec_shard *shard;           /* shard data sets: this loader's own handle */
+    tsv_stream ts;              /* TSV data sets */
+
+    pthread_mutex_t mu;
+    pthread_cond_t not_empty;   /* producer -> consumer: a slot was filled, or the end */
+    pthread_cond_t not_full;    /* consumer -> producer: a slot was released, or stop */
+    int head, held, filled;     /* see the ring protocol at the top */
+    int done;                   /* the producer has published its last batch */
+    int stop;                   /* close asked the producer to quit */
+    rec_status err;             /* the producer's failure, returned after the ready batches */
+    char msg[MSG_CAP];
+
+    pthread_t th;
+    int running;
+    double wait_s;
+};
+
+/* Producer: the slot to fill next, once one is free; NULL when the loader is being closed.
+ * The slot is emptied (n = 0, offsets[0] = 0 for every feature). */
+static rec_batch *slot_acquire(rec_loader *l) {
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop && l->held + l->filled == l->depth) pthread_cond_wait(&l->not_full, &l->mu);
+    rec_batch *b = l->stop ? NULL : &l->slot[(l->head + l->held + l->filled) % l->depth];
+    pthread_mutex_unlock(&l->mu);
+    if (b) {
+        b->n = 0;
+        for (int32_t f = 0; f < b->n_sparse; f++) b->sparse[f].offsets[0] = 0;
+    }
+    return b;
+}
+
+/* Producer: makes the slot taken by slot_acquire visible to the consumer. */
+static void slot_publish(rec_loader *l) {
+    pthread_mutex_lock(&l->mu);
+    l->filled++;
+    pthread_cond_signal(&l->not_empty);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Producer: the end of the stream, with the status of the producer (its message is this
+ * thread's last error when s != REC_OK). */
+static void producer_finish(rec_loader *l, rec_status s) {
+    pthread_mutex_lock(&l->mu);
+    l->err = s;
+    if (s) snprintf(l->msg, sizeof l->msg, "%s", rec_errmsg());
+    l->done = 1;
+    pthread_cond_signal(&l->not_empty);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static rec_status produce_shard(rec_loader *l) {
+    for (int64_t r = l->row0; r < l->row1; r += l->batch) {
+        rec_batch *b = slot_acquire(l);
+        if (!b) return REC_OK;
+        int64_t n = l->row1 - r < l->batch ? l->row1 - r : l->batch;
+        REC_TRY(rec_shard_read(l->shard, r, n, b));
+        slot_publish(l);
+    }
+    return REC_OK;
+}
+
+/* The rows of each preprocessed chunk go, in file order, into the ring's batches: rows before
+ * row0 are skipped, reading stops once row1 is reached. A batch is published when it holds
+ * `batch` rows or the range ends, so batch boundaries fall at row0 + i*batch whatever the
+ * chunk boundaries. A chunk that fails (malformed line in FAIL mode, I/O) fails the batch
+ * that needed its rows; the batches before it have already been published. */
+static rec_status produce_tsv(rec_loader *l) {
+    int64_t row = 0;                 /* data set row of the next row out of the engine */
+    rec_batch *b = NULL;
+    int more = 1;
+    while (row < l->row1) {
+        REC_TRY(tsv_stream_next(&l->ts, &more));
+        if (!more) break;
+        for (int t = 0; t < rec_prep_engine_threads(l->ts.e) && row < l->row1; t++) {
+            const rec_batch *src = rec_prep_engine_batch(l->ts.e, t);
+            int64_t r = 0;
+            if (row < l->row0) {     /* skip whole rows before the range */
+                int64_t skip = l->row0 - row < src->n ? l->row0 - row : src->n;
+                r += skip;
+                row += skip;
+            }
+            while (r < src->n && row < l->row1) {
+                if (!b && !(b = slot_acquire(l))) return REC_OK;
+                int64_t k = src->n - r;
+                if (k > l->batch - b->n) k = l->batch - b->n;
+                if (k > l->row1 - row) k = l->row1 - row;
+                REC_TRY(batch_append_rows(b, src, r, k));
+                r += k;
+                row += k;
+                if (b->n == l->batch || row == l->row1) {
+                    slot_publish(l);
+                    b = NULL;
+                }
+            }
+        }
+    }
+    if (row < l->row1)
+        return rec_errorf(REC_EFORMAT, "%s: ended after %lld rows while rows [%lld, %lld) were asked for "
+                          "(did the file change after it was counted?)", l->d->path, (long long)row,
+                          (long long)l->row0, (long long)l->row1);
+    return REC_OK;
+}
+
+static void *producer_main(void *arg) {
+    rec_loader *l = arg;
+    rec_status s = l->d->is_shard ? produce_shard(l) : produce_tsv(l);
+    producer_finish(l, s);
+    return NULL;
+}
+
+/* Validates the range against N (a TSV is counted here if it was not yet), allocates the
+ * ring and the producer's reader, and starts the producer. Every buffer of the steady state
+ * is allocated here. */
+rec_status rec_loader_open(rec_loader **out, rec_dataset *d, int64_t row0, int64_t row1,
+                           int64_t batch, int depth) {
+    *out = NULL;
+    if (batch < 1) return rec_errorf(REC_EINVAL, "%s: batch size must be at least 1 (got %lld)", d->path, (long long)batch);
+    if (depth < 2) return rec_errorf(REC_EINVAL, "%s: loader depth must be at least 2 batches (got %d)", d->path, depth);
+    int64_t n;
+    REC_TRY(rec_dataset_rows(d, &n));
+    if (row0 < 0 || row0 > row1 || row1 > n)
+        return rec_errorf(REC_EINVAL, "%s: rows [%lld, %lld) asked for; the data set has %lld rows, "
+                          "so the range must satisfy 0 <= row0 <= row1 <= %lld", d->path, (long long)row0,
+                          (long long)row1, (long long)n, (long long)n);
+    rec_loader *l;
+    REC_TRY(rec_alloc((void **)&l, sizeof *l, "loader"));
+    l->d = d;
+    l->row0 = row0;
+    l->row1 = row1;
+    l->batch = batch;
+    l->depth = depth;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->not_empty, NULL);
+    pthread_cond_init(&l->not_full, NULL);
+    rec_status s = rec_alloc((void **)&l->slot, (size_t)depth * sizeof(rec_batch), "loader ring");
+    for (int i = 0; !s && i < depth; i++) s = rec_batch_init(&l->slot[i], batch, d->n_dense, d->n_sparse, 1);
+    if (!s) s = d->is_shard ? rec_shard_open(&l->shard, d->path) : tsv_stream_open(&l->ts, d);
+    if (!s) {
+        if (pthread_create(&l->th, NULL, producer_main, l) != 0)
+            s = rec_errorf(REC_ENOMEM, "%s: cannot start the loader thread (out of resources)", d->path);
+        else l->running = 1;
+    }
+    if (s) {
+        rec_loader_close(l);
+        return s;
+    }
+    *out = l;
+    return REC_OK;
+}
+
+/* Releases the batch of the previous call, then waits for the next filled one. At the end
+ * *b = NULL; if the producer failed, its status and message are returned instead, once every
+ * batch made before the failure has been delivered (and again on any later call). */
+rec_status rec_loader_next(rec_loader *l, const rec_batch **b) {
+    *b = NULL;
+    pthread_mutex_lock(&l->mu);
+    if (l->held) {
+        l->head = (l->head + 1) % l->depth;
+        l->held = 0;
+        pthread_cond_signal(&l->not_full);
+    }
+    if (!l->filled && !l->done) {
+        double t0 = rec_now();
+        while (!l->filled && !l->done) pthread_cond_wait(&l->not_empty, &l->mu);
+        l->wait_s += rec_now() - t0;
+    }
+    rec_status s = REC_OK;
+    if (l->filled) {
+        l->filled--;
+        l->held = 1;
+        *b = &l->slot[l->head];
+    } else if (l->err) {
+        s = l->err;
+        rec_error_set_msg(l->msg);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return s;
+}
+
+void rec_loader_close(rec_loader *l) {
+    if (!l) return;
+    if (l->running) {
+        pthread_mutex_lock(&l->mu);
+        l->stop = 1;
+        pthread_cond_broadcast(&l->not_full);
+        pthread_mutex_unlock(&l->mu);
+        pthread_join(l->th, NULL);
+    }
+    tsv_stream_close(&l->ts);
+    rec_shard_close(l->shard);
+    for (int i = 0; l->slot && i < l->depth; i++) rec_batch_free(&l->slot[i]);
+    rec_free(l->slot);
+    pthread_cond_destroy(&l->not_full);
+    pthread_cond_destroy(&l->not_empty);
+    pthread_mutex_destroy(&l->mu);
+    rec_free(l);
+}
+
+double rec_loader_wait_seconds(const rec_loader *l) { return l->wait_s; }

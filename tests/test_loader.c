@@ -1,0 +1,443 @@
+/* Data sets and loaders (train.h): a generated Criteo TSV is prepped into a .rshard by the
+ * library itself, then
+ *   - shard loaders over [0, N) and over ranges that start and end inside row groups (ring
+ *     depths 2 and 3, a short last batch, empty and one-row ranges) deliver exactly the rows
+ *     of direct rec_shard_read calls, bit for bit;
+ *   - TSV loaders (same spec, 1 or 2 prep threads, chunks small enough that batches straddle
+ *     chunk and engine-thread boundaries) deliver exactly the shard loader's batches, also
+ *     through a categorify spec with vocabularies from a shard;
+ *   - the counting pass of a TSV gives N (and N-1 with a malformed line in skip mode);
+ *   - closing mid-stream, or before the first batch, neither hangs nor leaks (run under ASan);
+ *   - every refusal names the file and says what to do, and a malformed line met by the
+ *     producer surfaces from rec_loader_next as FILE:LINE after the batches before it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "rectrain/core.h"
+#include "rectrain/ingest.h"
+#include "rectrain/shard.h"
+#include "rectrain/train.h"
+
+extern size_t rec__loader_chunk_bytes;   /* src/train/loader.c */
+
+enum { N = 5000, GROUP = 1000, BAD_ROW = 3000 };
+
+static char g_dir[256], g_tsv[300], g_shard[300], g_vocab_shard[300], g_std[600], g_vocab_spec[600];
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+/* Row i of a equals row j of b bit for bit: label, dense values, every feature's ids. */
+static int same_row(const rec_batch *a, int64_t i, const rec_batch *b, int64_t j) {
+    if (a->n_dense != b->n_dense || a->n_sparse != b->n_sparse) return 0;
+    if (memcmp(&a->label[i], &b->label[j], sizeof(float)) != 0) return 0;
+    if (memcmp(a->dense + i * a->n_dense, b->dense + j * b->n_dense, (size_t)a->n_dense * sizeof(float)) != 0)
+        return 0;
+    for (int32_t f = 0; f < a->n_sparse; f++) {
+        const rec_jagged *x = &a->sparse[f], *y = &b->sparse[f];
+        int64_t la = x->offsets[i + 1] - x->offsets[i], lb = y->offsets[j + 1] - y->offsets[j];
+        if (la != lb) return 0;
+        if (memcmp(x->indices + x->offsets[i], y->indices + y->offsets[j], (size_t)la * sizeof(int64_t)) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Whole batches equal: same n, offsets starting at 0, every row equal. */
+static int same_batch(const rec_batch *a, const rec_batch *b) {
+    if (a->n != b->n) return 0;
+    for (int32_t f = 0; f < a->n_sparse; f++)
+        if (a->sparse[f].offsets[0] != 0 || b->sparse[f].offsets[0] != 0) return 0;
+    for (int64_t r = 0; r < a->n; r++)
+        if (!same_row(a, r, b, r)) return 0;
+    return 1;
+}
+
+/* Drains a loader over [row0, row1) and compares batch k with a direct rec_shard_read of rows
+ * [row0 + k*batch, ...) from `shard_path`. Returns the batches seen, -1 on any mismatch
+ * (reported). */
+static int64_t drain_vs_shard(const char *what, rec_dataset *d, const char *shard_path, int64_t row0,
+                              int64_t row1, int64_t batch, int depth) {
+    rec_shard *ref = NULL;
+    rec_loader *l = NULL;
+    rec_batch want;
+    memset(&want, 0, sizeof want);
+    rec_status s = rec_shard_open(&ref, shard_path);
+    if (!s) s = rec_batch_init(&want, batch, rec_dataset_n_dense(d), rec_dataset_n_sparse(d), 1);
+    if (!s) s = rec_loader_open(&l, d, row0, row1, batch, depth);
+    CHECK(s == REC_OK, "%s: setup: %s", what, rec_errmsg());
+    int64_t k = 0, bad = 0, r = row0;
+    while (!s) {
+        const rec_batch *b;
+        s = rec_loader_next(l, &b);
+        CHECK(s == REC_OK, "%s: batch %lld: %s", what, (long long)k, rec_errmsg());
+        if (s || !b) break;
+        int64_t n = row1 - r < batch ? row1 - r : batch;
+        if (n <= 0 || rec_shard_read(ref, r, n, &want) != REC_OK || !same_batch(b, &want)) {
+            if (bad++ == 0) fprintf(stderr, "%s: batch %lld (rows from %lld, %lld rows) differs\n", what,
+                                    (long long)k, (long long)r, (long long)b->n);
+        }
+        r += b->n;
+        k++;
+    }
+    int64_t expect = (row1 - row0 + batch - 1) / batch;
+    CHECK(!s && bad == 0 && k == expect && r == row1, "%s: %lld batches (want %lld), %lld differ, ended at row %lld",
+          what, (long long)k, (long long)expect, (long long)bad, (long long)r);
+    /* After the end, the end again. */
+    const rec_batch *b = (const rec_batch *)&want;
+    if (l) CHECK(rec_loader_next(l, &b) == REC_OK && b == NULL, "%s: a second end", what);
+    if (l) CHECK(rec_loader_wait_seconds(l) >= 0 && isfinite(rec_loader_wait_seconds(l)), "%s: wait seconds", what);
+    rec_loader_close(l);
+    rec_batch_free(&want);
+    rec_shard_close(ref);
+    return bad ? -1 : k;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static void write_file(const char *path, const char *text, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(text, 1, len, f) != len) fprintf(stderr, "cannot write %s\n", path);
+    if (f) fclose(f);
+}
+
+/* Writes a copy of the generated TSV to `path` with line `bad_line` (1-based) replaced by a
+ * row whose C7 is not a hex id (or, when bad_line is 0, unchanged). */
+static void write_tsv_variant(const char *path, int64_t bad_line) {
+    size_t len;
+    char *text = read_file(g_tsv, &len);
+    if (!text) {
+        fprintf(stderr, "cannot read %s\n", g_tsv);
+        return;
+    }
+    const char *p = bad_line > 0 ? text : text + len;
+    for (int64_t l = 1; bad_line > 0 && l < bad_line; l++) p = strchr(p, '\n') + 1;
+    const char *e = bad_line > 0 ? strchr(p, '\n') + 1 : text + len;
+    FILE *f = fopen(path, "wb");
+    fwrite(text, 1, (size_t)(p - text), f);
+    if (bad_line > 0) {
+        fputs("1", f);
+        for (int c = 0; c < 13; c++) fputs("\t5", f);
+        for (int c = 0; c < 26; c++) fputs(c == 6 ? "\txyz!" : "\t1a2b3c4d", f);
+        fputc('\n', f);
+        fwrite(e, 1, len - (size_t)(e - text), f);
+    }
+    fclose(f);
+    free(text);
+}
+
+static rec_dataset_opts tsv_opts(const char *path, const char *spec, const char *vocab_from, int threads) {
+    rec_dataset_opts o;
+    memset(&o, 0, sizeof o);
+    o.path = path;
+    o.spec_path = spec;
+    o.vocab_from = vocab_from;
+    o.tsv.has_label = -1;
+    o.prep_threads = threads;
+    return o;
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+static int make_data(const char *src) {
+    snprintf(g_std, sizeof g_std, "%s/configs/criteo_standard.json", src);
+    snprintf(g_vocab_spec, sizeof g_vocab_spec, "%s/configs/criteo_vocab.json", src);
+    snprintf(g_tsv, sizeof g_tsv, "%s/train.tsv", g_dir);
+    snprintf(g_shard, sizeof g_shard, "%s/train.rshard", g_dir);
+    snprintf(g_vocab_shard, sizeof g_vocab_shard, "%s/vocab.rshard", g_dir);
+    rec_gen_opts g;
+    rec_gen_opts_default(&g);
+    g.seed = 7;
+    g.scale = 0.001;
+    rec_status s = rec_gen_write(&g, N, g_tsv, NULL, 2);
+    rec_ingest_opts io;
+    memset(&io, 0, sizeof io);
+    io.in_path = g_tsv;
+    io.threads = 2;
+    io.tsv.has_label = -1;
+    io.group_rows = GROUP;
+    rec_ingest_report rep;
+    io.spec_path = g_std;
+    io.out_path = g_shard;
+    if (!s) s = rec_ingest(&io, &rep);
+    if (!s) CHECK(rep.rows == N, "ingest wrote %lld rows", (long long)rep.rows);
+    io.spec_path = g_vocab_spec;
+    io.out_path = g_vocab_shard;
+    if (!s) s = rec_ingest(&io, &rep);
+    CHECK(s == REC_OK, "making the data: %s", rec_errmsg());
+    return s == REC_OK;
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+static void test_shard_loader(void) {
+    rec_dataset *d = NULL;
+    rec_dataset_opts o = {.path = g_shard};
+    CHECK(rec_dataset_open(&d, &o) == REC_OK, "open shard: %s", rec_errmsg());
+    if (!d) return;
+    int64_t n = -1;
+    CHECK(rec_dataset_rows(d, &n) == REC_OK && n == N, "shard rows %lld", (long long)n);
+    CHECK(rec_dataset_has_label(d) == 1 && rec_dataset_n_dense(d) == 13 && rec_dataset_n_sparse(d) == 26,
+          "schema: label %d, Dn %d, F %d", rec_dataset_has_label(d), rec_dataset_n_dense(d), rec_dataset_n_sparse(d));
+    CHECK(rec_dataset_table_rows(d)[0] == 1460 && rec_dataset_table_rows(d)[2] == 10131227, "table rows of the spec");
+    CHECK(strcmp(rec_dataset_path(d), g_shard) == 0, "path");
+
+    drain_vs_shard("shard [0,N) b64 d2", d, g_shard, 0, N, 64, 2);
+    drain_vs_shard("shard [0,N) b64 d3", d, g_shard, 0, N, 64, 3);
+    drain_vs_shard("shard mid-group b100", d, g_shard, 937, 2043, 100, 2);  /* last batch 6 rows */
+    drain_vs_shard("shard one batch over groups", d, g_shard, 990, 1010, 4096, 2);
+    drain_vs_shard("shard batch 1", d, g_shard, 1995, 2005, 1, 2);
+    drain_vs_shard("shard last row", d, g_shard, N - 1, N, 64, 2);
+    CHECK(drain_vs_shard("shard empty range", d, g_shard, 17, 17, 64, 2) == 0, "empty range gives no batch");
+
+    /* Two loaders on one data set at once (each has its own shard handle). */
+    rec_loader *a = NULL, *b = NULL;
+    CHECK(rec_loader_open(&a, d, 0, N, 128, 2) == REC_OK && rec_loader_open(&b, d, 0, N, 128, 2) == REC_OK,
+          "two loaders: %s", rec_errmsg());
+    int same = 1;
+    for (int k = 0; a && b && k < 10; k++) {
+        const rec_batch *x, *y;
+        if (rec_loader_next(a, &x) || rec_loader_next(b, &y) || !x || !y || !same_batch(x, y)) same = 0;
+    }
+    CHECK(same, "two loaders on one data set agree");
+    rec_loader_close(a);
+    rec_loader_close(b);
+    rec_dataset_close(d);
+}
+
+static void test_tsv_loader(void) {
+    rec_dataset *d = NULL;
+    rec_dataset_opts o = tsv_opts(g_tsv, g_std, NULL, 2);
+    CHECK(rec_dataset_open(&d, &o) == REC_OK, "open TSV: %s", rec_errmsg());
+    if (!d) return;
+    CHECK(rec_dataset_has_label(d) == 1 && rec_dataset_n_dense(d) == 13 && rec_dataset_n_sparse(d) == 26,
+          "TSV schema: label %d, Dn %d, F %d", rec_dataset_has_label(d), rec_dataset_n_dense(d), rec_dataset_n_sparse(d));
+    CHECK(rec_dataset_table_rows(d)[0] == 1460 && rec_dataset_table_rows(d)[25] == 142572, "TSV table rows");
+    int64_t n = -1;
+    CHECK(rec_dataset_rows(d, &n) == REC_OK && n == N, "TSV rows %lld (%s)", (long long)n, rec_errmsg());
+
+    /* The shard is bit-identical to what the TSV loader makes from the same spec. */
+    size_t keep = rec__loader_chunk_bytes;
+    rec__loader_chunk_bytes = 64 << 10;  /* ~ 20 chunks: batches straddle chunks and threads */
+    drain_vs_shard("TSV [0,N) b64 d2", d, g_shard, 0, N, 64, 2);
+    drain_vs_shard("TSV [0,N) b64 d3", d, g_shard, 0, N, 64, 3);
+    drain_vs_shard("TSV mid b100", d, g_shard, 937, 2043, 100, 2);
+    drain_vs_shard("TSV batch > chunk", d, g_shard, 5, N - 3, 1500, 2);
+    drain_vs_shard("TSV last row", d, g_shard, N - 1, N, 64, 2);
+    rec__loader_chunk_bytes = keep;
+    rec_dataset_close(d);
+
+    /* One prep thread, default chunk size. */
+    o.prep_threads = 1;
+    CHECK(rec_dataset_open(&d, &o) == REC_OK, "open TSV, 1 thread: %s", rec_errmsg());
+    if (d) drain_vs_shard("TSV 1 thread [100,4000) b333", d, g_shard, 100, 4000, 333, 2);
+    rec_dataset_close(d);
+
+    /* A categorify spec with the vocabularies of the shard made by that spec. */
+    o = tsv_opts(g_tsv, g_vocab_spec, g_vocab_shard, 2);
+    CHECK(rec_dataset_open(&d, &o) == REC_OK, "open TSV with vocab_from: %s", rec_errmsg());
+    if (d) {
+        rec_shard *vs = NULL;
+        if (rec_shard_open(&vs, g_vocab_shard) == REC_OK) {
+            const rec_shard_schema *sc = rec_shard_get_schema(vs);
+            int same = 1;
+            for (int32_t f = 0; f < sc->n_sparse; f++) same &= sc->sparse[f].table_rows == rec_dataset_table_rows(d)[f];
+            CHECK(same, "table rows from the bound vocabularies match the shard's");
+            rec_shard_close(vs);
+        }
+        drain_vs_shard("TSV categorify [0,N) b256", d, g_vocab_shard, 0, N, 256, 2);
+    }
+    rec_dataset_close(d);
+}
+
+/* Closing with the ring full, mid-stream and at once; nothing may hang or leak. */
+static void test_close_midstream(void) {
+    rec_dataset *sd = NULL, *td = NULL;
+    rec_dataset_opts so = {.path = g_shard}, to = tsv_opts(g_tsv, g_std, NULL, 2);
+    CHECK(rec_dataset_open(&sd, &so) == REC_OK && rec_dataset_open(&td, &to) == REC_OK, "open: %s", rec_errmsg());
+    if (!sd || !td) goto done;
+    size_t keep = rec__loader_chunk_bytes;
+    rec__loader_chunk_bytes = 64 << 10;
+    rec_dataset *ds[2] = {sd, td};
+    for (int i = 0; i < 2; i++) {
+        for (int take = 0; take < 3; take++) {
+            rec_loader *l = NULL;
+            CHECK(rec_loader_open(&l, ds[i], 0, N, 32, 2) == REC_OK, "open: %s", rec_errmsg());
+            const rec_batch *b = NULL;
+            int ok = 1;
+            for (int k = 0; l && k < take * 5; k++) ok &= rec_loader_next(l, &b) == REC_OK && b && b->n == 32;
+            if (take == 2) usleep(20000);  /* let the producer block on the full ring */
+            CHECK(ok, "%s: batches before the close", i ? "TSV" : "shard");
+            rec_loader_close(l);
+        }
+    }
+    rec__loader_chunk_bytes = keep;
+    rec_loader_close(NULL);
+done:
+    rec_dataset_close(sd);
+    rec_dataset_close(td);
+}
+
+static void test_errors(void) {
+    rec_dataset *d = NULL;
+    rec_loader *l = NULL;
+    rec_dataset_opts o = tsv_opts(g_tsv, NULL, NULL, 2);
+    CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "train.tsv is a TSV; give a prep spec (--spec)");
+    CHECK(d == NULL, "no data set on failure");
+    o = tsv_opts(g_tsv, g_vocab_spec, NULL, 2);
+    CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "categorify");
+    CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "--vocab-from");
+    o = tsv_opts(g_tsv, g_vocab_spec, g_shard, 2);
+    CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "train.rshard holds 0 vocabularies");
+    o = tsv_opts(g_tsv, g_std, NULL, 0);
+    CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "prep threads must be between 1 and 256");
+    char missing[400];
+    snprintf(missing, sizeof missing, "%s/nothing.rshard", g_dir);
+    o = tsv_opts(missing, g_std, NULL, 2);
+    CHECK_ERR(rec_dataset_open(&d, &o), REC_EIO, "nothing.rshard: cannot open");
+    o = tsv_opts(g_tsv, missing, NULL, 2);
+    CHECK_ERR(rec_dataset_open(&d, &o), REC_EIO, "nothing.rshard");
+    /* A file with the shard magic but nothing else is a (corrupt) shard, not a TSV. */
+    char fake[400];
+    snprintf(fake, sizeof fake, "%s/fake.tsv", g_dir);
+    write_file(fake, "RSHARD01 and then garbage", 25);
+    o = tsv_opts(fake, g_std, NULL, 2);
+    CHECK_ERR(rec_dataset_open(&d, &o), REC_EFORMAT, "fake.tsv");
+
+    /* Bad loader arguments. */
+    rec_dataset_opts so = {.path = g_shard};
+    CHECK(rec_dataset_open(&d, &so) == REC_OK, "open: %s", rec_errmsg());
+    if (d) {
+        CHECK_ERR(rec_loader_open(&l, d, 0, N + 1, 64, 2), REC_EINVAL, "rows [0, 5001) asked for; the data set has 5000 rows");
+        CHECK_ERR(rec_loader_open(&l, d, 10, 9, 64, 2), REC_EINVAL, "0 <= row0 <= row1 <= 5000");
+        CHECK_ERR(rec_loader_open(&l, d, -1, 9, 64, 2), REC_EINVAL, "rows [-1, 9)");
+        CHECK_ERR(rec_loader_open(&l, d, 0, N, 0, 2), REC_EINVAL, "batch size must be at least 1 (got 0)");
+        CHECK_ERR(rec_loader_open(&l, d, 0, N, 64, 1), REC_EINVAL, "depth must be at least 2 batches (got 1)");
+        CHECK(l == NULL, "no loader on failure");
+        rec_dataset_close(d);
+        d = NULL;
+    }
+
+    /* A malformed line in the middle of a TSV. */
+    char bad[400];
+    snprintf(bad, sizeof bad, "%s/bad.tsv", g_dir);
+    write_tsv_variant(bad, BAD_ROW + 1);
+    char where[64];
+    snprintf(where, sizeof where, "bad.tsv:%d", BAD_ROW + 1);
+    o = tsv_opts(bad, g_std, NULL, 2);
+    CHECK(rec_dataset_open(&d, &o) == REC_OK, "open bad.tsv: %s", rec_errmsg());  /* opening reads no rows */
+    int64_t n = -1;
+    if (d) CHECK_ERR(rec_dataset_rows(d, &n), REC_EFORMAT, where);
+    if (d) CHECK_ERR(rec_loader_open(&l, d, 0, 10, 64, 2), REC_EFORMAT, where);
+    rec_dataset_close(d);
+    d = NULL;
+
+    /* Skip mode: the bad row is dropped, rows after it move up by one. */
+    o.tsv.bad_rows = REC_BAD_ROWS_SKIP;
+    CHECK(rec_dataset_open(&d, &o) == REC_OK, "open bad.tsv (skip): %s", rec_errmsg());
+    if (d) {
+        CHECK(rec_dataset_rows(d, &n) == REC_OK && n == N - 1, "skip mode counts %lld rows", (long long)n);
+        rec_shard *ref = NULL;
+        rec_batch one;
+        memset(&one, 0, sizeof one);
+        rec_status s = rec_shard_open(&ref, g_shard);
+        if (!s) s = rec_batch_init(&one, 1, 13, 26, 1);
+        if (!s) s = rec_loader_open(&l, d, BAD_ROW - 50, BAD_ROW + 50, 16, 2);
+        int64_t row = BAD_ROW - 50, wrong = 0;
+        const rec_batch *b = NULL;
+        while (!s && !(s = rec_loader_next(l, &b)) && b) {
+            for (int64_t r = 0; r < b->n; r++, row++) {
+                int64_t src = row < BAD_ROW ? row : row + 1;
+                if (rec_shard_read(ref, src, 1, &one) || !same_row(b, r, &one, 0)) wrong++;
+            }
+        }
+        CHECK(!s && wrong == 0 && row == BAD_ROW + 50, "skip mode rows around the bad line: %lld wrong, end %lld (%s)",
+              (long long)wrong, (long long)row, rec_errmsg());
+        rec_loader_close(l);
+        l = NULL;
+        rec_batch_free(&one);
+        rec_shard_close(ref);
+        rec_dataset_close(d);
+        d = NULL;
+    }
+
+    /* Fail mode, the line going bad after the count (the file changed under the data set):
+     * the batches before the bad chunk arrive, then rec_loader_next returns FILE:LINE, again
+     * on the next call. */
+    write_tsv_variant(bad, 0);
+    o.tsv.bad_rows = REC_BAD_ROWS_FAIL;
+    size_t keep = rec__loader_chunk_bytes;
+    rec__loader_chunk_bytes = 64 << 10;
+    CHECK(rec_dataset_open(&d, &o) == REC_OK && rec_dataset_rows(d, &n) == REC_OK && n == N, "count good: %s",
+          rec_errmsg());
+    write_tsv_variant(bad, BAD_ROW + 1);
+    if (d) {
+        rec_status s = rec_loader_open(&l, d, 0, N, 64, 2);
+        CHECK(s == REC_OK, "open the loader: %s", rec_errmsg());
+        int64_t k = 0;
+        const rec_batch *b = NULL;
+        while (!s && !(s = rec_loader_next(l, &b)) && b) k++;
+        CHECK_ERR(s, REC_EFORMAT, where);
+        CHECK(k >= 1 && k * 64 <= BAD_ROW, "%lld batches before the error (the bad row is %d)", (long long)k, BAD_ROW);
+        if (l) CHECK_ERR(rec_loader_next(l, &b), REC_EFORMAT, where);
+        rec_loader_close(l);
+        l = NULL;
+
+        /* The file now ends early: fewer rows than counted. */
+        write_tsv_variant(bad, 0);
+        size_t len;
+        char *text = read_file(bad, &len);
+        const char *cut = text;
+        for (int line = 0; cut && line < 100; line++) {
+            const char *nl = strchr(cut, '\n');
+            cut = nl ? nl + 1 : NULL;
+        }
+        if (text && cut && truncate(bad, cut - text) == 0) {
+            s = rec_loader_open(&l, d, 0, N, 64, 2);
+            while (!s && !(s = rec_loader_next(l, &b)) && b) {}
+            CHECK_ERR(s, REC_EFORMAT, "did the file change");
+            rec_loader_close(l);
+        }
+        free(text);
+        rec_dataset_close(d);
+    }
+    rec__loader_chunk_bytes = keep;
+}
+
+int main(void) {
+    const char *src = getenv("REC_SOURCE_DIR");
+    if (!src) src = "..";
+    snprintf(g_dir, sizeof g_dir, "%s/rectrain_loader_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    if (make_data(src)) {
+        test_shard_loader();
+        test_tsv_loader();
+        test_close_midstream();
+        test_errors();
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    return check_report();
+}
