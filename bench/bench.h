@@ -5,5 +5,6 @@
 #define RECTRAIN_BENCH_H
 
 int bench_prep(int argc, char **argv);
+int bench_train(int argc, char **argv);
 
 #endif

@@ -14,6 +14,9 @@ int cmd_gen(int argc, char **argv);
 int cmd_prep(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 /* Prints "rectrain CMD: MESSAGE" for the last error and returns CLI_FAIL (or CLI_USAGE for
  * REC_EINVAL raised by argument checks, when `usage_on_einval` is set). */

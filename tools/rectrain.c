@@ -16,7 +16,10 @@ static const struct {
     {"gen", cmd_gen, "generate a synthetic Criteo-like TSV with known click probabilities"},
     {"prep", cmd_prep, "preprocess a Criteo TSV (.tsv/.gz) into a .rshard with a pipeline spec"},
     {"inspect", cmd_inspect, "describe a .tsv or .rshard file: schema, rows, cardinality, skew"},
-    {"bench", cmd_bench, "benchmarks: prep"},
+    {"train", cmd_train, "train a model (no arguments: the embedded default job)"},
+    {"eval", cmd_eval, "evaluate a checkpoint on a data set (AUC, logloss, NE, ...)"},
+    {"export", cmd_export, "write a checkpoint's parameters as .npy files"},
+    {"bench", cmd_bench, "benchmarks: prep, train"},
 };
 
 static void usage(FILE *f) {

@@ -127,6 +127,65 @@ rec_status rec_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta);
 /* Writes every parameter as DIR/NAME.npy (creating DIR), plus DIR/config.json. */
 rec_status rec_export_npy(const rec_model *m, const char *dir);
 
+/* ---- the trainer ----------------------------------------------------------------------------
+ * rec_train runs a whole job: open the data (or generate the embedded default), build or
+ * resume the model, train epoch by epoch through a loader (reading and preprocessing overlap
+ * the steps), evaluate periodically and at the end, checkpoint, export. Progress goes to
+ * stderr on a terminal; each evaluation and epoch prints one line to `log` (NULL = quiet). */
+typedef struct rec_train_opts {
+    const char *config_path;   /* NULL: the small default DLRM (rec_model_config_default) */
+    const char *data_path;     /* .rshard or .tsv/.gz; NULL: generate the embedded default */
+    const char *eval_path;     /* separate evaluation set, or NULL */
+    double holdout;            /* without eval_path: the last `holdout` share of the rows (0 = none) */
+    const char *spec_path;     /* TSV data: prep spec (default: the config's, else criteo_standard) */
+    const char *vocab_from;    /* TSV data with categorify specs */
+    rec_tsv_opts tsv;          /* TSV data: format and bad-row policy */
+    const char *oracle_path;   /* true click probabilities of the data's rows (`gen --prob-out`) */
+    int epochs;                /* 0: the config's */
+    int64_t batch;             /* 0: the config's */
+    int threads;               /* 0: all CPUs */
+    int64_t eval_every;        /* -1: the config's; 0: at the end only */
+    int64_t max_steps;         /* stop after this many steps in this run (0 = no limit) */
+    const char *ckpt_dir;      /* save DIR/model.rckpt at every epoch end and every ckpt_every steps */
+    int64_t ckpt_every;
+    int resume;                /* continue from DIR/model.rckpt */
+    const char *npy_dir;       /* export the final parameters as .npy files */
+    const char *loss_log;      /* write "step loss" per step to this file */
+    int64_t gen_rows;          /* embedded default: rows to generate (0 = 1M) */
+    FILE *log;
+} rec_train_opts;
+
+typedef struct rec_train_report {
+    int64_t steps;             /* steps taken in this run */
+    int64_t rows;              /* training rows processed in this run */
+    double train_seconds;      /* wall time of the training loop, evaluations excluded */
+    double samples_per_s;
+    double wait_seconds;       /* time the loop waited for input */
+    double last_loss;          /* mean loss of the last 100 steps */
+    int has_eval;
+    rec_metrics eval;          /* final evaluation */
+    int has_oracle;
+    double oracle_auc;         /* AUC of the true probabilities on the evaluation rows */
+    double gflops;             /* dense-layer GFLOP/s achieved */
+    int threads;
+    int64_t batch;
+    char model[REC_MODEL_NAME_MAX];
+} rec_train_report;
+
+rec_status rec_train(const rec_train_opts *o, rec_train_report *rep);
+
+/* The embedded default data: generates `rows` synthetic Criteo rows (rectrain gen, seed 1, the
+ * given table scale) and their true probabilities into DIR/train.prob, writes the
+ * facebookresearch/dlrm preprocessing spec for those table sizes to DIR/spec.json and preps
+ * DIR/train.rshard (the TSV is removed). rec_synth_dataset_remove deletes all of it and DIR. */
+rec_status rec_synth_dataset(const char *dir, int64_t rows, double scale, int threads, FILE *log);
+void rec_synth_dataset_remove(const char *dir);
+
+/* Metrics of the model on rows [row0, row1) of d, in batches of `batch` (<= the model's
+ * max_batch). */
+rec_status rec_evaluate(rec_model *m, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
+                        rec_metrics *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,386 @@
+/* The trainer loop behind `rectrain train` (train.h): data, model, epochs, evaluation,
+ * checkpoints, export.
+ *
+ * Determinism: the batches depend only on the data and the batch size (the loader reads rows
+ * in order), every kernel gives the same bits for a given thread count, and the model is drawn
+ * from the config's seed, so a fixed seed and thread count give bitwise-identical runs. A
+ * resumed run restores parameters, optimizer state, the step count (the LR schedule's t) and
+ * the row position, so its losses continue the interrupted run's exactly.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rectrain/core.h"
+#include "rectrain/ingest.h"
+#include "rectrain/train.h"
+
+enum { LOADER_DEPTH = 3, LOSS_WINDOW = 100 };
+
+/* ---- evaluation --------------------------------------------------------------------------------- */
+
+rec_status rec_evaluate(rec_model *m, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
+                        rec_metrics *out) {
+    rec_eval_acc *acc = NULL;
+    rec_loader *l = NULL;
+    REC_TRY(rec_eval_acc_init(&acc, row1 - row0));
+    rec_status s = rec_loader_open(&l, d, row0, row1, batch, LOADER_DEPTH);
+    const rec_batch *b;
+    while (!s && !(s = rec_loader_next(l, &b)) && b) {
+        const float *logits;
+        s = rec_model_forward(m, b, &logits);
+        if (!s) s = rec_eval_acc_add(acc, b->n, logits, b->label);
+    }
+    if (!s) s = rec_eval_acc_finish(acc, out);
+    rec_loader_close(l);
+    rec_eval_acc_free(acc);
+    return s;
+}
+
+/* AUC of the true click probabilities of rows [row0, row1) (one "%f" per line, as
+ * `rectrain gen --prob-out` writes them) against the data's labels. */
+static rec_status oracle_auc(const char *path, rec_dataset *d, int64_t row0, int64_t row1, double *auc) {
+    FILE *f = fopen(path, "r");
+    if (!f) return rec_errorf(REC_EIO, "%s: cannot open the oracle probabilities: %s", path, strerror(errno));
+    int64_t n = row1 - row0;
+    float *p = NULL;
+    rec_status s = rec_alloc((void **)&p, (size_t)(n > 0 ? n : 1) * sizeof(float), "oracle probabilities");
+    char line[128];
+    for (int64_t r = 0; !s && r < row1; r++) {
+        if (!fgets(line, sizeof line, f)) {
+            s = rec_errorf(REC_EFORMAT, "%s: has %lld lines, but the data has %lld rows; give the --prob-out file "
+                           "written with this data", path, (long long)r, (long long)row1);
+            break;
+        }
+        char *end;
+        double v = strtod(line, &end);
+        if (end == line || !(v >= 0 && v <= 1))
+            s = rec_errorf(REC_EFORMAT, "%s:%lld: not a probability in [0, 1]", path, (long long)r + 1);
+        if (r >= row0) p[r - row0] = (float)(log(v + 1e-30) - log1p(-v + 1e-30));  /* logit: AUC only ranks */
+    }
+    fclose(f);
+    /* labels from the data itself */
+    rec_eval_acc *acc = NULL;
+    rec_loader *l = NULL;
+    if (!s) s = rec_eval_acc_init(&acc, n);
+    if (!s) s = rec_loader_open(&l, d, row0, row1, 4096, LOADER_DEPTH);
+    const rec_batch *b;
+    int64_t at = 0;
+    while (!s && !(s = rec_loader_next(l, &b)) && b) {
+        s = rec_eval_acc_add(acc, b->n, p + at, b->label);
+        at += b->n;
+    }
+    rec_metrics mm;
+    if (!s) s = rec_eval_acc_finish(acc, &mm);
+    if (!s) *auc = mm.auc;
+    rec_loader_close(l);
+    rec_eval_acc_free(acc);
+    rec_free(p);
+    return s;
+}
+
+static void print_metrics(FILE *log, const char *what, int64_t step, const rec_metrics *x) {
+    if (!log) return;
+    fprintf(log, "%s step %lld: auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  (%lld rows)\n",
+            what, (long long)step, x->auc, x->logloss, x->ne, x->accuracy, x->calibration, (long long)x->n);
+}
+
+/* ---- the embedded default data set ---------------------------------------------------------------- */
+
+rec_status rec_synth_dataset(const char *dir, int64_t rows, double scale, int threads, FILE *log) {
+    rec_gen_opts g;
+    rec_gen_opts_default(&g);
+    g.scale = scale;
+    char tsv[1024], prob[1024], spec[1024], shard[1024];
+    snprintf(tsv, sizeof tsv, "%s/train.tsv", dir);
+    snprintf(prob, sizeof prob, "%s/train.prob", dir);
+    snprintf(spec, sizeof spec, "%s/spec.json", dir);
+    snprintf(shard, sizeof shard, "%s/train.rshard", dir);
+    if (log) fprintf(log, "train: generating %lld synthetic Criteo rows (scale %.2f) in %s\n", (long long)rows, g.scale, dir);
+    REC_TRY(rec_gen_write(&g, rows, tsv, prob, threads));
+    FILE *f = fopen(spec, "w");
+    if (!f) return rec_errorf(REC_EIO, "%s: cannot create: %s", spec, strerror(errno));
+    fprintf(f, "{\"format\": \"rectrain-prep\", \"version\": 1, \"name\": \"criteo_standard\",\n \"tables\": {");
+    for (int c = 0; c < REC_CRITEO_NCAT; c++)
+        fprintf(f, "%s\"C%d\": {\"rows\": %lld}", c ? ", " : "", c + 1, (long long)rec_gen_cardinality(&g, c));
+    fprintf(f, "},\n \"dense\": [");
+    for (int i = 0; i < REC_CRITEO_NINT; i++)
+        fprintf(f, "%s{\"name\": \"I%d\", \"input\": \"I%d\", \"ops\": [{\"op\": \"fill_null\", \"value\": 0}, "
+                   "{\"op\": \"clamp\", \"min\": 0}, {\"op\": \"cast\", \"to\": \"f32\"}, {\"op\": \"log1p\"}]}",
+                i ? ",\n  " : "", i + 1, i + 1);
+    fprintf(f, "],\n \"sparse\": [");
+    for (int c = 0; c < REC_CRITEO_NCAT; c++)
+        fprintf(f, "%s{\"name\": \"C%d\", \"input\": \"C%d\", \"table\": \"C%d\", \"ops\": [{\"op\": \"fill_null\", "
+                   "\"value\": 0}, {\"op\": \"modulo\", \"divisor\": %lld}]}",
+                c ? ",\n  " : "", c + 1, c + 1, c + 1, (long long)rec_gen_cardinality(&g, c));
+    fprintf(f, "]}\n");
+    if (fclose(f) != 0) return rec_errorf(REC_EIO, "%s: write failed", spec);
+    rec_ingest_opts io = {0};
+    io.spec_path = spec;
+    io.in_path = tsv;
+    io.out_path = shard;
+    io.threads = threads;
+    io.tsv.has_label = 1;
+    rec_ingest_report ir;
+    REC_TRY(rec_ingest(&io, &ir));
+    remove(tsv);  /* the shard is all training needs */
+    return REC_OK;
+}
+
+void rec_synth_dataset_remove(const char *dir) {
+    static const char *const names[] = {"train.tsv", "train.prob", "spec.json", "train.rshard"};
+    char p[1100];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        remove(p);
+    }
+    rmdir(dir);
+}
+
+/* ---- the job -------------------------------------------------------------------------------------- */
+
+typedef struct job {
+    const rec_train_opts *o;
+    rec_train_report *rep;
+    rec_model_config cfg;
+    rec_dataset *train, *eval;
+    int64_t train_rows, eval_row0, eval_row1;  /* eval range within `eval` */
+    rec_model *model;
+    FILE *loss_log;
+    char tmpdir[512];
+    char data_path[1024], prob_path[1024];
+    const char *oracle_path;
+    int threads;
+} job;
+
+static rec_status open_data(job *j, const char *path, rec_dataset **out) {
+    rec_dataset_opts d = {0};
+    d.path = path;
+    d.spec_path = j->o->spec_path ? j->o->spec_path : j->cfg.prep_spec[0] ? j->cfg.prep_spec : NULL;
+    d.vocab_from = j->o->vocab_from;
+    d.tsv = j->o->tsv;
+    d.prep_threads = 1;  /* preprocessing is ~100x faster than training: one thread keeps ahead */
+    return rec_dataset_open(out, &d);
+}
+
+static rec_status setup(job *j) {
+    const rec_train_opts *o = j->o;
+    rec_status s;
+    if (o->resume) {
+        if (!o->ckpt_dir) return rec_errorf(REC_EINVAL, "--resume needs --ckpt DIR (the directory to resume from)");
+        char path[1100];
+        rec_ckpt_path(o->ckpt_dir, path, sizeof path);
+        REC_TRY(rec_ckpt_read_config(path, &j->cfg));
+        if (o->config_path) {
+            rec_model_config given;
+            REC_TRY(rec_model_config_load(&given, o->config_path));
+            /* tables come from the checkpoint; compare with them bound */
+            if (!given.table_rows) {
+                s = rec_model_config_bind(&given, j->cfg.n_dense, j->cfg.n_sparse, j->cfg.table_rows, path);
+                if (s) {
+                    rec_model_config_free(&given);
+                    return s;
+                }
+            }
+            int eq = rec_model_config_equal(&given, &j->cfg);
+            rec_model_config_free(&given);
+            if (!eq)
+                return rec_errorf(REC_EINVAL, "--resume: %s was written for a different model than %s; resume with the "
+                                  "same --config, or start afresh without --resume", path, o->config_path);
+        }
+    } else if (o->config_path) {
+        REC_TRY(rec_model_config_load(&j->cfg, o->config_path));
+    } else {
+        rec_model_config_default(&j->cfg, REC_MODEL_DLRM);
+        snprintf(j->cfg.name, sizeof j->cfg.name, "dlrm_default");
+        j->cfg.dense_opt = rec_dense_opt_defaults(REC_OPT_ADAGRAD, 0.01f);
+        j->cfg.sparse_opt = rec_sparse_opt_defaults(REC_SPARSE_ROWWISE_ADAGRAD, 0.05f);
+        j->cfg.batch_size = 1024;
+    }
+    if (o->epochs > 0) j->cfg.epochs = o->epochs;
+    if (o->batch > 0) j->cfg.batch_size = o->batch;
+    if (o->eval_every >= 0) j->cfg.eval_every = o->eval_every;
+
+    const char *data = o->data_path;
+    j->oracle_path = o->oracle_path;
+    double holdout = o->holdout;
+    if (!data) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(j->tmpdir, sizeof j->tmpdir, "%s/rectrain-default-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(j->tmpdir)) {
+            j->tmpdir[0] = 0;
+            return rec_errorf(REC_EIO, "cannot create a temporary directory under %s (set TMPDIR): %s",
+                              tmp && *tmp ? tmp : "/tmp", strerror(errno));
+        }
+        REC_TRY(rec_synth_dataset(j->tmpdir, o->gen_rows > 0 ? o->gen_rows : 1000000, 0.05, j->threads, o->log));
+        snprintf(j->data_path, sizeof j->data_path, "%s/train.rshard", j->tmpdir);
+        data = j->data_path;
+        snprintf(j->prob_path, sizeof j->prob_path, "%s/train.prob", j->tmpdir);
+        if (!j->oracle_path) j->oracle_path = j->prob_path;
+        if (!o->eval_path && holdout <= 0) holdout = 0.1;
+    }
+    REC_TRY(open_data(j, data, &j->train));
+    if (!rec_dataset_has_label(j->train))
+        return rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); training needs labelled rows", data);
+    int64_t n;
+    REC_TRY(rec_dataset_rows(j->train, &n));
+    j->train_rows = n;
+    if (o->eval_path) {
+        REC_TRY(open_data(j, o->eval_path, &j->eval));
+        if (!rec_dataset_has_label(j->eval))
+            return rec_errorf(REC_EINVAL, "%s has no labels; evaluation needs labelled rows", o->eval_path);
+        if (rec_dataset_n_dense(j->eval) != rec_dataset_n_dense(j->train) ||
+            rec_dataset_n_sparse(j->eval) != rec_dataset_n_sparse(j->train) ||
+            memcmp(rec_dataset_table_rows(j->eval), rec_dataset_table_rows(j->train),
+                   sizeof(int64_t) * (size_t)rec_dataset_n_sparse(j->train)))
+            return rec_errorf(REC_EINVAL, "%s and %s have different schemas (dense width, features or table sizes); "
+                              "prep both with the same spec (and --vocab-from)", o->eval_path, data);
+        j->eval_row0 = 0;
+        REC_TRY(rec_dataset_rows(j->eval, &j->eval_row1));
+    } else if (holdout > 0) {
+        if (!(holdout < 1)) return rec_errorf(REC_EINVAL, "--holdout must be a share in (0, 1), got %g", holdout);
+        int64_t h = (int64_t)floor((double)n * holdout);
+        if (h < 1 || h >= n)
+            return rec_errorf(REC_EINVAL, "--holdout %g of %lld rows leaves %lld for evaluation and %lld for training; "
+                              "both need at least one", holdout, (long long)n, (long long)h, (long long)(n - h));
+        j->train_rows = n - h;
+        j->eval = j->train;
+        j->eval_row0 = n - h;
+        j->eval_row1 = n;
+    }
+    if (j->train_rows < 1) return rec_errorf(REC_EINVAL, "%s has no rows to train on", data);
+    /* a resumed config lists its tables: binding checks them against the data */
+    REC_TRY(rec_model_config_bind(&j->cfg, rec_dataset_n_dense(j->train), rec_dataset_n_sparse(j->train),
+                                  rec_dataset_table_rows(j->train), data));
+    if (o->loss_log) {
+        j->loss_log = fopen(o->loss_log, o->resume ? "a" : "w");
+        if (!j->loss_log) return rec_errorf(REC_EIO, "%s: cannot open the loss log: %s", o->loss_log, strerror(errno));
+    }
+    return rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads);
+}
+
+static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_seen) {
+    char path[1100];
+    if (mkdir(j->o->ckpt_dir, 0777) != 0 && errno != EEXIST)
+        return rec_errorf(REC_EIO, "%s: cannot create the checkpoint directory: %s", j->o->ckpt_dir, strerror(errno));
+    rec_ckpt_path(j->o->ckpt_dir, path, sizeof path);
+    rec_ckpt_meta meta = {rec_model_steps(j->model), epoch, row, rows_seen, j->cfg.seed};
+    return rec_ckpt_save(path, j->model, &meta);
+}
+
+static rec_status run(job *j) {
+    const rec_train_opts *o = j->o;
+    rec_train_report *rep = j->rep;
+    const int64_t B = j->cfg.batch_size;
+    rec_ckpt_meta meta = {0};
+    if (o->resume) {
+        char path[1100];
+        rec_ckpt_path(o->ckpt_dir, path, sizeof path);
+        REC_TRY(rec_ckpt_load(path, j->model, &meta));
+        if (o->log)
+            fprintf(o->log, "train: resumed %s at step %lld (epoch %lld, row %lld)\n", path, (long long)meta.step,
+                    (long long)meta.epoch + 1, (long long)meta.row);
+    }
+    rec_progress pg;
+    double total = (double)j->cfg.epochs * j->train_rows;
+    rec_progress_init(&pg, "train", "rows", total);
+    double flops = rec_model_flops_per_sample(j->model), window[LOSS_WINDOW] = {0};
+    int64_t rows_seen = meta.rows_seen, n_loss = 0;
+    rec_status s = REC_OK;
+    int stop = 0;
+    for (int64_t epoch = meta.epoch; !s && !stop && epoch < j->cfg.epochs; epoch++) {
+        int64_t row = epoch == meta.epoch ? meta.row : 0;
+        rec_loader *l = NULL;
+        s = rec_loader_open(&l, j->train, row, j->train_rows, B, LOADER_DEPTH);
+        double t0 = rec_now(), t_eval = 0;
+        const rec_batch *b;
+        while (!s && !(s = rec_loader_next(l, &b)) && b) {
+            double loss;
+            s = rec_model_train_step(j->model, b, &loss);
+            if (s) break;
+            if (!isfinite(loss)) {
+                s = rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates",
+                               (long long)rec_model_steps(j->model), loss);
+                break;
+            }
+            int64_t step = rec_model_steps(j->model);
+            if (j->loss_log) fprintf(j->loss_log, "%lld %.9g\n", (long long)step, loss);
+            window[n_loss++ % LOSS_WINDOW] = loss;
+            row += b->n;
+            rows_seen += b->n;
+            rep->rows += b->n;
+            rep->steps++;
+            char extra[96];
+            double mean = 0;
+            int k = n_loss < LOSS_WINDOW ? (int)n_loss : LOSS_WINDOW;
+            for (int i = 0; i < k; i++) mean += window[i];
+            rep->last_loss = mean / k;
+            snprintf(extra, sizeof extra, "loss %.4f  epoch %lld/%d", rep->last_loss, (long long)epoch + 1, j->cfg.epochs);
+            rec_progress_update(&pg, (double)rows_seen, extra);
+            if (j->eval && j->cfg.eval_every > 0 && step % j->cfg.eval_every == 0) {
+                double te = rec_now();
+                rec_metrics mm;
+                s = rec_evaluate(j->model, j->eval, j->eval_row0, j->eval_row1, B, &mm);
+                if (!s) print_metrics(o->log, "eval", step, &mm);
+                t_eval += rec_now() - te;
+            }
+            if (!s && o->ckpt_dir && o->ckpt_every > 0 && step % o->ckpt_every == 0)
+                s = save_ckpt(j, epoch, row, rows_seen);
+            if (o->max_steps > 0 && rep->steps >= o->max_steps) {
+                stop = 1;
+                break;
+            }
+        }
+        rep->train_seconds += rec_now() - t0 - t_eval;
+        rep->wait_seconds += l ? rec_loader_wait_seconds(l) : 0;
+        rec_loader_close(l);
+        if (!s && !stop && o->ckpt_dir) s = save_ckpt(j, epoch + 1, 0, rows_seen);
+        if (!s && o->log)
+            fprintf(o->log, "epoch %lld/%d: %lld steps, loss %.5f, %.0f samples/s\n", (long long)epoch + 1, j->cfg.epochs,
+                    (long long)rec_model_steps(j->model), rep->last_loss,
+                    rep->train_seconds > 0 ? rep->rows / rep->train_seconds : 0.0);
+    }
+    rec_progress_finish(&pg);
+    if (s) return s;
+    rep->samples_per_s = rep->train_seconds > 0 ? rep->rows / rep->train_seconds : 0;
+    rep->gflops = rep->samples_per_s * flops * 1e-9;
+    if (j->eval) {
+        REC_TRY(rec_evaluate(j->model, j->eval, j->eval_row0, j->eval_row1, B, &rep->eval));
+        rep->has_eval = 1;
+        print_metrics(o->log, "final eval", rec_model_steps(j->model), &rep->eval);
+        if (j->oracle_path && j->eval == j->train) {
+            REC_TRY(oracle_auc(j->oracle_path, j->eval, j->eval_row0, j->eval_row1, &rep->oracle_auc));
+            rep->has_oracle = 1;
+            if (o->log) fprintf(o->log, "oracle auc (true click probabilities, same rows): %.5f\n", rep->oracle_auc);
+        }
+    }
+    if (o->npy_dir) REC_TRY(rec_export_npy(j->model, o->npy_dir));
+    return REC_OK;
+}
+
+rec_status rec_train(const rec_train_opts *o, rec_train_report *rep) {
+    memset(rep, 0, sizeof *rep);
+    job j;
+    memset(&j, 0, sizeof j);
+    j.o = o;
+    j.rep = rep;
+    j.threads = o->threads > 0 ? o->threads : rec_cpu_count();
+    rec_status s = setup(&j);
+    if (!s) {
+        rep->threads = j.threads;
+        rep->batch = j.cfg.batch_size;
+        snprintf(rep->model, sizeof rep->model, "%s", j.cfg.name);
+        s = run(&j);
+    }
+    if (j.loss_log && fclose(j.loss_log) != 0 && !s) s = rec_errorf(REC_EIO, "%s: write failed", o->loss_log);
+    rec_model_free(j.model);
+    if (j.eval != j.train) rec_dataset_close(j.eval);
+    rec_dataset_close(j.train);
+    rec_model_config_free(&j.cfg);
+    if (j.tmpdir[0]) rec_synth_dataset_remove(j.tmpdir);
+    return s;
+}

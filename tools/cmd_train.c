@@ -1,0 +1,232 @@
+/* rectrain train / eval / export: training jobs, evaluation of checkpoints, .npy export. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "rectrain/core.h"
+#include "rectrain/train.h"
+
+static const char TRAIN_USAGE[] =
+    "usage: rectrain train [--config CFG.json] [--data TRAIN] [--eval EVAL | --holdout F] [options]\n"
+    "\n"
+    "Trains a model of the DLRM family. With no arguments: generates 1M synthetic Criteo rows,\n"
+    "trains the small default DLRM on 90%% of them and prints the AUC on the last 10%% beside the\n"
+    "AUC of the rows' true click probabilities (the ceiling).\n"
+    "\n"
+    "  --config FILE      model config (configs/dlrm_kaggle.json, ...; default: small DLRM)\n"
+    "  --data FILE        training data: .rshard (from rectrain prep) or .tsv/.gz (preprocessed\n"
+    "                     on the fly with --spec)\n"
+    "  --eval FILE        evaluation data (same schema)\n"
+    "  --holdout F        evaluate on the last F share of --data's rows (time order) instead\n"
+    "  --spec FILE        prep spec for .tsv data (default: the config's, else criteo_standard)\n"
+    "  --vocab-from FILE  .rshard with the vocabularies of a categorify spec (TSV data)\n"
+    "  --bad-rows MODE    TSV data: fail (default) or skip malformed rows\n"
+    "  --epochs E         epochs (default: the config's)\n"
+    "  --batch B          batch size (default: the config's)\n"
+    "  --threads T        threads (default: all CPUs)\n"
+    "  --eval-every N     evaluate every N steps as well as at the end\n"
+    "  --steps N          stop after N steps\n"
+    "  --ckpt DIR         save DIR/model.rckpt at the end of every epoch (atomically)\n"
+    "  --ckpt-every N     ... and every N steps\n"
+    "  --resume           continue from DIR/model.rckpt (same data; losses continue exactly)\n"
+    "  --npy DIR          export the trained parameters as DIR/NAME.npy\n"
+    "  --oracle FILE      true click probabilities (gen --prob-out) to report the ceiling AUC\n"
+    "  --loss-log FILE    write \"step loss\" for every step\n"
+    "  --rows N           embedded default only: rows to generate (default 1M)\n"
+    "  --json             print a JSON summary as the last line of stdout\n";
+
+static void print_json(const rec_train_report *r) {
+    printf("{\"model\": \"%s\", \"rows\": %lld, \"steps\": %lld, \"batch\": %lld, \"threads\": %d, "
+           "\"seconds\": %.3f, \"samples_per_s\": %.1f, \"gflops\": %.2f, \"input_wait_s\": %.3f, \"loss\": %.6f",
+           r->model, (long long)r->rows, (long long)r->steps, (long long)r->batch, r->threads, r->train_seconds,
+           r->samples_per_s, r->gflops, r->wait_seconds, r->last_loss);
+    if (r->has_eval)
+        printf(", \"eval_rows\": %lld, \"auc\": %.6f, \"logloss\": %.6f, \"ne\": %.6f, \"accuracy\": %.6f, "
+               "\"calibration\": %.6f", (long long)r->eval.n, r->eval.auc, r->eval.logloss, r->eval.ne,
+               r->eval.accuracy, r->eval.calibration);
+    if (r->has_oracle) printf(", \"oracle_auc\": %.6f", r->oracle_auc);
+    printf("}\n");
+}
+
+int cmd_train(int argc, char **argv) {
+    const char *cmd = "train";
+    rec_train_opts o;
+    memset(&o, 0, sizeof o);
+    o.tsv.has_label = -1;
+    o.eval_every = -1;
+    o.log = stderr;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int rc = CLI_OK;
+        if (cli_is_help(a)) { fputs(TRAIN_USAGE, stdout); return CLI_OK; }
+        else if (!strcmp(a, "--config")) rc = cli_str(cmd, argc, argv, &i, &o.config_path);
+        else if (!strcmp(a, "--data")) rc = cli_str(cmd, argc, argv, &i, &o.data_path);
+        else if (!strcmp(a, "--eval")) rc = cli_str(cmd, argc, argv, &i, &o.eval_path);
+        else if (!strcmp(a, "--holdout")) rc = cli_double(cmd, argc, argv, &i, 1e-9, 0.999999, &o.holdout);
+        else if (!strcmp(a, "--spec")) rc = cli_str(cmd, argc, argv, &i, &o.spec_path);
+        else if (!strcmp(a, "--vocab-from")) rc = cli_str(cmd, argc, argv, &i, &o.vocab_from);
+        else if (!strcmp(a, "--epochs")) rc = cli_int(cmd, argc, argv, &i, 1, 10000, &o.epochs);
+        else if (!strcmp(a, "--batch")) rc = cli_i64(cmd, argc, argv, &i, 1, 1 << 20, &o.batch);
+        else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 256, &o.threads);
+        else if (!strcmp(a, "--eval-every")) rc = cli_i64(cmd, argc, argv, &i, 0, (int64_t)1 << 50, &o.eval_every);
+        else if (!strcmp(a, "--steps")) rc = cli_i64(cmd, argc, argv, &i, 1, (int64_t)1 << 50, &o.max_steps);
+        else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);
+        else if (!strcmp(a, "--ckpt-every")) rc = cli_i64(cmd, argc, argv, &i, 1, (int64_t)1 << 50, &o.ckpt_every);
+        else if (!strcmp(a, "--resume")) o.resume = 1;
+        else if (!strcmp(a, "--npy")) rc = cli_str(cmd, argc, argv, &i, &o.npy_dir);
+        else if (!strcmp(a, "--oracle")) rc = cli_str(cmd, argc, argv, &i, &o.oracle_path);
+        else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &o.loss_log);
+        else if (!strcmp(a, "--rows")) rc = cli_i64(cmd, argc, argv, &i, 1000, (int64_t)1 << 40, &o.gen_rows);
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--bad-rows")) {
+            rc = cli_str(cmd, argc, argv, &i, &v);
+            if (!rc && !strcmp(v, "fail")) o.tsv.bad_rows = REC_BAD_ROWS_FAIL;
+            else if (!rc && !strcmp(v, "skip")) o.tsv.bad_rows = REC_BAD_ROWS_SKIP;
+            else if (!rc) rc = cli_usage(cmd, "--bad-rows must be 'fail' or 'skip' (got '%s')", v);
+        } else rc = cli_usage(cmd, "unknown option '%s'", a);
+        if (rc) return rc;
+    }
+    if (o.eval_path && o.holdout > 0) return cli_usage(cmd, "give --eval or --holdout, not both");
+    if (o.resume && !o.ckpt_dir) return cli_usage(cmd, "--resume needs --ckpt DIR");
+    if (o.ckpt_every && !o.ckpt_dir) return cli_usage(cmd, "--ckpt-every needs --ckpt DIR");
+    if (o.gen_rows && o.data_path) return cli_usage(cmd, "--rows applies to the embedded default only (no --data)");
+    rec_train_report r;
+    rec_status s = rec_train(&o, &r);
+    if (s) return cli_fail(cmd, s);
+    fprintf(stderr, "train: %s, %lld rows in %.2f s: %.0f samples/s (%.1f GFLOP/s in dense layers), %d threads, batch %lld\n",
+            r.model, (long long)r.rows, r.train_seconds, r.samples_per_s, r.gflops, r.threads, (long long)r.batch);
+    if (r.has_eval)
+        printf("auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  (%lld eval rows)%s\n", r.eval.auc,
+               r.eval.logloss, r.eval.ne, r.eval.accuracy, r.eval.calibration, (long long)r.eval.n, "");
+    if (r.has_oracle) printf("oracle auc %.5f (true click probabilities of the same rows)\n", r.oracle_auc);
+    if (json) print_json(&r);
+    return CLI_OK;
+}
+
+static const char EVAL_USAGE[] =
+    "usage: rectrain eval --ckpt CKPT --data DATA [--rows-from R] [--rows-to R] [--batch B] [--json]\n"
+    "\n"
+    "Evaluates a checkpoint (a --ckpt directory or its model.rckpt) on a data set: AUC, logloss,\n"
+    "normalized entropy, accuracy, calibration.\n"
+    "\n"
+    "  --ckpt PATH        checkpoint directory or file\n"
+    "  --data FILE        .rshard, or .tsv/.gz with --spec\n"
+    "  --spec FILE        prep spec for .tsv data\n"
+    "  --vocab-from FILE  .rshard with the vocabularies of a categorify spec\n"
+    "  --holdout F        evaluate only the last F share of the rows (as train --holdout)\n"
+    "  --batch B          rows per forward pass (default 4096)\n"
+    "  --threads T        threads (default: all CPUs)\n"
+    "  --json             print a JSON summary as the last line of stdout\n";
+
+/* DIR/model.rckpt when PATH is a directory, PATH otherwise. */
+static void resolve_ckpt(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    int is_file = 0;
+    if (f) {
+        char c;
+        is_file = fread(&c, 1, 1, f) == 1;  /* reading a directory fails */
+        fclose(f);
+    }
+    if (is_file) snprintf(buf, cap, "%s", path);
+    else rec_ckpt_path(path, buf, cap);
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *cmd = "eval", *ckpt = NULL;
+    rec_dataset_opts d;
+    memset(&d, 0, sizeof d);
+    d.tsv.has_label = -1;
+    d.prep_threads = 1;
+    int64_t batch = 4096;
+    int threads = 0, json = 0;
+    double holdout = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = CLI_OK;
+        if (cli_is_help(a)) { fputs(EVAL_USAGE, stdout); return CLI_OK; }
+        else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
+        else if (!strcmp(a, "--data")) rc = cli_str(cmd, argc, argv, &i, &d.path);
+        else if (!strcmp(a, "--spec")) rc = cli_str(cmd, argc, argv, &i, &d.spec_path);
+        else if (!strcmp(a, "--vocab-from")) rc = cli_str(cmd, argc, argv, &i, &d.vocab_from);
+        else if (!strcmp(a, "--holdout")) rc = cli_double(cmd, argc, argv, &i, 1e-9, 1, &holdout);
+        else if (!strcmp(a, "--batch")) rc = cli_i64(cmd, argc, argv, &i, 1, 1 << 20, &batch);
+        else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 256, &threads);
+        else if (!strcmp(a, "--json")) json = 1;
+        else rc = cli_usage(cmd, "unknown option '%s'", a);
+        if (rc) return rc;
+    }
+    if (!ckpt || !d.path) return cli_usage(cmd, "--ckpt and --data are required");
+    char path[1100];
+    resolve_ckpt(ckpt, path, sizeof path);
+    rec_model_config c;
+    rec_model *m = NULL;
+    rec_dataset *ds = NULL;
+    rec_metrics x;
+    int64_t n = 0;
+    rec_status s = rec_ckpt_read_config(path, &c);
+    if (s) return cli_fail(cmd, s);
+    if (!d.spec_path && c.prep_spec[0]) d.spec_path = c.prep_spec;
+    s = rec_dataset_open(&ds, &d);
+    if (!s && !rec_dataset_has_label(ds))
+        s = rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); evaluation needs labelled rows", d.path);
+    if (!s) {
+        rec_model_config probe = c;  /* binding only checks: the tables are listed */
+        s = rec_model_config_bind(&probe, rec_dataset_n_dense(ds), rec_dataset_n_sparse(ds), rec_dataset_table_rows(ds), d.path);
+    }
+    if (!s) s = rec_model_init(&m, &c, (int)batch, threads > 0 ? threads : rec_cpu_count());
+    rec_ckpt_meta meta;
+    if (!s) s = rec_ckpt_load(path, m, &meta);
+    if (!s) s = rec_dataset_rows(ds, &n);
+    double t0 = rec_now();
+    int64_t r0 = holdout > 0 ? n - (int64_t)floor((double)n * holdout) : 0;
+    if (!s) s = rec_evaluate(m, ds, r0, n, batch, &x);
+    double secs = rec_now() - t0;
+    rec_model_free(m);
+    rec_dataset_close(ds);
+    rec_model_config_free(&c);
+    if (s) return cli_fail(cmd, s);
+    printf("auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  ctr %.4f  (%lld rows, step %lld)\n",
+           x.auc, x.logloss, x.ne, x.accuracy, x.calibration, x.ctr, (long long)x.n, (long long)meta.step);
+    if (json)
+        printf("{\"rows\": %lld, \"auc\": %.6f, \"logloss\": %.6f, \"ne\": %.6f, \"accuracy\": %.6f, "
+               "\"calibration\": %.6f, \"ctr\": %.6f, \"seconds\": %.3f, \"samples_per_s\": %.1f, \"step\": %lld}\n",
+               (long long)x.n, x.auc, x.logloss, x.ne, x.accuracy, x.calibration, x.ctr, secs,
+               secs > 0 ? x.n / secs : 0.0, (long long)meta.step);
+    return CLI_OK;
+}
+
+static const char EXPORT_USAGE[] =
+    "usage: rectrain export --ckpt CKPT --out DIR\n"
+    "\n"
+    "Writes every parameter of a checkpoint as DIR/NAME.npy (float32; numpy.load and\n"
+    "torch.from_numpy read them) and the model config as DIR/config.json.\n";
+
+int cmd_export(int argc, char **argv) {
+    const char *cmd = "export", *ckpt = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = CLI_OK;
+        if (cli_is_help(a)) { fputs(EXPORT_USAGE, stdout); return CLI_OK; }
+        else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
+        else if (!strcmp(a, "--out")) rc = cli_str(cmd, argc, argv, &i, &out);
+        else rc = cli_usage(cmd, "unknown option '%s'", a);
+        if (rc) return rc;
+    }
+    if (!ckpt || !out) return cli_usage(cmd, "--ckpt and --out are required");
+    char path[1100];
+    resolve_ckpt(ckpt, path, sizeof path);
+    rec_model_config c;
+    rec_model *m = NULL;
+    rec_ckpt_meta meta;
+    rec_status s = rec_ckpt_read_config(path, &c);
+    if (!s) s = rec_model_init(&m, &c, 1, 1);
+    if (!s) s = rec_ckpt_load(path, m, &meta);
+    if (!s) s = rec_export_npy(m, out);
+    rec_model_free(m);
+    if (!s) rec_model_config_free(&c);
+    if (s) return cli_fail(cmd, s);
+    fprintf(stderr, "export: %s (step %lld) -> %s\n", path, (long long)meta.step, out);
+    return CLI_OK;
+}
