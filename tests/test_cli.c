@@ -12,57 +12,7 @@
 #include <zlib.h>
 
 #include "check.h"
-
-static const char *cli, *src;
-static char dir[256];
-static char out[1 << 16]; /* output (stdout + stderr) of the last command */
-
-/* Runs `rectrain ARGS` (formatted) with output captured into `out`; returns the exit code. */
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...) {
-    char args[2048], cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "cd %s && REC_PROGRESS=0 %s %s 2>&1", dir, cli, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static char *path(const char *name) {
-    static char p[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
-    return p[k];
-}
-
-static long file_size(const char *name) {
-    FILE *f = fopen(path(name), "rb");
-    if (!f) return -1;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fclose(f);
-    return n;
-}
-
-static int same_file(const char *a, const char *b) {
-    FILE *fa = fopen(path(a), "rb"), *fb = fopen(path(b), "rb");
-    int same = fa && fb;
-    while (same) {
-        int x = fgetc(fa), y = fgetc(fb);
-        if (x != y) same = 0;
-        if (x == EOF || y == EOF) break;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
-}
+#include "clirun.h"
 
 /* Copies the first `lines` lines of `from` to `to`, replacing line `bad_line` (1-based, 0 =
  * none) with `bad_text`. */
@@ -83,17 +33,6 @@ static void gzip_file(const char *from, const char *to) {
     while (in && o && (n = fread(buf, 1, sizeof buf, in)) > 0) gzwrite(o, buf, (unsigned)n);
     if (in) fclose(in);
     if (o) gzclose(o);
-}
-
-/* The value of "key": in the last line of `out` (a JSON summary), or -1. */
-static double json_num(const char *key) {
-    char *last = out + strlen(out);
-    while (last > out && last[-1] == '\n') *--last = 0;
-    while (last > out && last[-1] != '\n') last--;
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = strstr(last, pat);
-    return p ? atof(p + strlen(pat)) : -1;
 }
 
 static void test_pipeline(void) {
@@ -198,23 +137,12 @@ static void test_bench(void) {
 }
 
 int main(void) {
-    cli = getenv("REC_CLI");
-    src = getenv("REC_SOURCE_DIR");
-    if (!cli || !src) {
-        printf("REC_CLI / REC_SOURCE_DIR not set: skipped\n");
-        return 77;
-    }
-    snprintf(dir, sizeof dir, "%s/rectrain_cli_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    int rc = clirun_setup("rectrain_cli");
+    if (rc) return rc;
     test_pipeline();
     test_bad_rows();
     test_errors();
     test_bench();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    clirun_cleanup();
     return check_report();
 }
