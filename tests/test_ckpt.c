@@ -1,0 +1,614 @@
+/* Checkpoints and the .npy export (train.h, src/train/ckpt.c).
+ *
+ *  - round trip for SGD, Adagrad + sparse Adagrad and Adam + row-wise Adagrad: a small DLRM
+ *    trained two steps (so every optimizer state is non-zero) is saved, a fresh model is built
+ *    from rec_ckpt_read_config and loaded; every tensor is bitwise equal, the step count and
+ *    the meta come back, and one more training step gives bitwise equal losses and tensors in
+ *    both models (Adam's t and the sparse state really are restored);
+ *  - the file's layout read independently here (magic, version, header CRC, 64-byte aligned
+ *    tensor data equal to the model's bytes, trailer with the file size);
+ *  - every rejection with its message: wrong magic, version, truncation at every 1/16 of the
+ *    file and at each section boundary, a flipped byte in the header and in a tensor (CRC,
+ *    tensor named), a trailer that records another size, a renamed tensor and a changed shape
+ *    (header CRC recomputed, so the directory check itself is reached), a different config
+ *    (emb_dim, table rows, optimizer), a nonexistent file — each time the model is unchanged;
+ *  - atomicity: with PATH.tmp a directory the save fails naming it and the previous
+ *    checkpoint still loads; a failed save leaves no PATH.tmp;
+ *  - the export: every parameter as DIR/NAME.npy whose header (parsed here) has '<f4', C order
+ *    and the tensor's shape, and whose data are the tensor's bytes; config.json parses back to
+ *    an equal config.
+ * Equality is bitwise throughout: a checkpoint stores float32 bytes, so nothing may round.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "rectrain/core.h"
+#include "rectrain/train.h"
+
+enum { B = 8, DN = 13, FS = 3, THREADS = 1 };
+static const int64_t ROWS[FS] = {7, 5, 11};
+static char g_dir[256];
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static uint32_t rd_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t rd_u64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static void wr_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static void wr_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+
+/* A small DLRM bound to Dn = 13 and three tables of `rows`, with the given optimizers. */
+static int make_config(rec_model_config *c, rec_opt_kind dk, rec_sparse_opt_kind sk, int emb_dim, const int64_t *rows) {
+    rec_model_config_default(c, REC_MODEL_DLRM);
+    c->emb_dim = emb_dim;
+    c->bottom[0] = 32;
+    c->bottom[1] = emb_dim;
+    c->n_bottom = 2;
+    c->top[0] = 16;
+    c->top[1] = 1;
+    c->n_top = 2;
+    c->dense_opt = rec_dense_opt_defaults(dk, 0.05f);
+    c->sparse_opt = rec_sparse_opt_defaults(sk, 0.05f);
+    rec_status s = rec_model_config_bind(c, DN, FS, rows, "test");
+    CHECK(s == REC_OK, "bind: %s", rec_errmsg());
+    return s == REC_OK;
+}
+
+static rec_model *make_model(const rec_model_config *c) {
+    rec_model *m = NULL;
+    rec_status s = rec_model_init(&m, c, B, THREADS);
+    CHECK(s == REC_OK, "model init: %s", rec_errmsg());
+    return s == REC_OK ? m : NULL;
+}
+
+/* B rows: labels alternate 0/1, dense values normal, one or two ids per bag. */
+static void fill_batch(rec_batch *b, uint64_t seed) {
+    rec_rng r;
+    rec_rng_seed(&r, seed, 0);
+    b->n = B;
+    for (int i = 0; i < B; i++) {
+        b->label[i] = (float)(i % 2);
+        for (int j = 0; j < DN; j++) b->dense[i * DN + j] = (float)rec_rng_normal(&r);
+    }
+    for (int f = 0; f < FS; f++) {
+        rec_jagged *g = &b->sparse[f];
+        g->offsets[0] = 0;
+        for (int i = 0; i < B; i++) {
+            int64_t k = 1 + (int64_t)rec_rng_below(&r, 2), o = g->offsets[i];
+            for (int64_t t = 0; t < k; t++) g->indices[o + t] = (int64_t)rec_rng_below(&r, (uint64_t)ROWS[f]);
+            g->offsets[i + 1] = o + k;
+        }
+    }
+}
+
+/* CRC of every tensor's bytes, to tell whether a model was changed. */
+static uint32_t model_digest(const rec_model *m) {
+    const rec_tensor *ts;
+    int n = rec_model_tensors(m, &ts);
+    uint32_t c = 0;
+    for (int i = 0; i < n; i++) c = rec_crc32(c, ts[i].data, 4 * (size_t)rec_tensor_numel(&ts[i]));
+    return c;
+}
+
+/* 1 when both models have the same tensors (names, roles, shapes) with bitwise equal data. */
+static int models_equal(const rec_model *a, const rec_model *b, const char **first_diff) {
+    const rec_tensor *ta, *tb;
+    int na = rec_model_tensors(a, &ta), nb = rec_model_tensors(b, &tb);
+    *first_diff = "tensor count";
+    if (na != nb) return 0;
+    for (int i = 0; i < na; i++) {
+        *first_diff = ta[i].name;
+        if (strcmp(ta[i].name, tb[i].name) || ta[i].role != tb[i].role || ta[i].ndim != tb[i].ndim ||
+            ta[i].shape[0] != tb[i].shape[0] || (ta[i].ndim == 2 && ta[i].shape[1] != tb[i].shape[1]))
+            return 0;
+        if (memcmp(ta[i].data, tb[i].data, 4 * (size_t)rec_tensor_numel(&ta[i]))) return 0;
+    }
+    *first_diff = "";
+    return 1;
+}
+
+static uint8_t *read_all(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)n + 1);
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *size = (size_t)n;
+    return buf;
+}
+
+static void write_all(const char *path, const uint8_t *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(p, 1, n, f) == n, "cannot write %s", path);
+    if (f) fclose(f);
+}
+
+/* The layout as the format comment describes it, read independently of ckpt.c. */
+typedef struct layout {
+    uint32_t H;          /* header bytes */
+    uint32_t json_len;
+    uint64_t json_off;   /* file offset of the config JSON */
+    uint32_t n;
+    uint64_t dir_off;    /* file offset of directory entry 0; entries are 144 bytes */
+} layout;
+
+static layout read_layout(const uint8_t *p) {
+    layout l;
+    l.H = rd_u32(p + 12);
+    l.json_len = rd_u32(p + 16 + 40);
+    l.json_off = 16 + 44;
+    l.n = rd_u32(p + l.json_off + l.json_len);
+    l.dir_off = l.json_off + l.json_len + 4;
+    return l;
+}
+
+static uint64_t ent_offset(const uint8_t *p, const layout *l, uint32_t i) { return rd_u64(p + l->dir_off + 144 * i + 120); }
+static uint64_t ent_bytes(const uint8_t *p, const layout *l, uint32_t i) { return rd_u64(p + l->dir_off + 144 * i + 128); }
+
+static void fix_header_crc(uint8_t *p, const layout *l) {
+    wr_u32(p + 16 + l->H, rec_crc32(0, p, 16 + (size_t)l->H));
+}
+
+static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw) { return remove(path); }
+
+/* ---- round trip ----------------------------------------------------------------------------- */
+
+static void check_layout(const char *path, const rec_model *m) {
+    size_t size;
+    uint8_t *p = read_all(path, &size);
+    CHECK(p != NULL, "read %s", path);
+    if (!p) return;
+    layout l = read_layout(p);
+    CHECK(!memcmp(p, "RCKPT001", 8) && rd_u32(p + 8) == 1, "magic and version");
+    CHECK(rd_u32(p + 16 + l.H) == rec_crc32(0, p, 16 + (size_t)l.H), "header CRC covers prefix and header");
+    CHECK(size >= 16 && !memcmp(p + size - 16, "RCKPTEND", 8) && rd_u64(p + size - 8) == size, "trailer and size");
+    const rec_tensor *ts;
+    int n = rec_model_tensors(m, &ts);
+    CHECK(l.n == (uint32_t)n && l.dir_off + 144 * (uint64_t)n == 16 + (uint64_t)l.H, "directory fills the header: %u tensors", l.n);
+    for (int i = 0; i < n && l.n == (uint32_t)n; i++) {
+        uint64_t off = ent_offset(p, &l, (uint32_t)i), bytes = ent_bytes(p, &l, (uint32_t)i);
+        const uint8_t *e = p + l.dir_off + 144 * (uint64_t)i;
+        int ok = off % 64 == 0 && off >= 16 + (uint64_t)l.H + 4 && bytes == 4 * (uint64_t)rec_tensor_numel(&ts[i]) &&
+                 off + bytes <= size - 16 && !strcmp((const char *)e, ts[i].name) &&
+                 !memcmp(p + off, ts[i].data, bytes) && rd_u32(e + 136) == rec_crc32(0, p + off, bytes);
+        CHECK(ok, "tensor %s at %llu: aligned, in bounds, bytes and CRC as the model's", ts[i].name, (unsigned long long)off);
+    }
+    free(p);
+}
+
+static void round_trip(rec_opt_kind dk, rec_sparse_opt_kind sk, const char *label) {
+    rec_model_config c;
+    if (!make_config(&c, dk, sk, 16, ROWS)) return;
+    rec_model *m = make_model(&c);
+    rec_batch b[3];
+    for (int i = 0; i < 3; i++) {
+        CHECK(rec_batch_init(&b[i], B, DN, FS, 2) == REC_OK, "batch init");
+        fill_batch(&b[i], 100 + (uint64_t)i);
+    }
+    double loss;
+    for (int i = 0; m && i < 2; i++) CHECK(rec_model_train_step(m, &b[i], &loss) == REC_OK, "%s train: %s", label, rec_errmsg());
+    if (!m) goto out;
+    CHECK(rec_model_steps(m) == 2, "%s steps", label);
+    const rec_tensor *ts;
+    int n = rec_model_tensors(m, &ts), n_state = 0;
+    for (int i = 0; i < n; i++) {
+        if (ts[i].role != REC_TENSOR_OPT_STATE) continue;
+        n_state++;
+        int nz = 0;
+        for (int64_t j = 0; j < rec_tensor_numel(&ts[i]); j++) nz |= ts[i].data[j] != 0;
+        CHECK(nz, "%s: optimizer state %s is non-zero after two steps", label, ts[i].name);
+    }
+    int want_state = (dk == REC_OPT_ADAGRAD) + 2 * (dk == REC_OPT_ADAM) + FS * (sk != REC_SPARSE_SGD);
+    CHECK(n_state == want_state, "%s: %d optimizer-state tensors, want %d", label, n_state, want_state);
+
+    char path[512];
+    rec_ckpt_path(g_dir, path, sizeof path);
+    rec_ckpt_meta meta = {.step = 2, .epoch = 1, .row = 40, .rows_seen = 123, .seed = 0x1234567890abcdefULL};
+    rec_status s = rec_ckpt_save(path, m, &meta);
+    CHECK(s == REC_OK, "%s save: %s", label, rec_errmsg());
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    CHECK(access(tmp, F_OK) != 0, "%s: no %s left after a save", label, tmp);
+    check_layout(path, m);
+
+    rec_model_config c2;
+    s = rec_ckpt_read_config(path, &c2);
+    CHECK(s == REC_OK, "%s read_config: %s", label, rec_errmsg());
+    if (s) goto out;
+    CHECK(rec_model_config_equal(&c, &c2), "%s: stored config equals the model's", label);
+    rec_model *m2 = make_model(&c2);
+    rec_model_config_free(&c2);
+    if (!m2) goto out;
+    const char *diff;
+    CHECK(!models_equal(m, m2, &diff), "%s: a fresh model differs from the trained one before loading", label);
+    rec_ckpt_meta got;
+    memset(&got, 0xff, sizeof got);
+    s = rec_ckpt_load(path, m2, &got);
+    CHECK(s == REC_OK, "%s load: %s", label, rec_errmsg());
+    CHECK(!memcmp(&got, &meta, sizeof meta), "%s: meta comes back (step %lld epoch %lld row %lld seen %lld)", label,
+          (long long)got.step, (long long)got.epoch, (long long)got.row, (long long)got.rows_seen);
+    CHECK(rec_model_steps(m2) == 2, "%s: steps restored (%lld)", label, (long long)rec_model_steps(m2));
+    CHECK(models_equal(m, m2, &diff), "%s: every tensor bitwise equal after load (first difference: %s)", label, diff);
+    double l1, l2;
+    CHECK(rec_model_train_step(m, &b[2], &l1) == REC_OK && rec_model_train_step(m2, &b[2], &l2) == REC_OK, "%s step 3", label);
+    CHECK(!memcmp(&l1, &l2, sizeof l1), "%s: losses of the next step bitwise equal (%.17g vs %.17g)", label, l1, l2);
+    CHECK(models_equal(m, m2, &diff), "%s: tensors bitwise equal after the next step (first difference: %s)", label, diff);
+    /* Once more, so that a wrong Adam t or schedule position would show in the loss too. */
+    CHECK(rec_model_train_step(m, &b[0], &l1) == REC_OK && rec_model_train_step(m2, &b[0], &l2) == REC_OK, "%s step 4", label);
+    CHECK(!memcmp(&l1, &l2, sizeof l1), "%s: losses of step 4 bitwise equal (%.17g vs %.17g)", label, l1, l2);
+    rec_model_free(m2);
+out:
+    for (int i = 0; i < 3; i++) rec_batch_free(&b[i]);
+    rec_model_free(m);
+    rec_model_config_free(&c);
+}
+
+/* ---- rejections ----------------------------------------------------------------------------- */
+
+typedef struct reject_ctx {
+    rec_model *target;   /* fresh model of the saved config */
+    uint32_t digest;     /* its tensors before any load */
+    char path[512];      /* where the altered files go */
+} reject_ctx;
+
+/* Writes `p` (n bytes) as a checkpoint, loads it into the target and expects `want` with
+ * `needle` in the message and the model unchanged; when `header_too`, rec_ckpt_read_config
+ * must refuse it the same way. */
+static void expect_reject(reject_ctx *x, const char *what, const uint8_t *p, size_t n, rec_status want,
+                          const char *needle, int header_too) {
+    write_all(x->path, p, n);
+    rec_ckpt_meta meta = {0};
+    rec_status s = rec_ckpt_load(x->path, x->target, &meta);
+    if (s != want || !strstr(rec_errmsg(), needle)) fprintf(stderr, "  (case: %s)\n", what);
+    CHECK_ERR(s, want, needle);
+    CHECK(strstr(rec_errmsg(), x->path) != NULL, "%s: message names the file: %s", what, rec_errmsg());
+    CHECK(model_digest(x->target) == x->digest && rec_model_steps(x->target) == 0, "%s: model unchanged", what);
+    if (header_too) {
+        rec_model_config c;
+        s = rec_ckpt_read_config(x->path, &c);
+        if (s == REC_OK) rec_model_config_free(&c);
+        CHECK_ERR(s, want, needle);
+    }
+}
+
+static void rejections(void) {
+    rec_model_config c;
+    if (!make_config(&c, REC_OPT_ADAM, REC_SPARSE_ROWWISE_ADAGRAD, 16, ROWS)) return;
+    rec_model *m = make_model(&c);
+    reject_ctx x = {.target = make_model(&c)};
+    rec_batch b;
+    CHECK(rec_batch_init(&b, B, DN, FS, 2) == REC_OK, "batch init");
+    fill_batch(&b, 7);
+    double loss;
+    char good[512];
+    snprintf(good, sizeof good, "%s/good.rckpt", g_dir);
+    snprintf(x.path, sizeof x.path, "%s/bad.rckpt", g_dir);
+    rec_ckpt_meta meta = {.step = 2};
+    size_t size = 0;
+    uint8_t *file = NULL, *p = NULL;
+    if (!m || !x.target) goto out;
+    for (int i = 0; i < 2; i++) rec_model_train_step(m, &b, &loss);
+    CHECK(rec_ckpt_save(good, m, &meta) == REC_OK, "save: %s", rec_errmsg());
+    file = read_all(good, &size);
+    CHECK(file && size > 1024, "read back %zu bytes", size);
+    if (!file) goto out;
+    p = malloc(size);
+    x.digest = model_digest(x.target);
+    layout l = read_layout(file);
+
+    memcpy(p, file, size);
+    p[0] ^= 0xff;
+    expect_reject(&x, "magic", p, size, REC_EFORMAT, "not a rectrain checkpoint", 1);
+    memcpy(p, file, size);
+    memcpy(p, "RSHARD01", 8);
+    expect_reject(&x, "shard magic", p, size, REC_EFORMAT, "not a rectrain checkpoint", 1);
+
+    memcpy(p, file, size);
+    wr_u32(p + 8, 2);
+    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 2; this build reads version 1", 1);
+
+    /* Truncation at every 1/16 of the file and at each boundary of the layout. */
+    uint64_t hend = 16 + (uint64_t)l.H, data0 = ent_offset(file, &l, 0);
+    uint64_t cuts[] = {1, 7, 8, 9, 15, 16, 17, l.json_off, l.dir_off, l.dir_off + 144, hend - 1, hend, hend + 3,
+                       hend + 4, data0, data0 + 1, ent_offset(file, &l, l.n - 1), size - 17, size - 16, size - 9,
+                       size - 8, size - 1};
+    for (int k = 0; k < 16; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "truncated to %d/16", k);
+        expect_reject(&x, what, file, size * (size_t)k / 16, REC_EFORMAT, "truncated", 1);
+    }
+    for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "truncated to %llu bytes", (unsigned long long)cuts[k]);
+        expect_reject(&x, what, file, (size_t)cuts[k], REC_EFORMAT, "truncated", 1);
+    }
+    /* Grown by a byte: the trailer is no longer at the end. */
+    memcpy(p, file, size);
+    {
+        uint8_t *q = malloc(size + 1);
+        memcpy(q, file, size);
+        q[size] = 0;
+        expect_reject(&x, "appended byte", q, size + 1, REC_EFORMAT, "truncated or incomplete", 1);
+        free(q);
+    }
+    memcpy(p, file, size);
+    wr_u64(p + size - 8, size + 64);
+    expect_reject(&x, "trailer size", p, size, REC_EFORMAT, "trailer records", 1);
+
+    memcpy(p, file, size);
+    p[14] ^= 0x10; /* header bytes + 1 MiB */
+    expect_reject(&x, "header length", p, size, REC_EFORMAT, "runs past the end", 1);
+    memcpy(p, file, size);
+    p[12] ^= 0x08; /* header bytes +- 8: still inside the file, so the CRC catches it */
+    expect_reject(&x, "header length", p, size, REC_EFORMAT, "header CRC-32 mismatch", 1);
+
+    /* A flipped byte in the meta, the config, the directory, and the header CRC itself. */
+    uint64_t flips[] = {16 + 3, l.json_off + 5, l.dir_off + 2, l.dir_off + 144 * (l.n - 1) + 121, hend + 1};
+    for (size_t k = 0; k < sizeof flips / sizeof flips[0]; k++) {
+        memcpy(p, file, size);
+        p[flips[k]] ^= 0x10;
+        expect_reject(&x, "header flip", p, size, REC_EFORMAT, "header CRC-32 mismatch", 1);
+    }
+
+    /* A flipped byte in the first and the last tensor: named by the CRC check; the header is
+     * intact, so rec_ckpt_read_config still succeeds. */
+    uint32_t which[2] = {0, l.n - 1};
+    for (int k = 0; k < 2; k++) {
+        memcpy(p, file, size);
+        uint64_t off = ent_offset(file, &l, which[k]), bytes = ent_bytes(file, &l, which[k]);
+        p[off + bytes / 2] ^= 0x01;
+        char needle[160];
+        snprintf(needle, sizeof needle, "tensor \"%s\" fails its CRC-32", (const char *)file + l.dir_off + 144 * which[k]);
+        expect_reject(&x, "tensor flip", p, size, REC_EFORMAT, needle, 0);
+        rec_model_config rc;
+        rec_status s = rec_ckpt_read_config(x.path, &rc);
+        CHECK(s == REC_OK, "read_config ignores tensor data: %s", rec_errmsg());
+        if (s == REC_OK) rec_model_config_free(&rc);
+    }
+
+    /* Directory mismatches behind a valid header CRC (as a buggy writer would produce). */
+    memcpy(p, file, size);
+    CHECK(!strcmp((const char *)p + l.dir_off, "emb.0.weight"), "first tensor is emb.0.weight (%s)", (const char *)p + l.dir_off);
+    memcpy(p + l.dir_off, "emb.9.weight", 12);
+    fix_header_crc(p, &l);
+    expect_reject(&x, "renamed tensor", p, size, REC_EINVAL, "has no tensor \"emb.0.weight\"", 0);
+    memcpy(p, file, size);
+    wr_u64(p + l.dir_off + 104, 16); /* emb.0.weight (7, 16) -> (16, 7): same bytes */
+    wr_u64(p + l.dir_off + 112, 7);
+    fix_header_crc(p, &l);
+    expect_reject(&x, "transposed tensor", p, size, REC_EINVAL,
+                  "tensor \"emb.0.weight\" is parameter (16, 7) in the file but parameter (7, 16) in the model", 0);
+    memcpy(p, file, size);
+    wr_u64(p + l.dir_off + 112, 15); /* 15 columns: bytes no longer agree with the shape */
+    fix_header_crc(p, &l);
+    expect_reject(&x, "shape vs bytes", p, size, REC_EFORMAT, "which do not agree", 1);
+    memcpy(p, file, size);
+    wr_u64(p + l.dir_off + 120, ent_offset(file, &l, 0) + 4); /* unaligned data */
+    fix_header_crc(p, &l);
+    expect_reject(&x, "unaligned tensor", p, size, REC_EFORMAT, "lies outside the data section", 1);
+
+    /* Models of another config: each refusal names what differs. */
+    struct {
+        rec_opt_kind dk;
+        int emb_dim;
+        int64_t rows1;
+        const char *needle;
+    } other[] = {
+        {REC_OPT_ADAM, 8, 5, "emb_dim is 16 in the checkpoint but 8 in the model"},
+        {REC_OPT_ADAM, 16, 6, "table 1 has 5 rows in the checkpoint but 6 in the model"},
+        {REC_OPT_SGD, 16, 5, "dense_opt.kind is 2 in the checkpoint but 0 in the model"},
+    };
+    for (size_t k = 0; k < sizeof other / sizeof other[0]; k++) {
+        int64_t rows[FS] = {ROWS[0], other[k].rows1, ROWS[2]};
+        rec_model_config oc;
+        if (!make_config(&oc, other[k].dk, REC_SPARSE_ROWWISE_ADAGRAD, other[k].emb_dim, rows)) continue;
+        rec_model *om = make_model(&oc);
+        if (om) {
+            uint32_t d = model_digest(om);
+            rec_status s = rec_ckpt_load(good, om, NULL);
+            CHECK_ERR(s, REC_EINVAL, "was written for a different model");
+            CHECK_ERR(s, REC_EINVAL, other[k].needle);
+            CHECK_ERR(s, REC_EINVAL, "use the same --config or start fresh");
+            CHECK(model_digest(om) == d && rec_model_steps(om) == 0, "other config %zu: model unchanged", k);
+        }
+        rec_model_free(om);
+        rec_model_config_free(&oc);
+    }
+
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/nope/model.rckpt", g_dir);
+    CHECK_ERR(rec_ckpt_load(missing, x.target, NULL), REC_EIO, "cannot open");
+    CHECK(strstr(rec_errmsg(), missing) != NULL, "names the missing file: %s", rec_errmsg());
+    rec_model_config rc;
+    CHECK_ERR(rec_ckpt_read_config(missing, &rc), REC_EIO, "No such file");
+    CHECK_ERR(rec_ckpt_load(g_dir, x.target, NULL), REC_EIO, "not a regular file");
+
+    /* The good file still loads into the target after all of this. */
+    rec_status s = rec_ckpt_load(good, x.target, NULL);
+    CHECK(s == REC_OK && rec_model_steps(x.target) == 2, "good file loads: %s", rec_errmsg());
+    const char *diff;
+    CHECK(models_equal(m, x.target, &diff), "good file: equal (%s)", diff);
+
+    /* Save-side refusals. */
+    rec_ckpt_meta wrong = {.step = 5};
+    CHECK_ERR(rec_ckpt_save(good, m, &wrong), REC_EINVAL, "meta.step is 5 but the model has taken 2");
+    rec_ckpt_meta neg = {.step = 2, .row = -1};
+    CHECK_ERR(rec_ckpt_save(good, m, &neg), REC_EINVAL, "negative");
+    CHECK_ERR(rec_ckpt_save(missing, m, &meta), REC_EIO, "cannot create");
+    CHECK(strstr(rec_errmsg(), "nope/model.rckpt.tmp") != NULL, "names the .tmp file: %s", rec_errmsg());
+
+    /* Atomicity: PATH.tmp is a directory, so the save cannot create it; the previous
+     * checkpoint at PATH is untouched and still loads. */
+    char atom[512], atom_tmp[600];
+    snprintf(atom, sizeof atom, "%s/atom.rckpt", g_dir);
+    snprintf(atom_tmp, sizeof atom_tmp, "%s.tmp", atom);
+    CHECK(rec_ckpt_save(atom, m, &meta) == REC_OK, "first save: %s", rec_errmsg());
+    CHECK(mkdir(atom_tmp, 0755) == 0, "mkdir %s", atom_tmp);
+    rec_model_train_step(m, &b, &loss);
+    rec_ckpt_meta meta3 = {.step = 3};
+    s = rec_ckpt_save(atom, m, &meta3);
+    CHECK_ERR(s, REC_EIO, "atom.rckpt.tmp: cannot create: Is a directory");
+    struct stat st;
+    CHECK(stat(atom_tmp, &st) == 0 && S_ISDIR(st.st_mode), "the directory in the way is left alone");
+    rec_model_config ac;
+    s = rec_ckpt_read_config(atom, &ac);
+    CHECK(s == REC_OK, "previous checkpoint readable: %s", rec_errmsg());
+    if (s == REC_OK) {
+        rec_model *am = make_model(&ac);
+        rec_ckpt_meta got;
+        s = am ? rec_ckpt_load(atom, am, &got) : REC_EINVAL;
+        CHECK(s == REC_OK && got.step == 2 && rec_model_steps(am) == 2, "previous checkpoint (step 2) loads: %s", rec_errmsg());
+        rec_model_free(am);
+        rec_model_config_free(&ac);
+    }
+    rmdir(atom_tmp);
+    /* Overwriting an existing checkpoint works and gives the new one. */
+    CHECK(rec_ckpt_save(atom, m, &meta3) == REC_OK, "overwrite: %s", rec_errmsg());
+    rec_ckpt_meta got3;
+    rec_model_set_steps(x.target, 0);
+    CHECK(rec_ckpt_load(atom, x.target, &got3) == REC_OK && got3.step == 3 && models_equal(m, x.target, &diff),
+          "overwritten checkpoint loads the new state: %s", rec_errmsg());
+
+out:
+    free(p);
+    free(file);
+    rec_batch_free(&b);
+    rec_model_free(x.target);
+    rec_model_free(m);
+    rec_model_config_free(&c);
+}
+
+/* ---- export ------------------------------------------------------------------------------- */
+
+/* Parses a .npy file's header (NumPy format 1.0/2.0): checks '<f4' and C order, returns the
+ * shape in shape[] / *ndim and the data offset, or 0 when the header is malformed. */
+static size_t parse_npy(const uint8_t *p, size_t size, int *ndim, int64_t *shape) {
+    if (size < 12 || memcmp(p, "\x93NUMPY", 6)) return 0;
+    size_t hlen, start;
+    if (p[6] == 1) {
+        hlen = (size_t)p[8] | (size_t)p[9] << 8;
+        start = 10;
+    } else if (p[6] == 2 || p[6] == 3) {
+        hlen = rd_u32(p + 8);
+        start = 12;
+    } else {
+        return 0;
+    }
+    if (start + hlen > size) return 0;
+    char h[4096];
+    if (hlen >= sizeof h) return 0;
+    memcpy(h, p + start, hlen);
+    h[hlen] = 0;
+    if (!strstr(h, "'descr': '<f4'") || !strstr(h, "'fortran_order': False") || h[hlen - 1] != '\n') return 0;
+    const char *s = strstr(h, "'shape': (");
+    if (!s) return 0;
+    s += strlen("'shape': (");
+    *ndim = 0;
+    while (*s != ')') {
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || *ndim >= 2) return 0;
+        shape[(*ndim)++] = v;
+        s = end;
+        if (*s == ',') s++;
+        while (*s == ' ') s++;
+    }
+    return start + hlen;
+}
+
+static void export_npy(void) {
+    rec_model_config c;
+    if (!make_config(&c, REC_OPT_ADAGRAD, REC_SPARSE_ADAGRAD, 16, ROWS)) return;
+    rec_model *m = make_model(&c);
+    if (!m) goto out;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/export/a/b", g_dir);
+    rec_status s = rec_export_npy(m, dir);
+    CHECK(s == REC_OK, "export: %s", rec_errmsg());
+    const rec_tensor *ts;
+    int n = rec_model_tensors(m, &ts), n_param = 0;
+    for (int i = 0; i < n; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s.npy", dir, ts[i].name);
+        size_t size = 0;
+        uint8_t *p = read_all(path, &size);
+        if (ts[i].role != REC_TENSOR_PARAM) {
+            CHECK(p == NULL, "optimizer state %s is not exported", ts[i].name);
+            free(p);
+            continue;
+        }
+        n_param++;
+        CHECK(p != NULL, "%s exists", path);
+        if (!p) continue;
+        int ndim = 0;
+        int64_t shape[2] = {-1, -1};
+        size_t off = parse_npy(p, size, &ndim, shape);
+        size_t bytes = 4 * (size_t)rec_tensor_numel(&ts[i]);
+        CHECK(off > 0 && ndim == ts[i].ndim && shape[0] == ts[i].shape[0] && (ndim == 1 || shape[1] == ts[i].shape[1]),
+              "%s: header '<f4', C order, shape of the tensor (ndim %d, %lld x %lld)", path, ndim, (long long)shape[0],
+              (long long)shape[1]);
+        CHECK(off > 0 && size == off + bytes && !memcmp(p + off, ts[i].data, bytes), "%s: data are the tensor's bytes", path);
+        free(p);
+    }
+    CHECK(n_param >= FS + 4, "%d parameters exported", n_param);
+    char cpath[600];
+    snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+    rec_model_config back;
+    s = rec_model_config_load(&back, cpath);
+    CHECK(s == REC_OK, "config.json loads: %s", rec_errmsg());
+    if (s == REC_OK) {
+        CHECK(rec_model_config_equal(&back, &c), "config.json equals the model's config");
+        rec_model_config_free(&back);
+    }
+    /* Exporting again over the same directory works (files are replaced). */
+    CHECK(rec_export_npy(m, dir) == REC_OK, "export again: %s", rec_errmsg());
+    /* A file where the directory should be. */
+    CHECK_ERR(rec_export_npy(m, cpath), REC_EIO, "not a directory");
+    char under_file[700];
+    snprintf(under_file, sizeof under_file, "%s/sub", cpath);
+    CHECK_ERR(rec_export_npy(m, under_file), REC_EIO, "cannot create directory");
+out:
+    rec_model_free(m);
+    rec_model_config_free(&c);
+}
+
+static void ckpt_path(void) {
+    char buf[64];
+    rec_ckpt_path("out", buf, sizeof buf);
+    CHECK(!strcmp(buf, "out/model.rckpt"), "%s", buf);
+    rec_ckpt_path("out//", buf, sizeof buf);
+    CHECK(!strcmp(buf, "out/model.rckpt"), "%s", buf);
+    rec_ckpt_path("/", buf, sizeof buf);
+    CHECK(!strcmp(buf, "/model.rckpt"), "%s", buf);
+    rec_ckpt_path("a/very/long/directory", buf, 8);
+    CHECK(strlen(buf) == 7, "truncated to the buffer: %s", buf);
+}
+
+int main(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/test_ckpt.XXXXXX");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    ckpt_path();
+    round_trip(REC_OPT_SGD, REC_SPARSE_SGD, "sgd");
+    round_trip(REC_OPT_ADAGRAD, REC_SPARSE_ADAGRAD, "adagrad");
+    round_trip(REC_OPT_ADAM, REC_SPARSE_ROWWISE_ADAGRAD, "adam+rowwise");
+    rejections();
+    export_npy();
+    nftw(g_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    return check_report();
+}
