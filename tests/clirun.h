@@ -41,7 +41,7 @@ static char *path(const char *name) {
     return p[k];
 }
 
-static long file_size(const char *name) {
+static inline long file_size(const char *name) {
     FILE *f = fopen(path(name), "rb");
     if (!f) return -1;
     fseek(f, 0, SEEK_END);
@@ -50,7 +50,7 @@ static long file_size(const char *name) {
     return n;
 }
 
-static int same_file(const char *a, const char *b) {
+static inline int same_file(const char *a, const char *b) {
     FILE *fa = fopen(path(a), "rb"), *fb = fopen(path(b), "rb");
     int same = fa && fb;
     while (same) {

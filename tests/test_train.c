@@ -9,6 +9,7 @@
  *  - .npy export, and the rejections: corrupt or mismatched checkpoints, bad configs, bad
  *    flag combinations, each with its message.
  * Skipped (77) without CTest's REC_CLI / REC_SOURCE_DIR. */
+#include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>

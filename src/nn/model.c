@@ -112,16 +112,16 @@ static void add_tensor(rec_model *m, const char *name, rec_tensor_role role, int
 }
 
 /* Views of an MLP's layers: PREFIX.l.weight (out, in) and PREFIX.l.bias (out), or
- * PREFIX.weight / PREFIX.bias for a single layer (final, dense_linear). */
-static void add_mlp_tensors(rec_model *m, const char *prefix, rec_mlp *mlp) {
+ * PREFIX.weight / PREFIX.bias for the single layers final and dense_linear (indexed = 0). */
+static void add_mlp_tensors(rec_model *m, const char *prefix, rec_mlp *mlp, int indexed) {
     char name[96];
     const int n = mlp ? rec_mlp_layers(mlp) : 0;
     for (int l = 0; l < n; l++) {
         int64_t in = rec_mlp_size(mlp, l), out = rec_mlp_size(mlp, l + 1);
-        if (n == 1) snprintf(name, sizeof name, "%s.weight", prefix);
+        if (!indexed) snprintf(name, sizeof name, "%s.weight", prefix);
         else snprintf(name, sizeof name, "%s.%d.weight", prefix, l);
         add_tensor(m, name, REC_TENSOR_PARAM, 2, out, in, rec_mlp_weight(mlp, l));
-        if (n == 1) snprintf(name, sizeof name, "%s.bias", prefix);
+        if (!indexed) snprintf(name, sizeof name, "%s.bias", prefix);
         else snprintf(name, sizeof name, "%s.%d.bias", prefix, l);
         add_tensor(m, name, REC_TENSOR_PARAM, 1, out, 0, rec_mlp_bias(mlp, l));
     }
@@ -141,8 +141,8 @@ static rec_status build_tensors(rec_model *m) {
         snprintf(name, sizeof name, "lin.%d.weight", f);
         add_tensor(m, name, REC_TENSOR_PARAM, 2, rec_embed_rows(m->lin, f), 1, rec_embed_table(m->lin, f));
     }
-    add_mlp_tensors(m, "bottom", m->bottom);
-    add_mlp_tensors(m, "top", m->top);
+    add_mlp_tensors(m, "bottom", m->bottom, 1);
+    add_mlp_tensors(m, "top", m->top, 1);
     for (int l = 0; l < c->cross_layers && c->kind == REC_MODEL_DCN; l++) {
         float *w = m->params + m->cross_off + (size_t)2 * l * m->D0;
         snprintf(name, sizeof name, "cross.%d.weight", l);
@@ -150,9 +150,9 @@ static rec_status build_tensors(rec_model *m) {
         snprintf(name, sizeof name, "cross.%d.bias", l);
         add_tensor(m, name, REC_TENSOR_PARAM, 1, m->D0, 0, w + m->D0);
     }
-    add_mlp_tensors(m, "deep", m->deep);
-    add_mlp_tensors(m, "final", m->final);
-    add_mlp_tensors(m, "dense_linear", m->dense_lin);
+    add_mlp_tensors(m, "deep", m->deep, 1);
+    add_mlp_tensors(m, "final", m->final, 0);
+    add_mlp_tensors(m, "dense_linear", m->dense_lin, 0);
     static const char *const dense_state[2][2] = {{"opt.dense.sum", NULL}, {"opt.dense.m", "opt.dense.v"}};
     for (int k = 0; k < 2; k++) {
         float *st = rec_dense_opt_state(m->dopt, k);
