@@ -15,14 +15,10 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job on the embedded default: 1M synthetic Criteo rows -> the facebookresearch/dlrm
-# preprocessing (configs/criteo_standard.json) -> a checksummed .rshard -> its statistics.
-DEMO = $(BUILD)/demo
+# The main job on the embedded default: generate 1M synthetic Criteo rows in a temporary
+# directory, preprocess them, train the small default DLRM and print its AUC beside the oracle's.
 run: build
-	@mkdir -p $(DEMO)
-	$(BUILD)/rectrain gen --rows 1M --seed 1 --out $(DEMO)/train.tsv --prob-out $(DEMO)/train.prob
-	$(BUILD)/rectrain prep --spec configs/criteo_standard.json --in $(DEMO)/train.tsv --out $(DEMO)/train.rshard
-	$(BUILD)/rectrain inspect $(DEMO)/train.rshard --verify
+	$(BUILD)/rectrain train
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -34,6 +30,7 @@ test-asan: deps
 
 bench: build
 	$(BUILD)/rectrain bench prep
+	$(BUILD)/rectrain bench train
 
 fuzz:
 	REC_FUZZ=1 ./scripts/install-deps.sh
