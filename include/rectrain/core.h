@@ -61,6 +61,12 @@ static inline uint64_t rec_mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+/* ---- files ------------------------------------------------------------------------------
+ * Reads a whole file into *out (malloc'ed, NUL-terminated, free() it) of *len bytes. Errors
+ * name the path and `what` ("model config"): REC_EIO when it cannot be opened or read,
+ * REC_EINVAL when it is larger than max_bytes, REC_ENOMEM. */
+rec_status rec_read_file(const char *path, const char *what, size_t max_bytes, char **out, size_t *len);
+
 /* ---- clock ------------------------------------------------------------------------------ */
 /* Monotonic seconds. */
 double rec_now(void);

@@ -25,9 +25,22 @@
  *                     (FBGEMM's EXACT_ROWWISE_ADAGRAD)
  * Rows that no bag touched are left exactly as they were (their state too).
  *
- * Ids are always checked: an id outside [0, R_f) fails with REC_EINVAL naming the feature,
- * the batch row and the id. Threads: OpenMP, `threads` given at init (0 = OpenMP default);
- * results are bitwise identical for a given thread count (and in fact for any count).
+ * Ids are checked by default: an id outside [0, R_f) fails with REC_EINVAL naming the feature,
+ * the batch row and the id, and changes nothing. Fast mode (`trust_ids = 1`) skips those
+ * checks; it is for ids already validated against the same table sizes (a `.rshard` that
+ * `rectrain prep` wrote for these tables): an out-of-range id then reads or writes outside
+ * the table (undefined behaviour). Threads: OpenMP, `threads` given at init (0 = OpenMP
+ * default).
+ *
+ * Schedules (RecFlex §IV, on the CPU). Each table runs its own rec_embed_sched in one fused
+ * pass over all tables (forward) and one fused pass that sorts, sums and updates (backward).
+ * Every schedule does the same float operations in the same order for each output element
+ * and each updated row (sums in id-position order, fmaf for weighted terms, one division for
+ * MEAN), so results are BITWISE identical for every schedule, every plan and every thread
+ * count: a plan changes speed, never numbers. Work is mapped to threads per call from the
+ * batch's real pooling factors (RecFlex's host-side mapping, §IV-B): each table's bags are cut
+ * into work items of about 2^grain ids (or one item per table), items are ordered by
+ * estimated cost, largest table first, and threads take them from a shared counter.
  *
  * Shape letters: see batch.h (B batch, F features, E dim, R rows, L bag size).
  */
@@ -62,6 +75,49 @@ typedef struct rec_sparse_opt_config {
 /* The defaults for `kind` at learning rate lr. */
 rec_sparse_opt_config rec_sparse_opt_defaults(rec_sparse_opt_kind kind, float lr);
 
+/* ---- schedules ------------------------------------------------------------------------------
+ * Forward fields:
+ *   split   SAMPLE: the table's bags are cut into items of about 2^grain ids, any thread runs
+ *                   any item (sample parallelism, TorchRec's mapping);
+ *           TABLE:  the whole table is one item run by one thread (table parallelism: its rows
+ *                   stay in one core's caches; HugeCTR's sample-block mapping in spirit).
+ *   kernel  GENERIC: runtime-E loop accumulating in the output row;
+ *           FIXED:   E known at compile time (E in {1,2,4,8,16,32,64,128}), the bag's sum in
+ *                    registers (dim-specialised vector width); other E run GENERIC;
+ *           BLOCKED: column blocks of 16 floats outside, the bag's ids inside (blocked
+ *                    accumulation: a block's accumulator stays in two 8-wide registers for
+ *                    any E; the bag's rows are read once per block, so it suits wide rows
+ *                    and long bags); E < 16 runs GENERIC.
+ *   pf      software prefetch distance in ids (0 = none): id k+pf's row (every cache line of
+ *           it) is prefetched while id k is summed, across the bags of an item.
+ *   grain   log2 of the target ids per work item under SAMPLE (6..16).
+ * Backward fields:
+ *   sort    RADIX: LSD radix sort of the table's (id, bag) entries, 8 bits a pass, as many
+ *                  passes as the largest id needs;
+ *           COUNT: one counting pass over an R-sized histogram (valid for R <= 2^17).
+ *   bpf     prefetch distance, in sorted entries, of the rows (and optimizer state) the
+ *           update will write (0 = none). */
+typedef enum rec_embed_split { REC_SPLIT_SAMPLE = 0, REC_SPLIT_TABLE = 1 } rec_embed_split;
+typedef enum rec_embed_kernel { REC_KERN_GENERIC = 0, REC_KERN_FIXED = 1, REC_KERN_BLOCKED = 2 } rec_embed_kernel;
+typedef enum rec_embed_sort { REC_SORT_RADIX = 0, REC_SORT_COUNT = 1 } rec_embed_sort;
+enum { REC_EMBED_COUNT_MAX_ROWS = 1 << 17, REC_EMBED_GRAIN_MIN = 6, REC_EMBED_GRAIN_MAX = 16 };
+
+typedef struct rec_embed_sched {
+    uint8_t split;   /* rec_embed_split */
+    uint8_t kernel;  /* rec_embed_kernel */
+    uint8_t pf;      /* forward prefetch distance, ids, <= 64 */
+    uint8_t grain;   /* log2 target ids per SAMPLE item, REC_EMBED_GRAIN_MIN..MAX */
+    uint8_t sort;    /* rec_embed_sort */
+    uint8_t bpf;     /* backward prefetch distance, entries, <= 64 */
+} rec_embed_sched;
+
+/* The schedule every table starts with: SAMPLE, FIXED, pf 8, grain 10, RADIX, bpf 8. */
+rec_embed_sched rec_embed_sched_default(void);
+/* "sample/fixed/pf8/g10+radix/pf8": the text form used in plans and reports; buf >= 48 bytes. */
+const char *rec_embed_sched_name(rec_embed_sched s, char *buf, size_t cap);
+/* Parses the text form; REC_EINVAL naming the bad part. */
+rec_status rec_embed_sched_parse(const char *text, rec_embed_sched *out);
+
 typedef struct rec_embed_config {
     int n_tables;                 /* F >= 0 */
     const int64_t *rows;          /* (F) R_f >= 1 */
@@ -71,6 +127,7 @@ typedef struct rec_embed_config {
     int max_batch;                /* largest B given to forward/backward */
     int threads;                  /* OpenMP threads, 0 = OpenMP default */
     uint64_t seed;                /* table f row r drawn from rec_rng(seed, stream = f) */
+    int trust_ids;                /* 1 = fast mode: ids are not range-checked (see above) */
 } rec_embed_config;
 
 typedef struct rec_embed rec_embed;
@@ -99,6 +156,82 @@ rec_status rec_embed_forward(rec_embed *e, const rec_batch *b, int first_feature
  * as the last forward: dout (B, sum_f E_f). lr is this step's learning rate. */
 rec_status rec_embed_backward_update(rec_embed *e, const rec_batch *b, int first_feature,
                                      const float *dout, float lr);
+
+/* ---- plans: a schedule per table -------------------------------------------------------- */
+
+/* Sets table f's schedule (REC_EINVAL naming the field if it is out of range or, for COUNT,
+ * the table is too large). */
+rec_status rec_embed_set_sched(rec_embed *e, int f, rec_embed_sched s);
+rec_embed_sched rec_embed_get_sched(const rec_embed *e, int f);
+/* Gives every table s, with the fallbacks a uniform schedule needs: COUNT becomes RADIX on
+ * tables over REC_EMBED_COUNT_MAX_ROWS rows (kernels fall back by themselves, see above). */
+void rec_embed_set_uniform(rec_embed *e, rec_embed_sched s);
+
+/* The forward (resp. backward) schedule candidates of table f, the forward fields varied
+ * with the backward ones at the table's current values (resp. the other way round); only
+ * the variants that differ for this table (no FIXED when E is not specialised, no BLOCKED
+ * when E < 16, no COUNT above REC_EMBED_COUNT_MAX_ROWS). Writes at most cap, returns the
+ * count; REC_EMBED_MAX_CANDIDATES always suffices. */
+enum { REC_EMBED_MAX_CANDIDATES = 64 };
+int rec_embed_fwd_candidates(const rec_embed *e, int f, rec_embed_sched *out, int cap);
+int rec_embed_bwd_candidates(const rec_embed *e, int f, rec_embed_sched *out, int cap);
+
+/* Hash of the tables' shapes (F, and each R_f, E_f) and a signature of a batch's data: per
+ * table the mean ids per bag and the share of non-empty bags, bucketed to 2 bits per
+ * octave, hashed. Plans are keyed by both. */
+uint64_t rec_embed_shape_key(const rec_embed *e);
+uint64_t rec_embed_data_key(const rec_embed *e, const rec_batch *b, int first_feature);
+
+/* Writes the current plan as JSON ({"format": "rectrain-embed-plan", "version": 1,
+ * "shape_key", "data_key", "tables": [{"rows", "dim", "sched"}...]}) to path (temp file +
+ * rename). data_key is the one the plan was tuned for (0 = unknown). */
+rec_status rec_embed_plan_save(const rec_embed *e, const char *path, uint64_t data_key);
+/* Loads a plan written by rec_embed_plan_save for tables of the same shapes: REC_EINVAL
+ * naming the file and JSON path when it is malformed, or when it was tuned for other tables
+ * (with what to do). *data_key gets the plan's data key. Nothing changes on error. */
+rec_status rec_embed_plan_load(rec_embed *e, const char *path, uint64_t *data_key);
+
+/* ---- profiling and tuning (tune.c) ------------------------------------------------------------
+ * With profiling on, each forward (backward) adds the seconds spent on each table's work
+ * items, summed over threads, to fwd_s[f] (bwd_s[f]) and the table's ids to fwd_ids[f]
+ * (bwd_ids[f]). Any output pointer may be NULL. */
+void rec_embed_profile(rec_embed *e, int on);
+void rec_embed_profile_read(const rec_embed *e, double *fwd_s, double *bwd_s, double *fwd_ids, double *bwd_ids);
+void rec_embed_profile_clear(rec_embed *e);
+
+/* The tuner, RecFlex §IV-A's two stages adapted to a CPU, run on live batches: after
+ * rec_embed_tune_begin, the next forward and backward calls ARE the tuning (the numbers are
+ * unchanged since every schedule computes the same bits, so a trainer keeps training):
+ *   local stage:  round r gives table f its candidate r mod N_f (all tables at once, so each
+ *                 candidate is timed while the other tables run in the same fused pass:
+ *                 interference; the tables with fewer candidates repeat theirs, RecFlex's
+ *                 padding), `reps` times over; each table keeps the candidate with the least
+ *                 time per id summed over its rounds (eq. 3 and 5);
+ *   global stage: the per-table plan, the plan with every table's split set to SAMPLE at
+ *                 its tuned grain and the two best uniform schedules (by the local sums) are
+ *                 each timed over `reps` whole passes; the fastest is kept (eq. 4).
+ * Forward and backward tune side by side, each on its own calls. While tuning is not done
+ * rec_embed_tuning returns 1. */
+typedef struct rec_embed_tune_opts {
+    int reps;          /* batches per candidate (>= 1; default 3) */
+} rec_embed_tune_opts;
+rec_status rec_embed_tune_begin(rec_embed *e, const rec_embed_tune_opts *o);
+int rec_embed_tuning(const rec_embed *e);
+/* After tuning: which global candidate won (0 per-table, 1 per-table all-SAMPLE, 2/3 uniform)
+ * and the steps it took. */
+typedef struct rec_embed_tune_report {
+    int winner;
+    int fwd_rounds, bwd_rounds;  /* local-stage rounds (calls) */
+    double global_s[4];          /* measured seconds per id, forward + backward, per global candidate */
+} rec_embed_tune_report;
+void rec_embed_tune_result(const rec_embed *e, rec_embed_tune_report *r);
+
+/* RecFlex's straw man, "separately tuned": each table tuned alone (only its items run), over
+ * the given batches, forward then backward (dout (B, W) for every batch, lr as the trainer's);
+ * picks per table the fastest candidate and installs the plan. Updates tables as training
+ * steps would. */
+rec_status rec_embed_tune_separate(rec_embed *e, const rec_batch *const *batches, int n, int first_feature,
+                                   const float *dout, float lr);
 
 /* ---- scalar references (embed_ref.c), float64, plain loops ------------------------------- */
 

@@ -1,30 +1,34 @@
-/* Embedding tables, pooled bags and the sparse optimizers (embed.h): the fast path. The float64
- * references it is tested against are in embed_ref.c.
+/* Embedding tables, pooled bags and the sparse optimizers (embed.h): tables, the fused
+ * forward and backward drivers with their per-call work mapping, and the backward kernels.
+ * The forward kernels are in pool.c, the schedule candidates, tuner and plans in tune.c, the
+ * float64 references in embed_ref.c.
  *
  * Memory: all tables are one (sum_f R_f E_f) float block, table f at toff[f]; the optimizer
  * state is one block too, table f at soff[f]. The backward pass needs no dense gradient: it
  * gathers the batch's (id, bag, coefficient) entries per table into one scratch block sized
  * at init for max_batch rows with REC_EMBED_NNZ_GUESS ids per bag and feature, grown only when
- * a batch carries more ids than any before (the one allocation the training loop may make;
- * `grows` counts them), so a steady-state loop does not allocate.
+ * a batch carries more ids than any before (`grows` counts it), so a steady-state loop does
+ * not allocate. Forward work items likewise live in a block grown only by a batch that needs
+ * more items than any before.
  *
- * Threads (OpenMP, `num_threads(nt)`): init over tables; forward over (feature, block of
- * FWD_BLOCK rows) items; backward over tables. Each work item computes its results with the
- * same arithmetic in the same order whatever thread runs it, so results are bitwise identical
- * for every thread count. Errors found by several threads are reduced to the first in
- * (feature, batch row) order, so the message does not depend on scheduling either.
+ * Threads (OpenMP, `num_threads(nt)`): init over tables; forward over work items, backward
+ * over tables, both handed out from a shared counter in the order of the per-call mapping
+ * (largest estimated cost first, RecFlex §IV-B's host-side mapping adapted to threads). Each
+ * work item computes its results with the same arithmetic in the same order whatever thread
+ * runs it and whatever its schedule, so results are bitwise identical for every thread count
+ * and plan. Errors found by several threads are reduced to the first in (feature, batch row)
+ * order, so the message does not depend on scheduling either.
  */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
+#include "embed_impl.h"
 #include "rectrain/core.h"
-#include "rectrain/embed.h"
 
 enum {
-    FWD_BLOCK = 64,           /* batch rows per forward work item */
-    PREFETCH_AHEAD = 8,       /* ids between a row's prefetch and its use */
     REC_EMBED_NNZ_GUESS = 1,  /* ids per bag assumed when sizing the backward scratch */
+    MIN_BAGS_PER_ITEM = 8,    /* a SAMPLE item holds at least this many bags (or the rest) */
 };
 
 /* One id of the batch as the backward sees it: the row, the bag it came from and the factor
@@ -42,28 +46,6 @@ typedef struct embed_err {
     int kind;
     int64_t a, c;
 } embed_err;
-
-struct rec_embed {
-    int F, W, max_batch, threads;
-    rec_pooling pooling;
-    rec_sparse_opt_config opt;
-    int64_t *rows;        /* (F) R_f */
-    int *dims;            /* (F) E_f */
-    int *col;             /* (F) column of feature f in out / dout */
-    size_t *toff, *soff;  /* (F+1) float offsets of table f / its state */
-    float *tables;        /* (sum_f R_f E_f) */
-    float *state;         /* (sum_f state_len_f), NULL for SGD */
-    /* backward scratch */
-    bag_entry *ent;       /* (2 * ent_cap): entries, then the radix sort's second buffer */
-    int64_t ent_cap;
-    int64_t grows;        /* times ent was grown by a batch */
-    int64_t *ebase;       /* (F+1) first entry of table f in ent for the current batch */
-    int64_t *maxid;       /* (F) largest id of table f in the current batch */
-    int64_t *nent;        /* (F) entries gathered for table f */
-    embed_err *err;       /* (F) first error of table f in the current batch */
-    float *acc;           /* (W) per-table gradient row being summed, table f at col[f] */
-};
-
 rec_sparse_opt_config rec_sparse_opt_defaults(rec_sparse_opt_kind kind, float lr) {
     rec_sparse_opt_config c = {kind, lr, 0.0f, 0.0f};
     if (kind == REC_SPARSE_ADAGRAD) c.eps = 1e-10f;          /* torch.optim.Adagrad */
@@ -125,6 +107,15 @@ void rec_embed_free(rec_embed *e) {
     rec_free(e->nent);
     rec_free(e->err);
     rec_free(e->acc);
+    rec_free(e->hist);
+    rec_free(e->sched);
+    rec_free(e->items);
+    rec_free(e->order);
+    rec_free(e->cost);
+    rec_free(e->prof_fwd);
+    rec_free(e->prof_bwd);
+    rec_free(e->prof_ids);
+    embed_tuner_free(e->tuner);
     rec_free(e);
 }
 
@@ -164,7 +155,13 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
     e->threads = cfg->threads;
     e->pooling = cfg->pooling;
     e->opt = cfg->opt;
-    const size_t nf = (size_t)F + 1;
+    e->trust = cfg->trust_ids != 0;
+    e->nt = n_threads(e);
+    const size_t nf = (size_t)F + 1, ntf = (size_t)e->nt * nf;
+    int64_t count_rows = 0; /* largest table a COUNT sort may serve */
+    for (int f = 0; f < F; f++)
+        if (cfg->rows[f] <= REC_EMBED_COUNT_MAX_ROWS && cfg->rows[f] > count_rows) count_rows = cfg->rows[f];
+    e->items_cap = (int64_t)F * ((cfg->max_batch + MIN_BAGS_PER_ITEM - 1) / MIN_BAGS_PER_ITEM);
     e->ent_cap = (int64_t)cfg->max_batch * F * REC_EMBED_NNZ_GUESS;
     rec_status s = rec_alloc((void **)&e->rows, nf * sizeof(int64_t), "embedding rows");
     if (!s) s = rec_alloc((void **)&e->dims, nf * sizeof(int), "embedding dims");
@@ -178,12 +175,23 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
     if (!s) s = rec_alloc((void **)&e->maxid, nf * sizeof(int64_t), "embedding backward scratch");
     if (!s) s = rec_alloc((void **)&e->nent, nf * sizeof(int64_t), "embedding backward scratch");
     if (!s) s = rec_alloc((void **)&e->err, nf * sizeof(embed_err), "embedding backward scratch");
-    if (!s) s = rec_alloc((void **)&e->acc, (size_t)(W + 1) * sizeof(float), "embedding backward scratch");
+    if (!s) s = rec_alloc((void **)&e->acc, (size_t)e->nt * (size_t)(W + 1) * sizeof(float), "embedding backward scratch");
+    if (!s && count_rows)
+        s = rec_alloc((void **)&e->hist, (size_t)e->nt * (size_t)(count_rows + 2) * sizeof(uint32_t), "embedding sort scratch");
+    e->hist_stride = count_rows + 2;
+    if (!s) s = rec_alloc((void **)&e->sched, nf * sizeof(rec_embed_sched), "embedding plan");
+    if (!s) s = rec_alloc((void **)&e->items, (size_t)(e->items_cap + 1) * sizeof(embed_item), "embedding work items");
+    if (!s) s = rec_alloc((void **)&e->order, nf * sizeof(int32_t), "embedding work items");
+    if (!s) s = rec_alloc((void **)&e->cost, nf * sizeof(double), "embedding work items");
+    if (!s) s = rec_alloc((void **)&e->prof_fwd, ntf * sizeof(double), "embedding profile");
+    if (!s) s = rec_alloc((void **)&e->prof_bwd, ntf * sizeof(double), "embedding profile");
+    if (!s) s = rec_alloc((void **)&e->prof_ids, 2 * nf * sizeof(double), "embedding profile");
     if (s) {
         rec_embed_free(e);
         return s;
     }
     for (int f = 0; f < F; f++) {
+        e->sched[f] = rec_embed_sched_default();
         e->rows[f] = cfg->rows[f];
         e->dims[f] = cfg->dims[f];
         e->col[f + 1] = e->col[f] + cfg->dims[f];
@@ -194,7 +202,7 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
     const float acc0 = cfg->opt.init_acc;
     /* Each table is one RNG stream drawn in row-major order, so tables are independent work
      * items and the values do not depend on the thread count. */
-#pragma omp parallel for num_threads(n_threads(e)) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(e->nt) schedule(dynamic, 1)
     for (int f = 0; f < F; f++) {
         init_table(e->tables + e->toff[f], e->rows[f], e->dims[f], seed, f);
         if (e->state && acc0 != 0.0f)
@@ -215,6 +223,7 @@ float *rec_embed_state(rec_embed *e, int f) {
 size_t rec_embed_state_len(const rec_embed *e, int f) {
     return f >= 0 && f < e->F ? e->soff[f + 1] - e->soff[f] : 0;
 }
+
 
 /* ---- shared checks ------------------------------------------------------------------------ */
 
@@ -250,117 +259,163 @@ static rec_status report(const rec_embed *e, const char *who, const embed_err *x
                       who, first_feature + f, row, (long long)x->a, (long long)x->c);
 }
 
+/* Ids of table f in the batch, clamped to the feature's slots (corrupt offsets are reported
+ * by the kernels' bag checks, not here). */
+static int64_t table_nnz(const rec_batch *b, int first_feature, int f) {
+    const rec_jagged *j = &b->sparse[first_feature + f];
+    const int64_t nnz = j->offsets[b->n] - j->offsets[0];
+    return nnz < 0 ? 0 : nnz > j->nnz_cap ? j->nnz_cap : nnz;
+}
+
+/* Orders the active tables (all, or only `only`) by estimated cost, largest first: bytes of
+ * rows read plus bytes of output written, the same model as FBGEMM's bandwidth figure.
+ * Returns the number of active tables. Insertion sort: F is at most a few thousand and the
+ * order is nearly the same from one batch to the next. */
+static int order_tables(rec_embed *e, const rec_batch *b, int first_feature, int only) {
+    int n = 0;
+    for (int f = 0; f < e->F; f++) {
+        if (only >= 0 && f != only) continue;
+        e->cost[f] = ((double)table_nnz(b, first_feature, f) + (double)b->n) * e->dims[f];
+        int k = n++;
+        while (k > 0 && e->cost[e->order[k - 1]] < e->cost[f]) {
+            e->order[k] = e->order[k - 1];
+            k--;
+        }
+        e->order[k] = f;
+    }
+    return n;
+}
+
 /* ---- forward ------------------------------------------------------------------------------ */
 
-/* Pools one bag of E = 16 (the Kaggle DLRM) in registers: two 8-wide accumulators after
- * vectorisation. The prefetch looks PREFETCH_AHEAD ids ahead in the work item's id range
- * [.., pf_end), across bags, since Criteo bags hold a single id. Returns the position of the
- * first out-of-range id, or -1. o (16) is overwritten. */
-static int64_t pool16(const float *restrict T, int64_t R, const int64_t *restrict idx, const float *restrict w,
-                      int64_t lo, int64_t hi, int64_t pf_end, int mean, float *restrict o) {
-    float acc[16] = {0};
-    for (int64_t k = lo; k < hi; k++) {
-        if (k + PREFETCH_AHEAD < pf_end) {
-            const int64_t p = idx[k + PREFETCH_AHEAD];
-            if ((uint64_t)p < (uint64_t)R) __builtin_prefetch(T + (size_t)p * 16);
+/* The forward work items of this call (RecFlex's runtime task map): for each active table in
+ * cost order, TABLE gives one item; SAMPLE cuts the bags into ceil(nnz / 2^grain) items of
+ * about equal ids (at least MIN_BAGS_PER_ITEM bags each), cut points found by binary search
+ * on the offsets. Grows the item block when a batch needs more items than any before.
+ * *n_items gets the number of items. */
+static rec_status map_items(rec_embed *e, const rec_batch *b, int first_feature, int n_active, int64_t *n_items) {
+    const int64_t B = b->n;
+    int64_t need = 0;
+    for (int i = 0; i < n_active; i++) need += B ? (B + MIN_BAGS_PER_ITEM - 1) / MIN_BAGS_PER_ITEM : 0;
+    if (need > e->items_cap) {
+        embed_item *it;
+        REC_TRY(rec_alloc((void **)&it, (size_t)(need + 1) * sizeof(embed_item), "embedding work items"));
+        rec_free(e->items);
+        e->items = it;
+        e->items_cap = need;
+    }
+    int64_t n = 0;
+    for (int i = 0; i < n_active; i++) {
+        const int f = e->order[i];
+        const rec_jagged *j = &b->sparse[first_feature + f];
+        const rec_embed_sched s = e->sched[f];
+        int64_t parts = 1;
+        if (s.split == REC_SPLIT_SAMPLE) {
+            const int64_t nnz = table_nnz(b, first_feature, f);
+            parts = (nnz >> s.grain) + 1;
+            const int64_t maxp = (B + MIN_BAGS_PER_ITEM - 1) / MIN_BAGS_PER_ITEM;
+            if (parts > maxp) parts = maxp;
+            if (parts < 1) parts = 1;
         }
-        const int64_t id = idx[k];
-        if ((uint64_t)id >= (uint64_t)R) return k;
-        const float *t = T + (size_t)id * 16;
-        if (w) {
-            const float wk = w[k];
-            for (int c = 0; c < 16; c++) acc[c] += wk * t[c];
-        } else {
-            for (int c = 0; c < 16; c++) acc[c] += t[c];
+        if (parts == 1) {
+            e->items[n++] = (embed_item){0, B, f};
+            continue;
+        }
+        /* Cut k ends at the first bag whose end offset reaches k/parts of the ids; offsets
+         * that are not monotonic (a corrupt batch) only make the cuts uneven, the kernels
+         * report them. */
+        const int64_t base = j->offsets[0], nnz = j->offsets[B] - base;
+        int64_t b0 = 0;
+        for (int64_t k = 1; k <= parts && b0 < B; k++) {
+            int64_t b1 = B;
+            if (k < parts) {
+                const int64_t target = base + nnz * k / parts;
+                int64_t lo = b0 + MIN_BAGS_PER_ITEM, hi = B;
+                if (lo > B) lo = B;
+                while (lo < hi) {
+                    const int64_t mid = lo + (hi - lo) / 2;
+                    if (j->offsets[mid] < target) lo = mid + 1;
+                    else hi = mid;
+                }
+                b1 = lo;
+            }
+            e->items[n++] = (embed_item){b0, b1, f};
+            b0 = b1;
         }
     }
-    const float L = (float)(hi - lo);
-    if (mean && hi > lo)
-        for (int c = 0; c < 16; c++) o[c] = acc[c] / L;
-    else
-        for (int c = 0; c < 16; c++) o[c] = acc[c];
-    return -1;
+    *n_items = n;
+    return REC_OK;
 }
 
-/* Any E: the same sums accumulated in o (E) itself. */
-static int64_t pool_any(const float *restrict T, int64_t R, int E, const int64_t *restrict idx,
-                        const float *restrict w, int64_t lo, int64_t hi, int64_t pf_end, int mean,
-                        float *restrict o) {
-    for (int c = 0; c < E; c++) o[c] = 0.0f;
-    for (int64_t k = lo; k < hi; k++) {
-        if (k + PREFETCH_AHEAD < pf_end) {
-            const int64_t p = idx[k + PREFETCH_AHEAD];
-            if ((uint64_t)p < (uint64_t)R) __builtin_prefetch(T + (size_t)p * E);
-        }
-        const int64_t id = idx[k];
-        if ((uint64_t)id >= (uint64_t)R) return k;
-        const float *t = T + (size_t)id * E;
-        if (w) {
-            const float wk = w[k];
-            for (int c = 0; c < E; c++) o[c] += wk * t[c];
-        } else {
-            for (int c = 0; c < E; c++) o[c] += t[c];
-        }
-    }
-    const float L = (float)(hi - lo);
-    if (mean && hi > lo)
-        for (int c = 0; c < E; c++) o[c] /= L;
-    return -1;
-}
-
-/* Work item: table f, batch rows [b0, b1). Returns 0, or 1 with *x set to its first error
- * (rows after it are left unwritten). */
-static int forward_item(const rec_embed *e, const rec_batch *b, int first_feature, int f, int64_t b0,
-                        int64_t b1, float *out, embed_err *x) {
+/* Runs one work item. Returns 0, or 1 with *x set to its first error (bags after it are
+ * left unwritten). */
+static int forward_item(const rec_embed *e, const rec_batch *b, int first_feature, const embed_item *it, float *out,
+                        embed_err *x) {
+    const int f = it->f;
     const rec_jagged *j = &b->sparse[first_feature + f];
-    const float *T = e->tables + e->toff[f];
-    const int64_t R = e->rows[f], B = b->n;
-    const int E = e->dims[f], W = e->W, mean = e->pooling == REC_POOL_MEAN;
-    /* Rows up to the first bad bag are valid, and their ids lie in [off[b0], off[bv]). */
-    int64_t bv = b0;
-    while (bv < b1 && bag_ok(j, bv)) bv++;
-    const int64_t pf_end = bv > b0 ? j->offsets[bv] : 0;
-    for (int64_t r = b0; r < bv; r++) {
-        const int64_t lo = j->offsets[r], hi = j->offsets[r + 1];
-        float *o = out + (size_t)r * W + e->col[f]; /* (E) */
-        const int64_t k = E == 16 ? pool16(T, R, j->indices, j->weights, lo, hi, pf_end, mean, o)
-                                  : pool_any(T, R, E, j->indices, j->weights, lo, hi, pf_end, mean, o);
-        if (k >= 0) {
-            *x = (embed_err){(int64_t)f * B + r, 1, j->indices[k], 0};
-            return 1;
-        }
+    const rec_embed_sched s = e->sched[f];
+    const int64_t B = b->n;
+    /* Bags up to the first bad one are valid, and their ids lie in [off[b0], off[bv]). */
+    int64_t bv = it->b0;
+    while (bv < it->b1 && bag_ok(j, bv)) bv++;
+    const pool_job job = {e->tables + e->toff[f], e->rows[f], e->dims[f], e->W, j->offsets, j->indices, j->weights,
+                          out + e->col[f], e->pooling == REC_POOL_MEAN, !e->trust, s.pf};
+    const int64_t k = embed_pool(&job, s.kernel, it->b0, bv);
+    if (k >= 0) {
+        int64_t r = it->b0; /* the bag holding position k */
+        while (j->offsets[r + 1] <= k) r++;
+        *x = (embed_err){(int64_t)f * B + r, 1, j->indices[k], 0};
+        return 1;
     }
-    if (bv < b1) {
+    if (bv < it->b1) {
         *x = (embed_err){(int64_t)f * B + bv, 2, j->offsets[bv], j->offsets[bv + 1]};
         return 1;
     }
     return 0;
 }
 
-/* Pools every bag: out (B, W) overwritten, table f's bags at columns col_f .. col_f + E_f.
- * On an id outside its table (or corrupt offsets) returns REC_EINVAL naming the first such
- * (feature, batch row); out is then partly written. */
-rec_status rec_embed_forward(rec_embed *e, const rec_batch *b, int first_feature, float *out) {
+rec_status embed_forward_run(rec_embed *e, const rec_batch *b, int first_feature, float *out, int only) {
     REC_TRY(check_call(e, "forward", b, first_feature));
-    const int64_t B = b->n, nblk = (B + FWD_BLOCK - 1) / FWD_BLOCK, items = nblk * e->F;
-    if (items == 0) return REC_OK;
+    const int64_t B = b->n;
+    const double t0 = rec_now();
+    const int n_active = order_tables(e, b, first_feature, only);
+    int64_t items = 0;
+    if (B) REC_TRY(map_items(e, b, first_feature, n_active, &items));
     embed_err first = {INT64_MAX, 0, 0, 0};
-#pragma omp parallel num_threads(n_threads(e))
-    {
-        embed_err mine = {INT64_MAX, 0, 0, 0}, x;
-#pragma omp for schedule(static)
-        for (int64_t it = 0; it < items; it++) {
-            const int f = (int)(it / nblk);
-            const int64_t b0 = (it % nblk) * FWD_BLOCK, b1 = b0 + FWD_BLOCK < B ? b0 + FWD_BLOCK : B;
-            if (forward_item(e, b, first_feature, f, b0, b1, out, &x) && x.key < mine.key) mine = x;
-        }
-        if (mine.key != INT64_MAX) {
+    int64_t next = 0;
+    const int prof = e->profiling;
+    if (items > 0) {
+#pragma omp parallel num_threads(e->nt)
+        {
+            embed_err mine = {INT64_MAX, 0, 0, 0}, x;
+            double *tp = e->prof_fwd + (size_t)omp_get_thread_num() * (size_t)(e->F + 1);
+            for (;;) {
+                const int64_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+                if (i >= items) break;
+                const double ti = prof ? rec_now() : 0.0;
+                if (forward_item(e, b, first_feature, &e->items[i], out, &x) && x.key < mine.key) mine = x;
+                if (prof) tp[e->items[i].f] += rec_now() - ti;
+            }
+            if (mine.key != INT64_MAX) {
 #pragma omp critical(rec_embed_forward_err)
-            if (mine.key < first.key) first = mine;
+                if (mine.key < first.key) first = mine;
+            }
         }
     }
+    e->last_fwd_s = rec_now() - t0;
+    e->last_ids = 0;
+    for (int i = 0; i < n_active; i++) e->last_ids += (double)table_nnz(b, first_feature, e->order[i]);
+    if (prof)
+        for (int i = 0; i < n_active; i++) e->prof_ids[e->order[i]] += (double)table_nnz(b, first_feature, e->order[i]);
     if (first.key != INT64_MAX) return report(e, " forward", &first, B, first_feature);
     return REC_OK;
+}
+
+rec_status rec_embed_forward(rec_embed *e, const rec_batch *b, int first_feature, float *out) {
+    if (e->tuner) embed_tune_before(e, 0);
+    const rec_status s = embed_forward_run(e, b, first_feature, out, -1);
+    if (e->tuner && !s) embed_tune_after(e, 0);
+    return s;
 }
 
 /* ---- backward + update -------------------------------------------------------------------- */
@@ -372,7 +427,7 @@ rec_status rec_embed_forward(rec_embed *e, const rec_batch *b, int first_feature
 static int64_t gather(rec_embed *e, const rec_batch *b, int first_feature, int f, bag_entry *ent, int64_t cap) {
     const rec_jagged *j = &b->sparse[first_feature + f];
     const int64_t R = e->rows[f], B = b->n;
-    const int mean = e->pooling == REC_POOL_MEAN;
+    const int mean = e->pooling == REC_POOL_MEAN, check = !e->trust;
     int64_t n = 0, maxid = 0;
     e->err[f].key = INT64_MAX;
     for (int64_t r = 0; r < B; r++) {
@@ -384,7 +439,7 @@ static int64_t gather(rec_embed *e, const rec_batch *b, int first_feature, int f
         const float L = (float)(hi - lo);
         for (int64_t k = lo; k < hi; k++) {
             const int64_t id = j->indices[k];
-            if ((uint64_t)id >= (uint64_t)R) {
+            if (check && (uint64_t)id >= (uint64_t)R) {
                 e->err[f] = (embed_err){(int64_t)f * B + r, 1, id, 0};
                 e->maxid[f] = maxid;
                 return n;
@@ -400,10 +455,10 @@ static int64_t gather(rec_embed *e, const rec_batch *b, int first_feature, int f
     return n;
 }
 
-/* Stable sort of a (n) by id (LSD radix, 8 bits a pass, only as many passes as maxid needs;
- * insertion sort for short runs), using t (n) as the second buffer. Stability keeps each
- * id's entries in batch position order. Returns whichever buffer holds the result. */
-static bag_entry *sort_by_id(bag_entry *a, bag_entry *t, int64_t n, uint64_t maxid) {
+/* RADIX: stable sort of a (n) by id (LSD radix, 8 bits a pass, only as many passes as maxid
+ * needs; insertion sort for short runs), using t (n) as the second buffer. Stability keeps
+ * each id's entries in batch position order. Returns whichever buffer holds the result. */
+static bag_entry *sort_radix(bag_entry *a, bag_entry *t, int64_t n, uint64_t maxid) {
     if (n <= 32) {
         for (int64_t i = 1; i < n; i++) {
             bag_entry v = a[i];
@@ -428,6 +483,16 @@ static bag_entry *sort_by_id(bag_entry *a, bag_entry *t, int64_t n, uint64_t max
     return a;
 }
 
+/* COUNT: one stable counting pass over ids [0, maxid] with the histogram h (maxid + 2
+ * slots, n < 2^32): the same order as RADIX. Returns t. */
+static bag_entry *sort_count(const bag_entry *a, bag_entry *t, int64_t n, int64_t maxid, uint32_t *h) {
+    memset(h, 0, (size_t)(maxid + 2) * sizeof *h);
+    for (int64_t i = 0; i < n; i++) h[a[i].id + 1]++;
+    for (int64_t d = 0; d <= maxid; d++) h[d + 1] += h[d];
+    for (int64_t i = 0; i < n; i++) t[h[a[i].id]++] = a[i];
+    return t;
+}
+
 /* One Adagrad row step, torch/optim/_functional.py adagrad (sparse branch): st (E) += g^2,
  * p (E) -= lr * g / (sqrt(st) + eps). A function of its own so that `restrict` lets the
  * compiler vectorise it without runtime alias checks. */
@@ -438,16 +503,20 @@ static void adagrad_row(float *restrict p, float *restrict st, const float *rest
     }
 }
 
-/* Table f's update from its gathered entries: sums each unique id's contributions
- * dout[bag, col_f ..] * coef in position order into acc (E), then applies the optimizer to
- * that row once (formulas in embed.h; float arithmetic as torch's and FBGEMM's kernels). */
-static void update_table(rec_embed *e, int f, bag_entry *ent, bag_entry *tmp, int64_t n, const float *dout, float lr) {
-    const bag_entry *s = sort_by_id(ent, tmp, n, (uint64_t)e->maxid[f]);
-    const int E = e->dims[f], W = e->W, col = e->col[f];
+/* Table f's update from its gathered entries, with its schedule's sort and prefetch: sums
+ * each unique id's contributions dout[bag, col_f ..] * coef in position order into acc (E),
+ * then applies the optimizer to that row once (formulas in embed.h; float arithmetic as
+ * torch's and FBGEMM's kernels). */
+static void update_table(rec_embed *e, int f, bag_entry *ent, bag_entry *tmp, int64_t n, const float *dout, float lr,
+                         float *restrict acc, uint32_t *hist) {
+    const rec_embed_sched sc = embed_sched_effective(e, f, e->sched[f]);
+    const bag_entry *s = sc.sort == REC_SORT_COUNT && hist && n < INT32_MAX
+                             ? sort_count(ent, tmp, n, e->maxid[f], hist)
+                             : sort_radix(ent, tmp, n, (uint64_t)e->maxid[f]);
+    const int E = e->dims[f], W = e->W, col = e->col[f], pf = sc.bpf;
     const float eps = e->opt.eps;
     float *restrict T = e->tables + e->toff[f];
     float *restrict S = e->state ? e->state + e->soff[f] : NULL;
-    float *restrict acc = e->acc + col; /* (E) */
     for (int64_t i = 0; i < n;) {
         const int64_t id = s[i].id;
         for (int c = 0; c < E; c++) acc[c] = 0.0f;
@@ -456,8 +525,8 @@ static void update_table(rec_embed *e, int f, bag_entry *ent, bag_entry *tmp, in
             const float k = s[i].coef;
             for (int c = 0; c < E; c++) acc[c] += g[c] * k;
         }
-        if (i + PREFETCH_AHEAD < n) { /* the row (and its state) a few unique ids ahead */
-            const size_t ahead = (size_t)s[i + PREFETCH_AHEAD].id;
+        if (pf && i + pf < n) { /* the row (and its state) a few entries ahead */
+            const size_t ahead = (size_t)s[i + pf].id;
             __builtin_prefetch(T + ahead * E, 1);
             if (e->opt.kind == REC_SPARSE_ADAGRAD) __builtin_prefetch(S + ahead * E, 1);
             if (e->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD) __builtin_prefetch(S + ahead, 1);
@@ -482,25 +551,20 @@ static void update_table(rec_embed *e, int f, bag_entry *ent, bag_entry *tmp, in
     }
 }
 
-/* Backward and update in one pass (see embed.h). Checks every bag first, so a batch with a
- * bad id changes nothing and fails with REC_EINVAL naming the first (feature, batch row). */
-rec_status rec_embed_backward_update(rec_embed *e, const rec_batch *b, int first_feature, const float *dout,
-                                     float lr) {
+rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_feature, const float *dout, float lr,
+                              int only) {
     REC_TRY(check_call(e, "backward", b, first_feature));
     if (!(lr >= 0.0f) || isinf(lr))
         return rec_errorf(REC_EINVAL, "embedding backward: learning rate is %g; it must be finite and >= 0", lr);
     const int F = e->F;
     const int64_t B = b->n;
     if (B == 0 || F == 0) return REC_OK;
-    /* Slots per table from the batch's id counts; corrupt offsets are clamped here and
-     * reported by the gather. */
+    const double t0 = rec_now();
+    const int n_active = order_tables(e, b, first_feature, only);
+    /* Slots per table from the batch's id counts. */
     e->ebase[0] = 0;
-    for (int f = 0; f < F; f++) {
-        const rec_jagged *j = &b->sparse[first_feature + f];
-        int64_t nnz = j->offsets[B];
-        nnz = nnz < 0 ? 0 : nnz > j->nnz_cap ? j->nnz_cap : nnz;
-        e->ebase[f + 1] = e->ebase[f] + nnz;
-    }
+    for (int f = 0; f < F; f++)
+        e->ebase[f + 1] = e->ebase[f] + (only < 0 || f == only ? table_nnz(b, first_feature, f) : 0);
     const int64_t total = e->ebase[F];
     if (total > e->ent_cap) { /* the one allocation: a batch with more ids than any before */
         const int64_t cap = total > 2 * e->ent_cap ? total : 2 * e->ent_cap;
@@ -512,14 +576,70 @@ rec_status rec_embed_backward_update(rec_embed *e, const rec_batch *b, int first
         e->grows++;
     }
     bag_entry *ent = e->ent, *tmp = e->ent + e->ent_cap;
-    const int nt = n_threads(e);
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (int f = 0; f < F; f++)
+    int64_t next = 0;
+#pragma omp parallel num_threads(e->nt)
+    for (;;) {
+        const int64_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+        if (i >= n_active) break;
+        const int f = e->order[i];
         e->nent[f] = gather(e, b, first_feature, f, ent + e->ebase[f], e->ebase[f + 1] - e->ebase[f]);
-    for (int f = 0; f < F; f++)
-        if (e->err[f].key != INT64_MAX) return report(e, " backward", &e->err[f], B, first_feature);
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (int f = 0; f < F; f++)
-        update_table(e, f, ent + e->ebase[f], tmp + e->ebase[f], e->nent[f], dout, lr);
+    }
+    for (int f = 0; f < F; f++) /* the first error in (feature, row) order, before any update */
+        if ((only < 0 || f == only) && e->err[f].key != INT64_MAX)
+            return report(e, " backward", &e->err[f], B, first_feature);
+    next = 0;
+    const int prof = e->profiling;
+#pragma omp parallel num_threads(e->nt)
+    {
+        const int th = omp_get_thread_num();
+        float *acc = e->acc + (size_t)th * (size_t)(e->W + 1);
+        uint32_t *hist = e->hist ? e->hist + (size_t)th * (size_t)e->hist_stride : NULL;
+        double *tp = e->prof_bwd + (size_t)th * (size_t)(F + 1);
+        for (;;) {
+            const int64_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+            if (i >= n_active) break;
+            const int f = e->order[i];
+            const double ti = prof ? rec_now() : 0.0;
+            update_table(e, f, ent + e->ebase[f], tmp + e->ebase[f], e->nent[f], dout, lr, acc, hist);
+            if (prof) tp[f] += rec_now() - ti;
+        }
+    }
+    e->last_bwd_s = rec_now() - t0;
+    e->last_ids = (double)total;
+    if (prof)
+        for (int f = 0; f < F; f++) e->prof_ids[F + 1 + f] += (double)(e->ebase[f + 1] - e->ebase[f]);
     return REC_OK;
+}
+
+rec_status rec_embed_backward_update(rec_embed *e, const rec_batch *b, int first_feature, const float *dout,
+                                     float lr) {
+    if (e->tuner) embed_tune_before(e, 1);
+    const rec_status s = embed_backward_run(e, b, first_feature, dout, lr, -1);
+    if (e->tuner && !s) embed_tune_after(e, 1);
+    return s;
+}
+
+/* ---- profiling ---------------------------------------------------------------------------- */
+
+void rec_embed_profile(rec_embed *e, int on) { e->profiling = on != 0; }
+
+void rec_embed_profile_clear(rec_embed *e) {
+    const size_t n = (size_t)e->nt * (size_t)(e->F + 1);
+    memset(e->prof_fwd, 0, n * sizeof(double));
+    memset(e->prof_bwd, 0, n * sizeof(double));
+    memset(e->prof_ids, 0, 2 * (size_t)(e->F + 1) * sizeof(double));
+}
+
+void rec_embed_profile_read(const rec_embed *e, double *fwd_s, double *bwd_s, double *fwd_ids, double *bwd_ids) {
+    for (int f = 0; f < e->F; f++) {
+        double a = 0, c = 0;
+        for (int t = 0; t < e->nt; t++) {
+            a += e->prof_fwd[(size_t)t * (size_t)(e->F + 1) + (size_t)f];
+            c += e->prof_bwd[(size_t)t * (size_t)(e->F + 1) + (size_t)f];
+        }
+        if (fwd_s) fwd_s[f] = a;
+        if (bwd_s) bwd_s[f] = c;
+        if (fwd_ids) fwd_ids[f] = e->prof_ids[f];
+        if (bwd_ids) bwd_ids[f] = e->prof_ids[e->F + 1 + f];
+    }
 }

@@ -188,7 +188,7 @@ static rec_status model_build(rec_model *m) {
         return rec_errorf(REC_ENOMEM, "out of memory building the model");
     }
     for (int f = 0; f < F; f++) dims[f] = E, ones[f] = 1;
-    rec_embed_config ec = {F, c->table_rows, dims, c->pooling, c->sparse_opt, B, m->threads, rec_mix64(seed + 1)};
+    rec_embed_config ec = {F, c->table_rows, dims, c->pooling, c->sparse_opt, B, m->threads, rec_mix64(seed + 1), 0};
     rec_status s = rec_embed_init(&m->emb, &ec);
     if (!s && (c->kind == REC_MODEL_DEEPFM || c->kind == REC_MODEL_WIDE_DEEP)) {
         rec_embed_config lc = ec;

@@ -33,6 +33,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "rectrain/core.h"
 #include "rectrain/model.h"
 
 enum { CFG_MAX_WIDTH = 1 << 16, CFG_MAX_DIM = 4096, CFG_MAX_TABLES = 100000 };
@@ -435,33 +436,10 @@ rec_status rec_model_config_parse(rec_model_config *c, const char *json, size_t 
 
 rec_status rec_model_config_load(rec_model_config *c, const char *path) {
     memset(c, 0, sizeof *c);
-    FILE *f = fopen(path, "rb");
-    if (!f) return rec_errorf(REC_EIO, "%s: cannot open the model config: %m", path);
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            if (cap > (64u << 20)) {
-                free(buf);
-                fclose(f);
-                return rec_errorf(REC_EINVAL, "%s: a model config over 64 MiB is not plausible", path);
-            }
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return rec_errorf(REC_ENOMEM, "%s: out of memory reading the config", path);
-            }
-            buf = nb;
-        }
-        size_t got_n = fread(buf + len, 1, cap - len, f);
-        len += got_n;
-        if (got_n == 0) break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    rec_status s = err ? rec_errorf(REC_EIO, "%s: read error", path) : rec_model_config_parse(c, buf, len, path);
+    char *buf;
+    size_t len;
+    REC_TRY(rec_read_file(path, "model config", (size_t)64 << 20, &buf, &len));
+    rec_status s = rec_model_config_parse(c, buf, len, path);
     free(buf);
     return s;
 }

@@ -82,6 +82,7 @@
 #include <cjson/cJSON.h>
 
 #include "prep_internal.h"
+#include "rectrain/core.h"
 #include "rectrain/prep.h"
 
 enum { SPEC_MAX_FEATURES = 10000, SPEC_MAX_TABLES = 10000, SPEC_MAX_CLASSES = 4096,
@@ -655,32 +656,9 @@ rec_status rec_spec_parse(rec_spec **out, const char *json, size_t len, const ch
  * file is REC_EIO. */
 rec_status rec_spec_load(rec_spec **out, const char *path) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return rec_errorf(REC_EIO, "%s: cannot open the prep spec: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            size_t ncap = cap ? 2 * cap : 65536;
-            char *nb = realloc(buf, ncap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return rec_errorf(REC_ENOMEM, "%s: out of memory reading the prep spec", path);
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return rec_errorf(REC_EIO, "%s: error reading the prep spec", path);
-    }
+    char *buf;
+    size_t len;
+    REC_TRY(rec_read_file(path, "prep spec", (size_t)1 << 30, &buf, &len));
     rec_status s = rec_spec_parse(out, buf, len, path);
     free(buf);
     return s;

@@ -1,0 +1,88 @@
+/* Internals of the embedding engine shared by embed.c (tables, drivers, backward), pool.c
+ * (forward kernels) and tune.c (candidates, tuner, plans). Not a public header. */
+#ifndef RECTRAIN_EMBED_IMPL_H
+#define RECTRAIN_EMBED_IMPL_H
+
+#include "rectrain/embed.h"
+
+/* One forward work item: bags [b0, b1) of table f. */
+typedef struct embed_item {
+    int64_t b0, b1;
+    int32_t f;
+} embed_item;
+
+/* What a forward kernel needs for one table of one batch. out points at the table's first
+ * column of batch row 0; row r's output is out + r * W. */
+typedef struct pool_job {
+    const float *T;        /* (R, E) */
+    int64_t R;
+    int E, W;
+    const int64_t *off;    /* (B+1) bag offsets */
+    const int64_t *idx;    /* ids */
+    const float *w;        /* per-id weights or NULL */
+    float *out;
+    int mean, check, pf;
+} pool_job;
+
+/* Pools bags [b0, b1) with the given kernel (rec_embed_kernel). Returns -1, or the position
+ * of the first id outside [0, R) when j->check (the bags before its bag are written). */
+int64_t embed_pool(const pool_job *j, int kernel, int64_t b0, int64_t b1);
+/* Does `kernel` have a code path of its own for dim E (else it runs GENERIC)? */
+int embed_kernel_native(int kernel, int E);
+
+typedef struct embed_tuner embed_tuner;
+
+struct rec_embed {
+    int F, W, max_batch, threads, trust;
+    rec_pooling pooling;
+    rec_sparse_opt_config opt;
+    int64_t *rows;           /* (F) R_f */
+    int *dims;               /* (F) E_f */
+    int *col;                /* (F+1) column of feature f in out / dout */
+    size_t *toff, *soff;     /* (F+1) float offsets of table f / its state */
+    float *tables;           /* (sum_f R_f E_f) */
+    float *state;            /* (sum_f state_len_f), NULL for SGD */
+    rec_embed_sched *sched;  /* (F) the plan */
+    /* per-call mapping */
+    embed_item *items;       /* forward work items of the current call */
+    int64_t items_cap;
+    int32_t *order;          /* (F) tables by estimated cost, largest first */
+    double *cost;            /* (F) estimated cost of each table in the current call */
+    /* backward scratch */
+    struct bag_entry *ent;   /* (2 * ent_cap): entries, then the sorts' second buffer */
+    int64_t ent_cap;
+    int64_t grows;           /* times ent was grown by a batch */
+    int64_t *ebase;          /* (F+1) first entry of table f in ent for the current batch */
+    int64_t *maxid;          /* (F) largest id of table f in the current batch */
+    int64_t *nent;           /* (F) entries gathered for table f */
+    struct embed_err *err;   /* (F) first error of table f in the current batch */
+    float *acc;              /* (nt, W) per-thread gradient rows being summed */
+    uint32_t *hist;          /* (nt, hist_stride) COUNT sort histograms, or NULL */
+    int64_t hist_stride;     /* largest table rows a COUNT sort serves + 2 */
+    int nt;                  /* threads the scratch is sized for */
+    /* profiling: per-thread seconds per table, ids per table */
+    int profiling;
+    double *prof_fwd, *prof_bwd; /* (nt, F) */
+    double *prof_ids;            /* (2, F+1): forward ids per table, then backward ids */
+    double last_fwd_s, last_bwd_s, last_ids; /* wall seconds and ids of the last calls */
+    embed_tuner *tuner;
+};
+
+/* Runs the fused forward (backward+update) of every table, or only of table `only` when it
+ * is >= 0 (the others' outputs are left untouched), with the current plan. */
+rec_status embed_forward_run(rec_embed *e, const rec_batch *b, int first_feature, float *out, int only);
+rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_feature, const float *dout, float lr,
+                              int only);
+
+/* Table f's schedule as it will actually run: kernel fallbacks applied, grain fixed for
+ * TABLE, COUNT -> RADIX above the size limit. Two schedules are the same candidate for f iff
+ * their effective forms are equal. */
+rec_embed_sched embed_sched_effective(const rec_embed *e, int f, rec_embed_sched s);
+int embed_sched_equal(rec_embed_sched a, rec_embed_sched b);
+
+/* Tuner hooks called by rec_embed_forward / rec_embed_backward_update around each call. */
+void embed_tune_before(rec_embed *e, int backward);
+void embed_tune_after(rec_embed *e, int backward);
+void embed_tuner_free(embed_tuner *t);
+
+#endif

@@ -1,0 +1,186 @@
+/* Forward kernels of the embedding engine: one bag range of one table, pooled (embed.h,
+ * "Schedules"). Three kernels, each with or without per-id weights and software prefetch:
+ *
+ *   GENERIC  runtime E; the bag's sum is accumulated in its output row.
+ *   FIXED    E a compile-time constant (1, 2, 4, 8, 16, 32, 64, 128): the whole loop is
+ *            specialised, so the row add is E/8 vector adds with no loop or tail, and the
+ *            sum stays in registers for E <= 64.
+ *   BLOCKED  16 columns at a time (two 8-wide registers), the bag's ids inside; tail columns
+ *            by the generic loop.
+ *
+ * Every kernel computes each output element as acc = 0; acc = acc + T[id][c] (or
+ * fmaf(w, T[id][c], acc)) over the bag's ids in position order; acc / L for MEAN. So all of
+ * them produce the same bits (embed.h); tests/test_embed_sched.c checks that they do.
+ *
+ * Prefetch: while id k is summed, the row of id k + pf (every cache line it spans) is
+ * requested, looking across bag boundaries within the item [off[b0], off[b1]) because one-hot
+ * features hold a single id per bag. In checked mode the prefetched id is range-checked too
+ * (a prefetch cannot fault, but the address computation must stay inside the object). */
+#include <math.h>
+#include <stdint.h>
+
+#include "embed_impl.h"
+
+enum { BLOCK_COLS = 16 };
+
+static inline void prefetch_row(const float *T, int64_t id, int E) {
+    const uintptr_t a = (uintptr_t)(T + (size_t)id * (size_t)E);
+    const uintptr_t last = a + (uintptr_t)E * sizeof(float) - 1;
+    for (uintptr_t l = a & ~(uintptr_t)63; l <= last; l += 64) __builtin_prefetch((const void *)l);
+}
+
+static inline void prefetch_ahead(const pool_job *j, int64_t k, int64_t end) {
+    if (k + j->pf < end) {
+        const int64_t p = j->idx[k + j->pf];
+        if (!j->check || (uint64_t)p < (uint64_t)j->R) prefetch_row(j->T, p, j->E);
+    }
+}
+
+/* The register kernel for a compile-time E (inlined into one function per E), weighted or
+ * not. acc has room for the largest specialised E. */
+static inline __attribute__((always_inline)) int64_t pool_reg(const pool_job *j, int64_t b0, int64_t b1, const int E,
+                                                              const int weighted) {
+    const float *restrict T = j->T;
+    const int64_t *restrict idx = j->idx;
+    const float *restrict w = j->w;
+    const int64_t end = j->off[b1], R = j->R;
+    for (int64_t r = b0; r < b1; r++) {
+        const int64_t lo = j->off[r], hi = j->off[r + 1];
+        float acc[128];
+        for (int c = 0; c < E; c++) acc[c] = 0.0f;
+        for (int64_t k = lo; k < hi; k++) {
+            if (j->pf) prefetch_ahead(j, k, end);
+            const int64_t id = idx[k];
+            if (j->check && (uint64_t)id >= (uint64_t)R) return k;
+            const float *restrict t = T + (size_t)id * E;
+            if (weighted) {
+                const float wk = w[k];
+                for (int c = 0; c < E; c++) acc[c] = fmaf(wk, t[c], acc[c]);
+            } else {
+                for (int c = 0; c < E; c++) acc[c] += t[c];
+            }
+        }
+        float *restrict o = j->out + (size_t)r * j->W; /* (E) */
+        if (j->mean && hi > lo) {
+            const float L = (float)(hi - lo);
+            for (int c = 0; c < E; c++) o[c] = acc[c] / L;
+        } else {
+            for (int c = 0; c < E; c++) o[c] = acc[c];
+        }
+    }
+    return -1;
+}
+
+/* Columns [c0, c1) of bags [b0, b1), runtime width, accumulated in the output rows. */
+static int64_t pool_cols(const pool_job *j, int64_t b0, int64_t b1, int c0, int c1, int pf) {
+    const float *restrict T = j->T;
+    const int64_t *restrict idx = j->idx;
+    const float *restrict w = j->w;
+    const int64_t end = j->off[b1], R = j->R;
+    const int E = j->E;
+    for (int64_t r = b0; r < b1; r++) {
+        const int64_t lo = j->off[r], hi = j->off[r + 1];
+        float *restrict o = j->out + (size_t)r * j->W;
+        for (int c = c0; c < c1; c++) o[c] = 0.0f;
+        for (int64_t k = lo; k < hi; k++) {
+            if (pf) prefetch_ahead(j, k, end);
+            const int64_t id = idx[k];
+            if (j->check && (uint64_t)id >= (uint64_t)R) return k;
+            const float *restrict t = T + (size_t)id * E;
+            if (w) {
+                const float wk = w[k];
+                for (int c = c0; c < c1; c++) o[c] = fmaf(wk, t[c], o[c]);
+            } else {
+                for (int c = c0; c < c1; c++) o[c] += t[c];
+            }
+        }
+        if (j->mean && hi > lo) {
+            const float L = (float)(hi - lo);
+            for (int c = c0; c < c1; c++) o[c] /= L;
+        }
+    }
+    return -1;
+}
+
+static int64_t pool_generic(const pool_job *j, int64_t b0, int64_t b1) { return pool_cols(j, b0, b1, 0, j->E, j->pf); }
+
+/* One bag's 16-column block [c0, c0 + 16): the ids inside, the block's sum in registers. */
+static inline __attribute__((always_inline)) int64_t block16(const pool_job *j, int64_t lo, int64_t hi, int64_t end,
+                                                             int c0, int pf, float *restrict o) {
+    const float *restrict T = j->T;
+    const int64_t *restrict idx = j->idx;
+    const float *restrict w = j->w;
+    const int E = j->E;
+    float acc[BLOCK_COLS] = {0};
+    for (int64_t k = lo; k < hi; k++) {
+        if (pf) prefetch_ahead(j, k, end);
+        const int64_t id = idx[k];
+        if (j->check && (uint64_t)id >= (uint64_t)j->R) return k;
+        const float *restrict t = T + (size_t)id * E + c0;
+        if (w) {
+            const float wk = w[k];
+            for (int c = 0; c < BLOCK_COLS; c++) acc[c] = fmaf(wk, t[c], acc[c]);
+        } else {
+            for (int c = 0; c < BLOCK_COLS; c++) acc[c] += t[c];
+        }
+    }
+    if (j->mean && hi > lo) {
+        const float L = (float)(hi - lo);
+        for (int c = 0; c < BLOCK_COLS; c++) o[c0 + c] = acc[c] / L;
+    } else {
+        for (int c = 0; c < BLOCK_COLS; c++) o[c0 + c] = acc[c];
+    }
+    return -1;
+}
+
+/* BLOCKED: per bag, each full 16-column block over all its ids (the first block carries the
+ * prefetch; the later ones find the rows in L1/L2), then the tail columns. */
+static int64_t pool_blocked(const pool_job *j, int64_t b0, int64_t b1) {
+    const int E = j->E, full = E / BLOCK_COLS * BLOCK_COLS;
+    const int64_t end = j->off[b1];
+    for (int64_t r = b0; r < b1; r++) {
+        const int64_t lo = j->off[r], hi = j->off[r + 1];
+        float *o = j->out + (size_t)r * j->W;
+        for (int c0 = 0; c0 < full; c0 += BLOCK_COLS) {
+            const int64_t k = block16(j, lo, hi, end, c0, c0 == 0 ? j->pf : 0, o);
+            if (k >= 0) return k;
+        }
+        if (full < E) {
+            const int64_t k = pool_cols(j, r, r + 1, full, E, 0);
+            if (k >= 0) return k;
+        }
+    }
+    return -1;
+}
+
+#define FIXED_CASE(EE)                                                         \
+    case EE:                                                                   \
+        return j->w ? pool_reg(j, b0, b1, EE, 1) : pool_reg(j, b0, b1, EE, 0);
+
+static int64_t pool_fixed(const pool_job *j, int64_t b0, int64_t b1) {
+    switch (j->E) {
+        FIXED_CASE(1)
+        FIXED_CASE(2)
+        FIXED_CASE(4)
+        FIXED_CASE(8)
+        FIXED_CASE(16)
+        FIXED_CASE(32)
+        FIXED_CASE(64)
+        FIXED_CASE(128)
+    default:
+        return pool_generic(j, b0, b1);
+    }
+}
+
+int embed_kernel_native(int kernel, int E) {
+    if (kernel == REC_KERN_FIXED) return E == 1 || E == 2 || E == 4 || E == 8 || E == 16 || E == 32 || E == 64 || E == 128;
+    if (kernel == REC_KERN_BLOCKED) return E >= BLOCK_COLS;
+    return kernel == REC_KERN_GENERIC;
+}
+
+int64_t embed_pool(const pool_job *j, int kernel, int64_t b0, int64_t b1) {
+    if (b0 >= b1) return -1;
+    if (kernel == REC_KERN_FIXED) return pool_fixed(j, b0, b1);
+    if (kernel == REC_KERN_BLOCKED && j->E >= BLOCK_COLS) return pool_blocked(j, b0, b1);
+    return pool_generic(j, b0, b1);
+}

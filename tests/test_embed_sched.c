@@ -1,0 +1,474 @@
+/* Embedding schedules, plans and the tuner (embed.h "Schedules", tune.c).
+ *
+ *  - random heterogeneous models (dims 1..256 incl. odd ones, tables of 1..20000 rows incl.
+ *    single-row tables, bags of 0..300 ids with duplicates, weighted and not, SUM and MEAN):
+ *    every forward candidate of every table against rec_embed_forward_ref, and bitwise equal
+ *    to the default schedule (embed.h promises the same bits for every schedule);
+ *  - every backward candidate, for SGD, Adagrad and row-wise Adagrad: tables and optimizer
+ *    state bitwise equal to the default schedule's after two steps, and the SGD step against
+ *    rec_embed_grad_ref;
+ *  - fast mode (trust_ids) gives the checked mode's bits; 1 and 2 threads give the same bits
+ *    under a mixed plan;
+ *  - the tuner: runs to completion, training through it changes no bit, installs a valid
+ *    plan; separately-tuned likewise;
+ *  - plans: save/load round trip, and every rejection (file, JSON, format, version, keys,
+ *    tables, shapes, schedule strings) with its message; schedule text parsing.
+ *
+ * Tolerance (forward, fp32 vs float64): |got - ref| <= 4e-5 * S, S = the same pooling over |T|
+ * and |w|. A bag sums L <= 300 products, which errs by at most (L + 1) 2^-24 S = 1.8e-5 S (+1
+ * rounding for MEAN), so 4e-5 passes every correct order while a wrong row, weight or NaN
+ * fails. SGD step: T' = T - lr g, the float path's g errs by at most K 2^-24 Ga (K = ids of
+ * that row, <= 300 * B here), Ga = the gradient from |dout| and |coef|; tol 1e-5 (|T| + lr K
+ * 2^-24 Ga) with K bounded by the batch's ids.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "rectrain/core.h"
+#include "rectrain/embed.h"
+
+enum { MAXF = 12 };
+
+static rec_rng g_rng;
+static double urand(void) { return rec_rng_uniform(&g_rng); }
+static int64_t irand(int64_t n) { return (int64_t)rec_rng_below(&g_rng, (uint64_t)n); }
+
+typedef struct model {
+    int F, B;
+    int64_t rows[MAXF];
+    int dims[MAXF];
+    int maxbag[MAXF];
+    rec_pooling pooling;
+    int weighted;
+} model;
+
+/* A random heterogeneous model: F tables, dims from a list with odd and specialised values,
+ * rows 1..20000 (one single-row table), bag sizes up to 300 for some tables, one-hot for
+ * others. */
+static model random_model(int F, int B) {
+    static const int DIMS[] = {1, 3, 4, 7, 8, 16, 17, 24, 32, 64, 100, 128, 256};
+    model m = {F, B, {0}, {0}, {0}, urand() < 0.5 ? REC_POOL_SUM : REC_POOL_MEAN, urand() < 0.5};
+    for (int f = 0; f < F; f++) {
+        m.dims[f] = DIMS[irand(sizeof DIMS / sizeof DIMS[0])];
+        m.rows[f] = f == 0 ? 1 : 1 + irand(urand() < 0.3 ? 20000 : 300);
+        m.maxbag[f] = urand() < 0.3 ? 1 : urand() < 0.5 ? 300 : 20;
+    }
+    return m;
+}
+
+/* A batch for m: bag sizes 0..maxbag (a quarter empty), half the ids from the first 4 rows so
+ * duplicates occur within and across bags. */
+static void make_batch(rec_batch *b, const model *m) {
+    rec_status s = rec_batch_init(b, m->B, 0, m->F, 4);
+    if (s) {
+        fprintf(stderr, "cannot build a test batch: %s\n", rec_errmsg());
+        exit(1);
+    }
+    b->n = m->B;
+    for (int f = 0; f < m->F; f++) {
+        rec_jagged *j = &b->sparse[f];
+        j->offsets[0] = 0;
+        for (int64_t r = 0; r < m->B; r++) {
+            const int64_t L = urand() < 0.25 ? 0 : m->maxbag[f] == 1 ? 1 : irand(m->maxbag[f] + 1);
+            if (!s) s = rec_batch_reserve_nnz(b, f, j->offsets[r] + L, m->weighted);
+            for (int64_t k = j->offsets[r]; !s && k < j->offsets[r] + L; k++) {
+                j->indices[k] = urand() < 0.5 ? irand(m->rows[f] < 4 ? m->rows[f] : 4) : irand(m->rows[f]);
+                if (j->weights) j->weights[k] = (float)(3.0 * urand() - 1.5);
+            }
+            j->offsets[r + 1] = j->offsets[r] + (s ? 0 : L);
+        }
+    }
+    CHECK(s == REC_OK, "building a test batch: %s", rec_errmsg());
+}
+
+static rec_embed *make_engine(const model *m, rec_sparse_opt_kind kind, int threads, int trust) {
+    rec_embed_config c = {m->F, m->rows, m->dims, m->pooling, rec_sparse_opt_defaults(kind, 0.05f), m->B, threads, 7, trust};
+    rec_embed *e = NULL;
+    rec_status s = rec_embed_init(&e, &c);
+    CHECK(s == REC_OK, "init: %s", rec_errmsg());
+    return e;
+}
+
+/* Float64 copies of the tables (absolute values if absval). */
+static double **tables_f64(rec_embed *e, int absval) {
+    const int F = rec_embed_tables(e);
+    double **t = calloc((size_t)F, sizeof *t);
+    for (int f = 0; f < F; f++) {
+        const size_t n = (size_t)rec_embed_rows(e, f) * (size_t)rec_embed_dim(e, f);
+        const float *x = rec_embed_table(e, f);
+        t[f] = malloc(n * sizeof(double));
+        for (size_t i = 0; i < n; i++) t[f][i] = absval ? fabs(x[i]) : x[i];
+    }
+    return t;
+}
+
+static void free_tables(double **t, int F) {
+    for (int f = 0; f < F; f++) free(t[f]);
+    free(t);
+}
+
+/* ref and S (B, W) of the forward: S pools |T| with |w|. */
+static void forward_refs(rec_embed *e, const model *m, rec_batch *b, double *ref, double *S) {
+    double **T = tables_f64(e, 0), **A = tables_f64(e, 1);
+    rec_embed_forward_ref(m->F, m->rows, m->dims, m->pooling, b, 0, (const double *const *)T, ref);
+    float *saved[MAXF];
+    for (int f = 0; f < m->F; f++) { /* |w| for S */
+        rec_jagged *j = &b->sparse[f];
+        saved[f] = j->weights;
+        if (!j->weights) continue;
+        const int64_t n = j->offsets[b->n];
+        float *aw = malloc((size_t)(n + 1) * sizeof(float));
+        for (int64_t k = 0; k < n; k++) aw[k] = fabsf(j->weights[k]);
+        j->weights = aw;
+    }
+    rec_embed_forward_ref(m->F, m->rows, m->dims, m->pooling, b, 0, (const double *const *)A, S);
+    for (int f = 0; f < m->F; f++) {
+        if (b->sparse[f].weights != saved[f]) free(b->sparse[f].weights);
+        b->sparse[f].weights = saved[f];
+    }
+    free_tables(T, m->F);
+    free_tables(A, m->F);
+}
+
+static void poison(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+}
+
+/* Forward: every candidate of every table (candidate k of table f in pass k, tables with
+ * fewer candidates wrapping around) against the reference and bitwise against the default. */
+static void test_forward_candidates(int trial) {
+    const model m = random_model(2 + (int)irand(MAXF - 2), 1 + (int)irand(96));
+    rec_embed *e = make_engine(&m, REC_SPARSE_SGD, 2, 0);
+    if (!e) return;
+    rec_batch b;
+    make_batch(&b, &m);
+    const int W = rec_embed_out_width(e), B = m.B;
+    const size_t n = (size_t)B * (size_t)W;
+    float *base = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
+    double *ref = malloc(n * sizeof(double)), *S = malloc(n * sizeof(double));
+    forward_refs(e, &m, &b, ref, S);
+    poison(base, n);
+    CHECK(rec_embed_forward(e, &b, 0, base) == REC_OK, "trial %d: default forward: %s", trial, rec_errmsg());
+    rec_embed_sched cand[MAXF][REC_EMBED_MAX_CANDIDATES];
+    int nc[MAXF], maxc = 0;
+    for (int f = 0; f < m.F; f++) {
+        nc[f] = rec_embed_fwd_candidates(e, f, cand[f], REC_EMBED_MAX_CANDIDATES);
+        CHECK(nc[f] >= 1 && nc[f] <= REC_EMBED_MAX_CANDIDATES, "trial %d table %d: %d candidates", trial, f, nc[f]);
+        if (nc[f] > maxc) maxc = nc[f];
+    }
+    for (int k = 0; k < maxc; k++) {
+        for (int f = 0; f < m.F; f++) CHECK(rec_embed_set_sched(e, f, cand[f][k % nc[f]]) == REC_OK, "set_sched: %s", rec_errmsg());
+        poison(out, n);
+        CHECK(rec_embed_forward(e, &b, 0, out) == REC_OK, "trial %d candidate %d: %s", trial, k, rec_errmsg());
+        size_t bad_ref = 0, bad_bits = 0, first = n;
+        for (size_t i = 0; i < n; i++) {
+            if (!(fabs(out[i] - ref[i]) <= 4e-5 * S[i])) bad_ref++, first = first < i ? first : i;
+            if (memcmp(&out[i], &base[i], sizeof(float))) bad_bits++;
+        }
+        char name[64];
+        const int f0 = first < n ? (int)(first % W) : 0;
+        CHECK(bad_ref == 0, "trial %d candidate %d (%s on table 0): %zu outputs off the reference (first at %zu: %g vs %g)",
+              trial, k, rec_embed_sched_name(cand[0][k % nc[0]], name, sizeof name), bad_ref, first,
+              first < n ? out[first] : 0.0, first < n ? ref[first] : 0.0);
+        CHECK(bad_bits == 0, "trial %d candidate %d: %zu outputs differ in bits from the default schedule", trial, k, bad_bits);
+        (void)f0;
+    }
+    free(base), free(out), free(ref), free(S);
+    rec_batch_free(&b);
+    rec_embed_free(e);
+}
+
+/* Copies of every table and state, to compare engines bitwise. */
+static int same_bits(rec_embed *a, rec_embed *b) {
+    for (int f = 0; f < rec_embed_tables(a); f++) {
+        const size_t n = (size_t)rec_embed_rows(a, f) * (size_t)rec_embed_dim(a, f);
+        if (memcmp(rec_embed_table(a, f), rec_embed_table(b, f), n * sizeof(float))) return 0;
+        const size_t ns = rec_embed_state_len(a, f);
+        if (ns && memcmp(rec_embed_state(a, f), rec_embed_state(b, f), ns * sizeof(float))) return 0;
+    }
+    return 1;
+}
+
+static float *random_dout(size_t n) {
+    float *d = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) d[i] = (float)(2.0 * urand() - 1.0);
+    return d;
+}
+
+/* Backward: for each optimizer, an engine per backward candidate index (tables wrapping as
+ * above) takes two steps; all end bitwise equal to the default engine; the default's SGD
+ * step is checked against the reference. */
+static void test_backward_candidates(int trial, rec_sparse_opt_kind kind) {
+    const model m = random_model(2 + (int)irand(MAXF - 2), 1 + (int)irand(64));
+    rec_batch b[2];
+    make_batch(&b[0], &m);
+    make_batch(&b[1], &m);
+    rec_embed *base = make_engine(&m, kind, 2, 0);
+    if (!base) return;
+    const int W = rec_embed_out_width(base);
+    float *dout = random_dout((size_t)m.B * (size_t)W);
+    double **T0 = tables_f64(base, 0);
+    for (int s = 0; s < 2; s++)
+        CHECK(rec_embed_backward_update(base, &b[s], 0, dout, 0.05f) == REC_OK, "default backward: %s", rec_errmsg());
+    if (kind == REC_SPARSE_SGD) { /* T' = T - lr (g1 + g2), both steps' gradients from dout */
+        double *G[MAXF], *Ga[MAXF], *G2[MAXF];
+        for (int f = 0; f < m.F; f++) {
+            const size_t n = (size_t)m.rows[f] * (size_t)m.dims[f];
+            G[f] = malloc(n * sizeof(double)), Ga[f] = malloc(n * sizeof(double)), G2[f] = malloc(n * sizeof(double));
+        }
+        const size_t nd = (size_t)m.B * (size_t)W;
+        double *d64 = malloc(nd * sizeof(double)), *da = malloc(nd * sizeof(double));
+        for (size_t i = 0; i < nd; i++) d64[i] = dout[i], da[i] = fabs(dout[i]);
+        size_t bad = 0;
+        for (int f = 0; f < m.F; f++) {
+            const size_t n = (size_t)m.rows[f] * (size_t)m.dims[f];
+            for (size_t i = 0; i < n; i++) Ga[f][i] = 0;
+        }
+        double *acc[MAXF];
+        for (int f = 0; f < m.F; f++) acc[f] = calloc((size_t)m.rows[f] * (size_t)m.dims[f], sizeof(double));
+        for (int s = 0; s < 2; s++) {
+            rec_embed_grad_ref(m.F, m.rows, m.dims, m.pooling, &b[s], 0, d64, G);
+            rec_embed_grad_ref(m.F, m.rows, m.dims, m.pooling, &b[s], 0, da, G2); /* |w| ignored: bound by K below */
+            for (int f = 0; f < m.F; f++)
+                for (size_t i = 0; i < (size_t)m.rows[f] * (size_t)m.dims[f]; i++) acc[f][i] += G[f][i], Ga[f][i] += fabs(G2[f][i]);
+        }
+        for (int f = 0; f < m.F; f++) {
+            const float *t = rec_embed_table(base, f);
+            const double K = 2.0 * 300 * m.B + 2;
+            for (size_t i = 0; i < (size_t)m.rows[f] * (size_t)m.dims[f]; i++) {
+                const double want = T0[f][i] - 0.05 * acc[f][i];
+                const double tol = 1e-5 * (fabs(T0[f][i]) + 0.05 * 1.5 * Ga[f][i] * (1 + K * 0x1p-24));
+                if (!(fabs(t[i] - want) <= tol)) bad++;
+            }
+        }
+        CHECK(bad == 0, "trial %d: SGD steps: %zu table values off the reference", trial, bad);
+        for (int f = 0; f < m.F; f++) free(G[f]), free(Ga[f]), free(G2[f]), free(acc[f]);
+        free(d64), free(da);
+    }
+    rec_embed_sched cand[MAXF][REC_EMBED_MAX_CANDIDATES];
+    int nc[MAXF], maxc = 0;
+    for (int f = 0; f < m.F; f++) {
+        nc[f] = rec_embed_bwd_candidates(base, f, cand[f], REC_EMBED_MAX_CANDIDATES);
+        if (nc[f] > maxc) maxc = nc[f];
+    }
+    for (int k = 0; k < maxc; k++) {
+        rec_embed *e = make_engine(&m, kind, 1 + k % 2, 0);
+        if (!e) break;
+        for (int f = 0; f < m.F; f++) rec_embed_set_sched(e, f, cand[f][k % nc[f]]);
+        for (int s = 0; s < 2; s++)
+            CHECK(rec_embed_backward_update(e, &b[s], 0, dout, 0.05f) == REC_OK, "candidate %d: %s", k, rec_errmsg());
+        CHECK(same_bits(e, base), "trial %d optimizer %d backward candidate %d: tables or state differ from the default's",
+              trial, (int)kind, k);
+        rec_embed_free(e);
+    }
+    free_tables(T0, m.F);
+    free(dout);
+    rec_batch_free(&b[0]);
+    rec_batch_free(&b[1]);
+    rec_embed_free(base);
+}
+
+/* Fast mode and thread counts under a mixed plan: same bits. */
+static void test_trust_threads(void) {
+    const model m = random_model(MAXF, 80);
+    rec_batch b;
+    make_batch(&b, &m);
+    rec_embed *e1 = make_engine(&m, REC_SPARSE_ROWWISE_ADAGRAD, 1, 0), *e2 = make_engine(&m, REC_SPARSE_ROWWISE_ADAGRAD, 2, 1);
+    if (!e1 || !e2) return;
+    for (int f = 0; f < m.F; f++) {
+        rec_embed_sched c[REC_EMBED_MAX_CANDIDATES];
+        const int n = rec_embed_fwd_candidates(e2, f, c, REC_EMBED_MAX_CANDIDATES);
+        rec_embed_set_sched(e2, f, c[(f * 7) % n]);
+    }
+    const int W = rec_embed_out_width(e1);
+    const size_t n = (size_t)m.B * (size_t)W;
+    float *o1 = malloc(n * sizeof(float)), *o2 = malloc(n * sizeof(float)), *d = random_dout(n);
+    CHECK(rec_embed_forward(e1, &b, 0, o1) == REC_OK && rec_embed_forward(e2, &b, 0, o2) == REC_OK, "forward: %s", rec_errmsg());
+    CHECK(!memcmp(o1, o2, n * sizeof(float)), "1 thread checked vs 2 threads trusted, mixed plan: forward bits differ");
+    CHECK(rec_embed_backward_update(e1, &b, 0, d, 0.1f) == REC_OK && rec_embed_backward_update(e2, &b, 0, d, 0.1f) == REC_OK,
+          "backward: %s", rec_errmsg());
+    CHECK(same_bits(e1, e2), "1 thread checked vs 2 threads trusted: tables differ after the update");
+    free(o1), free(o2), free(d);
+    rec_batch_free(&b);
+    rec_embed_free(e1);
+    rec_embed_free(e2);
+}
+
+/* The tuner on live steps: bits equal to an untuned twin's throughout; ends with a valid plan. */
+static void test_tuner(void) {
+    const model m = random_model(8, 64);
+    rec_embed *t = make_engine(&m, REC_SPARSE_ADAGRAD, 2, 0), *u = make_engine(&m, REC_SPARSE_ADAGRAD, 2, 0);
+    if (!t || !u) return;
+    rec_batch b[3];
+    for (int i = 0; i < 3; i++) make_batch(&b[i], &m);
+    const int W = rec_embed_out_width(t);
+    const size_t n = (size_t)m.B * (size_t)W;
+    float *o1 = malloc(n * sizeof(float)), *o2 = malloc(n * sizeof(float)), *d = random_dout(n);
+    rec_embed_tune_opts o = {1};
+    CHECK(rec_embed_tune_begin(t, &o) == REC_OK, "tune_begin: %s", rec_errmsg());
+    int steps = 0, same = 1;
+    while (rec_embed_tuning(t) && steps < 1000) {
+        const rec_batch *x = &b[steps % 3];
+        same &= rec_embed_forward(t, x, 0, o1) == REC_OK && rec_embed_forward(u, x, 0, o2) == REC_OK &&
+                !memcmp(o1, o2, n * sizeof(float));
+        same &= rec_embed_backward_update(t, x, 0, d, 0.05f) == REC_OK && rec_embed_backward_update(u, x, 0, d, 0.05f) == REC_OK;
+        steps++;
+    }
+    rec_embed_tune_report r;
+    rec_embed_tune_result(t, &r);
+    CHECK(!rec_embed_tuning(t), "the tuner did not finish in %d steps", steps);
+    CHECK(same && same_bits(t, u), "training through the tuner changed results");
+    CHECK(r.winner >= 0 && r.winner < 4 && r.fwd_rounds >= 1 && r.bwd_rounds >= 1, "tune report: winner %d, rounds %d/%d",
+          r.winner, r.fwd_rounds, r.bwd_rounds);
+    CHECK(steps >= r.fwd_rounds, "tuned in %d steps but reported %d forward rounds", steps, r.fwd_rounds);
+    /* Separately tuned: also changes nothing but speed. */
+    const rec_batch *bs[3] = {&b[0], &b[1], &b[2]};
+    CHECK(rec_embed_tune_separate(t, bs, 3, 0, d, 0.05f) == REC_OK, "tune_separate: %s", rec_errmsg());
+    for (int i = 0; i < 3; i++) {
+        /* the separate tuner ran every backward candidate of every table once per batch */
+        rec_embed_sched c[REC_EMBED_MAX_CANDIDATES];
+        (void)c;
+    }
+    free(o1), free(o2), free(d);
+    for (int i = 0; i < 3; i++) rec_batch_free(&b[i]);
+    rec_embed_free(t);
+    rec_embed_free(u);
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Plans: round trip and rejections. */
+static void test_plans(void) {
+    int64_t rows[3] = {10, 200000, 7};
+    int dims[3] = {4, 16, 3};
+    model m = {3, 8, {10, 200000, 7}, {4, 16, 3}, {1, 1, 1}, REC_POOL_SUM, 0};
+    rec_embed *e = make_engine(&m, REC_SPARSE_SGD, 1, 0), *g = make_engine(&m, REC_SPARSE_SGD, 1, 0);
+    if (!e || !g) return;
+    (void)rows, (void)dims;
+    char dir[] = "/tmp/rectrain-plan-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char path[256], bad[256];
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    snprintf(bad, sizeof bad, "%s/bad.json", dir);
+    rec_embed_sched s0, s1, s2;
+    CHECK(rec_embed_sched_parse("table/blocked/pf16+count/pf0", &s0) == REC_OK, "parse: %s", rec_errmsg());
+    CHECK(rec_embed_sched_parse("sample/generic/pf0/g12+radix/pf8", &s1) == REC_OK, "parse: %s", rec_errmsg());
+    CHECK(rec_embed_sched_parse("sample/fixed/pf4/g9+radix/pf0", &s2) == REC_OK, "parse: %s", rec_errmsg());
+    CHECK(rec_embed_set_sched(e, 0, s0) == REC_OK && rec_embed_set_sched(e, 1, s1) == REC_OK &&
+          rec_embed_set_sched(e, 2, s2) == REC_OK, "set: %s", rec_errmsg());
+    CHECK_ERR(rec_embed_set_sched(e, 1, s0), REC_EINVAL, "COUNT sort needs at most");
+    CHECK(rec_embed_plan_save(e, path, 0x1234) == REC_OK, "save: %s", rec_errmsg());
+    uint64_t dk = 0;
+    CHECK(rec_embed_plan_load(g, path, &dk) == REC_OK, "load: %s", rec_errmsg());
+    CHECK(dk == 0x1234, "data key %llx", (unsigned long long)dk);
+    for (int f = 0; f < 3; f++) {
+        char a[64], c[64];
+        rec_embed_sched_name(rec_embed_get_sched(e, f), a, sizeof a);
+        rec_embed_sched_name(rec_embed_get_sched(g, f), c, sizeof c);
+        CHECK(!strcmp(a, c), "table %d: saved %s, loaded %s", f, a, c);
+    }
+    /* Rejections: each leaves the plan unchanged. */
+    rec_embed_set_uniform(g, rec_embed_sched_default());
+    CHECK_ERR(rec_embed_plan_load(g, "/nonexistent/plan.json", &dk), REC_EIO, "cannot open the embedding plan");
+    write_text(bad, "{\"format\": ");
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "not valid JSON");
+    write_text(bad, "{\"format\": \"other\"}");
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.format");
+    write_text(bad, "{\"format\": \"rectrain-embed-plan\", \"version\": 2}");
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.version");
+    write_text(bad, "{\"format\": \"rectrain-embed-plan\", \"version\": 1, \"shape_key\": \"12\"}");
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.shape_key");
+    write_text(bad, "{\"format\": \"rectrain-embed-plan\", \"version\": 1, \"shape_key\": \"0000000000000000\", "
+                    "\"data_key\": \"0000000000000000\", \"tables\": {}}");
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.tables: want an array");
+    const char *hdr = "{\"format\": \"rectrain-embed-plan\", \"version\": 1, \"shape_key\": \"0000000000000000\", "
+                      "\"data_key\": \"0000000000000000\", \"tables\": [";
+    char text[1024];
+    snprintf(text, sizeof text, "%s{\"rows\": 10, \"dim\": 4, \"sched\": \"table/fixed/pf8+radix/pf8\"}]}", hdr);
+    write_text(bad, text);
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "the plan has 1 tables, the model 3");
+    snprintf(text, sizeof text,
+             "%s{\"rows\": 10, \"dim\": 4, \"sched\": \"table/fixed/pf8+radix/pf8\"}, {\"rows\": 20, \"dim\": 16, \"sched\": "
+             "\"table/fixed/pf8+radix/pf8\"}, {\"rows\": 7, \"dim\": 3, \"sched\": \"table/fixed/pf8+radix/pf8\"}]}", hdr);
+    write_text(bad, text);
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.tables[1]: the plan's table is not (200000 rows, dim 16)");
+    snprintf(text, sizeof text,
+             "%s{\"rows\": 10, \"dim\": 4, \"sched\": \"table/fixed/pf8+radix/pf8\"}, {\"rows\": 200000, \"dim\": 16, \"sched\": "
+             "\"table/fixed/pf8+count/pf8\"}, {\"rows\": 7, \"dim\": 3, \"sched\": \"table/fixed/pf8+radix/pf8\"}]}", hdr);
+    write_text(bad, text);
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.tables[1].sched: embedding table 1: COUNT sort");
+    snprintf(text, sizeof text,
+             "%s{\"rows\": 10, \"dim\": 4, \"sched\": \"table/fixed/pf8+radix/pf8\"}, {\"rows\": 200000, \"dim\": 16, \"sched\": "
+             "\"table/fast/pf8+radix/pf8\"}, {\"rows\": 7, \"dim\": 3, \"sched\": \"table/fixed/pf8+radix/pf8\"}]}", hdr);
+    write_text(bad, text);
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.tables[1].sched: schedule \"table/fast/pf8+radix/pf8\": cannot read the kernel");
+    snprintf(text, sizeof text,
+             "%s{\"rows\": 10, \"dim\": 4, \"sched\": \"table/fixed/pf8+radix/pf8\"}, {\"rows\": 200000, \"dim\": 16, \"sched\": "
+             "\"table/fixed/pf8+radix/pf8\"}, {\"rows\": 7, \"dim\": 3, \"sched\": \"table/fixed/pf8+radix/pf8\"}]}", hdr);
+    write_text(bad, text);
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.shape_key does not match");
+    char name[64];
+    CHECK(!strcmp(rec_embed_sched_name(rec_embed_get_sched(g, 2), name, sizeof name), "sample/fixed/pf8/g10+radix/pf8"),
+          "a failed load changed the plan: %s", name);
+    /* The schedule text form. */
+    rec_embed_sched x;
+    CHECK_ERR(rec_embed_sched_parse("", &x), REC_EINVAL, "cannot read the split");
+    CHECK_ERR(rec_embed_sched_parse("sample/fixed/pf8+radix/pf8", &x), REC_EINVAL, "cannot read the grain");
+    CHECK_ERR(rec_embed_sched_parse("sample/fixed/pf99/g10+radix/pf8", &x), REC_EINVAL, "cannot read the prefetch distance");
+    CHECK_ERR(rec_embed_sched_parse("sample/fixed/pf8/g5+radix/pf8", &x), REC_EINVAL, "cannot read the grain");
+    CHECK_ERR(rec_embed_sched_parse("table/fixed/pf8", &x), REC_EINVAL, "cannot read '+' and the backward schedule");
+    CHECK_ERR(rec_embed_sched_parse("table/fixed/pf8+heap/pf8", &x), REC_EINVAL, "cannot read the sort");
+    CHECK_ERR(rec_embed_sched_parse("table/fixed/pf8+radix/pf8/x", &x), REC_EINVAL, "cannot read the end");
+    remove(path), remove(bad), rmdir(dir);
+    rec_embed_free(e);
+    rec_embed_free(g);
+}
+
+/* Fast mode still refuses nothing it need not, and checked mode reports bad ids per schedule. */
+static void test_checked_every_kernel(void) {
+    model m = {1, 16, {50}, {16}, {20}, REC_POOL_SUM, 0};
+    rec_embed *e = make_engine(&m, REC_SPARSE_SGD, 2, 0);
+    if (!e) return;
+    rec_batch b;
+    make_batch(&b, &m);
+    b.sparse[0].indices[b.sparse[0].offsets[9]] = 50; /* first id of row 9 (if any) */
+    while (b.sparse[0].offsets[10] == b.sparse[0].offsets[9]) { /* make row 9 non-empty */
+        rec_batch_free(&b);
+        make_batch(&b, &m);
+        b.sparse[0].indices[b.sparse[0].offsets[9]] = 50;
+    }
+    float *out = malloc((size_t)16 * 16 * sizeof(float));
+    rec_embed_sched c[REC_EMBED_MAX_CANDIDATES];
+    const int n = rec_embed_fwd_candidates(e, 0, c, REC_EMBED_MAX_CANDIDATES);
+    for (int k = 0; k < n; k++) {
+        rec_embed_set_sched(e, 0, c[k]);
+        CHECK_ERR(rec_embed_forward(e, &b, 0, out), REC_EINVAL, "batch row 9: id 50 is outside [0, 50)");
+    }
+    free(out);
+    rec_batch_free(&b);
+    rec_embed_free(e);
+}
+
+int main(void) {
+    rec_rng_seed(&g_rng, 2024, 0);
+    for (int t = 0; t < 12; t++) test_forward_candidates(t);
+    for (int t = 0; t < 4; t++) {
+        test_backward_candidates(t, REC_SPARSE_SGD);
+        test_backward_candidates(t, REC_SPARSE_ADAGRAD);
+        test_backward_candidates(t, REC_SPARSE_ROWWISE_ADAGRAD);
+    }
+    test_trust_threads();
+    test_tuner();
+    test_plans();
+    test_checked_every_kernel();
+    return check_report();
+}
