@@ -6,5 +6,6 @@
 
 int bench_prep(int argc, char **argv);
 int bench_train(int argc, char **argv);
+int bench_embed(int argc, char **argv);
 
 #endif

@@ -74,6 +74,21 @@ static void test_train_and_eval(void) {
           "train from TSV: %s", out);
     CHECK(same_file("a.log", "c.log"), "training from the TSV differs from training from its shard");
 
+    /* --tune: the tuner runs on the live steps (126 > the ~93 it needs) and changes no bit; the
+     * plan it writes is loaded by the next run, again with the same bits. */
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --loss-log t.log --tune "
+              "--plan plan.json") == 0 && strstr(out, "embedding plan written to"), "train --tune: %s", out);
+    CHECK(same_file("a.log", "t.log"), "training while tuning the embedding plan changed the losses");
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --loss-log p.log --plan plan.json") == 0 &&
+              strstr(out, "plan.json loaded"), "train --plan: %s", out);
+    CHECK(same_file("a.log", "p.log"), "training with a tuned plan changed the losses");
+    CHECK(run("train --config small.json --data train.rshard --plan missing.json") == 1 && strstr(out, "missing.json") &&
+              strstr(out, "add --tune"), "missing plan without --tune: %s", out);
+    write_text("badplan.json", "{\"format\": \"rectrain-embed-plan\", \"version\": 1, \"shape_key\": \"0000000000000000\", "
+               "\"data_key\": \"0000000000000000\", \"tables\": []}");
+    CHECK(run("train --config small.json --data train.rshard --plan badplan.json") == 1 &&
+              strstr(out, "badplan.json: $.tables: the plan has 0 tables, the model 26"), "plan of another model: %s", out);
+
     /* Resume: stop at step 90 (epoch 2), resume, and the losses continue exactly. */
     CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --ckpt ck --ckpt-every 45 "
               "--steps 90 --loss-log r.log") == 0, "interrupted run: %s", out);

@@ -33,6 +33,10 @@ static const char TRAIN_USAGE[] =
     "  --npy DIR          export the trained parameters as DIR/NAME.npy\n"
     "  --oracle FILE      true click probabilities (gen --prob-out) to report the ceiling AUC\n"
     "  --loss-log FILE    write \"step loss\" for every step\n"
+    "  --tune             tune the embedding engine's per-table plan on the first steps\n"
+    "                     (about 100; results are unchanged, only speed)\n"
+    "  --plan FILE        embedding plan: load FILE if it fits the tables; with --tune, retune\n"
+    "                     when FILE is missing or was tuned on other data, and write it\n"
     "  --rows N           embedded default only: rows to generate (default 1M)\n"
     "  --json             print a JSON summary as the last line of stdout\n";
 
@@ -78,6 +82,8 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--npy")) rc = cli_str(cmd, argc, argv, &i, &o.npy_dir);
         else if (!strcmp(a, "--oracle")) rc = cli_str(cmd, argc, argv, &i, &o.oracle_path);
         else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &o.loss_log);
+        else if (!strcmp(a, "--tune")) o.tune = 1;
+        else if (!strcmp(a, "--plan")) rc = cli_str(cmd, argc, argv, &i, &o.plan_path);
         else if (!strcmp(a, "--rows")) rc = cli_i64(cmd, argc, argv, &i, 1000, (int64_t)1 << 40, &o.gen_rows);
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--bad-rows")) {

@@ -152,6 +152,9 @@ typedef struct rec_train_opts {
     const char *npy_dir;       /* export the final parameters as .npy files */
     const char *loss_log;      /* write "step loss" per step to this file */
     int64_t gen_rows;          /* embedded default: rows to generate (0 = 1M) */
+    int tune;                  /* tune the embedding plan on the first steps (embed.h, tuner) */
+    const char *plan_path;     /* embedding plan: load it if it exists and fits the tables (with
+                                  `tune`: and the data's signature), else tune and write it here */
     FILE *log;
 } rec_train_opts;
 

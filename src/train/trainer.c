@@ -155,6 +155,9 @@ typedef struct job {
     char data_path[1024], prob_path[1024];
     const char *oracle_path;
     int threads;
+    int plan_pending;      /* decide on the embedding plan at the first batch */
+    int tuning;            /* the embedding tuner is running on the live steps */
+    uint64_t data_key;     /* signature of the first batch, for the plan file */
 } job;
 
 static rec_status open_data(job *j, const char *path, rec_dataset **out) {
@@ -272,6 +275,63 @@ static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_see
     return rec_ckpt_save(path, j->model, &meta);
 }
 
+/* The embedding plan (embed.h) of the model's main tables, decided at the first batch: a plan
+ * file that fits the tables is loaded (with --tune only if it was tuned on data of the same
+ * signature, else it is retuned); otherwise --tune starts the tuner, which then runs on the
+ * live training steps (every schedule computes the same bits, so training is unchanged). */
+static rec_status start_plan(job *j, const rec_batch *b) {
+    const rec_train_opts *o = j->o;
+    rec_embed *e = rec_model_embed(j->model, 0);
+    j->plan_pending = 0;
+    if (!e) return REC_OK;
+    j->data_key = rec_embed_data_key(e, b, 0);
+    if (o->plan_path && access(o->plan_path, F_OK) == 0) {
+        uint64_t key = 0;
+        rec_status s = rec_embed_plan_load(e, o->plan_path, &key);
+        if (s && !o->tune) return s;
+        if (!s && (!o->tune || key == j->data_key)) {
+            if (o->log) fprintf(o->log, "train: embedding plan %s loaded\n", o->plan_path);
+            return REC_OK;
+        }
+        if (o->log)
+            fprintf(o->log, "train: embedding plan %s %s; retuning\n", o->plan_path,
+                    s ? rec_errmsg() : "was tuned on data of another signature");
+        rec_embed_set_uniform(e, rec_embed_sched_default());
+    } else if (o->plan_path && !o->tune) {
+        return rec_errorf(REC_EIO, "%s: no such embedding plan; add --tune to tune one and write it there", o->plan_path);
+    }
+    if (!o->tune) return REC_OK;
+    REC_TRY(rec_embed_tune_begin(e, NULL));
+    j->tuning = 1;
+    return REC_OK;
+}
+
+/* Steps the tuner needs in all (local rounds, then 4 global candidates x 3 reps at most). */
+static int tune_steps(const job *j) {
+    rec_embed_tune_report r;
+    rec_embed_tune_result(rec_model_embed(j->model, 0), &r);
+    return (r.fwd_rounds > r.bwd_rounds ? r.fwd_rounds : r.bwd_rounds) + 12;
+}
+
+/* After a step while tuning: when the tuner is done, report and write the plan. */
+static rec_status finish_plan(job *j) {
+    rec_embed *e = rec_model_embed(j->model, 0);
+    if (rec_embed_tuning(e)) return REC_OK;
+    j->tuning = 0;
+    rec_embed_tune_report r;
+    rec_embed_tune_result(e, &r);
+    static const char *const WHO[] = {"per-table plan", "per-table plan, all sample-split", "best uniform schedule",
+                                      "second uniform schedule"};
+    if (j->o->log)
+        fprintf(j->o->log, "train: embedding plan tuned at step %lld (%d + %d local rounds): %s wins\n",
+                (long long)rec_model_steps(j->model), r.fwd_rounds, r.bwd_rounds,
+                r.winner >= 0 && r.winner < 4 ? WHO[r.winner] : "?");
+    if (!j->o->plan_path) return REC_OK;
+    REC_TRY(rec_embed_plan_save(e, j->o->plan_path, j->data_key));
+    if (j->o->log) fprintf(j->o->log, "train: embedding plan written to %s\n", j->o->plan_path);
+    return REC_OK;
+}
+
 static rec_status run(job *j) {
     const rec_train_opts *o = j->o;
     rec_train_report *rep = j->rep;
@@ -300,7 +360,9 @@ static rec_status run(job *j) {
         const rec_batch *b;
         while (!s && !(s = rec_loader_next(l, &b)) && b) {
             double loss;
-            s = rec_model_train_step(j->model, b, &loss);
+            if (j->plan_pending) s = start_plan(j, b);
+            if (!s) s = rec_model_train_step(j->model, b, &loss);
+            if (!s && j->tuning) s = finish_plan(j);
             if (s) break;
             if (!isfinite(loss)) {
                 s = rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates",
@@ -369,12 +431,16 @@ rec_status rec_train(const rec_train_opts *o, rec_train_report *rep) {
     j.o = o;
     j.rep = rep;
     j.threads = o->threads > 0 ? o->threads : rec_cpu_count();
+    j.plan_pending = o->tune || o->plan_path;
     rec_status s = setup(&j);
     if (!s) {
         rep->threads = j.threads;
         rep->batch = j.cfg.batch_size;
         snprintf(rep->model, sizeof rep->model, "%s", j.cfg.name);
         s = run(&j);
+        if (!s && j.tuning && o->log)
+            fprintf(o->log, "train: the run ended before the embedding tuner finished (it needs about %d steps); "
+                    "no plan was written\n", tune_steps(&j));
     }
     if (j.loss_log && fclose(j.loss_log) != 0 && !s) s = rec_errorf(REC_EIO, "%s: write failed", o->loss_log);
     rec_model_free(j.model);

@@ -1,0 +1,465 @@
+/* rectrain bench embed: the embedding engine on the Kaggle DLRM's tables and on synthetic
+ * heterogeneous models shaped like RecFlex's models A–E (Table I of the paper, digest
+ * 001-RecFlex-digest.md §4.1: the artifact's data configs and table shapes).
+ *
+ * For each model it generates `--batches` batches (the "historical" batches of RecFlex
+ * §IV-A3) and times, on the same tables and ids:
+ *   - the naive gather loop (per table, per bag, per id, a runtime-E add loop; OpenMP over
+ *     tables), the baseline for the prefetching kernels;
+ *   - every uniform schedule (one universe member for all tables; forward members with the
+ *     default backward, backward members with the default forward), the best of each;
+ *   - the default plan; the plan tuned with interference (rec_embed_tune_begin, on the
+ *     batches); the plan tuned separately per table (rec_embed_tune_separate);
+ * and prints forward and forward+backward+update time per batch, rows/s, and GB/s in FBGEMM's
+ * definition: (B·ΣL·E + B·F·E) × 4 bytes / time, summed over tables (rows read plus pooled
+ * outputs written). Beside them: the machine's random-gather ceiling measured by the same
+ * program (naive, and with prefetch) over a buffer far larger than the last-level cache.
+ *
+ * --dump DIR writes the model and batches for the PyTorch peer (dev/torch_embed.py, run by
+ * bench/embed_vs_pytorch.sh): DIR/model.json {"tables": [[rows, dim]...], "batch", "lr"} and
+ * DIR/batches.bin, per batch: int64 B, then per table int64 nnz, (B+1) int64 offsets, nnz
+ * int64 ids, little-endian; plus DIR/dout.bin, the (B, W) float32 output gradient used.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "rectrain/core.h"
+#include "rectrain/embed.h"
+
+static const char USAGE[] =
+    "usage: rectrain bench embed [--model kaggle|A|B|C|D|E|all] [options]\n"
+    "\n"
+    "Times the embedding engine (forward; forward + backward + SGD update) on the Kaggle DLRM\n"
+    "tables and on RecFlex-shaped heterogeneous models A-E: naive gather loop, every uniform\n"
+    "schedule, the default plan, the tuned plan (with interference) and the separately tuned\n"
+    "plan, with GB/s in FBGEMM's definition beside the machine's random-gather ceiling.\n"
+    "\n"
+    "  --model M       kaggle, A, B, C, D, E, or all (default all)\n"
+    "  --batch B       batch size (default 2048 for kaggle, 512 for A-E, RecFlex's largest request)\n"
+    "  --batches N     historical batches per model (default 4)\n"
+    "  --reps R        timed passes over the batches; the median is reported (default 3)\n"
+    "  --kaggle-scale S  scale of the Kaggle table sizes (default 1: 33.8M rows, 2.2 GB)\n"
+    "  --threads T     threads (default: all CPUs)\n"
+    "  --dump DIR      write the last model's tables and batches for dev/torch_embed.py\n"
+    "  --json          print a JSON summary per model on stdout\n";
+
+/* One group of features as RecFlex's data_config lines describe them (digest §4.1). */
+typedef enum { ONE_HOT, MULTI_HOT, STATIC, ONE_SIDE } feat_kind;
+typedef struct feat_line {
+    int count;
+    feat_kind kind;
+    double mean, std, max, cov;  /* ONE_HOT: cov in mean; STATIC: fixed pooling in mean */
+} feat_line;
+
+typedef struct model_spec {
+    const char *name;
+    int64_t row_lo, row_hi;
+    int dim_hist[8][2];  /* (dim, count), count 0 ends */
+    feat_line lines[24];
+} model_spec;
+
+/* The artifact's configs (examples/models/ * /data_config.txt and table_config.txt). */
+static const model_spec SPECS[] = {
+    {"A", 1024, 16384, {{4, 283}, {8, 266}, {16, 195}, {32, 91}, {64, 88}, {128, 77}},
+     {{500, ONE_HOT, 1.0, 0, 0, 1.0},
+      {50, MULTI_HOT, 10, 10, 50, 0.8}, {50, MULTI_HOT, 50, 10, 100, 0.8}, {50, MULTI_HOT, 50, 10, 100, 0.3},
+      {50, MULTI_HOT, 100, 50, 200, 0.8}, {50, MULTI_HOT, 100, 100, 500, 0.3},
+      {50, STATIC, 10, 0, 0, 1.0}, {50, STATIC, 50, 0, 0, 1.0}, {50, STATIC, 50, 0, 0, 0.8},
+      {50, ONE_SIDE, 100, 50, 0, 0.5}, {50, ONE_SIDE, 200, 100, 0, 0.3}}},
+    {"B", 1024, 4096, {{4, 366}, {8, 408}, {16, 212}, {32, 99}, {64, 63}, {128, 52}},
+     {{1000, ONE_HOT, 1.0, 0, 0, 1.0}, {100, MULTI_HOT, 20, 10, 100, 0.8}, {100, MULTI_HOT, 20, 50, 100, 0.5}}},
+    {"C", 4096, 16384, {{4, 154}, {8, 189}, {16, 166}, {32, 112}, {64, 101}, {128, 78}},
+     {{100, STATIC, 10, 0, 0, 1.0}, {100, STATIC, 20, 0, 0, 1.0}, {100, STATIC, 50, 0, 0, 0.3},
+      {100, MULTI_HOT, 10, 10, 50, 0.8}, {100, MULTI_HOT, 50, 10, 100, 0.8}, {100, MULTI_HOT, 50, 10, 100, 0.3},
+      {100, ONE_SIDE, 10, 20, 0, 0.5}, {100, ONE_SIDE, 50, 50, 0, 0.2}}},
+    {"D", 1024, 4096, {{8, 1000}},
+     {{500, ONE_HOT, 1.0, 0, 0, 1.0},
+      {50, MULTI_HOT, 10, 10, 50, 0.8}, {50, MULTI_HOT, 50, 10, 100, 0.8}, {50, MULTI_HOT, 50, 10, 100, 0.3},
+      {50, MULTI_HOT, 100, 50, 200, 0.8}, {50, MULTI_HOT, 100, 100, 1024, 0.0},
+      {50, STATIC, 10, 0, 0, 1.0}, {50, STATIC, 50, 0, 0, 1.0}, {50, STATIC, 50, 0, 0, 0.8},
+      {50, MULTI_HOT, 100, 100, 500, 0.3}, {50, MULTI_HOT, 100, 100, 1024, 0.5}}},
+    {"E", 1024, 4096, {{32, 1000}},
+     {{500, ONE_HOT, 1.0, 0, 0, 1.0},
+      {50, MULTI_HOT, 10, 10, 50, 0.8}, {50, MULTI_HOT, 50, 10, 100, 0.8}, {50, MULTI_HOT, 50, 10, 100, 0.3},
+      {50, MULTI_HOT, 100, 50, 200, 0.8}, {50, MULTI_HOT, 100, 100, 1024, 0.0},
+      {50, STATIC, 10, 0, 0, 1.0}, {50, STATIC, 50, 0, 0, 1.0}, {50, STATIC, 50, 0, 0, 0.8},
+      {50, MULTI_HOT, 100, 100, 500, 0.3}, {50, MULTI_HOT, 100, 100, 1024, 0.5}}},
+};
+
+static const int64_t KAGGLE_ROWS[26] = {1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
+                                        27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572};
+
+/* A model to bench: per table rows, dim and its feature line (pooling law). */
+typedef struct bmodel {
+    char name[16];
+    int F, B;
+    int64_t *rows;
+    int *dims;
+    feat_line *feat;   /* (F) */
+} bmodel;
+
+static void bmodel_free(bmodel *m) {
+    free(m->rows), free(m->dims), free(m->feat);
+    memset(m, 0, sizeof *m);
+}
+
+/* Builds model `name` (kaggle or A-E): dims assigned to features by a seeded shuffle of the
+ * dim histogram, rows uniform in the model's range. */
+static int bmodel_make(bmodel *m, const char *name, int B, double kaggle_scale, rec_rng *rng) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->B = B;
+    if (!strcmp(name, "kaggle")) {
+        m->F = 26;
+        m->rows = malloc(26 * sizeof(int64_t)), m->dims = malloc(26 * sizeof(int)), m->feat = malloc(26 * sizeof(feat_line));
+        for (int f = 0; f < 26; f++) {
+            const int64_t r = (int64_t)llround(KAGGLE_ROWS[f] * kaggle_scale);
+            m->rows[f] = r < 2 ? 2 : r, m->dims[f] = 16;
+            m->feat[f] = (feat_line){1, ONE_HOT, 1.0, 0, 0, 1.0};
+        }
+        return 0;
+    }
+    const model_spec *s = NULL;
+    for (size_t i = 0; i < sizeof SPECS / sizeof SPECS[0]; i++)
+        if (!strcmp(SPECS[i].name, name)) s = &SPECS[i];
+    if (!s) return -1;
+    for (int i = 0; s->lines[i].count; i++) m->F += s->lines[i].count;
+    m->rows = malloc((size_t)m->F * sizeof(int64_t)), m->dims = malloc((size_t)m->F * sizeof(int));
+    m->feat = malloc((size_t)m->F * sizeof(feat_line));
+    int f = 0;
+    for (int i = 0; s->lines[i].count; i++)
+        for (int k = 0; k < s->lines[i].count; k++) m->feat[f++] = s->lines[i];
+    f = 0;
+    for (int i = 0; s->dim_hist[i][1]; i++)
+        for (int k = 0; k < s->dim_hist[i][1] && f < m->F; k++) m->dims[f++] = s->dim_hist[i][0];
+    while (f < m->F) m->dims[f] = m->dims[f - 1], f++;
+    for (int i = m->F - 1; i > 0; i--) { /* Fisher-Yates */
+        const int j = (int)rec_rng_below(rng, (uint64_t)i + 1), t = m->dims[i];
+        m->dims[i] = m->dims[j], m->dims[j] = t;
+    }
+    for (f = 0; f < m->F; f++) m->rows[f] = s->row_lo + (int64_t)rec_rng_below(rng, (uint64_t)(s->row_hi - s->row_lo + 1));
+    return 0;
+}
+
+static double normal(rec_rng *r) {
+    const double u = rec_rng_uniform(r) + 1e-300, v = rec_rng_uniform(r);
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* Bag size of one sample for feature line l (digest: truncated normals, fixed, one-sided). */
+static int64_t bag_size(const feat_line *l, rec_rng *r) {
+    if (l->kind == ONE_HOT) return rec_rng_uniform(r) < l->mean ? 1 : 0;
+    if (rec_rng_uniform(r) >= l->cov) return 0;
+    if (l->kind == STATIC) return (int64_t)l->mean;
+    for (;;) {
+        const double x = l->mean + l->std * normal(r);
+        if (x < 0 || (l->kind == MULTI_HOT && x > l->max)) continue;
+        return (int64_t)llround(x);
+    }
+}
+
+/* A batch for m: ids drawn with RecFlex's popularity profile (np.random.power(a=3) row
+ * weights, digest §4.1): id = floor(R u^(3/4)) has the same sorted popularity curve. */
+static rec_status make_batch(rec_batch *b, const bmodel *m, rec_rng *r) {
+    REC_TRY(rec_batch_init(b, m->B, 0, m->F, 1));
+    b->n = m->B;
+    for (int f = 0; f < m->F; f++) {
+        rec_jagged *j = &b->sparse[f];
+        j->offsets[0] = 0;
+        for (int64_t s = 0; s < m->B; s++) {
+            const int64_t L = bag_size(&m->feat[f], r);
+            REC_TRY(rec_batch_reserve_nnz(b, f, j->offsets[s] + L, 0));
+            for (int64_t k = j->offsets[s]; k < j->offsets[s] + L; k++) {
+                int64_t id = (int64_t)((double)m->rows[f] * pow(rec_rng_uniform(r), 0.75));
+                j->indices[k] = id < m->rows[f] ? id : m->rows[f] - 1;
+            }
+            j->offsets[s + 1] = j->offsets[s] + L;
+        }
+    }
+    return REC_OK;
+}
+
+/* ---- baselines ---------------------------------------------------------------------------- */
+
+/* The naive gather loop: what one writes first. Same output layout as the engine. */
+static void naive_forward(rec_embed *e, const rec_batch *b, float *out, int threads) {
+    const int F = rec_embed_tables(e), W = rec_embed_out_width(e);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int f = 0; f < F; f++) {
+        const float *T = rec_embed_table(e, f);
+        const int E = rec_embed_dim(e, f);
+        int col = 0;
+        for (int g = 0; g < f; g++) col += rec_embed_dim(e, g);
+        const rec_jagged *j = &b->sparse[f];
+        for (int64_t r = 0; r < b->n; r++) {
+            float *o = out + (size_t)r * W + col;
+            for (int c = 0; c < E; c++) o[c] = 0;
+            for (int64_t k = j->offsets[r]; k < j->offsets[r + 1]; k++)
+                for (int c = 0; c < E; c++) o[c] += T[(size_t)j->indices[k] * E + c];
+        }
+    }
+}
+
+/* The machine's random-gather rate of 64-byte rows over `bytes` of memory, rows/s: naive
+ * (sum each row as the loop reaches it), or with a 16-row software prefetch. */
+static double gather_ceiling(int threads, size_t bytes, int prefetch) {
+    const int64_t R = (int64_t)(bytes / 64), N = 1 << 22;
+    float *T = malloc(bytes);
+    int64_t *idx = malloc((size_t)N * sizeof(int64_t));
+    if (!T || !idx) {
+        free(T), free(idx);
+        return 0;
+    }
+    memset(T, 1, bytes);
+    rec_rng r;
+    rec_rng_seed(&r, 99, 0);
+    for (int64_t i = 0; i < N; i++) idx[i] = (int64_t)rec_rng_below(&r, (uint64_t)R);
+    double t[5], sink = 0;
+    for (int rep = -1; rep < 5; rep++) {
+        const double t0 = rec_now();
+#pragma omp parallel for num_threads(threads) reduction(+ : sink) schedule(static)
+        for (int64_t i = 0; i < N; i++) {
+            if (prefetch && i + 16 < N) __builtin_prefetch(T + idx[i + 16] * 16);
+            const float *row = T + idx[i] * 16;
+            float s = 0;
+            for (int c = 0; c < 16; c++) s += row[c];
+            sink += s;
+        }
+        if (rep >= 0) t[rep] = rec_now() - t0;
+    }
+    free(T), free(idx);
+    if (sink == 12345) fputs("", stderr);
+    return (double)N / rec_median(t, 5);
+}
+
+/* ---- timing --------------------------------------------------------------------------------- */
+
+typedef struct bench_ctx {
+    rec_embed *e;
+    rec_batch *b;
+    int nb, reps, threads;
+    float *out, *dout;
+    float lr;
+} bench_ctx;
+
+/* Median over reps of the mean seconds per batch: forward (what 0) or forward + backward +
+ * update (what 1) or naive (what 2). */
+static double time_pass(bench_ctx *c, int what) {
+    double t[31];
+    for (int rep = -1; rep < c->reps; rep++) {
+        const double t0 = rec_now();
+        for (int i = 0; i < c->nb; i++) {
+            if (what == 2) naive_forward(c->e, &c->b[i], c->out, c->threads);
+            else if (rec_embed_forward(c->e, &c->b[i], 0, c->out)) return NAN;
+            if (what == 1 && rec_embed_backward_update(c->e, &c->b[i], 0, c->dout, c->lr)) return NAN;
+        }
+        if (rep >= 0) t[rep] = (rec_now() - t0) / c->nb;
+    }
+    return rec_median(t, c->reps);
+}
+
+/* ---- dump for the PyTorch peer ---------------------------------------------------------------- */
+
+static int dump(const char *dir, const bmodel *m, const rec_batch *b, int nb, const float *dout, int W, float lr) {
+    mkdir(dir, 0777);
+    char p[1024];
+    snprintf(p, sizeof p, "%s/model.json", dir);
+    FILE *f = fopen(p, "w");
+    if (!f) return -1;
+    fprintf(f, "{\"name\": \"%s\", \"batch\": %d, \"batches\": %d, \"lr\": %g, \"tables\": [", m->name, m->B, nb, lr);
+    for (int t = 0; t < m->F; t++) fprintf(f, "%s[%lld, %d]", t ? ", " : "", (long long)m->rows[t], m->dims[t]);
+    fprintf(f, "]}\n");
+    if (fclose(f)) return -1;
+    snprintf(p, sizeof p, "%s/batches.bin", dir);
+    f = fopen(p, "wb");
+    if (!f) return -1;
+    for (int i = 0; i < nb; i++) {
+        const int64_t B = b[i].n;
+        fwrite(&B, 8, 1, f);
+        for (int t = 0; t < m->F; t++) {
+            const rec_jagged *j = &b[i].sparse[t];
+            const int64_t nnz = j->offsets[B];
+            fwrite(&nnz, 8, 1, f);
+            fwrite(j->offsets, 8, (size_t)B + 1, f);
+            fwrite(j->indices, 8, (size_t)nnz, f);
+        }
+    }
+    if (fclose(f)) return -1;
+    snprintf(p, sizeof p, "%s/dout.bin", dir);
+    f = fopen(p, "wb");
+    if (!f) return -1;
+    fwrite(dout, sizeof(float), (size_t)m->B * (size_t)W, f);
+    return fclose(f) ? -1 : 0;
+}
+
+/* ---- one model ------------------------------------------------------------------------------ */
+
+static double gbs(double bytes, double s) { return s > 0 ? bytes / s * 1e-9 : 0; }
+
+static rec_status bench_model(const char *name, int B, int nb, int reps, int threads, double kaggle_scale,
+                              const char *dump_dir, int json) {
+    rec_rng rng;
+    rec_rng_seed(&rng, 1000, (uint64_t)name[0]);
+    bmodel m;
+    if (bmodel_make(&m, name, B, kaggle_scale, &rng)) return rec_errorf(REC_EINVAL, "unknown model '%s'", name);
+    rec_embed_config cfg = {m.F, m.rows, m.dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.01f), B, threads,
+                            1, 0};
+    bench_ctx c = {0};
+    c.nb = nb, c.reps = reps, c.threads = threads, c.lr = 0.01f;
+    rec_status s = rec_embed_init(&c.e, &cfg);
+    if (s) {
+        bmodel_free(&m);
+        return s;
+    }
+    c.b = calloc((size_t)nb, sizeof(rec_batch));
+    for (int i = 0; !s && i < nb; i++) s = make_batch(&c.b[i], &m, &rng);
+    const int W = rec_embed_out_width(c.e);
+    c.out = malloc((size_t)B * (size_t)W * sizeof(float));
+    c.dout = malloc((size_t)B * (size_t)W * sizeof(float));
+    for (size_t i = 0; i < (size_t)B * (size_t)W; i++) c.dout[i] = (float)(rec_rng_uniform(&rng) - 0.5) * 1e-3f;
+    /* Traffic per batch in FBGEMM's definition. */
+    double bytes = 0, ids = 0, tbytes = 0;
+    for (int i = 0; i < nb; i++)
+        for (int f = 0; f < m.F; f++) {
+            const double L = (double)c.b[i].sparse[f].offsets[B];
+            bytes += (L * m.dims[f] + (double)B * m.dims[f]) * 4.0;
+            ids += L;
+        }
+    bytes /= nb, ids /= nb;
+    for (int f = 0; f < m.F; f++) tbytes += (double)m.rows[f] * m.dims[f] * 4.0;
+    if (!s && dump_dir && dump(dump_dir, &m, c.b, nb, c.dout, W, c.lr))
+        s = rec_errorf(REC_EIO, "%s: cannot write the dump for the PyTorch peer", dump_dir);
+    double naive = 0, def_f = 0, def_fb = 0, uni_f = INFINITY, uni_fb = INFINITY, tun_f = 0, tun_fb = 0, sep_f = 0,
+           sep_fb = 0;
+    char uni_name[64] = "", ubw_name[64] = "";
+    rec_embed_tune_report rep = {0};
+    if (!s) {
+        fprintf(stderr, "bench embed %s: %d tables (%.2f GB), batch %d, %.2fM ids per batch\n", m.name, m.F, tbytes * 1e-9,
+                B, ids * 1e-6);
+        naive = time_pass(&c, 2);
+        def_f = time_pass(&c, 0);
+        def_fb = time_pass(&c, 1);
+        /* Uniform forward members (default backward), then backward members at the best forward. */
+        rec_embed_sched cand[REC_EMBED_MAX_CANDIDATES], best = rec_embed_sched_default();
+        rec_embed_sched all[64];
+        int nu = 0;
+        { /* the universe: the candidates of a table on which every member is distinct */
+            int fbig = 0;
+            for (int f = 0; f < m.F; f++)
+                if (m.dims[f] >= 16 && m.dims[f] <= 128 && (m.dims[f] & (m.dims[f] - 1)) == 0) fbig = f;
+            nu = rec_embed_fwd_candidates(c.e, fbig, all, 64);
+        }
+        for (int u = 0; u < nu; u++) {
+            rec_embed_set_uniform(c.e, all[u]);
+            const double t = time_pass(&c, 0);
+            if (t < uni_f) uni_f = t, best = all[u];
+        }
+        rec_embed_set_uniform(c.e, best);
+        const int nbw = rec_embed_bwd_candidates(c.e, 0, cand, REC_EMBED_MAX_CANDIDATES);
+        rec_embed_sched bb = best;
+        for (int u = 0; u < nbw; u++) {
+            rec_embed_sched x = best;
+            x.sort = cand[u].sort, x.bpf = cand[u].bpf;
+            rec_embed_set_uniform(c.e, x);
+            const double t = time_pass(&c, 1);
+            if (t < uni_fb) uni_fb = t, bb = x;
+        }
+        rec_embed_sched_name(best, uni_name, sizeof uni_name);
+        rec_embed_sched_name(bb, ubw_name, sizeof ubw_name);
+        /* Tuned with interference, on the batches as a trainer would feed them. */
+        rec_embed_set_uniform(c.e, rec_embed_sched_default());
+        rec_embed_tune_opts to = {3};
+        s = rec_embed_tune_begin(c.e, &to);
+        const double tt0 = rec_now();
+        for (int i = 0; !s && rec_embed_tuning(c.e); i++) {
+            s = rec_embed_forward(c.e, &c.b[i % nb], 0, c.out);
+            if (!s) s = rec_embed_backward_update(c.e, &c.b[i % nb], 0, c.dout, c.lr);
+        }
+        const double tune_s = rec_now() - tt0;
+        rec_embed_tune_result(c.e, &rep);
+        fprintf(stderr, "  tuned in %.1f s (%d + %d local rounds, global winner %d)\n", tune_s, rep.fwd_rounds,
+                rep.bwd_rounds, rep.winner);
+        if (!s) tun_f = time_pass(&c, 0), tun_fb = time_pass(&c, 1);
+        /* Separately tuned. */
+        const rec_batch *bp[64];
+        for (int i = 0; i < nb && i < 64; i++) bp[i] = &c.b[i];
+        if (!s) s = rec_embed_tune_separate(c.e, bp, nb < 64 ? nb : 64, 0, c.dout, c.lr);
+        if (!s) sep_f = time_pass(&c, 0), sep_fb = time_pass(&c, 1);
+    }
+    if (!s) {
+        printf("\nbench embed: model %s, %d tables, %.2f GB of tables, batch %d, %.2fM ids/batch, %d threads\n", m.name,
+               m.F, tbytes * 1e-9, B, ids * 1e-6, threads);
+        printf("  %-34s %10s %10s %10s %12s\n", "", "fwd ms", "GB/s", "Mrows/s", "fwd+bwd ms");
+        const struct { const char *what; double f, fb; } rows[] = {
+            {"naive gather loop", naive, NAN},
+            {"default plan", def_f, def_fb},
+            {"best uniform schedule", uni_f, uni_fb},
+            {"separately tuned", sep_f, sep_fb},
+            {"tuned with interference", tun_f, tun_fb},
+        };
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+            printf("  %-34s %10.3f %10.2f %10.1f", rows[i].what, rows[i].f * 1e3, gbs(bytes, rows[i].f),
+                   ids / rows[i].f * 1e-6);
+            if (isnan(rows[i].fb)) printf(" %12s\n", "-");
+            else printf(" %12.3f\n", rows[i].fb * 1e3);
+        }
+        printf("  best uniform: forward %s; with backward %s\n", uni_name, ubw_name);
+        printf("  tuned fwd vs naive %.2fx, vs best uniform %.2fx (fwd+bwd %.2fx), vs separately tuned %.2fx (fwd+bwd %.2fx)\n",
+               naive / tun_f, uni_f / tun_f, uni_fb / tun_fb, sep_f / tun_f, sep_fb / tun_fb);
+        if (json)
+            printf("{\"model\": \"%s\", \"tables\": %d, \"batch\": %d, \"ids_per_batch\": %.0f, \"bytes_per_batch\": %.0f, "
+                   "\"threads\": %d, \"naive_fwd_s\": %.6g, \"default_fwd_s\": %.6g, \"default_fwdbwd_s\": %.6g, "
+                   "\"uniform_fwd_s\": %.6g, \"uniform_fwdbwd_s\": %.6g, \"separate_fwd_s\": %.6g, \"separate_fwdbwd_s\": %.6g, "
+                   "\"tuned_fwd_s\": %.6g, \"tuned_fwdbwd_s\": %.6g, \"tuned_gb_per_s\": %.3f, \"tuned_rows_per_s\": %.0f, "
+                   "\"best_uniform\": \"%s\"}\n",
+                   m.name, m.F, B, ids, bytes, threads, naive, def_f, def_fb, uni_f, uni_fb, sep_f, sep_fb, tun_f, tun_fb,
+                   gbs(bytes, tun_f), ids / tun_f, ubw_name);
+    }
+    for (int i = 0; c.b && i < nb; i++) rec_batch_free(&c.b[i]);
+    free(c.b), free(c.out), free(c.dout);
+    rec_embed_free(c.e);
+    bmodel_free(&m);
+    return s;
+}
+
+int bench_embed(int argc, char **argv) {
+    const char *cmd = "bench embed", *model = "all", *dump_dir = NULL;
+    int batch = 0, nb = 4, reps = 3, threads = rec_cpu_count(), json = 0;
+    double kscale = 1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = CLI_OK;
+        if (cli_is_help(a)) { fputs(USAGE, stdout); return CLI_OK; }
+        else if (!strcmp(a, "--model")) rc = cli_str(cmd, argc, argv, &i, &model);
+        else if (!strcmp(a, "--batch")) rc = cli_int(cmd, argc, argv, &i, 1, 1 << 16, &batch);
+        else if (!strcmp(a, "--batches")) rc = cli_int(cmd, argc, argv, &i, 1, 64, &nb);
+        else if (!strcmp(a, "--reps")) rc = cli_int(cmd, argc, argv, &i, 1, 31, &reps);
+        else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 256, &threads);
+        else if (!strcmp(a, "--kaggle-scale")) rc = cli_double(cmd, argc, argv, &i, 1e-6, 1.0, &kscale);
+        else if (!strcmp(a, "--dump")) rc = cli_str(cmd, argc, argv, &i, &dump_dir);
+        else if (!strcmp(a, "--json")) json = 1;
+        else rc = cli_usage(cmd, "unknown option '%s'", a);
+        if (rc) return rc;
+    }
+    static const char *const ALL[] = {"kaggle", "A", "B", "C", "D", "E"};
+    int picked = 0;
+    const double c_naive = gather_ceiling(threads, (size_t)1 << 30, 0), c_pf = gather_ceiling(threads, (size_t)1 << 30, 1);
+    printf("machine: random 64-byte row gather over 1 GiB, %d threads: %.1fM rows/s naive, %.1fM rows/s with prefetch\n",
+           threads, c_naive * 1e-6, c_pf * 1e-6);
+    if (json) printf("{\"gather_ceiling_rows_per_s\": %.0f, \"gather_prefetch_rows_per_s\": %.0f}\n", c_naive, c_pf);
+    for (size_t i = 0; i < sizeof ALL / sizeof ALL[0]; i++) {
+        if (strcmp(model, "all") && strcmp(model, ALL[i])) continue;
+        picked = 1;
+        const int B = batch ? batch : i == 0 ? 2048 : 512;
+        rec_status s = bench_model(ALL[i], B, nb, reps, threads, kscale, dump_dir, json);
+        if (s) return cli_fail(cmd, s);
+    }
+    if (!picked) return cli_usage(cmd, "unknown model '%s' (want kaggle, A, B, C, D, E or all)", model);
+    return CLI_OK;
+}
