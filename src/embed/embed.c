@@ -33,10 +33,13 @@ enum {
 
 /* One id of the batch as the backward sees it: the row, the bag it came from and the factor
  * its bag's output gradient is multiplied by (w_k, or w_k / L for MEAN). */
-typedef struct bag_entry {
-    int64_t id;
+typedef struct bag_pair {
     int32_t bag;
     float coef;
+} bag_pair;
+typedef struct bag_entry {
+    int64_t id;
+    bag_pair p;
 } bag_entry;
 
 /* First error of one table / thread: key = f * B + row orders errors as (feature, row);
@@ -446,7 +449,7 @@ static int64_t gather(rec_embed *e, const rec_batch *b, int first_feature, int f
             }
             float c = j->weights ? j->weights[k] : 1.0f;
             if (mean) c /= L;
-            if (n < cap) ent[n] = (bag_entry){id, (int32_t)r, c};
+            if (n < cap) ent[n] = (bag_entry){id, {(int32_t)r, c}};
             n++;
             if (id > maxid) maxid = id;
         }
@@ -483,16 +486,6 @@ static bag_entry *sort_radix(bag_entry *a, bag_entry *t, int64_t n, uint64_t max
     return a;
 }
 
-/* COUNT: one stable counting pass over ids [0, maxid] with the histogram h (maxid + 2
- * slots, n < 2^32): the same order as RADIX. Returns t. */
-static bag_entry *sort_count(const bag_entry *a, bag_entry *t, int64_t n, int64_t maxid, uint32_t *h) {
-    memset(h, 0, (size_t)(maxid + 2) * sizeof *h);
-    for (int64_t i = 0; i < n; i++) h[a[i].id + 1]++;
-    for (int64_t d = 0; d <= maxid; d++) h[d + 1] += h[d];
-    for (int64_t i = 0; i < n; i++) t[h[a[i].id]++] = a[i];
-    return t;
-}
-
 /* One Adagrad row step, torch/optim/_functional.py adagrad (sparse branch): st (E) += g^2,
  * p (E) -= lr * g / (sqrt(st) + eps). A function of its own so that `restrict` lets the
  * compiler vectorise it without runtime alias checks. */
@@ -503,52 +496,151 @@ static void adagrad_row(float *restrict p, float *restrict st, const float *rest
     }
 }
 
-/* Table f's update from its gathered entries, with its schedule's sort and prefetch: sums
- * each unique id's contributions dout[bag, col_f ..] * coef in position order into acc (E),
- * then applies the optimizer to that row once (formulas in embed.h; float arithmetic as
- * torch's and FBGEMM's kernels). */
-static void update_table(rec_embed *e, int f, bag_entry *ent, bag_entry *tmp, int64_t n, const float *dout, float lr,
-                         float *restrict acc, uint32_t *hist) {
-    const rec_embed_sched sc = embed_sched_effective(e, f, e->sched[f]);
-    const bag_entry *s = sc.sort == REC_SORT_COUNT && hist && n < INT32_MAX
-                             ? sort_count(ent, tmp, n, e->maxid[f], hist)
-                             : sort_radix(ent, tmp, n, (uint64_t)e->maxid[f]);
-    const int E = e->dims[f], W = e->W, col = e->col[f], pf = sc.bpf;
-    const float eps = e->opt.eps;
+/* Sums the contributions dout[bag, col ..] * coef of the pairs p[i * stride], i in [i0, i1)
+ * (one id's, in position order) into acc (E), as acc = fmaf(g, coef, acc) from 0: for a
+ * compile-time E the sum stays in registers (a runtime-E loop carries it through memory, a
+ * store-to-load chain per entry); every E gives the same bits. stride is 2 for the pairs
+ * inside bag_entry, 1 for a bag_pair array. */
+static inline __attribute__((always_inline)) void sum_pairs(const bag_pair *restrict p, size_t stride, int64_t i0,
+                                                            int64_t i1, const float *restrict dout, int W, int col,
+                                                            float *restrict acc, const int E) {
+    float a[128];
+    for (int c = 0; c < E; c++) a[c] = 0.0f;
+    for (int64_t i = i0; i < i1; i++) {
+        const float *restrict g = dout + (size_t)p[(size_t)i * stride].bag * W + col; /* (E) */
+        const float k = p[(size_t)i * stride].coef;
+        for (int c = 0; c < E; c++) a[c] = fmaf(g[c], k, a[c]);
+    }
+    for (int c = 0; c < E; c++) acc[c] = a[c];
+}
+
+static void sum_pairs_any(const bag_pair *restrict p, size_t stride, int64_t i0, int64_t i1, const float *restrict dout,
+                          int W, int col, float *restrict acc, int E) {
+    switch (E) {
+    case 1: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 1); return;
+    case 2: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 2); return;
+    case 4: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 4); return;
+    case 8: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 8); return;
+    case 16: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 16); return;
+    case 32: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 32); return;
+    case 64: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 64); return;
+    case 128: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 128); return;
+    default:
+        for (int c = 0; c < E; c++) acc[c] = 0.0f;
+        for (int64_t i = i0; i < i1; i++) {
+            const float *g = dout + (size_t)p[(size_t)i * stride].bag * W + col; /* (E) */
+            const float k = p[(size_t)i * stride].coef;
+            for (int c = 0; c < E; c++) acc[c] = fmaf(g[c], k, acc[c]);
+        }
+    }
+}
+
+/* The optimizer step of row id of table f from its summed gradient g (E) (formulas in
+ * embed.h; float arithmetic as torch's and FBGEMM's kernels). */
+static inline void apply_row(const rec_embed *e, float *restrict T, float *restrict S, int64_t id, int E,
+                             const float *restrict g, float lr) {
+    float *restrict p = T + (size_t)id * E; /* (E) */
+    switch (e->opt.kind) {
+    case REC_SPARSE_SGD:
+        for (int c = 0; c < E; c++) p[c] -= lr * g[c];
+        break;
+    case REC_SPARSE_ADAGRAD:
+        adagrad_row(p, S + (size_t)id * E, g, E, lr, e->opt.eps);
+        break;
+    case REC_SPARSE_ROWWISE_ADAGRAD: { /* FBGEMM embedding_backward_split_template, EXACT_ROWWISE_ADAGRAD */
+        float sq = 0.0f;
+        for (int c = 0; c < E; c++) sq += g[c] * g[c];
+        S[id] += sq / (float)E;
+        const float mult = lr / (sqrtf(S[id]) + e->opt.eps);
+        for (int c = 0; c < E; c++) p[c] -= mult * g[c];
+        break;
+    }
+    }
+}
+
+static inline void prefetch_update(const rec_embed *e, const float *T, const float *S, size_t id, int E) {
+    __builtin_prefetch(T + id * E, 1);
+    if (e->opt.kind == REC_SPARSE_ADAGRAD) __builtin_prefetch(S + id * E, 1);
+    if (e->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD) __builtin_prefetch(S + id, 1);
+}
+
+/* RADIX schedule: sorts table f's gathered entries by id, then sums each unique id's
+ * contributions in position order and updates its row once. */
+static void update_radix(rec_embed *e, int f, bag_entry *ent, bag_entry *tmp, int64_t n, const float *dout, float lr,
+                         float *restrict acc, int pf) {
+    const bag_entry *s = sort_radix(ent, tmp, n, (uint64_t)e->maxid[f]);
+    const int E = e->dims[f], W = e->W, col = e->col[f];
     float *restrict T = e->tables + e->toff[f];
     float *restrict S = e->state ? e->state + e->soff[f] : NULL;
     for (int64_t i = 0; i < n;) {
-        const int64_t id = s[i].id;
-        for (int c = 0; c < E; c++) acc[c] = 0.0f;
-        for (; i < n && s[i].id == id; i++) {
-            const float *g = dout + (size_t)s[i].bag * W + col; /* (E) */
-            const float k = s[i].coef;
-            for (int c = 0; c < E; c++) acc[c] += g[c] * k;
-        }
-        if (pf && i + pf < n) { /* the row (and its state) a few entries ahead */
-            const size_t ahead = (size_t)s[i + pf].id;
-            __builtin_prefetch(T + ahead * E, 1);
-            if (e->opt.kind == REC_SPARSE_ADAGRAD) __builtin_prefetch(S + ahead * E, 1);
-            if (e->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD) __builtin_prefetch(S + ahead, 1);
-        }
-        float *restrict p = T + (size_t)id * E; /* (E) */
-        switch (e->opt.kind) {
-        case REC_SPARSE_SGD:
-            for (int c = 0; c < E; c++) p[c] -= lr * acc[c];
-            break;
-        case REC_SPARSE_ADAGRAD:
-            adagrad_row(p, S + (size_t)id * E, acc, E, lr, eps);
-            break;
-        case REC_SPARSE_ROWWISE_ADAGRAD: { /* FBGEMM embedding_backward_split_template, EXACT_ROWWISE_ADAGRAD */
-            float sq = 0.0f;
-            for (int c = 0; c < E; c++) sq += acc[c] * acc[c];
-            S[id] += sq / (float)E;
-            const float mult = lr / (sqrtf(S[id]) + eps);
-            for (int c = 0; c < E; c++) p[c] -= mult * acc[c];
-            break;
-        }
+        const int64_t id = s[i].id, i0 = i;
+        while (i < n && s[i].id == id) i++;
+        sum_pairs_any(&s[0].p, sizeof(bag_entry) / sizeof(bag_pair), i0, i, dout, W, col, acc, E);
+        if (pf && i + pf < n) prefetch_update(e, T, S, (size_t)s[i + pf].id, E); /* a few entries ahead */
+        apply_row(e, T, S, id, E, acc, lr);
+    }
+}
+
+/* COUNT schedule, straight from the batch (no entry array, no separate gather): a histogram of
+ * table f's ids (R + 1 slots of h), its prefix sums, a stable scatter of (bag, coef) pairs into
+ * pairs (nnz) in id order, then each non-empty id's sum and update. The same pairs in the same
+ * order as RADIX, so the same bits. The ids were checked (checked mode) before any update. */
+static void update_count(rec_embed *e, const rec_batch *b, int first_feature, int f, bag_pair *pairs, const float *dout,
+                         float lr, float *restrict acc, uint32_t *h, int pf) {
+    const rec_jagged *j = &b->sparse[first_feature + f];
+    const int64_t R = e->rows[f], B = b->n;
+    const int E = e->dims[f], W = e->W, col = e->col[f], mean = e->pooling == REC_POOL_MEAN;
+    memset(h, 0, (size_t)(R + 1) * sizeof *h);
+    const int64_t lo = j->offsets[0], hi = j->offsets[B];
+    for (int64_t k = lo; k < hi; k++) h[j->indices[k] + 1]++;
+    for (int64_t r = 0; r < R; r++) h[r + 1] += h[r];
+    for (int64_t r = 0; r < B; r++) {
+        const int64_t a = j->offsets[r], z = j->offsets[r + 1];
+        const float L = (float)(z - a);
+        for (int64_t k = a; k < z; k++) {
+            float c = j->weights ? j->weights[k] : 1.0f;
+            if (mean) c /= L;
+            pairs[h[j->indices[k]]++] = (bag_pair){(int32_t)r, c};
         }
     }
+    /* h[id] is now the end of id's pairs (the start of id + 1's). */
+    float *restrict T = e->tables + e->toff[f];
+    float *restrict S = e->state ? e->state + e->soff[f] : NULL;
+    int64_t start = 0;
+    for (int64_t id = 0; id < R; id++) {
+        const int64_t end = h[id];
+        if (end == start) continue;
+        if (pf && id + pf < R) prefetch_update(e, T, S, (size_t)(id + pf), E);
+        sum_pairs_any(pairs, 1, start, end, dout, W, col, acc, E);
+        apply_row(e, T, S, id, E, acc, lr);
+        start = end;
+    }
+}
+
+/* Table f's ids checked without gathering (COUNT tables in checked mode): the first error in
+ * e->err[f]. */
+static void check_ids(rec_embed *e, const rec_batch *b, int first_feature, int f) {
+    const rec_jagged *j = &b->sparse[first_feature + f];
+    const int64_t R = e->rows[f], B = b->n;
+    e->err[f].key = INT64_MAX;
+    for (int64_t r = 0; r < B; r++) {
+        if (!bag_ok(j, r)) {
+            e->err[f] = (embed_err){(int64_t)f * B + r, 2, j->offsets[r], j->offsets[r + 1]};
+            return;
+        }
+        if (e->trust) continue;
+        for (int64_t k = j->offsets[r]; k < j->offsets[r + 1]; k++)
+            if ((uint64_t)j->indices[k] >= (uint64_t)R) {
+                e->err[f] = (embed_err){(int64_t)f * B + r, 1, j->indices[k], 0};
+                return;
+            }
+    }
+}
+
+/* Does table f run the COUNT path for this batch? */
+static int uses_count(const rec_embed *e, int f, int64_t nnz) {
+    const rec_embed_sched sc = embed_sched_effective(e, f, e->sched[f]);
+    return sc.sort == REC_SORT_COUNT && e->hist && e->rows[f] + 2 <= e->hist_stride && nnz < INT32_MAX;
 }
 
 rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_feature, const float *dout, float lr,
@@ -582,7 +674,8 @@ rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_featur
         const int64_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
         if (i >= n_active) break;
         const int f = e->order[i];
-        e->nent[f] = gather(e, b, first_feature, f, ent + e->ebase[f], e->ebase[f + 1] - e->ebase[f]);
+        if (uses_count(e, f, e->ebase[f + 1] - e->ebase[f])) check_ids(e, b, first_feature, f);
+        else e->nent[f] = gather(e, b, first_feature, f, ent + e->ebase[f], e->ebase[f + 1] - e->ebase[f]);
     }
     for (int f = 0; f < F; f++) /* the first error in (feature, row) order, before any update */
         if ((only < 0 || f == only) && e->err[f].key != INT64_MAX)
@@ -600,7 +693,12 @@ rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_featur
             if (i >= n_active) break;
             const int f = e->order[i];
             const double ti = prof ? rec_now() : 0.0;
-            update_table(e, f, ent + e->ebase[f], tmp + e->ebase[f], e->nent[f], dout, lr, acc, hist);
+            const int64_t nnz = e->ebase[f + 1] - e->ebase[f];
+            const int pf = embed_sched_effective(e, f, e->sched[f]).bpf;
+            if (uses_count(e, f, nnz))
+                update_count(e, b, first_feature, f, (bag_pair *)(ent + e->ebase[f]), dout, lr, acc, hist, pf);
+            else
+                update_radix(e, f, ent + e->ebase[f], tmp + e->ebase[f], e->nent[f], dout, lr, acc, pf);
             if (prof) tp[f] += rec_now() - ti;
         }
     }

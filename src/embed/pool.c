@@ -8,9 +8,13 @@
  *   BLOCKED  16 columns at a time (two 8-wide registers), the bag's ids inside; tail columns
  *            by the generic loop.
  *
- * Every kernel computes each output element as acc = 0; acc = acc + T[id][c] (or
- * fmaf(w, T[id][c], acc)) over the bag's ids in position order; acc / L for MEAN. So all of
- * them produce the same bits (embed.h); tests/test_embed_sched.c checks that they do.
+ * Every kernel computes each output element in one canonical order: acc = 0, then for each
+ * full group of 4 consecutive ids of the bag acc = acc + ((t0 + t1) + (t2 + t3)) (weighted:
+ * acc = acc + (fmaf(w1, t1, w0 t0) + fmaf(w3, t3, w2 t2))), then the remaining 0..3 ids one at
+ * a time, acc = acc + t (fmaf(w, t, acc)); acc / L for MEAN. The grouping gives the adder four
+ * independent rows per step: one running sum per bag would chain every id through a 4-cycle
+ * add, the bottleneck of long bags. All kernels therefore produce the same bits (embed.h);
+ * tests/test_embed_sched.c checks that they do.
  *
  * Prefetch: while id k is summed, the row of id k + pf (every cache line it spans) is
  * requested, looking across bag boundaries within the item [off[b0], off[b1]) because one-hot
@@ -48,7 +52,24 @@ static inline __attribute__((always_inline)) int64_t pool_reg(const pool_job *j,
         const int64_t lo = j->off[r], hi = j->off[r + 1];
         float acc[128];
         for (int c = 0; c < E; c++) acc[c] = 0.0f;
-        for (int64_t k = lo; k < hi; k++) {
+        int64_t k = lo;
+        for (; k + 4 <= hi; k += 4) {
+            if (j->pf)
+                for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end);
+            const float *restrict t[4];
+            for (int q = 0; q < 4; q++) {
+                const int64_t id = idx[k + q];
+                if (j->check && (uint64_t)id >= (uint64_t)R) return k + q;
+                t[q] = T + (size_t)id * E;
+            }
+            if (weighted) {
+                for (int c = 0; c < E; c++)
+                    acc[c] += fmaf(w[k + 1], t[1][c], w[k] * t[0][c]) + fmaf(w[k + 3], t[3][c], w[k + 2] * t[2][c]);
+            } else {
+                for (int c = 0; c < E; c++) acc[c] += (t[0][c] + t[1][c]) + (t[2][c] + t[3][c]);
+            }
+        }
+        for (; k < hi; k++) {
             if (j->pf) prefetch_ahead(j, k, end);
             const int64_t id = idx[k];
             if (j->check && (uint64_t)id >= (uint64_t)R) return k;
@@ -82,7 +103,24 @@ static int64_t pool_cols(const pool_job *j, int64_t b0, int64_t b1, int c0, int 
         const int64_t lo = j->off[r], hi = j->off[r + 1];
         float *restrict o = j->out + (size_t)r * j->W;
         for (int c = c0; c < c1; c++) o[c] = 0.0f;
-        for (int64_t k = lo; k < hi; k++) {
+        int64_t k = lo;
+        for (; k + 4 <= hi; k += 4) {
+            if (pf)
+                for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end);
+            const float *restrict t[4];
+            for (int q = 0; q < 4; q++) {
+                const int64_t id = idx[k + q];
+                if (j->check && (uint64_t)id >= (uint64_t)R) return k + q;
+                t[q] = T + (size_t)id * E;
+            }
+            if (w) {
+                for (int c = c0; c < c1; c++)
+                    o[c] += fmaf(w[k + 1], t[1][c], w[k] * t[0][c]) + fmaf(w[k + 3], t[3][c], w[k + 2] * t[2][c]);
+            } else {
+                for (int c = c0; c < c1; c++) o[c] += (t[0][c] + t[1][c]) + (t[2][c] + t[3][c]);
+            }
+        }
+        for (; k < hi; k++) {
             if (pf) prefetch_ahead(j, k, end);
             const int64_t id = idx[k];
             if (j->check && (uint64_t)id >= (uint64_t)R) return k;
@@ -112,7 +150,24 @@ static inline __attribute__((always_inline)) int64_t block16(const pool_job *j, 
     const float *restrict w = j->w;
     const int E = j->E;
     float acc[BLOCK_COLS] = {0};
-    for (int64_t k = lo; k < hi; k++) {
+    int64_t k = lo;
+    for (; k + 4 <= hi; k += 4) {
+        if (pf)
+            for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end);
+        const float *restrict t[4];
+        for (int q = 0; q < 4; q++) {
+            const int64_t id = idx[k + q];
+            if (j->check && (uint64_t)id >= (uint64_t)j->R) return k + q;
+            t[q] = T + (size_t)id * E + c0;
+        }
+        if (w) {
+            for (int c = 0; c < BLOCK_COLS; c++)
+                acc[c] += fmaf(w[k + 1], t[1][c], w[k] * t[0][c]) + fmaf(w[k + 3], t[3][c], w[k + 2] * t[2][c]);
+        } else {
+            for (int c = 0; c < BLOCK_COLS; c++) acc[c] += (t[0][c] + t[1][c]) + (t[2][c] + t[3][c]);
+        }
+    }
+    for (; k < hi; k++) {
         if (pf) prefetch_ahead(j, k, end);
         const int64_t id = idx[k];
         if (j->check && (uint64_t)id >= (uint64_t)j->R) return k;
