@@ -370,21 +370,15 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
         def_fb = time_pass(&c, 1);
         /* Uniform forward members (default backward), then backward members at the best forward. */
         rec_embed_sched cand[REC_EMBED_MAX_CANDIDATES], best = rec_embed_sched_default();
-        rec_embed_sched all[64];
-        int nu = 0;
-        { /* the universe: the candidates of a table on which every member is distinct */
-            int fbig = 0;
-            for (int f = 0; f < m.F; f++)
-                if (m.dims[f] >= 16 && m.dims[f] <= 128 && (m.dims[f] & (m.dims[f] - 1)) == 0) fbig = f;
-            nu = rec_embed_fwd_candidates(c.e, fbig, all, 64);
-        }
+        rec_embed_sched all[REC_EMBED_MAX_CANDIDATES];
+        const int nu = rec_embed_fwd_universe(all, REC_EMBED_MAX_CANDIDATES);
         for (int u = 0; u < nu; u++) {
             rec_embed_set_uniform(c.e, all[u]);
             const double t = time_pass(&c, 0);
             if (t < uni_f) uni_f = t, best = all[u];
         }
         rec_embed_set_uniform(c.e, best);
-        const int nbw = rec_embed_bwd_candidates(c.e, 0, cand, REC_EMBED_MAX_CANDIDATES);
+        const int nbw = rec_embed_bwd_universe(cand, REC_EMBED_MAX_CANDIDATES);
         rec_embed_sched bb = best;
         for (int u = 0; u < nbw; u++) {
             rec_embed_sched x = best;

@@ -174,6 +174,10 @@ void rec_embed_set_uniform(rec_embed *e, rec_embed_sched s);
  * when E < 16, no COUNT above REC_EMBED_COUNT_MAX_ROWS). Writes at most cap, returns the
  * count; REC_EMBED_MAX_CANDIDATES always suffices. */
 enum { REC_EMBED_MAX_CANDIDATES = 64 };
+/* The whole candidate universe (the default schedule's other fields): what a uniform schedule
+ * may be. Returns the count (27 forward, 4 backward). */
+int rec_embed_fwd_universe(rec_embed_sched *out, int cap);
+int rec_embed_bwd_universe(rec_embed_sched *out, int cap);
 int rec_embed_fwd_candidates(const rec_embed *e, int f, rec_embed_sched *out, int cap);
 int rec_embed_bwd_candidates(const rec_embed *e, int f, rec_embed_sched *out, int cap);
 

@@ -203,6 +203,20 @@ static int distinct(const rec_embed *e, int f, const rec_embed_sched *u, int n, 
     return m;
 }
 
+int rec_embed_fwd_universe(rec_embed_sched *out, int cap) {
+    rec_embed_sched u[MAX_FWD_U];
+    const int n = fwd_universe(rec_embed_sched_default(), u);
+    memcpy(out, u, (size_t)(n < cap ? n : cap) * sizeof *u);
+    return n < cap ? n : cap;
+}
+
+int rec_embed_bwd_universe(rec_embed_sched *out, int cap) {
+    rec_embed_sched u[MAX_BWD_U];
+    const int n = bwd_universe(rec_embed_sched_default(), u);
+    memcpy(out, u, (size_t)(n < cap ? n : cap) * sizeof *u);
+    return n < cap ? n : cap;
+}
+
 int rec_embed_fwd_candidates(const rec_embed *e, int f, rec_embed_sched *out, int cap) {
     rec_embed_sched u[MAX_FWD_U];
     const int n = fwd_universe(e->sched[f], u);
