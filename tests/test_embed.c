@@ -30,10 +30,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "numcheck.h"
 #include "rectrain/core.h"
 #include "rectrain/embed.h"
-
-static rec_rng g_rng;
 
 static double urand(void) { return rec_rng_uniform(&g_rng); }
 static int64_t irand(int64_t n) { return (int64_t)rec_rng_below(&g_rng, (uint64_t)n); }
@@ -70,12 +69,6 @@ static void make_batch(rec_batch *b, int64_t B, int n_sparse, int first, int F, 
     CHECK(s == REC_OK, "building a test batch: %s", rec_errmsg());
 }
 
-static double *copy_f64(const float *a, size_t n, int absval) {
-    double *d = malloc((n ? n : 1) * sizeof(double));
-    for (size_t i = 0; i < n; i++) d[i] = absval ? fabs((double)a[i]) : (double)a[i];
-    return d;
-}
-
 /* The batch's weights replaced by their absolute values (saved in *saved[f]) or restored. */
 static void abs_weights(rec_batch *b, int first, int F, float **saved, int restore) {
     for (int f = 0; f < F; f++) {
@@ -91,18 +84,6 @@ static void abs_weights(rec_batch *b, int first, int F, float **saved, int resto
             free(saved[f]);
         }
     }
-}
-
-static int count_bad(const char *what, const float *got, const double *ref, const double *S, size_t n, double tol) {
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - ref[i]);
-        if (!(e <= tol * S[i])) {
-            if (!bad) fprintf(stderr, "  %s[%zu]: got %.9g ref %.9g (S %.3g)\n", what, i, got[i], ref[i], S[i]);
-            bad++;
-        }
-    }
-    return bad;
 }
 
 /* Adds one step's error scale (see the header comment) for table f to scT (R, E) and scS. */
@@ -146,7 +127,7 @@ typedef struct cfg_case {
 static void run_case(const cfg_case *k, uint64_t seed) {
     const int F = k->F;
     rec_embed_config cfg = {F, k->rows, k->dims, k->pooling, rec_sparse_opt_defaults(k->kind, 0.05f),
-                            k->B, k->threads, seed};
+                            k->B, k->threads, seed, 0};
     if (k->kind != REC_SPARSE_SGD && (seed & 1)) cfg.opt.init_acc = 0.1f;
     rec_embed *e;
     rec_status s = rec_embed_init(&e, &cfg);
@@ -158,12 +139,12 @@ static void run_case(const cfg_case *k, uint64_t seed) {
     uint8_t *touched[8];
     for (int f = 0; f < F; f++) {
         const size_t n = (size_t)k->rows[f] * k->dims[f], ns = rec_embed_state_len(e, f);
-        T[f] = copy_f64(rec_embed_table(e, f), n, 0);
-        scT[f] = copy_f64(rec_embed_table(e, f), n, 1);
+        T[f] = to_f64(rec_embed_table(e, f), n, 0);
+        scT[f] = to_f64(rec_embed_table(e, f), n, 1);
         T0[f] = malloc(n * sizeof(float));
         memcpy(T0[f], rec_embed_table(e, f), n * sizeof(float));
-        St[f] = ns ? copy_f64(rec_embed_state(e, f), ns, 0) : NULL;
-        scS[f] = ns ? copy_f64(rec_embed_state(e, f), ns, 1) : NULL;
+        St[f] = ns ? to_f64(rec_embed_state(e, f), ns, 0) : NULL;
+        scS[f] = ns ? to_f64(rec_embed_state(e, f), ns, 1) : NULL;
         S0[f] = malloc((ns + 1) * sizeof(float));
         if (ns) memcpy(S0[f], rec_embed_state(e, f), ns * sizeof(float));
         G[f] = malloc(n * sizeof(double));
@@ -182,8 +163,8 @@ static void run_case(const cfg_case *k, uint64_t seed) {
         CHECK(s == REC_OK, "forward: %s", rec_errmsg());
         double *cur[8], *cura[8];
         for (int f = 0; f < F; f++) {
-            cur[f] = copy_f64(rec_embed_table(e, f), (size_t)k->rows[f] * k->dims[f], 0);
-            cura[f] = copy_f64(rec_embed_table(e, f), (size_t)k->rows[f] * k->dims[f], 1);
+            cur[f] = to_f64(rec_embed_table(e, f), (size_t)k->rows[f] * k->dims[f], 0);
+            cura[f] = to_f64(rec_embed_table(e, f), (size_t)k->rows[f] * k->dims[f], 1);
         }
         float *saved[8];
         rec_embed_forward_ref(F, k->rows, k->dims, k->pooling, &b, k->first, (const double *const *)cur, oref);
@@ -199,7 +180,7 @@ static void run_case(const cfg_case *k, uint64_t seed) {
         const float lr = 0.05f / (float)(step + 1);
         s = rec_embed_backward_update(e, &b, k->first, dout, lr);
         CHECK(s == REC_OK, "backward: %s", rec_errmsg());
-        double *dd = copy_f64(dout, no, 0), *da = copy_f64(dout, no, 1);
+        double *dd = to_f64(dout, no, 0), *da = to_f64(dout, no, 1);
         rec_embed_grad_ref(F, k->rows, k->dims, k->pooling, &b, k->first, dd, G);
         abs_weights(&b, k->first, F, saved, 0);
         rec_embed_grad_ref(F, k->rows, k->dims, k->pooling, &b, k->first, da, Ga);
@@ -323,7 +304,7 @@ static void test_threads(void) {
         rec_embed *e[2];
         for (int t = 0; t < 2; t++) {
             rec_embed_config cfg = {26, rows, dims, (rec_pooling)(kind == 1), rec_sparse_opt_defaults((rec_sparse_opt_kind)kind, 0.1f),
-                                    B, t + 1, 77};
+                                    B, t + 1, 77, 0};
             CHECK(rec_embed_init(&e[t], &cfg) == REC_OK, "init: %s", rec_errmsg());
         }
         const int W = rec_embed_out_width(e[0]);
@@ -358,7 +339,7 @@ static void test_threads(void) {
 static void test_init(void) {
     const int64_t rows[3] = {1000, 1, 37};
     const int dims[3] = {16, 3, 64};
-    rec_embed_config cfg = {3, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_ROWWISE_ADAGRAD, 0.1f), 8, 0, 5};
+    rec_embed_config cfg = {3, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_ROWWISE_ADAGRAD, 0.1f), 8, 0, 5, 0};
     cfg.opt.init_acc = 0.25f;
     rec_embed *a, *b, *c;
     CHECK(rec_embed_init(&a, &cfg) == REC_OK, "init: %s", rec_errmsg());
@@ -401,7 +382,7 @@ static void test_init(void) {
     CHECK(d.kind == REC_SPARSE_ADAGRAD && d.lr == 0.01f && d.eps == 1e-10f && d.init_acc == 0.0f, "Adagrad defaults");
     CHECK(rec_sparse_opt_defaults(REC_SPARSE_ROWWISE_ADAGRAD, 1).eps == 1e-8f, "row-wise defaults");
 
-    rec_embed_config z = {0, NULL, NULL, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 1), 4, 1, 0};
+    rec_embed_config z = {0, NULL, NULL, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 1), 4, 1, 0, 0};
     rec_embed *ze;
     CHECK(rec_embed_init(&ze, &z) == REC_OK && rec_embed_out_width(ze) == 0, "no tables");
     rec_batch bb;
@@ -419,7 +400,7 @@ static void test_init(void) {
 static void test_errors(void) {
     int64_t rows[4] = {10, 20, 1460, 5};
     int dims[4] = {4, 4, 16, 3};
-    rec_embed_config good = {4, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_ADAGRAD, 0.1f), 64, 2, 1};
+    rec_embed_config good = {4, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_ADAGRAD, 0.1f), 64, 2, 1, 0};
     rec_embed_config c;
     rec_embed *e = (rec_embed *)&c;
 #define BAD(field_set, needle)                                               \

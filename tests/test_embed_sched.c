@@ -29,12 +29,12 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "numcheck.h"
 #include "rectrain/core.h"
 #include "rectrain/embed.h"
 
 enum { MAXF = 12 };
 
-static rec_rng g_rng;
 static double urand(void) { return rec_rng_uniform(&g_rng); }
 static int64_t irand(int64_t n) { return (int64_t)rec_rng_below(&g_rng, (uint64_t)n); }
 
@@ -133,10 +133,6 @@ static void forward_refs(rec_embed *e, const model *m, rec_batch *b, double *ref
     }
     free_tables(T, m->F);
     free_tables(A, m->F);
-}
-
-static void poison(float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] = NAN;
 }
 
 /* Forward: every candidate of every table (candidate k of table f in pass k, tables with

@@ -27,38 +27,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "numcheck.h"
 #include "rectrain/core.h"
 #include "rectrain/nn.h"
-
-static rec_rng g_rng;
-
-static void fill_uniform(float *a, size_t n, float lo, float hi) {
-    for (size_t i = 0; i < n; i++) a[i] = lo + (hi - lo) * (float)rec_rng_uniform(&g_rng);
-}
-
-static double *to_f64(const float *a, size_t n, int absval) {
-    double *d = malloc((n ? n : 1) * sizeof(double));
-    for (size_t i = 0; i < n; i++) d[i] = absval ? fabs((double)a[i]) : (double)a[i];
-    return d;
-}
-
-static void poison(float *a, size_t n) {
-    for (size_t i = 0; i < n; i++) a[i] = NAN;
-}
-
-/* Number of elements of got (n) outside |got - ref| <= tol * S; prints the first. */
-static int count_bad(const char *what, const float *got, const double *ref, const double *S, size_t n,
-                     double tol) {
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - ref[i]);
-        if (!(e <= tol * S[i])) {
-            if (!bad) fprintf(stderr, "  %s[%zu]: got %.9g ref %.9g (S %.3g)\n", what, i, got[i], ref[i], S[i]);
-            bad++;
-        }
-    }
-    return bad;
-}
 
 /* ---- linear: oneDNN vs reference ------------------------------------------------------------ */
 
