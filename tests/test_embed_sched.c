@@ -386,26 +386,21 @@ static void test_plans(void) {
     snprintf(text, sizeof text, "%s{\"rows\": 10, \"dim\": 4, \"sched\": \"table/fixed/pf8+radix/pf8\"}]}", hdr);
     write_text(bad, text);
     CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "the plan has 1 tables, the model 3");
-    snprintf(text, sizeof text,
-             "%s{\"rows\": 10, \"dim\": 4, \"sched\": \"table/fixed/pf8+radix/pf8\"}, {\"rows\": 20, \"dim\": 16, \"sched\": "
-             "\"table/fixed/pf8+radix/pf8\"}, {\"rows\": 7, \"dim\": 3, \"sched\": \"table/fixed/pf8+radix/pf8\"}]}", hdr);
-    write_text(bad, text);
-    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.tables[1]: the plan's table is not (200000 rows, dim 16)");
-    snprintf(text, sizeof text,
-             "%s{\"rows\": 10, \"dim\": 4, \"sched\": \"table/fixed/pf8+radix/pf8\"}, {\"rows\": 200000, \"dim\": 16, \"sched\": "
-             "\"table/fixed/pf8+count/pf8\"}, {\"rows\": 7, \"dim\": 3, \"sched\": \"table/fixed/pf8+radix/pf8\"}]}", hdr);
-    write_text(bad, text);
-    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.tables[1].sched: embedding table 1: COUNT sort");
-    snprintf(text, sizeof text,
-             "%s{\"rows\": 10, \"dim\": 4, \"sched\": \"table/fixed/pf8+radix/pf8\"}, {\"rows\": 200000, \"dim\": 16, \"sched\": "
-             "\"table/fast/pf8+radix/pf8\"}, {\"rows\": 7, \"dim\": 3, \"sched\": \"table/fixed/pf8+radix/pf8\"}]}", hdr);
-    write_text(bad, text);
-    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.tables[1].sched: schedule \"table/fast/pf8+radix/pf8\": cannot read the kernel");
-    snprintf(text, sizeof text,
-             "%s{\"rows\": 10, \"dim\": 4, \"sched\": \"table/fixed/pf8+radix/pf8\"}, {\"rows\": 200000, \"dim\": 16, \"sched\": "
-             "\"table/fixed/pf8+radix/pf8\"}, {\"rows\": 7, \"dim\": 3, \"sched\": \"table/fixed/pf8+radix/pf8\"}]}", hdr);
-    write_text(bad, text);
-    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.shape_key does not match");
+    /* Three tables, the middle one's rows and schedule varied. */
+    static const struct { long rows; const char *sched, *want; } MID[] = {
+        {20, "table/fixed/pf8+radix/pf8", "$.tables[1]: the plan's table is not (200000 rows, dim 16)"},
+        {200000, "table/fixed/pf8+count/pf8", "$.tables[1].sched: embedding table 1: COUNT sort"},
+        {200000, "table/fast/pf8+radix/pf8", "$.tables[1].sched: schedule \"table/fast/pf8+radix/pf8\": cannot read the kernel"},
+        {200000, "table/fixed/pf8+radix/pf8", "$.shape_key does not match"},
+    };
+    for (size_t i = 0; i < sizeof MID / sizeof MID[0]; i++) {
+        snprintf(text, sizeof text,
+                 "%s{\"rows\": 10, \"dim\": 4, \"sched\": \"table/fixed/pf8+radix/pf8\"}, {\"rows\": %ld, \"dim\": 16, "
+                 "\"sched\": \"%s\"}, {\"rows\": 7, \"dim\": 3, \"sched\": \"table/fixed/pf8+radix/pf8\"}]}",
+                 hdr, MID[i].rows, MID[i].sched);
+        write_text(bad, text);
+        CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, MID[i].want);
+    }
     char name[64];
     CHECK(!strcmp(rec_embed_sched_name(rec_embed_get_sched(g, 2), name, sizeof name), "sample/fixed/pf8/g10+radix/pf8"),
           "a failed load changed the plan: %s", name);
