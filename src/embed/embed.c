@@ -272,21 +272,30 @@ static int64_t table_nnz(const rec_batch *b, int first_feature, int f) {
 
 /* Orders the active tables (all, or only `only`) by estimated cost, largest first: bytes of
  * rows read plus bytes of output written, the same model as FBGEMM's bandwidth figure.
- * Returns the number of active tables. Insertion sort: F is at most a few thousand and the
- * order is nearly the same from one batch to the next. */
+ * Returns the number of active tables. e->order keeps the previous call's order (a
+ * permutation of all tables; init sets the identity) and is insertion-sorted from there: a
+ * batch's costs are nearly those of the last, so this is O(F) in the steady state. */
 static int order_tables(rec_embed *e, const rec_batch *b, int first_feature, int only) {
-    int n = 0;
-    for (int f = 0; f < e->F; f++) {
-        if (only >= 0 && f != only) continue;
-        e->cost[f] = ((double)table_nnz(b, first_feature, f) + (double)b->n) * e->dims[f];
-        int k = n++;
+    if (only >= 0) {
+        e->cost[only] = ((double)table_nnz(b, first_feature, only) + (double)b->n) * e->dims[only];
+        e->order_all = 0;
+        e->order[0] = only;
+        return 1;
+    }
+    if (!e->order_all)
+        for (int f = 0; f < e->F; f++) e->order[f] = f;
+    e->order_all = 1;
+    for (int f = 0; f < e->F; f++) e->cost[f] = ((double)table_nnz(b, first_feature, f) + (double)b->n) * e->dims[f];
+    for (int i = 1; i < e->F; i++) {
+        const int f = e->order[i];
+        int k = i;
         while (k > 0 && e->cost[e->order[k - 1]] < e->cost[f]) {
             e->order[k] = e->order[k - 1];
             k--;
         }
         e->order[k] = f;
     }
-    return n;
+    return e->F;
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */
