@@ -17,7 +17,7 @@ for M in $MODELS; do
     J=$(grep '"model"' "$W/$M.rt"); P=$(cat "$W/$M.pt")
     echo "$M $(val naive_fwd_s "$J") $(val uniform_fwd_s "$J") $(val separate_fwd_s "$J") $(val tuned_fwd_s "$J") \
 $(val uniform_fwdbwd_s "$J") $(val separate_fwdbwd_s "$J") $(val tuned_fwdbwd_s "$J") $(val fwdbwd_s "$P") \
-$(val tuned_gb_per_s "$J") $(val tuned_rows_per_s "$J")" >> "$W/t"
+$(val gb_per_s "$J") $(val rows_per_s "$J")" >> "$W/t"
     rm -rf "${W:?}/$M"
 done
 grep -h gather_ceiling "$W"/*.rt | head -n 1
