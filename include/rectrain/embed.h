@@ -175,7 +175,7 @@ void rec_embed_set_uniform(rec_embed *e, rec_embed_sched s);
  * count; REC_EMBED_MAX_CANDIDATES always suffices. */
 enum { REC_EMBED_MAX_CANDIDATES = 64 };
 /* The whole candidate universe (the default schedule's other fields): what a uniform schedule
- * may be. Returns the count (27 forward, 4 backward). */
+ * may be. Returns the count (36 forward, 6 backward). */
 int rec_embed_fwd_universe(rec_embed_sched *out, int cap);
 int rec_embed_bwd_universe(rec_embed_sched *out, int cap);
 int rec_embed_fwd_candidates(const rec_embed *e, int f, rec_embed_sched *out, int cap);
@@ -227,7 +227,7 @@ int rec_embed_tuning(const rec_embed *e);
 typedef struct rec_embed_tune_report {
     int winner;
     int fwd_rounds, bwd_rounds;  /* local-stage rounds (calls) */
-    double global_s[4];          /* measured seconds per id, forward + backward, per global candidate */
+    double global_s[4];          /* least seconds per id, forward + backward, per global candidate */
 } rec_embed_tune_report;
 void rec_embed_tune_result(const rec_embed *e, rec_embed_tune_report *r);
 
