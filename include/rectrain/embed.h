@@ -214,7 +214,8 @@ void rec_embed_profile_clear(rec_embed *e);
  *                 time per id summed over its rounds (eq. 3 and 5);
  *   global stage: the per-table plan, the plan with every table's split set to SAMPLE at
  *                 its tuned grain and the two best uniform schedules (by the local sums) are
- *                 each timed over `reps` whole passes; the fastest is kept (eq. 4).
+ *                 each timed over 3 x `reps` whole passes; the one with the fastest pass
+ *                 (seconds per id, forward + backward) is kept (eq. 4).
  * Forward and backward tune side by side, each on its own calls. While tuning is not done
  * rec_embed_tuning returns 1. */
 typedef struct rec_embed_tune_opts {
@@ -227,6 +228,7 @@ int rec_embed_tuning(const rec_embed *e);
 typedef struct rec_embed_tune_report {
     int winner;
     int fwd_rounds, bwd_rounds;  /* local-stage rounds (calls) */
+    int global_rounds;           /* global-stage calls, at most */
     double global_s[4];          /* least seconds per id, forward + backward, per global candidate */
 } rec_embed_tune_report;
 void rec_embed_tune_result(const rec_embed *e, rec_embed_tune_report *r);

@@ -306,11 +306,11 @@ static rec_status start_plan(job *j, const rec_batch *b) {
     return REC_OK;
 }
 
-/* Steps the tuner needs in all (local rounds, then 4 global candidates x 3 reps at most). */
+/* Steps the tuner needs in all, at most (local rounds, then the global stage). */
 static int tune_steps(const job *j) {
     rec_embed_tune_report r;
     rec_embed_tune_result(rec_model_embed(j->model, 0), &r);
-    return (r.fwd_rounds > r.bwd_rounds ? r.fwd_rounds : r.bwd_rounds) + 12;
+    return (r.fwd_rounds > r.bwd_rounds ? r.fwd_rounds : r.bwd_rounds) + r.global_rounds;
 }
 
 /* After a step while tuning: when the tuner is done, report and write the plan. */
