@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "rectrain/io.h"
 #include "rectrain/status.h"
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -30,6 +31,8 @@ int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out);
 int cli_i64(const char *cmd, int argc, char **argv, int *i, int64_t min, int64_t max, int64_t *out);
 int cli_int(const char *cmd, int argc, char **argv, int *i, int min, int max, int *out);
 int cli_double(const char *cmd, int argc, char **argv, int *i, double min, double max, double *out);
+/* --bad-rows fail|skip. */
+int cli_bad_rows(const char *cmd, int argc, char **argv, int *i, rec_bad_rows *out);
 
 /* True for -h / --help. */
 int cli_is_help(const char *arg);

@@ -33,7 +33,7 @@ int cmd_prep(int argc, char **argv) {
     o.tsv.has_label = -1;
     int json = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
+        const char *a = argv[i];
         int rc = CLI_OK;
         if (cli_is_help(a)) { fputs(USAGE, stdout); return CLI_OK; }
         else if (!strcmp(a, "--spec")) rc = cli_str(cmd, argc, argv, &i, &o.spec_path);
@@ -46,12 +46,8 @@ int cmd_prep(int argc, char **argv) {
         else if (!strcmp(a, "--test-format")) o.tsv.has_label = 0;
         else if (!strcmp(a, "--explain")) o.explain = 1;
         else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--bad-rows")) {
-            rc = cli_str(cmd, argc, argv, &i, &v);
-            if (!rc && !strcmp(v, "fail")) o.tsv.bad_rows = REC_BAD_ROWS_FAIL;
-            else if (!rc && !strcmp(v, "skip")) o.tsv.bad_rows = REC_BAD_ROWS_SKIP;
-            else if (!rc) rc = cli_usage(cmd, "--bad-rows must be 'fail' or 'skip' (got '%s')", v);
-        } else rc = cli_usage(cmd, "unknown option '%s'", a);
+        else if (!strcmp(a, "--bad-rows")) rc = cli_bad_rows(cmd, argc, argv, &i, &o.tsv.bad_rows);
+        else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
     if (!o.spec_path || !o.in_path || !o.out_path)

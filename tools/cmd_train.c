@@ -62,7 +62,7 @@ int cmd_train(int argc, char **argv) {
     o.log = stderr;
     int json = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
+        const char *a = argv[i];
         int rc = CLI_OK;
         if (cli_is_help(a)) { fputs(TRAIN_USAGE, stdout); return CLI_OK; }
         else if (!strcmp(a, "--config")) rc = cli_str(cmd, argc, argv, &i, &o.config_path);
@@ -86,12 +86,8 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--plan")) rc = cli_str(cmd, argc, argv, &i, &o.plan_path);
         else if (!strcmp(a, "--rows")) rc = cli_i64(cmd, argc, argv, &i, 1000, (int64_t)1 << 40, &o.gen_rows);
         else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--bad-rows")) {
-            rc = cli_str(cmd, argc, argv, &i, &v);
-            if (!rc && !strcmp(v, "fail")) o.tsv.bad_rows = REC_BAD_ROWS_FAIL;
-            else if (!rc && !strcmp(v, "skip")) o.tsv.bad_rows = REC_BAD_ROWS_SKIP;
-            else if (!rc) rc = cli_usage(cmd, "--bad-rows must be 'fail' or 'skip' (got '%s')", v);
-        } else rc = cli_usage(cmd, "unknown option '%s'", a);
+        else if (!strcmp(a, "--bad-rows")) rc = cli_bad_rows(cmd, argc, argv, &i, &o.tsv.bad_rows);
+        else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
     if (o.eval_path && o.holdout > 0) return cli_usage(cmd, "give --eval or --holdout, not both");

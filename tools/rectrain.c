@@ -92,6 +92,15 @@ int cli_int(const char *cmd, int argc, char **argv, int *i, int min, int max, in
     return CLI_OK;
 }
 
+int cli_bad_rows(const char *cmd, int argc, char **argv, int *i, rec_bad_rows *out) {
+    const char *v = NULL;
+    if (cli_str(cmd, argc, argv, i, &v)) return CLI_USAGE;
+    if (!strcmp(v, "fail")) *out = REC_BAD_ROWS_FAIL;
+    else if (!strcmp(v, "skip")) *out = REC_BAD_ROWS_SKIP;
+    else return cli_usage(cmd, "--bad-rows must be 'fail' or 'skip' (got '%s')", v);
+    return CLI_OK;
+}
+
 int cli_double(const char *cmd, int argc, char **argv, int *i, double min, double max, double *out) {
     const char *flag = argv[*i], *v = NULL;
     if (cli_str(cmd, argc, argv, i, &v)) return CLI_USAGE;
