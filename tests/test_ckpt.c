@@ -114,20 +114,10 @@ static int models_equal(const rec_model *a, const rec_model *b, const char **fir
     return 1;
 }
 
+/* The whole file (malloc'ed) or NULL; *size its length. */
 static uint8_t *read_all(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc((size_t)n + 1);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
+    char *buf = NULL;
+    return rec_read_file(path, "test file", (size_t)1 << 31, &buf, size) ? NULL : (uint8_t *)buf;
 }
 
 static void write_all(const char *path, const uint8_t *p, size_t n) {

@@ -97,20 +97,10 @@ static int64_t drain_vs_shard(const char *what, rec_dataset *d, const char *shar
     return bad ? -1 : k;
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
+/* The whole file (malloc'ed) or NULL; *len its length. */
+static char *read_text(const char *path, size_t *len) {
+    char *buf = NULL;
+    return rec_read_file(path, "test file", (size_t)1 << 31, &buf, len) ? NULL : buf;
 }
 
 static void write_file(const char *path, const char *text, size_t len) {
@@ -123,7 +113,7 @@ static void write_file(const char *path, const char *text, size_t len) {
  * row whose C7 is not a hex id (or, when bad_line is 0, unchanged). */
 static void write_tsv_variant(const char *path, int64_t bad_line) {
     size_t len;
-    char *text = read_file(g_tsv, &len);
+    char *text = read_text(g_tsv, &len);
     if (!text) {
         fprintf(stderr, "cannot read %s\n", g_tsv);
         return;
@@ -404,7 +394,7 @@ static void test_errors(void) {
         /* The file now ends early: fewer rows than counted. */
         write_tsv_variant(bad, 0);
         size_t len;
-        char *text = read_file(bad, &len);
+        char *text = read_text(bad, &len);
         const char *cut = text;
         for (int line = 0; cut && line < 100; line++) {
             const char *nl = strchr(cut, '\n');
