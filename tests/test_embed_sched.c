@@ -356,6 +356,13 @@ static void test_plans(void) {
     CHECK(rec_embed_set_sched(e, 0, s0) == REC_OK && rec_embed_set_sched(e, 1, s1) == REC_OK &&
           rec_embed_set_sched(e, 2, s2) == REC_OK, "set: %s", rec_errmsg());
     CHECK_ERR(rec_embed_set_sched(e, 1, s0), REC_EINVAL, "COUNT sort needs at most");
+    rec_embed_sched sd;
+    CHECK(rec_embed_sched_parse("table/fixed/pf0+dense/pf32", &sd) == REC_OK, "parse: %s", rec_errmsg());
+    CHECK_ERR(rec_embed_set_sched(e, 1, sd), REC_EINVAL, "DENSE backward needs rows x dim <= 2097152; the table is 200000 x 16");
+    CHECK(rec_embed_set_sched(e, 2, sd) == REC_OK, "set: %s", rec_errmsg());
+    rec_embed_set_uniform(g, sd); /* the uniform form falls back on the table too large for DENSE */
+    CHECK(rec_embed_get_sched(g, 1).sort == REC_SORT_RADIX && rec_embed_get_sched(g, 0).sort == REC_SORT_DENSE,
+          "uniform dense: table 1 sort %d, table 0 sort %d", rec_embed_get_sched(g, 1).sort, rec_embed_get_sched(g, 0).sort);
     CHECK(rec_embed_plan_save(e, path, 0x1234) == REC_OK, "save: %s", rec_errmsg());
     uint64_t dk = 0;
     CHECK(rec_embed_plan_load(g, path, &dk) == REC_OK, "load: %s", rec_errmsg());
@@ -390,6 +397,7 @@ static void test_plans(void) {
     static const struct { long rows; const char *sched, *want; } MID[] = {
         {20, "table/fixed/pf8+radix/pf8", "$.tables[1]: the plan's table is not (200000 rows, dim 16)"},
         {200000, "table/fixed/pf8+count/pf8", "$.tables[1].sched: embedding table 1: COUNT sort"},
+        {200000, "table/fixed/pf8+dense/pf8", "$.tables[1].sched: embedding table 1: DENSE backward needs"},
         {200000, "table/fast/pf8+radix/pf8", "$.tables[1].sched: schedule \"table/fast/pf8+radix/pf8\": cannot read the kernel"},
         {200000, "table/fixed/pf8+radix/pf8", "$.shape_key does not match"},
     };
@@ -402,7 +410,7 @@ static void test_plans(void) {
         CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, MID[i].want);
     }
     char name[64];
-    CHECK(!strcmp(rec_embed_sched_name(rec_embed_get_sched(g, 2), name, sizeof name), "sample/fixed/pf8/g10+radix/pf8"),
+    CHECK(!strcmp(rec_embed_sched_name(rec_embed_get_sched(g, 2), name, sizeof name), "sample/fixed/pf8/g10+dense/pf8"),
           "a failed load changed the plan: %s", name);
     /* The schedule text form. */
     rec_embed_sched x;
@@ -411,14 +419,15 @@ static void test_plans(void) {
     CHECK_ERR(rec_embed_sched_parse("sample/fixed/pf99/g10+radix/pf8", &x), REC_EINVAL, "cannot read the prefetch distance");
     CHECK_ERR(rec_embed_sched_parse("sample/fixed/pf8/g5+radix/pf8", &x), REC_EINVAL, "cannot read the grain");
     CHECK_ERR(rec_embed_sched_parse("table/fixed/pf8", &x), REC_EINVAL, "cannot read '+' and the backward schedule");
-    CHECK_ERR(rec_embed_sched_parse("table/fixed/pf8+heap/pf8", &x), REC_EINVAL, "cannot read the sort");
+    CHECK_ERR(rec_embed_sched_parse("table/fixed/pf8+heap/pf8", &x), REC_EINVAL, "cannot read the sort (want radix, count or dense)");
     CHECK_ERR(rec_embed_sched_parse("table/fixed/pf8+radix/pf8/x", &x), REC_EINVAL, "cannot read the end");
     remove(path), remove(bad), rmdir(dir);
     rec_embed_free(e);
     rec_embed_free(g);
 }
 
-/* Fast mode still refuses nothing it need not, and checked mode reports bad ids per schedule. */
+/* Checked mode reports a bad id under every forward kernel and every backward sort, and the
+ * backward changes nothing then. */
 static void test_checked_every_kernel(void) {
     model m = {1, 16, {50}, {16}, {20}, REC_POOL_SUM, 0};
     rec_embed *e = make_engine(&m, REC_SPARSE_SGD, 2, 0);
@@ -438,6 +447,19 @@ static void test_checked_every_kernel(void) {
         rec_embed_set_sched(e, 0, c[k]);
         CHECK_ERR(rec_embed_forward(e, &b, 0, out), REC_EINVAL, "batch row 9: id 50 is outside [0, 50)");
     }
+    /* Backward: every sort refuses the batch before it updates any row. */
+    float *dout = random_dout((size_t)16 * 16);
+    const float *T = rec_embed_table(e, 0);
+    float *before = malloc((size_t)50 * 16 * sizeof(float));
+    memcpy(before, T, (size_t)50 * 16 * sizeof(float));
+    const int nb = rec_embed_bwd_candidates(e, 0, c, REC_EMBED_MAX_CANDIDATES);
+    CHECK(nb == 9, "a 50 x 16 table has %d backward candidates; want 9 (radix, count, dense x 3 prefetch)", nb);
+    for (int k = 0; k < nb; k++) {
+        rec_embed_set_sched(e, 0, c[k]);
+        CHECK_ERR(rec_embed_backward_update(e, &b, 0, dout, 0.1f), REC_EINVAL, "batch row 9: id 50 is outside [0, 50)");
+        CHECK(!memcmp(before, T, (size_t)50 * 16 * sizeof(float)), "backward candidate %d changed the table on a bad batch", k);
+    }
+    free(before), free(dout);
     free(out);
     rec_batch_free(&b);
     rec_embed_free(e);

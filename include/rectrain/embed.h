@@ -95,13 +95,24 @@ rec_sparse_opt_config rec_sparse_opt_defaults(rec_sparse_opt_kind kind, float lr
  * Backward fields:
  *   sort    RADIX: LSD radix sort of the table's (id, bag) entries, 8 bits a pass, as many
  *                  passes as the largest id needs;
- *           COUNT: one counting pass over an R-sized histogram (valid for R <= 2^17).
+ *           COUNT: one counting pass over an R-sized histogram (valid for R <= 2^17);
+ *           DENSE: no sort: each id's gradient is accumulated straight from the batch into a
+ *                  per-thread (R, E) scratch block (stamped rows, so only touched rows are
+ *                  cleared and updated), then every touched row is updated, in id order when
+ *                  most rows were touched, else in first-touch order (valid for
+ *                  R * E <= 2^21). Reads each bag's output gradient once instead of once per
+ *                  id: the schedule for multi-hot tables whose bags revisit the same rows.
  *   bpf     prefetch distance, in sorted entries, of the rows (and optimizer state) the
  *           update will write (0 = none). */
 typedef enum rec_embed_split { REC_SPLIT_SAMPLE = 0, REC_SPLIT_TABLE = 1 } rec_embed_split;
 typedef enum rec_embed_kernel { REC_KERN_GENERIC = 0, REC_KERN_FIXED = 1, REC_KERN_BLOCKED = 2 } rec_embed_kernel;
-typedef enum rec_embed_sort { REC_SORT_RADIX = 0, REC_SORT_COUNT = 1 } rec_embed_sort;
-enum { REC_EMBED_COUNT_MAX_ROWS = 1 << 17, REC_EMBED_GRAIN_MIN = 6, REC_EMBED_GRAIN_MAX = 16 };
+typedef enum rec_embed_sort { REC_SORT_RADIX = 0, REC_SORT_COUNT = 1, REC_SORT_DENSE = 2 } rec_embed_sort;
+enum {
+    REC_EMBED_COUNT_MAX_ROWS = 1 << 17,
+    REC_EMBED_DENSE_MAX_FLOATS = 1 << 21,
+    REC_EMBED_GRAIN_MIN = 6,
+    REC_EMBED_GRAIN_MAX = 16
+};
 
 typedef struct rec_embed_sched {
     uint8_t split;   /* rec_embed_split */
@@ -112,9 +123,10 @@ typedef struct rec_embed_sched {
     uint8_t bpf;     /* backward prefetch distance, entries, <= 64 */
 } rec_embed_sched;
 
-/* The schedule every table starts with: SAMPLE, FIXED, pf 8, grain 10, RADIX, bpf 8. */
+/* The schedule every table starts with: SAMPLE, FIXED, pf 8, grain 10, DENSE (RADIX on tables
+ * too large for it), bpf 8. */
 rec_embed_sched rec_embed_sched_default(void);
-/* "sample/fixed/pf8/g10+radix/pf8": the text form used in plans and reports; buf >= 48 bytes. */
+/* "sample/fixed/pf8/g10+dense/pf8": the text form used in plans and reports; buf >= 48 bytes. */
 const char *rec_embed_sched_name(rec_embed_sched s, char *buf, size_t cap);
 /* Parses the text form; REC_EINVAL naming the bad part. */
 rec_status rec_embed_sched_parse(const char *text, rec_embed_sched *out);
@@ -160,22 +172,22 @@ rec_status rec_embed_backward_update(rec_embed *e, const rec_batch *b, int first
 
 /* ---- plans: a schedule per table -------------------------------------------------------- */
 
-/* Sets table f's schedule (REC_EINVAL naming the field if it is out of range or, for COUNT,
- * the table is too large). */
+/* Sets table f's schedule (REC_EINVAL naming the field if it is out of range or, for COUNT
+ * or DENSE, the table is too large). */
 rec_status rec_embed_set_sched(rec_embed *e, int f, rec_embed_sched s);
 rec_embed_sched rec_embed_get_sched(const rec_embed *e, int f);
-/* Gives every table s, with the fallbacks a uniform schedule needs: COUNT becomes RADIX on
- * tables over REC_EMBED_COUNT_MAX_ROWS rows (kernels fall back by themselves, see above). */
+/* Gives every table s, with the fallbacks a uniform schedule needs: COUNT and DENSE become
+ * RADIX on tables too large for them (kernels fall back by themselves, see above). */
 void rec_embed_set_uniform(rec_embed *e, rec_embed_sched s);
 
 /* The forward (resp. backward) schedule candidates of table f, the forward fields varied
  * with the backward ones at the table's current values (resp. the other way round); only
  * the variants that differ for this table (no FIXED when E is not specialised, no BLOCKED
- * when E < 16, no COUNT above REC_EMBED_COUNT_MAX_ROWS). Writes at most cap, returns the
+ * when E < 16, no COUNT or DENSE on tables too large for them). Writes at most cap, returns the
  * count; REC_EMBED_MAX_CANDIDATES always suffices. */
 enum { REC_EMBED_MAX_CANDIDATES = 64 };
 /* The whole candidate universe (the default schedule's other fields): what a uniform schedule
- * may be. Returns the count (36 forward, 6 backward). */
+ * may be. Returns the count (36 forward, 9 backward). */
 int rec_embed_fwd_universe(rec_embed_sched *out, int cap);
 int rec_embed_bwd_universe(rec_embed_sched *out, int cap);
 int rec_embed_fwd_candidates(const rec_embed *e, int f, rec_embed_sched *out, int cap);

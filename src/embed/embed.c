@@ -111,6 +111,10 @@ void rec_embed_free(rec_embed *e) {
     rec_free(e->err);
     rec_free(e->acc);
     rec_free(e->hist);
+    rec_free(e->dacc);
+    rec_free(e->dstamp);
+    rec_free(e->dlist);
+    rec_free(e->depoch);
     rec_free(e->sched);
     rec_free(e->items);
     rec_free(e->order);
@@ -161,9 +165,15 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
     e->trust = cfg->trust_ids != 0;
     e->nt = n_threads(e);
     const size_t nf = (size_t)F + 1, ntf = (size_t)e->nt * nf;
-    int64_t count_rows = 0; /* largest table a COUNT sort may serve */
-    for (int f = 0; f < F; f++)
-        if (cfg->rows[f] <= REC_EMBED_COUNT_MAX_ROWS && cfg->rows[f] > count_rows) count_rows = cfg->rows[f];
+    int64_t count_rows = 0, dense_rows = 0, dense_floats = 0; /* the largest tables COUNT / DENSE may serve */
+    for (int f = 0; f < F; f++) {
+        const int64_t R = cfg->rows[f], RE = R * cfg->dims[f];
+        if (R <= REC_EMBED_COUNT_MAX_ROWS && R > count_rows) count_rows = R;
+        if (RE <= REC_EMBED_DENSE_MAX_FLOATS) {
+            if (RE > dense_floats) dense_floats = RE;
+            if (R > dense_rows) dense_rows = R;
+        }
+    }
     e->items_cap = (int64_t)F * ((cfg->max_batch + MIN_BAGS_PER_ITEM - 1) / MIN_BAGS_PER_ITEM);
     e->ent_cap = (int64_t)cfg->max_batch * F * REC_EMBED_NNZ_GUESS;
     rec_status s = rec_alloc((void **)&e->rows, nf * sizeof(int64_t), "embedding rows");
@@ -182,6 +192,12 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
     if (!s && count_rows)
         s = rec_alloc((void **)&e->hist, (size_t)e->nt * (size_t)(count_rows + 2) * sizeof(uint32_t), "embedding sort scratch");
     e->hist_stride = count_rows + 2;
+    e->dacc_stride = (dense_floats + 15) & ~(int64_t)15;
+    e->drow_stride = (dense_rows + 15) & ~(int64_t)15;
+    if (!s && dense_rows) s = rec_alloc((void **)&e->dacc, (size_t)e->nt * (size_t)e->dacc_stride * sizeof(float), "embedding dense scratch");
+    if (!s && dense_rows) s = rec_alloc((void **)&e->dstamp, (size_t)e->nt * (size_t)e->drow_stride * sizeof(uint32_t), "embedding dense scratch");
+    if (!s && dense_rows) s = rec_alloc((void **)&e->dlist, (size_t)e->nt * (size_t)e->drow_stride * sizeof(int32_t), "embedding dense scratch");
+    if (!s && dense_rows) s = rec_alloc((void **)&e->depoch, (size_t)e->nt * 16 * sizeof(uint32_t), "embedding dense scratch");
     if (!s) s = rec_alloc((void **)&e->sched, nf * sizeof(rec_embed_sched), "embedding plan");
     if (!s) s = rec_alloc((void **)&e->items, (size_t)(e->items_cap + 1) * sizeof(embed_item), "embedding work items");
     if (!s) s = rec_alloc((void **)&e->order, nf * sizeof(int32_t), "embedding work items");
@@ -626,7 +642,89 @@ static void update_count(rec_embed *e, const rec_batch *b, int first_feature, in
     }
 }
 
-/* Table f's ids checked without gathering (COUNT tables in checked mode): the first error in
+/* DENSE: table f's (id, coefficient) pairs straight from the batch in position order, each
+ * one's contribution fmaf(g, coef, acc) added to its row of the thread's scratch acc (R, E):
+ * per row the same fmaf chain from 0 in the same order as the sorting schedules, so the same
+ * bits. A row's first touch in this pass (stamp != ep) starts its chain at fmaf(g, coef, 0)
+ * and appends it to `list`; nothing is cleared between passes. Then each touched row is
+ * updated once: by a scan in id order when more than an eighth of the rows were touched (the
+ * table streams through the cache), else in first-touch order with the rows `pf` ahead
+ * prefetched. The ids were checked (checked mode) before any update. */
+static inline __attribute__((always_inline)) int64_t scatter_dense(const rec_embed *e, const rec_jagged *j, int64_t B,
+                                                                   const float *restrict dout, int col,
+                                                                   float *restrict acc, uint32_t *restrict stamp,
+                                                                   int32_t *restrict list, uint32_t ep, const int E) {
+    const int W = e->W, mean = e->pooling == REC_POOL_MEAN;
+    const int64_t *restrict idx = j->indices;
+    const float *restrict w = j->weights;
+    int64_t n = 0;
+    for (int64_t r = 0; r < B; r++) {
+        const int64_t lo = j->offsets[r], hi = j->offsets[r + 1];
+        const float L = (float)(hi - lo);
+        const float *restrict g = dout + (size_t)r * W + col; /* (E), loaded once per bag for a fixed E */
+        for (int64_t k = lo; k < hi; k++) {
+            float coef = w ? w[k] : 1.0f;
+            if (mean) coef /= L;
+            const int64_t id = idx[k];
+            float *restrict a = acc + (size_t)id * E; /* (E) */
+            if (stamp[id] != ep) {
+                stamp[id] = ep;
+                list[n++] = (int32_t)id;
+                for (int c = 0; c < E; c++) a[c] = fmaf(g[c], coef, 0.0f);
+            } else {
+                for (int c = 0; c < E; c++) a[c] = fmaf(g[c], coef, a[c]);
+            }
+        }
+    }
+    return n;
+}
+
+/* scatter_dense for any E: inlined with E a constant for the specialised dims. */
+static int64_t scatter_dense_any(const rec_embed *e, const rec_jagged *j, int64_t B, const float *restrict dout,
+                                 int col, float *restrict acc, uint32_t *restrict stamp, int32_t *restrict list,
+                                 uint32_t ep, int E) {
+    switch (E) {
+    case 1: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 1);
+    case 2: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 2);
+    case 4: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 4);
+    case 8: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 8);
+    case 16: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 16);
+    case 32: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 32);
+    case 64: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 64);
+    case 128: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 128);
+    default: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, E);
+    }
+}
+
+static void update_dense(rec_embed *e, const rec_batch *b, int first_feature, int f, const float *dout, float lr,
+                         int th, int pf) {
+    const rec_jagged *j = &b->sparse[first_feature + f];
+    const int64_t R = e->rows[f];
+    const int E = e->dims[f];
+    float *acc = e->dacc + (size_t)th * (size_t)e->dacc_stride;
+    uint32_t *stamp = e->dstamp + (size_t)th * (size_t)e->drow_stride;
+    int32_t *list = e->dlist + (size_t)th * (size_t)e->drow_stride;
+    uint32_t *epoch = e->depoch + (size_t)th * 16;
+    if (++*epoch == 0) { /* 2^32 passes: start the stamps afresh */
+        memset(stamp, 0, (size_t)e->drow_stride * sizeof *stamp);
+        *epoch = 1;
+    }
+    const uint32_t ep = *epoch;
+    const int64_t n = scatter_dense_any(e, j, b->n, dout, e->col[f], acc, stamp, list, ep, E);
+    float *restrict T = e->tables + e->toff[f];
+    float *restrict S = e->state ? e->state + e->soff[f] : NULL;
+    if (n * 8 > R) {
+        for (int64_t id = 0; id < R; id++)
+            if (stamp[id] == ep) apply_row(e, T, S, id, E, acc + (size_t)id * E, lr);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            if (pf && i + pf < n) prefetch_update(e, T, S, (size_t)list[i + pf], E);
+            apply_row(e, T, S, list[i], E, acc + (size_t)list[i] * E, lr);
+        }
+    }
+}
+
+/* Table f's ids checked without gathering (COUNT and DENSE tables): the first error in
  * e->err[f]. */
 static void check_ids(rec_embed *e, const rec_batch *b, int first_feature, int f) {
     const rec_jagged *j = &b->sparse[first_feature + f];
@@ -646,10 +744,16 @@ static void check_ids(rec_embed *e, const rec_batch *b, int first_feature, int f
     }
 }
 
-/* Does table f run the COUNT path for this batch? */
-static int uses_count(const rec_embed *e, int f, int64_t nnz) {
+/* The backward path table f runs for this batch (rec_embed_sort): its schedule's, or RADIX
+ * where the scratch of the others cannot serve it. */
+static int sort_path(const rec_embed *e, int f, int64_t nnz) {
     const rec_embed_sched sc = embed_sched_effective(e, f, e->sched[f]);
-    return sc.sort == REC_SORT_COUNT && e->hist && e->rows[f] + 2 <= e->hist_stride && nnz < INT32_MAX;
+    if (sc.sort == REC_SORT_COUNT && e->hist && e->rows[f] + 2 <= e->hist_stride && nnz < INT32_MAX)
+        return REC_SORT_COUNT;
+    if (sc.sort == REC_SORT_DENSE && e->dacc && e->rows[f] <= e->drow_stride &&
+        e->rows[f] * e->dims[f] <= e->dacc_stride)
+        return REC_SORT_DENSE;
+    return REC_SORT_RADIX;
 }
 
 rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_feature, const float *dout, float lr,
@@ -662,10 +766,18 @@ rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_featur
     if (B == 0 || F == 0) return REC_OK;
     const double t0 = rec_now();
     const int n_active = order_tables(e, b, first_feature, only);
-    /* Slots per table from the batch's id counts. */
+    /* Scratch slots per table from the batch's id counts: an entry per id for RADIX (and
+     * as many again for its second buffer), a pair (half an entry) per id for COUNT, none
+     * for DENSE. */
     e->ebase[0] = 0;
-    for (int f = 0; f < F; f++)
-        e->ebase[f + 1] = e->ebase[f] + (only < 0 || f == only ? table_nnz(b, first_feature, f) : 0);
+    int64_t ids = 0;
+    for (int f = 0; f < F; f++) {
+        const int64_t nnz = only < 0 || f == only ? table_nnz(b, first_feature, f) : 0;
+        const int path = sort_path(e, f, nnz);
+        e->nent[f] = nnz;
+        ids += nnz;
+        e->ebase[f + 1] = e->ebase[f] + (path == REC_SORT_RADIX ? nnz : path == REC_SORT_COUNT ? (nnz + 1) / 2 : 0);
+    }
     const int64_t total = e->ebase[F];
     if (total > e->ent_cap) { /* the one allocation: a batch with more ids than any before */
         const int64_t cap = total > 2 * e->ent_cap ? total : 2 * e->ent_cap;
@@ -683,7 +795,7 @@ rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_featur
         const int64_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
         if (i >= n_active) break;
         const int f = e->order[i];
-        if (uses_count(e, f, e->ebase[f + 1] - e->ebase[f])) check_ids(e, b, first_feature, f);
+        if (sort_path(e, f, e->nent[f]) != REC_SORT_RADIX) check_ids(e, b, first_feature, f);
         else e->nent[f] = gather(e, b, first_feature, f, ent + e->ebase[f], e->ebase[f + 1] - e->ebase[f]);
     }
     for (int f = 0; f < F; f++) /* the first error in (feature, row) order, before any update */
@@ -702,19 +814,22 @@ rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_featur
             if (i >= n_active) break;
             const int f = e->order[i];
             const double ti = prof ? rec_now() : 0.0;
-            const int64_t nnz = e->ebase[f + 1] - e->ebase[f];
+            const int64_t nnz = e->nent[f];
             const int pf = embed_sched_effective(e, f, e->sched[f]).bpf;
-            if (uses_count(e, f, nnz))
+            const int path = sort_path(e, f, nnz);
+            if (path == REC_SORT_COUNT)
                 update_count(e, b, first_feature, f, (bag_pair *)(ent + e->ebase[f]), dout, lr, acc, hist, pf);
+            else if (path == REC_SORT_DENSE)
+                update_dense(e, b, first_feature, f, dout, lr, th, pf);
             else
                 update_radix(e, f, ent + e->ebase[f], tmp + e->ebase[f], e->nent[f], dout, lr, acc, pf);
             if (prof) tp[f] += rec_now() - ti;
         }
     }
     e->last_bwd_s = rec_now() - t0;
-    e->last_ids = (double)total;
+    e->last_ids = (double)ids;
     if (prof)
-        for (int f = 0; f < F; f++) e->prof_ids[F + 1 + f] += (double)(e->ebase[f + 1] - e->ebase[f]);
+        for (int f = 0; f < F; f++) e->prof_ids[F + 1 + f] += (double)e->nent[f];
     return REC_OK;
 }
 

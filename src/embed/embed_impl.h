@@ -55,11 +55,16 @@ struct rec_embed {
     int64_t grows;           /* times ent was grown by a batch */
     int64_t *ebase;          /* (F+1) first entry of table f in ent for the current batch */
     int64_t *maxid;          /* (F) largest id of table f in the current batch */
-    int64_t *nent;           /* (F) entries gathered for table f */
+    int64_t *nent;           /* (F) ids of table f in the batch (RADIX: entries gathered) */
     struct embed_err *err;   /* (F) first error of table f in the current batch */
     float *acc;              /* (nt, W) per-thread gradient rows being summed */
     uint32_t *hist;          /* (nt, hist_stride) COUNT sort histograms, or NULL */
     int64_t hist_stride;     /* largest table rows a COUNT sort serves + 2 */
+    float *dacc;             /* (nt, dacc_stride) DENSE gradient rows, or NULL */
+    uint32_t *dstamp;        /* (nt, drow_stride) DENSE: stamp of the pass that last touched a row */
+    int32_t *dlist;          /* (nt, drow_stride) DENSE: touched rows in first-touch order */
+    uint32_t *depoch;        /* (nt * 16) DENSE: each thread's pass counter (a cache line apart) */
+    int64_t dacc_stride, drow_stride; /* largest R*E and R a DENSE pass serves */
     int nt;                  /* threads the scratch is sized for */
     /* profiling: per-thread seconds per table, ids per table */
     int profiling;
@@ -79,6 +84,8 @@ rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_featur
  * TABLE, COUNT -> RADIX above the size limit. Two schedules are the same candidate for f iff
  * their effective forms are equal. */
 rec_embed_sched embed_sched_effective(const rec_embed *e, int f, rec_embed_sched s);
+/* Can table f run backward schedule `sort` (rec_embed_sort)? COUNT and DENSE have size limits. */
+int embed_sort_fits(const rec_embed *e, int f, int sort);
 int embed_sched_equal(rec_embed_sched a, rec_embed_sched b);
 
 /* Tuner hooks called by rec_embed_forward / rec_embed_backward_update around each call. */

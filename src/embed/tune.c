@@ -2,9 +2,9 @@
  *
  * The candidate space is one universe of forward schedules (split x kernel x prefetch x
  * grain: 2 x 3 x 4 x 2 less the grains TABLE ignores = 36) and one of backward schedules
- * (sort x prefetch = 6). A table's candidates are the universe's members that differ FOR IT
- * (embed_sched_effective folds kernels it has no code path for into GENERIC, and COUNT into
- * RADIX on tables too large for it), so a 1024-row dim-8 table has 18 forward candidates and
+ * (sort x prefetch = 3 x 3 = 9). A table's candidates are the universe's members that differ FOR IT
+ * (embed_sched_effective folds kernels it has no code path for into GENERIC, and COUNT and DENSE
+ * into RADIX on tables too large for them), so a 1024-row dim-8 table has 18 forward candidates and
  * a dim-24 one 9 (no FIXED, BLOCKED runs GENERIC on dim < 16... and FIXED has no dim 24).
  * Keeping the universe index of each candidate lets the tuner score a uniform schedule (one
  * universe member for all tables) from the same measurements.
@@ -31,21 +31,21 @@ static const uint8_t FWD_GRAIN[] = {9, 12};
 static const uint8_t BWD_PF[] = {0, 8, 32};
 /* The global stage's whole-plan timings are wall clock over short passes (0.1 ms for a Kaggle
  * batch), so each plan gets 3x the local stage's calls and keeps its best one. */
-enum { GRAIN_TABLE = 10, MAX_FWD_U = 36, MAX_BWD_U = 6, N_GLOBAL = 4, GLOBAL_REPS_FACTOR = 3 };
+enum { GRAIN_TABLE = 10, MAX_FWD_U = 36, MAX_BWD_U = 9, N_GLOBAL = 4, GLOBAL_REPS_FACTOR = 3 };
 
 /* ---- schedules ------------------------------------------------------------------------------ */
 
 rec_embed_sched rec_embed_sched_default(void) {
-    return (rec_embed_sched){REC_SPLIT_SAMPLE, REC_KERN_FIXED, 8, 10, REC_SORT_RADIX, 8};
+    return (rec_embed_sched){REC_SPLIT_SAMPLE, REC_KERN_FIXED, 8, 10, REC_SORT_DENSE, 8};
 }
 
 static const char *const SPLIT_NAMES[] = {"sample", "table"};
 static const char *const KERN_NAMES[] = {"generic", "fixed", "blocked"};
-static const char *const SORT_NAMES[] = {"radix", "count"};
+static const char *const SORT_NAMES[] = {"radix", "count", "dense"};
 
 const char *rec_embed_sched_name(rec_embed_sched s, char *buf, size_t cap) {
     const char *sp = s.split <= 1 ? SPLIT_NAMES[s.split] : "?", *k = s.kernel <= 2 ? KERN_NAMES[s.kernel] : "?";
-    const char *so = s.sort <= 1 ? SORT_NAMES[s.sort] : "?";
+    const char *so = s.sort <= 2 ? SORT_NAMES[s.sort] : "?";
     if (s.split == REC_SPLIT_TABLE)
         snprintf(buf, cap, "%s/%s/pf%d+%s/pf%d", sp, k, s.pf, so, s.bpf);
     else
@@ -101,8 +101,8 @@ rec_status rec_embed_sched_parse(const char *text, rec_embed_sched *out) {
     }
     if (!bad && *p++ == '+') {
         n = strcspn(p, "/+");
-        i = lookup(p, n, SORT_NAMES, 2);
-        if (i < 0) bad = "the sort (want radix or count)";
+        i = lookup(p, n, SORT_NAMES, 3);
+        if (i < 0) bad = "the sort (want radix, count or dense)";
         else s.sort = (uint8_t)i, p += n;
     } else if (!bad) bad = "'+' and the backward schedule";
     if (!bad && !(*p++ == '/' && parse_num(&p, "pf", 64, &v))) bad = "the backward prefetch distance (want pf0..pf64)";
@@ -117,10 +117,16 @@ rec_status rec_embed_sched_parse(const char *text, rec_embed_sched *out) {
     return REC_OK;
 }
 
+int embed_sort_fits(const rec_embed *e, int f, int sort) {
+    if (sort == REC_SORT_COUNT) return e->rows[f] <= REC_EMBED_COUNT_MAX_ROWS;
+    if (sort == REC_SORT_DENSE) return e->rows[f] <= REC_EMBED_DENSE_MAX_FLOATS / e->dims[f];
+    return 1;
+}
+
 rec_embed_sched embed_sched_effective(const rec_embed *e, int f, rec_embed_sched s) {
     if (!embed_kernel_native(s.kernel, e->dims[f])) s.kernel = REC_KERN_GENERIC;
     if (s.split == REC_SPLIT_TABLE) s.grain = GRAIN_TABLE;
-    if (s.sort == REC_SORT_COUNT && e->rows[f] > REC_EMBED_COUNT_MAX_ROWS) s.sort = REC_SORT_RADIX;
+    if (!embed_sort_fits(e, f, s.sort)) s.sort = REC_SORT_RADIX;
     return s;
 }
 
@@ -132,11 +138,15 @@ int embed_sched_equal(rec_embed_sched a, rec_embed_sched b) {
 static rec_status check_sched(const rec_embed *e, int f, rec_embed_sched s) {
     const char *bad = s.split > REC_SPLIT_TABLE ? "split" : s.kernel > REC_KERN_BLOCKED ? "kernel"
                       : s.pf > 64 ? "pf" : s.grain < REC_EMBED_GRAIN_MIN || s.grain > REC_EMBED_GRAIN_MAX ? "grain"
-                      : s.sort > REC_SORT_COUNT ? "sort" : s.bpf > 64 ? "bpf" : NULL;
+                      : s.sort > REC_SORT_DENSE ? "sort" : s.bpf > 64 ? "bpf" : NULL;
     if (bad) return rec_errorf(REC_EINVAL, "embedding table %d: schedule field %s is out of range (see embed.h)", f, bad);
-    if (s.sort == REC_SORT_COUNT && e->rows[f] > REC_EMBED_COUNT_MAX_ROWS)
+    if (s.sort == REC_SORT_COUNT && !embed_sort_fits(e, f, s.sort))
         return rec_errorf(REC_EINVAL, "embedding table %d: COUNT sort needs at most %d rows; the table has %lld (use radix)",
                           f, REC_EMBED_COUNT_MAX_ROWS, (long long)e->rows[f]);
+    if (s.sort == REC_SORT_DENSE && !embed_sort_fits(e, f, s.sort))
+        return rec_errorf(REC_EINVAL,
+                          "embedding table %d: DENSE backward needs rows x dim <= %d; the table is %lld x %d (use radix)",
+                          f, REC_EMBED_DENSE_MAX_FLOATS, (long long)e->rows[f], e->dims[f]);
     return REC_OK;
 }
 
@@ -154,7 +164,7 @@ rec_embed_sched rec_embed_get_sched(const rec_embed *e, int f) {
 void rec_embed_set_uniform(rec_embed *e, rec_embed_sched s) {
     for (int f = 0; f < e->F; f++) {
         rec_embed_sched t = s;
-        if (t.sort == REC_SORT_COUNT && e->rows[f] > REC_EMBED_COUNT_MAX_ROWS) t.sort = REC_SORT_RADIX;
+        if (!embed_sort_fits(e, f, t.sort)) t.sort = REC_SORT_RADIX;
         e->sched[f] = t;
     }
 }
@@ -180,7 +190,7 @@ static int fwd_universe(rec_embed_sched base, rec_embed_sched *u) {
 
 static int bwd_universe(rec_embed_sched base, rec_embed_sched *u) {
     int n = 0;
-    for (int so = 0; so < 2; so++)
+    for (int so = 0; so < 3; so++)
         for (size_t p = 0; p < sizeof BWD_PF; p++) {
             rec_embed_sched s = base;
             s.sort = (uint8_t)so;
@@ -530,7 +540,7 @@ static void build_global(rec_embed *e, embed_tuner *t) {
         rec_embed_sched *g = t->gplan + (size_t)n * (size_t)(F + 1);
         for (int f = 0; f < F; f++) {
             g[f] = s;
-            if (g[f].sort == REC_SORT_COUNT && e->rows[f] > REC_EMBED_COUNT_MAX_ROWS) g[f].sort = REC_SORT_RADIX;
+            if (!embed_sort_fits(e, f, g[f].sort)) g[f].sort = REC_SORT_RADIX;
         }
         n++;
     }
