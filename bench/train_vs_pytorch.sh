@@ -9,6 +9,7 @@
 set -eu
 ROWS=${1:-1000000}; SCALE=${2:-0.05}; STEPS=${3:-100}
 R=build/rectrain; PY=/usr/bin/python3
+$PY -c 'import torch' 2>/dev/null || { echo "$0: the PyTorch peer needs Debian's python3-torch: apt-get install python3-torch python3-numpy" >&2; exit 2; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-vs-torch-XXXXXX"); trap 'rm -rf "$W"' EXIT
 export REC_PROGRESS=0
 
