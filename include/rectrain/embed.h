@@ -13,7 +13,7 @@
  *   out (B, sum_f E_f), feature f at column col_f = E_0 + ... + E_{f-1};
  * with equal dims that is (B, F, E), the layout the interaction layers read.
  *
- * Backward + update (one pass, no dense gradient table): the gradient of the row id from
+ * Backward + update (one pass, no dense gradient of the model): the gradient of the row id from
  * bag b is g_b * w_k (SUM) or g_b * w_k / L (MEAN), g_b = dout's slice for (b, f). The
  * gradients of duplicate ids within the batch are summed first (in order of their position in
  * the batch, so the result does not depend on the thread count), and then the optimizer

@@ -4,11 +4,13 @@
  * float64 references in embed_ref.c.
  *
  * Memory: all tables are one (sum_f R_f E_f) float block, table f at toff[f]; the optimizer
- * state is one block too, table f at soff[f]. The backward pass needs no dense gradient: it
- * gathers the batch's (id, bag, coefficient) entries per table into one scratch block sized
- * at init for max_batch rows with REC_EMBED_NNZ_GUESS ids per bag and feature, grown only when
- * a batch carries more ids than any before (`grows` counts it), so a steady-state loop does
- * not allocate. Forward work items likewise live in a block grown only by a batch that needs
+ * state is one block too, table f at soff[f]. The backward pass needs no dense gradient of
+ * the model: DENSE tables accumulate into a per-thread scratch as large as the largest table
+ * DENSE serves (at most REC_EMBED_DENSE_MAX_FLOATS floats, allocated at init); RADIX tables
+ * gather the batch's (id, bag, coefficient) entries into one scratch block (COUNT tables put
+ * their pairs there too) sized at init for max_batch rows with REC_EMBED_NNZ_GUESS ids per
+ * bag and feature, grown only when a batch carries more ids than any before (`grows` counts
+ * it), so a steady-state loop does not allocate. Forward work items likewise live in a block grown only by a batch that needs
  * more items than any before.
  *
  * Threads (OpenMP, `num_threads(nt)`): init over tables; forward over work items, backward
