@@ -13,8 +13,8 @@
  *   out (B, sum_f E_f), feature f at column col_f = E_0 + ... + E_{f-1};
  * with equal dims that is (B, F, E), the layout the interaction layers read.
  *
- * Backward + update (one pass, no dense gradient of the model): the gradient of the row id from
- * bag b is g_b * w_k (SUM) or g_b * w_k / L (MEAN), g_b = dout's slice for (b, f). The
+ * Backward + update (one pass, no dense gradient of the model): the gradient of the row id
+ * from bag b is g_b * w_k (SUM) or g_b * w_k / L (MEAN), g_b = dout's slice for (b, f). The
  * gradients of duplicate ids within the batch are summed first (in order of their position in
  * the batch, so the result does not depend on the thread count), and then the optimizer
  * updates each touched row once:
@@ -183,8 +183,8 @@ void rec_embed_set_uniform(rec_embed *e, rec_embed_sched s);
 /* The forward (resp. backward) schedule candidates of table f, the forward fields varied
  * with the backward ones at the table's current values (resp. the other way round); only
  * the variants that differ for this table (no FIXED when E is not specialised, no BLOCKED
- * when E < 16, no COUNT or DENSE on tables too large for them). Writes at most cap, returns the
- * count; REC_EMBED_MAX_CANDIDATES always suffices. */
+ * when E < 16, no COUNT or DENSE on tables too large for them). Writes at most cap,
+ * returns the count; REC_EMBED_MAX_CANDIDATES always suffices. */
 enum { REC_EMBED_MAX_CANDIDATES = 64 };
 /* The whole candidate universe (the default schedule's other fields): what a uniform schedule
  * may be. Returns the count (36 forward, 9 backward). */

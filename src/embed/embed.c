@@ -10,8 +10,8 @@
  * gather the batch's (id, bag, coefficient) entries into one scratch block (COUNT tables put
  * their pairs there too) sized at init for max_batch rows with REC_EMBED_NNZ_GUESS ids per
  * bag and feature, grown only when a batch carries more ids than any before (`grows` counts
- * it), so a steady-state loop does not allocate. Forward work items likewise live in a block grown only by a batch that needs
- * more items than any before.
+ * it), so a steady-state loop does not allocate. Forward work items likewise live in a block
+ * grown only by a batch that needs more items than any before.
  *
  * Threads (OpenMP, `num_threads(nt)`): init over tables; forward over work items, backward
  * over tables, both handed out from a shared counter in the order of the per-call mapping
@@ -110,6 +110,7 @@ void rec_embed_free(rec_embed *e) {
     rec_free(e->ebase);
     rec_free(e->maxid);
     rec_free(e->nent);
+    rec_free(e->bpath);
     rec_free(e->err);
     rec_free(e->acc);
     rec_free(e->hist);
@@ -189,6 +190,7 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
     if (!s) s = rec_alloc((void **)&e->ebase, nf * sizeof(int64_t), "embedding backward scratch");
     if (!s) s = rec_alloc((void **)&e->maxid, nf * sizeof(int64_t), "embedding backward scratch");
     if (!s) s = rec_alloc((void **)&e->nent, nf * sizeof(int64_t), "embedding backward scratch");
+    if (!s) s = rec_alloc((void **)&e->bpath, nf, "embedding backward scratch");
     if (!s) s = rec_alloc((void **)&e->err, nf * sizeof(embed_err), "embedding backward scratch");
     if (!s) s = rec_alloc((void **)&e->acc, (size_t)e->nt * (size_t)(W + 1) * sizeof(float), "embedding backward scratch");
     if (!s && count_rows)
@@ -746,16 +748,12 @@ static void check_ids(rec_embed *e, const rec_batch *b, int first_feature, int f
     }
 }
 
-/* The backward path table f runs for this batch (rec_embed_sort): its schedule's, or RADIX
- * where the scratch of the others cannot serve it. */
+/* The backward path table f runs for a batch of nnz ids (rec_embed_sort): its effective
+ * schedule's (init sized the COUNT and DENSE scratch for every table those fit), except that
+ * COUNT's 32-bit histogram serves fewer than 2^31 ids. */
 static int sort_path(const rec_embed *e, int f, int64_t nnz) {
-    const rec_embed_sched sc = embed_sched_effective(e, f, e->sched[f]);
-    if (sc.sort == REC_SORT_COUNT && e->hist && e->rows[f] + 2 <= e->hist_stride && nnz < INT32_MAX)
-        return REC_SORT_COUNT;
-    if (sc.sort == REC_SORT_DENSE && e->dacc && e->rows[f] <= e->drow_stride &&
-        e->rows[f] * e->dims[f] <= e->dacc_stride)
-        return REC_SORT_DENSE;
-    return REC_SORT_RADIX;
+    const int sort = embed_sched_effective(e, f, e->sched[f]).sort;
+    return sort == REC_SORT_COUNT && nnz >= INT32_MAX ? REC_SORT_RADIX : sort;
 }
 
 rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_feature, const float *dout, float lr,
@@ -777,6 +775,7 @@ rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_featur
         const int64_t nnz = only < 0 || f == only ? table_nnz(b, first_feature, f) : 0;
         const int path = sort_path(e, f, nnz);
         e->nent[f] = nnz;
+        e->bpath[f] = (uint8_t)path;
         ids += nnz;
         e->ebase[f + 1] = e->ebase[f] + (path == REC_SORT_RADIX ? nnz : path == REC_SORT_COUNT ? (nnz + 1) / 2 : 0);
     }
@@ -797,7 +796,7 @@ rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_featur
         const int64_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
         if (i >= n_active) break;
         const int f = e->order[i];
-        if (sort_path(e, f, e->nent[f]) != REC_SORT_RADIX) check_ids(e, b, first_feature, f);
+        if (e->bpath[f] != REC_SORT_RADIX) check_ids(e, b, first_feature, f);
         else e->nent[f] = gather(e, b, first_feature, f, ent + e->ebase[f], e->ebase[f + 1] - e->ebase[f]);
     }
     for (int f = 0; f < F; f++) /* the first error in (feature, row) order, before any update */
@@ -816,9 +815,7 @@ rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_featur
             if (i >= n_active) break;
             const int f = e->order[i];
             const double ti = prof ? rec_now() : 0.0;
-            const int64_t nnz = e->nent[f];
-            const int pf = embed_sched_effective(e, f, e->sched[f]).bpf;
-            const int path = sort_path(e, f, nnz);
+            const int pf = e->sched[f].bpf, path = e->bpath[f];
             if (path == REC_SORT_COUNT)
                 update_count(e, b, first_feature, f, (bag_pair *)(ent + e->ebase[f]), dout, lr, acc, hist, pf);
             else if (path == REC_SORT_DENSE)

@@ -56,6 +56,7 @@ struct rec_embed {
     int64_t *ebase;          /* (F+1) first entry of table f in ent for the current batch */
     int64_t *maxid;          /* (F) largest id of table f in the current batch */
     int64_t *nent;           /* (F) ids of table f in the batch (RADIX: entries gathered) */
+    uint8_t *bpath;          /* (F) backward path (rec_embed_sort) of table f for the batch */
     struct embed_err *err;   /* (F) first error of table f in the current batch */
     float *acc;              /* (nt, W) per-thread gradient rows being summed */
     uint32_t *hist;          /* (nt, hist_stride) COUNT sort histograms, or NULL */
@@ -81,7 +82,7 @@ rec_status embed_backward_run(rec_embed *e, const rec_batch *b, int first_featur
                               int only);
 
 /* Table f's schedule as it will actually run: kernel fallbacks applied, grain fixed for
- * TABLE, COUNT -> RADIX above the size limit. Two schedules are the same candidate for f iff
+ * TABLE, COUNT and DENSE -> RADIX above their size limits. Two schedules are the same candidate for f iff
  * their effective forms are equal. */
 rec_embed_sched embed_sched_effective(const rec_embed *e, int f, rec_embed_sched s);
 /* Can table f run backward schedule `sort` (rec_embed_sort)? COUNT and DENSE have size limits. */

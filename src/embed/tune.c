@@ -2,10 +2,10 @@
  *
  * The candidate space is one universe of forward schedules (split x kernel x prefetch x
  * grain: 2 x 3 x 4 x 2 less the grains TABLE ignores = 36) and one of backward schedules
- * (sort x prefetch = 3 x 3 = 9). A table's candidates are the universe's members that differ FOR IT
- * (embed_sched_effective folds kernels it has no code path for into GENERIC, and COUNT and DENSE
- * into RADIX on tables too large for them), so a 1024-row dim-8 table has 18 forward candidates and
- * a dim-24 one 9 (no FIXED, BLOCKED runs GENERIC on dim < 16... and FIXED has no dim 24).
+ * (sort x prefetch = 3 x 3 = 9). A table's candidates are the universe's members that differ
+ * FOR IT (embed_sched_effective folds kernels it has no code path for into GENERIC, and COUNT
+ * and DENSE into RADIX on tables too large for them), so a 1024-row dim-8 table has 18 forward
+ * candidates and a dim-24 one 9 (no FIXED, BLOCKED runs GENERIC on dim < 16... and FIXED has no dim 24).
  * Keeping the universe index of each candidate lets the tuner score a uniform schedule (one
  * universe member for all tables) from the same measurements.
  *
