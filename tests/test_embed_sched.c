@@ -7,6 +7,7 @@
  *  - every backward candidate, for SGD, Adagrad and row-wise Adagrad: tables and optimizer
  *    state bitwise equal to the default schedule's after two steps, and the SGD step against
  *    rec_embed_grad_ref;
+ *  - wide rows (dims 128, 100) under each backward sort against the SGD reference;
  *  - fast mode (trust_ids) gives the checked mode's bits; 1 and 2 threads give the same bits
  *    under a mixed plan;
  *  - the tuner: runs to completion, training through it changes no bit, installs a valid
@@ -194,9 +195,19 @@ static float *random_dout(size_t n) {
     return d;
 }
 
+/* Values of e's tables off want by more than tol. */
+static size_t sgd_off(rec_embed *e, const model *m, double *const *want, double *const *tol) {
+    size_t bad = 0;
+    for (int f = 0; f < m->F; f++) {
+        const float *t = rec_embed_table(e, f);
+        for (size_t i = 0; i < (size_t)m->rows[f] * (size_t)m->dims[f]; i++) bad += !(fabs(t[i] - want[f][i]) <= tol[f][i]);
+    }
+    return bad;
+}
+
 /* Backward: for each optimizer, an engine per backward candidate index (tables wrapping as
- * above) takes two steps; all end bitwise equal to the default engine; the default's SGD
- * step is checked against the reference. */
+ * above) takes two steps; all end bitwise equal to the default engine; under SGD the default
+ * and every candidate are checked against the reference too. */
 static void test_backward_candidates(int trial, rec_sparse_opt_kind kind) {
     const model m = random_model(2 + (int)irand(MAXF - 2), 1 + (int)irand(64));
     rec_batch b[2];
@@ -209,38 +220,32 @@ static void test_backward_candidates(int trial, rec_sparse_opt_kind kind) {
     double **T0 = tables_f64(base, 0);
     for (int s = 0; s < 2; s++)
         CHECK(rec_embed_backward_update(base, &b[s], 0, dout, 0.05f) == REC_OK, "default backward: %s", rec_errmsg());
-    if (kind == REC_SPARSE_SGD) { /* T' = T - lr (g1 + g2), both steps' gradients from dout */
-        double *G[MAXF], *Ga[MAXF], *G2[MAXF];
+    /* SGD: T' = T - lr (g1 + g2), both steps' gradients from dout; want and tol per value. */
+    double *want[MAXF] = {0}, *tol[MAXF] = {0};
+    if (kind == REC_SPARSE_SGD) {
+        double *G[MAXF], *Ga[MAXF], *G2[MAXF], *acc[MAXF];
         for (int f = 0; f < m.F; f++) {
             const size_t n = (size_t)m.rows[f] * (size_t)m.dims[f];
-            G[f] = malloc(n * sizeof(double)), Ga[f] = malloc(n * sizeof(double)), G2[f] = malloc(n * sizeof(double));
+            G[f] = malloc(n * sizeof(double)), Ga[f] = calloc(n, sizeof(double)), G2[f] = malloc(n * sizeof(double));
+            acc[f] = calloc(n, sizeof(double)), want[f] = malloc(n * sizeof(double)), tol[f] = malloc(n * sizeof(double));
         }
         const size_t nd = (size_t)m.B * (size_t)W;
         double *d64 = malloc(nd * sizeof(double)), *da = malloc(nd * sizeof(double));
         for (size_t i = 0; i < nd; i++) d64[i] = dout[i], da[i] = fabs(dout[i]);
-        size_t bad = 0;
-        for (int f = 0; f < m.F; f++) {
-            const size_t n = (size_t)m.rows[f] * (size_t)m.dims[f];
-            for (size_t i = 0; i < n; i++) Ga[f][i] = 0;
-        }
-        double *acc[MAXF];
-        for (int f = 0; f < m.F; f++) acc[f] = calloc((size_t)m.rows[f] * (size_t)m.dims[f], sizeof(double));
         for (int s = 0; s < 2; s++) {
             rec_embed_grad_ref(m.F, m.rows, m.dims, m.pooling, &b[s], 0, d64, G);
             rec_embed_grad_ref(m.F, m.rows, m.dims, m.pooling, &b[s], 0, da, G2); /* |w| ignored: bound by K below */
             for (int f = 0; f < m.F; f++)
                 for (size_t i = 0; i < (size_t)m.rows[f] * (size_t)m.dims[f]; i++) acc[f][i] += G[f][i], Ga[f][i] += fabs(G2[f][i]);
         }
-        for (int f = 0; f < m.F; f++) {
-            const float *t = rec_embed_table(base, f);
-            const double K = 2.0 * 300 * m.B + 2;
+        const double K = 2.0 * 300 * m.B + 2;
+        for (int f = 0; f < m.F; f++)
             for (size_t i = 0; i < (size_t)m.rows[f] * (size_t)m.dims[f]; i++) {
-                const double want = T0[f][i] - 0.05 * acc[f][i];
-                const double tol = 1e-5 * (fabs(T0[f][i]) + 0.05 * 1.5 * Ga[f][i] * (1 + K * 0x1p-24));
-                if (!(fabs(t[i] - want) <= tol)) bad++;
+                want[f][i] = T0[f][i] - 0.05 * acc[f][i];
+                tol[f][i] = 1e-5 * (fabs(T0[f][i]) + 0.05 * 1.5 * Ga[f][i] * (1 + K * 0x1p-24));
             }
-        }
-        CHECK(bad == 0, "trial %d: SGD steps: %zu table values off the reference", trial, bad);
+        CHECK(sgd_off(base, &m, want, tol) == 0, "trial %d: SGD steps of the default: %zu table values off the reference",
+              trial, sgd_off(base, &m, want, tol));
         for (int f = 0; f < m.F; f++) free(G[f]), free(Ga[f]), free(G2[f]), free(acc[f]);
         free(d64), free(da);
     }
@@ -258,13 +263,60 @@ static void test_backward_candidates(int trial, rec_sparse_opt_kind kind) {
             CHECK(rec_embed_backward_update(e, &b[s], 0, dout, 0.05f) == REC_OK, "candidate %d: %s", k, rec_errmsg());
         CHECK(same_bits(e, base), "trial %d optimizer %d backward candidate %d: tables or state differ from the default's",
               trial, (int)kind, k);
+        /* Each candidate against the reference as well: a schedule wrong in the same way as
+         * the default would pass the bitwise check alone. */
+        if (kind == REC_SPARSE_SGD)
+            CHECK(sgd_off(e, &m, want, tol) == 0, "trial %d: SGD steps of backward candidate %d: %zu table values off "
+                  "the reference", trial, k, sgd_off(e, &m, want, tol));
         rec_embed_free(e);
     }
+    for (int f = 0; f < m.F; f++) free(want[f]), free(tol[f]);
     free_tables(T0, m.F);
     free(dout);
     rec_batch_free(&b[0]);
     rec_batch_free(&b[1]);
     rec_embed_free(base);
+}
+
+/* Wide rows (dims 128, 64, 100) under each backward sort, two SGD steps against the float64
+ * reference. gcc 12 -O3 once miscompiled the sorts' sum of a 128-float row kept in a local
+ * array (radix and count off by up to 0.1 on some machines, depending on where the buffers
+ * lay); this pins the three sorts to the reference on the shapes that broke. */
+static void test_wide_rows_every_sort(void) {
+    model m = {3, 64, {700, 1, 300}, {128, 128, 100}, {3, 3, 40}, REC_POOL_SUM, 0};
+    rec_batch b;
+    make_batch(&b, &m);
+    float *dout = random_dout((size_t)m.B * 356);
+    for (int sort = REC_SORT_RADIX; sort <= REC_SORT_DENSE; sort++)
+        for (int threads = 1; threads <= 2; threads++) {
+            rec_embed *e = make_engine(&m, REC_SPARSE_SGD, threads, 0);
+            if (!e) break;
+            double **T0 = tables_f64(e, 0);
+            for (int f = 0; f < m.F; f++) {
+                rec_embed_sched s = rec_embed_get_sched(e, f);
+                s.sort = (uint8_t)sort;
+                CHECK(rec_embed_set_sched(e, f, s) == REC_OK, "%s", rec_errmsg());
+            }
+            for (int step = 0; step < 2; step++)
+                CHECK(rec_embed_backward_update(e, &b, 0, dout, 0.05f) == REC_OK, "%s", rec_errmsg());
+            double *G[MAXF], *d64 = malloc((size_t)m.B * 356 * sizeof(double));
+            for (size_t i = 0; i < (size_t)m.B * 356; i++) d64[i] = dout[i];
+            for (int f = 0; f < m.F; f++) G[f] = malloc((size_t)m.rows[f] * (size_t)m.dims[f] * sizeof(double));
+            rec_embed_grad_ref(m.F, m.rows, m.dims, m.pooling, &b, 0, d64, G);
+            size_t bad = 0;
+            for (int f = 0; f < m.F; f++) {
+                const float *t = rec_embed_table(e, f);
+                for (size_t i = 0; i < (size_t)m.rows[f] * (size_t)m.dims[f]; i++)
+                    bad += !(fabs(t[i] - (T0[f][i] - 2 * 0.05 * G[f][i])) <= 1e-5 * (fabs(T0[f][i]) + fabs(G[f][i])) + 1e-6);
+            }
+            CHECK(bad == 0, "sort %d, %d threads: %zu values of wide rows off the SGD reference", sort, threads, bad);
+            for (int f = 0; f < m.F; f++) free(G[f]);
+            free(d64);
+            free_tables(T0, m.F);
+            rec_embed_free(e);
+        }
+    free(dout);
+    rec_batch_free(&b);
 }
 
 /* Fast mode and thread counts under a mixed plan: same bits. */
@@ -473,6 +525,7 @@ int main(void) {
         test_backward_candidates(t, REC_SPARSE_ADAGRAD);
         test_backward_candidates(t, REC_SPARSE_ROWWISE_ADAGRAD);
     }
+    test_wide_rows_every_sort();
     test_trust_threads();
     test_tuner();
     test_plans();

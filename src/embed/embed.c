@@ -527,20 +527,25 @@ static void adagrad_row(float *restrict p, float *restrict st, const float *rest
 
 /* Sums the contributions dout[bag, col ..] * coef of the pairs p[i * stride], i in [i0, i1)
  * (one id's, in position order) into acc (E), as acc = fmaf(g, coef, acc) from 0: for a
- * compile-time E the sum stays in registers (a runtime-E loop carries it through memory, a
- * store-to-load chain per entry); every E gives the same bits. stride is 2 for the pairs
- * inside bag_entry, 1 for a bag_pair array. */
+ * compile-time E <= 64 the sum stays in registers (a runtime-E loop carries it through
+ * memory, a store-to-load chain per entry); every E gives the same bits. E = 128 sums in acc
+ * itself: a 128-float local here was miscompiled by gcc 12 at -O3 (wrong sums on some
+ * machines, right at -O2 or with -fno-tree-loop-distribute-patterns), caught by the radix
+ * and count sorts disagreeing with DENSE (test_embed_sched, "wide rows"). stride is 2 for
+ * the pairs inside bag_entry, 1 for a bag_pair array. */
 static inline __attribute__((always_inline)) void sum_pairs(const bag_pair *restrict p, size_t stride, int64_t i0,
                                                             int64_t i1, const float *restrict dout, int W, int col,
                                                             float *restrict acc, const int E) {
-    float a[128];
+    float local[64];
+    float *restrict a = E <= 64 ? local : acc;
     for (int c = 0; c < E; c++) a[c] = 0.0f;
     for (int64_t i = i0; i < i1; i++) {
         const float *restrict g = dout + (size_t)p[(size_t)i * stride].bag * W + col; /* (E) */
         const float k = p[(size_t)i * stride].coef;
         for (int c = 0; c < E; c++) a[c] = fmaf(g[c], k, a[c]);
     }
-    for (int c = 0; c < E; c++) acc[c] = a[c];
+    if (E <= 64)
+        for (int c = 0; c < E; c++) acc[c] = local[c];
 }
 
 static void sum_pairs_any(const bag_pair *restrict p, size_t stride, int64_t i0, int64_t i1, const float *restrict dout,
