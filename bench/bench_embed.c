@@ -7,10 +7,11 @@
  *   - the naive gather loop (per table, per bag, per id, a runtime-E add loop; OpenMP over
  *     tables), the baseline for the prefetching kernels;
  *   - every uniform schedule (one universe member for all tables; forward members with the
- *     default backward, backward members with the default forward), the best of each;
+ *     default backward, backward members at the best forward), to select the best of each;
  *   - the default plan; the plan tuned with interference (rec_embed_tune_begin, on the
  *     batches); the plan tuned separately per table (rec_embed_tune_separate);
- * and prints forward and forward+backward+update time per batch, rows/s, and GB/s in FBGEMM's
+ * then times the contenders afresh in turns (time_contenders: the selections' own timings are
+ * not reported) and prints forward and forward+backward+update time per batch, rows/s, and GB/s in FBGEMM's
  * definition: (B·ΣL·E + B·F·E) × 4 bytes / time, summed over tables (rows read plus pooled
  * outputs written). Beside them: the machine's random-gather ceiling measured by the same
  * program (naive, and with prefetch) over a buffer far larger than the last-level cache.
@@ -248,20 +249,61 @@ typedef struct bench_ctx {
     float lr;
 } bench_ctx;
 
-/* Median over reps of the mean seconds per batch: forward (what 0) or forward + backward +
- * update (what 1) or naive (what 2). */
+/* Mean seconds per batch of one pass over the batches: forward (what 0) or forward +
+ * backward + update (what 1) or naive (what 2). */
+static double one_pass(bench_ctx *c, int what) {
+    const double t0 = rec_now();
+    for (int i = 0; i < c->nb; i++) {
+        if (what == 2) naive_forward(c->e, &c->b[i], c->out, c->threads);
+        else if (rec_embed_forward(c->e, &c->b[i], 0, c->out)) return NAN;
+        if (what == 1 && rec_embed_backward_update(c->e, &c->b[i], 0, c->dout, c->lr)) return NAN;
+    }
+    return (rec_now() - t0) / c->nb;
+}
+
+/* Median over reps of one_pass, after a warm-up pass. */
 static double time_pass(bench_ctx *c, int what) {
     double t[31];
     for (int rep = -1; rep < c->reps; rep++) {
-        const double t0 = rec_now();
-        for (int i = 0; i < c->nb; i++) {
-            if (what == 2) naive_forward(c->e, &c->b[i], c->out, c->threads);
-            else if (rec_embed_forward(c->e, &c->b[i], 0, c->out)) return NAN;
-            if (what == 1 && rec_embed_backward_update(c->e, &c->b[i], 0, c->dout, c->lr)) return NAN;
-        }
-        if (rep >= 0) t[rep] = (rec_now() - t0) / c->nb;
+        const double x = one_pass(c, what);
+        if (rep >= 0) t[rep] = x;
     }
     return rec_median(t, c->reps);
+}
+
+/* The figures the bench reports: each contender timed afresh, in turns (one pass each per
+ * round, 2 * reps + 1 rounds, medians), after the selections are made. Picking the best of
+ * 36 uniform schedules by their own timings would keep the luckiest measurement (the
+ * winner's curse) and compare it with one ordinary measurement of the tuned plan. */
+enum { C_NAIVE, C_DEFAULT, C_UNIFORM, C_SEPARATE, C_TUNED, N_CONTENDERS };
+typedef struct contender {
+    rec_embed_sched *plan_f, *plan_fb; /* (F) plans for the forward and the forward + backward figures */
+    double f, fb;                      /* median seconds per batch */
+} contender;
+
+static void time_contenders(bench_ctx *c, contender *k, int F) {
+    enum { MAX_ROUNDS = 63 };
+    const int rounds = 2 * c->reps + 1 < MAX_ROUNDS ? 2 * c->reps + 1 : MAX_ROUNDS;
+    double tf[N_CONTENDERS][MAX_ROUNDS], tfb[N_CONTENDERS][MAX_ROUNDS];
+    for (int r = -1; r < rounds; r++)
+        for (int i = 0; i < N_CONTENDERS; i++)
+            for (int what = 0; what < 2; what++) {
+                const rec_embed_sched *plan = what ? k[i].plan_fb : k[i].plan_f;
+                if (i == C_NAIVE && what) continue;
+                if (plan)
+                    for (int f = 0; f < F; f++) rec_embed_set_sched(c->e, f, plan[f]);
+                const double x = one_pass(c, i == C_NAIVE ? 2 : what);
+                if (r >= 0) (what ? tfb : tf)[i][r] = x;
+            }
+    for (int i = 0; i < N_CONTENDERS; i++) {
+        k[i].f = rec_median(tf[i], rounds);
+        k[i].fb = i == C_NAIVE ? NAN : rec_median(tfb[i], rounds);
+    }
+}
+
+/* The engine's current plan, into plan (F). */
+static void save_plan(rec_embed *e, rec_embed_sched *plan) {
+    for (int f = 0; f < rec_embed_tables(e); f++) plan[f] = rec_embed_get_sched(e, f);
 }
 
 /* ---- dump for the PyTorch peer ---------------------------------------------------------------- */
@@ -365,10 +407,8 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
     if (!s) {
         fprintf(stderr, "bench embed %s: %d tables (%.2f GB), batch %d, %.2fM ids per batch\n", m.name, m.F, tbytes * 1e-9,
                 B, ids * 1e-6);
-        naive = time_pass(&c, 2);
-        def_f = time_pass(&c, 0);
-        def_fb = time_pass(&c, 1);
-        /* Uniform forward members (default backward), then backward members at the best forward. */
+        /* Selections first. Uniform forward members (default backward), then backward members
+         * at the best forward. */
         rec_embed_sched cand[REC_EMBED_MAX_CANDIDATES], best = rec_embed_sched_default();
         rec_embed_sched all[REC_EMBED_MAX_CANDIDATES];
         const int nu = rec_embed_fwd_universe(all, REC_EMBED_MAX_CANDIDATES);
@@ -402,12 +442,31 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
         rec_embed_tune_result(c.e, &rep);
         fprintf(stderr, "  tuned in %.1f s (%d + %d local rounds, global winner %d)\n", tune_s, rep.fwd_rounds,
                 rep.bwd_rounds, rep.winner);
-        if (!s) tun_f = time_pass(&c, 0), tun_fb = time_pass(&c, 1);
-        /* Separately tuned. */
-        const rec_batch *bp[64];
-        for (int i = 0; i < nb && i < 64; i++) bp[i] = &c.b[i];
-        if (!s) s = rec_embed_tune_separate(c.e, bp, nb < 64 ? nb : 64, 0, c.dout, c.lr);
-        if (!s) sep_f = time_pass(&c, 0), sep_fb = time_pass(&c, 1);
+        rec_embed_sched *plans;
+        if (!s) s = rec_alloc((void **)&plans, (size_t)5 * (size_t)(m.F + 1) * sizeof *plans, "bench plans");
+        if (!s) {
+            rec_embed_sched *pdef = plans, *puf = pdef + m.F + 1, *pufb = puf + m.F + 1, *ptun = pufb + m.F + 1,
+                            *psep = ptun + m.F + 1;
+            save_plan(c.e, ptun);
+            /* Separately tuned. */
+            const rec_batch *bp[64];
+            for (int i = 0; i < nb && i < 64; i++) bp[i] = &c.b[i];
+            s = rec_embed_tune_separate(c.e, bp, nb < 64 ? nb : 64, 0, c.dout, c.lr);
+            save_plan(c.e, psep);
+            rec_embed_set_uniform(c.e, rec_embed_sched_default());
+            save_plan(c.e, pdef);
+            rec_embed_set_uniform(c.e, best);
+            save_plan(c.e, puf);
+            rec_embed_set_uniform(c.e, bb);
+            save_plan(c.e, pufb);
+            contender k[N_CONTENDERS] = {{NULL, NULL, 0, 0}, {pdef, pdef, 0, 0}, {puf, pufb, 0, 0}, {psep, psep, 0, 0},
+                                         {ptun, ptun, 0, 0}};
+            if (!s) time_contenders(&c, k, m.F);
+            naive = k[C_NAIVE].f, def_f = k[C_DEFAULT].f, def_fb = k[C_DEFAULT].fb, uni_f = k[C_UNIFORM].f;
+            uni_fb = k[C_UNIFORM].fb, sep_f = k[C_SEPARATE].f, sep_fb = k[C_SEPARATE].fb, tun_f = k[C_TUNED].f;
+            tun_fb = k[C_TUNED].fb;
+            rec_free(plans);
+        }
     }
     if (!s) {
         printf("\nbench embed: model %s, %d tables, %.2f GB of tables, batch %d, %.2fM ids/batch, %d threads\n", m.name,

@@ -90,7 +90,8 @@ rec_sparse_opt_config rec_sparse_opt_defaults(rec_sparse_opt_kind kind, float lr
  *                    any E; the bag's rows are read once per block, so it suits wide rows
  *                    and long bags); E < 16 runs GENERIC.
  *   pf      software prefetch distance in ids (0 = none): id k+pf's row (every cache line of
- *           it) is prefetched while id k is summed, across the bags of an item.
+ *           it) is prefetched while id k is summed, across the bags of an item; and when bag
+ *           r starts, the output lines of bag r+pf are prefetched for writing.
  *   grain   log2 of the target ids per work item under SAMPLE (6..16).
  * Backward fields:
  *   sort    RADIX: LSD radix sort of the table's (id, bag) entries, 8 bits a pass, as many
@@ -223,11 +224,13 @@ void rec_embed_profile_clear(rec_embed *e);
  *                 candidate is timed while the other tables run in the same fused pass:
  *                 interference; the tables with fewer candidates repeat theirs, RecFlex's
  *                 padding), `reps` times over; each table keeps the candidate with the least
- *                 time per id summed over its rounds (eq. 3 and 5);
+ *                 time per id in its best round (eq. 3 and 5, with the minimum for the sum: on
+ *                 a CPU shared with other work one slow call must not decide);
  *   global stage: the per-table plan, the plan with every table's split set to SAMPLE at
- *                 its tuned grain and the two best uniform schedules (by the local sums) are
- *                 each timed over 3 x `reps` whole passes; the one with the fastest pass
- *                 (seconds per id, forward + backward) is kept (eq. 4).
+ *                 its tuned grain, the two best uniform schedules (by the local times) and the
+ *                 plan tuning started from (so tuning never ends on a slower plan) are
+ *                 each timed over 3 x `reps` whole passes, taking turns; the one with the
+ *                 fastest pass (seconds per id, forward + backward) is kept (eq. 4).
  * Forward and backward tune side by side, each on its own calls. While tuning is not done
  * rec_embed_tuning returns 1. */
 typedef struct rec_embed_tune_opts {
@@ -235,13 +238,15 @@ typedef struct rec_embed_tune_opts {
 } rec_embed_tune_opts;
 rec_status rec_embed_tune_begin(rec_embed *e, const rec_embed_tune_opts *o);
 int rec_embed_tuning(const rec_embed *e);
-/* After tuning: which global candidate won (0 per-table, 1 per-table all-SAMPLE, 2/3 uniform)
- * and the steps it took. */
+/* After tuning: which global candidate won (0 per-table, 1 per-table all-SAMPLE, 2/3 the two
+ * best uniform schedules, 4 the plan tuning started from) and the steps it took. */
+enum { REC_EMBED_GLOBAL_CANDIDATES = 5 };
 typedef struct rec_embed_tune_report {
     int winner;
     int fwd_rounds, bwd_rounds;  /* local-stage rounds (calls) */
     int global_rounds;           /* global-stage calls, at most */
-    double global_s[4];          /* least seconds per id, forward + backward, per global candidate */
+    /* least seconds per id, forward + backward, per global candidate (infinite if not run) */
+    double global_s[REC_EMBED_GLOBAL_CANDIDATES];
 } rec_embed_tune_report;
 void rec_embed_tune_result(const rec_embed *e, rec_embed_tune_report *r);
 

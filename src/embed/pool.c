@@ -23,7 +23,11 @@
  * Prefetch: while id k is summed, the row of id k + pf (every cache line it spans) is
  * requested, looking across bag boundaries within the item [off[b0], off[b1]) because one-hot
  * features hold a single id per bag. In checked mode the prefetched id is range-checked too
- * (a prefetch cannot fault, but the address computation must stay inside the object). */
+ * (a prefetch cannot fault, but the address computation must stay inside the object). And
+ * when bag r starts, the output lines of bag r + pf are requested for writing: a table's
+ * slice of an output row is a few bytes W floats from the next row's, so without it each
+ * bag's store misses (a read for ownership) and one-hot bags, which are little else, wait on
+ * it (Kaggle's 26 one-hot tables: 0.49 -> 0.33 ms per batch of 2048 on 2 cores). */
 #include <math.h>
 #include <stdint.h>
 
@@ -35,6 +39,14 @@ static inline void prefetch_row(const float *T, int64_t id, int E) {
     const uintptr_t a = (uintptr_t)(T + (size_t)id * (size_t)E);
     const uintptr_t last = a + (uintptr_t)E * sizeof(float) - 1;
     for (uintptr_t l = a & ~(uintptr_t)63; l <= last; l += 64) __builtin_prefetch((const void *)l);
+}
+
+/* The output lines of bag r + pf, for writing, if it is in the item. */
+static inline void prefetch_out(const pool_job *j, int64_t r, int64_t b1) {
+    if (r + j->pf >= b1) return;
+    const uintptr_t a = (uintptr_t)(j->out + (size_t)(r + j->pf) * (size_t)j->W);
+    const uintptr_t last = a + (uintptr_t)j->E * sizeof(float) - 1;
+    for (uintptr_t l = a & ~(uintptr_t)63; l <= last; l += 64) __builtin_prefetch((const void *)l, 1);
 }
 
 static inline void prefetch_ahead(const pool_job *j, int64_t k, int64_t end) {
@@ -54,6 +66,7 @@ static inline __attribute__((always_inline)) int64_t pool_reg(const pool_job *j,
     const int64_t end = j->off[b1], R = j->R;
     for (int64_t r = b0; r < b1; r++) {
         const int64_t lo = j->off[r], hi = j->off[r + 1];
+        if (j->pf) prefetch_out(j, r, b1);
         float acc[128];
         for (int c = 0; c < E; c++) acc[c] = 0.0f;
         int64_t k = lo;
@@ -105,6 +118,7 @@ static int64_t pool_cols(const pool_job *j, int64_t b0, int64_t b1, int c0, int 
     const int E = j->E;
     for (int64_t r = b0; r < b1; r++) {
         const int64_t lo = j->off[r], hi = j->off[r + 1];
+        if (pf) prefetch_out(j, r, b1);
         float *restrict o = j->out + (size_t)r * j->W;
         for (int c = c0; c < c1; c++) o[c] = 0.0f;
         int64_t k = lo;
@@ -199,6 +213,7 @@ static int64_t pool_blocked(const pool_job *j, int64_t b0, int64_t b1) {
     const int64_t end = j->off[b1];
     for (int64_t r = b0; r < b1; r++) {
         const int64_t lo = j->off[r], hi = j->off[r + 1];
+        if (j->pf) prefetch_out(j, r, b1);
         float *o = j->out + (size_t)r * j->W;
         for (int c0 = 0; c0 < full; c0 += BLOCK_COLS) {
             const int64_t k = block16(j, lo, hi, end, c0, c0 == 0 ? j->pf : 0, o);

@@ -11,8 +11,8 @@
  *
  * The tuner follows RecFlex §IV-A (digest §3.2): the local stage times each table's
  * candidates inside full fused passes (all tables tuned at once, so each measurement carries
- * the interference of the others), over `reps` batches each (eq. 5); the global stage times
- * a handful of whole plans (eq. 4). A CPU has no occupancy to fix, so the global candidates
+ * the interference of the others), over `reps` batches each (eq. 5, each candidate scored by
+ * its least time per id); the global stage times a handful of whole plans, in turns (eq. 4). A CPU has no occupancy to fix, so the global candidates
  * are the plan choices whose effect is not local to one table: whether tables may keep whole
  * tables on one thread (load balance), and the best uniform schedules as a guard.
  */
@@ -31,7 +31,7 @@ static const uint8_t FWD_GRAIN[] = {9, 12};
 static const uint8_t BWD_PF[] = {0, 8, 32};
 /* The global stage's whole-plan timings are wall clock over short passes (0.1 ms for a Kaggle
  * batch), so each plan gets 3x the local stage's calls and keeps its best one. */
-enum { GRAIN_TABLE = 10, MAX_FWD_U = 36, MAX_BWD_U = 9, N_GLOBAL = 4, GLOBAL_REPS_FACTOR = 3 };
+enum { GRAIN_TABLE = 10, MAX_FWD_U = 36, MAX_BWD_U = 9, N_GLOBAL = REC_EMBED_GLOBAL_CANDIDATES, GLOBAL_REPS_FACTOR = 3 };
 
 /* ---- schedules ------------------------------------------------------------------------------ */
 
@@ -375,11 +375,12 @@ struct embed_tuner {
     int16_t *map_f, *map_b;             /* (F, MAX_*_U) universe index -> candidate index */
     int *nc_f, *nc_b;                   /* (F) candidates */
     rec_embed_sched *c_f, *c_b;         /* (F, MAX_*_U) candidates */
-    double *t_f, *n_f, *t_b, *n_b;      /* (F, MAX_*_U) seconds and ids measured */
+    double *t_f, *n_f, *t_b, *n_b;      /* (F, MAX_*_U) least seconds per id of a call; ids measured */
     int rounds_f, rounds_b, call_f, call_b;
     int global;                         /* 0 local, 1 global, 2 done */
     int n_global, g_call, cur_g;
     rec_embed_sched *gplan;             /* (N_GLOBAL, F) */
+    int gkind[N_GLOBAL];                /* what each global plan is (rec_embed_tune_report.winner) */
     double gmf[N_GLOBAL], gmb[N_GLOBAL]; /* least seconds per id of a call, forward / backward */
     rec_embed_tune_report rep;
     double *scratch_t, *scratch_n;      /* (F) profile reads */
@@ -422,12 +423,16 @@ rec_status rec_embed_tune_begin(rec_embed *e, const rec_embed_tune_opts *o) {
     if (!s) s = rec_alloc((void **)&t->t_b, UB * sizeof(double), "embedding tuner");
     if (!s) s = rec_alloc((void **)&t->n_b, UB * sizeof(double), "embedding tuner");
     if (!s) s = rec_alloc((void **)&t->gplan, N_GLOBAL * F * sizeof(rec_embed_sched), "embedding tuner");
+    /* The plan tuning starts from is a global candidate: tuning never ends on a slower one. */
+    if (!s) memcpy(t->gplan + (size_t)(N_GLOBAL - 1) * F, e->sched, (size_t)e->F * sizeof(rec_embed_sched));
     if (!s) s = rec_alloc((void **)&t->scratch_t, F * sizeof(double), "embedding tuner");
     if (!s) s = rec_alloc((void **)&t->scratch_n, F * sizeof(double), "embedding tuner");
     if (s) {
         embed_tuner_free(t);
         return s;
     }
+    for (size_t i = 0; i < UF; i++) t->t_f[i] = INFINITY;
+    for (size_t i = 0; i < UB; i++) t->t_b[i] = INFINITY;
     t->reps = reps;
     t->greps = GLOBAL_REPS_FACTOR * reps;
     t->F = e->F;
@@ -460,20 +465,19 @@ void rec_embed_tune_result(const rec_embed *e, rec_embed_tune_report *r) {
 
 /* Index of table f's candidate with the least seconds per id (per call when no ids), or -1
  * when none was measured; among SAMPLE ones only if sample_only. */
-static int best_of(const double *tm, const double *n, const rec_embed_sched *c, int nc, int sample_only) {
+static int best_of(const double *tm, const rec_embed_sched *c, int nc, int sample_only) {
     int best = -1;
     double bv = INFINITY;
     for (int k = 0; k < nc; k++) {
         if (sample_only && c[k].split != REC_SPLIT_SAMPLE) continue;
-        if (n[k] < 0) continue;
-        const double v = tm[k] / (n[k] > 1 ? n[k] : 1);
-        if (v < bv) bv = v, best = k;
+        if (tm[k] < bv) bv = tm[k], best = k;
     }
     return best;
 }
 
 /* Estimated seconds per call of uniform universe member u: the sum over tables of the
- * per-id time of the candidate u is for each table times that table's mean ids per round. */
+ * per-id time of the candidate u is for each table times that table's mean ids per round
+ * (infinite when some table never ran it). */
 static double uniform_cost(const embed_tuner *t, int u, int backward) {
     const int MU = backward ? MAX_BWD_U : MAX_FWD_U;
     const int16_t *map = backward ? t->map_b : t->map_f;
@@ -486,7 +490,7 @@ static double uniform_cost(const embed_tuner *t, int u, int backward) {
         double ids = 0;
         for (int j = 0; j < nc[f]; j++) ids += n[o + (size_t)j];
         ids /= backward ? t->rounds_b : t->rounds_f;
-        sum += tm[o + (size_t)k] / (n[o + (size_t)k] > 1 ? n[o + (size_t)k] : 1) * (ids > 1 ? ids : 1);
+        sum += tm[o + (size_t)k] * (ids > 1 ? ids : 1);
     }
     return sum;
 }
@@ -496,11 +500,12 @@ static double uniform_cost(const embed_tuner *t, int u, int backward) {
 static void build_global(rec_embed *e, embed_tuner *t) {
     const int F = t->F;
     rec_embed_sched *g0 = t->gplan, *g1 = t->gplan + (size_t)(F + 1);
+    t->gkind[0] = 0, t->gkind[1] = 1;
     int any_table = 0;
     for (int f = 0; f < F; f++) {
         const size_t of = (size_t)f * MAX_FWD_U, ob = (size_t)f * MAX_BWD_U;
-        int kf = best_of(t->t_f + of, t->n_f + of, t->c_f + of, t->nc_f[f], 0);
-        int kb = best_of(t->t_b + ob, t->n_b + ob, t->c_b + ob, t->nc_b[f], 0);
+        int kf = best_of(t->t_f + of, t->c_f + of, t->nc_f[f], 0);
+        int kb = best_of(t->t_b + ob, t->c_b + ob, t->nc_b[f], 0);
         rec_embed_sched s = e->sched[f];
         if (kf >= 0) {
             const rec_embed_sched c = t->c_f[of + (size_t)kf];
@@ -510,7 +515,7 @@ static void build_global(rec_embed *e, embed_tuner *t) {
         g0[f] = g1[f] = s;
         if (s.split == REC_SPLIT_TABLE) {
             any_table = 1;
-            const int ks = best_of(t->t_f + of, t->n_f + of, t->c_f + of, t->nc_f[f], 1);
+            const int ks = best_of(t->t_f + of, t->c_f + of, t->nc_f[f], 1);
             if (ks >= 0) {
                 const rec_embed_sched c = t->c_f[of + (size_t)ks];
                 g1[f].split = c.split, g1[f].kernel = c.kernel, g1[f].pf = c.pf, g1[f].grain = c.grain;
@@ -542,8 +547,13 @@ static void build_global(rec_embed *e, embed_tuner *t) {
             g[f] = s;
             if (!embed_sort_fits(e, f, g[f].sort)) g[f].sort = REC_SORT_RADIX;
         }
-        n++;
+        t->gkind[n++] = 2 + i;
     }
+    /* The starting plan, saved by tune_begin in the last slot. */
+    if (n < N_GLOBAL - 1)
+        memcpy(t->gplan + (size_t)n * (size_t)(F + 1), t->gplan + (size_t)(N_GLOBAL - 1) * (size_t)(F + 1),
+               (size_t)F * sizeof *t->gplan);
+    t->gkind[n++] = N_GLOBAL - 1;
     t->n_global = n;
     for (int g = 0; g < N_GLOBAL; g++) t->gmf[g] = t->gmb[g] = INFINITY;
     t->global = 1;
@@ -556,12 +566,14 @@ static void install(rec_embed *e, const rec_embed_sched *plan) { memcpy(e->sched
  * passes are short (a Kaggle batch takes 0.1 ms) and one preempted call must not decide. */
 static void finish_global(rec_embed *e, embed_tuner *t) {
     int best = 0;
+    double bv = INFINITY;
+    for (int g = 0; g < N_GLOBAL; g++) t->rep.global_s[g] = INFINITY;
     for (int g = 0; g < t->n_global; g++) {
         const double v = t->gmf[g] + (isfinite(t->gmb[g]) ? t->gmb[g] : 0);
-        t->rep.global_s[g] = v;
-        if (v < t->rep.global_s[best]) best = g;
+        t->rep.global_s[t->gkind[g]] = v;
+        if (v < bv) bv = v, best = g;
     }
-    t->rep.winner = best;
+    t->rep.winner = t->gkind[best];
     install(e, t->gplan + (size_t)best * (size_t)(t->F + 1));
     t->global = 2;
     e->profiling = 0;
@@ -576,7 +588,7 @@ void embed_tune_before(rec_embed *e, int backward) {
                 finish_global(e, t);
                 return;
             }
-            t->cur_g = t->g_call / t->greps;
+            t->cur_g = t->g_call % t->n_global; /* interleaved, so a slow spell hits every plan */
             install(e, t->gplan + (size_t)t->cur_g * (size_t)(t->F + 1));
         }
         return;
@@ -623,7 +635,9 @@ void embed_tune_after(rec_embed *e, int backward) {
         /* A table that repeats a candidate (fewer candidates than rounds, RecFlex's padding)
          * runs it again for the others' sake; its own measurement counts once per rep. */
         if (*call / nc >= t->reps) continue;
-        (backward ? t->t_b : t->t_f)[k] += t->scratch_t[f];
+        double *tm = &(backward ? t->t_b : t->t_f)[k];
+        const double v = t->scratch_t[f] / (t->scratch_n[f] > 1 ? t->scratch_n[f] : 1);
+        if (v < *tm) *tm = v;
         (backward ? t->n_b : t->n_f)[k] += t->scratch_n[f];
     }
     (*call)++;

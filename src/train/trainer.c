@@ -320,12 +320,13 @@ static rec_status finish_plan(job *j) {
     j->tuning = 0;
     rec_embed_tune_report r;
     rec_embed_tune_result(e, &r);
-    static const char *const WHO[] = {"per-table plan", "per-table plan, all sample-split", "best uniform schedule",
-                                      "second uniform schedule"};
+    static const char *const WHO[REC_EMBED_GLOBAL_CANDIDATES] = {"per-table plan", "per-table plan, all sample-split",
+                                                                 "best uniform schedule", "second uniform schedule",
+                                                                 "the plan it started from"};
     if (j->o->log)
         fprintf(j->o->log, "train: embedding plan tuned at step %lld (%d + %d local rounds): %s wins\n",
                 (long long)rec_model_steps(j->model), r.fwd_rounds, r.bwd_rounds,
-                r.winner >= 0 && r.winner < 4 ? WHO[r.winner] : "?");
+                r.winner >= 0 && r.winner < REC_EMBED_GLOBAL_CANDIDATES ? WHO[r.winner] : "?");
     if (!j->o->plan_path) return REC_OK;
     REC_TRY(rec_embed_plan_save(e, j->o->plan_path, j->data_key));
     if (j->o->log) fprintf(j->o->log, "train: embedding plan written to %s\n", j->o->plan_path);
