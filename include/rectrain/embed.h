@@ -227,7 +227,8 @@ void rec_embed_profile_clear(rec_embed *e);
  *                 time per id in its best round (eq. 3 and 5, with the minimum for the sum: on
  *                 a CPU shared with other work one slow call must not decide);
  *   global stage: the per-table plan, the plan with every table's split set to SAMPLE at
- *                 its tuned grain, the two best uniform schedules (by the local times) and the
+ *                 its tuned grain, the best uniform schedule of each split (by the local
+ *                 times) and the
  *                 plan tuning started from (so tuning never ends on a slower plan) are
  *                 each timed over 3 x `reps` whole passes, taking turns; the one with the
  *                 fastest pass (seconds per id, forward + backward) is kept (eq. 4).
@@ -238,8 +239,8 @@ typedef struct rec_embed_tune_opts {
 } rec_embed_tune_opts;
 rec_status rec_embed_tune_begin(rec_embed *e, const rec_embed_tune_opts *o);
 int rec_embed_tuning(const rec_embed *e);
-/* After tuning: which global candidate won (0 per-table, 1 per-table all-SAMPLE, 2/3 the two
- * best uniform schedules, 4 the plan tuning started from) and the steps it took. */
+/* After tuning: which global candidate won (0 per-table, 1 per-table all-SAMPLE, 2/3 the best
+ * uniform SAMPLE / TABLE schedule, 4 the plan tuning started from) and the steps it took. */
 enum { REC_EMBED_GLOBAL_CANDIDATES = 5 };
 typedef struct rec_embed_tune_report {
     int winner;

@@ -495,8 +495,9 @@ static double uniform_cost(const embed_tuner *t, int u, int backward) {
     return sum;
 }
 
-/* The global stage's plans: per-table best; the same with SAMPLE everywhere; the two best
- * uniform forward schedules with the best uniform backward one. */
+/* The global stage's plans: per-table best; the same with SAMPLE everywhere; the best
+ * uniform forward schedule of each split with the best uniform backward one; the plan tuning
+ * started from. */
 static void build_global(rec_embed *e, embed_tuner *t) {
     const int F = t->F;
     rec_embed_sched *g0 = t->gplan, *g1 = t->gplan + (size_t)(F + 1);
@@ -531,14 +532,16 @@ static void build_global(rec_embed *e, embed_tuner *t) {
     int bb = 0;
     for (int u = 1; u < t->nu_b; u++)
         if (uniform_cost(t, u, 1) < uniform_cost(t, bb, 1)) bb = u;
-    int f1 = -1, f2 = -1;
-    double c1 = INFINITY, c2 = INFINITY;
+    /* The best uniform forward member of each split: the local times judge a table's rows
+     * per id well, but not what a split does to the whole pass (load balance, one table's
+     * rows in both cores' caches), which the global stage measures. */
+    int pick[2] = {-1, -1};
+    double cost[2] = {INFINITY, INFINITY};
     for (int u = 0; u < t->nu_f; u++) {
+        const int i = uf[u].split == REC_SPLIT_TABLE;
         const double c = uniform_cost(t, u, 0);
-        if (c < c1) c2 = c1, f2 = f1, c1 = c, f1 = u;
-        else if (c < c2) c2 = c, f2 = u;
+        if (c < cost[i]) cost[i] = c, pick[i] = u;
     }
-    const int pick[2] = {f1, f2};
     for (int i = 0; i < 2 && pick[i] >= 0; i++) {
         rec_embed_sched s = uf[pick[i]];
         s.sort = ub[bb].sort, s.bpf = ub[bb].bpf;

@@ -321,7 +321,7 @@ static rec_status finish_plan(job *j) {
     rec_embed_tune_report r;
     rec_embed_tune_result(e, &r);
     static const char *const WHO[REC_EMBED_GLOBAL_CANDIDATES] = {"per-table plan", "per-table plan, all sample-split",
-                                                                 "best uniform schedule", "second uniform schedule",
+                                                                 "best uniform sample-split schedule", "best uniform table-split schedule",
                                                                  "the plan it started from"};
     if (j->o->log)
         fprintf(j->o->log, "train: embedding plan tuned at step %lld (%d + %d local rounds): %s wins\n",
