@@ -440,8 +440,8 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
         }
         const double tune_s = rec_now() - tt0;
         rec_embed_tune_result(c.e, &rep);
-        fprintf(stderr, "  tuned in %.1f s (%d + %d local rounds, global winner %d)\n", tune_s, rep.fwd_rounds,
-                rep.bwd_rounds, rep.winner);
+        fprintf(stderr, "  tuned in %.1f s (%d + %d local rounds, global winners %d forward, %d backward)\n", tune_s,
+                rep.fwd_rounds, rep.bwd_rounds, rep.winner, rep.winner_bwd);
         rec_embed_sched *plans;
         if (!s) s = rec_alloc((void **)&plans, (size_t)5 * (size_t)(m.F + 1) * sizeof *plans, "bench plans");
         if (!s) {

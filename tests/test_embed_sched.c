@@ -369,8 +369,9 @@ static void test_tuner(void) {
     rec_embed_tune_result(t, &r);
     CHECK(!rec_embed_tuning(t), "the tuner did not finish in %d steps", steps);
     CHECK(same && same_bits(t, u), "training through the tuner changed results");
-    CHECK(r.winner >= 0 && r.winner < REC_EMBED_GLOBAL_CANDIDATES && r.fwd_rounds >= 1 && r.bwd_rounds >= 1, "tune report: winner %d, rounds %d/%d",
-          r.winner, r.fwd_rounds, r.bwd_rounds);
+    CHECK(r.winner >= 0 && r.winner < REC_EMBED_GLOBAL_CANDIDATES && r.winner_bwd >= 0 &&
+              r.winner_bwd < REC_EMBED_GLOBAL_CANDIDATES && r.fwd_rounds >= 1 && r.bwd_rounds >= 1,
+          "tune report: winners %d/%d, rounds %d/%d", r.winner, r.winner_bwd, r.fwd_rounds, r.bwd_rounds);
     CHECK(steps >= r.fwd_rounds, "tuned in %d steps but reported %d forward rounds", steps, r.fwd_rounds);
     /* Separately tuned: also changes nothing but speed. */
     const rec_batch *bs[3] = {&b[0], &b[1], &b[2]};

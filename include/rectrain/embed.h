@@ -230,8 +230,9 @@ void rec_embed_profile_clear(rec_embed *e);
  *                 its tuned grain, the best uniform schedule of each split (by the local
  *                 times) and the
  *                 plan tuning started from (so tuning never ends on a slower plan) are
- *                 each timed over 3 x `reps` whole passes, taking turns; the one with the
- *                 fastest pass (seconds per id, forward + backward) is kept (eq. 4).
+ *                 each timed over 3 x `reps` whole passes, taking turns; the forward fields
+ *                 of the plan with the fastest forward calls (seconds per id) and the backward
+ *                 fields of the one with the fastest backward calls are kept (eq. 4).
  * Forward and backward tune side by side, each on its own calls. While tuning is not done
  * rec_embed_tuning returns 1. */
 typedef struct rec_embed_tune_opts {
@@ -239,11 +240,12 @@ typedef struct rec_embed_tune_opts {
 } rec_embed_tune_opts;
 rec_status rec_embed_tune_begin(rec_embed *e, const rec_embed_tune_opts *o);
 int rec_embed_tuning(const rec_embed *e);
-/* After tuning: which global candidate won (0 per-table, 1 per-table all-SAMPLE, 2/3 the best
- * uniform SAMPLE / TABLE schedule, 4 the plan tuning started from) and the steps it took. */
+/* After tuning: which global candidate gave the forward fields and which the backward ones
+ * (0 per-table, 1 per-table all-SAMPLE, 2/3 the best uniform SAMPLE / TABLE schedule, 4 the
+ * plan tuning started from) and the steps it took. */
 enum { REC_EMBED_GLOBAL_CANDIDATES = 5 };
 typedef struct rec_embed_tune_report {
-    int winner;
+    int winner, winner_bwd;
     int fwd_rounds, bwd_rounds;  /* local-stage rounds (calls) */
     int global_rounds;           /* global-stage calls, at most */
     /* least seconds per id, forward + backward, per global candidate (infinite if not run) */

@@ -324,9 +324,10 @@ static rec_status finish_plan(job *j) {
                                                                  "best uniform sample-split schedule", "best uniform table-split schedule",
                                                                  "the plan it started from"};
     if (j->o->log)
-        fprintf(j->o->log, "train: embedding plan tuned at step %lld (%d + %d local rounds): %s wins\n",
-                (long long)rec_model_steps(j->model), r.fwd_rounds, r.bwd_rounds,
-                r.winner >= 0 && r.winner < REC_EMBED_GLOBAL_CANDIDATES ? WHO[r.winner] : "?");
+        fprintf(j->o->log, "train: embedding plan tuned at step %lld (%d + %d local rounds): forward of the %s, "
+                "backward of the %s\n", (long long)rec_model_steps(j->model), r.fwd_rounds, r.bwd_rounds,
+                r.winner >= 0 && r.winner < REC_EMBED_GLOBAL_CANDIDATES ? WHO[r.winner] : "?",
+                r.winner_bwd >= 0 && r.winner_bwd < REC_EMBED_GLOBAL_CANDIDATES ? WHO[r.winner_bwd] : "?");
     if (!j->o->plan_path) return REC_OK;
     REC_TRY(rec_embed_plan_save(e, j->o->plan_path, j->data_key));
     if (j->o->log) fprintf(j->o->log, "train: embedding plan written to %s\n", j->o->plan_path);
