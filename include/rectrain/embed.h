@@ -228,10 +228,9 @@ void rec_embed_profile_clear(rec_embed *e);
  *                 a CPU shared with other work one slow call must not decide);
  *   global stage: the per-table plan, the plan with every table's split set to SAMPLE at
  *                 its tuned grain, the best uniform schedule of each split (by the local
- *                 times) and the
- *                 plan tuning started from (so tuning never ends on a slower plan) are
- *                 each timed over 3 x `reps` whole passes, taking turns; the forward fields
- *                 of the plan with the fastest forward calls (seconds per id) and the backward
+ *                 times) and the plan tuning started from (left only for a plan measured
+ *                 faster) are each timed over 3 x `reps` whole passes, taking turns; the
+ *                 forward fields of the plan with the fastest forward calls (seconds per id) and the backward
  *                 fields of the one with the fastest backward calls are kept (eq. 4).
  * Forward and backward tune side by side, each on its own calls. While tuning is not done
  * rec_embed_tuning returns 1. */

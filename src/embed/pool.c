@@ -35,18 +35,20 @@
 
 enum { BLOCK_COLS = 16 };
 
-static inline void prefetch_row(const float *T, int64_t id, int E) {
-    const uintptr_t a = (uintptr_t)(T + (size_t)id * (size_t)E);
-    const uintptr_t last = a + (uintptr_t)E * sizeof(float) - 1;
-    for (uintptr_t l = a & ~(uintptr_t)63; l <= last; l += 64) __builtin_prefetch((const void *)l);
+/* Every cache line of the E floats at p: for reading, or for writing (a store will follow). */
+static inline __attribute__((always_inline)) void prefetch_span(const float *p, int E, const int write) {
+    const uintptr_t a = (uintptr_t)p, last = a + (uintptr_t)E * sizeof(float) - 1;
+    for (uintptr_t l = a & ~(uintptr_t)63; l <= last; l += 64) {
+        if (write) __builtin_prefetch((const void *)l, 1);
+        else __builtin_prefetch((const void *)l);
+    }
 }
+
+static inline void prefetch_row(const float *T, int64_t id, int E) { prefetch_span(T + (size_t)id * (size_t)E, E, 0); }
 
 /* The output lines of bag r + pf, for writing, if it is in the item. */
 static inline void prefetch_out(const pool_job *j, int64_t r, int64_t b1) {
-    if (r + j->pf >= b1) return;
-    const uintptr_t a = (uintptr_t)(j->out + (size_t)(r + j->pf) * (size_t)j->W);
-    const uintptr_t last = a + (uintptr_t)j->E * sizeof(float) - 1;
-    for (uintptr_t l = a & ~(uintptr_t)63; l <= last; l += 64) __builtin_prefetch((const void *)l, 1);
+    if (r + j->pf < b1) prefetch_span(j->out + (size_t)(r + j->pf) * (size_t)j->W, j->E, 1);
 }
 
 static inline void prefetch_ahead(const pool_job *j, int64_t k, int64_t end) {

@@ -4,17 +4,19 @@
  * grain: 2 x 3 x 4 x 2 less the grains TABLE ignores = 36) and one of backward schedules
  * (sort x prefetch = 3 x 3 = 9). A table's candidates are the universe's members that differ
  * FOR IT (embed_sched_effective folds kernels it has no code path for into GENERIC, and COUNT
- * and DENSE into RADIX on tables too large for them), so a 1024-row dim-8 table has 18 forward
- * candidates and a dim-24 one 9 (no FIXED, BLOCKED runs GENERIC on dim < 16... and FIXED has no dim 24).
+ * and DENSE into RADIX on tables too large for them), so a dim-8 table has 24 forward
+ * candidates (BLOCKED runs GENERIC below dim 16), a dim-24 one 24 too (FIXED has no dim 24)
+ * and a dim-16 one all 36.
  * Keeping the universe index of each candidate lets the tuner score a uniform schedule (one
  * universe member for all tables) from the same measurements.
  *
  * The tuner follows RecFlex §IV-A (digest §3.2): the local stage times each table's
  * candidates inside full fused passes (all tables tuned at once, so each measurement carries
  * the interference of the others), over `reps` batches each (eq. 5, each candidate scored by
- * its least time per id); the global stage times a handful of whole plans, in turns (eq. 4). A CPU has no occupancy to fix, so the global candidates
- * are the plan choices whose effect is not local to one table: whether tables may keep whole
- * tables on one thread (load balance), and the best uniform schedules as a guard.
+ * its least time per id); the global stage times a handful of whole plans, in turns (eq. 4).
+ * A CPU has no occupancy to fix, so the global candidates are the plan choices whose effect
+ * is not local to one table: whether tables may keep whole tables on one thread (load
+ * balance), and as guards the best uniform schedules and the plan tuning started from.
  */
 #include <math.h>
 #include <stdio.h>
@@ -380,6 +382,7 @@ struct embed_tuner {
     int global;                         /* 0 local, 1 global, 2 done */
     int n_global, g_call, cur_g;
     rec_embed_sched *gplan;             /* (N_GLOBAL, F) */
+    rec_embed_sched *start;             /* (F) the plan tuning started from, a global candidate */
     int gkind[N_GLOBAL];                /* what each global plan is (rec_embed_tune_report.winner) */
     double gmf[N_GLOBAL], gmb[N_GLOBAL]; /* least seconds per id of a call, forward / backward */
     rec_embed_tune_report rep;
@@ -399,6 +402,7 @@ void embed_tuner_free(embed_tuner *t) {
     rec_free(t->t_b);
     rec_free(t->n_b);
     rec_free(t->gplan);
+    rec_free(t->start);
     rec_free(t->scratch_t);
     rec_free(t->scratch_n);
     rec_free(t);
@@ -423,14 +427,14 @@ rec_status rec_embed_tune_begin(rec_embed *e, const rec_embed_tune_opts *o) {
     if (!s) s = rec_alloc((void **)&t->t_b, UB * sizeof(double), "embedding tuner");
     if (!s) s = rec_alloc((void **)&t->n_b, UB * sizeof(double), "embedding tuner");
     if (!s) s = rec_alloc((void **)&t->gplan, N_GLOBAL * F * sizeof(rec_embed_sched), "embedding tuner");
-    /* The plan tuning starts from is a global candidate: tuning never ends on a slower one. */
-    if (!s) memcpy(t->gplan + (size_t)(N_GLOBAL - 1) * F, e->sched, (size_t)e->F * sizeof(rec_embed_sched));
+    if (!s) s = rec_alloc((void **)&t->start, F * sizeof(rec_embed_sched), "embedding tuner");
     if (!s) s = rec_alloc((void **)&t->scratch_t, F * sizeof(double), "embedding tuner");
     if (!s) s = rec_alloc((void **)&t->scratch_n, F * sizeof(double), "embedding tuner");
     if (s) {
         embed_tuner_free(t);
         return s;
     }
+    memcpy(t->start, e->sched, (size_t)e->F * sizeof *t->start); /* left only for a plan measured faster */
     for (size_t i = 0; i < UF; i++) t->t_f[i] = INFINITY;
     for (size_t i = 0; i < UB; i++) t->t_b[i] = INFINITY;
     t->reps = reps;
@@ -552,10 +556,7 @@ static void build_global(rec_embed *e, embed_tuner *t) {
         }
         t->gkind[n++] = 2 + i;
     }
-    /* The starting plan, saved by tune_begin in the last slot. */
-    if (n < N_GLOBAL - 1)
-        memcpy(t->gplan + (size_t)n * (size_t)(F + 1), t->gplan + (size_t)(N_GLOBAL - 1) * (size_t)(F + 1),
-               (size_t)F * sizeof *t->gplan);
+    memcpy(t->gplan + (size_t)n * (size_t)(F + 1), t->start, (size_t)F * sizeof *t->start);
     t->gkind[n++] = N_GLOBAL - 1;
     t->n_global = n;
     for (int g = 0; g < N_GLOBAL; g++) t->gmf[g] = t->gmb[g] = INFINITY;
