@@ -230,8 +230,9 @@ void rec_embed_profile_clear(rec_embed *e);
  *                 its tuned grain, the best uniform schedule of each split (by the local
  *                 times) and the plan tuning started from (left only for a plan measured
  *                 faster) are each timed over 3 x `reps` whole passes, taking turns; the
- *                 forward fields of the plan with the fastest forward calls (seconds per id) and the backward
- *                 fields of the one with the fastest backward calls are kept (eq. 4).
+ *                 forward fields of the plan with the fastest forward calls (seconds per
+ *                 id) and the backward fields of the one with the fastest backward calls
+ *                 are kept (eq. 4).
  * Forward and backward tune side by side, each on its own calls. While tuning is not done
  * rec_embed_tuning returns 1. */
 typedef struct rec_embed_tune_opts {
