@@ -362,9 +362,10 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
     c.b = calloc((size_t)nb, sizeof(rec_batch));
     for (int i = 0; !s && i < nb; i++) s = make_batch(&c.b[i], &m, &rng);
     const int W = rec_embed_out_width(c.e);
-    c.out = malloc((size_t)B * (size_t)W * sizeof(float));
-    c.dout = malloc((size_t)B * (size_t)W * sizeof(float));
-    for (size_t i = 0; i < (size_t)B * (size_t)W; i++) c.dout[i] = (float)(rec_rng_uniform(&rng) - 0.5) * 1e-3f;
+    /* As the trainer holds them (rec_alloc: 2 MiB pages for large blocks). */
+    if (!s) s = rec_alloc((void **)&c.out, (size_t)B * (size_t)W * sizeof(float), "bench embedding outputs");
+    if (!s) s = rec_alloc((void **)&c.dout, (size_t)B * (size_t)W * sizeof(float), "bench output gradients");
+    for (size_t i = 0; !s && i < (size_t)B * (size_t)W; i++) c.dout[i] = (float)(rec_rng_uniform(&rng) - 0.5) * 1e-3f;
     /* Traffic per batch in FBGEMM's definition. */
     double bytes = 0, ids = 0, tbytes = 0;
     for (int i = 0; i < nb; i++)
@@ -501,7 +502,7 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
                    gbs(bytes, tun_f), ids / tun_f, floor_f, floor_fb, ubw_name);
     }
     for (int i = 0; c.b && i < nb; i++) rec_batch_free(&c.b[i]);
-    free(c.b), free(c.out), free(c.dout);
+    free(c.b), rec_free(c.out), rec_free(c.dout);
     rec_embed_free(c.e);
     bmodel_free(&m);
     return s;

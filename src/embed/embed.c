@@ -122,6 +122,7 @@ void rec_embed_free(rec_embed *e) {
     rec_free(e->items);
     rec_free(e->order);
     rec_free(e->cost);
+    rec_free(e->rank);
     rec_free(e->prof_fwd);
     rec_free(e->prof_bwd);
     rec_free(e->prof_ids);
@@ -137,6 +138,13 @@ static void init_table(float *T, int64_t R, int E, uint64_t seed, int f) {
     const double a = sqrt(1.0 / (double)R);
     const size_t n = (size_t)R * (size_t)E;
     for (size_t i = 0; i < n; i++) T[i] = (float)((2.0 * rec_rng_uniform(&r) - 1.0) * a);
+}
+
+/* The low `bits` bits of x in reverse order: table f's rank among tables of equal cost. */
+static uint32_t reversed_bits(uint32_t x, int bits) {
+    uint32_t r = 0;
+    for (int i = 0; i < bits; i++, x >>= 1) r = r << 1 | (x & 1);
+    return r;
 }
 
 rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
@@ -206,6 +214,7 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
     if (!s) s = rec_alloc((void **)&e->items, (size_t)(e->items_cap + 1) * sizeof(embed_item), "embedding work items");
     if (!s) s = rec_alloc((void **)&e->order, nf * sizeof(int32_t), "embedding work items");
     if (!s) s = rec_alloc((void **)&e->cost, nf * sizeof(double), "embedding work items");
+    if (!s) s = rec_alloc((void **)&e->rank, nf * sizeof(uint32_t), "embedding work items");
     if (!s) s = rec_alloc((void **)&e->prof_fwd, ntf * sizeof(double), "embedding profile");
     if (!s) s = rec_alloc((void **)&e->prof_bwd, ntf * sizeof(double), "embedding profile");
     if (!s) s = rec_alloc((void **)&e->prof_ids, 2 * nf * sizeof(double), "embedding profile");
@@ -213,7 +222,10 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
         rec_embed_free(e);
         return s;
     }
+    int bits = 0;
+    while (bits < 31 && (1 << bits) < F) bits++;
     for (int f = 0; f < F; f++) {
+        e->rank[f] = reversed_bits((uint32_t)f, bits);
         e->sched[f] = rec_embed_sched_default();
         e->rows[f] = cfg->rows[f];
         e->dims[f] = cfg->dims[f];
@@ -290,6 +302,17 @@ static int64_t table_nnz(const rec_batch *b, int first_feature, int f) {
     return nnz < 0 ? 0 : nnz > j->nnz_cap ? j->nnz_cap : nnz;
 }
 
+/* Among tables of equal cost, order goes by e->rank: the index with its bits reversed.
+ * Tables next to each other in the output share cache lines when their dims are small (two
+ * dim-8 tables per line), and equal costs are common (one-hot features of one dim); in index
+ * order the threads take neighbours at the same time and pass those lines back and forth on
+ * every store (model D, one dim-8 table per item: 16.4 ms per batch against 13.6 with the
+ * neighbours apart). Reversed bits put consecutive items half the tables apart, then a
+ * quarter, and so on (e->rank is set by rec_embed_init). */
+static int goes_before(const rec_embed *e, int f, int g) {
+    return e->cost[f] > e->cost[g] || (e->cost[f] == e->cost[g] && e->rank[f] < e->rank[g]);
+}
+
 /* Orders the active tables (all, or only `only`) by estimated cost, largest first: bytes of
  * rows read plus bytes of output written, the same model as FBGEMM's bandwidth figure.
  * Returns the number of active tables. e->order keeps the previous call's order (a
@@ -309,7 +332,7 @@ static int order_tables(rec_embed *e, const rec_batch *b, int first_feature, int
     for (int i = 1; i < e->F; i++) {
         const int f = e->order[i];
         int k = i;
-        while (k > 0 && e->cost[e->order[k - 1]] < e->cost[f]) {
+        while (k > 0 && goes_before(e, f, e->order[k - 1])) {
             e->order[k] = e->order[k - 1];
             k--;
         }

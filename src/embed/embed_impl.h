@@ -48,6 +48,7 @@ struct rec_embed {
     int64_t items_cap;
     int32_t *order;          /* (F) tables by estimated cost, largest first */
     int order_all;           /* order holds a permutation of all tables (the last call's) */
+    uint32_t *rank;          /* (F) order among tables of equal cost (embed.c, goes_before) */
     double *cost;            /* (F) estimated cost of each table in the current call */
     /* backward scratch */
     struct bag_entry *ent;   /* (2 * ent_cap): entries, then the sorts' second buffer */
