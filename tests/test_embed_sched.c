@@ -7,7 +7,7 @@
  *  - every backward candidate, for SGD, Adagrad and row-wise Adagrad: tables and optimizer
  *    state bitwise equal to the default schedule's after two steps, and the SGD step against
  *    rec_embed_grad_ref;
- *  - wide rows (dims 128, 100) under each backward sort against the SGD reference;
+ *  - wide rows (dims 128, 128, 100) under each backward sort against the SGD reference;
  *  - fast mode (trust_ids) gives the checked mode's bits; 1 and 2 threads give the same bits
  *    under a mixed plan;
  *  - the tuner: runs to completion, training through it changes no bit, installs a valid
@@ -278,15 +278,16 @@ static void test_backward_candidates(int trial, rec_sparse_opt_kind kind) {
     rec_embed_free(base);
 }
 
-/* Wide rows (dims 128, 64, 100) under each backward sort, two SGD steps against the float64
+/* Wide rows (dims 128, 128, 100) under each backward sort, two SGD steps against the float64
  * reference. gcc 12 -O3 once miscompiled the sorts' sum of a 128-float row kept in a local
  * array (radix and count off by up to 0.1 on some machines, depending on where the buffers
  * lay); this pins the three sorts to the reference on the shapes that broke. */
 static void test_wide_rows_every_sort(void) {
     model m = {3, 64, {700, 1, 300}, {128, 128, 100}, {3, 3, 40}, REC_POOL_SUM, 0};
+    enum { W = 128 + 128 + 100 };
     rec_batch b;
     make_batch(&b, &m);
-    float *dout = random_dout((size_t)m.B * 356);
+    float *dout = random_dout((size_t)m.B * W);
     for (int sort = REC_SORT_RADIX; sort <= REC_SORT_DENSE; sort++)
         for (int threads = 1; threads <= 2; threads++) {
             rec_embed *e = make_engine(&m, REC_SPARSE_SGD, threads, 0);
@@ -299,18 +300,21 @@ static void test_wide_rows_every_sort(void) {
             }
             for (int step = 0; step < 2; step++)
                 CHECK(rec_embed_backward_update(e, &b, 0, dout, 0.05f) == REC_OK, "%s", rec_errmsg());
-            double *G[MAXF], *d64 = malloc((size_t)m.B * 356 * sizeof(double));
-            for (size_t i = 0; i < (size_t)m.B * 356; i++) d64[i] = dout[i];
-            for (int f = 0; f < m.F; f++) G[f] = malloc((size_t)m.rows[f] * (size_t)m.dims[f] * sizeof(double));
-            rec_embed_grad_ref(m.F, m.rows, m.dims, m.pooling, &b, 0, d64, G);
-            size_t bad = 0;
+            double *G[MAXF], *want[MAXF], *tol[MAXF], *d64 = malloc((size_t)m.B * W * sizeof(double));
+            for (size_t i = 0; i < (size_t)m.B * W; i++) d64[i] = dout[i];
             for (int f = 0; f < m.F; f++) {
-                const float *t = rec_embed_table(e, f);
-                for (size_t i = 0; i < (size_t)m.rows[f] * (size_t)m.dims[f]; i++)
-                    bad += !(fabs(t[i] - (T0[f][i] - 2 * 0.05 * G[f][i])) <= 1e-5 * (fabs(T0[f][i]) + fabs(G[f][i])) + 1e-6);
+                const size_t n = (size_t)m.rows[f] * (size_t)m.dims[f];
+                G[f] = malloc(n * sizeof(double)), want[f] = malloc(n * sizeof(double)), tol[f] = malloc(n * sizeof(double));
             }
+            rec_embed_grad_ref(m.F, m.rows, m.dims, m.pooling, &b, 0, d64, G);
+            for (int f = 0; f < m.F; f++)
+                for (size_t i = 0; i < (size_t)m.rows[f] * (size_t)m.dims[f]; i++) {
+                    want[f][i] = T0[f][i] - 2 * 0.05 * G[f][i];
+                    tol[f][i] = 1e-5 * (fabs(T0[f][i]) + fabs(G[f][i])) + 1e-6;
+                }
+            const size_t bad = sgd_off(e, &m, want, tol);
             CHECK(bad == 0, "sort %d, %d threads: %zu values of wide rows off the SGD reference", sort, threads, bad);
-            for (int f = 0; f < m.F; f++) free(G[f]);
+            for (int f = 0; f < m.F; f++) free(G[f]), free(want[f]), free(tol[f]);
             free(d64);
             free_tables(T0, m.F);
             rec_embed_free(e);

@@ -306,9 +306,9 @@ static int64_t table_nnz(const rec_batch *b, int first_feature, int f) {
  * Tables next to each other in the output share cache lines when their dims are small (two
  * dim-8 tables per line), and equal costs are common (one-hot features of one dim); in index
  * order the threads take neighbours at the same time and pass those lines back and forth on
- * every store (model D, one dim-8 table per item: 16.4 ms per batch against 13.6 with the
- * neighbours apart). Reversed bits put consecutive items half the tables apart, then a
- * quarter, and so on (e->rank is set by rec_embed_init). */
+ * every store (model D's forward, uniform table split: 16.4 ms per batch in index order,
+ * 11.7 with the neighbours apart). Reversed bits put consecutive items half the tables
+ * apart, then a quarter, and so on (e->rank is set by rec_embed_init). */
 static int goes_before(const rec_embed *e, int f, int g) {
     return e->cost[f] > e->cost[g] || (e->cost[f] == e->cost[g] && e->rank[f] < e->rank[g]);
 }
