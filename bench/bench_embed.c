@@ -8,6 +8,8 @@
  *     tables), the baseline for the prefetching kernels;
  *   - every uniform schedule (one universe member for all tables; forward members with the
  *     default backward, backward members at the best forward), to select the best of each;
+ *     profiled per table, which gives the per-table oracle: the thread time of a plan that
+ *     runs each table with its fastest member, an estimate of what choosing per table gains;
  *   - the default plan; the plan tuned with interference (rec_embed_tune_begin, on the
  *     batches); the plan tuned separately per table (rec_embed_tune_separate);
  * then times the contenders afresh in turns (time_contenders: the selections' own timings are
@@ -342,6 +344,27 @@ static int dump(const char *dir, const bmodel *m, const rec_batch *b, int nb, co
 
 /* ---- one model ------------------------------------------------------------------------------ */
 
+/* What choosing schedules per table could gain over the best uniform member bu, estimated
+ * from the sweep: t (nu, F) is each table's thread time when member u runs every table (the
+ * same calls for every u). The oracle gives each table its fastest member; bu's thread time
+ * over the oracle's is returned (>= 1). Not a bound on wall time: a table's time is taken
+ * under the interference of the uniform member it was measured with (a mixed plan pairs
+ * tables differently), the minimum of nu noisy timings is a lucky one, and thread time
+ * leaves out the idle tail of a pass. */
+static double per_table_oracle(const double *t, int nu, int F, int bu) {
+    double at_best = 0, oracle = 0;
+    for (int f = 0; f < F; f++) {
+        double lo = t[f];
+        for (int u = 1; u < nu; u++) {
+            const double x = t[(size_t)u * (size_t)F + (size_t)f];
+            lo = x < lo ? x : lo;
+        }
+        oracle += lo;
+        at_best += t[(size_t)bu * (size_t)F + (size_t)f];
+    }
+    return oracle > 0 ? at_best / oracle : NAN;
+}
+
 static double gbs(double bytes, double s) { return s > 0 ? bytes / s * 1e-9 : 0; }
 
 static rec_status bench_model(const char *name, int B, int nb, int reps, int threads, double kaggle_scale,
@@ -365,6 +388,10 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
     /* As the trainer holds them (rec_alloc: 2 MiB pages for large blocks). */
     if (!s) s = rec_alloc((void **)&c.out, (size_t)B * (size_t)W * sizeof(float), "bench embedding outputs");
     if (!s) s = rec_alloc((void **)&c.dout, (size_t)B * (size_t)W * sizeof(float), "bench output gradients");
+    double *tt = NULL; /* (uniform members, F) per-table thread time of each */
+    if (!s)
+        s = rec_alloc((void **)&tt, (size_t)REC_EMBED_MAX_CANDIDATES * (size_t)m.F * sizeof(double),
+                      "bench per-table times");
     for (size_t i = 0; !s && i < (size_t)B * (size_t)W; i++) c.dout[i] = (float)(rec_rng_uniform(&rng) - 0.5) * 1e-3f;
     /* Traffic per batch in FBGEMM's definition. */
     double bytes = 0, ids = 0, tbytes = 0;
@@ -401,7 +428,8 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
     const double floor_f = (uniq + outb) / (copy_gbs * 1e9), floor_fb = floor_f + (2 * uniq + outb) / (copy_gbs * 1e9);
     if (!s && dump_dir && dump(dump_dir, &m, c.b, nb, c.dout, W, c.lr))
         s = rec_errorf(REC_EIO, "%s: cannot write the dump for the PyTorch peer", dump_dir);
-    double naive = 0, def_f = 0, def_fb = 0, uni_f = INFINITY, uni_fb = INFINITY, tun_f = 0, tun_fb = 0, sep_f = 0,
+    double oracle = NAN, naive = 0, def_f = 0, def_fb = 0, uni_f = INFINITY, uni_fb = INFINITY, tun_f = 0, tun_fb = 0,
+           sep_f = 0,
            sep_fb = 0;
     char uni_name[64] = "", ubw_name[64] = "";
     rec_embed_tune_report rep = {0};
@@ -413,11 +441,18 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
         rec_embed_sched cand[REC_EMBED_MAX_CANDIDATES], best = rec_embed_sched_default();
         rec_embed_sched all[REC_EMBED_MAX_CANDIDATES];
         const int nu = rec_embed_fwd_universe(all, REC_EMBED_MAX_CANDIDATES);
+        /* Each table's thread time under each uniform member (profiled), for the oracle. */
+        int bu = 0;
+        rec_embed_profile(c.e, 1);
         for (int u = 0; u < nu; u++) {
             rec_embed_set_uniform(c.e, all[u]);
+            rec_embed_profile_clear(c.e);
             const double t = time_pass(&c, 0);
-            if (t < uni_f) uni_f = t, best = all[u];
+            rec_embed_profile_read(c.e, tt + (size_t)u * (size_t)m.F, NULL, NULL, NULL);
+            if (t < uni_f) uni_f = t, best = all[u], bu = u;
         }
+        rec_embed_profile(c.e, 0);
+        oracle = per_table_oracle(tt, nu, m.F, bu);
         rec_embed_set_uniform(c.e, best);
         const int nbw = rec_embed_bwd_universe(cand, REC_EMBED_MAX_CANDIDATES);
         rec_embed_sched bb = best;
@@ -492,17 +527,19 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
                uniq * 1e-6, copy_gbs, tun_f / floor_f, tun_fb / floor_fb);
         printf("  tuned fwd vs naive %.2fx, vs best uniform %.2fx (fwd+bwd %.2fx), vs separately tuned %.2fx (fwd+bwd %.2fx)\n",
                naive / tun_f, uni_f / tun_f, uni_fb / tun_fb, sep_f / tun_f, sep_fb / tun_fb);
+        printf("  per-table oracle (each table at its fastest uniform member, thread time): %.2fx best uniform\n",
+               oracle);
         if (json)
             printf("{\"model\": \"%s\", \"tables\": %d, \"batch\": %d, \"ids_per_batch\": %.0f, \"bytes_per_batch\": %.0f, "
                    "\"threads\": %d, \"naive_fwd_s\": %.6g, \"default_fwd_s\": %.6g, \"default_fwdbwd_s\": %.6g, "
                    "\"uniform_fwd_s\": %.6g, \"uniform_fwdbwd_s\": %.6g, \"separate_fwd_s\": %.6g, \"separate_fwdbwd_s\": %.6g, "
                    "\"tuned_fwd_s\": %.6g, \"tuned_fwdbwd_s\": %.6g, \"gb_per_s\": %.3f, \"rows_per_s\": %.0f, "
-                   "\"floor_fwd_s\": %.6g, \"floor_fwdbwd_s\": %.6g, \"best_uniform\": \"%s\"}\n",
+                   "\"floor_fwd_s\": %.6g, \"floor_fwdbwd_s\": %.6g, \"oracle_fwd_gain\": %.4f, \"best_uniform\": \"%s\"}\n",
                    m.name, m.F, B, ids, bytes, threads, naive, def_f, def_fb, uni_f, uni_fb, sep_f, sep_fb, tun_f, tun_fb,
-                   gbs(bytes, tun_f), ids / tun_f, floor_f, floor_fb, ubw_name);
+                   gbs(bytes, tun_f), ids / tun_f, floor_f, floor_fb, oracle, ubw_name);
     }
     for (int i = 0; c.b && i < nb; i++) rec_batch_free(&c.b[i]);
-    free(c.b), rec_free(c.out), rec_free(c.dout);
+    free(c.b), rec_free(c.out), rec_free(c.dout), rec_free(tt);
     rec_embed_free(c.e);
     bmodel_free(&m);
     return s;
