@@ -13,9 +13,9 @@
  *   - the default plan; the plan tuned with interference (rec_embed_tune_begin, on the
  *     batches); the plan tuned separately per table (rec_embed_tune_separate);
  * then times the contenders afresh in turns (time_contenders: the selections' own timings are
- * not reported) and prints forward and forward+backward+update time per batch, rows/s, and GB/s in FBGEMM's
- * definition: (B·ΣL·E + B·F·E) × 4 bytes / time, summed over tables (rows read plus pooled
- * outputs written). Beside them: the machine's random-gather ceiling measured by the same
+ * not reported) and prints forward and forward+backward+update time per batch, rows/s, and
+ * GB/s in FBGEMM's definition: (B·ΣL·E + B·F·E) × 4 bytes / time, summed over tables (rows
+ * read plus pooled outputs written). Beside them: the machine's random-gather ceiling measured by the same
  * program (naive, and with prefetch) over a buffer far larger than the last-level cache.
  *
  * --dump DIR writes the model and batches for the PyTorch peer (dev/torch_embed.py, run by
@@ -429,8 +429,7 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
     if (!s && dump_dir && dump(dump_dir, &m, c.b, nb, c.dout, W, c.lr))
         s = rec_errorf(REC_EIO, "%s: cannot write the dump for the PyTorch peer", dump_dir);
     double oracle = NAN, naive = 0, def_f = 0, def_fb = 0, uni_f = INFINITY, uni_fb = INFINITY, tun_f = 0, tun_fb = 0,
-           sep_f = 0,
-           sep_fb = 0;
+           sep_f = 0, sep_fb = 0;
     char uni_name[64] = "", ubw_name[64] = "";
     rec_embed_tune_report rep = {0};
     if (!s) {
