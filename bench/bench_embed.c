@@ -50,6 +50,8 @@ static const char USAGE[] =
     "  --kaggle-scale S  scale of the Kaggle table sizes (default 1: 33.8M rows, 2.2 GB)\n"
     "  --threads T     threads (default: all CPUs)\n"
     "  --ceiling-mib N memory the random-gather ceiling runs over (default 1024)\n"
+    "  --wide-ids      hold every id as int64 (default: int32 where the table allows, as the\n"
+    "                  trainer's loader does)\n"
     "  --dump DIR      write the last model's tables and batches for dev/torch_embed.py\n"
     "  --json          print a JSON summary per model on stdout\n";
 
@@ -168,8 +170,10 @@ static int64_t bag_size(const feat_line *l, rec_rng *r) {
 }
 
 /* A batch for m: ids drawn with RecFlex's popularity profile (np.random.power(a=3) row
- * weights, digest §4.1): id = floor(R u^(3/4)) has the same sorted popularity curve. */
-static rec_status make_batch(rec_batch *b, const bmodel *m, rec_rng *r) {
+ * weights, digest §4.1): id = floor(R u^(3/4)) has the same sorted popularity curve. Ids are
+ * held as the trainer's loader holds them (32-bit where the table allows), or all 64-bit when
+ * `wide` (--wide-ids). */
+static rec_status make_batch(rec_batch *b, const bmodel *m, rec_rng *r, int wide) {
     REC_TRY(rec_batch_init(b, m->B, 0, m->F, 1));
     b->n = m->B;
     for (int f = 0; f < m->F; f++) {
@@ -180,32 +184,39 @@ static rec_status make_batch(rec_batch *b, const bmodel *m, rec_rng *r) {
             REC_TRY(rec_batch_reserve_nnz(b, f, j->offsets[s] + L, 0));
             for (int64_t k = j->offsets[s]; k < j->offsets[s] + L; k++) {
                 int64_t id = (int64_t)((double)m->rows[f] * pow(rec_rng_uniform(r), 0.75));
-                j->indices[k] = id < m->rows[f] ? id : m->rows[f] - 1;
+                j->ids64[k] = id < m->rows[f] ? id : m->rows[f] - 1;
             }
             j->offsets[s + 1] = j->offsets[s] + L;
         }
     }
-    return REC_OK;
+    return wide ? REC_OK : rec_batch_fit_ids(b, m->rows);
 }
 
 /* ---- baselines ---------------------------------------------------------------------------- */
 
-/* The naive gather loop: what one writes first. Same output layout as the engine. */
+/* The naive gather loop: what one writes first. Same output layout as the engine; ids read
+ * at their width like the engine's (one copy of the loop per width). */
+static inline __attribute__((always_inline)) void naive_table(const float *T, int E, const rec_jagged *j, int64_t B,
+                                                              float *out, int W, const int wide) {
+    for (int64_t r = 0; r < B; r++) {
+        float *o = out + (size_t)r * W;
+        for (int c = 0; c < E; c++) o[c] = 0;
+        for (int64_t k = j->offsets[r]; k < j->offsets[r + 1]; k++) {
+            const int64_t id = wide ? j->ids64[k] : j->ids32[k];
+            for (int c = 0; c < E; c++) o[c] += T[(size_t)id * E + c];
+        }
+    }
+}
+
 static void naive_forward(rec_embed *e, const rec_batch *b, float *out, int threads) {
     const int F = rec_embed_tables(e), W = rec_embed_out_width(e);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int f = 0; f < F; f++) {
-        const float *T = rec_embed_table(e, f);
-        const int E = rec_embed_dim(e, f);
         int col = 0;
         for (int g = 0; g < f; g++) col += rec_embed_dim(e, g);
         const rec_jagged *j = &b->sparse[f];
-        for (int64_t r = 0; r < b->n; r++) {
-            float *o = out + (size_t)r * W + col;
-            for (int c = 0; c < E; c++) o[c] = 0;
-            for (int64_t k = j->offsets[r]; k < j->offsets[r + 1]; k++)
-                for (int c = 0; c < E; c++) o[c] += T[(size_t)j->indices[k] * E + c];
-        }
+        if (j->wide) naive_table(rec_embed_table(e, f), rec_embed_dim(e, f), j, b->n, out + col, W, 1);
+        else naive_table(rec_embed_table(e, f), rec_embed_dim(e, f), j, b->n, out + col, W, 0);
     }
 }
 
@@ -331,7 +342,10 @@ static int dump(const char *dir, const bmodel *m, const rec_batch *b, int nb, co
             const int64_t nnz = j->offsets[B];
             fwrite(&nnz, 8, 1, f);
             fwrite(j->offsets, 8, (size_t)B + 1, f);
-            fwrite(j->indices, 8, (size_t)nnz, f);
+            for (int64_t k = 0; k < nnz; k++) {
+                const int64_t id = rec_jagged_id(j, k);
+                fwrite(&id, 8, 1, f);
+            }
         }
     }
     if (fclose(f)) return -1;
@@ -368,7 +382,7 @@ static double per_table_oracle(const double *t, int nu, int F, int bu) {
 static double gbs(double bytes, double s) { return s > 0 ? bytes / s * 1e-9 : 0; }
 
 static rec_status bench_model(const char *name, int B, int nb, int reps, int threads, double kaggle_scale,
-                              const char *dump_dir, int json) {
+                              int wide_ids, const char *dump_dir, int json) {
     rec_rng rng;
     rec_rng_seed(&rng, 1000, (uint64_t)name[0]);
     bmodel m;
@@ -383,7 +397,7 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
         return s;
     }
     c.b = calloc((size_t)nb, sizeof(rec_batch));
-    for (int i = 0; !s && i < nb; i++) s = make_batch(&c.b[i], &m, &rng);
+    for (int i = 0; !s && i < nb; i++) s = make_batch(&c.b[i], &m, &rng, wide_ids);
     const int W = rec_embed_out_width(c.e);
     /* As the trainer holds them (rec_alloc: 2 MiB pages for large blocks). */
     if (!s) s = rec_alloc((void **)&c.out, (size_t)B * (size_t)W * sizeof(float), "bench embedding outputs");
@@ -417,8 +431,8 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
                 const rec_jagged *j = &c.b[i].sparse[f];
                 double u = 0;
                 for (int64_t k = 0; k < j->offsets[B]; k++)
-                    if (!seen[j->indices[k]]) seen[j->indices[k]] = 1, u++;
-                for (int64_t k = 0; k < j->offsets[B]; k++) seen[j->indices[k]] = 0;
+                    if (!seen[rec_jagged_id(j, k)]) seen[rec_jagged_id(j, k)] = 1, u++;
+                for (int64_t k = 0; k < j->offsets[B]; k++) seen[rec_jagged_id(j, k)] = 0;
                 uniq += u * m.dims[f] * 4.0;
             }
         free(seen);
@@ -546,7 +560,7 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
 
 int bench_embed(int argc, char **argv) {
     const char *cmd = "bench embed", *model = "all", *dump_dir = NULL;
-    int batch = 0, nb = 4, reps = 3, threads = rec_cpu_count(), json = 0;
+    int batch = 0, nb = 4, reps = 3, threads = rec_cpu_count(), json = 0, wide_ids = 0;
     double kscale = 1.0;
     int ceiling_mib = 1024;
     for (int i = 1; i < argc; i++) {
@@ -562,6 +576,7 @@ int bench_embed(int argc, char **argv) {
         else if (!strcmp(a, "--dump")) rc = cli_str(cmd, argc, argv, &i, &dump_dir);
         else if (!strcmp(a, "--ceiling-mib")) rc = cli_int(cmd, argc, argv, &i, 1, 1 << 16, &ceiling_mib);
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--wide-ids")) wide_ids = 1;
         else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
@@ -577,7 +592,7 @@ int bench_embed(int argc, char **argv) {
     for (size_t i = 0; i < sizeof ALL / sizeof ALL[0]; i++) {
         if (strcmp(model, "all") && strcmp(model, ALL[i])) continue;
         const int B = batch ? batch : i == 0 ? 2048 : 512;
-        rec_status s = bench_model(ALL[i], B, nb, reps, threads, kscale, dump_dir, json);
+        rec_status s = bench_model(ALL[i], B, nb, reps, threads, kscale, wide_ids, dump_dir, json);
         if (s) return cli_fail(cmd, s);
     }
     return CLI_OK;

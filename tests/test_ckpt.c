@@ -82,7 +82,7 @@ static void fill_batch(rec_batch *b, uint64_t seed) {
         g->offsets[0] = 0;
         for (int i = 0; i < B; i++) {
             int64_t k = 1 + (int64_t)rec_rng_below(&r, 2), o = g->offsets[i];
-            for (int64_t t = 0; t < k; t++) g->indices[o + t] = (int64_t)rec_rng_below(&r, (uint64_t)ROWS[f]);
+            for (int64_t t = 0; t < k; t++) g->ids64[o + t] = (int64_t)rec_rng_below(&r, (uint64_t)ROWS[f]);
             g->offsets[i + 1] = o + k;
         }
     }

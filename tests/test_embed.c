@@ -60,11 +60,13 @@ static void make_batch(rec_batch *b, int64_t B, int n_sparse, int first, int F, 
             if (s != REC_OK) L = 0;
             for (int64_t k = j->offsets[r]; k < j->offsets[r] + L; k++) {
                 const int64_t R = in ? rows[f] : 1;
-                j->indices[k] = urand() < 0.5 ? irand(R < 4 ? R : 4) : irand(R);
+                j->ids64[k] = urand() < 0.5 ? irand(R < 4 ? R : 4) : irand(R);
                 if (j->weights) j->weights[k] = (float)(3.0 * urand() - 1.5);
             }
             j->offsets[r + 1] = j->offsets[r] + L;
         }
+        /* half the features hold their ids as int32, as the loader gives them */
+        if (s == REC_OK && urand() < 0.5) s = rec_batch_set_wide(b, fs, 0);
     }
     CHECK(s == REC_OK, "building a test batch: %s", rec_errmsg());
 }
@@ -189,7 +191,7 @@ static void run_case(const cfg_case *k, uint64_t seed) {
         for (int f = 0; f < F; f++) {
             tnow[f] = calloc((size_t)k->rows[f], 1);
             const rec_jagged *j = &b.sparse[k->first + f];
-            for (int64_t i = 0; i < rec_batch_nnz(&b, k->first + f); i++) tnow[f][j->indices[i]] = touched[f][j->indices[i]] = 1;
+            for (int64_t i = 0; i < rec_batch_nnz(&b, k->first + f); i++) tnow[f][rec_jagged_id(j, i)] = touched[f][rec_jagged_id(j, i)] = 1;
         }
         rec_embed_update_ref(F, k->rows, k->dims, &cfg.opt, lr, (const double *const *)G,
                              (const uint8_t *const *)tnow, T, St);
@@ -444,20 +446,21 @@ static void test_errors(void) {
     float *t0 = malloc(sizeof(float) * 1460 * 16);
     memcpy(t0, rec_embed_table(e, 2), sizeof(float) * 1460 * 16);
     rec_jagged *j2 = &b.sparse[3], *j3 = &b.sparse[4];
+    CHECK(rec_batch_set_wide(&b, 3, 1) == REC_OK && rec_batch_set_wide(&b, 4, 0) == REC_OK, "widths: %s", rec_errmsg());
     j2->offsets[0] = 0; /* give rows 40 and 45 one id each */
-    for (int r = 0; r < 64; r++) j2->offsets[r + 1] = j2->offsets[r] + 1, j2->indices[r] = r;
-    j2->indices[40] = 99999;
-    j2->indices[45] = 1460;
-    for (int r = 0; r < 64; r++) j3->offsets[r + 1] = j3->offsets[r] + 1, j3->indices[r] = 0;
-    j3->indices[17] = -4;
+    for (int r = 0; r < 64; r++) j2->offsets[r + 1] = j2->offsets[r] + 1, j2->ids64[r] = r;
+    j2->ids64[40] = 99999;
+    j2->ids64[45] = 1460;
+    for (int r = 0; r < 64; r++) j3->offsets[r + 1] = j3->offsets[r] + 1, j3->ids32[r] = 0;
+    j3->ids32[17] = -4; /* a 32-bit id is checked like a 64-bit one */
     const char *want = "feature 3 (table 2, 1460 rows), batch row 40: id 99999 is outside [0, 1460)";
     CHECK_ERR(rec_embed_forward(e, &b, 1, out), REC_EINVAL, want);
     CHECK_ERR(rec_embed_backward_update(e, &b, 1, dout, 0.1f), REC_EINVAL, want);
-    j2->indices[40] = 3, j2->indices[45] = 3;
+    j2->ids64[40] = 3, j2->ids64[45] = 3;
     CHECK_ERR(rec_embed_forward(e, &b, 1, out), REC_EINVAL, "feature 4 (table 3, 5 rows), batch row 17: id -4 is outside [0, 5)");
     CHECK_ERR(rec_embed_backward_update(e, &b, 1, dout, 0.1f), REC_EINVAL, "batch row 17: id -4 is outside");
     CHECK(memcmp(t0, rec_embed_table(e, 2), sizeof(float) * 1460 * 16) == 0, "a failed backward changed a table");
-    j3->indices[17] = 0;
+    j3->ids32[17] = 0;
     int64_t keep = j3->offsets[9];
     j3->offsets[9] = j3->offsets[8] - 1;
     CHECK_ERR(rec_embed_forward(e, &b, 1, out), REC_EINVAL, "feature 4, batch row 8: bag offsets [8, 7)");

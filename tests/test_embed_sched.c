@@ -63,8 +63,11 @@ static model random_model(int F, int B) {
 }
 
 /* A batch for m: bag sizes 0..maxbag (a quarter empty), half the ids from the first 4 rows so
- * duplicates occur within and across bags. */
+ * duplicates occur within and across bags. Ids 64-bit and 32-bit in turns, feature by feature
+ * and batch by batch, so that every kernel meets both widths. */
 static void make_batch(rec_batch *b, const model *m) {
+    static int made;
+    made++;
     rec_status s = rec_batch_init(b, m->B, 0, m->F, 4);
     if (s) {
         fprintf(stderr, "cannot build a test batch: %s\n", rec_errmsg());
@@ -78,11 +81,12 @@ static void make_batch(rec_batch *b, const model *m) {
             const int64_t L = urand() < 0.25 ? 0 : m->maxbag[f] == 1 ? 1 : irand(m->maxbag[f] + 1);
             if (!s) s = rec_batch_reserve_nnz(b, f, j->offsets[r] + L, m->weighted);
             for (int64_t k = j->offsets[r]; !s && k < j->offsets[r] + L; k++) {
-                j->indices[k] = urand() < 0.5 ? irand(m->rows[f] < 4 ? m->rows[f] : 4) : irand(m->rows[f]);
+                j->ids64[k] = urand() < 0.5 ? irand(m->rows[f] < 4 ? m->rows[f] : 4) : irand(m->rows[f]);
                 if (j->weights) j->weights[k] = (float)(3.0 * urand() - 1.5);
             }
             j->offsets[r + 1] = j->offsets[r] + (s ? 0 : L);
         }
+        if (!s && (f + made) % 2) s = rec_batch_set_wide(b, f, 0);
     }
     CHECK(s == REC_OK, "building a test batch: %s", rec_errmsg());
 }
@@ -499,30 +503,33 @@ static void test_checked_every_kernel(void) {
     if (!e) return;
     rec_batch b;
     make_batch(&b, &m);
-    b.sparse[0].indices[b.sparse[0].offsets[9]] = 50; /* first id of row 9 (if any) */
     while (b.sparse[0].offsets[10] == b.sparse[0].offsets[9]) { /* make row 9 non-empty */
         rec_batch_free(&b);
         make_batch(&b, &m);
-        b.sparse[0].indices[b.sparse[0].offsets[9]] = 50;
     }
+    CHECK(rec_batch_set_wide(&b, 0, 0) == REC_OK, "narrow: %s", rec_errmsg());
+    b.sparse[0].ids32[b.sparse[0].offsets[9]] = 50; /* first id of row 9 */
     float *out = malloc((size_t)16 * 16 * sizeof(float));
-    rec_embed_sched c[REC_EMBED_MAX_CANDIDATES];
-    const int n = rec_embed_fwd_candidates(e, 0, c, REC_EMBED_MAX_CANDIDATES);
-    for (int k = 0; k < n; k++) {
-        rec_embed_set_sched(e, 0, c[k]);
-        CHECK_ERR(rec_embed_forward(e, &b, 0, out), REC_EINVAL, "batch row 9: id 50 is outside [0, 50)");
-    }
-    /* Backward: every sort refuses the batch before it updates any row. */
     float *dout = random_dout((size_t)16 * 16);
     const float *T = rec_embed_table(e, 0);
     float *before = malloc((size_t)50 * 16 * sizeof(float));
     memcpy(before, T, (size_t)50 * 16 * sizeof(float));
-    const int nb = rec_embed_bwd_candidates(e, 0, c, REC_EMBED_MAX_CANDIDATES);
-    CHECK(nb == 9, "a 50 x 16 table has %d backward candidates; want 9 (radix, count, dense x 3 prefetch)", nb);
-    for (int k = 0; k < nb; k++) {
-        rec_embed_set_sched(e, 0, c[k]);
-        CHECK_ERR(rec_embed_backward_update(e, &b, 0, dout, 0.1f), REC_EINVAL, "batch row 9: id 50 is outside [0, 50)");
-        CHECK(!memcmp(before, T, (size_t)50 * 16 * sizeof(float)), "backward candidate %d changed the table on a bad batch", k);
+    for (int wide = 0; wide <= 1; wide++) { /* 32-bit ids, then the same 64-bit */
+        CHECK(rec_batch_set_wide(&b, 0, wide) == REC_OK, "width %d: %s", wide, rec_errmsg());
+        rec_embed_sched c[REC_EMBED_MAX_CANDIDATES];
+        const int n = rec_embed_fwd_candidates(e, 0, c, REC_EMBED_MAX_CANDIDATES);
+        for (int k = 0; k < n; k++) {
+            rec_embed_set_sched(e, 0, c[k]);
+            CHECK_ERR(rec_embed_forward(e, &b, 0, out), REC_EINVAL, "batch row 9: id 50 is outside [0, 50)");
+        }
+        /* Backward: every sort refuses the batch before it updates any row. */
+        const int nb = rec_embed_bwd_candidates(e, 0, c, REC_EMBED_MAX_CANDIDATES);
+        CHECK(nb == 9, "a 50 x 16 table has %d backward candidates; want 9 (radix, count, dense x 3 prefetch)", nb);
+        for (int k = 0; k < nb; k++) {
+            rec_embed_set_sched(e, 0, c[k]);
+            CHECK_ERR(rec_embed_backward_update(e, &b, 0, dout, 0.1f), REC_EINVAL, "batch row 9: id 50 is outside [0, 50)");
+            CHECK(!memcmp(before, T, (size_t)50 * 16 * sizeof(float)), "backward candidate %d changed the table on a bad batch", k);
+        }
     }
     free(before), free(dout);
     free(out);

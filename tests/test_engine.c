@@ -50,9 +50,9 @@ static int64_t compare_rows(const rec_batch *want, int64_t row, const rec_batch 
         for (int32_t f = 0; f < b->n_sparse; f++) {
             const rec_jagged *x = &want->sparse[f], *y = &b->sparse[f];
             int64_t lx = x->offsets[row + r + 1] - x->offsets[row + r], ly = y->offsets[r + 1] - y->offsets[r];
-            if (lx != ly || memcmp(x->indices + x->offsets[row + r], y->indices + y->offsets[r],
-                                   (size_t)lx * sizeof(int64_t)) != 0)
-                return -1;
+            if (lx != ly) return -1;
+            for (int64_t k = 0; k < lx; k++)
+                if (rec_jagged_id(x, x->offsets[row + r] + k) != rec_jagged_id(y, y->offsets[r] + k)) return -1;
         }
     }
     return b->n;

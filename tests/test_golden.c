@@ -186,12 +186,17 @@ static int load_batch(const golden_file *g, const gcase *gc, int k, rec_batch *b
         const int64_t *o = off->data;
         CHECK(o[0] == 0 && o[B] == idx->numel, "%s batch %d feature %d: offsets end at %lld, %lld ids", gc->name,
               k, f, (long long)o[B], (long long)idx->numel);
-        rec_status s = rec_batch_reserve_nnz(b, f, idx->numel, w != NULL);
+        rec_status s = rec_batch_set_wide(b, f, 1);
+        if (!s) s = rec_batch_reserve_nnz(b, f, idx->numel, w != NULL);
         CHECK(s == REC_OK, "reserve: %s", rec_errmsg());
         if (s != REC_OK) return 0;
         memcpy(b->sparse[f].offsets, o, (size_t)(B + 1) * sizeof(int64_t));
-        memcpy(b->sparse[f].indices, idx->data, (size_t)idx->numel * sizeof(int64_t));
+        memcpy(b->sparse[f].ids64, idx->data, (size_t)idx->numel * sizeof(int64_t));
         if (w) memcpy(b->sparse[f].weights, w->data, (size_t)w->numel * sizeof(float));
+        /* held as int32, as the trainer's loader holds ids of tables under 2^31 rows */
+        s = rec_batch_set_wide(b, f, 0);
+        CHECK(s == REC_OK, "narrow: %s", rec_errmsg());
+        if (s != REC_OK) return 0;
     }
     return 1;
 }

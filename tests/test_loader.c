@@ -41,8 +41,8 @@ static int same_row(const rec_batch *a, int64_t i, const rec_batch *b, int64_t j
         const rec_jagged *x = &a->sparse[f], *y = &b->sparse[f];
         int64_t la = x->offsets[i + 1] - x->offsets[i], lb = y->offsets[j + 1] - y->offsets[j];
         if (la != lb) return 0;
-        if (memcmp(x->indices + x->offsets[i], y->indices + y->offsets[j], (size_t)la * sizeof(int64_t)) != 0)
-            return 0;
+        for (int64_t k = 0; k < la; k++)
+            if (rec_jagged_id(x, x->offsets[i] + k) != rec_jagged_id(y, y->offsets[j] + k)) return 0;
     }
     return 1;
 }

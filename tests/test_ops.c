@@ -407,14 +407,14 @@ static int same_batch(const rec_batch *x, const rec_batch *y, const rec_spec *s,
             }
         int64_t rows = rec_spec_table_rows(s, f);
         for (int64_t k = 0; k < a->offsets[x->n]; k++) {
-            if (a->indices[k] != b->indices[k]) {
+            if (rec_jagged_id(a, k) != rec_jagged_id(b, k)) {
                 CHECK(0, "%s: sparse '%s' id %lld: %lld vs %lld", what, rec_spec_sparse(s, f)->name,
-                      (long long)k, (long long)a->indices[k], (long long)b->indices[k]);
+                      (long long)k, (long long)rec_jagged_id(a, k), (long long)rec_jagged_id(b, k));
                 return 0;
             }
-            if (a->indices[k] < 0 || a->indices[k] >= rows) {
+            if (rec_jagged_id(a, k) < 0 || rec_jagged_id(a, k) >= rows) {
                 CHECK(0, "%s: sparse '%s' id %lld = %lld outside its table of %lld rows", what,
-                      rec_spec_sparse(s, f)->name, (long long)k, (long long)a->indices[k], (long long)rows);
+                      rec_spec_sparse(s, f)->name, (long long)k, (long long)rec_jagged_id(a, k), (long long)rows);
                 return 0;
             }
         }
@@ -568,7 +568,7 @@ static void test_categorify(void) {
     CHECK(rec_prep_run(plan, ws, &raw, 0, n, &b) == REC_OK, "run: %s", rec_errmsg());
     const int64_t want[] = {1, 3, 1, 4, 3, 1, 0, 4, 2, 2, 0, 0};
     int ok = b.n == n;
-    for (int64_t i = 0; ok && i < n; i++) ok = b.sparse[0].indices[i] == want[i] && b.sparse[0].offsets[i + 1] == i + 1;
+    for (int64_t i = 0; ok && i < n; i++) ok = rec_jagged_id(&b.sparse[0], i) == want[i] && b.sparse[0].offsets[i + 1] == i + 1;
     CHECK(ok, "categorified ids");
     rec_vocab_counts_free(vc);
     rec_vocab_counts_free(vc2);

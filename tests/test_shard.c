@@ -81,7 +81,7 @@ static void fill_random_bags(rec_batch *b, rec_rng *rng, int has_label, const in
             if (single_row(bags, G, r, f)) len = 1;
             rec_batch_reserve_nnz(b, f, j->offsets[r] + len, 0);
             for (int64_t k = 0; k < len; k++)
-                j->indices[j->offsets[r] + k] = rec_rng_below(rng, 8) == 0
+                j->ids64[j->offsets[r] + k] = rec_rng_below(rng, 8) == 0
                                                     ? rows[f] - 1
                                                     : (int64_t)rec_rng_below(rng, (uint64_t)rows[f]);
             j->offsets[r + 1] = j->offsets[r] + len;
@@ -93,16 +93,20 @@ static void fill_random(rec_batch *b, rec_rng *rng, int has_label, const int64_t
     fill_random_bags(b, rng, has_label, rows, max_len, BAGS_RANDOM, 1);
 }
 
-/* Copies rows [r0, r0+n) of `src` into `dst` (a batch of the same shape with cap >= n). */
+/* Copies rows [r0, r0+n) of `src` into `dst` (a batch of the same shape with cap >= n), every
+ * other feature (by r0 + f) narrowed to 32-bit ids where its ids fit: the writer takes both. */
 static void slice(const rec_batch *src, int64_t r0, int64_t n, rec_batch *dst) {
     dst->n = n;
     memcpy(dst->label, src->label + r0, 4 * (size_t)n);
     memcpy(dst->dense, src->dense + r0 * src->n_dense, 4 * (size_t)(n * src->n_dense));
     for (int32_t f = 0; f < src->n_sparse; f++) {
         const int64_t *o = src->sparse[f].offsets;
-        rec_batch_reserve_nnz(dst, f, o[r0 + n] - o[r0], 0);
+        CHECK(rec_batch_set_wide(dst, f, 1) == REC_OK, "widen: %s", rec_errmsg());
+        CHECK(rec_batch_reserve_nnz(dst, f, o[r0 + n] - o[r0], 0) == REC_OK, "reserve: %s", rec_errmsg());
         for (int64_t i = 0; i <= n; i++) dst->sparse[f].offsets[i] = o[r0 + i] - o[r0];
-        memcpy(dst->sparse[f].indices, src->sparse[f].indices + o[r0], 8 * (size_t)(o[r0 + n] - o[r0]));
+        for (int64_t k = o[r0]; k < o[r0 + n]; k++) dst->sparse[f].ids64[k - o[r0]] = rec_jagged_id(&src->sparse[f], k);
+        if ((r0 + f) % 2 && rec_batch_set_wide(dst, f, 0) != REC_OK) /* an id of 2^31 or more: stays wide */
+            CHECK(dst->sparse[f].wide, "a refused narrowing changed the feature");
     }
 }
 
@@ -115,8 +119,8 @@ static int same_rows(const rec_batch *truth, int64_t r0, int64_t n, const rec_ba
         const int64_t *o = truth->sparse[f].offsets;
         for (int64_t i = 0; i <= n; i++)
             if (b->sparse[f].offsets[i] != o[r0 + i] - o[r0]) return 0;
-        if (memcmp(b->sparse[f].indices, truth->sparse[f].indices + o[r0], 8 * (size_t)(o[r0 + n] - o[r0])))
-            return 0;
+        for (int64_t k = o[r0]; k < o[r0 + n]; k++)
+            if (rec_jagged_id(&b->sparse[f], k - o[r0]) != rec_jagged_id(&truth->sparse[f], k)) return 0;
     }
     return 1;
 }
@@ -256,6 +260,9 @@ static void round_trip_bags(const char *name, int32_t dn, int32_t F, int64_t N, 
         s = rec_shard_read(sh, r0, n, &b);
         ok = s == REC_OK && same_rows(&truth, r0, n, &b);
         CHECK(ok, "%s: rows [%lld, +%lld) differ: %s", name, (long long)r0, (long long)n, s ? rec_errmsg() : "");
+        for (int32_t f = 0; ok && f < F; f++) /* ids at the width the shard stores */
+            CHECK(b.sparse[f].wide == rec_ids_wide(rows[f]), "%s: feature %d read %s-bit ids for a table of %lld rows",
+                  name, f, b.sparse[f].wide ? "64" : "32", (long long)rows[f]);
     }
     s = rec_shard_verify(sh);
     CHECK(s == REC_OK, "%s: verify: %s", name, rec_errmsg());
@@ -656,13 +663,13 @@ static void writer_errors(void) {
     rec_batch_init(&wrong, 2, 2, 2, 1);
     CHECK_ERR(rec_shard_writer_append(w, &wrong), REC_EINVAL, "the shard's spec has 1 and 2");
     rec_batch_free(&wrong);
-    int64_t keep = b.sparse[1].indices[0];
-    b.sparse[1].indices[0] = 6;
+    int64_t keep = b.sparse[1].ids64[0];
+    b.sparse[1].ids64[0] = 6;
     b.sparse[1].offsets[1] = b.sparse[1].offsets[1] ? b.sparse[1].offsets[1] : 1;
     for (int64_t r = 1; r <= b.n; r++)
         if (b.sparse[1].offsets[r] < b.sparse[1].offsets[r - 1]) b.sparse[1].offsets[r] = b.sparse[1].offsets[r - 1];
     CHECK_ERR(rec_shard_writer_append(w, &b), REC_EINVAL, "feature 'C2' id 6");
-    b.sparse[1].indices[0] = keep;
+    b.sparse[1].ids64[0] = keep;
     rec_shard_writer_abort(w);
     CHECK(!file_exists(tmp), "abort left %s", tmp);
 
@@ -693,6 +700,44 @@ static void writer_errors(void) {
 static int cmp_desc(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* ---- batch id widths ------------------------------------------------------------------------ */
+
+static void batch_widths(void) {
+    CHECK(!rec_ids_wide(1) && !rec_ids_wide(1LL << 31) && rec_ids_wide((1LL << 31) + 1), "rec_ids_wide's bound");
+    rec_batch b;
+    CHECK(rec_batch_init(&b, 4, 0, 2, 1) == REC_OK, "init: %s", rec_errmsg());
+    CHECK(b.sparse[0].wide && b.sparse[1].wide, "a new batch holds 64-bit ids");
+    const int64_t ids[6] = {0, 7, INT32_MAX, 3, 1, 2};
+    b.n = 4;
+    for (int32_t f = 0; f < 2; f++) {
+        CHECK(rec_batch_reserve_nnz(&b, f, 6, 0) == REC_OK, "reserve: %s", rec_errmsg());
+        const int64_t off[5] = {0, 2, 2, 5, 6};
+        memcpy(b.sparse[f].offsets, off, sizeof off);
+        memcpy(b.sparse[f].ids64, ids, sizeof ids);
+    }
+    /* Narrow and back keeps every id; growing a narrow feature keeps its contents. */
+    CHECK(rec_batch_set_wide(&b, 0, 0) == REC_OK, "narrow: %s", rec_errmsg());
+    CHECK(!b.sparse[0].wide && rec_jagged_id_bytes(&b.sparse[0]) == 4, "narrowed");
+    CHECK(rec_batch_reserve_nnz(&b, 0, 1000, 1) == REC_OK, "grow: %s", rec_errmsg());
+    for (int k = 0; k < 6; k++) CHECK(rec_jagged_id(&b.sparse[0], k) == ids[k], "narrow id %d", k);
+    CHECK(rec_batch_set_wide(&b, 0, 1) == REC_OK, "widen: %s", rec_errmsg());
+    for (int k = 0; k < 6; k++) CHECK(b.sparse[0].ids64[k] == ids[k], "widened id %d", k);
+    /* An id that needs 64 bits is refused, naming feature and position; nothing changes. */
+    b.sparse[1].ids64[4] = (int64_t)INT32_MAX + 1;
+    CHECK_ERR(rec_batch_set_wide(&b, 1, 0), REC_EINVAL, "sparse feature 1, id 2147483648 at position 4 does not fit in 32 bits");
+    CHECK(b.sparse[1].wide && b.sparse[1].ids64[4] == (int64_t)INT32_MAX + 1, "a refused narrowing changed the feature");
+    b.sparse[1].ids64[4] = -5;
+    CHECK(rec_batch_set_wide(&b, 1, 0) == REC_OK, "narrow: %s", rec_errmsg());
+    CHECK(rec_jagged_id(&b.sparse[1], 4) == -5, "a negative id survives narrowing (the engine rejects it)");
+    /* Corrupt offsets are refused before any id is read. */
+    b.sparse[0].offsets[4] = 5000;
+    CHECK_ERR(rec_batch_set_wide(&b, 0, 0), REC_EINVAL, "offsets[4] = 5000 ids, outside its");
+    int64_t rows[2] = {(1LL << 31) + 1, 10};
+    b.sparse[0].offsets[4] = 6;
+    CHECK(rec_batch_fit_ids(&b, rows) == REC_OK && b.sparse[0].wide && !b.sparse[1].wide, "fit_ids: %s", rec_errmsg());
+    rec_batch_free(&b);
 }
 
 static void stats(void) {
@@ -798,6 +843,7 @@ int main(void) {
     corruption();
     corruption_single();
     writer_errors();
+    batch_widths();
     stats();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);

@@ -86,6 +86,19 @@ static void feat_free(feat_stats *fs, int n) {
 
 /* ---- .rshard ------------------------------------------------------------------------------- */
 
+/* Counts the first n ids of j, widened in chunks where the batch holds them as int32. */
+static rec_status count_ids(rec_id_counter *c, const rec_jagged *j, int64_t n) {
+    if (j->wide) return rec_id_counter_add(c, j->ids64, n);
+    enum { CHUNK = 1024 };
+    int64_t wide[CHUNK];
+    for (int64_t k = 0; k < n; k += CHUNK) {
+        const int64_t m = n - k < CHUNK ? n - k : CHUNK;
+        for (int64_t i = 0; i < m; i++) wide[i] = j->ids32[k + i];
+        REC_TRY(rec_id_counter_add(c, wide, m));
+    }
+    return REC_OK;
+}
+
 static int inspect_shard(const char *path, int verify, int64_t max_rows, int json) {
     rec_shard *sh;
     rec_status s = rec_shard_open(&sh, path);
@@ -109,7 +122,7 @@ static int inspect_shard(const char *path, int verify, int64_t max_rows, int jso
         s = rec_shard_read(sh, r0, n, &b);
         for (int64_t r = 0; !s && r < n; r++) label_sum += b.label[r];
         for (int32_t f = 0; !s && f < F; f++) {
-            s = rec_id_counter_add(fs[f].ids, b.sparse[f].indices, rec_batch_nnz(&b, f));
+            s = count_ids(fs[f].ids, &b.sparse[f], rec_batch_nnz(&b, f));
             if (!s) s = rec_len_hist_add_offsets(&fs[f].len, b.sparse[f].offsets, n);
         }
         rec_progress_update(&pr, (double)(r0 + n), NULL);

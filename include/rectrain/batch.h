@@ -18,12 +18,21 @@ extern "C" {
 #endif
 
 /* One sparse feature of a batch in CSR form: the ids of row b are
- * indices[offsets[b] .. offsets[b+1]). */
+ * ids[offsets[b] .. offsets[b+1]), 32-bit or 64-bit as `wide` says. A feature whose table has
+ * at most 2^31 rows holds its ids as int32_t (rec_ids_wide), which halves the id stream every
+ * consumer reads (the embedding forward reads 10.4M ids per batch of RecFlex's model A); a
+ * feature starts wide (rec_batch_init) and its producer narrows it (rec_batch_set_wide),
+ * as a shard stores it. Hot loops specialise on the width; others read through rec_jagged_id. */
 typedef struct rec_jagged {
-    int64_t *offsets;  /* (B+1), offsets[0] == 0, non-decreasing */
-    int64_t *indices;  /* (nnz) ids, each in [0, R) of the feature's table */
-    float *weights;    /* (nnz) per-id weights, or NULL for unweighted bags */
-    int64_t nnz_cap;   /* allocated length of indices (and weights) */
+    int64_t *offsets;      /* (B+1), offsets[0] == 0, non-decreasing */
+    union {                /* (nnz) ids, each in [0, R) of the feature's table */
+        int64_t *ids64;    /* wide */
+        int32_t *ids32;    /* narrow */
+        void *ids;
+    };
+    float *weights;        /* (nnz) per-id weights, or NULL for unweighted bags */
+    int64_t nnz_cap;       /* allocated length of ids (and weights), in ids */
+    int wide;              /* 1: ids64, 0: ids32 */
 } rec_jagged;
 
 typedef struct rec_batch {
@@ -42,6 +51,24 @@ typedef struct rec_batch {
 rec_status rec_batch_init(rec_batch *b, int64_t cap, int32_t n_dense, int32_t n_sparse,
                           int64_t nnz_per_row);
 void rec_batch_free(rec_batch *b);
+
+/* Does a table of `rows` rows need 64-bit ids (an id of 2^31 or more)? The one rule for
+ * batches and shards alike. */
+static inline int rec_ids_wide(int64_t rows) { return rows > ((int64_t)1 << 31); }
+
+/* Id k of feature j, whatever its width. */
+static inline int64_t rec_jagged_id(const rec_jagged *j, int64_t k) { return j->wide ? j->ids64[k] : j->ids32[k]; }
+
+/* Bytes of one id of j: 4 or 8. */
+static inline int rec_jagged_id_bytes(const rec_jagged *j) { return j->wide ? 8 : 4; }
+
+/* Sets feature f's id width, converting the ids it holds (offsets[n] of them). Narrowing
+ * fails, naming the feature and position and leaving the feature as it was, when an id held
+ * does not fit in int32_t. */
+rec_status rec_batch_set_wide(rec_batch *b, int32_t f, int wide);
+
+/* Narrows every feature whose table (rows[f] rows) allows it, as rec_ids_wide says. */
+rec_status rec_batch_fit_ids(rec_batch *b, const int64_t *rows);
 
 /* Ensures sparse feature f can hold `nnz` ids, keeping its contents. */
 rec_status rec_batch_reserve_nnz(rec_batch *b, int32_t f, int64_t nnz, int with_weights);

@@ -6,7 +6,7 @@
  * table; SGD: none).
  *
  * Forward pools the rows each bag names: bag b of feature f is the ids
- * batch->sparse[f].indices[offsets[b] .. offsets[b+1]) (with optional per-id weights):
+ * batch->sparse[f] ids[offsets[b] .. offsets[b+1]) (with optional per-id weights):
  *   SUM:  out = sum_k w_k T[id_k]          MEAN: out = (sum_k w_k T[id_k]) / L   (L = bag size)
  * (w_k = 1 when the batch has no weights). An empty bag gives zeros and receives no gradient.
  * The output of one row is the features' vectors side by side:

@@ -1,6 +1,7 @@
 /* Batch allocation. */
 #include "rectrain/batch.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "rectrain/core.h"
@@ -21,7 +22,8 @@ rec_status rec_batch_init(rec_batch *b, int64_t cap, int32_t n_dense, int32_t n_
         rec_jagged *j = &b->sparse[f];
         j->nnz_cap = cap * (nnz_per_row > 0 ? nnz_per_row : 1);
         s = rec_alloc((void **)&j->offsets, (size_t)(cap + 1) * sizeof(int64_t), "batch offsets");
-        if (!s) s = rec_alloc((void **)&j->indices, (size_t)j->nnz_cap * sizeof(int64_t), "batch ids");
+        j->wide = 1;
+        if (!s) s = rec_alloc(&j->ids, (size_t)j->nnz_cap * sizeof(int64_t), "batch ids");
     }
     if (s) rec_batch_free(b);
     return s;
@@ -31,7 +33,7 @@ void rec_batch_free(rec_batch *b) {
     if (b->sparse) {
         for (int32_t f = 0; f < b->n_sparse; f++) {
             rec_free(b->sparse[f].offsets);
-            rec_free(b->sparse[f].indices);
+            rec_free(b->sparse[f].ids);
             rec_free(b->sparse[f].weights);
         }
     }
@@ -44,9 +46,9 @@ void rec_batch_free(rec_batch *b) {
 rec_status rec_batch_reserve_nnz(rec_batch *b, int32_t f, int64_t nnz, int with_weights) {
     rec_jagged *j = &b->sparse[f];
     if (nnz > j->nnz_cap) {
-        int64_t cap = j->nnz_cap * 2 > nnz ? j->nnz_cap * 2 : nnz;
-        REC_TRY(rec_realloc((void **)&j->indices, (size_t)j->nnz_cap * sizeof(int64_t),
-                            (size_t)cap * sizeof(int64_t), "batch ids"));
+        const int64_t cap = j->nnz_cap * 2 > nnz ? j->nnz_cap * 2 : nnz;
+        const size_t w = (size_t)rec_jagged_id_bytes(j);
+        REC_TRY(rec_realloc(&j->ids, (size_t)j->nnz_cap * w, (size_t)cap * w, "batch ids"));
         if (j->weights)
             REC_TRY(rec_realloc((void **)&j->weights, (size_t)j->nnz_cap * sizeof(float),
                                 (size_t)cap * sizeof(float), "batch weights"));
@@ -54,5 +56,37 @@ rec_status rec_batch_reserve_nnz(rec_batch *b, int32_t f, int64_t nnz, int with_
     }
     if (with_weights && !j->weights)
         REC_TRY(rec_alloc((void **)&j->weights, (size_t)j->nnz_cap * sizeof(float), "batch weights"));
+    return REC_OK;
+}
+
+rec_status rec_batch_set_wide(rec_batch *b, int32_t f, int wide) {
+    rec_jagged *j = &b->sparse[f];
+    wide = !!wide;
+    if (j->wide == wide) return REC_OK;
+    const int64_t n = j->offsets[b->n];
+    if (n < 0 || n > j->nnz_cap)
+        return rec_errorf(REC_EINVAL, "batch: sparse feature %d holds offsets[%lld] = %lld ids, outside its %lld slots",
+                          f, (long long)b->n, (long long)n, (long long)j->nnz_cap);
+    if (!wide)
+        for (int64_t k = 0; k < n; k++)
+            if (j->ids64[k] < INT32_MIN || j->ids64[k] > INT32_MAX)
+                return rec_errorf(REC_EINVAL,
+                                  "batch: sparse feature %d, id %lld at position %lld does not fit in 32 bits; "
+                                  "keep the feature's ids wide (its table needs more than 2^31 rows)",
+                                  f, (long long)j->ids64[k], (long long)k);
+    void *ids;
+    REC_TRY(rec_alloc(&ids, (size_t)j->nnz_cap * (wide ? 8 : 4), "batch ids"));
+    if (wide)
+        for (int64_t k = 0; k < n; k++) ((int64_t *)ids)[k] = j->ids32[k];
+    else
+        for (int64_t k = 0; k < n; k++) ((int32_t *)ids)[k] = (int32_t)j->ids64[k];
+    rec_free(j->ids);
+    j->ids = ids;
+    j->wide = wide;
+    return REC_OK;
+}
+
+rec_status rec_batch_fit_ids(rec_batch *b, const int64_t *rows) {
+    for (int32_t f = 0; f < b->n_sparse; f++) REC_TRY(rec_batch_set_wide(b, f, rec_ids_wide(rows[f])));
     return REC_OK;
 }

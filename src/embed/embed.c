@@ -413,13 +413,13 @@ static int forward_item(const rec_embed *e, const rec_batch *b, int first_featur
     /* Bags up to the first bad one are valid, and their ids lie in [off[b0], off[bv]). */
     int64_t bv = it->b0;
     while (bv < it->b1 && bag_ok(j, bv)) bv++;
-    const pool_job job = {e->tables + e->toff[f], e->rows[f], e->dims[f], e->W, j->offsets, j->indices, j->weights,
-                          out + e->col[f], e->pooling == REC_POOL_MEAN, !e->trust, s.pf};
+    const pool_job job = {e->tables + e->toff[f], e->rows[f], e->dims[f], e->W, j->offsets, j->ids, j->weights,
+                          out + e->col[f], e->pooling == REC_POOL_MEAN, !e->trust, s.pf, j->wide};
     const int64_t k = embed_pool(&job, s.kernel, it->b0, bv);
     if (k >= 0) {
         int64_t r = it->b0; /* the bag holding position k */
         while (j->offsets[r + 1] <= k) r++;
-        *x = (embed_err){(int64_t)f * B + r, 1, j->indices[k], 0};
+        *x = (embed_err){(int64_t)f * B + r, 1, rec_jagged_id(j, k), 0};
         return 1;
     }
     if (bv < it->b1) {
@@ -493,7 +493,7 @@ static int64_t gather(rec_embed *e, const rec_batch *b, int first_feature, int f
         const int64_t lo = j->offsets[r], hi = j->offsets[r + 1];
         const float L = (float)(hi - lo);
         for (int64_t k = lo; k < hi; k++) {
-            const int64_t id = j->indices[k];
+            const int64_t id = rec_jagged_id(j, k);
             if (check && (uint64_t)id >= (uint64_t)R) {
                 e->err[f] = (embed_err){(int64_t)f * B + r, 1, id, 0};
                 e->maxid[f] = maxid;
@@ -649,7 +649,7 @@ static void update_count(rec_embed *e, const rec_batch *b, int first_feature, in
     const int E = e->dims[f], W = e->W, col = e->col[f], mean = e->pooling == REC_POOL_MEAN;
     memset(h, 0, (size_t)(R + 1) * sizeof *h);
     const int64_t lo = j->offsets[0], hi = j->offsets[B];
-    for (int64_t k = lo; k < hi; k++) h[j->indices[k] + 1]++;
+    for (int64_t k = lo; k < hi; k++) h[rec_jagged_id(j, k) + 1]++;
     for (int64_t r = 0; r < R; r++) h[r + 1] += h[r];
     for (int64_t r = 0; r < B; r++) {
         const int64_t a = j->offsets[r], z = j->offsets[r + 1];
@@ -657,7 +657,7 @@ static void update_count(rec_embed *e, const rec_batch *b, int first_feature, in
         for (int64_t k = a; k < z; k++) {
             float c = j->weights ? j->weights[k] : 1.0f;
             if (mean) c /= L;
-            pairs[h[j->indices[k]]++] = (bag_pair){(int32_t)r, c};
+            pairs[h[rec_jagged_id(j, k)]++] = (bag_pair){(int32_t)r, c};
         }
     }
     /* h[id] is now the end of id's pairs (the start of id + 1's). */
@@ -685,9 +685,11 @@ static void update_count(rec_embed *e, const rec_batch *b, int first_feature, in
 static inline __attribute__((always_inline)) int64_t scatter_dense(const rec_embed *e, const rec_jagged *j, int64_t B,
                                                                    const float *restrict dout, int col,
                                                                    float *restrict acc, uint32_t *restrict stamp,
-                                                                   int32_t *restrict list, uint32_t ep, const int E) {
+                                                                   int32_t *restrict list, uint32_t ep, const int E,
+                                                                   const int wide) {
     const int W = e->W, mean = e->pooling == REC_POOL_MEAN;
-    const int64_t *restrict idx = j->indices;
+    const int64_t *restrict i64 = j->ids64;
+    const int32_t *restrict i32 = j->ids32;
     const float *restrict w = j->weights;
     int64_t n = 0;
     for (int64_t r = 0; r < B; r++) {
@@ -697,7 +699,7 @@ static inline __attribute__((always_inline)) int64_t scatter_dense(const rec_emb
         for (int64_t k = lo; k < hi; k++) {
             float coef = w ? w[k] : 1.0f;
             if (mean) coef /= L;
-            const int64_t id = idx[k];
+            const int64_t id = wide ? i64[k] : i32[k];
             float *restrict a = acc + (size_t)id * E; /* (E) */
             if (stamp[id] != ep) {
                 stamp[id] = ep;
@@ -711,22 +713,29 @@ static inline __attribute__((always_inline)) int64_t scatter_dense(const rec_emb
     return n;
 }
 
-/* scatter_dense for any E: inlined with E a constant for the specialised dims. */
+/* scatter_dense for any E and id width: inlined with E a constant for the specialised dims. */
+#define SCATTER_CASE(EE)                                                                   \
+    case EE:                                                                               \
+        return j->wide ? scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, EE, 1)   \
+                       : scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, EE, 0);
 static int64_t scatter_dense_any(const rec_embed *e, const rec_jagged *j, int64_t B, const float *restrict dout,
                                  int col, float *restrict acc, uint32_t *restrict stamp, int32_t *restrict list,
                                  uint32_t ep, int E) {
     switch (E) {
-    case 1: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 1);
-    case 2: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 2);
-    case 4: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 4);
-    case 8: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 8);
-    case 16: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 16);
-    case 32: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 32);
-    case 64: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 64);
-    case 128: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, 128);
-    default: return scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, E);
+        SCATTER_CASE(1)
+        SCATTER_CASE(2)
+        SCATTER_CASE(4)
+        SCATTER_CASE(8)
+        SCATTER_CASE(16)
+        SCATTER_CASE(32)
+        SCATTER_CASE(64)
+        SCATTER_CASE(128)
+    default:
+        return j->wide ? scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, E, 1)
+                       : scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, E, 0);
     }
 }
+#undef SCATTER_CASE
 
 static void update_dense(rec_embed *e, const rec_batch *b, int first_feature, int f, const float *dout, float lr,
                          int th, int pf) {
@@ -769,8 +778,8 @@ static void check_ids(rec_embed *e, const rec_batch *b, int first_feature, int f
         }
         if (e->trust) continue;
         for (int64_t k = j->offsets[r]; k < j->offsets[r + 1]; k++)
-            if ((uint64_t)j->indices[k] >= (uint64_t)R) {
-                e->err[f] = (embed_err){(int64_t)f * B + r, 1, j->indices[k], 0};
+            if ((uint64_t)rec_jagged_id(j, k) >= (uint64_t)R) {
+                e->err[f] = (embed_err){(int64_t)f * B + r, 1, rec_jagged_id(j, k), 0};
                 return;
             }
     }

@@ -18,10 +18,10 @@ typedef struct pool_job {
     int64_t R;
     int E, W;
     const int64_t *off;    /* (B+1) bag offsets */
-    const int64_t *idx;    /* ids */
+    const void *idx;       /* ids: int64_t if wide, else int32_t */
     const float *w;        /* per-id weights or NULL */
     float *out;
-    int mean, check, pf;
+    int mean, check, pf, wide;
 } pool_job;
 
 /* Pools bags [b0, b1) with the given kernel (rec_embed_kernel). Returns -1, or the position

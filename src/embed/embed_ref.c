@@ -23,7 +23,7 @@ void rec_embed_forward_ref(int F, const int64_t *rows, const int *dims, rec_pool
                 double s = 0.0;
                 for (int64_t k = lo; k < hi; k++) {
                     const double w = j->weights ? (double)j->weights[k] : 1.0;
-                    s += w * tables[f][(size_t)j->indices[k] * E + c];
+                    s += w * tables[f][(size_t)rec_jagged_id(j, k) * E + c];
                 }
                 if (pooling == REC_POOL_MEAN && hi > lo) s /= (double)(hi - lo);
                 o[c] = s;
@@ -52,7 +52,7 @@ void rec_embed_grad_ref(int F, const int64_t *rows, const int *dims, rec_pooling
                 double scale = j->weights ? (double)j->weights[k] : 1.0;
                 if (pooling == REC_POOL_MEAN) scale /= (double)(hi - lo);
                 for (int c = 0; c < E; c++)
-                    grads[f][(size_t)j->indices[k] * E + c] += dout[(size_t)r * W + col + c] * scale;
+                    grads[f][(size_t)rec_jagged_id(j, k) * E + c] += dout[(size_t)r * W + col + c] * scale;
             }
         }
         col += E;

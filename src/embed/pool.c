@@ -1,5 +1,7 @@
 /* Forward kernels of the embedding engine: one bag range of one table, pooled (embed.h,
- * "Schedules"). Three kernels, each with or without per-id weights and software prefetch:
+ * "Schedules"). Three kernels, each with or without per-id weights and software prefetch, and
+ * each compiled once per id width (rec_jagged.wide: the id is a compile-time-typed load, so a
+ * 32-bit id stream costs half the bytes and no widening pass):
  *
  *   GENERIC  runtime E; the bag's sum is accumulated in its output row.
  *   FIXED    E a compile-time constant (1, 2, 4, 8, 16, 32, 64, 128): the whole loop is
@@ -51,19 +53,25 @@ static inline void prefetch_out(const pool_job *j, int64_t r, int64_t b1) {
     if (r + j->pf < b1) prefetch_span(j->out + (size_t)(r + j->pf) * (size_t)j->W, j->E, 1);
 }
 
-static inline void prefetch_ahead(const pool_job *j, int64_t k, int64_t end) {
+/* Id k of an id array of width `wide` (a compile-time constant in every kernel). */
+static inline __attribute__((always_inline)) int64_t id_at(const void *restrict idx, int64_t k, const int wide) {
+    return wide ? ((const int64_t *)idx)[k] : ((const int32_t *)idx)[k];
+}
+
+static inline __attribute__((always_inline)) void prefetch_ahead(const pool_job *j, int64_t k, int64_t end,
+                                                                 const int wide) {
     if (k + j->pf < end) {
-        const int64_t p = j->idx[k + j->pf];
+        const int64_t p = id_at(j->idx, k + j->pf, wide);
         if (!j->check || (uint64_t)p < (uint64_t)j->R) prefetch_row(j->T, p, j->E);
     }
 }
 
-/* The register kernel for a compile-time E (inlined into one function per E), weighted or
- * not. acc has room for the largest specialised E. */
+/* The register kernel for a compile-time E (inlined into one function per E and id width),
+ * weighted or not. acc has room for the largest specialised E. */
 static inline __attribute__((always_inline)) int64_t pool_reg(const pool_job *j, int64_t b0, int64_t b1, const int E,
-                                                              const int weighted) {
+                                                              const int weighted, const int wide) {
     const float *restrict T = j->T;
-    const int64_t *restrict idx = j->idx;
+    const void *restrict idx = j->idx;
     const float *restrict w = j->w;
     const int64_t end = j->off[b1], R = j->R;
     for (int64_t r = b0; r < b1; r++) {
@@ -74,10 +82,10 @@ static inline __attribute__((always_inline)) int64_t pool_reg(const pool_job *j,
         int64_t k = lo;
         for (; k + 4 <= hi; k += 4) {
             if (j->pf)
-                for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end);
+                for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end, wide);
             const float *restrict t[4];
             for (int q = 0; q < 4; q++) {
-                const int64_t id = idx[k + q];
+                const int64_t id = id_at(idx, k + q, wide);
                 if (j->check && (uint64_t)id >= (uint64_t)R) return k + q;
                 t[q] = T + (size_t)id * E;
             }
@@ -89,8 +97,8 @@ static inline __attribute__((always_inline)) int64_t pool_reg(const pool_job *j,
             }
         }
         for (; k < hi; k++) {
-            if (j->pf) prefetch_ahead(j, k, end);
-            const int64_t id = idx[k];
+            if (j->pf) prefetch_ahead(j, k, end, wide);
+            const int64_t id = id_at(idx, k, wide);
             if (j->check && (uint64_t)id >= (uint64_t)R) return k;
             const float *restrict t = T + (size_t)id * E;
             if (weighted) {
@@ -111,10 +119,11 @@ static inline __attribute__((always_inline)) int64_t pool_reg(const pool_job *j,
     return -1;
 }
 
-/* Columns [c0, c1) of bags [b0, b1), runtime width, accumulated in the output rows. */
-static int64_t pool_cols(const pool_job *j, int64_t b0, int64_t b1, int c0, int c1, int pf) {
+/* Columns [c0, c1) of bags [b0, b1), runtime E, accumulated in the output rows. */
+static inline __attribute__((always_inline)) int64_t pool_cols(const pool_job *j, int64_t b0, int64_t b1, int c0,
+                                                               int c1, int pf, const int wide) {
     const float *restrict T = j->T;
-    const int64_t *restrict idx = j->idx;
+    const void *restrict idx = j->idx;
     const float *restrict w = j->w;
     const int64_t end = j->off[b1], R = j->R;
     const int E = j->E;
@@ -126,10 +135,10 @@ static int64_t pool_cols(const pool_job *j, int64_t b0, int64_t b1, int c0, int 
         int64_t k = lo;
         for (; k + 4 <= hi; k += 4) {
             if (pf)
-                for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end);
+                for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end, wide);
             const float *restrict t[4];
             for (int q = 0; q < 4; q++) {
-                const int64_t id = idx[k + q];
+                const int64_t id = id_at(idx, k + q, wide);
                 if (j->check && (uint64_t)id >= (uint64_t)R) return k + q;
                 t[q] = T + (size_t)id * E;
             }
@@ -141,8 +150,8 @@ static int64_t pool_cols(const pool_job *j, int64_t b0, int64_t b1, int c0, int 
             }
         }
         for (; k < hi; k++) {
-            if (pf) prefetch_ahead(j, k, end);
-            const int64_t id = idx[k];
+            if (pf) prefetch_ahead(j, k, end, wide);
+            const int64_t id = id_at(idx, k, wide);
             if (j->check && (uint64_t)id >= (uint64_t)R) return k;
             const float *restrict t = T + (size_t)id * E;
             if (w) {
@@ -160,23 +169,25 @@ static int64_t pool_cols(const pool_job *j, int64_t b0, int64_t b1, int c0, int 
     return -1;
 }
 
-static int64_t pool_generic(const pool_job *j, int64_t b0, int64_t b1) { return pool_cols(j, b0, b1, 0, j->E, j->pf); }
+static int64_t pool_generic(const pool_job *j, int64_t b0, int64_t b1, const int wide) {
+    return wide ? pool_cols(j, b0, b1, 0, j->E, j->pf, 1) : pool_cols(j, b0, b1, 0, j->E, j->pf, 0);
+}
 
 /* One bag's 16-column block [c0, c0 + 16): the ids inside, the block's sum in registers. */
 static inline __attribute__((always_inline)) int64_t block16(const pool_job *j, int64_t lo, int64_t hi, int64_t end,
-                                                             int c0, int pf, float *restrict o) {
+                                                             int c0, int pf, float *restrict o, const int wide) {
     const float *restrict T = j->T;
-    const int64_t *restrict idx = j->idx;
+    const void *restrict idx = j->idx;
     const float *restrict w = j->w;
     const int E = j->E;
     float acc[BLOCK_COLS] = {0};
     int64_t k = lo;
     for (; k + 4 <= hi; k += 4) {
         if (pf)
-            for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end);
+            for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end, wide);
         const float *restrict t[4];
         for (int q = 0; q < 4; q++) {
-            const int64_t id = idx[k + q];
+            const int64_t id = id_at(idx, k + q, wide);
             if (j->check && (uint64_t)id >= (uint64_t)j->R) return k + q;
             t[q] = T + (size_t)id * E + c0;
         }
@@ -188,8 +199,8 @@ static inline __attribute__((always_inline)) int64_t block16(const pool_job *j, 
         }
     }
     for (; k < hi; k++) {
-        if (pf) prefetch_ahead(j, k, end);
-        const int64_t id = idx[k];
+        if (pf) prefetch_ahead(j, k, end, wide);
+        const int64_t id = id_at(idx, k, wide);
         if (j->check && (uint64_t)id >= (uint64_t)j->R) return k;
         const float *restrict t = T + (size_t)id * E + c0;
         if (w) {
@@ -210,7 +221,8 @@ static inline __attribute__((always_inline)) int64_t block16(const pool_job *j, 
 
 /* BLOCKED: per bag, each full 16-column block over all its ids (the first block carries the
  * prefetch; the later ones find the rows in L1/L2), then the tail columns. */
-static int64_t pool_blocked(const pool_job *j, int64_t b0, int64_t b1) {
+static inline __attribute__((always_inline)) int64_t pool_blocked(const pool_job *j, int64_t b0, int64_t b1,
+                                                                  const int wide) {
     const int E = j->E, full = E / BLOCK_COLS * BLOCK_COLS;
     const int64_t end = j->off[b1];
     for (int64_t r = b0; r < b1; r++) {
@@ -218,22 +230,23 @@ static int64_t pool_blocked(const pool_job *j, int64_t b0, int64_t b1) {
         if (j->pf) prefetch_out(j, r, b1);
         float *o = j->out + (size_t)r * j->W;
         for (int c0 = 0; c0 < full; c0 += BLOCK_COLS) {
-            const int64_t k = block16(j, lo, hi, end, c0, c0 == 0 ? j->pf : 0, o);
+            const int64_t k = block16(j, lo, hi, end, c0, c0 == 0 ? j->pf : 0, o, wide);
             if (k >= 0) return k;
         }
         if (full < E) {
-            const int64_t k = pool_cols(j, r, r + 1, full, E, 0);
+            const int64_t k = pool_cols(j, r, r + 1, full, E, 0, wide);
             if (k >= 0) return k;
         }
     }
     return -1;
 }
 
-#define FIXED_CASE(EE)                                                         \
-    case EE:                                                                   \
-        return j->w ? pool_reg(j, b0, b1, EE, 1) : pool_reg(j, b0, b1, EE, 0);
+#define FIXED_CASE(EE)                                                                   \
+    case EE:                                                                             \
+        return j->w ? pool_reg(j, b0, b1, EE, 1, wide) : pool_reg(j, b0, b1, EE, 0, wide);
 
-static int64_t pool_fixed(const pool_job *j, int64_t b0, int64_t b1) {
+static inline __attribute__((always_inline)) int64_t pool_fixed(const pool_job *j, int64_t b0, int64_t b1,
+                                                                const int wide) {
     switch (j->E) {
         FIXED_CASE(1)
         FIXED_CASE(2)
@@ -244,7 +257,7 @@ static int64_t pool_fixed(const pool_job *j, int64_t b0, int64_t b1) {
         FIXED_CASE(64)
         FIXED_CASE(128)
     default:
-        return pool_generic(j, b0, b1);
+        return pool_generic(j, b0, b1, wide);
     }
 }
 
@@ -254,9 +267,16 @@ int embed_kernel_native(int kernel, int E) {
     return kernel == REC_KERN_GENERIC;
 }
 
+/* One function per kernel and id width. */
+static int64_t pool_fixed32(const pool_job *j, int64_t b0, int64_t b1) { return pool_fixed(j, b0, b1, 0); }
+static int64_t pool_fixed64(const pool_job *j, int64_t b0, int64_t b1) { return pool_fixed(j, b0, b1, 1); }
+static int64_t pool_blocked32(const pool_job *j, int64_t b0, int64_t b1) { return pool_blocked(j, b0, b1, 0); }
+static int64_t pool_blocked64(const pool_job *j, int64_t b0, int64_t b1) { return pool_blocked(j, b0, b1, 1); }
+
 int64_t embed_pool(const pool_job *j, int kernel, int64_t b0, int64_t b1) {
     if (b0 >= b1) return -1;
-    if (kernel == REC_KERN_FIXED) return pool_fixed(j, b0, b1);
-    if (kernel == REC_KERN_BLOCKED && j->E >= BLOCK_COLS) return pool_blocked(j, b0, b1);
-    return pool_generic(j, b0, b1);
+    if (kernel == REC_KERN_FIXED) return j->wide ? pool_fixed64(j, b0, b1) : pool_fixed32(j, b0, b1);
+    if (kernel == REC_KERN_BLOCKED && j->E >= BLOCK_COLS)
+        return j->wide ? pool_blocked64(j, b0, b1) : pool_blocked32(j, b0, b1);
+    return pool_generic(j, b0, b1, j->wide);
 }

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "rectrain/batch.h"
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error ".rshard is written and mmapped in host order, which must be little-endian"
 #endif
@@ -85,11 +87,9 @@ enum {
 static inline uint64_t shard_pad(uint64_t x) { return (x + SHARD_ALIGN - 1) & ~(uint64_t)(SHARD_ALIGN - 1); }
 
 /* Width of a stored id of a feature whose table has R rows: ids are in [0, R), so they fit an
- * i32 when R <= 2^31. Decided by the header alone, the same for every group. */
-#define SHARD_MAX_I32_TABLE ((int64_t)1 << 31)
-static inline uint64_t shard_id_bytes(int64_t table_rows) {
-    return table_rows <= SHARD_MAX_I32_TABLE ? 4 : 8;
-}
+ * i32 when R <= 2^31 (rec_ids_wide, the rule a batch follows too). Decided by the header
+ * alone, the same for every group. */
+static inline uint64_t shard_id_bytes(int64_t table_rows) { return rec_ids_wide(table_rows) ? 8 : 4; }
 
 /* Bytes of one directory entry for F sparse features: the fixed part, nnz i64 (F), flags u8 (F)
  * padded to 8 so that the next entry's u64 fields stay 8-aligned. */

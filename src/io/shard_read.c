@@ -5,8 +5,9 @@
  * that no later pointer computed from the file can leave the mapping. What costs a pass over
  * the data (a group's CRC, and the structure of its jagged columns: offsets non-decreasing
  * from 0 to nnz, ids inside their tables) is checked the first time a group is read, and
- * remembered in a per-group flag; a group that passed is then copied with plain memcpy, or
- * widened to i64 where its ids are stored as i32 or its offsets are implied (single-hot).
+ * remembered in a per-group flag; a group that passed is then copied with plain memcpy (a
+ * batch's features take the shard's id widths), its offsets rebuilt where they are implied
+ * (single-hot).
  * Every refusal is REC_EFORMAT with "PATH: ..." saying what is wrong and, where there is
  * something to do, what. Not thread-safe: the verified flags are written by rec_shard_read.
  */
@@ -421,7 +422,10 @@ rec_status rec_shard_read(rec_shard *s, int64_t row0, int64_t n, rec_batch *b) {
                           (long long)n, (long long)b->cap);
     int32_t dn = sc->n_dense, F = sc->n_sparse;
     b->n = 0;
-    for (int32_t f = 0; f < F; f++) b->sparse[f].offsets[0] = 0;
+    for (int32_t f = 0; f < F; f++) {
+        b->sparse[f].offsets[0] = 0;
+        REC_TRY(rec_batch_set_wide(b, f, shard_id_bytes(sc->sparse[f].table_rows) == 8));
+    }
     int64_t g = n ? find_group(s, row0) : 0, done = 0;
     while (done < n) {
         REC_TRY(s->groups[g].verified ? REC_OK : check_group(s, g));
@@ -444,12 +448,8 @@ rec_status rec_shard_read(rec_shard *s, int64_t row0, int64_t n, rec_batch *b) {
                 for (int64_t i = 1; i <= k; i++) j->offsets[done + i] = off[r + i] + base;
             else
                 for (int64_t i = 1; i <= k; i++) j->offsets[done + i] = have + i;
-            if (c.ids32) {
-                const int32_t *ids = (const int32_t *)c.ids + first;
-                for (int64_t i = 0; i < add; i++) j->indices[have + i] = ids[i];
-            } else {
-                memcpy(j->indices + have, (const int64_t *)c.ids + first, 8 * (size_t)add);
-            }
+            const size_t w = (size_t)rec_jagged_id_bytes(j); /* the stored width (set above) */
+            memcpy((char *)j->ids + (size_t)have * w, (const char *)c.ids + (size_t)first * w, w * (size_t)add);
             if (j->weights)
                 for (int64_t i = have; i < have + add; i++) j->weights[i] = 1.0f;
         }

@@ -371,13 +371,13 @@ static rec_status w_check_batch(const rec_shard_writer *w, const rec_batch *b) {
             return rec_errorf(REC_EINVAL, "%s: batch feature '%s' has %lld ids with room for %lld",
                               w->path, w->names[f], (long long)nnz, (long long)j->nnz_cap);
         int bad = 0;
-        for (int64_t k = 0; k < nnz; k++) bad |= (uint64_t)j->indices[k] >= (uint64_t)R;
+        for (int64_t k = 0; k < nnz; k++) bad |= (uint64_t)rec_jagged_id(j, k) >= (uint64_t)R;
         if (bad)
             for (int64_t k = 0; k < nnz; k++)
-                if ((uint64_t)j->indices[k] >= (uint64_t)R)
+                if ((uint64_t)rec_jagged_id(j, k) >= (uint64_t)R)
                     return rec_errorf(REC_EINVAL, "%s: batch feature '%s' id %lld (position %lld) is "
                                       "outside its table's [0, %lld) rows", w->path, w->names[f],
-                                      (long long)j->indices[k], (long long)k, (long long)R);
+                                      (long long)rec_jagged_id(j, k), (long long)k, (long long)R);
     }
     return REC_OK;
 }
@@ -392,12 +392,15 @@ rec_status rec_shard_writer_append(rec_shard_writer *w, const rec_batch *b) {
         memcpy(w->label + w->n, b->label + r, 4 * (size_t)k);
         memcpy(w->dense + w->n * w->n_dense, b->dense + r * b->n_dense, 4 * (size_t)k * (size_t)w->n_dense);
         for (int32_t f = 0; f < w->n_sparse; f++) {
-            const int64_t *bo = b->sparse[f].offsets;
+            const rec_jagged *j = &b->sparse[f];
+            const int64_t *bo = j->offsets;
             int64_t *o = w->offs[f];
             int64_t have = o[w->n], add = bo[r + k] - bo[r], base = have - bo[r];
             REC_TRY(w_reserve_ids(w, f, have + add));
             for (int64_t i = 1; i <= k; i++) o[w->n + i] = bo[r + i] + base;
-            memcpy(w->ids[f] + have, b->sparse[f].indices + bo[r], 8 * (size_t)add);
+            if (j->wide) memcpy(w->ids[f] + have, j->ids64 + bo[r], 8 * (size_t)add);
+            else
+                for (int64_t i = 0; i < add; i++) w->ids[f][have + i] = j->ids32[bo[r] + i];
         }
         w->n += k;
         r += k;

@@ -115,13 +115,14 @@ static rec_status worker_reserve(rec_prep_engine *e, worker *w, int64_t rows) {
         memcpy(bigger.dense, b->dense, (size_t)(b->n * b->n_dense) * sizeof(float));
         for (int32_t f = 0; f < b->n_sparse; f++) {
             int64_t nnz = b->n ? b->sparse[f].offsets[b->n] : 0;
-            rec_status s = rec_batch_reserve_nnz(&bigger, f, nnz, 0);
+            rec_status s = rec_batch_set_wide(&bigger, f, b->sparse[f].wide);
+            if (!s) s = rec_batch_reserve_nnz(&bigger, f, nnz, 0);
             if (s) {
                 rec_batch_free(&bigger);
                 return s;
             }
             memcpy(bigger.sparse[f].offsets, b->sparse[f].offsets, (size_t)(b->n + 1) * sizeof(int64_t));
-            memcpy(bigger.sparse[f].indices, b->sparse[f].indices, (size_t)nnz * sizeof(int64_t));
+            memcpy(bigger.sparse[f].ids, b->sparse[f].ids, (size_t)nnz * (size_t)rec_jagged_id_bytes(&b->sparse[f]));
         }
         bigger.n = b->n;
         rec_batch_free(b);

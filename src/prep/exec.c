@@ -604,7 +604,10 @@ static rec_status emit_block(const rec_prep_plan *p, rec_prep_ws *ws, const rec_
             }
         } else if (ft->kind == REC_FEAT_SPARSE) {
             rec_jagged *jg = &b->sparse[ft->sparse_index];
-            if (row == 0) jg->offsets[0] = 0;
+            if (row == 0) {
+                jg->offsets[0] = 0;
+                REC_TRY(rec_batch_set_wide(b, ft->sparse_index, 1)); /* the columns hold int64 ids */
+            }
             int64_t base = jg->offsets[row], nnz = col_nnz(c);
             REC_TRY(rec_batch_reserve_nnz(b, ft->sparse_index, base + nnz, 0));
             if (c->t.is_list) {
@@ -612,7 +615,7 @@ static rec_status emit_block(const rec_prep_plan *p, rec_prep_ws *ws, const rec_
             } else {
                 for (int64_t r = 0; r < n; r++) jg->offsets[row + r + 1] = base + r + 1;
             }
-            memcpy(jg->indices + base, c->v, (size_t)nnz * sizeof(int64_t));
+            memcpy(jg->ids64 + base, c->v, (size_t)nnz * sizeof(int64_t));
         }
     }
     b->n = row + n;

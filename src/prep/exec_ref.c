@@ -188,10 +188,13 @@ rec_status rec_prep_run_ref(const rec_spec *spec, const rec_vocab_set *vocabs,
                 for (int64_t k = 0; k < x->len; k++) b->dense[row * b->n_dense + ft->dense_offset + k] = x->f[k];
             } else if (ft->kind == REC_FEAT_SPARSE) {
                 rec_jagged *jg = &b->sparse[ft->sparse_index];
-                if (row == 0) jg->offsets[0] = 0;
+                if (row == 0) {
+                    jg->offsets[0] = 0;
+                    s = rec_batch_set_wide(b, ft->sparse_index, 1); /* the values hold int64 ids */
+                }
                 int64_t base = jg->offsets[row];
-                s = rec_batch_reserve_nnz(b, ft->sparse_index, base + x->len, 0);
-                if (!s) memcpy(jg->indices + base, x->v, (size_t)x->len * sizeof *x->v);
+                if (!s) s = rec_batch_reserve_nnz(b, ft->sparse_index, base + x->len, 0);
+                if (!s) memcpy(jg->ids64 + base, x->v, (size_t)x->len * sizeof *x->v);
                 jg->offsets[row + 1] = base + x->len;
             }
         }

@@ -224,8 +224,8 @@ rec_status rec_dataset_rows(rec_dataset *d, int64_t *rows) {
 
 /* ---- batch row copy ---------------------------------------------------------------------------
  * Appends rows [r, r+k) of `src` to `dst` (rows dst->n .. dst->n+k): labels, dense values and
- * every sparse feature's ids with rebased offsets (weights copied where src has them, 1.0
- * where only dst has them). dst must have src's Dn and F and room for k more rows; its id
+ * every sparse feature's ids at src's width with rebased offsets (weights copied where src
+ * has them, 1.0 where only dst has them). dst must have src's Dn and F and room for k more rows; its id
  * arrays grow if needed (rarely: only when a batch holds more ids than any before). Fails only
  * on allocation, leaving dst->n unchanged. */
 static rec_status batch_append_rows(rec_batch *dst, const rec_batch *src, int64_t r, int64_t k) {
@@ -238,9 +238,11 @@ static rec_status batch_append_rows(rec_batch *dst, const rec_batch *src, int64_
         rec_jagged *dj = &dst->sparse[f];
         int64_t first = sj->offsets[r], add = sj->offsets[r + k] - first;
         int64_t have = dj->offsets[at], base = have - first;
+        REC_TRY(rec_batch_set_wide(dst, f, sj->wide));
         REC_TRY(rec_batch_reserve_nnz(dst, f, have + add, sj->weights != NULL));
         for (int64_t i = 1; i <= k; i++) dj->offsets[at + i] = sj->offsets[r + i] + base;
-        memcpy(dj->indices + have, sj->indices + first, (size_t)add * sizeof(int64_t));
+        const size_t w = (size_t)rec_jagged_id_bytes(sj);
+        memcpy((char *)dj->ids + (size_t)have * w, (const char *)sj->ids + (size_t)first * w, (size_t)add * w);
         if (sj->weights) memcpy(dj->weights + have, sj->weights + first, (size_t)add * sizeof(float));
         else if (dj->weights)
             for (int64_t i = have; i < have + add; i++) dj->weights[i] = 1.0f;
