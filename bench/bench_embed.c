@@ -16,7 +16,8 @@
  * not reported) and prints forward and forward+backward+update time per batch, rows/s, and
  * GB/s in FBGEMM's definition: (B·ΣL·E + B·F·E) × 4 bytes / time, summed over tables (rows
  * read plus pooled outputs written). Beside them: the machine's random-gather ceiling measured by the same
- * program (naive, and with prefetch) over a buffer far larger than the last-level cache.
+ * program (naive, and with prefetch) and its sequential read bandwidth, over a buffer far
+ * larger than the last-level cache.
  *
  * --dump DIR writes the model and batches for the PyTorch peer (dev/torch_embed.py, run by
  * bench/embed_vs_pytorch.sh): DIR/model.json {"tables": [[rows, dim]...], "batch", "lr"} and
@@ -49,7 +50,7 @@ static const char USAGE[] =
     "  --reps R        timed passes over the batches; the median is reported (default 3)\n"
     "  --kaggle-scale S  scale of the Kaggle table sizes (default 1: 33.8M rows, 2.2 GB)\n"
     "  --threads T     threads (default: all CPUs)\n"
-    "  --ceiling-mib N memory the random-gather ceiling runs over (default 1024)\n"
+    "  --ceiling-mib N memory the random-gather ceiling and read bandwidth run over (default 1024)\n"
     "  --wide-ids      hold every id as int64 (default: int32 where the table allows, as the\n"
     "                  trainer's loader does)\n"
     "  --dump DIR      write the last model's tables and batches for dev/torch_embed.py\n"
@@ -250,6 +251,30 @@ static double gather_ceiling(int threads, size_t bytes, int prefetch) {
     free(T), free(idx);
     if (sink == 12345) fputs("", stderr);
     return (double)N / rec_median(t, 5);
+}
+
+/* The machine's sequential read bandwidth with `threads` threads over `bytes`, GB/s (each
+ * thread sums its share, 16 floats at a time): what the memory floor's single-thread copy
+ * figure understates. */
+static double read_bandwidth(int threads, size_t bytes) {
+    const size_t n = bytes / sizeof(float) / 16 * 16;
+    float *a = NULL;
+    if (!n || rec_alloc((void **)&a, n * sizeof(float), "read bandwidth")) return 0;
+    memset(a, 1, n * sizeof(float));
+    double t[5];
+    float sink = 0;
+    for (int rep = -1; rep < 5; rep++) {
+        const double t0 = rec_now();
+        float s[16] = {0};
+#pragma omp parallel for num_threads(threads) reduction(+ : s[:16]) schedule(static)
+        for (size_t i = 0; i < n; i += 16)
+            for (int c = 0; c < 16; c++) s[c] += a[i + c];
+        for (int c = 0; c < 16; c++) sink += s[c];
+        if (rep >= 0) t[rep] = rec_now() - t0;
+    }
+    rec_free(a);
+    if (sink == 12345) fputs("", stderr);
+    return (double)n * sizeof(float) / rec_median(t, 5) * 1e-9;
 }
 
 /* ---- timing --------------------------------------------------------------------------------- */
@@ -586,9 +611,13 @@ int bench_embed(int argc, char **argv) {
     if (!picked) return cli_usage(cmd, "unknown model '%s' (want kaggle, A, B, C, D, E or all)", model);
     const size_t cbytes = (size_t)ceiling_mib << 20;
     const double c_naive = gather_ceiling(threads, cbytes, 0), c_pf = gather_ceiling(threads, cbytes, 1);
-    printf("machine: random 64-byte row gather over %d MiB, %d threads: %.1fM rows/s naive, %.1fM rows/s with prefetch\n",
-           ceiling_mib, threads, c_naive * 1e-6, c_pf * 1e-6);
-    if (json) printf("{\"gather_ceiling_rows_per_s\": %.0f, \"gather_prefetch_rows_per_s\": %.0f}\n", c_naive, c_pf);
+    const double rd = read_bandwidth(threads, cbytes);
+    printf("machine: random 64-byte row gather over %d MiB, %d threads: %.1fM rows/s naive, %.1fM rows/s with prefetch; "
+           "sequential read %.1f GB/s\n",
+           ceiling_mib, threads, c_naive * 1e-6, c_pf * 1e-6, rd);
+    if (json)
+        printf("{\"gather_ceiling_rows_per_s\": %.0f, \"gather_prefetch_rows_per_s\": %.0f, \"read_gbps\": %.2f}\n", c_naive,
+               c_pf, rd);
     for (size_t i = 0; i < sizeof ALL / sizeof ALL[0]; i++) {
         if (strcmp(model, "all") && strcmp(model, ALL[i])) continue;
         const int B = batch ? batch : i == 0 ? 2048 : 512;

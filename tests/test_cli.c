@@ -142,6 +142,8 @@ static void test_bench(void) {
               "--ceiling-mib 16 --json") == 0, "bench embed: %s", out);
     CHECK(json_num("gb_per_s") > 0 && json_num("rows_per_s") > 0 && json_num("tuned_fwdbwd_s") > 0 &&
               json_num("floor_fwd_s") > 0 && json_num("oracle_fwd_gain") >= 1, "bench embed --json: %s", out);
+    const char *rd = strstr(out, "\"read_gbps\": "); /* on the machine line, before the models' */
+    CHECK(rd && atof(rd + strlen("\"read_gbps\": ")) > 0, "bench embed --json: no read bandwidth: %s", out);
     CHECK(run("bench embed --model Z") == 2 && strstr(out, "unknown model 'Z'"), "bench embed --model Z: %s", out);
 }
 

@@ -58,7 +58,7 @@ typedef struct rec_shard_writer rec_shard_writer;
 rec_status rec_shard_writer_open(rec_shard_writer **out, const char *path,
                                  const rec_spec *spec, const rec_vocab_set *vocabs,
                                  int has_label, int64_t group_rows);
-/* Appends the batch's rows. */
+/* Appends the batch's rows (ids of either width; each is stored at its table's width). */
 rec_status rec_shard_writer_append(rec_shard_writer *w, const rec_batch *b);
 /* Finishes the file (footer, fsync, rename). Frees the writer whatever happens. */
 rec_status rec_shard_writer_close(rec_shard_writer *w);
