@@ -367,9 +367,11 @@ static int dump(const char *dir, const bmodel *m, const rec_batch *b, int nb, co
             const int64_t nnz = j->offsets[B];
             fwrite(&nnz, 8, 1, f);
             fwrite(j->offsets, 8, (size_t)B + 1, f);
-            for (int64_t k = 0; k < nnz; k++) {
-                const int64_t id = rec_jagged_id(j, k);
-                fwrite(&id, 8, 1, f);
+            int64_t ids[1024]; /* int64 on disk whatever the batch holds */
+            for (int64_t k = 0; k < nnz; k += 1024) {
+                const int64_t m = nnz - k < 1024 ? nnz - k : 1024;
+                rec_jagged_copy_ids64(j, k, m, ids);
+                fwrite(ids, 8, (size_t)m, f);
             }
         }
     }

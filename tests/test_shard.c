@@ -104,7 +104,7 @@ static void slice(const rec_batch *src, int64_t r0, int64_t n, rec_batch *dst) {
         CHECK(rec_batch_set_wide(dst, f, 1) == REC_OK, "widen: %s", rec_errmsg());
         CHECK(rec_batch_reserve_nnz(dst, f, o[r0 + n] - o[r0], 0) == REC_OK, "reserve: %s", rec_errmsg());
         for (int64_t i = 0; i <= n; i++) dst->sparse[f].offsets[i] = o[r0 + i] - o[r0];
-        for (int64_t k = o[r0]; k < o[r0 + n]; k++) dst->sparse[f].ids64[k - o[r0]] = rec_jagged_id(&src->sparse[f], k);
+        rec_jagged_copy_ids64(&src->sparse[f], o[r0], o[r0 + n] - o[r0], dst->sparse[f].ids64);
         if ((r0 + f) % 2 && rec_batch_set_wide(dst, f, 0) != REC_OK) /* an id of 2^31 or more: stays wide */
             CHECK(dst->sparse[f].wide, "a refused narrowing changed the feature");
     }

@@ -93,7 +93,7 @@ static rec_status count_ids(rec_id_counter *c, const rec_jagged *j, int64_t n) {
     int64_t wide[CHUNK];
     for (int64_t k = 0; k < n; k += CHUNK) {
         const int64_t m = n - k < CHUNK ? n - k : CHUNK;
-        for (int64_t i = 0; i < m; i++) wide[i] = j->ids32[k + i];
+        rec_jagged_copy_ids64(j, k, m, wide);
         REC_TRY(rec_id_counter_add(c, wide, m));
     }
     return REC_OK;

@@ -60,6 +60,9 @@ static inline int rec_ids_wide(int64_t rows) { return rows > ((int64_t)1 << 31);
 /* Id k of feature j, whatever its width. */
 static inline int64_t rec_jagged_id(const rec_jagged *j, int64_t k) { return j->wide ? j->ids64[k] : j->ids32[k]; }
 
+/* Copies ids [k0, k0 + n) of j into dst as int64_t, whatever j's width. */
+void rec_jagged_copy_ids64(const rec_jagged *j, int64_t k0, int64_t n, int64_t *dst);
+
 /* Bytes of one id of j: 4 or 8. */
 static inline int rec_jagged_id_bytes(const rec_jagged *j) { return j->wide ? 8 : 4; }
 

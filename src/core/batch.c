@@ -59,6 +59,12 @@ rec_status rec_batch_reserve_nnz(rec_batch *b, int32_t f, int64_t nnz, int with_
     return REC_OK;
 }
 
+void rec_jagged_copy_ids64(const rec_jagged *j, int64_t k0, int64_t n, int64_t *dst) {
+    if (j->wide) memcpy(dst, j->ids64 + k0, (size_t)n * sizeof(int64_t));
+    else
+        for (int64_t k = 0; k < n; k++) dst[k] = j->ids32[k0 + k];
+}
+
 rec_status rec_batch_set_wide(rec_batch *b, int32_t f, int wide) {
     rec_jagged *j = &b->sparse[f];
     wide = !!wide;
@@ -76,8 +82,7 @@ rec_status rec_batch_set_wide(rec_batch *b, int32_t f, int wide) {
                                   f, (long long)j->ids64[k], (long long)k);
     void *ids;
     REC_TRY(rec_alloc(&ids, (size_t)j->nnz_cap * (wide ? 8 : 4), "batch ids"));
-    if (wide)
-        for (int64_t k = 0; k < n; k++) ((int64_t *)ids)[k] = j->ids32[k];
+    if (wide) rec_jagged_copy_ids64(j, 0, n, ids);
     else
         for (int64_t k = 0; k < n; k++) ((int32_t *)ids)[k] = (int32_t)j->ids64[k];
     rec_free(j->ids);

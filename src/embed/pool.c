@@ -267,7 +267,8 @@ int embed_kernel_native(int kernel, int E) {
     return kernel == REC_KERN_GENERIC;
 }
 
-/* One function per kernel and id width. */
+/* One function per kernel and id width. (One always-inline dispatch compiled per width, all
+ * kernels inlined into it, measured 6% slower on model D's 64-bit forward: code layout.) */
 static int64_t pool_fixed32(const pool_job *j, int64_t b0, int64_t b1) { return pool_fixed(j, b0, b1, 0); }
 static int64_t pool_fixed64(const pool_job *j, int64_t b0, int64_t b1) { return pool_fixed(j, b0, b1, 1); }
 static int64_t pool_blocked32(const pool_job *j, int64_t b0, int64_t b1) { return pool_blocked(j, b0, b1, 0); }

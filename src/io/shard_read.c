@@ -424,7 +424,7 @@ rec_status rec_shard_read(rec_shard *s, int64_t row0, int64_t n, rec_batch *b) {
     b->n = 0;
     for (int32_t f = 0; f < F; f++) {
         b->sparse[f].offsets[0] = 0;
-        REC_TRY(rec_batch_set_wide(b, f, shard_id_bytes(sc->sparse[f].table_rows) == 8));
+        REC_TRY(rec_batch_set_wide(b, f, rec_ids_wide(sc->sparse[f].table_rows)));
     }
     int64_t g = n ? find_group(s, row0) : 0, done = 0;
     while (done < n) {

@@ -398,9 +398,7 @@ rec_status rec_shard_writer_append(rec_shard_writer *w, const rec_batch *b) {
             int64_t have = o[w->n], add = bo[r + k] - bo[r], base = have - bo[r];
             REC_TRY(w_reserve_ids(w, f, have + add));
             for (int64_t i = 1; i <= k; i++) o[w->n + i] = bo[r + i] + base;
-            if (j->wide) memcpy(w->ids[f] + have, j->ids64 + bo[r], 8 * (size_t)add);
-            else
-                for (int64_t i = 0; i < add; i++) w->ids[f][have + i] = j->ids32[bo[r] + i];
+            rec_jagged_copy_ids64(j, bo[r], add, w->ids[f] + have);
         }
         w->n += k;
         r += k;
