@@ -144,6 +144,10 @@ static void test_bench(void) {
               json_num("floor_fwd_s") > 0 && json_num("oracle_fwd_gain") >= 1, "bench embed --json: %s", out);
     const char *rd = strstr(out, "\"read_gbps\": "); /* on the machine line, before the models' */
     CHECK(rd && atof(rd + strlen("\"read_gbps\": ")) > 0, "bench embed --json: no read bandwidth: %s", out);
+    /* The same with every id 64-bit (the width the engine ran before narrow ids). */
+    CHECK(run("bench embed --model kaggle --kaggle-scale 0.001 --batch 64 --batches 1 --reps 1 --threads 2 "
+              "--ceiling-mib 16 --wide-ids --json") == 0 && json_num("tuned_fwd_s") > 0,
+          "bench embed --wide-ids: %s", out);
     CHECK(run("bench embed --model Z") == 2 && strstr(out, "unknown model 'Z'"), "bench embed --model Z: %s", out);
 }
 
