@@ -18,9 +18,9 @@
  * add, the bottleneck of long bags. All kernels therefore produce the same bits (embed.h);
  * tests/test_embed_sched.c checks that they do.
  *
- * The three kernels write the group-of-4 loop out each, with the table's fields in locals: a
- * shared always-inline helper for the row pointers measured 10-30% slower on model D (the
- * compiler reloads through the job after output stores), so the repetition is deliberate.
+ * FIXED and BLOCKED share one bag body (bag_sum: the sum in vector registers, one copy per
+ * E, weighting, id width and prefetch); GENERIC, which sums in the output row for a runtime
+ * E, writes its group-of-4 loop out on its own.
  *
  * Prefetch: while id k is summed, the row of id k + pf (every cache line it spans) is
  * requested, looking across bag boundaries within the item [off[b0], off[b1]) because one-hot
@@ -72,8 +72,10 @@ static inline __attribute__((always_inline)) void prefetch_ahead(const pool_job 
  * as vector types because gcc 12 kept a float acc[128], of which E are used, on the stack
  * and rebuilt vectors from scalars around every one-id bag: bag by bag over Kaggle's 26
  * one-hot dim-16 tables (a throwaway driver, 2 threads) that took 0.54 ms per batch of 2048,
- * with vector sums 0.27. Each element sees the same operations in the same order either
- * way, so the bits are those of every other kernel. */
+ * with vector sums 0.27. BLOCKED's float acc[16] fared the same: a uniform table/blocked/pf16
+ * forward took 72-90 ms per batch on model A and 63 on C, with vector sums 49-57 and 45. Each
+ * element sees the same operations in the same order either way, so the bits are those of
+ * every other kernel. */
 typedef float vf8 __attribute__((vector_size(32)));
 typedef float vf8u __attribute__((vector_size(32), aligned(4), may_alias)); /* a row's floats, any alignment */
 typedef struct bag_acc {
@@ -126,17 +128,17 @@ static inline __attribute__((always_inline)) void acc_store(const bag_acc *a, fl
     }
 }
 
-/* Bag r of the register kernel for a compile-time E, weighted or not. With `pf` the rows pf
- * ids ahead (up to `end`) and the output lines of bag r + pf (inside [r, b1)) are
- * prefetched. Returns -1 or the position of a bad id (checked mode). */
-static inline __attribute__((always_inline)) int64_t bag_reg(const pool_job *j, int64_t r, int64_t b1, int64_t end,
-                                                             const int E, const int weighted, const int wide,
-                                                             const int pf) {
-    const float *restrict T = j->T;
+/* Bag r's columns [c0, c0 + E) for a compile-time E, weighted or not, its sum in registers:
+ * the FIXED kernel's bag (E the dim, stride E, c0 0) and BLOCKED's 16-column block (stride
+ * the dim). With `pf` the rows pf ids ahead (up to `end`) are prefetched. Returns -1 or the
+ * position of a bad id (checked mode). */
+static inline __attribute__((always_inline)) int64_t bag_sum(const pool_job *j, int64_t r, int64_t end, const int E,
+                                                             int64_t stride, int c0, const int weighted,
+                                                             const int wide, const int pf) {
+    const float *restrict T = j->T + c0;
     const void *restrict idx = j->idx;
     const float *restrict w = j->w;
     const int64_t lo = j->off[r], hi = j->off[r + 1], R = j->R;
-    if (pf) prefetch_out(j, r, b1);
     bag_acc acc;
     acc_zero(&acc, E);
     int64_t k = lo;
@@ -147,7 +149,7 @@ static inline __attribute__((always_inline)) int64_t bag_reg(const pool_job *j, 
         for (int q = 0; q < 4; q++) {
             const int64_t id = id_at(idx, k + q, wide);
             if (j->check && (uint64_t)id >= (uint64_t)R) return k + q;
-            t[q] = T + (size_t)id * E;
+            t[q] = T + (size_t)id * (size_t)stride;
         }
         acc_add4(&acc, t, weighted ? w + k : NULL, E, weighted);
     }
@@ -155,18 +157,25 @@ static inline __attribute__((always_inline)) int64_t bag_reg(const pool_job *j, 
         if (pf) prefetch_ahead(j, k, end, wide);
         const int64_t id = id_at(idx, k, wide);
         if (j->check && (uint64_t)id >= (uint64_t)R) return k;
-        acc_add1(&acc, T + (size_t)id * E, weighted ? w[k] : 0.0f, E, weighted);
+        acc_add1(&acc, T + (size_t)id * (size_t)stride, weighted ? w[k] : 0.0f, E, weighted);
     }
-    acc_store(&acc, j->out + (size_t)r * j->W, j->mean && hi > lo ? (float)(hi - lo) : 0.0f, E);
+    acc_store(&acc, j->out + (size_t)r * j->W + c0, j->mean && hi > lo ? (float)(hi - lo) : 0.0f, E);
     return -1;
 }
 
-/* The register kernel: bags [b0, b1) (inlined into one function per E and id width). */
+/* The register kernel: bags [b0, b1) (inlined into one function per E and id width), each
+ * after the output lines of bag r + pf are prefetched. */
 static inline __attribute__((always_inline)) int64_t pool_reg(const pool_job *j, int64_t b0, int64_t b1, const int E,
                                                               const int weighted, const int wide) {
     const int64_t end = j->off[b1];
     for (int64_t r = b0; r < b1; r++) {
-        const int64_t k = j->pf ? bag_reg(j, r, b1, end, E, weighted, wide, 1) : bag_reg(j, r, b1, end, E, weighted, wide, 0);
+        int64_t k;
+        if (j->pf) {
+            prefetch_out(j, r, b1);
+            k = bag_sum(j, r, end, E, E, 0, weighted, wide, 1);
+        } else {
+            k = bag_sum(j, r, end, E, E, 0, weighted, wide, 0);
+        }
         if (k >= 0) return k;
     }
     return -1;
@@ -226,50 +235,12 @@ static int64_t pool_generic(const pool_job *j, int64_t b0, int64_t b1, const int
     return wide ? pool_cols(j, b0, b1, 0, j->E, j->pf, 1) : pool_cols(j, b0, b1, 0, j->E, j->pf, 0);
 }
 
-/* One bag's 16-column block [c0, c0 + 16): the ids inside, the block's sum in registers. */
-static inline __attribute__((always_inline)) int64_t block16(const pool_job *j, int64_t lo, int64_t hi, int64_t end,
-                                                             int c0, int pf, float *restrict o, const int wide) {
-    const float *restrict T = j->T;
-    const void *restrict idx = j->idx;
-    const float *restrict w = j->w;
-    const int E = j->E;
-    float acc[BLOCK_COLS] = {0};
-    int64_t k = lo;
-    for (; k + 4 <= hi; k += 4) {
-        if (pf)
-            for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end, wide);
-        const float *restrict t[4];
-        for (int q = 0; q < 4; q++) {
-            const int64_t id = id_at(idx, k + q, wide);
-            if (j->check && (uint64_t)id >= (uint64_t)j->R) return k + q;
-            t[q] = T + (size_t)id * E + c0;
-        }
-        if (w) {
-            for (int c = 0; c < BLOCK_COLS; c++)
-                acc[c] += fmaf(w[k + 1], t[1][c], w[k] * t[0][c]) + fmaf(w[k + 3], t[3][c], w[k + 2] * t[2][c]);
-        } else {
-            for (int c = 0; c < BLOCK_COLS; c++) acc[c] += (t[0][c] + t[1][c]) + (t[2][c] + t[3][c]);
-        }
-    }
-    for (; k < hi; k++) {
-        if (pf) prefetch_ahead(j, k, end, wide);
-        const int64_t id = id_at(idx, k, wide);
-        if (j->check && (uint64_t)id >= (uint64_t)j->R) return k;
-        const float *restrict t = T + (size_t)id * E + c0;
-        if (w) {
-            const float wk = w[k];
-            for (int c = 0; c < BLOCK_COLS; c++) acc[c] = fmaf(wk, t[c], acc[c]);
-        } else {
-            for (int c = 0; c < BLOCK_COLS; c++) acc[c] += t[c];
-        }
-    }
-    if (j->mean && hi > lo) {
-        const float L = (float)(hi - lo);
-        for (int c = 0; c < BLOCK_COLS; c++) o[c0 + c] = acc[c] / L;
-    } else {
-        for (int c = 0; c < BLOCK_COLS; c++) o[c0 + c] = acc[c];
-    }
-    return -1;
+/* Bag r's 16-column block [c0, c0 + 16): the ids inside, the block's sum in registers. */
+static inline __attribute__((always_inline)) int64_t block16(const pool_job *j, int64_t r, int64_t end, int c0, int pf,
+                                                             const int wide) {
+    if (j->w)
+        return pf ? bag_sum(j, r, end, BLOCK_COLS, j->E, c0, 1, wide, 1) : bag_sum(j, r, end, BLOCK_COLS, j->E, c0, 1, wide, 0);
+    return pf ? bag_sum(j, r, end, BLOCK_COLS, j->E, c0, 0, wide, 1) : bag_sum(j, r, end, BLOCK_COLS, j->E, c0, 0, wide, 0);
 }
 
 /* BLOCKED: per bag, each full 16-column block over all its ids (the first block carries the
@@ -279,11 +250,9 @@ static inline __attribute__((always_inline)) int64_t pool_blocked(const pool_job
     const int E = j->E, full = E / BLOCK_COLS * BLOCK_COLS;
     const int64_t end = j->off[b1];
     for (int64_t r = b0; r < b1; r++) {
-        const int64_t lo = j->off[r], hi = j->off[r + 1];
         if (j->pf) prefetch_out(j, r, b1);
-        float *o = j->out + (size_t)r * j->W;
         for (int c0 = 0; c0 < full; c0 += BLOCK_COLS) {
-            const int64_t k = block16(j, lo, hi, end, c0, c0 == 0 ? j->pf : 0, o, wide);
+            const int64_t k = block16(j, r, end, c0, c0 == 0 && j->pf, wide);
             if (k >= 0) return k;
         }
         if (full < E) {
