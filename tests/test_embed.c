@@ -7,7 +7,7 @@
  *    rec_embed_grad_ref + rec_embed_update_ref (tables and state), and rows no step touched
  *    bitwise unchanged;
  *  - finite differences (float64) of rec_embed_grad_ref against rec_embed_forward_ref;
- *  - 1 vs 2 threads bitwise identical (init, forward, three updates);
+ *  - 1 vs 2, 3, 5 threads bitwise identical (init, forward, three updates);
  *  - init statistics, the exact init formula, determinism per seed;
  *  - every rejection with its message.
  *
@@ -301,38 +301,44 @@ static void test_threads(void) {
     int64_t rows[26];
     int dims[26];
     for (int f = 0; f < 26; f++) rows[f] = f % 5 == 0 ? 1 : 1 + irand(3000), dims[f] = f == 25 ? 17 : 16;
-    const int B = 300;
+    const int B = 300, NT = 4, threads[4] = {1, 2, 3, 5}; /* 3 and 5: walks served by one thread (embed.c) */
     for (int kind = 0; kind < 3; kind++) {
-        rec_embed *e[2];
-        for (int t = 0; t < 2; t++) {
+        rec_embed *e[4];
+        for (int t = 0; t < NT; t++) {
             rec_embed_config cfg = {26, rows, dims, (rec_pooling)(kind == 1), rec_sparse_opt_defaults((rec_sparse_opt_kind)kind, 0.1f),
-                                    B, t + 1, 77, 0};
+                                    B, threads[t], 77, 0};
             CHECK(rec_embed_init(&e[t], &cfg) == REC_OK, "init: %s", rec_errmsg());
         }
         const int W = rec_embed_out_width(e[0]);
-        float *out[2], *dout = malloc(sizeof(float) * B * W);
-        out[0] = malloc(sizeof(float) * B * W), out[1] = malloc(sizeof(float) * B * W);
-        int same = 1;
+        float *out[4], *dout = malloc(sizeof(float) * B * W);
+        for (int t = 0; t < NT; t++) out[t] = malloc(sizeof(float) * B * W);
+        int same[4] = {1, 1, 1, 1};
         for (int step = 0; step < 3; step++) {
             rec_batch b;
             make_batch(&b, B, 26, 0, 26, rows, step == 1 ? 1 : 6, kind == 2);
             for (int i = 0; i < B * W; i++) dout[i] = (float)(urand() - 0.5);
-            for (int t = 0; t < 2; t++) {
+            for (int t = 0; t < NT; t++) {
+                for (int i = 0; i < B * W; i++) out[t][i] = NAN; /* a bag left unwritten shows */
                 CHECK(rec_embed_forward(e[t], &b, 0, out[t]) == REC_OK, "forward: %s", rec_errmsg());
                 CHECK(rec_embed_backward_update(e[t], &b, 0, dout, 0.1f) == REC_OK, "backward: %s", rec_errmsg());
+                if (memcmp(out[0], out[t], sizeof(float) * B * W) != 0) same[t] = 0;
             }
-            if (memcmp(out[0], out[1], sizeof(float) * B * W) != 0) same = 0;
             rec_batch_free(&b);
         }
-        for (int f = 0; f < 26; f++) {
-            if (memcmp(rec_embed_table(e[0], f), rec_embed_table(e[1], f), sizeof(float) * rows[f] * dims[f]) != 0) same = 0;
-            if (rec_embed_state_len(e[0], f) &&
-                memcmp(rec_embed_state(e[0], f), rec_embed_state(e[1], f), sizeof(float) * rec_embed_state_len(e[0], f)) != 0)
-                same = 0;
+        for (int t = 1; t < NT; t++) {
+            for (int f = 0; f < 26; f++) {
+                if (memcmp(rec_embed_table(e[0], f), rec_embed_table(e[t], f), sizeof(float) * rows[f] * dims[f]) != 0) same[t] = 0;
+                if (rec_embed_state_len(e[0], f) &&
+                    memcmp(rec_embed_state(e[0], f), rec_embed_state(e[t], f), sizeof(float) * rec_embed_state_len(e[0], f)) != 0)
+                    same[t] = 0;
+            }
+            CHECK(same[t], "kind %d: 1 and %d threads differ", kind, threads[t]);
         }
-        CHECK(same, "kind %d: 1 and 2 threads differ", kind);
-        free(out[0]), free(out[1]), free(dout);
-        rec_embed_free(e[0]), rec_embed_free(e[1]);
+        int finite = 1;
+        for (int i = 0; i < B * W; i++) finite &= isfinite(out[0][i]) != 0;
+        CHECK(finite, "kind %d: the forward left outputs unwritten", kind);
+        for (int t = 0; t < NT; t++) free(out[t]), rec_embed_free(e[t]);
+        free(dout);
     }
 }
 

@@ -14,8 +14,10 @@
  * grown only by a batch that needs more items than any before.
  *
  * Threads (OpenMP, `num_threads(nt)`): init over tables; forward over work items, backward
- * over tables, both handed out from a shared counter in the order of the per-call mapping
- * (largest estimated cost first, RecFlex §IV-B's host-side mapping adapted to threads). Each
+ * over tables, both mapped at each call from the batch's real pooling factors (RecFlex
+ * §IV-B's host-side mapping adapted to threads): the forward's items in column order, cut
+ * into walks of equal estimated cost that pairs of threads take from both ends (map_items,
+ * walk_claim); the backward's tables largest estimated cost first from a shared counter. Each
  * work item computes its results with the same arithmetic in the same order whatever thread
  * runs it and whatever its schedule, so results are bitwise identical for every thread count
  * and plan. Errors found by several threads are reduced to the first in (feature, batch row)
@@ -120,9 +122,9 @@ void rec_embed_free(rec_embed *e) {
     rec_free(e->depoch);
     rec_free(e->sched);
     rec_free(e->items);
+    rec_free(e->walk);
     rec_free(e->order);
     rec_free(e->cost);
-    rec_free(e->rank);
     rec_free(e->prof_fwd);
     rec_free(e->prof_bwd);
     rec_free(e->prof_ids);
@@ -138,13 +140,6 @@ static void init_table(float *T, int64_t R, int E, uint64_t seed, int f) {
     const double a = sqrt(1.0 / (double)R);
     const size_t n = (size_t)R * (size_t)E;
     for (size_t i = 0; i < n; i++) T[i] = (float)((2.0 * rec_rng_uniform(&r) - 1.0) * a);
-}
-
-/* The low `bits` bits of x in reverse order: table f's rank among tables of equal cost. */
-static uint32_t reversed_bits(uint32_t x, int bits) {
-    uint32_t r = 0;
-    for (int i = 0; i < bits; i++, x >>= 1) r = r << 1 | (x & 1);
-    return r;
 }
 
 rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
@@ -212,9 +207,9 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
     if (!s && dense_rows) s = rec_alloc((void **)&e->depoch, (size_t)e->nt * 16 * sizeof(uint32_t), "embedding dense scratch");
     if (!s) s = rec_alloc((void **)&e->sched, nf * sizeof(rec_embed_sched), "embedding plan");
     if (!s) s = rec_alloc((void **)&e->items, (size_t)(e->items_cap + 1) * sizeof(embed_item), "embedding work items");
+    if (!s) s = rec_alloc((void **)&e->walk, (size_t)(e->nt + 1) / 2 * sizeof(embed_walk), "embedding work items");
     if (!s) s = rec_alloc((void **)&e->order, nf * sizeof(int32_t), "embedding work items");
     if (!s) s = rec_alloc((void **)&e->cost, nf * sizeof(double), "embedding work items");
-    if (!s) s = rec_alloc((void **)&e->rank, nf * sizeof(uint32_t), "embedding work items");
     if (!s) s = rec_alloc((void **)&e->prof_fwd, ntf * sizeof(double), "embedding profile");
     if (!s) s = rec_alloc((void **)&e->prof_bwd, ntf * sizeof(double), "embedding profile");
     if (!s) s = rec_alloc((void **)&e->prof_ids, 2 * nf * sizeof(double), "embedding profile");
@@ -222,10 +217,7 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
         rec_embed_free(e);
         return s;
     }
-    int bits = 0;
-    while (bits < 31 && (1 << bits) < F) bits++;
     for (int f = 0; f < F; f++) {
-        e->rank[f] = reversed_bits((uint32_t)f, bits);
         e->sched[f] = rec_embed_sched_default();
         e->rows[f] = cfg->rows[f];
         e->dims[f] = cfg->dims[f];
@@ -302,25 +294,19 @@ static int64_t table_nnz(const rec_batch *b, int first_feature, int f) {
     return nnz < 0 ? 0 : nnz > j->nnz_cap ? j->nnz_cap : nnz;
 }
 
-/* Among tables of equal cost, order goes by e->rank: the index with its bits reversed.
- * Tables next to each other in the output share cache lines when their dims are small (two
- * dim-8 tables per line), and equal costs are common (one-hot features of one dim); in index
- * order the threads take neighbours at the same time and pass those lines back and forth on
- * every store (model D's forward, uniform table split: 16.4 ms per batch in index order,
- * 11.7 with the neighbours apart). Reversed bits put consecutive items half the tables
- * apart, then a quarter, and so on (e->rank is set by rec_embed_init). */
-static int goes_before(const rec_embed *e, int f, int g) {
-    return e->cost[f] > e->cost[g] || (e->cost[f] == e->cost[g] && e->rank[f] < e->rank[g]);
+/* Table f's estimated cost in the call: floats of rows read plus floats of output written,
+ * the same model as FBGEMM's bandwidth figure. */
+static double table_cost(const rec_embed *e, const rec_batch *b, int first_feature, int f) {
+    return ((double)table_nnz(b, first_feature, f) + (double)b->n) * e->dims[f];
 }
 
-/* Orders the active tables (all, or only `only`) by estimated cost, largest first: bytes of
- * rows read plus bytes of output written, the same model as FBGEMM's bandwidth figure.
- * Returns the number of active tables. e->order keeps the previous call's order (a
+/* Orders the active tables (all, or only `only`) by estimated cost (table_cost), largest
+ * first. Returns the number of active tables. e->order keeps the previous call's order (a
  * permutation of all tables; init sets the identity) and is insertion-sorted from there: a
  * batch's costs are nearly those of the last, so this is O(F) in the steady state. */
 static int order_tables(rec_embed *e, const rec_batch *b, int first_feature, int only) {
     if (only >= 0) {
-        e->cost[only] = ((double)table_nnz(b, first_feature, only) + (double)b->n) * e->dims[only];
+        e->cost[only] = table_cost(e, b, first_feature, only);
         e->order_all = 0;
         e->order[0] = only;
         return 1;
@@ -328,11 +314,11 @@ static int order_tables(rec_embed *e, const rec_batch *b, int first_feature, int
     if (!e->order_all)
         for (int f = 0; f < e->F; f++) e->order[f] = f;
     e->order_all = 1;
-    for (int f = 0; f < e->F; f++) e->cost[f] = ((double)table_nnz(b, first_feature, f) + (double)b->n) * e->dims[f];
+    for (int f = 0; f < e->F; f++) e->cost[f] = table_cost(e, b, first_feature, f);
     for (int i = 1; i < e->F; i++) {
         const int f = e->order[i];
         int k = i;
-        while (k > 0 && goes_before(e, f, e->order[k - 1])) {
+        while (k > 0 && e->cost[f] > e->cost[e->order[k - 1]]) {
             e->order[k] = e->order[k - 1];
             k--;
         }
@@ -343,15 +329,21 @@ static int order_tables(rec_embed *e, const rec_batch *b, int first_feature, int
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
-/* The forward work items of this call (RecFlex's runtime task map): for each active table in
- * cost order, TABLE gives one item; SAMPLE cuts the bags into ceil(nnz / 2^grain) items of
- * about equal ids (at least MIN_BAGS_PER_ITEM bags each), cut points found by binary search
- * on the offsets. Grows the item block when a batch needs more items than any before.
- * *n_items gets the number of items. */
-static rec_status map_items(rec_embed *e, const rec_batch *b, int first_feature, int n_active, int64_t *n_items) {
+/* The forward work items of this call (RecFlex's runtime task map), in column order: for each
+ * active table in index order, TABLE gives one item; SAMPLE cuts the bags into
+ * ceil(nnz / 2^grain) items of about equal ids (at least MIN_BAGS_PER_ITEM bags each), cut
+ * points found by binary search on the offsets. The items are then cut into walks (see
+ * walk_claim) of about equal estimated cost (table_cost, a SAMPLE item costing its table's
+ * share). Walk w
+ * serves threads 2w and 2w + 1, so it gets min(2w + 2, nt) / nt of the total. Grows the item
+ * block when a batch needs more items than any before. *n_items gets the number of items. */
+static rec_status map_items(rec_embed *e, const rec_batch *b, int first_feature, int only, int64_t *n_items) {
     const int64_t B = b->n;
-    int64_t need = 0;
-    for (int i = 0; i < n_active; i++) need += B ? (B + MIN_BAGS_PER_ITEM - 1) / MIN_BAGS_PER_ITEM : 0;
+    const int f0 = only >= 0 ? only : 0, f1 = only >= 0 ? only + 1 : e->F;
+    int64_t need = (int64_t)(f1 - f0) * ((B + MIN_BAGS_PER_ITEM - 1) / MIN_BAGS_PER_ITEM);
+    if (need >= UINT32_MAX)
+        return rec_errorf(REC_EINVAL, "embedding forward: %lld work items; at most %u (fewer tables or bags per call)",
+                          (long long)need, UINT32_MAX - 1);
     if (need > e->items_cap) {
         embed_item *it;
         REC_TRY(rec_alloc((void **)&it, (size_t)(need + 1) * sizeof(embed_item), "embedding work items"));
@@ -359,32 +351,33 @@ static rec_status map_items(rec_embed *e, const rec_batch *b, int first_feature,
         e->items = it;
         e->items_cap = need;
     }
+    double total = 0;
+    for (int f = f0; f < f1; f++) total += table_cost(e, b, first_feature, f);
+    const int nt = e->nt, walks = (nt + 1) / 2;
+    int w = 0;
+    uint32_t w0 = 0; /* first item of walk w */
+    double done = 0, goal = total * (nt < 2 ? nt : 2) / nt;
     int64_t n = 0;
-    for (int i = 0; i < n_active; i++) {
-        const int f = e->order[i];
+    for (int f = f0; f < f1; f++) {
         const rec_jagged *j = &b->sparse[first_feature + f];
         const rec_embed_sched s = e->sched[f];
         int64_t parts = 1;
         if (s.split == REC_SPLIT_SAMPLE) {
-            const int64_t nnz = table_nnz(b, first_feature, f);
-            parts = (nnz >> s.grain) + 1;
+            parts = (table_nnz(b, first_feature, f) >> s.grain) + 1;
             const int64_t maxp = (B + MIN_BAGS_PER_ITEM - 1) / MIN_BAGS_PER_ITEM;
             if (parts > maxp) parts = maxp;
             if (parts < 1) parts = 1;
         }
-        if (parts == 1) {
-            e->items[n++] = (embed_item){0, B, f};
-            continue;
-        }
+        const double part_cost = table_cost(e, b, first_feature, f) / (double)parts;
         /* Cut k ends at the first bag whose end offset reaches k/parts of the ids; offsets
          * that are not monotonic (a corrupt batch) only make the cuts uneven, the kernels
          * report them. */
-        const int64_t base = j->offsets[0], nnz = j->offsets[B] - base;
+        const int64_t base = j->offsets[0], span = j->offsets[B] - base;
         int64_t b0 = 0;
         for (int64_t k = 1; k <= parts && b0 < B; k++) {
             int64_t b1 = B;
             if (k < parts) {
-                const int64_t target = base + nnz * k / parts;
+                const int64_t target = base + span * k / parts;
                 int64_t lo = b0 + MIN_BAGS_PER_ITEM, hi = B;
                 if (lo > B) lo = B;
                 while (lo < hi) {
@@ -396,10 +389,36 @@ static rec_status map_items(rec_embed *e, const rec_batch *b, int first_feature,
             }
             e->items[n++] = (embed_item){b0, b1, f};
             b0 = b1;
+            done += part_cost;
+            if (done >= goal && w < walks - 1) { /* walk w ends after this item */
+                e->walk[w++].v = (uint64_t)n << 32 | w0;
+                w0 = (uint32_t)n;
+                goal = total * (2 * w + 2 < nt ? 2 * w + 2 : nt) / nt;
+            }
         }
     }
+    e->walk[w++].v = (uint64_t)n << 32 | w0;
+    for (; w < walks; w++) e->walk[w].v = (uint64_t)n << 32 | (uint32_t)n;
     *n_items = n;
     return REC_OK;
+}
+
+/* Claims an item of walk r, packed as hi << 32 | lo for the items [lo, hi) left: from the
+ * front (lo) or the back (hi - 1). Returns the item, or -1 when the walk is done.
+ *
+ * Why walks: each thread of a walk writes neighbouring tables' slices of the same output
+ * lines one after the other (a line stays in its cache between items), and the walk's two
+ * threads meet only in its middle, so they seldom write the same line at the same time.
+ * Model D's forward (2 threads, uniform table/fixed/pf0 plan) took 1.09x as long with the
+ * items in cost order from one shared counter and neighbours apart (session 15's measure). */
+static int64_t walk_claim(embed_walk *r, int back) {
+    uint64_t v = __atomic_load_n(&r->v, __ATOMIC_RELAXED);
+    for (;;) {
+        const uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
+        if (lo >= hi) return -1;
+        const uint64_t nv = back ? (uint64_t)(hi - 1) << 32 | lo : (uint64_t)hi << 32 | (lo + 1);
+        if (__atomic_compare_exchange_n(&r->v, &v, nv, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return back ? hi - 1 : lo;
+    }
 }
 
 /* Runs one work item. Returns 0, or 1 with *x set to its first error (bags after it are
@@ -433,24 +452,26 @@ rec_status embed_forward_run(rec_embed *e, const rec_batch *b, int first_feature
     REC_TRY(check_call(e, "forward", b, first_feature));
     const int64_t B = b->n;
     const double t0 = rec_now();
-    const int n_active = order_tables(e, b, first_feature, only);
     int64_t items = 0;
-    if (B) REC_TRY(map_items(e, b, first_feature, n_active, &items));
+    if (B) REC_TRY(map_items(e, b, first_feature, only, &items));
     embed_err first = {INT64_MAX, 0, 0, 0};
-    int64_t next = 0;
-    const int prof = e->profiling;
+    const int prof = e->profiling, walks = (e->nt + 1) / 2;
     if (items > 0) {
 #pragma omp parallel num_threads(e->nt)
         {
             embed_err mine = {INT64_MAX, 0, 0, 0}, x;
-            double *tp = e->prof_fwd + (size_t)omp_get_thread_num() * (size_t)(e->F + 1);
-            for (;;) {
-                const int64_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
-                if (i >= items) break;
-                const double ti = prof ? rec_now() : 0.0;
-                if (forward_item(e, b, first_feature, &e->items[i], out, &x) && x.key < mine.key) mine = x;
-                if (prof) tp[e->items[i].f] += rec_now() - ti;
-            }
+            const int th = omp_get_thread_num();
+            double *tp = e->prof_fwd + (size_t)th * (size_t)(e->F + 1);
+            /* Its own walk first, then the others' (a thread of a short walk helps finish
+             * the longer ones; with fewer threads than asked, nothing is left undone). */
+            for (int k = 0; k < walks; k++)
+                for (;;) {
+                    const int64_t i = walk_claim(&e->walk[(th / 2 + k) % walks], th & 1);
+                    if (i < 0) break;
+                    const double ti = prof ? rec_now() : 0.0;
+                    if (forward_item(e, b, first_feature, &e->items[i], out, &x) && x.key < mine.key) mine = x;
+                    if (prof) tp[e->items[i].f] += rec_now() - ti;
+                }
             if (mine.key != INT64_MAX) {
 #pragma omp critical(rec_embed_forward_err)
                 if (mine.key < first.key) first = mine;
@@ -459,9 +480,12 @@ rec_status embed_forward_run(rec_embed *e, const rec_batch *b, int first_feature
     }
     e->last_fwd_s = rec_now() - t0;
     e->last_ids = 0;
-    for (int i = 0; i < n_active; i++) e->last_ids += (double)table_nnz(b, first_feature, e->order[i]);
-    if (prof)
-        for (int i = 0; i < n_active; i++) e->prof_ids[e->order[i]] += (double)table_nnz(b, first_feature, e->order[i]);
+    for (int f = 0; f < e->F; f++)
+        if (only < 0 || f == only) {
+            const double nnz = (double)table_nnz(b, first_feature, f);
+            e->last_ids += nnz;
+            if (prof) e->prof_ids[f] += nnz;
+        }
     if (first.key != INT64_MAX) return report(e, " forward", &first, B, first_feature);
     return REC_OK;
 }

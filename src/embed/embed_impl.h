@@ -11,6 +11,14 @@ typedef struct embed_item {
     int32_t f;
 } embed_item;
 
+/* Forward work items [lo, hi) that two threads take from opposite ends, packed as
+ * hi << 32 | lo so that one compare-and-swap claims an item from either end (embed.c,
+ * walk_claim); one cache line each. */
+typedef struct embed_walk {
+    uint64_t v;
+    char pad[56];
+} embed_walk;
+
 /* What a forward kernel needs for one table of one batch. out points at the table's first
  * column of batch row 0; row r's output is out + r * W. */
 typedef struct pool_job {
@@ -46,9 +54,9 @@ struct rec_embed {
     /* per-call mapping */
     embed_item *items;       /* forward work items of the current call */
     int64_t items_cap;
+    embed_walk *walk;        /* ((nt + 1) / 2) the walks of the current call's items */
     int32_t *order;          /* (F) tables by estimated cost, largest first */
     int order_all;           /* order holds a permutation of all tables (the last call's) */
-    uint32_t *rank;          /* (F) order among tables of equal cost (embed.c, goes_before) */
     double *cost;            /* (F) estimated cost of each table in the current call */
     /* backward scratch */
     struct bag_entry *ent;   /* (2 * ent_cap): entries, then the sorts' second buffer */
