@@ -471,7 +471,13 @@ static void test_errors(void) {
     j3->offsets[9] = j3->offsets[8] - 1;
     CHECK_ERR(rec_embed_forward(e, &b, 1, out), REC_EINVAL, "feature 4, batch row 8: bag offsets [8, 7)");
     CHECK_ERR(rec_embed_backward_update(e, &b, 1, dout, 0.1f), REC_EINVAL, "feature 4, batch row 8: bag offsets");
-    j3->offsets[9] = keep;
+    /* Offsets whose differences wrap around to look non-decreasing (8, INT64_MAX, -2, 11):
+     * the vectorised scan must not take them for valid bags. */
+    const int64_t keep10 = j3->offsets[10];
+    j3->offsets[9] = INT64_MAX, j3->offsets[10] = -2;
+    CHECK_ERR(rec_embed_forward(e, &b, 1, out), REC_EINVAL, "feature 4, batch row 8: bag offsets [8, 9223372036854775807)");
+    CHECK_ERR(rec_embed_backward_update(e, &b, 1, dout, 0.1f), REC_EINVAL, "feature 4, batch row 8: bag offsets [8, 9223372036854775807)");
+    j3->offsets[9] = keep, j3->offsets[10] = keep10;
     CHECK(rec_embed_backward_update(e, &b, 1, dout, 0.1f) == REC_OK, "backward after repair: %s", rec_errmsg());
     rec_batch_free(&b);
 

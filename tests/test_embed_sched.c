@@ -62,7 +62,8 @@ static model random_model(int F, int B) {
     return m;
 }
 
-/* A batch for m: bag sizes 0..maxbag (a quarter empty), half the ids from the first 4 rows so
+/* A batch for m: bag sizes 0..maxbag (a quarter empty; none for even features of maxbag 1,
+ * which are one-hot), half the ids from the first 4 rows so
  * duplicates occur within and across bags. Ids 64-bit and 32-bit in turns, feature by feature
  * and batch by batch, so that every kernel meets both widths. */
 static void make_batch(rec_batch *b, const model *m) {
@@ -78,7 +79,10 @@ static void make_batch(rec_batch *b, const model *m) {
         rec_jagged *j = &b->sparse[f];
         j->offsets[0] = 0;
         for (int64_t r = 0; r < m->B; r++) {
-            const int64_t L = urand() < 0.25 ? 0 : m->maxbag[f] == 1 ? 1 : irand(m->maxbag[f] + 1);
+            const int64_t L = m->maxbag[f] == 1 && f % 2 == 0 ? 1 /* one-hot: FIXED's offset-free path */
+                              : urand() < 0.25                 ? 0
+                              : m->maxbag[f] == 1              ? 1
+                                                               : irand(m->maxbag[f] + 1);
             if (!s) s = rec_batch_reserve_nnz(b, f, j->offsets[r] + L, m->weighted);
             for (int64_t k = j->offsets[r]; !s && k < j->offsets[r] + L; k++) {
                 j->ids64[k] = urand() < 0.5 ? irand(m->rows[f] < 4 ? m->rows[f] : 4) : irand(m->rows[f]);

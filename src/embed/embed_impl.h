@@ -30,6 +30,7 @@ typedef struct pool_job {
     const float *w;        /* per-id weights or NULL */
     float *out;
     int mean, check, pf, wide;
+    int one;               /* every bag of the range holds exactly one id */
 } pool_job;
 
 /* Pools bags [b0, b1) with the given kernel (rec_embed_kernel). Returns -1, or the position
