@@ -40,8 +40,9 @@
  * results are BITWISE identical for every schedule, every plan and every thread
  * count: a plan changes speed, never numbers. Work is mapped to threads per call from the
  * batch's real pooling factors (RecFlex's host-side mapping, §IV-B): each table's bags are cut
- * into work items of about 2^grain ids (or one item per table), items are ordered by
- * estimated cost, largest table first, and threads take them from a shared counter.
+ * into work items of about 2^grain ids (or one item per table); the forward's items, in
+ * column order, are cut into walks of equal estimated cost that pairs of threads take from
+ * both ends; the backward's tables go largest estimated cost first from a shared counter.
  *
  * Shape letters: see batch.h (B batch, F features, E dim, R rows, L bag size).
  */

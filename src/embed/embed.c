@@ -409,8 +409,9 @@ static rec_status map_items(rec_embed *e, const rec_batch *b, int first_feature,
  * Why walks: each thread of a walk writes neighbouring tables' slices of the same output
  * lines one after the other (a line stays in its cache between items), and the walk's two
  * threads meet only in its middle, so they seldom write the same line at the same time.
- * Model D's forward (2 threads, uniform table/fixed/pf0 plan) took 1.09x as long with the
- * items in cost order from one shared counter and neighbours apart (session 15's measure). */
+ * Against the items in cost order from one shared counter (neighbours apart), the uniform
+ * table/fixed/pf8 forward, same batches, in turns: B 1.04-1.16x, E 1.04-1.07x, D 0.99-1.06x
+ * faster, A and C within noise. */
 static int64_t walk_claim(embed_walk *r, int back) {
     uint64_t v = __atomic_load_n(&r->v, __ATOMIC_RELAXED);
     for (;;) {
