@@ -15,9 +15,9 @@
  * then times the contenders afresh in turns (time_contenders: the selections' own timings are
  * not reported) and prints forward and forward+backward+update time per batch, rows/s, and
  * GB/s in FBGEMM's definition: (B·ΣL·E + B·F·E) × 4 bytes / time, summed over tables (rows
- * read plus pooled outputs written). Beside them: the machine's random-gather ceiling measured by the same
- * program (naive, and with prefetch) and its sequential read bandwidth, over a buffer far
- * larger than the last-level cache.
+ * read plus pooled outputs written). Beside them: the machine's random-gather ceiling
+ * measured by the same program (naive, and with prefetch) and its sequential read bandwidth,
+ * over a buffer far larger than the last-level cache.
  *
  * --dump DIR writes the model and batches for the PyTorch peer (dev/torch_embed.py, run by
  * bench/embed_vs_pytorch.sh): DIR/model.json {"tables": [[rows, dim]...], "batch", "lr"} and

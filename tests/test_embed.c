@@ -434,6 +434,11 @@ static void test_errors(void) {
     BAD(c.opt.init_acc = -0.5f, "init_acc is -0.5");
     BAD(c.max_batch = 0, "max_batch is 0");
     BAD(c.threads = -3, "threads is -3");
+    int64_t r16[16];
+    int d16[16];
+    for (int f = 0; f < 16; f++) r16[f] = 1, d16[f] = 1;
+    BAD((c.n_tables = 16, c.rows = r16, c.dims = d16, c.max_batch = INT32_MAX),
+        "16 tables with max_batch 2147483647 make up to 4294967296 forward work items; at most 4294967294");
 #undef BAD
 
     CHECK(rec_embed_init(&e, &good) == REC_OK, "init: %s", rec_errmsg());

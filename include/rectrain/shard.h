@@ -74,7 +74,8 @@ const rec_shard_schema *rec_shard_get_schema(const rec_shard *s);
 int64_t rec_shard_rows(const rec_shard *s);
 int64_t rec_shard_groups(const rec_shard *s);
 /* Copies rows [row0, row0+n) into `b` (b->n = n). The batch must have the shard's Dn and F
- * and cap >= n; each of its features takes the id width the shard stores (rec_ids_wide). Verifies the checksum of every group it touches the first time. */
+ * and cap >= n; each of its features takes the id width the shard stores (rec_ids_wide).
+ * Verifies the checksum of every group it touches the first time. */
 rec_status rec_shard_read(rec_shard *s, int64_t row0, int64_t n, rec_batch *b);
 /* Checks every group's checksum now. */
 rec_status rec_shard_verify(rec_shard *s);

@@ -10,8 +10,8 @@
  * gather the batch's (id, bag, coefficient) entries into one scratch block (COUNT tables put
  * their pairs there too) sized at init for max_batch rows with REC_EMBED_NNZ_GUESS ids per
  * bag and feature, grown only when a batch carries more ids than any before (`grows` counts
- * it), so a steady-state loop does not allocate. Forward work items likewise live in a block
- * grown only by a batch that needs more items than any before.
+ * it), so a steady-state loop does not allocate. Forward work items live in a block sized
+ * at init for max_batch rows.
  *
  * Threads (OpenMP, `num_threads(nt)`): init over tables; forward over work items, backward
  * over tables, both mapped at each call from the batch's real pooling factors (RecFlex
@@ -159,6 +159,14 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
         W += cfg->dims[f];
     }
     if (W > INT32_MAX) return rec_errorf(REC_EINVAL, "embedding: the dims add up to %lld; at most %d", (long long)W, INT32_MAX);
+    /* The most forward work items a call can make (map_items); a walk packs item indices in 32 bits. */
+    const int64_t bags_per_item = MIN_BAGS_PER_ITEM,
+                  max_items = (int64_t)F * (((int64_t)cfg->max_batch + bags_per_item - 1) / bags_per_item);
+    if (max_items >= UINT32_MAX)
+        return rec_errorf(REC_EINVAL,
+                          "embedding: %d tables with max_batch %d make up to %lld forward work items; at most %u: "
+                          "lower max_batch or split the tables between engines",
+                          F, cfg->max_batch, (long long)max_items, UINT32_MAX - 1);
 
     rec_embed *e;
     REC_TRY(rec_alloc((void **)&e, sizeof *e, "embedding"));
@@ -180,7 +188,6 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
             if (R > dense_rows) dense_rows = R;
         }
     }
-    e->items_cap = (int64_t)F * ((cfg->max_batch + MIN_BAGS_PER_ITEM - 1) / MIN_BAGS_PER_ITEM);
     e->ent_cap = (int64_t)cfg->max_batch * F * REC_EMBED_NNZ_GUESS;
     rec_status s = rec_alloc((void **)&e->rows, nf * sizeof(int64_t), "embedding rows");
     if (!s) s = rec_alloc((void **)&e->dims, nf * sizeof(int), "embedding dims");
@@ -206,7 +213,7 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
     if (!s && dense_rows) s = rec_alloc((void **)&e->dlist, (size_t)e->nt * (size_t)e->drow_stride * sizeof(int32_t), "embedding dense scratch");
     if (!s && dense_rows) s = rec_alloc((void **)&e->depoch, (size_t)e->nt * 16 * sizeof(uint32_t), "embedding dense scratch");
     if (!s) s = rec_alloc((void **)&e->sched, nf * sizeof(rec_embed_sched), "embedding plan");
-    if (!s) s = rec_alloc((void **)&e->items, (size_t)(e->items_cap + 1) * sizeof(embed_item), "embedding work items");
+    if (!s) s = rec_alloc((void **)&e->items, (size_t)(max_items + 1) * sizeof(embed_item), "embedding work items");
     if (!s) s = rec_alloc((void **)&e->walk, (size_t)(e->nt + 1) / 2 * sizeof(embed_walk), "embedding work items");
     if (!s) s = rec_alloc((void **)&e->order, nf * sizeof(int32_t), "embedding work items");
     if (!s) s = rec_alloc((void **)&e->cost, nf * sizeof(double), "embedding work items");
@@ -329,34 +336,26 @@ static int order_tables(rec_embed *e, const rec_batch *b, int first_feature, int
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
+/* The share of the call's estimated cost that walks 0..w cover: walk w serves threads 2w and
+ * 2w + 1 (only 2w when nt is odd and w is the last). */
+static double walk_goal(double total, int w, int nt) { return total * (2 * w + 2 < nt ? 2 * w + 2 : nt) / nt; }
+
 /* The forward work items of this call (RecFlex's runtime task map), in column order: for each
  * active table in index order, TABLE gives one item; SAMPLE cuts the bags into
  * ceil(nnz / 2^grain) items of about equal ids (at least MIN_BAGS_PER_ITEM bags each), cut
  * points found by binary search on the offsets. The items are then cut into walks (see
- * walk_claim) of about equal estimated cost (table_cost, a SAMPLE item costing its table's
- * share). Walk w
- * serves threads 2w and 2w + 1, so it gets min(2w + 2, nt) / nt of the total. Grows the item
- * block when a batch needs more items than any before. *n_items gets the number of items. */
-static rec_status map_items(rec_embed *e, const rec_batch *b, int first_feature, int only, int64_t *n_items) {
+ * walk_claim) of about equal estimated cost per thread served (table_cost, a SAMPLE item
+ * costing its table's share; walk_goal). The item block, sized at init, holds them all: at
+ * most F * ceil(B / MIN_BAGS_PER_ITEM). *n_items gets the number of items. */
+static void map_items(rec_embed *e, const rec_batch *b, int first_feature, int only, int64_t *n_items) {
     const int64_t B = b->n;
     const int f0 = only >= 0 ? only : 0, f1 = only >= 0 ? only + 1 : e->F;
-    int64_t need = (int64_t)(f1 - f0) * ((B + MIN_BAGS_PER_ITEM - 1) / MIN_BAGS_PER_ITEM);
-    if (need >= UINT32_MAX)
-        return rec_errorf(REC_EINVAL, "embedding forward: %lld work items; at most %u (fewer tables or bags per call)",
-                          (long long)need, UINT32_MAX - 1);
-    if (need > e->items_cap) {
-        embed_item *it;
-        REC_TRY(rec_alloc((void **)&it, (size_t)(need + 1) * sizeof(embed_item), "embedding work items"));
-        rec_free(e->items);
-        e->items = it;
-        e->items_cap = need;
-    }
     double total = 0;
-    for (int f = f0; f < f1; f++) total += table_cost(e, b, first_feature, f);
+    for (int f = f0; f < f1; f++) total += e->cost[f] = table_cost(e, b, first_feature, f);
     const int nt = e->nt, walks = (nt + 1) / 2;
     int w = 0;
     uint32_t w0 = 0; /* first item of walk w */
-    double done = 0, goal = total * (nt < 2 ? nt : 2) / nt;
+    double done = 0, goal = walk_goal(total, 0, nt);
     int64_t n = 0;
     for (int f = f0; f < f1; f++) {
         const rec_jagged *j = &b->sparse[first_feature + f];
@@ -368,7 +367,7 @@ static rec_status map_items(rec_embed *e, const rec_batch *b, int first_feature,
             if (parts > maxp) parts = maxp;
             if (parts < 1) parts = 1;
         }
-        const double part_cost = table_cost(e, b, first_feature, f) / (double)parts;
+        const double part_cost = e->cost[f] / (double)parts;
         /* Cut k ends at the first bag whose end offset reaches k/parts of the ids; offsets
          * that are not monotonic (a corrupt batch) only make the cuts uneven, the kernels
          * report them. */
@@ -393,14 +392,13 @@ static rec_status map_items(rec_embed *e, const rec_batch *b, int first_feature,
             if (done >= goal && w < walks - 1) { /* walk w ends after this item */
                 e->walk[w++].v = (uint64_t)n << 32 | w0;
                 w0 = (uint32_t)n;
-                goal = total * (2 * w + 2 < nt ? 2 * w + 2 : nt) / nt;
+                goal = walk_goal(total, w, nt);
             }
         }
     }
     e->walk[w++].v = (uint64_t)n << 32 | w0;
     for (; w < walks; w++) e->walk[w].v = (uint64_t)n << 32 | (uint32_t)n;
     *n_items = n;
-    return REC_OK;
 }
 
 /* Claims an item of walk r, packed as hi << 32 | lo for the items [lo, hi) left: from the
@@ -422,8 +420,6 @@ static int64_t walk_claim(embed_walk *r, int back) {
     }
 }
 
-/* Runs one work item. Returns 0, or 1 with *x set to its first error (bags after it are
- * left unwritten). */
 /* Bags [b0, b1) of j: returns the first that is not a valid range of the feature's id slots
  * (b1 when all are), and sets *one to whether every bag before it holds exactly one id. The
  * common case is one pass without branches, which gcc vectorises: with every offset >= 0 the
@@ -447,6 +443,9 @@ static int64_t scan_bags(const rec_jagged *j, int64_t b0, int64_t b1, int *one) 
     *one = many == 0;
     return bv;
 }
+
+/* Runs one work item. Returns 0, or 1 with *x set to its first error (bags after it are
+ * left unwritten). */
 static int forward_item(const rec_embed *e, const rec_batch *b, int first_feature, const embed_item *it, float *out,
                         embed_err *x) {
     const int f = it->f;
@@ -477,7 +476,7 @@ rec_status embed_forward_run(rec_embed *e, const rec_batch *b, int first_feature
     const int64_t B = b->n;
     const double t0 = rec_now();
     int64_t items = 0;
-    if (B) REC_TRY(map_items(e, b, first_feature, only, &items));
+    if (B) map_items(e, b, first_feature, only, &items);
     embed_err first = {INT64_MAX, 0, 0, 0};
     const int prof = e->profiling, walks = (e->nt + 1) / 2;
     if (items > 0) {

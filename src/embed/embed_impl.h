@@ -53,12 +53,11 @@ struct rec_embed {
     float *state;            /* (sum_f state_len_f), NULL for SGD */
     rec_embed_sched *sched;  /* (F) the plan */
     /* per-call mapping */
-    embed_item *items;       /* forward work items of the current call */
-    int64_t items_cap;
+    embed_item *items;       /* forward work items of the current call (room for all, init) */
     embed_walk *walk;        /* ((nt + 1) / 2) the walks of the current call's items */
     int32_t *order;          /* (F) tables by estimated cost, largest first */
     int order_all;           /* order holds a permutation of all tables (the last call's) */
-    double *cost;            /* (F) estimated cost of each table in the current call */
+    double *cost;            /* (F) estimated cost of each active table in the current call */
     /* backward scratch */
     struct bag_entry *ent;   /* (2 * ent_cap): entries, then the sorts' second buffer */
     int64_t ent_cap;
