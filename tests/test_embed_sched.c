@@ -63,9 +63,9 @@ static model random_model(int F, int B) {
 }
 
 /* A batch for m: bag sizes 0..maxbag (a quarter empty; none for even features of maxbag 1,
- * which are one-hot), half the ids from the first 4 rows so
- * duplicates occur within and across bags. Ids 64-bit and 32-bit in turns, feature by feature
- * and batch by batch, so that every kernel meets both widths. */
+ * which are one-hot), half the ids from the first 4 rows so duplicates occur within and
+ * across bags. Ids 64-bit and 32-bit in turns, feature by feature and batch by batch, so that
+ * every kernel meets both widths. */
 static void make_batch(rec_batch *b, const model *m) {
     static int made;
     made++;
