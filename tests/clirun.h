@@ -50,11 +50,13 @@ static inline long file_size(const char *name) {
     return n;
 }
 
-static inline int same_file(const char *a, const char *b) {
+/* Do files a and b hold the same bytes (or, with prefix, does b begin with all of a's)? */
+static inline int compare_files(const char *a, const char *b, int prefix) {
     FILE *fa = fopen(path(a), "rb"), *fb = fopen(path(b), "rb");
     int same = fa && fb;
     while (same) {
         int x = fgetc(fa), y = fgetc(fb);
+        if (x == EOF && prefix) break;
         if (x != y) same = 0;
         if (x == EOF || y == EOF) break;
     }
@@ -62,6 +64,7 @@ static inline int same_file(const char *a, const char *b) {
     if (fb) fclose(fb);
     return same;
 }
+static inline int same_file(const char *a, const char *b) { return compare_files(a, b, 0); }
 
 /* The value of "key": in the last line of `out` (a JSON summary), or -1. */
 static double json_num(const char *key) {

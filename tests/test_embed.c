@@ -7,9 +7,11 @@
  *    rec_embed_grad_ref + rec_embed_update_ref (tables and state), and rows no step touched
  *    bitwise unchanged;
  *  - finite differences (float64) of rec_embed_grad_ref against rec_embed_forward_ref;
- *  - 1 vs 2, 3, 5 threads bitwise identical (init, forward, three updates);
+ *  - 1 vs 2, 3, 5 threads bitwise identical (init, forward, three updates), under the default
+ *    plan and under the row pass (a one-hot step among them);
  *  - init statistics, the exact init formula, determinism per seed;
- *  - every rejection with its message.
+ *  - every rejection with its message, and bad ids under the row pass reported first in
+ *    (feature, row) order whatever the thread count and the order the pass met them.
  *
  * Tolerances (fp32 fast path vs float64 reference), |got - ref| <= 1e-5 * S per element:
  *  forward: S = the same pooling over |T| and |w|. A bag sums L <= 40 products in fp32, which
@@ -38,9 +40,9 @@ static double urand(void) { return rec_rng_uniform(&g_rng); }
 static int64_t irand(int64_t n) { return (int64_t)rec_rng_below(&g_rng, (uint64_t)n); }
 
 /* A batch of B rows whose sparse features first..first+F-1 draw ids for table f from
- * [0, rows[f]): bag sizes 0..maxbag (a quarter of bags empty), half the ids from the first 4
- * rows so duplicates occur within and across bags; weights in [-1.5, 1.5] when weighted.
- * The other features get one id 0 each. */
+ * [0, rows[f]): bag sizes 0..maxbag (a quarter of bags empty; maxbag -1: exactly one id
+ * each, one-hot), half the ids from the first 4 rows so duplicates occur within and across
+ * bags; weights in [-1.5, 1.5] when weighted. The other features get one id 0 each. */
 static void make_batch(rec_batch *b, int64_t B, int n_sparse, int first, int F, const int64_t *rows,
                        int maxbag, int weighted) {
     rec_status s = rec_batch_init(b, B, 0, n_sparse, 2);
@@ -55,7 +57,7 @@ static void make_batch(rec_batch *b, int64_t B, int n_sparse, int first, int F, 
         rec_jagged *j = &b->sparse[fs];
         j->offsets[0] = 0;
         for (int64_t r = 0; r < B; r++) {
-            int64_t L = !in ? 1 : urand() < 0.25 ? 0 : irand(maxbag + 1);
+            int64_t L = !in || maxbag < 0 ? 1 : urand() < 0.25 ? 0 : irand(maxbag + 1);
             if (s == REC_OK) s = rec_batch_reserve_nnz(b, fs, j->offsets[r] + L, in && weighted);
             if (s != REC_OK) L = 0;
             for (int64_t k = j->offsets[r]; k < j->offsets[r] + L; k++) {
@@ -300,46 +302,52 @@ static void test_fd(void) {
 static void test_threads(void) {
     int64_t rows[26];
     int dims[26];
-    for (int f = 0; f < 26; f++) rows[f] = f % 5 == 0 ? 1 : 1 + irand(3000), dims[f] = f == 25 ? 17 : 16;
+    for (int f = 0; f < 26; f++) rows[f] = f % 5 == 0 ? 1 : 1 + irand(3000), dims[f] = f == 25 ? 17 : f % 3 ? 16 : 8;
     const int B = 300, NT = 4, threads[4] = {1, 2, 3, 5}; /* 3 and 5: walks served by one thread (embed.c) */
-    for (int kind = 0; kind < 3; kind++) {
-        rec_embed *e[4];
-        for (int t = 0; t < NT; t++) {
-            rec_embed_config cfg = {26, rows, dims, (rec_pooling)(kind == 1), rec_sparse_opt_defaults((rec_sparse_opt_kind)kind, 0.1f),
-                                    B, threads[t], 77, 0};
-            CHECK(rec_embed_init(&e[t], &cfg) == REC_OK, "init: %s", rec_errmsg());
-        }
-        const int W = rec_embed_out_width(e[0]);
-        float *out[4], *dout = malloc(sizeof(float) * B * W);
-        for (int t = 0; t < NT; t++) out[t] = malloc(sizeof(float) * B * W);
-        int same[4] = {1, 1, 1, 1};
-        for (int step = 0; step < 3; step++) {
-            rec_batch b;
-            make_batch(&b, B, 26, 0, 26, rows, step == 1 ? 1 : 6, kind == 2);
-            for (int i = 0; i < B * W; i++) dout[i] = (float)(urand() - 0.5);
+    static const char *const PLANS[2] = {"sample/fixed/pf8/g10+dense/pf8", "row/fixed/pf16+dense/pf8"};
+    for (int plan = 0; plan < 2; plan++)
+        for (int kind = 0; kind < 3; kind++) {
+            rec_embed_sched s;
+            CHECK(rec_embed_sched_parse(PLANS[plan], &s) == REC_OK, "plan: %s", rec_errmsg());
+            rec_embed *e[4];
             for (int t = 0; t < NT; t++) {
-                for (int i = 0; i < B * W; i++) out[t][i] = NAN; /* a bag left unwritten shows */
-                CHECK(rec_embed_forward(e[t], &b, 0, out[t]) == REC_OK, "forward: %s", rec_errmsg());
-                CHECK(rec_embed_backward_update(e[t], &b, 0, dout, 0.1f) == REC_OK, "backward: %s", rec_errmsg());
-                if (memcmp(out[0], out[t], sizeof(float) * B * W) != 0) same[t] = 0;
+                rec_embed_config cfg = {26, rows, dims, (rec_pooling)(kind == 1),
+                                        rec_sparse_opt_defaults((rec_sparse_opt_kind)kind, 0.1f), B, threads[t], 77, 0};
+                CHECK(rec_embed_init(&e[t], &cfg) == REC_OK, "init: %s", rec_errmsg());
+                rec_embed_set_uniform(e[t], s);
             }
-            rec_batch_free(&b);
-        }
-        for (int t = 1; t < NT; t++) {
-            for (int f = 0; f < 26; f++) {
-                if (memcmp(rec_embed_table(e[0], f), rec_embed_table(e[t], f), sizeof(float) * rows[f] * dims[f]) != 0) same[t] = 0;
-                if (rec_embed_state_len(e[0], f) &&
-                    memcmp(rec_embed_state(e[0], f), rec_embed_state(e[t], f), sizeof(float) * rec_embed_state_len(e[0], f)) != 0)
-                    same[t] = 0;
+            const int W = rec_embed_out_width(e[0]);
+            float *out[4], *dout = malloc(sizeof(float) * B * W);
+            for (int t = 0; t < NT; t++) out[t] = malloc(sizeof(float) * B * W);
+            int same[4] = {1, 1, 1, 1};
+            for (int step = 0; step < 3; step++) {
+                rec_batch b;
+                make_batch(&b, B, 26, 0, 26, rows, step == 1 ? -1 : step == 2 ? 1 : 6, kind == 2);
+                for (int i = 0; i < B * W; i++) dout[i] = (float)(urand() - 0.5);
+                for (int t = 0; t < NT; t++) {
+                    for (int i = 0; i < B * W; i++) out[t][i] = NAN; /* a bag left unwritten shows */
+                    CHECK(rec_embed_forward(e[t], &b, 0, out[t]) == REC_OK, "forward: %s", rec_errmsg());
+                    CHECK(rec_embed_backward_update(e[t], &b, 0, dout, 0.1f) == REC_OK, "backward: %s", rec_errmsg());
+                    if (memcmp(out[0], out[t], sizeof(float) * B * W) != 0) same[t] = 0;
+                }
+                int finite = 1;
+                for (int i = 0; i < B * W; i++) finite &= isfinite(out[0][i]) != 0;
+                CHECK(finite, "%s, kind %d, step %d: the forward left outputs unwritten", PLANS[plan], kind, step);
+                rec_batch_free(&b);
             }
-            CHECK(same[t], "kind %d: 1 and %d threads differ", kind, threads[t]);
+            for (int t = 1; t < NT; t++) {
+                for (int f = 0; f < 26; f++) {
+                    if (memcmp(rec_embed_table(e[0], f), rec_embed_table(e[t], f), sizeof(float) * rows[f] * dims[f]) != 0)
+                        same[t] = 0;
+                    if (rec_embed_state_len(e[0], f) &&
+                        memcmp(rec_embed_state(e[0], f), rec_embed_state(e[t], f), sizeof(float) * rec_embed_state_len(e[0], f)) != 0)
+                        same[t] = 0;
+                }
+                CHECK(same[t], "%s, kind %d: 1 and %d threads differ", PLANS[plan], kind, threads[t]);
+            }
+            for (int t = 0; t < NT; t++) free(out[t]), rec_embed_free(e[t]);
+            free(dout);
         }
-        int finite = 1;
-        for (int i = 0; i < B * W; i++) finite &= isfinite(out[0][i]) != 0;
-        CHECK(finite, "kind %d: the forward left outputs unwritten", kind);
-        for (int t = 0; t < NT; t++) free(out[t]), rec_embed_free(e[t]);
-        free(dout);
-    }
 }
 
 /* ---- init ---------------------------------------------------------------------------------- */
@@ -494,10 +502,62 @@ static void test_errors(void) {
     rec_embed_free(e);
 }
 
+static void set_id(rec_jagged *j, int64_t k, int64_t id) {
+    if (j->wide) j->ids64[k] = id;
+    else j->ids32[k] = (int32_t)id;
+}
+
+/* Bad ids under the row pass, which walks rows first: with bad ids at (table 2, row 5) and
+ * (table 1, row 50) it meets table 2's first, yet table 1's is reported, as under every other
+ * schedule; a table the pass does not take (a bag of feature 0 is empty) reports its own when
+ * its key is lower; a one-hot feature whose offsets are corrupt leaves the pass and is
+ * reported by its item. 1, 2 and 3 threads (row ranges split between the errors or not). */
+static void test_row_errors(void) {
+    int64_t rows[4] = {30, 40, 1460, 5};
+    int dims[4] = {8, 16, 16, 3}; /* tables 1 and 2 in one class; dim 3: no FIXED code, so TABLE */
+    rec_embed_sched row, def = rec_embed_sched_default();
+    CHECK(rec_embed_sched_parse("row/fixed/pf4+radix/pf8", &row) == REC_OK, "parse: %s", rec_errmsg());
+    for (int nt = 1; nt <= 3; nt++) {
+        rec_embed_config cfg = {4, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), 64, nt, 1, 0};
+        rec_embed *e;
+        CHECK(rec_embed_init(&e, &cfg) == REC_OK, "init: %s", rec_errmsg());
+        rec_embed_set_uniform(e, row);
+        rec_batch b;
+        make_batch(&b, 64, 4, 0, 4, rows, -1, 0);
+        CHECK(rec_batch_set_wide(&b, 1, 0) == REC_OK && rec_batch_set_wide(&b, 2, 0) == REC_OK, "narrow: %s", rec_errmsg());
+        const int W = rec_embed_out_width(e);
+        float *out = malloc(sizeof(float) * 64 * W), *ref = malloc(sizeof(float) * 64 * W);
+        rec_jagged *j0 = &b.sparse[0], *j1 = &b.sparse[1], *j2 = &b.sparse[2];
+        for (int r = 3; r < 64; r++) j0->offsets[r + 1]--; /* bag 3 empty: feature 0 is not one-hot */
+        const int64_t k0 = j0->offsets[60], k1 = j1->offsets[50], k2 = j2->offsets[5];
+        const int64_t id0 = rec_jagged_id(j0, k0), id1 = rec_jagged_id(j1, k1), id2 = rec_jagged_id(j2, k2);
+        set_id(j0, k0, 30), set_id(j1, k1, 40), set_id(j2, k2, 1460);
+        CHECK_ERR(rec_embed_forward(e, &b, 0, out), REC_EINVAL, "feature 0 (table 0, 30 rows), batch row 60: id 30 is outside [0, 30)");
+        set_id(j0, k0, id0);
+        CHECK_ERR(rec_embed_forward(e, &b, 0, out), REC_EINVAL, "feature 1 (table 1, 40 rows), batch row 50: id 40 is outside [0, 40)");
+        set_id(j1, k1, id1);
+        CHECK_ERR(rec_embed_forward(e, &b, 0, out), REC_EINVAL, "feature 2 (table 2, 1460 rows), batch row 5: id 1460 is outside");
+        set_id(j2, k2, id2);
+        const int64_t keep9 = j1->offsets[9], keep10 = j1->offsets[10];
+        j1->offsets[9] = INT64_MAX, j1->offsets[10] = -2;
+        CHECK_ERR(rec_embed_forward(e, &b, 0, out), REC_EINVAL, "feature 1, batch row 8: bag offsets [8, 9223372036854775807)");
+        j1->offsets[9] = keep9, j1->offsets[10] = keep10;
+        for (int i = 0; i < 64 * W; i++) out[i] = NAN;
+        CHECK(rec_embed_forward(e, &b, 0, out) == REC_OK, "%d threads, repaired batch: %s", nt, rec_errmsg());
+        rec_embed_set_uniform(e, def);
+        CHECK(rec_embed_forward(e, &b, 0, ref) == REC_OK, "default plan: %s", rec_errmsg());
+        CHECK(!memcmp(out, ref, sizeof(float) * 64 * W), "%d threads: the row pass and the default plan differ in bits", nt);
+        free(out), free(ref);
+        rec_batch_free(&b);
+        rec_embed_free(e);
+    }
+}
+
 int main(void) {
     rec_rng_seed(&g_rng, 2024, 0);
     test_init();
     test_errors();
+    test_row_errors();
     test_fd();
     test_vs_ref();
     test_threads();

@@ -34,7 +34,7 @@ static const char TRAIN_USAGE[] =
     "  --oracle FILE      true click probabilities (gen --prob-out) to report the ceiling AUC\n"
     "  --loss-log FILE    write \"step loss\" for every step\n"
     "  --tune             tune the embedding engine's per-table plan on the first steps\n"
-    "                     (at most 144; results are unchanged, only speed)\n"
+    "                     (at most 174; results are unchanged, only speed)\n"
     "  --plan FILE        embedding plan: load FILE if it fits the tables; with --tune, retune\n"
     "                     when FILE is missing or was tuned on other data, and write it\n"
     "  --rows N           embedded default only: rows to generate (default 1M)\n"

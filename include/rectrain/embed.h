@@ -82,7 +82,13 @@ rec_sparse_opt_config rec_sparse_opt_defaults(rec_sparse_opt_kind kind, float lr
  *   split   SAMPLE: the table's bags are cut into items of about 2^grain ids, any thread runs
  *                   any item (sample parallelism, TorchRec's mapping);
  *           TABLE:  the whole table is one item run by one thread (table parallelism: its rows
- *                   stay in one core's caches; HugeCTR's sample-block mapping in spirit).
+ *                   stay in one core's caches; HugeCTR's sample-block mapping in spirit);
+ *           ROW:    for one-hot features (every bag of the batch holds exactly one id) with a
+ *                   FIXED dim: the row pass, in which each thread takes an equal range of batch
+ *                   rows and writes every ROW table's slice of a row before the next row (the
+ *                   output is written in order, a row's slices side by side); pf then counts
+ *                   (row, table) steps of that walk. A batch whose feature is not one-hot runs
+ *                   the table as TABLE with the same kernel and pf; other dims always do.
  *   kernel  GENERIC: runtime-E loop accumulating in the output row;
  *           FIXED:   E known at compile time (E in {1,2,4,8,16,32,64,128}), the bag's sum in
  *                    registers (dim-specialised vector width); other E run GENERIC;
@@ -106,7 +112,7 @@ rec_sparse_opt_config rec_sparse_opt_defaults(rec_sparse_opt_kind kind, float lr
  *                  id: the schedule for multi-hot tables whose bags revisit the same rows.
  *   bpf     prefetch distance, in sorted entries, of the rows (and optimizer state) the
  *           update will write (0 = none). */
-typedef enum rec_embed_split { REC_SPLIT_SAMPLE = 0, REC_SPLIT_TABLE = 1 } rec_embed_split;
+typedef enum rec_embed_split { REC_SPLIT_SAMPLE = 0, REC_SPLIT_TABLE = 1, REC_SPLIT_ROW = 2 } rec_embed_split;
 typedef enum rec_embed_kernel { REC_KERN_GENERIC = 0, REC_KERN_FIXED = 1, REC_KERN_BLOCKED = 2 } rec_embed_kernel;
 typedef enum rec_embed_sort { REC_SORT_RADIX = 0, REC_SORT_COUNT = 1, REC_SORT_DENSE = 2 } rec_embed_sort;
 enum {
@@ -189,7 +195,7 @@ void rec_embed_set_uniform(rec_embed *e, rec_embed_sched s);
  * returns the count; REC_EMBED_MAX_CANDIDATES always suffices. */
 enum { REC_EMBED_MAX_CANDIDATES = 64 };
 /* The whole candidate universe (the default schedule's other fields): what a uniform schedule
- * may be. Returns the count (36 forward, 9 backward). */
+ * may be. Returns the count (40 forward, 9 backward). */
 int rec_embed_fwd_universe(rec_embed_sched *out, int cap);
 int rec_embed_bwd_universe(rec_embed_sched *out, int cap);
 int rec_embed_fwd_candidates(const rec_embed *e, int f, rec_embed_sched *out, int cap);
@@ -242,9 +248,9 @@ typedef struct rec_embed_tune_opts {
 rec_status rec_embed_tune_begin(rec_embed *e, const rec_embed_tune_opts *o);
 int rec_embed_tuning(const rec_embed *e);
 /* After tuning: which global candidate gave the forward fields and which the backward ones
- * (0 per-table, 1 per-table all-SAMPLE, 2/3 the best uniform SAMPLE / TABLE schedule, 4 the
- * plan tuning started from) and the steps it took. */
-enum { REC_EMBED_GLOBAL_CANDIDATES = 5 };
+ * (0 per-table, 1 per-table all-SAMPLE, 2/3/4 the best uniform SAMPLE / TABLE / ROW
+ * schedule, 5 the plan tuning started from) and the steps it took. */
+enum { REC_EMBED_GLOBAL_CANDIDATES = 6 };
 typedef struct rec_embed_tune_report {
     int winner, winner_bwd;
     int fwd_rounds, bwd_rounds;  /* local-stage rounds (calls) */

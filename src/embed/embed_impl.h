@@ -33,6 +33,30 @@ typedef struct pool_job {
     int one;               /* every bag of the range holds exactly one id */
 } pool_job;
 
+/* One table of the row pass (split ROW, embed.h): a one-hot feature of the batch, so bag r's
+ * id is idx[r] and its weight w[r] (the pointers are at the feature's first offset). */
+typedef struct row_table {
+    const float *T;        /* (R, E) */
+    const void *idx;       /* int64_t if the class is wide, else int32_t */
+    const float *w;        /* NULL unless the class is weighted */
+    int64_t R;
+    int32_t col, f;        /* column in out; table */
+} row_table;
+
+/* A class of the row pass: n tables of one dim, id width, weighting and prefetch distance,
+ * pooled by one specialised loop. */
+typedef struct row_job {
+    const row_table *t;
+    int n, E, wide, weighted, pf, check, W;
+    float *out;            /* (B, W) */
+} row_job;
+
+/* Rows [r0, r1) of the class, row by row (every table's slice of row r, then row r + 1),
+ * the table rows of the (row, table) step pf ahead prefetched. Returns -1, or (checked mode)
+ * the index in j->t of a table with an id outside [0, R), *bad_row getting its row: the
+ * first in that order, the steps before it written. */
+int embed_pool_rows(const row_job *j, int64_t r0, int64_t r1, int64_t *bad_row);
+
 /* Pools bags [b0, b1) with the given kernel (rec_embed_kernel). Returns -1, or the position
  * of the first id outside [0, R) when j->check (the bags before its bag are written). */
 int64_t embed_pool(const pool_job *j, int kernel, int64_t b0, int64_t b1);
@@ -58,6 +82,11 @@ struct rec_embed {
     int32_t *order;          /* (F) tables by estimated cost, largest first */
     int order_all;           /* order holds a permutation of all tables (the last call's) */
     double *cost;            /* (F) estimated cost of each active table in the current call */
+    uint8_t *rowok;          /* (F) table f is pooled by the current call's row pass */
+    row_table *rtab;         /* (F) the row pass's tables, class by class */
+    row_job *rjob;           /* (F) the row pass's classes */
+    int n_rjob;
+    embed_walk row_next;     /* first row of the row pass's next chunk to claim (.v) */
     /* backward scratch */
     struct bag_entry *ent;   /* (2 * ent_cap): entries, then the sorts' second buffer */
     int64_t ent_cap;

@@ -1,12 +1,12 @@
 /* Schedules, candidates, plans and the tuner of the embedding engine (embed.h).
  *
  * The candidate space is one universe of forward schedules (split x kernel x prefetch x
- * grain: 2 x 3 x 4 x 2 less the grains TABLE ignores = 36) and one of backward schedules
+ * grain: SAMPLE 3 x 4 x 2, TABLE 3 x 4, ROW only FIXED x 4 = 40) and one of backward schedules
  * (sort x prefetch = 3 x 3 = 9). A table's candidates are the universe's members that differ
- * FOR IT (embed_sched_effective folds kernels it has no code path for into GENERIC, and COUNT
- * and DENSE into RADIX on tables too large for them), so a dim-8 table has 24 forward
- * candidates (BLOCKED runs GENERIC below dim 16), a dim-24 one 24 too (FIXED has no dim 24)
- * and a dim-16 one all 36.
+ * FOR IT (embed_sched_effective folds kernels it has no code path for into GENERIC, ROW into
+ * TABLE on dims FIXED has no code for, and COUNT and DENSE into RADIX on tables too large for
+ * them), so a dim-8 table has 28 forward candidates (BLOCKED runs GENERIC below dim 16), a
+ * dim-24 one 24 (FIXED has no dim 24, so neither has ROW) and a dim-16 one all 40.
  * Keeping the universe index of each candidate lets the tuner score a uniform schedule (one
  * universe member for all tables) from the same measurements.
  *
@@ -33,7 +33,7 @@ static const uint8_t FWD_GRAIN[] = {9, 12};
 static const uint8_t BWD_PF[] = {0, 8, 32};
 /* The global stage's whole-plan timings are wall clock over short passes (0.1 ms for a Kaggle
  * batch), so each plan gets 3x the local stage's calls and keeps its best one. */
-enum { GRAIN_TABLE = 10, MAX_FWD_U = 36, MAX_BWD_U = 9, N_GLOBAL = REC_EMBED_GLOBAL_CANDIDATES, GLOBAL_REPS_FACTOR = 3 };
+enum { GRAIN_TABLE = 10, MAX_FWD_U = 40, MAX_BWD_U = 9, N_GLOBAL = REC_EMBED_GLOBAL_CANDIDATES, GLOBAL_REPS_FACTOR = 3 };
 
 /* ---- schedules ------------------------------------------------------------------------------ */
 
@@ -41,14 +41,14 @@ rec_embed_sched rec_embed_sched_default(void) {
     return (rec_embed_sched){REC_SPLIT_SAMPLE, REC_KERN_FIXED, 8, 10, REC_SORT_DENSE, 8};
 }
 
-static const char *const SPLIT_NAMES[] = {"sample", "table"};
+static const char *const SPLIT_NAMES[] = {"sample", "table", "row"};
 static const char *const KERN_NAMES[] = {"generic", "fixed", "blocked"};
 static const char *const SORT_NAMES[] = {"radix", "count", "dense"};
 
 const char *rec_embed_sched_name(rec_embed_sched s, char *buf, size_t cap) {
-    const char *sp = s.split <= 1 ? SPLIT_NAMES[s.split] : "?", *k = s.kernel <= 2 ? KERN_NAMES[s.kernel] : "?";
+    const char *sp = s.split <= 2 ? SPLIT_NAMES[s.split] : "?", *k = s.kernel <= 2 ? KERN_NAMES[s.kernel] : "?";
     const char *so = s.sort <= 2 ? SORT_NAMES[s.sort] : "?";
-    if (s.split == REC_SPLIT_TABLE)
+    if (s.split != REC_SPLIT_SAMPLE)
         snprintf(buf, cap, "%s/%s/pf%d+%s/pf%d", sp, k, s.pf, so, s.bpf);
     else
         snprintf(buf, cap, "%s/%s/pf%d/g%d+%s/pf%d", sp, k, s.pf, s.grain, so, s.bpf);
@@ -82,8 +82,8 @@ rec_status rec_embed_sched_parse(const char *text, rec_embed_sched *out) {
     const char *bad = NULL;
     int v = 0;
     size_t n = strcspn(p, "/+");
-    int i = lookup(p, n, SPLIT_NAMES, 2);
-    if (i < 0) bad = "the split (want sample or table)";
+    int i = lookup(p, n, SPLIT_NAMES, 3);
+    if (i < 0) bad = "the split (want sample, table or row)";
     else {
         s.split = (uint8_t)i;
         p += n;
@@ -126,8 +126,9 @@ int embed_sort_fits(const rec_embed *e, int f, int sort) {
 }
 
 rec_embed_sched embed_sched_effective(const rec_embed *e, int f, rec_embed_sched s) {
+    if (s.split == REC_SPLIT_ROW && !embed_kernel_native(REC_KERN_FIXED, e->dims[f])) s.split = REC_SPLIT_TABLE;
     if (!embed_kernel_native(s.kernel, e->dims[f])) s.kernel = REC_KERN_GENERIC;
-    if (s.split == REC_SPLIT_TABLE) s.grain = GRAIN_TABLE;
+    if (s.split != REC_SPLIT_SAMPLE) s.grain = GRAIN_TABLE;
     if (!embed_sort_fits(e, f, s.sort)) s.sort = REC_SORT_RADIX;
     return s;
 }
@@ -138,7 +139,7 @@ int embed_sched_equal(rec_embed_sched a, rec_embed_sched b) {
 }
 
 static rec_status check_sched(const rec_embed *e, int f, rec_embed_sched s) {
-    const char *bad = s.split > REC_SPLIT_TABLE ? "split" : s.kernel > REC_KERN_BLOCKED ? "kernel"
+    const char *bad = s.split > REC_SPLIT_ROW ? "split" : s.kernel > REC_KERN_BLOCKED ? "kernel"
                       : s.pf > 64 ? "pf" : s.grain < REC_EMBED_GRAIN_MIN || s.grain > REC_EMBED_GRAIN_MAX ? "grain"
                       : s.sort > REC_SORT_DENSE ? "sort" : s.bpf > 64 ? "bpf" : NULL;
     if (bad) return rec_errorf(REC_EINVAL, "embedding table %d: schedule field %s is out of range (see embed.h)", f, bad);
@@ -173,11 +174,14 @@ void rec_embed_set_uniform(rec_embed *e, rec_embed_sched s) {
 
 /* ---- candidates ----------------------------------------------------------------------------- */
 
-/* The forward universe with base's backward fields; returns its size (MAX_FWD_U). */
+/* The forward universe with base's backward fields; returns its size (MAX_FWD_U). ROW has
+ * its own pass, so its kernel only matters when a batch sends it to TABLE: FIXED, the one
+ * ROW's dims have. */
 static int fwd_universe(rec_embed_sched base, rec_embed_sched *u) {
     int n = 0;
-    for (int sp = 0; sp < 2; sp++)
-        for (int k = 0; k < 3; k++)
+    for (int sp = 0; sp < 3; sp++)
+        for (int k = 0; k < 3; k++) {
+            if (sp == REC_SPLIT_ROW && k != REC_KERN_FIXED) continue;
             for (size_t p = 0; p < sizeof FWD_PF; p++)
                 for (size_t g = 0; g < (sp == REC_SPLIT_SAMPLE ? sizeof FWD_GRAIN : 1); g++) {
                     rec_embed_sched s = base;
@@ -187,6 +191,7 @@ static int fwd_universe(rec_embed_sched base, rec_embed_sched *u) {
                     s.grain = sp == REC_SPLIT_SAMPLE ? FWD_GRAIN[g] : GRAIN_TABLE;
                     u[n++] = s;
                 }
+        }
     return n;
 }
 
@@ -506,7 +511,7 @@ static void build_global(rec_embed *e, embed_tuner *t) {
     const int F = t->F;
     rec_embed_sched *g0 = t->gplan, *g1 = t->gplan + (size_t)(F + 1);
     t->gkind[0] = 0, t->gkind[1] = 1;
-    int any_table = 0;
+    int any_whole = 0; /* a table not cut into SAMPLE items */
     for (int f = 0; f < F; f++) {
         const size_t of = (size_t)f * MAX_FWD_U, ob = (size_t)f * MAX_BWD_U;
         int kf = best_of(t->t_f + of, t->c_f + of, t->nc_f[f], 0);
@@ -518,8 +523,8 @@ static void build_global(rec_embed *e, embed_tuner *t) {
         }
         if (kb >= 0) s.sort = t->c_b[ob + (size_t)kb].sort, s.bpf = t->c_b[ob + (size_t)kb].bpf;
         g0[f] = g1[f] = s;
-        if (s.split == REC_SPLIT_TABLE) {
-            any_table = 1;
+        if (s.split != REC_SPLIT_SAMPLE) {
+            any_whole = 1;
             const int ks = best_of(t->t_f + of, t->c_f + of, t->nc_f[f], 1);
             if (ks >= 0) {
                 const rec_embed_sched c = t->c_f[of + (size_t)ks];
@@ -527,8 +532,8 @@ static void build_global(rec_embed *e, embed_tuner *t) {
             }
         }
     }
-    int n = any_table ? 2 : 1;
-    /* Best uniform backward, then the two best uniform forward members. */
+    int n = any_whole ? 2 : 1;
+    /* Best uniform backward, then the best uniform forward member of each split. */
     rec_embed_sched ub[MAX_BWD_U], uf[MAX_FWD_U];
     const rec_embed_sched base = rec_embed_sched_default();
     bwd_universe(base, ub);
@@ -539,14 +544,15 @@ static void build_global(rec_embed *e, embed_tuner *t) {
     /* The best uniform forward member of each split: the local times judge a table's rows
      * per id well, but not what a split does to the whole pass (load balance, one table's
      * rows in both cores' caches), which the global stage measures. */
-    int pick[2] = {-1, -1};
-    double cost[2] = {INFINITY, INFINITY};
+    int pick[3] = {-1, -1, -1};
+    double cost[3] = {INFINITY, INFINITY, INFINITY};
     for (int u = 0; u < t->nu_f; u++) {
-        const int i = uf[u].split == REC_SPLIT_TABLE;
+        const int i = uf[u].split;
         const double c = uniform_cost(t, u, 0);
         if (c < cost[i]) cost[i] = c, pick[i] = u;
     }
-    for (int i = 0; i < 2 && pick[i] >= 0; i++) {
+    for (int i = 0; i < 3; i++) {
+        if (pick[i] < 0) continue;
         rec_embed_sched s = uf[pick[i]];
         s.sort = ub[bb].sort, s.bpf = ub[bb].bpf;
         rec_embed_sched *g = t->gplan + (size_t)n * (size_t)(F + 1);

@@ -322,7 +322,7 @@ static rec_status finish_plan(job *j) {
     rec_embed_tune_result(e, &r);
     static const char *const WHO[REC_EMBED_GLOBAL_CANDIDATES] = {
         "per-table plan", "per-table plan, all sample-split", "best uniform sample-split schedule",
-        "best uniform table-split schedule", "plan it started from"};
+        "best uniform table-split schedule", "best uniform row-split schedule", "plan it started from"};
     if (j->o->log)
         fprintf(j->o->log, "train: embedding plan tuned at step %lld (%d + %d local rounds): forward of the %s, "
                 "backward of the %s\n", (long long)rec_model_steps(j->model), r.fwd_rounds, r.bwd_rounds,
