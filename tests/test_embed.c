@@ -304,7 +304,7 @@ static void test_threads(void) {
     int dims[26];
     for (int f = 0; f < 26; f++) rows[f] = f % 5 == 0 ? 1 : 1 + irand(3000), dims[f] = f == 25 ? 17 : f % 3 ? 16 : 8;
     const int B = 300, NT = 4, threads[4] = {1, 2, 3, 5}; /* 3 and 5: walks served by one thread (embed.c) */
-    static const char *const PLANS[2] = {"sample/fixed/pf8/g10+dense/pf8", "row/fixed/pf16+dense/pf8"};
+    static const char *const PLANS[2] = {"sample/fixed/pf8/g10+dense/pf8", "row/fixed/pf16/g9+dense/pf8"};
     for (int plan = 0; plan < 2; plan++)
         for (int kind = 0; kind < 3; kind++) {
             rec_embed_sched s;
@@ -514,9 +514,11 @@ static void set_id(rec_jagged *j, int64_t k, int64_t id) {
  * reported by its item. 1, 2 and 3 threads (row ranges split between the errors or not). */
 static void test_row_errors(void) {
     int64_t rows[4] = {30, 40, 1460, 5};
-    int dims[4] = {8, 16, 16, 3}; /* tables 1 and 2 in one class; dim 3: no FIXED code, so TABLE */
-    rec_embed_sched row, def = rec_embed_sched_default();
-    CHECK(rec_embed_sched_parse("row/fixed/pf4+radix/pf8", &row) == REC_OK, "parse: %s", rec_errmsg());
+    int dims[4] = {8, 16, 16, 3}; /* tables 1 and 2 in one class; dim 3: no FIXED code, so SAMPLE */
+    rec_embed_sched row, def;
+    CHECK(rec_embed_sched_parse("row/fixed/pf4/g6+radix/pf8", &row) == REC_OK &&
+              rec_embed_sched_parse("sample/fixed/pf8/g10+dense/pf8", &def) == REC_OK,
+          "parse: %s", rec_errmsg());
     for (int nt = 1; nt <= 3; nt++) {
         rec_embed_config cfg = {4, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), 64, nt, 1, 0};
         rec_embed *e;

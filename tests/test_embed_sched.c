@@ -424,7 +424,7 @@ static void test_plans(void) {
     snprintf(bad, sizeof bad, "%s/bad.json", dir);
     rec_embed_sched s0, s1, s2;
     CHECK(rec_embed_sched_parse("table/blocked/pf16+count/pf0", &s0) == REC_OK, "parse: %s", rec_errmsg());
-    CHECK(rec_embed_sched_parse("row/fixed/pf4+radix/pf8", &s1) == REC_OK, "parse: %s", rec_errmsg());
+    CHECK(rec_embed_sched_parse("row/fixed/pf4/g9+radix/pf8", &s1) == REC_OK, "parse: %s", rec_errmsg());
     CHECK(rec_embed_sched_parse("sample/fixed/pf4/g9+radix/pf0", &s2) == REC_OK, "parse: %s", rec_errmsg());
     CHECK(rec_embed_set_sched(e, 0, s0) == REC_OK && rec_embed_set_sched(e, 1, s1) == REC_OK &&
           rec_embed_set_sched(e, 2, s2) == REC_OK, "set: %s", rec_errmsg());
@@ -483,13 +483,13 @@ static void test_plans(void) {
         CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, MID[i].want);
     }
     char name[64];
-    CHECK(!strcmp(rec_embed_sched_name(rec_embed_get_sched(g, 2), name, sizeof name), "sample/fixed/pf8/g10+dense/pf8"),
+    CHECK(!strcmp(rec_embed_sched_name(rec_embed_get_sched(g, 2), name, sizeof name), "row/fixed/pf0/g12+dense/pf8"),
           "a failed load changed the plan: %s", name);
     /* The schedule text form. */
     rec_embed_sched x;
     CHECK_ERR(rec_embed_sched_parse("", &x), REC_EINVAL, "cannot read the split");
     CHECK_ERR(rec_embed_sched_parse("rows/fixed/pf8+radix/pf8", &x), REC_EINVAL, "cannot read the split (want sample, table or row)");
-    CHECK_ERR(rec_embed_sched_parse("row/fixed/pf8/g10+radix/pf8", &x), REC_EINVAL, "cannot read '+' and the backward schedule");
+    CHECK_ERR(rec_embed_sched_parse("row/fixed/pf8+radix/pf8", &x), REC_EINVAL, "cannot read the grain");
     CHECK_ERR(rec_embed_sched_parse("sample/fixed/pf8+radix/pf8", &x), REC_EINVAL, "cannot read the grain");
     CHECK_ERR(rec_embed_sched_parse("sample/fixed/pf99/g10+radix/pf8", &x), REC_EINVAL, "cannot read the prefetch distance");
     CHECK_ERR(rec_embed_sched_parse("sample/fixed/pf8/g5+radix/pf8", &x), REC_EINVAL, "cannot read the grain");

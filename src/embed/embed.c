@@ -350,12 +350,13 @@ static int order_tables(rec_embed *e, const rec_batch *b, int first_feature, int
 static double walk_goal(double total, int w, int nt) { return total * (2 * w + 2 < nt ? 2 * w + 2 : nt) / nt; }
 
 /* The forward work items of this call (RecFlex's runtime task map), in column order: for each
- * active table in index order, TABLE gives one item; SAMPLE cuts the bags into
- * ceil(nnz / 2^grain) items of about equal ids (at least MIN_BAGS_PER_ITEM bags each), cut
- * points found by binary search on the offsets. The items are then cut into walks (see
- * walk_claim) of about equal estimated cost per thread served (table_cost, a SAMPLE item
- * costing its table's share; walk_goal). The item block, sized at init, holds them all: at
- * most F * ceil(B / MIN_BAGS_PER_ITEM). Tables in the call's row pass (rowok) make none. */
+ * active table in index order, TABLE gives one item; SAMPLE (and ROW outside the row pass)
+ * cuts the bags into ceil(nnz / 2^grain) items of about equal ids (at least
+ * MIN_BAGS_PER_ITEM bags each), cut points found by binary search on the offsets. The items
+ * are then cut into walks (see walk_claim) of about equal estimated cost per thread served
+ * (table_cost, a SAMPLE item costing its table's share; walk_goal). The item block, sized at
+ * init, holds them all: at most F * ceil(B / MIN_BAGS_PER_ITEM). Tables in the call's row
+ * pass (rowok) make none. */
 static void map_items(rec_embed *e, const rec_batch *b, int first_feature, int only) {
     const int64_t B = b->n;
     const int f0 = only >= 0 ? only : 0, f1 = only >= 0 ? only + 1 : e->F;
@@ -371,7 +372,7 @@ static void map_items(rec_embed *e, const rec_batch *b, int first_feature, int o
         const rec_jagged *j = &b->sparse[first_feature + f];
         const rec_embed_sched s = e->sched[f];
         int64_t parts = 1;
-        if (s.split == REC_SPLIT_SAMPLE) {
+        if (s.split != REC_SPLIT_TABLE) { /* SAMPLE, or ROW outside the row pass */
             parts = (table_nnz(b, first_feature, f) >> s.grain) + 1;
             const int64_t maxp = (B + MIN_BAGS_PER_ITEM - 1) / MIN_BAGS_PER_ITEM;
             if (parts > maxp) parts = maxp;

@@ -1,10 +1,11 @@
 /* Schedules, candidates, plans and the tuner of the embedding engine (embed.h).
  *
  * The candidate space is one universe of forward schedules (split x kernel x prefetch x
- * grain: SAMPLE 3 x 4 x 2, TABLE 3 x 4, ROW only FIXED x 4 = 40) and one of backward schedules
+ * grain: SAMPLE 3 x 4 x 2, TABLE 3 x 4, ROW only FIXED and ROW_GRAIN x 4 = 40) and one of
+ * backward schedules
  * (sort x prefetch = 3 x 3 = 9). A table's candidates are the universe's members that differ
  * FOR IT (embed_sched_effective folds kernels it has no code path for into GENERIC, ROW into
- * TABLE on dims FIXED has no code for, and COUNT and DENSE into RADIX on tables too large for
+ * SAMPLE on dims FIXED has no code for, and COUNT and DENSE into RADIX on tables too large for
  * them), so a dim-8 table has 28 forward candidates (BLOCKED runs GENERIC below dim 16), a
  * dim-24 one 24 (FIXED has no dim 24, so neither has ROW) and a dim-16 one all 40.
  * Keeping the universe index of each candidate lets the tuner score a uniform schedule (one
@@ -30,6 +31,11 @@
 
 static const uint8_t FWD_PF[] = {0, 4, 16, 48};
 static const uint8_t FWD_GRAIN[] = {9, 12};
+/* ROW's grain in the universe: it only cuts the SAMPLE items ROW falls back to, where it is
+ * as fast as TABLE and keeps a large multi-hot table from holding one thread (forward, pf0,
+ * in turns: A 36.0 ms at g12 against 36.3 TABLE and 39.3 g9; C 41.6 / 40.3 / 42.7; D 12.8 /
+ * 12.1 / 15.2; E 21.4 / 20.6 / 23.2), and a multi-hot table's other grains are SAMPLE's. */
+enum { ROW_GRAIN = 12 };
 static const uint8_t BWD_PF[] = {0, 8, 32};
 /* The global stage's whole-plan timings are wall clock over short passes (0.1 ms for a Kaggle
  * batch), so each plan gets 3x the local stage's calls and keeps its best one. */
@@ -38,7 +44,7 @@ enum { GRAIN_TABLE = 10, MAX_FWD_U = 40, MAX_BWD_U = 9, N_GLOBAL = REC_EMBED_GLO
 /* ---- schedules ------------------------------------------------------------------------------ */
 
 rec_embed_sched rec_embed_sched_default(void) {
-    return (rec_embed_sched){REC_SPLIT_SAMPLE, REC_KERN_FIXED, 8, 10, REC_SORT_DENSE, 8};
+    return (rec_embed_sched){REC_SPLIT_ROW, REC_KERN_FIXED, 0, ROW_GRAIN, REC_SORT_DENSE, 8};
 }
 
 static const char *const SPLIT_NAMES[] = {"sample", "table", "row"};
@@ -48,7 +54,7 @@ static const char *const SORT_NAMES[] = {"radix", "count", "dense"};
 const char *rec_embed_sched_name(rec_embed_sched s, char *buf, size_t cap) {
     const char *sp = s.split <= 2 ? SPLIT_NAMES[s.split] : "?", *k = s.kernel <= 2 ? KERN_NAMES[s.kernel] : "?";
     const char *so = s.sort <= 2 ? SORT_NAMES[s.sort] : "?";
-    if (s.split != REC_SPLIT_SAMPLE)
+    if (s.split == REC_SPLIT_TABLE)
         snprintf(buf, cap, "%s/%s/pf%d+%s/pf%d", sp, k, s.pf, so, s.bpf);
     else
         snprintf(buf, cap, "%s/%s/pf%d/g%d+%s/pf%d", sp, k, s.pf, s.grain, so, s.bpf);
@@ -96,7 +102,7 @@ rec_status rec_embed_sched_parse(const char *text, rec_embed_sched *out) {
     } else if (!bad) bad = "the kernel (want generic, fixed or blocked)";
     if (!bad && !(*p++ == '/' && parse_num(&p, "pf", 64, &v))) bad = "the prefetch distance (want pf0..pf64)";
     if (!bad) s.pf = (uint8_t)v;
-    if (!bad && s.split == REC_SPLIT_SAMPLE) {
+    if (!bad && s.split != REC_SPLIT_TABLE) {
         if (!(*p++ == '/' && parse_num(&p, "g", REC_EMBED_GRAIN_MAX, &v) && v >= REC_EMBED_GRAIN_MIN))
             bad = "the grain (want g6..g16)";
         else s.grain = (uint8_t)v;
@@ -112,8 +118,8 @@ rec_status rec_embed_sched_parse(const char *text, rec_embed_sched *out) {
     if (!bad && *p) bad = "the end of the schedule";
     if (bad)
         return rec_errorf(REC_EINVAL,
-                          "schedule \"%.80s\": cannot read %s; the form is split/kernel/pfN[/gN]+sort/pfN, "
-                          "e.g. \"sample/fixed/pf8/g10+radix/pf8\"",
+                          "schedule \"%.80s\": cannot read %s; the form is split/kernel/pfN[/gN]+sort/pfN (gN for "
+                          "sample and row), e.g. \"sample/fixed/pf8/g10+radix/pf8\"",
                           text, bad);
     *out = s;
     return REC_OK;
@@ -126,9 +132,9 @@ int embed_sort_fits(const rec_embed *e, int f, int sort) {
 }
 
 rec_embed_sched embed_sched_effective(const rec_embed *e, int f, rec_embed_sched s) {
-    if (s.split == REC_SPLIT_ROW && !embed_kernel_native(REC_KERN_FIXED, e->dims[f])) s.split = REC_SPLIT_TABLE;
+    if (s.split == REC_SPLIT_ROW && !embed_kernel_native(REC_KERN_FIXED, e->dims[f])) s.split = REC_SPLIT_SAMPLE;
     if (!embed_kernel_native(s.kernel, e->dims[f])) s.kernel = REC_KERN_GENERIC;
-    if (s.split != REC_SPLIT_SAMPLE) s.grain = GRAIN_TABLE;
+    if (s.split == REC_SPLIT_TABLE) s.grain = GRAIN_TABLE;
     if (!embed_sort_fits(e, f, s.sort)) s.sort = REC_SORT_RADIX;
     return s;
 }
@@ -188,7 +194,7 @@ static int fwd_universe(rec_embed_sched base, rec_embed_sched *u) {
                     s.split = (uint8_t)sp;
                     s.kernel = (uint8_t)k;
                     s.pf = FWD_PF[p];
-                    s.grain = sp == REC_SPLIT_SAMPLE ? FWD_GRAIN[g] : GRAIN_TABLE;
+                    s.grain = sp == REC_SPLIT_SAMPLE ? FWD_GRAIN[g] : sp == REC_SPLIT_ROW ? ROW_GRAIN : GRAIN_TABLE;
                     u[n++] = s;
                 }
         }
