@@ -40,7 +40,8 @@
  * results are BITWISE identical for every schedule, every plan and every thread
  * count: a plan changes speed, never numbers. Work is mapped to threads per call from the
  * batch's real pooling factors (RecFlex's host-side mapping, §IV-B): each table's bags are cut
- * into work items of about 2^grain ids (or one item per table); the forward's items, in
+ * into work items of about 2^grain ids (or one item per table; or, for one-hot ROW tables,
+ * pooled row by row over chunks of batch rows the threads claim); the forward's items, in
  * column order, are cut into walks of equal estimated cost that pairs of threads take from
  * both ends; the backward's tables go largest estimated cost first from a shared counter.
  *

@@ -13,11 +13,12 @@
  * it), so a steady-state loop does not allocate. Forward work items live in a block sized
  * at init for max_batch rows.
  *
- * Threads (OpenMP, `num_threads(nt)`): init over tables; forward over work items, backward
- * over tables, both mapped at each call from the batch's real pooling factors (RecFlex
- * §IV-B's host-side mapping adapted to threads): the forward's items in column order, cut
- * into walks of equal estimated cost that pairs of threads take from both ends (map_items,
- * walk_claim); the backward's tables largest estimated cost first from a shared counter. Each
+ * Threads (OpenMP, `num_threads(nt)`): init over tables; forward over chunks of batch rows
+ * (the row pass of one-hot ROW tables) and then work items, backward over tables, all mapped
+ * at each call from the batch's real pooling factors (RecFlex §IV-B's host-side mapping
+ * adapted to threads): the forward's items in column order, cut into walks of equal
+ * estimated cost that pairs of threads take from both ends (map_items, walk_claim); the
+ * backward's tables largest estimated cost first from a shared counter. Each
  * work item computes its results with the same arithmetic in the same order whatever thread
  * runs it and whatever its schedule, so results are bitwise identical for every thread count
  * and plan. Errors found by several threads are reduced to the first in (feature, batch row)
@@ -33,9 +34,9 @@
 enum {
     REC_EMBED_NNZ_GUESS = 1,  /* ids per bag assumed when sizing the backward scratch */
     MIN_BAGS_PER_ITEM = 8,    /* a SAMPLE item holds at least this many bags (or the rest) */
-    ROW_CHUNK_BYTES = 256 << 10, /* output a chunk of the row pass covers (row_pass) */
-    ROW_CHUNK_ROWS = 16,      /* ... its least rows */
-    ROW_CHUNK_MAX = 64,       /* ... and its most (chunks are claimed, the last ones balance the threads) */
+    ROW_CHUNK_BYTES = 256 << 10, /* output a chunk of the row pass covers (row_pass) ... */
+    ROW_CHUNK_ROWS = 16,         /* ... at least this many rows ... */
+    ROW_CHUNK_MAX = 64,          /* ... at most (chunks are claimed: the last ones balance the threads) */
 };
 
 /* One id of the batch as the backward sees it: the row, the bag it came from and the factor
@@ -484,9 +485,11 @@ static int forward_item(const rec_embed *e, const rec_batch *b, int first_featur
 /* ---- the row pass (split ROW) ---------------------------------------------------------------
  * One-hot ROW tables are pooled row by row: a thread takes a chunk of batch rows and writes
  * every such table's slice of a row before the next row, so the output is written in order
- * and a row's lines fill while they are in L1. On Kaggle's 26 one-hot dim-16 tables a
- * throwaway driver (2 threads, no checks) ran that order at 0.146-0.164 ms per batch of 2048
- * against 0.18-0.19 table by table and 0.32 for the naive loop. The pass is three phases of
+ * and a row's lines fill while they are in L1. On Kaggle's 26 one-hot dim-16 tables, 2
+ * threads, the same batches in turns: row/fixed/pf0/g12 0.176 ms per batch of 2048 against
+ * 0.236 for table/fixed/pf0 and 0.214 for sample/fixed/pf8/g10 (a bare row-major loop without
+ * checks or classes, in a throwaway driver: 0.141-0.146 where the engine took 0.161-0.168, so
+ * the checks, the scan and the phases cost about 13%). The pass is three phases of
  * the forward's one parallel region: each thread checks its share of the rows of the
  * candidate tables (row_scan); one thread groups the tables that passed into classes and maps
  * the other tables' items (row_classes, map_items); the threads claim chunks of rows until

@@ -2,12 +2,12 @@
  *
  * The candidate space is one universe of forward schedules (split x kernel x prefetch x
  * grain: SAMPLE 3 x 4 x 2, TABLE 3 x 4, ROW only FIXED and ROW_GRAIN x 4 = 40) and one of
- * backward schedules
- * (sort x prefetch = 3 x 3 = 9). A table's candidates are the universe's members that differ
- * FOR IT (embed_sched_effective folds kernels it has no code path for into GENERIC, ROW into
- * SAMPLE on dims FIXED has no code for, and COUNT and DENSE into RADIX on tables too large for
- * them), so a dim-8 table has 28 forward candidates (BLOCKED runs GENERIC below dim 16), a
- * dim-24 one 24 (FIXED has no dim 24, so neither has ROW) and a dim-16 one all 40.
+ * backward schedules (sort x prefetch = 3 x 3 = 9). A table's candidates are the universe's
+ * members that differ FOR IT (embed_sched_effective folds kernels it has no code path for
+ * into GENERIC, ROW into SAMPLE on dims FIXED has no code for, and COUNT and DENSE into RADIX
+ * on tables too large for them), so a dim-8 table has 28 forward candidates (BLOCKED runs
+ * GENERIC below dim 16), a dim-24 one 24 (FIXED has no dim 24, so neither has ROW) and a
+ * dim-16 one all 40.
  * Keeping the universe index of each candidate lets the tuner score a uniform schedule (one
  * universe member for all tables) from the same measurements.
  *
@@ -181,8 +181,8 @@ void rec_embed_set_uniform(rec_embed *e, rec_embed_sched s) {
 /* ---- candidates ----------------------------------------------------------------------------- */
 
 /* The forward universe with base's backward fields; returns its size (MAX_FWD_U). ROW has
- * its own pass, so its kernel only matters when a batch sends it to TABLE: FIXED, the one
- * ROW's dims have. */
+ * its own pass, so its kernel only matters when a batch sends it to SAMPLE items: FIXED, the
+ * one ROW's dims have. */
 static int fwd_universe(rec_embed_sched base, rec_embed_sched *u) {
     int n = 0;
     for (int sp = 0; sp < 3; sp++)
