@@ -15,7 +15,7 @@
  *
  * and the row pass of split ROW (embed_pool_rows): one-hot bags of a class of tables (one
  * FIXED dim, id width and weighting), row by row, every table's slice of row r before row
- * r + 1, each step pool_one's.
+ * r + 1, each bag pooled as FIXED pools a one-id bag (pool_id).
  *
  * Every kernel computes each output element in one canonical order: acc = 0, then for each
  * full group of 4 consecutive ids of the bag acc = acc + ((t0 + t1) + (t2 + t3)) (weighted:
@@ -171,9 +171,18 @@ static inline __attribute__((always_inline)) int64_t bag_sum(const pool_job *j, 
     return -1;
 }
 
+/* A one-id bag's output o from row id of T (dim E): 0 + t (fmaf(w, t, 0) weighted), the
+ * canonical order's, MEAN's / 1 being exact. */
+static inline __attribute__((always_inline)) void pool_id(const float *restrict T, int64_t id, float w,
+                                                          float *restrict o, const int E, const int weighted) {
+    bag_acc acc;
+    acc_zero(&acc, E);
+    acc_add1(&acc, T + (size_t)id * (size_t)E, w, E, weighted);
+    acc_store(&acc, o, 0.0f, E);
+}
+
 /* One-id bags [b0, b1) for a compile-time E (j->one): bag r's id is at off[b0] + r - b0, so
- * the offsets are not read, and its sum is 0 + t (fmaf(w, t, 0) weighted), the canonical
- * order's, MEAN's / 1 being exact. */
+ * the offsets are not read. */
 static inline __attribute__((always_inline)) int64_t pool_one(const pool_job *j, int64_t b0, int64_t b1, const int E,
                                                               const int weighted, const int wide) {
     const float *restrict T = j->T;
@@ -186,10 +195,7 @@ static inline __attribute__((always_inline)) int64_t pool_one(const pool_job *j,
         }
         const int64_t id = id_at(j->idx, k, wide);
         if (j->check && (uint64_t)id >= (uint64_t)R) return k;
-        bag_acc acc;
-        acc_zero(&acc, E);
-        acc_add1(&acc, T + (size_t)id * (size_t)E, weighted ? j->w[k] : 0.0f, E, weighted);
-        acc_store(&acc, j->out + (size_t)r * j->W, 0.0f, E);
+        pool_id(T, id, weighted ? j->w[k] : 0.0f, j->out + (size_t)r * j->W, E, weighted);
     }
     return -1;
 }
@@ -315,14 +321,13 @@ static inline __attribute__((always_inline)) int64_t pool_fixed(const pool_job *
     }
 }
 
-/* The row pass's loop for a compile-time E: each step is pool_one's (0 + t, or fmaf(w, t, 0),
- * the canonical order's); a second cursor, pf steps ahead in the same (row, table) order,
- * prefetches. On this machine the out-of-order core already keeps enough steps' misses in
+/* The row pass's loop for a compile-time E: each step is pool_id; a second cursor, pf steps
+ * ahead in the same (row, table) order, prefetches. On this machine the out-of-order core already keeps enough steps' misses in
  * flight (each step is independent), and prefetching only adds to them: Kaggle's forward,
  * uniform row/fixed/pf0 / pf4 / pf16 / pf48, took 0.184 / 0.277 / 0.243 / 0.218 ms per batch
  * (table/fixed/pf8: 0.213; one run, in turns), and with pf16 perf put 69% of the loop's
- * samples on the prefetch instruction itself, which waits for a free fill buffer. The tuner
- * picks pf0 for it on Kaggle, B and D. */
+ * samples on the prefetch instruction itself, which waits for a free fill buffer. The bench's
+ * sweeps picked pf0 for it on Kaggle, B, D and E. */
 static inline __attribute__((always_inline)) int rows_loop(const row_job *j, int64_t r0, int64_t r1, int64_t *bad_row,
                                                            const int E, const int weighted, const int wide) {
     const row_table *restrict t = j->t;
@@ -344,18 +349,16 @@ static inline __attribute__((always_inline)) int rows_loop(const row_job *j, int
                 *bad_row = r;
                 return i;
             }
-            bag_acc acc;
-            acc_zero(&acc, E);
-            acc_add1(&acc, t[i].T + (size_t)id * (size_t)E, weighted ? t[i].w[r] : 0.0f, E, weighted);
-            acc_store(&acc, o + t[i].col, 0.0f, E);
+            pool_id(t[i].T, id, weighted ? t[i].w[r] : 0.0f, o + t[i].col, E, weighted);
         }
     }
     return -1;
 }
 
-#define ROWS_CASE(EE)                                                                                      \
-    case EE:                                                                                               \
-        return j->weighted ? rows_loop(j, r0, r1, bad_row, EE, 1, wide) : rows_loop(j, r0, r1, bad_row, EE, 0, wide);
+#define ROWS_CASE(EE)                                                                   \
+    case EE:                                                                            \
+        return j->weighted ? rows_loop(j, r0, r1, bad_row, EE, 1, wide)                 \
+                           : rows_loop(j, r0, r1, bad_row, EE, 0, wide);
 
 static inline __attribute__((always_inline)) int rows_dispatch(const row_job *j, int64_t r0, int64_t r1,
                                                                int64_t *bad_row, const int wide) {
