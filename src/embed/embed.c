@@ -555,20 +555,21 @@ static int row_first_error(const rec_embed *e, const rec_batch *b, int first_fea
     return 0;
 }
 
-/* Phase 3: chunks of rows claimed from a shared counter until none is left (at least
+/* Phase 3: chunks of rows claimed from the shared counter *next until none is left (at least
  * ROW_CHUNK_ROWS rows, at most ROW_CHUNK_MAX, about ROW_CHUNK_BYTES of output so a chunk's
  * lines are still in L2 when the next class writes its slices of them), the classes taking
  * turns over each. With tp, each class's time is shared equally among its tables (same dim,
  * one id each). Returns 0, or 1 with *x the first error in the chunks it ran (every chunk is
  * run, so the least over the threads is the batch's first). */
-static int row_pass(rec_embed *e, const rec_batch *b, int first_feature, double *tp, embed_err *x) {
+static int row_pass(const rec_embed *e, const rec_batch *b, int first_feature, int64_t *next, double *tp,
+                    embed_err *x) {
     const int64_t B = b->n;
     int64_t chunk = ROW_CHUNK_BYTES / ((int64_t)e->W * (int64_t)sizeof(float));
     if (chunk < ROW_CHUNK_ROWS) chunk = ROW_CHUNK_ROWS;
     if (chunk > ROW_CHUNK_MAX) chunk = ROW_CHUNK_MAX;
     x->key = INT64_MAX;
     for (;;) {
-        const int64_t c0 = (int64_t)__atomic_fetch_add(&e->row_next.v, (uint64_t)chunk, __ATOMIC_RELAXED);
+        const int64_t c0 = __atomic_fetch_add(next, chunk, __ATOMIC_RELAXED);
         if (c0 >= B) break;
         const int64_t c1 = B - c0 > chunk ? c0 + chunk : B;
         for (int c = 0; c < e->n_rjob; c++) {
@@ -598,6 +599,7 @@ rec_status embed_forward_run(rec_embed *e, const rec_batch *b, int first_feature
     for (int f = 0; f < e->F; f++) rows += e->rowok[f] = (uint8_t)((only < 0 || f == only) && row_sched(e, f));
     embed_err first = {INT64_MAX, 0, 0, 0};
     const int prof = e->profiling, walks = (e->nt + 1) / 2;
+    int64_t row_next = 0; /* first row of the row pass's next chunk */
     if (B > 0) {
 #pragma omp parallel num_threads(e->nt)
         {
@@ -612,10 +614,9 @@ rec_status embed_forward_run(rec_embed *e, const rec_batch *b, int first_feature
 #pragma omp single
             {
                 if (rows) row_classes(e, b, first_feature, out);
-                e->row_next.v = 0;
                 map_items(e, b, first_feature, only);
             }
-            if (rows && row_pass(e, b, first_feature, tp, &x)) mine = x;
+            if (rows && row_pass(e, b, first_feature, &row_next, tp, &x)) mine = x;
             /* Its own walk first, then the others' (a thread of a short walk helps finish
              * the longer ones; with fewer threads than asked, nothing is left undone). */
             for (int k = 0; k < walks; k++)

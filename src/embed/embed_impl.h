@@ -82,11 +82,10 @@ struct rec_embed {
     int32_t *order;          /* (F) tables by estimated cost, largest first */
     int order_all;           /* order holds a permutation of all tables (the last call's) */
     double *cost;            /* (F) estimated cost of each active table in the current call */
-    uint8_t *rowok;          /* (F) table f is pooled by the current call's row pass */
+    uint8_t *rowok;          /* (F) the current call's row pass: 0 not in it, 1 a candidate, 2 in a class */
     row_table *rtab;         /* (F) the row pass's tables, class by class */
     row_job *rjob;           /* (F) the row pass's classes */
     int n_rjob;
-    embed_walk row_next;     /* first row of the row pass's next chunk to claim (.v) */
     /* backward scratch */
     struct bag_entry *ent;   /* (2 * ent_cap): entries, then the sorts' second buffer */
     int64_t ent_cap;
