@@ -303,7 +303,7 @@ static void test_threads(void) {
     int64_t rows[26];
     int dims[26];
     for (int f = 0; f < 26; f++) rows[f] = f % 5 == 0 ? 1 : 1 + irand(3000), dims[f] = f == 25 ? 17 : f % 3 ? 16 : 8;
-    const int B = 300, NT = 4, threads[4] = {1, 2, 3, 5}; /* 3 and 5: walks served by one thread (embed.c) */
+    const int B = 300, NT = 4, threads[4] = {1, 2, 3, 5}; /* 3 and 5: walks served by one thread (forward.c) */
     static const char *const PLANS[2] = {"sample/fixed/pf8/g10+dense/pf8", "row/fixed/pf16/g9+dense/pf8"};
     for (int plan = 0; plan < 2; plan++)
         for (int kind = 0; kind < 3; kind++) {

@@ -1,5 +1,6 @@
-/* Internals of the embedding engine shared by embed.c (tables, drivers, backward), pool.c
- * (forward kernels) and tune.c (candidates, tuner, plans). Not a public header. */
+/* Internals of the embedding engine shared by embed.c (tables, init, shared checks), forward.c
+ * and backward.c (the fused drivers), pool.c (forward kernels) and tune.c (candidates, tuner,
+ * plans). Not a public header. */
 #ifndef RECTRAIN_EMBED_IMPL_H
 #define RECTRAIN_EMBED_IMPL_H
 
@@ -12,7 +13,7 @@ typedef struct embed_item {
 } embed_item;
 
 /* Forward work items [lo, hi) that two threads take from opposite ends, packed as
- * hi << 32 | lo so that one compare-and-swap claims an item from either end (embed.c,
+ * hi << 32 | lo so that one compare-and-swap claims an item from either end (forward.c,
  * walk_claim); one cache line each. */
 typedef struct embed_walk {
     uint64_t v;
@@ -63,6 +64,27 @@ int64_t embed_pool(const pool_job *j, int kernel, int64_t b0, int64_t b1);
 /* Does `kernel` have a code path of its own for dim E (else it runs GENERIC)? */
 int embed_kernel_native(int kernel, int E);
 
+enum { EMBED_MIN_BAGS_PER_ITEM = 8 }; /* a SAMPLE item holds at least this many bags (or the rest) */
+
+/* One id of the batch as the backward sees it: the row, the bag it came from and the factor
+ * its bag's output gradient is multiplied by (w_k, or w_k / L for MEAN). */
+typedef struct bag_pair {
+    int32_t bag;
+    float coef;
+} bag_pair;
+typedef struct bag_entry {
+    int64_t id;
+    bag_pair p;
+} bag_entry;
+
+/* First error of one table / thread: key = f * B + row orders errors as (feature, row);
+ * kind 1 = id out of range (a = id), kind 2 = bad bag offsets (a, c = the offsets). */
+typedef struct embed_err {
+    int64_t key;
+    int kind;
+    int64_t a, c;
+} embed_err;
+
 typedef struct embed_tuner embed_tuner;
 
 struct rec_embed {
@@ -87,14 +109,14 @@ struct rec_embed {
     row_job *rjob;           /* (F) the row pass's classes */
     int n_rjob;
     /* backward scratch */
-    struct bag_entry *ent;   /* (2 * ent_cap): entries, then the sorts' second buffer */
+    bag_entry *ent;          /* (2 * ent_cap): entries, then the sorts' second buffer */
     int64_t ent_cap;
     int64_t grows;           /* times ent was grown by a batch */
     int64_t *ebase;          /* (F+1) first entry of table f in ent for the current batch */
     int64_t *maxid;          /* (F) largest id of table f in the current batch */
     int64_t *nent;           /* (F) ids of table f in the batch (RADIX: entries gathered) */
     uint8_t *bpath;          /* (F) backward path (rec_embed_sort) of table f for the batch */
-    struct embed_err *err;   /* (F) first error of table f in the current batch */
+    embed_err *err;          /* (F) first error of table f in the current batch */
     float *acc;              /* (nt, W) per-thread gradient rows being summed */
     uint32_t *hist;          /* (nt, hist_stride) COUNT sort histograms, or NULL */
     int64_t hist_stride;     /* largest table rows a COUNT sort serves + 2 */
@@ -111,6 +133,23 @@ struct rec_embed {
     double last_fwd_s, last_bwd_s, last_ids; /* wall seconds and ids of the last calls */
     embed_tuner *tuner;
 };
+
+/* Checks a call's batch size and feature range against the engine; who names the call. */
+rec_status embed_check_call(const rec_embed *e, const char *who, const rec_batch *b, int first_feature);
+/* Turns a recorded error into the status and message; feature = batch sparse index. */
+rec_status embed_report(const rec_embed *e, const char *who, const embed_err *x, int64_t B, int first_feature);
+/* Ids of table f in the batch, clamped to the feature's slots (corrupt offsets are reported
+ * by the kernels' bag checks, not here). */
+int64_t embed_table_nnz(const rec_batch *b, int first_feature, int f);
+/* Table f's estimated cost in the call: floats of rows read plus floats of output written,
+ * the same model as FBGEMM's bandwidth figure. */
+double embed_table_cost(const rec_embed *e, const rec_batch *b, int first_feature, int f);
+
+/* Is bag `row` of j a valid range of its id slots? */
+static inline int embed_bag_ok(const rec_jagged *j, int64_t row) {
+    const int64_t lo = j->offsets[row], hi = j->offsets[row + 1];
+    return lo >= 0 && lo <= hi && hi <= j->nnz_cap;
+}
 
 /* Runs the fused forward (backward+update) of every table, or only of table `only` when it
  * is >= 0 (the others' outputs are left untouched), with the current plan. */

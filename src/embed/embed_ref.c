@@ -1,7 +1,7 @@
 /* float64 scalar references of the embedding bag and its sparse optimizers (embed.h), written
- * as the definitions read, to test embed.c against: a dense gradient table instead of the
- * sort-and-sum, and the optimizer formulas applied per element. Ids are assumed valid (the
- * fast path is what checks them). */
+ * as the definitions read, to test forward.c and backward.c against: a dense gradient table
+ * instead of the sort-and-sum, and the optimizer formulas applied per element. Ids are
+ * assumed valid (the fast path is what checks them). */
 #include <math.h>
 
 #include "rectrain/embed.h"

@@ -9,7 +9,7 @@
  *            sum stays in registers for E <= 64. A range of one-id bags (pool_job.one, found
  *            by the driver's offset scan) is pooled without reading the offsets: Kaggle's 26
  *            one-hot tables, uniform table/fixed/pf8, 1.17x faster forward (in turns, same
- *            process; 1.08-1.11x more from vectorising that scan, embed.c).
+ *            process; 1.08-1.11x more from vectorising that scan, forward.c).
  *   BLOCKED  16 columns at a time (two 8-wide registers), the bag's ids inside; tail columns
  *            by the generic loop.
  *
