@@ -1,4 +1,4 @@
-/* Embedding schedules, plans and the tuner (embed.h "Schedules", tune.c).
+/* Embedding schedules, plans and the tuner (embed.h "Schedules"; sched.c, plan.c, tune.c).
  *
  *  - random heterogeneous models (dims 1..256 incl. odd ones, tables of 1..20000 rows incl.
  *    single-row tables, bags of 0..300 ids with duplicates, weighted and not, SUM and MEAN):
@@ -496,6 +496,9 @@ static void test_plans(void) {
     CHECK_ERR(rec_embed_sched_parse("table/fixed/pf8", &x), REC_EINVAL, "cannot read '+' and the backward schedule");
     CHECK_ERR(rec_embed_sched_parse("table/fixed/pf8+heap/pf8", &x), REC_EINVAL, "cannot read the sort (want radix, count or dense)");
     CHECK_ERR(rec_embed_sched_parse("table/fixed/pf8+radix/pf8/x", &x), REC_EINVAL, "cannot read the end");
+    CHECK_ERR(rec_embed_sched_parse("table", &x), REC_EINVAL, "cannot read the kernel (want generic, fixed or blocked)");
+    CHECK_ERR(rec_embed_sched_parse("table+fixed/pf8+radix/pf8", &x), REC_EINVAL, "cannot read the kernel");
+    CHECK_ERR(rec_embed_sched_parse("table/fixed/pf8+radix", &x), REC_EINVAL, "cannot read the backward prefetch distance");
     remove(path), remove(bad), rmdir(dir);
     rec_embed_free(e);
     rec_embed_free(g);

@@ -220,7 +220,7 @@ rec_status rec_embed_plan_save(const rec_embed *e, const char *path, uint64_t da
  * (with what to do). *data_key gets the plan's data key. Nothing changes on error. */
 rec_status rec_embed_plan_load(rec_embed *e, const char *path, uint64_t *data_key);
 
-/* ---- profiling and tuning (tune.c) ------------------------------------------------------------
+/* ---- profiling (embed.c) and tuning (tune.c) ---------------------------------------------------
  * With profiling on, each forward (backward) adds the seconds spent on each table's work
  * items, summed over threads, to fwd_s[f] (bwd_s[f]) and the table's ids to fwd_ids[f]
  * (bwd_ids[f]). Any output pointer may be NULL. */

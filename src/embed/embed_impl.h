@@ -1,6 +1,6 @@
 /* Internals of the embedding engine shared by embed.c (tables, init, shared checks), forward.c
- * and backward.c (the fused drivers), pool.c (forward kernels) and tune.c (candidates, tuner,
- * plans). Not a public header. */
+ * and backward.c (the fused drivers), pool.c (forward kernels), sched.c (schedules and
+ * candidates), plan.c (plan files) and tune.c (the tuner). Not a public header. */
 #ifndef RECTRAIN_EMBED_IMPL_H
 #define RECTRAIN_EMBED_IMPL_H
 
@@ -164,6 +164,18 @@ rec_embed_sched embed_sched_effective(const rec_embed *e, int f, rec_embed_sched
 /* Can table f run backward schedule `sort` (rec_embed_sort)? COUNT and DENSE have size limits. */
 int embed_sort_fits(const rec_embed *e, int f, int sort);
 int embed_sched_equal(rec_embed_sched a, rec_embed_sched b);
+/* Checks schedule s's fields and that table f can run its sort. */
+rec_status embed_check_sched(const rec_embed *e, int f, rec_embed_sched s);
+
+/* The candidate universes (sched.c): every forward (backward) member with base's other fields,
+ * written to u (EMBED_MAX_FWD_U / EMBED_MAX_BWD_U); returns the count. */
+enum { EMBED_MAX_FWD_U = 40, EMBED_MAX_BWD_U = 9 };
+int embed_fwd_universe(rec_embed_sched base, rec_embed_sched *u);
+int embed_bwd_universe(rec_embed_sched base, rec_embed_sched *u);
+/* Table f's distinct effective candidates among the universe u (n): writes them to out (at
+ * most cap) and, if map is not NULL, each universe member's candidate index to map. */
+int embed_sched_distinct(const rec_embed *e, int f, const rec_embed_sched *u, int n, rec_embed_sched *out, int cap,
+                         int16_t *map);
 
 /* Tuner hooks called by rec_embed_forward / rec_embed_backward_update around each call. */
 void embed_tune_before(rec_embed *e, int backward);
