@@ -149,6 +149,8 @@ static void test_bench(void) {
               "--ceiling-mib 16 --wide-ids --json") == 0 && json_num("tuned_fwd_s") > 0,
           "bench embed --wide-ids: %s", out);
     CHECK(run("bench embed --model Z") == 2 && strstr(out, "unknown model 'Z'"), "bench embed --model Z: %s", out);
+    CHECK(run("bench embed --model kaggle --batches 257") == 2 && strstr(out, "--batches needs an integer in [1, 256]"),
+          "bench embed --batches 257: %s", out);
 }
 
 int main(void) {
