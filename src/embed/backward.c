@@ -143,17 +143,15 @@ static inline __attribute__((always_inline)) void sum_pairs(const bag_pair *rest
         for (int c = 0; c < E; c++) acc[c] = local[c];
 }
 
+/* sum_pairs for any E: inlined with E a constant for the specialised dims. */
+#define SUM_CASE(EE)                                               \
+    case EE:                                                       \
+        sum_pairs(p, stride, i0, i1, dout, W, col, acc, EE);       \
+        return;
 static void sum_pairs_any(const bag_pair *restrict p, size_t stride, int64_t i0, int64_t i1, const float *restrict dout,
                           int W, int col, float *restrict acc, int E) {
     switch (E) {
-    case 1: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 1); return;
-    case 2: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 2); return;
-    case 4: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 4); return;
-    case 8: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 8); return;
-    case 16: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 16); return;
-    case 32: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 32); return;
-    case 64: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 64); return;
-    case 128: sum_pairs(p, stride, i0, i1, dout, W, col, acc, 128); return;
+        EMBED_FIXED_DIMS(SUM_CASE)
     default:
         for (int c = 0; c < E; c++) acc[c] = 0.0f;
         for (int64_t i = i0; i < i1; i++) {
@@ -163,6 +161,7 @@ static void sum_pairs_any(const bag_pair *restrict p, size_t stride, int64_t i0,
         }
     }
 }
+#undef SUM_CASE
 
 /* The optimizer step of row id of table f from its summed gradient g (E) (formulas in
  * embed.h; float arithmetic as torch's and FBGEMM's kernels). */
@@ -294,14 +293,7 @@ static int64_t scatter_dense_any(const rec_embed *e, const rec_jagged *j, int64_
                                  int col, float *restrict acc, uint32_t *restrict stamp, int32_t *restrict list,
                                  uint32_t ep, int E) {
     switch (E) {
-        SCATTER_CASE(1)
-        SCATTER_CASE(2)
-        SCATTER_CASE(4)
-        SCATTER_CASE(8)
-        SCATTER_CASE(16)
-        SCATTER_CASE(32)
-        SCATTER_CASE(64)
-        SCATTER_CASE(128)
+        EMBED_FIXED_DIMS(SCATTER_CASE)
     default:
         return j->wide ? scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, E, 1)
                        : scatter_dense(e, j, B, dout, col, acc, stamp, list, ep, E, 0);

@@ -63,6 +63,10 @@ int embed_pool_rows(const row_job *j, int64_t r0, int64_t r1, int64_t *bad_row);
 int64_t embed_pool(const pool_job *j, int kernel, int64_t b0, int64_t b1);
 /* Does `kernel` have a code path of its own for dim E (else it runs GENERIC)? */
 int embed_kernel_native(int kernel, int E);
+/* The dims compiled as constants: FIXED's kernels and the row pass (pool.c), the backward's
+ * register sums and dense scatter (backward.c). X(E) for each; every switch over them and
+ * embed_kernel_native expand this one list. */
+#define EMBED_FIXED_DIMS(X) X(1) X(2) X(4) X(8) X(16) X(32) X(64) X(128)
 
 enum { EMBED_MIN_BAGS_PER_ITEM = 8 }; /* a SAMPLE item holds at least this many bags (or the rest) */
 

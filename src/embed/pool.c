@@ -308,26 +308,22 @@ static inline __attribute__((always_inline)) int64_t pool_blocked(const pool_job
 static inline __attribute__((always_inline)) int64_t pool_fixed(const pool_job *j, int64_t b0, int64_t b1,
                                                                 const int wide) {
     switch (j->E) {
-        FIXED_CASE(1)
-        FIXED_CASE(2)
-        FIXED_CASE(4)
-        FIXED_CASE(8)
-        FIXED_CASE(16)
-        FIXED_CASE(32)
-        FIXED_CASE(64)
-        FIXED_CASE(128)
+        EMBED_FIXED_DIMS(FIXED_CASE)
     default:
         return pool_generic(j, b0, b1, wide);
     }
 }
 
 /* The row pass's loop for a compile-time E: each step is pool_id; a second cursor, pf steps
- * ahead in the same (row, table) order, prefetches. On this machine the out-of-order core already keeps enough steps' misses in
+ * ahead in the same (row, table) order, prefetches. With the rows in the last-level cache
+ * (the bench's 4 Kaggle batches) the out-of-order core already keeps enough steps' misses in
  * flight (each step is independent), and prefetching only adds to them: Kaggle's forward,
  * uniform row/fixed/pf0 / pf4 / pf16 / pf48, took 0.184 / 0.277 / 0.243 / 0.218 ms per batch
  * (table/fixed/pf8: 0.213; one run, in turns), and with pf16 perf put 69% of the loop's
  * samples on the prefetch instruction itself, which waits for a free fill buffer. The bench's
- * sweeps picked pf0 for it on Kaggle, B, D and E. */
+ * sweeps picked pf0 for it on Kaggle, B, D and E. With the large tables' rows coming from
+ * memory (256 batches) no pf makes the pass keep up with TABLE: row/fixed/pf0..pf48 took
+ * 0.33-0.59 ms against 0.27-0.31 for table/fixed/pf16 and pf48 (README, "Performance"). */
 static inline __attribute__((always_inline)) int rows_loop(const row_job *j, int64_t r0, int64_t r1, int64_t *bad_row,
                                                            const int E, const int weighted, const int wide) {
     const row_table *restrict t = j->t;
@@ -363,14 +359,7 @@ static inline __attribute__((always_inline)) int rows_loop(const row_job *j, int
 static inline __attribute__((always_inline)) int rows_dispatch(const row_job *j, int64_t r0, int64_t r1,
                                                                int64_t *bad_row, const int wide) {
     switch (j->E) {
-        ROWS_CASE(1)
-        ROWS_CASE(2)
-        ROWS_CASE(4)
-        ROWS_CASE(8)
-        ROWS_CASE(16)
-        ROWS_CASE(32)
-        ROWS_CASE(64)
-        ROWS_CASE(128)
+        EMBED_FIXED_DIMS(ROWS_CASE)
     default:
         assert(!"a row class of a dim FIXED has no code for"); /* the driver builds none */
         return -1;
@@ -389,11 +378,13 @@ int embed_pool_rows(const row_job *j, int64_t r0, int64_t r1, int64_t *bad_row) 
     return j->wide ? pool_rows64(j, r0, r1, bad_row) : pool_rows32(j, r0, r1, bad_row);
 }
 
+#define IS_FIXED_DIM(EE) || E == EE
 int embed_kernel_native(int kernel, int E) {
-    if (kernel == REC_KERN_FIXED) return E == 1 || E == 2 || E == 4 || E == 8 || E == 16 || E == 32 || E == 64 || E == 128;
+    if (kernel == REC_KERN_FIXED) return 0 EMBED_FIXED_DIMS(IS_FIXED_DIM);
     if (kernel == REC_KERN_BLOCKED) return E >= BLOCK_COLS;
     return kernel == REC_KERN_GENERIC;
 }
+#undef IS_FIXED_DIM
 
 /* One function per kernel and id width. (One always-inline dispatch compiled per width, all
  * kernels inlined into it, measured 6% slower on model D's 64-bit forward: code layout.) */

@@ -226,8 +226,8 @@ rec_status rec_dataset_rows(rec_dataset *d, int64_t *rows) {
  * Appends rows [r, r+k) of `src` to `dst` (rows dst->n .. dst->n+k): labels, dense values and
  * every sparse feature's ids at src's width with rebased offsets (weights copied where src
  * has them, 1.0 where only dst has them). dst must have src's Dn and F and room for k more
- * rows; its id arrays grow if needed (rarely: only when a batch holds more ids than any before). Fails only
- * on allocation, leaving dst->n unchanged. */
+ * rows; its id arrays grow if needed (rarely: only when a batch holds more ids than any
+ * before). Fails only on allocation, leaving dst->n unchanged. */
 static rec_status batch_append_rows(rec_batch *dst, const rec_batch *src, int64_t r, int64_t k) {
     int64_t at = dst->n;
     int32_t dn = src->n_dense;
