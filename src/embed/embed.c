@@ -205,13 +205,13 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
         return s;
     }
     for (int f = 0; f < F; f++) {
-        e->sched[f] = rec_embed_sched_default();
         e->rows[f] = cfg->rows[f];
         e->dims[f] = cfg->dims[f];
         e->col[f + 1] = e->col[f] + cfg->dims[f];
         e->toff[f + 1] = e->toff[f] + (size_t)cfg->rows[f] * (size_t)cfg->dims[f];
         e->soff[f + 1] = e->soff[f] + state_len(cfg->opt.kind, cfg->rows[f], cfg->dims[f]);
     }
+    rec_embed_set_uniform(e, rec_embed_sched_default()); /* RADIX where DENSE does not fit */
     const uint64_t seed = cfg->seed;
     const float acc0 = cfg->opt.init_acc;
     /* Each table is one RNG stream drawn in row-major order, so tables are independent work
