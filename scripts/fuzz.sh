@@ -3,7 +3,7 @@
 # the library sources under src/, and runs each for SECONDS (default 600) with a corpus in
 # build-fuzz/corpus/NAME. Exits non-zero if any target fails to build or finds a crash.
 #   scripts/fuzz.sh [SECONDS]
-# Needs clang and libclang-rt-dev (REC_FUZZ=1 scripts/install-deps.sh). CC overrides clang.
+# Needs clang, libclang-rt-dev and libomp-dev (REC_FUZZ=1 scripts/install-deps.sh). CC overrides clang.
 # Seeds: tests/fuzz/seeds/NAME/* when that folder exists; fuzz_tsv also gets a few
 # generated Criteo lines, fuzz_spec the shipped configs/*.json. tests/fuzz/NAME.dict, when
 # present, is passed as the target's dictionary. A crashing input is kept in build-fuzz/artifacts/NAME/.
@@ -23,7 +23,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 INC="-I$ROOT/include -I$ROOT/tests"
 for d in $(find "$ROOT/src" -type d); do INC="$INC -I$d"; done
-CFLAGS="-std=gnu11 -O1 -g -fno-omit-frame-pointer -march=x86-64-v3 -Wno-unused-parameter $SAN $INC"
+CFLAGS="-std=gnu11 -O1 -g -fno-omit-frame-pointer -march=x86-64-v3 -fopenmp -Wno-unused-parameter $SAN $INC"
 LIBS="-lz -lcjson -lm -lpthread"
 
 mkdir -p "$OUT/obj" "$OUT/bin"

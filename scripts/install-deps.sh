@@ -3,8 +3,8 @@
 # present. Needs root (or sudo) only when something is missing.
 set -eu
 PKGS="build-essential cmake pkg-config zlib1g-dev libcjson-dev libdnnl-dev python3"
-# Fuzzing the reader and spec parser (README "Fuzzing") uses clang's libFuzzer.
-[ "${REC_FUZZ:-0}" = 1 ] && PKGS="$PKGS clang libclang-rt-dev"
+# Fuzzing (README "Fuzzing") uses clang's libFuzzer, with its OpenMP runtime for the embedding engine.
+[ "${REC_FUZZ:-0}" = 1 ] && PKGS="$PKGS clang libclang-rt-dev libomp-dev"
 
 missing=""
 for p in $PKGS; do

@@ -219,6 +219,9 @@ rec_status rec_embed_plan_save(const rec_embed *e, const char *path, uint64_t da
  * naming the file and JSON path when it is malformed, or when it was tuned for other tables
  * (with what to do). *data_key gets the plan's data key. Nothing changes on error. */
 rec_status rec_embed_plan_load(rec_embed *e, const char *path, uint64_t *data_key);
+/* The same for a plan's text already in memory (len bytes, no NUL needed); name labels the
+ * messages (a path, say). */
+rec_status rec_embed_plan_parse(rec_embed *e, const char *text, size_t len, const char *name, uint64_t *data_key);
 
 /* ---- profiling (embed.c) and tuning (tune.c) ---------------------------------------------------
  * With profiling on, each forward (backward) adds the seconds spent on each table's work

@@ -117,22 +117,27 @@ static rec_status plan_apply(rec_embed *e, const cJSON *root, const char *path, 
     return REC_OK;
 }
 
-rec_status rec_embed_plan_load(rec_embed *e, const char *path, uint64_t *data_key) {
-    char *buf;
-    size_t len;
-    REC_TRY(rec_read_file(path, "embedding plan", (size_t)256 << 20, &buf, &len));
-    cJSON *root = cJSON_ParseWithLength(buf, len);
-    free(buf);
-    if (!root) return rec_errorf(REC_EINVAL, "%s: not valid JSON; retune with --tune", path);
+rec_status rec_embed_plan_parse(rec_embed *e, const char *text, size_t len, const char *name, uint64_t *data_key) {
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) return rec_errorf(REC_EINVAL, "%s: not valid JSON; retune with --tune", name);
     rec_embed_sched *s;
     rec_status st = rec_alloc((void **)&s, (size_t)(e->F + 1) * sizeof *s, "embedding plan");
     uint64_t dk = 0;
-    if (!st) st = plan_apply(e, root, path, &dk, s);
+    if (!st) st = plan_apply(e, root, name, &dk, s);
     cJSON_Delete(root);
     if (!st) {
         memcpy(e->sched, s, (size_t)e->F * sizeof *s);
         if (data_key) *data_key = dk;
     }
     rec_free(s);
+    return st;
+}
+
+rec_status rec_embed_plan_load(rec_embed *e, const char *path, uint64_t *data_key) {
+    char *buf;
+    size_t len;
+    REC_TRY(rec_read_file(path, "embedding plan", (size_t)256 << 20, &buf, &len));
+    const rec_status st = rec_embed_plan_parse(e, buf, len, path, data_key);
+    free(buf);
     return st;
 }
