@@ -1,7 +1,8 @@
 /* Embedding tables (embed.h) against their float64 references and definitions.
  *
  *  - forward (SUM and MEAN, weighted and not, empty bags, duplicate ids within and across bags,
- *    dims 1, 3, 16, 17, 64, tables of 1..5000 rows, a first_feature window) against
+ *    dims 1, 3, 16, 17, 64, tables of 1..5000 rows, a first_feature window; and tables of
+ *    131077 and 300000 rows, whose ids take three radix digits) against
  *    rec_embed_forward_ref, output poisoned with NaN first;
  *  - backward + update for SGD, Adagrad and row-wise Adagrad over 3 successive steps against
  *    rec_embed_grad_ref + rec_embed_update_ref (tables and state), and rows no step touched
@@ -39,10 +40,18 @@
 static double urand(void) { return rec_rng_uniform(&g_rng); }
 static int64_t irand(int64_t n) { return (int64_t)rec_rng_below(&g_rng, (uint64_t)n); }
 
+/* The ids duplicates are drawn from: the first 4 rows; on tables of more than 2^18 rows,
+ * {0, 1, 256, 257} + {0, 1, 2, 3} x 2^16, ids that share their low 8 or 16 bits, so that a
+ * sort that dropped an id's higher digits would split or merge rows' gradients. */
+static int64_t hot_id(int64_t R) {
+    if (R <= (1 << 18)) return irand(R < 4 ? R : 4);
+    return irand(4) << 16 | irand(2) << 8 | irand(2);
+}
+
 /* A batch of B rows whose sparse features first..first+F-1 draw ids for table f from
  * [0, rows[f]): bag sizes 0..maxbag (a quarter of bags empty; maxbag -1: exactly one id
- * each, one-hot), half the ids from the first 4 rows so duplicates occur within and across
- * bags; weights in [-1.5, 1.5] when weighted. The other features get one id 0 each. */
+ * each, one-hot), half the ids hot (hot_id) so duplicates occur within and across bags;
+ * weights in [-1.5, 1.5] when weighted. The other features get one id 0 each. */
 static void make_batch(rec_batch *b, int64_t B, int n_sparse, int first, int F, const int64_t *rows,
                        int maxbag, int weighted) {
     rec_status s = rec_batch_init(b, B, 0, n_sparse, 2);
@@ -62,7 +71,7 @@ static void make_batch(rec_batch *b, int64_t B, int n_sparse, int first, int F, 
             if (s != REC_OK) L = 0;
             for (int64_t k = j->offsets[r]; k < j->offsets[r] + L; k++) {
                 const int64_t R = in ? rows[f] : 1;
-                j->ids64[k] = urand() < 0.5 ? irand(R < 4 ? R : 4) : irand(R);
+                j->ids64[k] = urand() < 0.5 ? hot_id(R) : irand(R);
                 if (j->weights) j->weights[k] = (float)(3.0 * urand() - 1.5);
             }
             j->offsets[r + 1] = j->offsets[r] + L;
@@ -247,6 +256,29 @@ static void test_vs_ref(void) {
             k.rows[f] = it % 5 == 0 && f == 0 ? 1 : rows[irand(5)];
         }
         run_case(&k, 100 + it);
+    }
+}
+
+/* Tables whose ids need three radix digits (300000 x 8, too large for DENSE and COUNT, so
+ * the default plan sorts them by RADIX; and 131077 x 1), their hot ids sharing low digits,
+ * under each optimizer. */
+static void test_large_ids(void) {
+    for (int it = 0; it < 3; it++) {
+        cfg_case k;
+        memset(&k, 0, sizeof k);
+        k.F = 2;
+        k.n_sparse = 2;
+        k.B = 48;
+        k.maxbag = 40;
+        k.weighted = it % 2;
+        k.pooling = it == 1 ? REC_POOL_MEAN : REC_POOL_SUM;
+        k.kind = (rec_sparse_opt_kind)it;
+        k.threads = 1 + it % 2;
+        k.rows[0] = 300000;
+        k.dims[0] = 8;
+        k.rows[1] = (1 << 17) + 5;
+        k.dims[1] = 1;
+        run_case(&k, 200 + it);
     }
 }
 
@@ -562,6 +594,7 @@ int main(void) {
     test_row_errors();
     test_fd();
     test_vs_ref();
+    test_large_ids();
     test_threads();
     return check_report();
 }
