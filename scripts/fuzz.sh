@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh [SECONDS]
 # Needs clang, libclang-rt-dev and libomp-dev (REC_FUZZ=1 scripts/install-deps.sh). CC overrides clang.
 # Seeds: tests/fuzz/seeds/NAME/* when that folder exists; fuzz_tsv also gets a few
-# generated Criteo lines, fuzz_spec the shipped configs/*.json. tests/fuzz/NAME.dict, when
+# generated Criteo lines, fuzz_spec and fuzz_model the shipped configs/*.json. tests/fuzz/NAME.dict, when
 # present, is passed as the target's dictionary. A crashing input is kept in build-fuzz/artifacts/NAME/.
 set -eu
 SECONDS_PER_TARGET=${1:-600}
@@ -81,8 +81,8 @@ for name in $built; do
     extra=""
     if [ "$name" = fuzz_tsv ]; then seed_tsv "$corpus"; fi
     # cJSON is not instrumented: without whole valid specs as seeds (and room for them) the
-    # spec fuzzer never gets past the JSON syntax (40 edges instead of ~670).
-    if [ "$name" = fuzz_spec ]; then cp "$ROOT"/configs/*.json "$corpus"/; extra="-max_len=16384"; fi
+    # JSON fuzzers never get past the syntax (fuzz_spec: 40 edges instead of ~670).
+    case $name in fuzz_spec | fuzz_model) cp "$ROOT"/configs/*.json "$corpus"/; extra="-max_len=16384" ;; esac
     if [ -d "$ROOT/tests/fuzz/seeds/$name" ]; then cp "$ROOT/tests/fuzz/seeds/$name"/* "$corpus"/ 2>/dev/null || true; fi
     if [ -f "$ROOT/tests/fuzz/$name.dict" ]; then extra="$extra -dict=$ROOT/tests/fuzz/$name.dict"; fi
     echo "fuzz.sh: running $name for ${SECONDS_PER_TARGET}s" >&2
