@@ -512,46 +512,83 @@ static void test_plans(void) {
     rec_embed_free(g);
 }
 
-/* Checked mode reports a bad id under every forward kernel and every backward sort, and the
- * backward changes nothing then. */
+/* A batch of B rows for one table of R rows, every bag L ids ((r * 7 + k) mod R, weighted
+ * when asked), with id `bad` at position pos of row `row`, ids 32- or 64-bit. */
+static void bad_id_batch(rec_batch *b, int B, int64_t R, int L, int weighted, int row, int pos, int64_t bad, int wide) {
+    rec_status s = rec_batch_init(b, B, 0, 1, L);
+    if (!s) s = rec_batch_reserve_nnz(b, 0, (int64_t)B * L, weighted);
+    CHECK(s == REC_OK, "bad-id batch: %s", rec_errmsg());
+    if (s) exit(1);
+    b->n = B;
+    rec_jagged *j = &b->sparse[0];
+    for (int r = 0; r <= B; r++) j->offsets[r] = (int64_t)r * L;
+    for (int r = 0; r < B; r++)
+        for (int k = 0; k < L; k++) {
+            j->ids64[r * L + k] = r == row && k == pos ? bad : (r * 7 + k) % R;
+            if (j->weights) j->weights[r * L + k] = 0.5f + (float)k;
+        }
+    if (!wide) CHECK(rec_batch_set_wide(b, 0, 0) == REC_OK, "narrow: %s", rec_errmsg());
+}
+
+/* Checked mode reports a bad id (R, then -1) under every forward candidate, at every position
+ * of bags of 1..9 ids (the kernels' groups of 4 and their tails; 1 id a bag is the one-hot
+ * path, and the row pass under ROW), for dims 3, 16, 17 and 32 (GENERIC, FIXED, BLOCKED with
+ * and without tail columns), weighted and not, 32- and 64-bit ids; and under every backward
+ * sort, which then changes nothing. */
 static void test_checked_every_kernel(void) {
-    model m = {1, 16, {50}, {16}, {20}, REC_POOL_SUM, 0};
-    rec_embed *e = make_engine(&m, REC_SPARSE_SGD, 2, 0);
-    if (!e) return;
-    rec_batch b;
-    make_batch(&b, &m);
-    while (b.sparse[0].offsets[10] == b.sparse[0].offsets[9]) { /* make row 9 non-empty */
-        rec_batch_free(&b);
-        make_batch(&b, &m);
-    }
-    CHECK(rec_batch_set_wide(&b, 0, 0) == REC_OK, "narrow: %s", rec_errmsg());
-    b.sparse[0].ids32[b.sparse[0].offsets[9]] = 50; /* first id of row 9 */
-    float *out = malloc((size_t)16 * 16 * sizeof(float));
-    float *dout = random_dout((size_t)16 * 16);
-    const float *T = rec_embed_table(e, 0);
-    float *before = malloc((size_t)50 * 16 * sizeof(float));
-    memcpy(before, T, (size_t)50 * 16 * sizeof(float));
-    for (int wide = 0; wide <= 1; wide++) { /* 32-bit ids, then the same 64-bit */
-        CHECK(rec_batch_set_wide(&b, 0, wide) == REC_OK, "width %d: %s", wide, rec_errmsg());
+    static const int DIMS[4] = {3, 16, 17, 32};
+    enum { B = 8, R = 50, ROW = 5 };
+    float *out = malloc((size_t)B * 32 * sizeof(float)), *dout = random_dout((size_t)B * 32);
+    float *before = malloc((size_t)R * 32 * sizeof(float));
+    for (int d = 0; d < 4; d++) {
+        const int E = DIMS[d], weighted = d % 2;
+        model m = {1, B, {R}, {E}, {9}, REC_POOL_SUM, weighted};
+        rec_embed *e = make_engine(&m, REC_SPARSE_SGD, 2, 0);
+        if (!e) continue;
         rec_embed_sched c[REC_EMBED_MAX_CANDIDATES];
         const int n = rec_embed_fwd_candidates(e, 0, c, REC_EMBED_MAX_CANDIDATES);
-        for (int k = 0; k < n; k++) {
-            rec_embed_set_sched(e, 0, c[k]);
-            CHECK_ERR(rec_embed_forward(e, &b, 0, out), REC_EINVAL, "batch row 9: id 50 is outside [0, 50)");
-        }
+        int missed = 0, tried = 0;
+        for (int L = 1; L <= 9; L++)
+            for (int pos = 0; pos < L; pos++)
+                for (int v = 0; v < 4; v++) {
+                    const int64_t bad = v % 2 ? -1 : R;
+                    rec_batch b;
+                    bad_id_batch(&b, B, R, L, weighted, ROW, pos, bad, v / 2);
+                    char want[96];
+                    snprintf(want, sizeof want, "batch row %d: id %lld is outside [0, %d)", ROW, (long long)bad, R);
+                    for (int k = 0; k < n; k++) {
+                        rec_embed_set_sched(e, 0, c[k]);
+                        const rec_status st = rec_embed_forward(e, &b, 0, out);
+                        tried++;
+                        if (st != REC_EINVAL || !strstr(rec_errmsg(), want)) {
+                            char name[64];
+                            if (missed++ < 5)
+                                fprintf(stderr, "  dim %d %s, bags of %d, id %lld at %d, %d-bit: status %d, %s\n", E,
+                                        rec_embed_sched_name(c[k], name, sizeof name), L, (long long)bad, pos,
+                                        v / 2 ? 64 : 32, st, st ? rec_errmsg() : "accepted");
+                        }
+                    }
+                    rec_batch_free(&b);
+                }
+        CHECK(missed == 0, "dim %d: %d of %d forward calls with a bad id not refused as they should be", E, missed, tried);
         /* Backward: every sort refuses the batch before it updates any row. */
+        const float *T = rec_embed_table(e, 0);
+        memcpy(before, T, (size_t)R * E * sizeof(float));
         const int nb = rec_embed_bwd_candidates(e, 0, c, REC_EMBED_MAX_CANDIDATES);
-        CHECK(nb == 9, "a 50 x 16 table has %d backward candidates; want 9 (radix, count, dense x 3 prefetch)", nb);
-        for (int k = 0; k < nb; k++) {
-            rec_embed_set_sched(e, 0, c[k]);
-            CHECK_ERR(rec_embed_backward_update(e, &b, 0, dout, 0.1f), REC_EINVAL, "batch row 9: id 50 is outside [0, 50)");
-            CHECK(!memcmp(before, T, (size_t)50 * 16 * sizeof(float)), "backward candidate %d changed the table on a bad batch", k);
+        CHECK(nb == 9, "a 50 x %d table has %d backward candidates; want 9 (radix, count, dense x 3 prefetch)", E, nb);
+        for (int wide = 0; wide <= 1; wide++) {
+            rec_batch b;
+            bad_id_batch(&b, B, R, 3, weighted, ROW, 2, R, wide);
+            for (int k = 0; k < nb; k++) {
+                rec_embed_set_sched(e, 0, c[k]);
+                CHECK_ERR(rec_embed_backward_update(e, &b, 0, dout, 0.1f), REC_EINVAL, "batch row 5: id 50 is outside [0, 50)");
+                CHECK(!memcmp(before, T, (size_t)R * E * sizeof(float)), "backward candidate %d changed the table on a bad batch", k);
+            }
+            rec_batch_free(&b);
         }
+        rec_embed_free(e);
     }
-    free(before), free(dout);
-    free(out);
-    rec_batch_free(&b);
-    rec_embed_free(e);
+    free(before), free(dout), free(out);
 }
 
 int main(void) {
