@@ -9,10 +9,13 @@
  *    rec_embed_grad_ref;
  *  - wide rows (dims 128, 128, 100) under each backward sort against the SGD reference;
  *  - fast mode (trust_ids) gives the checked mode's bits; 1 and 2 threads give the same bits
- *    under a mixed plan;
+ *    under a mixed plan; 1 and 6 threads too over batches that shrink and grow, and no row
+ *    past a batch's is written;
+ *  - checked mode refuses a bad id at every position of bags of 1..9 ids under every forward
+ *    candidate (dims 3, 16, 17, 32), and under every backward sort with nothing changed;
  *  - the tuner: runs to completion, training through it changes no bit, installs a valid
  *    plan; separately-tuned likewise;
- *  - plans: save/load round trip, and every rejection (file, JSON, format, version, keys,
+ *  - plans: save/load round trip (a fresh engine's default plan too), and every rejection (file, JSON, format, version, keys,
  *    tables, shapes, schedule strings) with its message; schedule text parsing.
  *
  * Tolerance (forward, fp32 vs float64): |got - ref| <= 4e-5 * S, S = the same pooling over |T|
@@ -365,6 +368,62 @@ static void test_trust_threads(void) {
     rec_embed_free(e2);
 }
 
+/* Batches that shrink and grow between calls (64, 2, 64, 1, 0, ...), two of them refused for
+ * a bad id, under 6 threads (3 walks, more than a small batch has items) and a plan of many
+ * small items: each forward gives the 1-thread engine's bits and writes no row past the
+ * batch's, and each update leaves both engines' tables equal. */
+static void test_batch_sizes_vary(void) {
+    static const int SIZES[9] = {64, 2, 64, 1, 0, 64, 2, 64, 37};
+    static const int BAD[9] = {0, 0, 0, 0, 0, 1, 0, 1, 0}; /* a bad id in row 0: the call stops early */
+    model m = {1, 64, {1000}, {16}, {300}, REC_POOL_SUM, 1}; /* one table: one item for a small batch */
+    rec_embed *e1 = make_engine(&m, REC_SPARSE_ADAGRAD, 1, 0), *e6 = make_engine(&m, REC_SPARSE_ADAGRAD, 6, 0);
+    if (!e1 || !e6) return;
+    rec_embed_sched s;
+    CHECK(rec_embed_sched_parse("sample/fixed/pf0/g6+radix/pf0", &s) == REC_OK, "parse: %s", rec_errmsg());
+    rec_embed_set_uniform(e6, s);
+    const int W = rec_embed_out_width(e1);
+    const size_t n = (size_t)64 * (size_t)W;
+    float *o1 = malloc(n * sizeof(float)), *o6 = malloc(n * sizeof(float)), *d = random_dout(n);
+    for (int i = 0; i < 9; i++) {
+        model mb = m;
+        mb.B = SIZES[i] ? SIZES[i] : 1; /* a batch holds at least one row; the empty one holds none */
+        rec_batch b;
+        make_batch(&b, &mb);
+        b.n = mb.B = SIZES[i];
+        if (BAD[i]) {
+            rec_jagged *j = &b.sparse[0];
+            for (int r = 0; r < 2; r++) /* rows 0 and 1 hold one id each, the first out of range */
+                j->offsets[r + 1] = j->offsets[r] + 1;
+            if (j->offsets[2] > j->offsets[3]) j->offsets[2] = j->offsets[3];
+            if (j->wide) j->ids64[0] = m.rows[0];
+            else j->ids32[0] = (int32_t)m.rows[0];
+            CHECK_ERR(rec_embed_forward(e6, &b, 0, o6), REC_EINVAL, "batch row 0: id 1000 is outside");
+            CHECK_ERR(rec_embed_forward(e1, &b, 0, o1), REC_EINVAL, "batch row 0: id 1000 is outside");
+            rec_batch_free(&b);
+            continue;
+        }
+        const size_t used = (size_t)mb.B * (size_t)W;
+        memset(o6, 0x7f, n * sizeof(float)); /* a sentinel (3.4e38) in every row */
+        CHECK(rec_embed_forward(e1, &b, 0, o1) == REC_OK && rec_embed_forward(e6, &b, 0, o6) == REC_OK,
+              "forward, batch of %d: %s", mb.B, rec_errmsg());
+        CHECK(!memcmp(o1, o6, used * sizeof(float)), "batch of %d rows: 6 threads' forward bits differ from 1 thread's", mb.B);
+        int past = 0;
+        for (size_t k = used; k < n; k++) {
+            uint32_t u;
+            memcpy(&u, &o6[k], 4);
+            past += u != 0x7f7f7f7fu;
+        }
+        CHECK(past == 0, "batch of %d rows: %d values written past the batch's rows", mb.B, past);
+        CHECK(rec_embed_backward_update(e1, &b, 0, d, 0.1f) == REC_OK && rec_embed_backward_update(e6, &b, 0, d, 0.1f) == REC_OK,
+              "backward, batch of %d: %s", mb.B, rec_errmsg());
+        CHECK(same_bits(e1, e6), "batch of %d rows: tables differ after the update", mb.B);
+        rec_batch_free(&b);
+    }
+    free(o1), free(o6), free(d);
+    rec_embed_free(e1);
+    rec_embed_free(e6);
+}
+
 /* The tuner on live steps: bits equal to an untuned twin's throughout; ends with a valid plan. */
 static void test_tuner(void) {
     const model m = random_model(8, 64);
@@ -601,6 +660,7 @@ int main(void) {
     }
     test_wide_rows_every_sort();
     test_trust_threads();
+    test_batch_sizes_vary();
     test_tuner();
     test_plans();
     test_checked_every_kernel();
