@@ -523,6 +523,19 @@ static void test_errors(void) {
     CHECK_ERR(rec_embed_forward(e, &b, 1, out), REC_EINVAL, "feature 4, batch row 8: bag offsets [8, 9223372036854775807)");
     CHECK_ERR(rec_embed_backward_update(e, &b, 1, dout, 0.1f), REC_EINVAL, "feature 4, batch row 8: bag offsets [8, 9223372036854775807)");
     j3->offsets[9] = keep, j3->offsets[10] = keep10;
+    /* A bag starting before the ids (row 0 at -1), and the last bag ending one id past the
+     * feature's capacity: both would read outside the ids. */
+    j3->offsets[0] = -1;
+    CHECK_ERR(rec_embed_forward(e, &b, 1, out), REC_EINVAL, "feature 4, batch row 0: bag offsets [-1, 1)");
+    CHECK_ERR(rec_embed_backward_update(e, &b, 1, dout, 0.1f), REC_EINVAL, "feature 4, batch row 0: bag offsets [-1, 1)");
+    j3->offsets[0] = 0;
+    const int64_t keep64 = j3->offsets[64];
+    j3->offsets[64] = j3->nnz_cap + 1;
+    char past[96];
+    snprintf(past, sizeof past, "feature 4, batch row 63: bag offsets [63, %lld)", (long long)j3->nnz_cap + 1);
+    CHECK_ERR(rec_embed_forward(e, &b, 1, out), REC_EINVAL, past);
+    CHECK_ERR(rec_embed_backward_update(e, &b, 1, dout, 0.1f), REC_EINVAL, past);
+    j3->offsets[64] = keep64;
     CHECK(rec_embed_backward_update(e, &b, 1, dout, 0.1f) == REC_OK, "backward after repair: %s", rec_errmsg());
     rec_batch_free(&b);
 
