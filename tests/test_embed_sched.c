@@ -566,6 +566,14 @@ static void test_plans(void) {
     CHECK_ERR(rec_embed_sched_parse("table", &x), REC_EINVAL, "cannot read the kernel (want generic, fixed or blocked)");
     CHECK_ERR(rec_embed_sched_parse("table+fixed/pf8+radix/pf8", &x), REC_EINVAL, "cannot read the kernel");
     CHECK_ERR(rec_embed_sched_parse("table/fixed/pf8+radix", &x), REC_EINVAL, "cannot read the backward prefetch distance");
+    /* The bounds, each side: pf 0..64, g 6..16, bpf 0..64. */
+    CHECK_ERR(rec_embed_sched_parse("sample/fixed/pf65/g10+radix/pf8", &x), REC_EINVAL, "cannot read the prefetch distance");
+    CHECK_ERR(rec_embed_sched_parse("sample/fixed/pf8/g17+radix/pf8", &x), REC_EINVAL, "cannot read the grain");
+    CHECK_ERR(rec_embed_sched_parse("sample/fixed/pf8/g10+radix/pf65", &x), REC_EINVAL, "cannot read the backward prefetch");
+    CHECK(rec_embed_sched_parse("sample/fixed/pf64/g16+radix/pf64", &x) == REC_OK && x.pf == 64 && x.grain == 16 && x.bpf == 64,
+          "the upper bounds: %s", rec_errmsg());
+    CHECK(rec_embed_sched_parse("sample/fixed/pf0/g6+radix/pf0", &x) == REC_OK && x.pf == 0 && x.grain == 6 && x.bpf == 0,
+          "the lower bounds: %s", rec_errmsg());
     remove(path), remove(bad), rmdir(dir);
     rec_embed_free(e);
     rec_embed_free(g);
