@@ -524,6 +524,11 @@ static void test_plans(void) {
     CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.version");
     write_text(bad, "{\"format\": \"rectrain-embed-plan\", \"version\": 1, \"shape_key\": \"12\"}");
     CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.shape_key");
+    write_text(bad, "{\"format\": \"rectrain-embed-plan\", \"version\": 1, \"shape_key\": \"000000000000000g\"}");
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.shape_key: want a 16-digit hex string");
+    write_text(bad, "{\"format\": \"rectrain-embed-plan\", \"version\": 1, \"shape_key\": \"0000000000000000\", "
+                    "\"data_key\": \"00000000000000zz\"}");
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.data_key: want a 16-digit hex string");
     write_text(bad, "{\"format\": \"rectrain-embed-plan\", \"version\": 1, \"shape_key\": \"0000000000000000\", "
                     "\"data_key\": \"0000000000000000\", \"tables\": {}}");
     CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.tables: want an array");
