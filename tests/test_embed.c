@@ -465,6 +465,8 @@ static void test_errors(void) {
     BAD(c.rows = r0, "table 3 has 0 rows");
     int d0[4] = {4, -2, 4, 4};
     BAD(c.dims = d0, "table 1 has dim -2");
+    d0[1] = 4, d0[3] = 0;
+    BAD(c.dims = d0, "table 3 has dim 0");
     BAD(c.pooling = (rec_pooling)5, "unknown pooling 5");
     BAD(c.opt.kind = (rec_sparse_opt_kind)9, "unknown sparse optimizer kind 9");
     BAD(c.opt.lr = 0, "lr is 0");
@@ -474,6 +476,7 @@ static void test_errors(void) {
     BAD(c.opt.init_acc = -0.5f, "init_acc is -0.5");
     BAD(c.max_batch = 0, "max_batch is 0");
     BAD(c.threads = -3, "threads is -3");
+    BAD(c.threads = -1, "threads is -1");
     int64_t r16[16];
     int d16[16];
     for (int f = 0; f < 16; f++) r16[f] = 1, d16[f] = 1;
@@ -490,6 +493,10 @@ static void test_errors(void) {
     CHECK_ERR(rec_embed_forward(e, &b, 2, out), REC_EINVAL, "need first_feature in [0, 1]");
     CHECK_ERR(rec_embed_forward(e, &b, -1, out), REC_EINVAL, "need first_feature in [0, 1]");
     CHECK_ERR(rec_embed_backward_update(e, &b, 1, dout, NAN), REC_EINVAL, "learning rate is nan");
+    b.n = -1;
+    CHECK_ERR(rec_embed_forward(e, &b, 1, out), REC_EINVAL, "embedding forward: batch of -1 rows; the batch is corrupt");
+    CHECK_ERR(rec_embed_backward_update(e, &b, 1, dout, 0.1f), REC_EINVAL, "embedding backward: batch of -1 rows");
+    b.n = 64;
     CHECK_ERR(rec_embed_backward_update(e, &b, 1, dout, -1), REC_EINVAL, "learning rate is -1");
 
     /* Bad ids in (feature 3 = table 2, row 40), (table 2, row 45) and (table 3, row 17): the

@@ -241,7 +241,10 @@ size_t rec_embed_state_len(const rec_embed *e, int f) {
 /* ---- shared by the drivers (embed_impl.h) ------------------------------------------------ */
 
 rec_status embed_check_call(const rec_embed *e, const char *who, const rec_batch *b, int first_feature) {
-    if (b->n < 0 || b->n > e->max_batch)
+    if (b->n < 0)
+        return rec_errorf(REC_EINVAL, "embedding %s: batch of %lld rows; the batch is corrupt (a count is >= 0)", who,
+                          (long long)b->n);
+    if (b->n > e->max_batch)
         return rec_errorf(REC_EINVAL, "embedding %s: batch of %lld rows, but max_batch is %d; raise max_batch",
                           who, (long long)b->n, e->max_batch);
     if (first_feature < 0 || (int64_t)first_feature + e->F > b->n_sparse)
