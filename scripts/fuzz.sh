@@ -3,10 +3,11 @@
 # the library sources under src/, and runs each for SECONDS (default 600) with a corpus in
 # build-fuzz/corpus/NAME. Exits non-zero if any target fails to build or finds a crash.
 #   scripts/fuzz.sh [SECONDS]
-# Needs clang, libclang-rt-dev and libomp-dev (REC_FUZZ=1 scripts/install-deps.sh). CC overrides clang.
-# Seeds: tests/fuzz/seeds/NAME/* when that folder exists; fuzz_tsv also gets a few
-# generated Criteo lines, fuzz_spec and fuzz_model the shipped configs/*.json. tests/fuzz/NAME.dict, when
-# present, is passed as the target's dictionary. A crashing input is kept in build-fuzz/artifacts/NAME/.
+# Needs clang, libclang-rt-dev and libomp-dev (REC_FUZZ=1 scripts/install-deps.sh). CC
+# overrides clang. Seeds: tests/fuzz/seeds/NAME/* when that folder exists; fuzz_tsv also gets
+# a few generated Criteo lines, fuzz_spec and fuzz_model the shipped configs/*.json.
+# tests/fuzz/NAME.dict, when present, is passed as the target's dictionary. A crashing input
+# is kept in build-fuzz/artifacts/NAME/.
 set -eu
 SECONDS_PER_TARGET=${1:-600}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -3,7 +3,7 @@
 # present. Needs root (or sudo) only when something is missing.
 set -eu
 PKGS="build-essential cmake pkg-config zlib1g-dev libcjson-dev libdnnl-dev python3"
-# Fuzzing (README "Fuzzing") uses clang's libFuzzer, with its OpenMP runtime for the embedding engine.
+# Fuzzing (README "Fuzzing") uses clang's libFuzzer, and its OpenMP runtime for the engine.
 [ "${REC_FUZZ:-0}" = 1 ] && PKGS="$PKGS clang libclang-rt-dev libomp-dev"
 
 missing=""

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "embedcheck.h"
 #include "numcheck.h"
 #include "rectrain/core.h"
 #include "rectrain/embed.h"
@@ -106,47 +107,6 @@ static rec_embed *make_engine(const model *m, rec_sparse_opt_kind kind, int thre
     return e;
 }
 
-/* Float64 copies of the tables (absolute values if absval). */
-static double **tables_f64(rec_embed *e, int absval) {
-    const int F = rec_embed_tables(e);
-    double **t = calloc((size_t)F, sizeof *t);
-    for (int f = 0; f < F; f++) {
-        const size_t n = (size_t)rec_embed_rows(e, f) * (size_t)rec_embed_dim(e, f);
-        const float *x = rec_embed_table(e, f);
-        t[f] = malloc(n * sizeof(double));
-        for (size_t i = 0; i < n; i++) t[f][i] = absval ? fabs(x[i]) : x[i];
-    }
-    return t;
-}
-
-static void free_tables(double **t, int F) {
-    for (int f = 0; f < F; f++) free(t[f]);
-    free(t);
-}
-
-/* ref and S (B, W) of the forward: S pools |T| with |w|. */
-static void forward_refs(rec_embed *e, const model *m, rec_batch *b, double *ref, double *S) {
-    double **T = tables_f64(e, 0), **A = tables_f64(e, 1);
-    rec_embed_forward_ref(m->F, m->rows, m->dims, m->pooling, b, 0, (const double *const *)T, ref);
-    float *saved[MAXF];
-    for (int f = 0; f < m->F; f++) { /* |w| for S */
-        rec_jagged *j = &b->sparse[f];
-        saved[f] = j->weights;
-        if (!j->weights) continue;
-        const int64_t n = j->offsets[b->n];
-        float *aw = malloc((size_t)(n + 1) * sizeof(float));
-        for (int64_t k = 0; k < n; k++) aw[k] = fabsf(j->weights[k]);
-        j->weights = aw;
-    }
-    rec_embed_forward_ref(m->F, m->rows, m->dims, m->pooling, b, 0, (const double *const *)A, S);
-    for (int f = 0; f < m->F; f++) {
-        if (b->sparse[f].weights != saved[f]) free(b->sparse[f].weights);
-        b->sparse[f].weights = saved[f];
-    }
-    free_tables(T, m->F);
-    free_tables(A, m->F);
-}
-
 /* Forward: every candidate of every table (candidate k of table f in pass k, tables with
  * fewer candidates wrapping around) against the reference and bitwise against the default. */
 static void test_forward_candidates(int trial) {
@@ -159,7 +119,7 @@ static void test_forward_candidates(int trial) {
     const size_t n = (size_t)B * (size_t)W;
     float *base = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
     double *ref = malloc(n * sizeof(double)), *S = malloc(n * sizeof(double));
-    forward_refs(e, &m, &b, ref, S);
+    forward_refs(e, m.pooling, &b, 0, ref, S);
     poison(base, n);
     CHECK(rec_embed_forward(e, &b, 0, base) == REC_OK, "trial %d: default forward: %s", trial, rec_errmsg());
     rec_embed_sched cand[MAXF][REC_EMBED_MAX_CANDIDATES];
@@ -187,17 +147,6 @@ static void test_forward_candidates(int trial) {
     free(base), free(out), free(ref), free(S);
     rec_batch_free(&b);
     rec_embed_free(e);
-}
-
-/* Copies of every table and state, to compare engines bitwise. */
-static int same_bits(rec_embed *a, rec_embed *b) {
-    for (int f = 0; f < rec_embed_tables(a); f++) {
-        const size_t n = (size_t)rec_embed_rows(a, f) * (size_t)rec_embed_dim(a, f);
-        if (memcmp(rec_embed_table(a, f), rec_embed_table(b, f), n * sizeof(float))) return 0;
-        const size_t ns = rec_embed_state_len(a, f);
-        if (ns && memcmp(rec_embed_state(a, f), rec_embed_state(b, f), ns * sizeof(float))) return 0;
-    }
-    return 1;
 }
 
 static float *random_dout(size_t n) {
