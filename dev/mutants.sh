@@ -35,6 +35,7 @@ forward.c~for (; w < walks; w++) e->walk[w].v~1~s/w < walks;/w < walks - 1;/~eve
 embed_impl.h~return lo >= 0 && lo <= hi && hi <= j->nnz_cap;~1~s/hi <= j->nnz_cap/hi <= j->nnz_cap + 1/~-
 embed_impl.h~return lo >= 0 && lo <= hi && hi <= j->nnz_cap;~1~s/lo >= 0 \&\& //~-
 backward.c~for (int shift = 0; shift < 64 && (maxid >> shift) != 0; shift += 8) {~1~s/shift < 64/shift < 16/~-
+backward.c~for (int shift = 0; shift < 64 && (maxid >> shift) != 0; shift += 8) {~1~s/shift < 64/shift < 24/~-
 backward.c~for (int64_t i = 0; i < n; i++) t[count[~1~s/& 255\]++\]/\& 255]]/~-
 backward.c~if (check && (uint64_t)id >= (uint64_t)R) {~1~s/id >= /id > /~-
 backward.c~if ((uint64_t)rec_jagged_id(j, k) >= (uint64_t)R) {~1~s/>= (uint64_t)R/> (uint64_t)R/~-
@@ -45,6 +46,8 @@ backward.c~S[id] += sq / (float)E;~1~s/sq \/ (float)E/sq/~-
 backward.c~while (i < n && s[i].id == id) i++;~1~s/while (i < n \&\& s\[i\].id == id) i++;/i++;/~-
 backward.c~for (int64_t r = 0; r < R; r++) h[r + 1] += h[r];~1~s/r < R;/r < R - 1;/~h[R] is never read: ids are below R
 backward.c~for (int64_t id = 0; id < R; id++) {~1~s/id < R;/id < R - 1;/~-
+backward.c~if (++*epoch == 0) {~1~s/== 0)/== 0 \&\& 0)/~-
+backward.c~memset(stamp, 0, (size_t)e->drow_stride~1~s/memset(stamp, 0, /memset(stamp, 0, 0 * /~-
 backward.c~if (n * 8 > R) {~1~s/n \* 8 > R/n * 8 >= R/~both branches update the same rows, in another order
 backward.c~for (int64_t id = 0; id < R; id++)~2~s/id < R;/id < R - 1;/~-
 backward.c~for (int64_t i = 0; i < n; i++) {~1~s/i = 0;/i = 1;/~-

@@ -2,7 +2,7 @@
  *
  *  - forward (SUM and MEAN, weighted and not, empty bags, duplicate ids within and across bags,
  *    dims 1, 3, 16, 17, 64, tables of 1..5000 rows, a first_feature window; and tables of
- *    131077 and 300000 rows, whose ids take three radix digits) against
+ *    131077 and 300000 rows, whose ids take three radix digits, and of 2^24 + 2^18 + 5, four) against
  *    rec_embed_forward_ref, output poisoned with NaN first;
  *  - backward + update for SGD, Adagrad and row-wise Adagrad over 3 successive steps against
  *    rec_embed_grad_ref + rec_embed_update_ref (tables and state), and rows no step touched
@@ -41,11 +41,13 @@ static double urand(void) { return rec_rng_uniform(&g_rng); }
 static int64_t irand(int64_t n) { return (int64_t)rec_rng_below(&g_rng, (uint64_t)n); }
 
 /* The ids duplicates are drawn from: the first 4 rows; on tables of more than 2^18 rows,
- * {0, 1, 256, 257} + {0, 1, 2, 3} x 2^16, ids that share their low 8 or 16 bits, so that a
- * sort that dropped an id's higher digits would split or merge rows' gradients. */
+ * {0, 1, 256, 257} + {0, 1, 2, 3} x 2^16 (+ {0, 1} x 2^24 on tables of more than 2^24 + 2^18
+ * rows), ids that share their low 8, 16 or 24 bits, so that a sort that dropped an id's
+ * higher digits would split or merge rows' gradients. */
 static int64_t hot_id(int64_t R) {
     if (R <= (1 << 18)) return irand(R < 4 ? R : 4);
-    return irand(4) << 16 | irand(2) << 8 | irand(2);
+    const int64_t id = irand(4) << 16 | irand(2) << 8 | irand(2);
+    return R > (1 << 24) + (1 << 18) ? irand(2) << 24 | id : id;
 }
 
 /* A batch of B rows whose sparse features first..first+F-1 draw ids for table f from
@@ -261,7 +263,7 @@ static void test_vs_ref(void) {
 
 /* Tables whose ids need three radix digits (300000 x 8, too large for DENSE and COUNT, so
  * the default plan sorts them by RADIX; and 131077 x 1), their hot ids sharing low digits,
- * under each optimizer. */
+ * under each optimizer; and one whose ids need four. */
 static void test_large_ids(void) {
     for (int it = 0; it < 3; it++) {
         cfg_case k;
@@ -280,6 +282,9 @@ static void test_large_ids(void) {
         k.dims[1] = 1;
         run_case(&k, 200 + it);
     }
+    /* A table past 2^24 rows (17M x 1, 68 MB): its ids take a fourth radix digit. */
+    cfg_case k = {1, 0, 1, 32, 40, 1, 2, REC_POOL_SUM, REC_SPARSE_ROWWISE_ADAGRAD, {(1 << 24) + (1 << 18) + 5}, {1}};
+    run_case(&k, 203);
 }
 
 /* ---- finite differences of the reference gradient ----------------------------------------- */

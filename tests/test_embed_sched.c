@@ -13,6 +13,7 @@
  *    past a batch's is written;
  *  - checked mode refuses a bad id at every position of bags of 1..9 ids under every forward
  *    candidate (dims 3, 16, 17, 32), and under every backward sort with nothing changed;
+ *  - DENSE's pass counters wrapping (2^32 passes) change no bit;
  *  - the tuner: runs to completion, training through it changes no bit, installs a valid
  *    plan; separately-tuned likewise;
  *  - plans: save/load round trip (a fresh engine's default plan too), and every rejection (file, JSON, format, version, keys,
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "embed_impl.h" /* test_dense_epoch_wrap sets the DENSE pass counters */
 #include "embedcheck.h"
 #include "numcheck.h"
 #include "rectrain/core.h"
@@ -373,6 +375,50 @@ static void test_batch_sizes_vary(void) {
     rec_embed_free(e6);
 }
 
+/* DENSE marks the rows a pass touched with the thread's pass counter, which wraps after 2^32
+ * passes (backward.c, update_dense): the stamps must then start afresh, or rows stamped 2^32
+ * passes earlier read as touched by the current pass and their stale sums get applied. One
+ * step on both engines stamps rows with small counters; the DENSE engine's counters are then
+ * set to UINT32_MAX so its next pass per thread wraps, and four more steps must leave it
+ * bitwise equal to a RADIX twin (every sort gives the same bits). Table 0 takes the full-scan
+ * apply (many ids a row), table 1 the touched list (few), under 2 threads. */
+static void test_dense_epoch_wrap(void) {
+    model m = {3, 64, {400, 100000, 3000}, {16, 1, 5}, {40, 1, 8}, REC_POOL_SUM, 1};
+    for (int kind = 0; kind < 3; kind++) {
+        rec_embed *d = make_engine(&m, (rec_sparse_opt_kind)kind, 2, 0), *r = make_engine(&m, (rec_sparse_opt_kind)kind, 2, 0);
+        if (!d || !r) return;
+        rec_embed_sched sd, sr;
+        CHECK(rec_embed_sched_parse("sample/fixed/pf0/g12+dense/pf8", &sd) == REC_OK &&
+                  rec_embed_sched_parse("sample/fixed/pf0/g12+radix/pf8", &sr) == REC_OK,
+              "parse: %s", rec_errmsg());
+        rec_embed_set_uniform(d, sd);
+        rec_embed_set_uniform(r, sr);
+        for (int f = 0; f < m.F; f++)
+            CHECK(embed_sched_effective(d, f, d->sched[f]).sort == REC_SORT_DENSE, "table %d does not run DENSE", f);
+        const size_t n = (size_t)m.B * (size_t)rec_embed_out_width(d);
+        float *dout = random_dout(n);
+        int same = 1;
+        for (int step = 0; step < 5; step++) {
+            if (step == 1)
+                for (int t = 0; t < d->nt; t++) d->depoch[(size_t)t * 16] = UINT32_MAX;
+            rec_batch b;
+            make_batch(&b, &m);
+            CHECK(rec_embed_backward_update(d, &b, 0, dout, 0.1f) == REC_OK &&
+                      rec_embed_backward_update(r, &b, 0, dout, 0.1f) == REC_OK,
+                  "backward: %s", rec_errmsg());
+            same &= same_bits(d, r);
+            rec_batch_free(&b);
+        }
+        int wrapped = 1;
+        for (int t = 0; t < d->nt; t++) wrapped &= d->depoch[(size_t)t * 16] <= (uint32_t)(4 * m.F); /* 4 steps since */
+        CHECK(wrapped, "optimizer %d: a DENSE pass counter did not wrap", kind);
+        CHECK(same, "optimizer %d: DENSE after its pass counter wrapped differs from RADIX", kind);
+        free(dout);
+        rec_embed_free(d);
+        rec_embed_free(r);
+    }
+}
+
 /* The tuner on live steps: bits equal to an untuned twin's throughout; ends with a valid plan. */
 static void test_tuner(void) {
     const model m = random_model(8, 64);
@@ -623,6 +669,7 @@ int main(void) {
     test_wide_rows_every_sort();
     test_trust_threads();
     test_batch_sizes_vary();
+    test_dense_epoch_wrap();
     test_tuner();
     test_plans();
     test_checked_every_kernel();
