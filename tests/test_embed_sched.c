@@ -381,11 +381,12 @@ static void test_batch_sizes_vary(void) {
  * step on both engines stamps rows with small counters; the DENSE engine's counters are then
  * set to UINT32_MAX so its next pass per thread wraps, and four more steps must leave it
  * bitwise equal to a RADIX twin (every sort gives the same bits). Table 0 takes the full-scan
- * apply (many ids a row), table 1 the touched list (few), under 2 threads. */
+ * apply (many ids a row), table 1 the touched list (few). One thread, so that which thread
+ * runs a table is fixed: the wrapped counter then meets stamps of step 0's passes. */
 static void test_dense_epoch_wrap(void) {
     model m = {3, 64, {400, 100000, 3000}, {16, 1, 5}, {40, 1, 8}, REC_POOL_SUM, 1};
     for (int kind = 0; kind < 3; kind++) {
-        rec_embed *d = make_engine(&m, (rec_sparse_opt_kind)kind, 2, 0), *r = make_engine(&m, (rec_sparse_opt_kind)kind, 2, 0);
+        rec_embed *d = make_engine(&m, (rec_sparse_opt_kind)kind, 1, 0), *r = make_engine(&m, (rec_sparse_opt_kind)kind, 2, 0);
         if (!d || !r) return;
         rec_embed_sched sd, sr;
         CHECK(rec_embed_sched_parse("sample/fixed/pf0/g12+dense/pf8", &sd) == REC_OK &&
