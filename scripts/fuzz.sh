@@ -83,7 +83,10 @@ for name in $built; do
     if [ "$name" = fuzz_tsv ]; then seed_tsv "$corpus"; fi
     # cJSON is not instrumented: without whole valid specs as seeds (and room for them) the
     # JSON fuzzers never get past the syntax (fuzz_spec: 40 edges instead of ~670).
-    case $name in fuzz_spec | fuzz_model) cp "$ROOT"/configs/*.json "$corpus"/; extra="-max_len=16384" ;; esac
+    case $name in
+    fuzz_spec | fuzz_model) cp "$ROOT"/configs/*.json "$corpus"/; extra="-max_len=16384" ;;
+    fuzz_shard) extra="-max_len=16384" ;; # room to grow past the largest seed shard (11 KB)
+    esac
     if [ -d "$ROOT/tests/fuzz/seeds/$name" ]; then cp "$ROOT/tests/fuzz/seeds/$name"/* "$corpus"/ 2>/dev/null || true; fi
     if [ -f "$ROOT/tests/fuzz/$name.dict" ]; then extra="$extra -dict=$ROOT/tests/fuzz/$name.dict"; fi
     echo "fuzz.sh: running $name for ${SECONDS_PER_TARGET}s" >&2
