@@ -1,8 +1,10 @@
 /* The CLI end to end: gen -> prep -> inspect on small data, exactly as a user runs it,
  * including exit codes (0 ok, 1 runtime error, 2 usage error) and the messages of the
  * rejection paths that only the command line reaches (bad rows in a file, --bad-rows skip,
- * --vocab-from, gzip input, truncated shards, bad specs). Skipped (77) when REC_CLI, the
+ * --vocab-from, gzip input, truncated shards, bad specs, dense values a spec makes non-finite).
+ * Skipped (77) when REC_CLI, the
  * path of the built `rectrain`, is not set (CTest sets it). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,9 @@
 
 #include "check.h"
 #include "clirun.h"
+#include "rectrain/core.h"
+#include "rectrain/prep.h"
+#include "rectrain/shard.h"
 
 /* Copies the first `lines` lines of `from` to `to`, replacing line `bad_line` (1-based, 0 =
  * none) with `bad_text`. */
@@ -102,6 +107,88 @@ static void test_bad_rows(void) {
               strstr(out, "trunc.tsv:11") && strstr(out, "truncated last line"), "truncated last line: %s", out);
 }
 
+/* A Criteo line: label 1, I2 = `i2`, every other integer 5, every categorical 1a2b3c4d. */
+static void fixed_line(char *buf, size_t cap, const char *i2) {
+    snprintf(buf, cap, "1\t5\t%s", i2);
+    for (int c = 2; c < 13; c++) strncat(buf, "\t5", cap - strlen(buf) - 1);
+    for (int c = 0; c < 26; c++) strncat(buf, "\t1a2b3c4d", cap - strlen(buf) - 1);
+    strncat(buf, "\n", cap - strlen(buf) - 1);
+}
+
+/* A spec whose dense operators make a non-finite value from valid input (criteo_standard
+ * without its clamps: log1p of I2 = -2 is nan, of -1 -inf) is refused at the line, naming
+ * the feature and the fix, and leaves no shard; `inspect` counts such values in a shard
+ * that holds them (written through the library, which stores any bits). */
+static void test_nonfinite(void) {
+    char std[600], *text = NULL;
+    size_t len = 0;
+    snprintf(std, sizeof std, "%s/configs/criteo_standard.json", src);
+    CHECK(rec_read_file(std, "spec", 1 << 20, &text, &len) == REC_OK, "read %s", std);
+    if (!text) return;
+    FILE *f = fopen(path("noclamp.json"), "wb");
+    const char *clamp = "{\"op\": \"clamp\", \"min\": 0}, ";
+    for (const char *p = text, *q; p < text + len; p = q + strlen(clamp)) { /* drop every clamp */
+        q = strstr(p, clamp);
+        if (!q) q = text + len;
+        fwrite(p, 1, (size_t)(q - p), f);
+        if (q == text + len) break;
+    }
+    fclose(f);
+    free(text);
+    for (int inf = 0; inf < 2; inf++) {
+        char line[1024];
+        f = fopen(path("neg.tsv"), "wb");
+        for (int l = 1; l <= 6; l++) {
+            fixed_line(line, sizeof line, l == 5 ? (inf ? "-1" : "-2") : "3");
+            fputs(line, f);
+        }
+        fclose(f);
+        CHECK(run("prep --spec noclamp.json --in neg.tsv --out neg.rshard") == 1, "non-finite dense: %s", out);
+        CHECK(strstr(out, "neg.tsv: line 5: spec noclamp.json makes dense feature 'I2'") &&
+                  strstr(out, inf ? "-inf" : "nan") && strstr(out, "clamp at 0 before log1p"),
+              "the message names line, feature, value and fix: %s", out);
+        CHECK(file_size("neg.rshard") < 0 && file_size("neg.rshard.tmp") < 0, "no shard left behind");
+    }
+    CHECK(run("prep --spec noclamp.json --in neg.tsv --out neg.rshard --bad-rows skip") == 1 &&
+              strstr(out, "neg.tsv: output row 4: spec noclamp.json makes dense feature 'I2' -inf"),
+          "--bad-rows skip: rows, not lines: %s", out);
+    CHECK(run("prep --spec %s --in neg.tsv --out neg.rshard", std) == 0, "the clamped spec: %s", out);
+    CHECK(run("train --data neg.tsv --spec noclamp.json --holdout 0.5 --steps 1") == 1 &&
+              strstr(out, "neg.tsv: row 4: dense value 1 is -inf, not a finite number"),
+          "train on the fly refuses it too: %s", out);
+
+    rec_spec *spec = NULL;
+    rec_shard_writer *w = NULL;
+    rec_batch b;
+    const char *json = "{\"format\": \"rectrain-prep\", \"version\": 1, \"name\": \"nan\", \"tables\": "
+                       "{\"C1\": {\"rows\": 10}}, \"dense\": [{\"name\": \"I1\", \"input\": \"I1\", \"ops\": "
+                       "[{\"op\": \"fill_null\", \"value\": 0}, {\"op\": \"cast\", \"to\": \"f32\"}]}], \"sparse\": "
+                       "[{\"name\": \"C1\", \"input\": \"C1\", \"table\": \"C1\", \"ops\": [{\"op\": \"fill_null\", "
+                       "\"value\": 0}, {\"op\": \"modulo\", \"divisor\": 10}]}]}";
+    int ok = rec_spec_parse(&spec, json, strlen(json), "nan spec") == REC_OK &&
+             rec_shard_writer_open(&w, path("nan.rshard"), spec, NULL, 1, 0) == REC_OK &&
+             rec_batch_init(&b, 8, 1, 1, 1) == REC_OK;
+    CHECK(ok, "a shard with nan: %s", rec_errmsg());
+    if (ok) {
+        b.n = 8;
+        b.sparse[0].offsets[0] = 0;
+        for (int r = 0; r < 8; r++) {
+            b.label[r] = (float)(r % 2);
+            b.dense[r] = r == 3 || r == 6 ? NAN : (float)r;
+            b.sparse[0].ids64[r] = r;
+            b.sparse[0].offsets[r + 1] = r + 1;
+        }
+        CHECK(rec_shard_writer_append(w, &b) == REC_OK && rec_shard_writer_close(w) == REC_OK, "write: %s", rec_errmsg());
+        rec_batch_free(&b);
+        CHECK(run("inspect nan.rshard --json") == 0 && strstr(out, "1 values per row, 2 not finite (the first: row 3, value 0)") &&
+                  strstr(out, "\"dense_nonfinite\": 2"),
+              "inspect counts them: %s", out);
+    } else if (w) {
+        rec_shard_writer_abort(w);
+    }
+    rec_spec_free(spec);
+}
+
 static void test_errors(void) {
     CHECK(run("prep --in train.tsv --out x.rshard") == 2 && strstr(out, "--spec, --in and --out are required"),
           "missing flags: %s", out);
@@ -158,6 +245,7 @@ int main(void) {
     if (rc) return rc;
     test_pipeline();
     test_bad_rows();
+    test_nonfinite();
     test_errors();
     test_bench();
     clirun_cleanup();

@@ -8,6 +8,8 @@
  *     through a categorify spec with vocabularies from a shard;
  *   - the counting pass of a TSV gives N (and N-1 with a malformed line in skip mode);
  *   - closing mid-stream, or before the first batch, neither hangs nor leaks (run under ASan);
+ *   - a loader refuses a row with a dense value that is not finite or a label not 0 or 1
+ *     (after the batches before it), naming the row; rec_batch_first_bad_value finds it;
  *   - every refusal names the file and says what to do, and a malformed line met by the
  *     producer surfaces from rec_loader_next as FILE:LINE after the batches before it.
  */
@@ -20,6 +22,7 @@
 #include "check.h"
 #include "rectrain/core.h"
 #include "rectrain/ingest.h"
+#include "rectrain/prep.h"
 #include "rectrain/shard.h"
 #include "rectrain/train.h"
 
@@ -286,6 +289,79 @@ done:
     rec_dataset_close(td);
 }
 
+/* Rows no model can train on: rec_batch_first_bad_value finds the first in row order, and a
+ * loader refuses the batch that holds one (naming the data set row), after delivering the
+ * batches before it; a range without it loads. The shard is written through the library,
+ * which stores any bits (prep refuses such values before they reach a shard: test_cli). */
+static void test_bad_values(void) {
+    rec_batch b;
+    int32_t c = 7;
+    CHECK(rec_batch_init(&b, 5, 3, 1, 1) == REC_OK, "batch: %s", rec_errmsg());
+    b.n = 5;
+    for (int i = 0; i < 5; i++) b.label[i] = (float)(i % 2);
+    for (int i = 0; i < 15; i++) b.dense[i] = (float)i - 7.0f;
+    CHECK(rec_batch_first_bad_value(&b, &c) == -1, "a good batch");
+    b.dense[2 * 3 + 1] = INFINITY;
+    CHECK(rec_batch_first_bad_value(&b, &c) == 2 && c == 1, "inf at row 2 column 1: row %d column %d",
+          (int)rec_batch_first_bad_value(&b, &c), c);
+    b.dense[4 * 3 + 0] = NAN;
+    b.label[3] = 0.5f;
+    CHECK(rec_batch_first_bad_value(&b, &c) == 2 && c == 1, "the first bad row in row order");
+    b.dense[0 * 3 + 2] = -NAN;
+    CHECK(rec_batch_first_bad_value(&b, &c) == 0 && c == 2, "nan at row 0 column 2");
+    b.dense[0 * 3 + 2] = 0.0f, b.dense[2 * 3 + 1] = 0.0f;
+    CHECK(rec_batch_first_bad_value(&b, &c) == 3 && c == -1, "label 0.5 at row 3");
+    b.n = 3;
+    CHECK(rec_batch_first_bad_value(&b, &c) == -1, "rows past n are not looked at");
+    rec_batch_free(&b);
+
+    rec_dataset_opts so = {.path = g_shard};
+    rec_dataset *src = NULL;
+    CHECK(rec_dataset_open(&src, &so) == REC_OK, "open: %s", rec_errmsg());
+    rec_loader *l = NULL;
+    const rec_batch *x = NULL;
+    for (int kind = 0; src && kind < 2; kind++) { /* a nan dense value; a label of 2 */
+        char bad[400];
+        snprintf(bad, sizeof bad, "%s/badvalue%d.rshard", g_dir, kind);
+        rec_spec *spec = NULL;
+        rec_shard_writer *w = NULL;
+        rec_status s = rec_spec_load(&spec, g_std);
+        if (!s) s = rec_shard_writer_open(&w, bad, spec, NULL, 1, GROUP);
+        if (!s) s = rec_loader_open(&l, src, 0, 1000, 300, 2);
+        int64_t row = 0;
+        while (!s && !(s = rec_loader_next(l, &x)) && x) {
+            rec_batch *m = (rec_batch *)x; /* the loader's slot, free to change until the next call */
+            if (row == 300 && kind == 0) m->dense[37 * 13 + 4] = NAN; /* row 337, dense value 4 */
+            if (row == 300 && kind == 1) m->label[37] = 2.0f;
+            s = rec_shard_writer_append(w, m);
+            row += m->n;
+        }
+        rec_loader_close(l);
+        if (w) s = s ? (rec_shard_writer_abort(w), s) : rec_shard_writer_close(w);
+        rec_spec_free(spec);
+        CHECK(s == REC_OK, "writing %s: %s", bad, rec_errmsg());
+        rec_dataset_opts o = {.path = bad};
+        rec_dataset *d = NULL;
+        CHECK(rec_dataset_open(&d, &o) == REC_OK, "open: %s", rec_errmsg());
+        if (!d) continue;
+        int batches = 0;
+        s = rec_loader_open(&l, d, 0, 1000, 128, 2);
+        while (!s && !(s = rec_loader_next(l, &x)) && x) batches++;
+        CHECK_ERR(s, REC_EFORMAT, kind ? "row 337: label 2, not 0 or 1" : "row 337: dense value 4 is nan, not a finite number");
+        CHECK(strstr(rec_errmsg(), bad) && (kind || strstr(rec_errmsg(), "clamp at 0 before log1p")), "names the file and the fix: %s",
+              rec_errmsg());
+        CHECK(batches == 2, "the batches before the bad one arrive: %d", batches);
+        rec_loader_close(l);
+        batches = 0;
+        s = rec_loader_open(&l, d, 338, 1000, 128, 2);
+        while (!s && !(s = rec_loader_next(l, &x)) && x) batches++;
+        CHECK(s == REC_OK && batches == 6, "a range without the bad row loads: %s (%d batches)", rec_errmsg(), batches);
+        rec_loader_close(l);
+        rec_dataset_close(d);
+    }
+    rec_dataset_close(src);
+}
+
 static void test_errors(void) {
     rec_dataset *d = NULL;
     rec_loader *l = NULL;
@@ -424,6 +500,7 @@ int main(void) {
         test_shard_loader();
         test_tsv_loader();
         test_close_midstream();
+        test_bad_values();
         test_errors();
     }
     char cmd[400];

@@ -5,6 +5,7 @@
  * include/rectrain/stats.h so that tests can check them. */
 #include <errno.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,12 +116,18 @@ static int inspect_shard(const char *path, int verify, int64_t max_rows, int jso
     const int64_t B = 65536;
     if (!s) s = rec_batch_init(&b, B, sc->n_dense, F, 1);
     double label_sum = 0;
+    int64_t nonfinite = 0, bad_row = -1; /* dense values training refuses, and the first row holding one */
+    int32_t bad_col = -1;
     rec_progress pr;
     rec_progress_init(&pr, "inspect", "rows", (double)scan);
     for (int64_t r0 = 0; !s && r0 < scan; r0 += B) {
         int64_t n = scan - r0 < B ? scan - r0 : B;
         s = rec_shard_read(sh, r0, n, &b);
         for (int64_t r = 0; !s && r < n; r++) label_sum += b.label[r];
+        for (int64_t i = 0; !s && i < n * sc->n_dense; i++) {
+            if (isfinite(b.dense[i])) continue;
+            if (!nonfinite++) bad_row = r0 + i / sc->n_dense, bad_col = (int32_t)(i % sc->n_dense);
+        }
         for (int32_t f = 0; !s && f < F; f++) {
             s = count_ids(fs[f].ids, &b.sparse[f], rec_batch_nnz(&b, f));
             if (!s) s = rec_len_hist_add_offsets(&fs[f].len, b.sparse[f].offsets, n);
@@ -144,7 +151,12 @@ static int inspect_shard(const char *path, int verify, int64_t max_rows, int jso
     if (scan < N) printf("scanned    first %lld rows (--rows)\n", (long long)scan);
     if (sc->has_label) printf("label      rate %.6f\n", scan ? label_sum / (double)scan : 0.0);
     else printf("label      none (test format)\n");
-    printf("dense      %d values per row\n", sc->n_dense);
+    printf("dense      %d values per row", sc->n_dense);
+    if (nonfinite)
+        printf(", %lld not finite (the first: row %lld, value %d); training refuses them: prepare the data "
+               "again with a spec that keeps them finite (clamp at 0 before log1p)",
+               (long long)nonfinite, (long long)bad_row, bad_col);
+    printf("\n");
     printf("vocabs     %d", vs->n);
     for (int32_t i = 0; i < vs->n; i++) printf("%s%lld", i ? ", " : " (sizes ", (long long)rec_vocab_size(vs->v[i]));
     printf("%s\n", vs->n ? ")" : "");
@@ -169,7 +181,8 @@ static int inspect_shard(const char *path, int verify, int64_t max_rows, int jso
                (long long)N, (long long)scan, (long long)rec_shard_groups(sh), sc->has_label ? "true" : "false");
         if (sc->has_label) printf("%.6f", scan ? label_sum / (double)scan : 0.0);
         else printf("null");
-        printf(", \"n_dense\": %d, \"verified\": %s, \"vocab_sizes\": [", sc->n_dense, verify ? "true" : "false");
+        printf(", \"n_dense\": %d, \"dense_nonfinite\": %lld, \"verified\": %s, \"vocab_sizes\": [", sc->n_dense,
+               (long long)nonfinite, verify ? "true" : "false");
         for (int32_t i = 0; i < vs->n; i++) printf("%s%lld", i ? ", " : "", (long long)rec_vocab_size(vs->v[i]));
         printf("], \"features\": [");
         for (int32_t f = 0; f < F; f++) {

@@ -53,6 +53,12 @@ rec_status rec_batch_init(rec_batch *b, int64_t cap, int32_t n_dense, int32_t n_
                           int64_t nnz_per_row);
 void rec_batch_free(rec_batch *b);
 
+/* The first row of b's n rows (in row order) whose label is not 0 or 1 or that holds a dense
+ * value that is not finite (NaN, +-inf): its index, with *col its dense column, or -1 for
+ * the label; -1 when every row is fine. A model cannot train on such a row: a NaN input
+ * turns the weights it meets into NaN, which ReLU then hides from the loss. */
+int64_t rec_batch_first_bad_value(const rec_batch *b, int32_t *col);
+
 /* Does a table of `rows` rows need 64-bit ids (an id of 2^31 or more)? The one rule for
  * batches and shards alike. */
 static inline int rec_ids_wide(int64_t rows) { return rows > ((int64_t)1 << 31); }

@@ -1,6 +1,7 @@
 /* Batch allocation. */
 #include "rectrain/batch.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -27,6 +28,20 @@ rec_status rec_batch_init(rec_batch *b, int64_t cap, int32_t n_dense, int32_t n_
     }
     if (s) rec_batch_free(b);
     return s;
+}
+
+int64_t rec_batch_first_bad_value(const rec_batch *b, int32_t *col) {
+    const size_t n = (size_t)b->n, dn = (size_t)b->n_dense;
+    int bad = 0; /* one branch-free pass; the search only when it found something */
+    for (size_t r = 0; r < n; r++) bad |= b->label[r] != 0.0f && b->label[r] != 1.0f;
+    for (size_t i = 0; i < n * dn; i++) bad |= !isfinite(b->dense[i]);
+    for (size_t r = 0; bad && r < n; r++) {
+        *col = -1;
+        if (b->label[r] != 0.0f && b->label[r] != 1.0f) return (int64_t)r;
+        for (size_t c = 0; c < dn; c++)
+            if (!isfinite(b->dense[r * dn + c])) return *col = (int32_t)c, (int64_t)r;
+    }
+    return -1;
 }
 
 void rec_batch_free(rec_batch *b) {

@@ -37,6 +37,8 @@ typedef struct pass {
     const rec_batch *out[256];      /* the writer's batches (one per engine thread) */
     int n_out;
     int64_t rows;                   /* rows appended to the shard */
+    const rec_spec *spec;           /* for messages */
+    const rec_ingest_opts *o;
     stage rd, wr;
 } pass;
 
@@ -80,11 +82,43 @@ static void *read_main(void *arg) {
     return NULL;
 }
 
+/* The dense output feature that writes column c (onehot features write several). */
+static const char *dense_name(const rec_spec *spec, int32_t c) {
+    const rec_feature *best = NULL;
+    for (int i = 0; i < spec->n_features; i++) {
+        const rec_feature *ft = &spec->features[i];
+        if (ft->kind == REC_FEAT_DENSE && ft->dense_offset <= c && (!best || ft->dense_offset > best->dense_offset))
+            best = ft;
+    }
+    return best ? best->name : "?";
+}
+
+/* Refuses rows no model can train on (rec_batch_first_bad_value) before they reach the
+ * shard: what the spec made of valid input, so the message says which feature and what to
+ * change. `row0` is the output row of b's first row; in --bad-rows fail mode every line
+ * became a row, so the line is known too. */
+static rec_status check_values(const pass *p, const rec_batch *b, int64_t row0) {
+    int32_t c;
+    const int64_t r = rec_batch_first_bad_value(b, &c);
+    if (r < 0) return REC_OK;
+    char where[64];
+    if (p->o->tsv.bad_rows == REC_BAD_ROWS_FAIL) snprintf(where, sizeof where, "line %lld", (long long)(row0 + r + 1));
+    else snprintf(where, sizeof where, "output row %lld", (long long)(row0 + r));
+    if (c < 0)
+        return rec_errorf(REC_EINVAL, "%s: %s: label %g, not 0 or 1", p->o->in_path, where, (double)b->label[r]);
+    return rec_errorf(REC_EINVAL,
+                      "%s: %s: spec %s makes dense feature '%s' %g, not a finite number, and a model cannot "
+                      "train on it (log1p of a value below -1 gives nan, of -1 -inf): clamp at 0 before "
+                      "log1p, as configs/criteo_standard.json does",
+                      p->o->in_path, where, p->o->spec_path, dense_name(p->spec, c), (double)b->dense[r * b->n_dense + c]);
+}
+
 static void *write_main(void *arg) {
     pass *p = arg;
     rec_status s = REC_OK;
     for (int t = 0; !s && t < p->n_out; t++) {
-        if (p->out[t]->n) s = rec_shard_writer_append(p->w, p->out[t]);
+        s = check_values(p, p->out[t], p->rows);
+        if (!s && p->out[t]->n) s = rec_shard_writer_append(p->w, p->out[t]);
         p->rows += p->out[t]->n;
     }
     stage_end(&p->wr, s);
@@ -92,11 +126,13 @@ static void *write_main(void *arg) {
 }
 
 /* Runs one pass over the input: counting (`w` NULL) or writing into `w`. */
-static rec_status one_pass(const rec_ingest_opts *o, const rec_prep_plan *plan, rec_prep_engine **engine,
-                           rec_shard_writer *w, rec_ingest_report *rep, const char *label) {
+static rec_status one_pass(const rec_ingest_opts *o, const rec_spec *spec, const rec_prep_plan *plan,
+                           rec_prep_engine **engine, rec_shard_writer *w, rec_ingest_report *rep, const char *label) {
     pass p;
     memset(&p, 0, sizeof p);
     p.w = w;
+    p.spec = spec;
+    p.o = o;
     REC_TRY(rec_tsv_open(&p.r, o->in_path, &o->tsv, 0));
     rec_status s = REC_OK;
     if (!*engine) s = rec_prep_engine_init(engine, plan, o->threads, rec_tsv_options(p.r), o->in_path);
@@ -173,7 +209,7 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
         } else {
             rep->passes++;
             s = rec_prep_plan_init(&plan, spec, NULL);
-            if (!s) s = one_pass(&oo, plan, &engine, NULL, rep, "prep: counting ids");
+            if (!s) s = one_pass(&oo, spec, plan, &engine, NULL, rep, "prep: counting ids");
             if (!s) s = rec_prep_engine_vocabs(engine, &built);
             vocabs = &built;
             rec_prep_engine_free(engine);
@@ -188,7 +224,7 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     if (!s) s = rec_shard_writer_open(&w, o->out_path, spec, vocabs, tsv.has_label, o->group_rows);
     if (!s) {
         rep->passes++;
-        s = one_pass(&oo, plan, &engine, w, rep, "prep");
+        s = one_pass(&oo, spec, plan, &engine, w, rep, "prep");
     }
     if (engine) rec_bad_report_merge(&rep->bad, rec_prep_engine_bad(engine));
     if (w) {

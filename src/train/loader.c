@@ -308,12 +308,30 @@ static void producer_finish(rec_loader *l, rec_status s) {
     pthread_mutex_unlock(&l->mu);
 }
 
+/* Refuses a batch (its first row is data set row `row0`) with a row no model can train on
+ * (rec_batch_first_bad_value): caught here, such a row would otherwise turn weights into NaN
+ * while ReLU keeps the loss finite, and training would end with an AUC and NaN parameters. */
+static rec_status check_values(const rec_loader *l, const rec_batch *b, int64_t row0) {
+    int32_t c;
+    const int64_t r = rec_batch_first_bad_value(b, &c);
+    if (r < 0) return REC_OK;
+    if (c < 0)
+        return rec_errorf(REC_EFORMAT, "%s: row %lld: label %g, not 0 or 1", l->d->path, (long long)(row0 + r),
+                          (double)b->label[r]);
+    return rec_errorf(REC_EFORMAT,
+                      "%s: row %lld: dense value %d is %g, not a finite number, and a model cannot train on "
+                      "it. The spec's operators made it (log1p of a value below -1 gives nan, of -1 -inf): "
+                      "clamp at 0 before log1p, as configs/criteo_standard.json does, and prepare the data "
+                      "again", l->d->path, (long long)(row0 + r), c, (double)b->dense[r * b->n_dense + c]);
+}
+
 static rec_status produce_shard(rec_loader *l) {
     for (int64_t r = l->row0; r < l->row1; r += l->batch) {
         rec_batch *b = slot_acquire(l);
         if (!b) return REC_OK;
         int64_t n = l->row1 - r < l->batch ? l->row1 - r : l->batch;
         REC_TRY(rec_shard_read(l->shard, r, n, b));
+        REC_TRY(check_values(l, b, r));
         slot_publish(l);
     }
     return REC_OK;
@@ -348,6 +366,7 @@ static rec_status produce_tsv(rec_loader *l) {
                 r += k;
                 row += k;
                 if (b->n == l->batch || row == l->row1) {
+                    REC_TRY(check_values(l, b, row - b->n));
                     slot_publish(l);
                     b = NULL;
                 }
