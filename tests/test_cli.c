@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -189,6 +190,49 @@ static void test_nonfinite(void) {
     rec_spec_free(spec);
 }
 
+/* A file a command writes is never one it reads, whatever the spelling: prep's --out against
+ * --in (same path, ./ and a link), --vocab-from and --spec; gen's --prob-out against --out
+ * (neither existing yet); train's --loss-log, --plan (with --tune) and --ckpt against its
+ * inputs, and --tune never overwrites a --plan file that is not a plan. Each refusal leaves
+ * every file as it was. Needs train.tsv and std.rshard from test_pipeline. */
+static void test_same_files(void) {
+    const char *std = "--spec %s/configs/criteo_standard.json";
+    char spec[600];
+    snprintf(spec, sizeof spec, std, src);
+    copy_lines("train.tsv", "raw.tsv", 50, 0, NULL);
+    const long raw = file_size("raw.tsv");
+    CHECK(symlink(path("raw.tsv"), path("raw_link.tsv")) == 0, "symlink");
+    static const char *outs[3] = {"raw.tsv", "./raw.tsv", "raw_link.tsv"};
+    for (int i = 0; i < 3; i++) {
+        CHECK(run("prep %s --in raw.tsv --out %s", spec, outs[i]) == 1 &&
+                  strstr(out, "names the same file as --in raw.tsv; give --out another path"),
+              "prep --out %s: %s", outs[i], out);
+        CHECK(file_size("raw.tsv") == raw, "prep --out %s changed the input", outs[i]);
+    }
+    CHECK(run("prep %s --in raw.tsv --out std.rshard --vocab-from std.rshard", spec) == 1 &&
+              strstr(out, "--out std.rshard names the same file as --vocab-from std.rshard"),
+          "prep --out = --vocab-from: %s", out);
+    CHECK(run("gen --rows 10 --out g.tsv --prob-out ./g.tsv") == 1 &&
+              strstr(out, "--prob-out ./g.tsv names the same file as --out g.tsv") && file_size("g.tsv") < 0,
+          "gen --prob-out = --out: %s", out);
+    const long shard = file_size("std.rshard");
+    CHECK(run("train --data std.rshard --holdout 0.5 --steps 1 --loss-log std.rshard") == 1 &&
+              strstr(out, "--loss-log std.rshard names the same file as --data std.rshard"),
+          "train --loss-log = --data: %s", out);
+    CHECK(run("train --data std.rshard --holdout 0.5 --steps 1 --tune --plan ./std.rshard") == 1 &&
+              strstr(out, "--plan ./std.rshard names the same file as --data std.rshard"),
+          "train --plan = --data: %s", out);
+    CHECK(run("train --data std.rshard --holdout 0.5 --steps 1 --tune --plan raw.tsv") == 1 &&
+              strstr(out, "raw.tsv: $.format: not a rectrain embedding plan") && strstr(out, "--tune would overwrite it"),
+          "train --tune --plan NOT-A-PLAN: %s", out);
+    CHECK(file_size("std.rshard") == shard && file_size("raw.tsv") == raw, "a refused train changed a file");
+    CHECK(mkdir(path("ck"), 0755) == 0, "mkdir ck");
+    copy_lines("train.tsv", "ck/model.rckpt", 50, 0, NULL);
+    CHECK(run("train --data ck/model.rckpt %s --holdout 0.5 --steps 1 --ckpt ck", spec) == 1 &&
+              strstr(out, "--ckpt ck/model.rckpt names the same file as --data ck/model.rckpt"),
+          "train --ckpt DIR holding the data: %s", out);
+}
+
 static void test_errors(void) {
     CHECK(run("prep --in train.tsv --out x.rshard") == 2 && strstr(out, "--spec, --in and --out are required"),
           "missing flags: %s", out);
@@ -246,6 +290,7 @@ int main(void) {
     test_pipeline();
     test_bad_rows();
     test_nonfinite();
+    test_same_files();
     test_errors();
     test_bench();
     clirun_cleanup();

@@ -513,9 +513,9 @@ static void test_plans(void) {
     rec_embed_set_uniform(g, rec_embed_sched_default());
     CHECK_ERR(rec_embed_plan_load(g, "/nonexistent/plan.json", &dk), REC_EIO, "cannot open the embedding plan");
     write_text(bad, "{\"format\": ");
-    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "not valid JSON");
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EFORMAT, "not valid JSON");
     write_text(bad, "{\"format\": \"other\"}");
-    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.format");
+    CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EFORMAT, "$.format");
     write_text(bad, "{\"format\": \"rectrain-embed-plan\", \"version\": 2}");
     CHECK_ERR(rec_embed_plan_load(g, bad, &dk), REC_EINVAL, "$.version");
     write_text(bad, "{\"format\": \"rectrain-embed-plan\", \"version\": 1, \"shape_key\": \"12\"}");

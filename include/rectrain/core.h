@@ -67,6 +67,13 @@ static inline uint64_t rec_mix64(uint64_t x) {
  * REC_EINVAL when it is larger than max_bytes, REC_ENOMEM. */
 rec_status rec_read_file(const char *path, const char *what, size_t max_bytes, char **out, size_t *len);
 
+/* Refuses (REC_EINVAL) to write `out` when it names the file `in` is read from, through the
+ * same path or any other (a link, ./x, ../d/x): the same device and inode, or the same path
+ * text when `out` does not exist yet. `out_opt` and `in_opt` name the options in the message
+ * ("--out", "--in"). NULL paths pass. A job checks every output against every input before
+ * it opens any, so that a slip of the shell never replaces a day of raw logs. */
+rec_status rec_check_distinct(const char *out_opt, const char *out, const char *in_opt, const char *in);
+
 /* ---- clock ------------------------------------------------------------------------------ */
 /* Monotonic seconds. */
 double rec_now(void);

@@ -215,9 +215,10 @@ uint64_t rec_embed_data_key(const rec_embed *e, const rec_batch *b, int first_fe
  * "shape_key", "data_key", "tables": [{"rows", "dim", "sched"}...]}) to path (temp file +
  * rename). data_key is the one the plan was tuned for (0 = unknown). */
 rec_status rec_embed_plan_save(const rec_embed *e, const char *path, uint64_t data_key);
-/* Loads a plan written by rec_embed_plan_save for tables of the same shapes: REC_EINVAL
- * naming the file and JSON path when it is malformed, or when it was tuned for other tables
- * (with what to do). *data_key gets the plan's data key. Nothing changes on error. */
+/* Loads a plan written by rec_embed_plan_save for tables of the same shapes. Errors name the
+ * file and JSON path: REC_EFORMAT when it is not a plan at all (not JSON, or another
+ * "format"), REC_EINVAL when it is a malformed plan or one tuned for other tables (with what
+ * to do). *data_key gets the plan's data key. Nothing changes on error. */
 rec_status rec_embed_plan_load(rec_embed *e, const char *path, uint64_t *data_key);
 /* The same for a plan's text already in memory (len bytes, no NUL needed); name labels the
  * messages (a path, say). */

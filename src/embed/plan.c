@@ -81,7 +81,7 @@ static int hex_key(const cJSON *v, uint64_t *out) {
 static rec_status plan_apply(rec_embed *e, const cJSON *root, const char *path, uint64_t *data_key, rec_embed_sched *s) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format"), *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
     if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "rectrain-embed-plan"))
-        return rec_errorf(REC_EINVAL, "%s: $.format: not a rectrain embedding plan (want \"rectrain-embed-plan\")", path);
+        return rec_errorf(REC_EFORMAT, "%s: $.format: not a rectrain embedding plan (want \"rectrain-embed-plan\")", path);
     if (!cJSON_IsNumber(ver) || ver->valuedouble != 1)
         return rec_errorf(REC_EINVAL, "%s: $.version: this rectrain reads version 1 plans; retune with --tune", path);
     uint64_t sk, dk;
@@ -119,7 +119,7 @@ static rec_status plan_apply(rec_embed *e, const cJSON *root, const char *path, 
 
 rec_status rec_embed_plan_parse(rec_embed *e, const char *text, size_t len, const char *name, uint64_t *data_key) {
     cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) return rec_errorf(REC_EINVAL, "%s: not valid JSON; retune with --tune", name);
+    if (!root) return rec_errorf(REC_EFORMAT, "%s: not valid JSON, so not an embedding plan", name);
     rec_embed_sched *s;
     rec_status st = rec_alloc((void **)&s, (size_t)(e->F + 1) * sizeof *s, "embedding plan");
     uint64_t dk = 0;

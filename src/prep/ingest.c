@@ -188,7 +188,10 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     rec_tsv_opts tsv = o->tsv;
     rec_ingest_opts oo = *o;
 
-    rec_status s = rec_spec_load(&spec, o->spec_path);
+    rec_status s = rec_check_distinct("--out", o->out_path, "--in", o->in_path);
+    if (!s) s = rec_check_distinct("--out", o->out_path, "--vocab-from", o->vocab_from);
+    if (!s) s = rec_check_distinct("--out", o->out_path, "--spec", o->spec_path);
+    if (!s) s = rec_spec_load(&spec, o->spec_path);
     /* Resolve the input format once so both passes and the shard agree on it. */
     if (!s && tsv.has_label < 0) {
         rec_tsv *r;

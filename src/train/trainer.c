@@ -289,6 +289,11 @@ static rec_status start_plan(job *j, const rec_batch *b) {
         uint64_t key = 0;
         rec_status s = rec_embed_plan_load(e, o->plan_path, &key);
         if (s && !o->tune) return s;
+        if (s == REC_EFORMAT) { /* not a plan: some other file, which retuning would overwrite */
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", rec_errmsg());
+            return rec_errorf(s, "%s; --tune would overwrite it with the tuned plan: give --plan a plan file or a new path", msg);
+        }
         if (!s && (!o->tune || key == j->data_key)) {
             if (o->log) fprintf(o->log, "train: embedding plan %s loaded\n", o->plan_path);
             return REC_OK;
@@ -426,8 +431,23 @@ static rec_status run(job *j) {
     return REC_OK;
 }
 
+/* No file the job writes (loss log, plan when tuning, checkpoint) may be one it reads. */
+static rec_status check_outputs(const rec_train_opts *o) {
+    char ckpt[1100];
+    if (o->ckpt_dir) rec_ckpt_path(o->ckpt_dir, ckpt, sizeof ckpt);
+    const char *out_opt[3] = {"--loss-log", "--plan", "--ckpt"};
+    const char *out[3] = {o->loss_log, o->tune ? o->plan_path : NULL, o->ckpt_dir ? ckpt : NULL};
+    const char *in_opt[7] = {"--data", "--eval", "--spec", "--config", "--vocab-from", "--oracle", "--plan"};
+    const char *in[7] = {o->data_path, o->eval_path, o->spec_path, o->config_path, o->vocab_from, o->oracle_path, o->plan_path};
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 7; k++)
+            if (out[i] != in[k]) REC_TRY(rec_check_distinct(out_opt[i], out[i], in_opt[k], in[k]));
+    return REC_OK;
+}
+
 rec_status rec_train(const rec_train_opts *o, rec_train_report *rep) {
     memset(rep, 0, sizeof *rep);
+    REC_TRY(check_outputs(o));
     job j;
     memset(&j, 0, sizeof j);
     j.o = o;
