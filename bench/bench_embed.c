@@ -582,13 +582,16 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
         printf("  per-table oracle (each table at its fastest uniform member, thread time): %.2fx best uniform\n",
                oracle);
         if (json)
-            printf("{\"model\": \"%s\", \"tables\": %d, \"batch\": %d, \"ids_per_batch\": %.0f, \"bytes_per_batch\": %.0f, "
-                   "\"threads\": %d, \"naive_fwd_s\": %.6g, \"default_fwd_s\": %.6g, \"default_fwdbwd_s\": %.6g, "
-                   "\"uniform_fwd_s\": %.6g, \"uniform_fwdbwd_s\": %.6g, \"separate_fwd_s\": %.6g, \"separate_fwdbwd_s\": %.6g, "
-                   "\"tuned_fwd_s\": %.6g, \"tuned_fwdbwd_s\": %.6g, \"gb_per_s\": %.3f, \"rows_per_s\": %.0f, "
-                   "\"floor_fwd_s\": %.6g, \"floor_fwdbwd_s\": %.6g, \"oracle_fwd_gain\": %.4f, \"best_uniform\": \"%s\"}\n",
-                   m.name, m.F, B, ids, bytes, threads, naive, def_f, def_fb, uni_f, uni_fb, sep_f, sep_fb, tun_f, tun_fb,
-                   gbs(bytes, tun_f), ids / tun_f, floor_f, floor_fb, oracle, ubw_name);
+            printf("{\"model\": \"%s\", \"tables\": %d, \"batch\": %d, \"ids_per_batch\": %s, \"bytes_per_batch\": %s, "
+                   "\"threads\": %d, \"naive_fwd_s\": %s, \"default_fwd_s\": %s, \"default_fwdbwd_s\": %s, "
+                   "\"uniform_fwd_s\": %s, \"uniform_fwdbwd_s\": %s, \"separate_fwd_s\": %s, \"separate_fwdbwd_s\": %s, "
+                   "\"tuned_fwd_s\": %s, \"tuned_fwdbwd_s\": %s, \"gb_per_s\": %s, \"rows_per_s\": %s, "
+                   "\"floor_fwd_s\": %s, \"floor_fwdbwd_s\": %s, \"oracle_fwd_gain\": %s, \"best_uniform\": \"%s\"}\n",
+                   m.name, m.F, B, cli_jnum("%.0f", ids), cli_jnum("%.0f", bytes), threads, cli_jnum("%.6g", naive),
+                   cli_jnum("%.6g", def_f), cli_jnum("%.6g", def_fb), cli_jnum("%.6g", uni_f), cli_jnum("%.6g", uni_fb),
+                   cli_jnum("%.6g", sep_f), cli_jnum("%.6g", sep_fb), cli_jnum("%.6g", tun_f), cli_jnum("%.6g", tun_fb),
+                   cli_jnum("%.3f", gbs(bytes, tun_f)), cli_jnum("%.0f", ids / tun_f), cli_jnum("%.6g", floor_f),
+                   cli_jnum("%.6g", floor_fb), cli_jnum("%.4f", oracle), ubw_name);
     }
     for (int i = 0; c.b && i < nb; i++) rec_batch_free(&c.b[i]);
     free(c.b), rec_free(c.out), rec_free(c.dout), rec_free(tt);
@@ -630,8 +633,8 @@ int bench_embed(int argc, char **argv) {
            "sequential read %.1f GB/s\n",
            ceiling_mib, threads, c_naive * 1e-6, c_pf * 1e-6, rd);
     if (json)
-        printf("{\"gather_ceiling_rows_per_s\": %.0f, \"gather_prefetch_rows_per_s\": %.0f, \"read_gbps\": %.2f}\n", c_naive,
-               c_pf, rd);
+        printf("{\"gather_ceiling_rows_per_s\": %s, \"gather_prefetch_rows_per_s\": %s, \"read_gbps\": %s}\n",
+               cli_jnum("%.0f", c_naive), cli_jnum("%.0f", c_pf), cli_jnum("%.2f", rd));
     for (size_t i = 0; i < sizeof ALL / sizeof ALL[0]; i++) {
         if (strcmp(model, "all") && strcmp(model, ALL[i])) continue;
         const int B = batch ? batch : i == 0 ? 2048 : 512;

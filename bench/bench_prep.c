@@ -188,10 +188,11 @@ int bench_prep(int argc, char **argv) {
         const result *last = &res[n_counts - 1];
         if (json) {
             printf("{\"bench\": \"prep\", \"spec\": \"%s\", \"bytes\": %zu, \"rows\": %lld, \"threads\": %d, "
-                   "\"mb_per_s\": %.2f, \"rows_per_s\": %.1f, \"mb_per_s_1thread\": %.2f, \"speedup\": %.3f, "
-                   "\"copy_gb_per_s\": %.2f}\n",
-                   spec->name, len, (long long)last->rows, last->threads, last->mb_s, last->rows_s, res[0].mb_s,
-                   last->mb_s / res[0].mb_s, copy);
+                   "\"mb_per_s\": %s, \"rows_per_s\": %s, \"mb_per_s_1thread\": %s, \"speedup\": %s, "
+                   "\"copy_gb_per_s\": %s}\n",
+                   spec->name, len, (long long)last->rows, last->threads, cli_jnum("%.2f", last->mb_s),
+                   cli_jnum("%.1f", last->rows_s), cli_jnum("%.2f", res[0].mb_s), cli_jnum("%.3f", last->mb_s / res[0].mb_s),
+                   cli_jnum("%.2f", copy));
         }
     }
     rec_prep_plan_free(plan);

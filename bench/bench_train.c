@@ -105,8 +105,9 @@ int bench_train(int argc, char **argv) {
     printf("  %-34s %12.1f\n", "oneDNN sgemm 2048x512x512 GFLOP/s", gemm);
     printf("  %-34s %11.1f%%\n", "time waiting for input", 100 * medw);
     if (json)
-        printf("{\"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"steps\": %lld, \"reps\": %d, \"samples_per_s\": %.1f, "
-               "\"gflops\": %.2f, \"sgemm_gflops\": %.2f, \"input_wait_share\": %.4f}\n",
-               r.model, (long long)r.batch, threads, (long long)steps, reps, med, medg, gemm, medw);
+        printf("{\"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"steps\": %lld, \"reps\": %d, \"samples_per_s\": %s, "
+               "\"gflops\": %s, \"sgemm_gflops\": %s, \"input_wait_share\": %s}\n",
+               r.model, (long long)r.batch, threads, (long long)steps, reps, cli_jnum("%.1f", med), cli_jnum("%.2f", medg),
+               cli_jnum("%.2f", gemm), cli_jnum("%.4f", medw));
     return CLI_OK;
 }

@@ -233,6 +233,15 @@ static void test_same_files(void) {
           "train --ckpt DIR holding the data: %s", out);
 }
 
+/* JSON has no nan or inf: a metric that is undefined (the AUC of a one-row evaluation set,
+ * whose rows are all of one class) is null in --json. Needs raw.tsv from test_same_files. */
+static void test_json_undefined(void) {
+    const int rc = run("train --data raw.tsv --spec %s/configs/criteo_standard.json --holdout 0.02 --steps 1 --json", src);
+    const char *j = strstr(out, "{\"model\"");
+    CHECK(rc == 0 && j && strstr(j, "\"eval_rows\": 1, \"auc\": null") && !strstr(j, "nan") && !strstr(j, "inf"),
+          "undefined metrics are null in --json: %s", out);
+}
+
 static void test_errors(void) {
     CHECK(run("prep --in train.tsv --out x.rshard") == 2 && strstr(out, "--spec, --in and --out are required"),
           "missing flags: %s", out);
@@ -291,6 +300,7 @@ int main(void) {
     test_bad_rows();
     test_nonfinite();
     test_same_files();
+    test_json_undefined();
     test_errors();
     test_bench();
     clirun_cleanup();

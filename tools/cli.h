@@ -34,6 +34,11 @@ int cli_double(const char *cmd, int argc, char **argv, int *i, double min, doubl
 /* --bad-rows fail|skip. */
 int cli_bad_rows(const char *cmd, int argc, char **argv, int *i, rec_bad_rows *out);
 
+/* x printed with fmt ("%.6f") as a JSON number, or "null" where x is NaN or infinite, which
+ * JSON cannot hold (the AUC of rows of one class, a rate over no time). Rotates over 32
+ * buffers, so one printf can take up to 32 of them. */
+const char *cli_jnum(const char *fmt, double x);
+
 /* True for -h / --help. */
 int cli_is_help(const char *arg);
 

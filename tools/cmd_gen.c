@@ -65,7 +65,7 @@ int cmd_gen(int argc, char **argv) {
             (long long)rows, (double)bytes / 1e6, sec, rps / 1e6, sec > 0 ? (double)bytes / 1e6 / sec : 0,
             threads, threads > 1 ? "s" : "", out);
     if (json)
-        printf("{\"rows\": %lld, \"bytes\": %llu, \"seconds\": %.4f, \"rows_per_s\": %.1f, \"threads\": %d}\n",
-               (long long)rows, bytes, sec, rps, threads);
+        printf("{\"rows\": %lld, \"bytes\": %llu, \"seconds\": %s, \"rows_per_s\": %s, \"threads\": %d}\n",
+               (long long)rows, bytes, cli_jnum("%.4f", sec), cli_jnum("%.1f", rps), threads);
     return CLI_OK;
 }

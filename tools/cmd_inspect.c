@@ -49,8 +49,8 @@ static void json_str(const char *s) {
 }
 
 static void json_pool(const rec_len_summary *p) {
-    printf("{\"min\": %lld, \"mean\": %.4f, \"p50\": %lld, \"p99\": %lld, \"max\": %lld}", (long long)p->min,
-           p->mean, (long long)p->p50, (long long)p->p99, (long long)p->max);
+    printf("{\"min\": %lld, \"mean\": %s, \"p50\": %lld, \"p99\": %lld, \"max\": %lld}", (long long)p->min,
+           cli_jnum("%.4f", p->mean), (long long)p->p50, (long long)p->p99, (long long)p->max);
 }
 
 static void print_pool(const rec_len_summary *p) {
@@ -179,8 +179,7 @@ static int inspect_shard(const char *path, int verify, int64_t max_rows, int jso
         json_str(sc->spec_name);
         printf(", \"rows\": %lld, \"rows_scanned\": %lld, \"groups\": %lld, \"has_label\": %s, \"label_rate\": ",
                (long long)N, (long long)scan, (long long)rec_shard_groups(sh), sc->has_label ? "true" : "false");
-        if (sc->has_label) printf("%.6f", scan ? label_sum / (double)scan : 0.0);
-        else printf("null");
+        printf("%s", sc->has_label ? cli_jnum("%.6f", scan ? label_sum / (double)scan : NAN) : "null");
         printf(", \"n_dense\": %d, \"dense_nonfinite\": %lld, \"verified\": %s, \"vocab_sizes\": [", sc->n_dense,
                (long long)nonfinite, verify ? "true" : "false");
         for (int32_t i = 0; i < vs->n; i++) printf("%s%lld", i ? ", " : "", (long long)rec_vocab_size(vs->v[i]));
@@ -192,7 +191,7 @@ static int inspect_shard(const char *path, int verify, int64_t max_rows, int jso
                    (long long)sc->sparse[f].table_rows, (long long)rec_id_counter_distinct(fs[f].ids),
                    (long long)rec_id_counter_total(fs[f].ids));
             json_pool(&fs[f].pool);
-            printf(", \"top_k\": %lld, \"top_share\": %.6f}", (long long)fs[f].top_k, fs[f].top_share);
+            printf(", \"top_k\": %lld, \"top_share\": %s}", (long long)fs[f].top_k, cli_jnum("%.6f", fs[f].top_share));
         }
         printf("]}\n");
     }
@@ -343,23 +342,22 @@ static int inspect_tsv(const char *path, int64_t max_rows, int json) {
         json_str(path);
         printf(", \"format\": \"tsv\", \"rows\": %lld, \"bad_rows\": %lld, \"has_label\": %s, \"label_rate\": ",
                (long long)t->rows, (long long)bad.count, has_label ? "true" : "false");
-        if (has_label) printf("%.6f", t->label_sum / rows);
-        else printf("null");
+        printf("%s", has_label ? cli_jnum("%.6f", t->label_sum / rows) : "null");
         printf(", \"int_columns\": [");
         for (int c = 0; c < REC_CRITEO_NINT; c++) {
             const int_stats *is = &t->ints[c];
-            printf("%s{\"name\": \"%s\", \"missing_rate\": %.6f, \"min\": %lld, \"max\": %lld, \"negatives\": %lld}",
-                   c ? ", " : "", rec_criteo_column_name(1 + c), (double)is->missing / rows, (long long)is->min,
+            printf("%s{\"name\": \"%s\", \"missing_rate\": %s, \"min\": %lld, \"max\": %lld, \"negatives\": %lld}",
+                   c ? ", " : "", rec_criteo_column_name(1 + c), cli_jnum("%.6f", (double)is->missing / rows), (long long)is->min,
                    (long long)is->max, (long long)is->negatives);
         }
         printf("], \"cat_columns\": [");
         for (int c = 0; c < REC_CRITEO_NCAT; c++) {
             const feat_stats *fs = &t->cat[c];
-            printf("%s{\"name\": \"%s\", \"missing_rate\": %.6f, \"distinct\": %lld, \"nnz\": %lld, \"pooling\": ",
-                   c ? ", " : "", rec_criteo_column_name(1 + REC_CRITEO_NINT + c), (double)fs->missing / rows,
+            printf("%s{\"name\": \"%s\", \"missing_rate\": %s, \"distinct\": %lld, \"nnz\": %lld, \"pooling\": ",
+                   c ? ", " : "", rec_criteo_column_name(1 + REC_CRITEO_NINT + c), cli_jnum("%.6f", (double)fs->missing / rows),
                    (long long)rec_id_counter_distinct(fs->ids), (long long)rec_id_counter_total(fs->ids));
             json_pool(&fs->pool);
-            printf(", \"top_k\": %lld, \"top_share\": %.6f}", (long long)fs->top_k, fs->top_share);
+            printf(", \"top_k\": %lld, \"top_share\": %s}", (long long)fs->top_k, cli_jnum("%.6f", fs->top_share));
         }
         printf("]}\n");
     }

@@ -67,10 +67,10 @@ int cmd_prep(int argc, char **argv) {
             fprintf(stderr, "  %s:%lld: %s\n", o.in_path, (long long)rep.bad.line[k], rep.bad.why[k]);
     }
     if (json)
-        printf("{\"rows\": %lld, \"bytes\": %llu, \"seconds\": %.4f, \"passes\": %d, \"mb_per_s\": %.2f, "
-               "\"rows_per_s\": %.1f, \"bad_rows\": %lld, \"threads\": %d}\n",
-               (long long)rep.rows, (unsigned long long)rep.bytes, rep.seconds, rep.passes,
-               mb * rep.passes / rep.seconds, (double)rep.rows / rep.seconds, (long long)rep.bad.count,
-               o.threads);
+        printf("{\"rows\": %lld, \"bytes\": %llu, \"seconds\": %s, \"passes\": %d, \"mb_per_s\": %s, "
+               "\"rows_per_s\": %s, \"bad_rows\": %lld, \"threads\": %d}\n",
+               (long long)rep.rows, (unsigned long long)rep.bytes, cli_jnum("%.4f", rep.seconds), rep.passes,
+               cli_jnum("%.2f", mb * rep.passes / rep.seconds), cli_jnum("%.1f", (double)rep.rows / rep.seconds),
+               (long long)rep.bad.count, o.threads);
     return CLI_OK;
 }

@@ -42,14 +42,15 @@ static const char TRAIN_USAGE[] =
 
 static void print_json(const rec_train_report *r) {
     printf("{\"model\": \"%s\", \"rows\": %lld, \"steps\": %lld, \"batch\": %lld, \"threads\": %d, "
-           "\"seconds\": %.3f, \"samples_per_s\": %.1f, \"gflops\": %.2f, \"input_wait_s\": %.3f, \"loss\": %.6f",
-           r->model, (long long)r->rows, (long long)r->steps, (long long)r->batch, r->threads, r->train_seconds,
-           r->samples_per_s, r->gflops, r->wait_seconds, r->last_loss);
+           "\"seconds\": %s, \"samples_per_s\": %s, \"gflops\": %s, \"input_wait_s\": %s, \"loss\": %s",
+           r->model, (long long)r->rows, (long long)r->steps, (long long)r->batch, r->threads,
+           cli_jnum("%.3f", r->train_seconds), cli_jnum("%.1f", r->samples_per_s), cli_jnum("%.2f", r->gflops),
+           cli_jnum("%.3f", r->wait_seconds), cli_jnum("%.6f", r->last_loss));
     if (r->has_eval)
-        printf(", \"eval_rows\": %lld, \"auc\": %.6f, \"logloss\": %.6f, \"ne\": %.6f, \"accuracy\": %.6f, "
-               "\"calibration\": %.6f", (long long)r->eval.n, r->eval.auc, r->eval.logloss, r->eval.ne,
-               r->eval.accuracy, r->eval.calibration);
-    if (r->has_oracle) printf(", \"oracle_auc\": %.6f", r->oracle_auc);
+        printf(", \"eval_rows\": %lld, \"auc\": %s, \"logloss\": %s, \"ne\": %s, \"accuracy\": %s, \"calibration\": %s",
+               (long long)r->eval.n, cli_jnum("%.6f", r->eval.auc), cli_jnum("%.6f", r->eval.logloss),
+               cli_jnum("%.6f", r->eval.ne), cli_jnum("%.6f", r->eval.accuracy), cli_jnum("%.6f", r->eval.calibration));
+    if (r->has_oracle) printf(", \"oracle_auc\": %s", cli_jnum("%.6f", r->oracle_auc));
     printf("}\n");
 }
 
@@ -192,10 +193,11 @@ int cmd_eval(int argc, char **argv) {
     printf("auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  ctr %.4f  (%lld rows, step %lld)\n",
            x.auc, x.logloss, x.ne, x.accuracy, x.calibration, x.ctr, (long long)x.n, (long long)meta.step);
     if (json)
-        printf("{\"rows\": %lld, \"auc\": %.6f, \"logloss\": %.6f, \"ne\": %.6f, \"accuracy\": %.6f, "
-               "\"calibration\": %.6f, \"ctr\": %.6f, \"seconds\": %.3f, \"samples_per_s\": %.1f, \"step\": %lld}\n",
-               (long long)x.n, x.auc, x.logloss, x.ne, x.accuracy, x.calibration, x.ctr, secs,
-               secs > 0 ? x.n / secs : 0.0, (long long)meta.step);
+        printf("{\"rows\": %lld, \"auc\": %s, \"logloss\": %s, \"ne\": %s, \"accuracy\": %s, "
+               "\"calibration\": %s, \"ctr\": %s, \"seconds\": %s, \"samples_per_s\": %s, \"step\": %lld}\n",
+               (long long)x.n, cli_jnum("%.6f", x.auc), cli_jnum("%.6f", x.logloss), cli_jnum("%.6f", x.ne),
+               cli_jnum("%.6f", x.accuracy), cli_jnum("%.6f", x.calibration), cli_jnum("%.6f", x.ctr),
+               cli_jnum("%.3f", secs), cli_jnum("%.1f", secs > 0 ? x.n / secs : 0.0), (long long)meta.step);
     return CLI_OK;
 }
 

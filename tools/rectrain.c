@@ -1,6 +1,7 @@
 /* rectrain — the command-line interface: subcommands over the library. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,15 @@ int cli_usage(const char *cmd, const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "\nTry 'rectrain %s --help'.\n", cmd);
     return CLI_USAGE;
+}
+
+const char *cli_jnum(const char *fmt, double x) {
+    static char buf[32][40];
+    static int k;
+    k = (k + 1) % 32;
+    if (!isfinite(x)) return "null";
+    snprintf(buf[k], sizeof buf[k], fmt, x);
+    return buf[k];
 }
 
 int cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
