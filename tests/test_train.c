@@ -99,6 +99,19 @@ static void test_train_and_eval(void) {
     CHECK(same_file("a.log", "r.log"), "resumed losses differ from the uninterrupted run's");
     CHECK(fabs(json_num("auc") - auc) < 1e-12, "resumed final AUC %.9f vs %.9f", json_num("auc"), auc);
 
+    /* A run that --steps ends saves its state (no --ckpt-every needed): resumed, the losses
+     * continue exactly. --ckpt must be a directory, which is checked before training. */
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --ckpt ck2 --steps 70 "
+              "--loss-log s.log") == 0, "run ended by --steps: %s", out);
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --ckpt ck2 --resume "
+              "--loss-log s.log --json") == 0 && strstr(out, "resumed") && json_num("steps") == 126 - 70,
+          "resumed at step 70: %s", out);
+    CHECK(same_file("a.log", "s.log"), "losses resumed from the --steps checkpoint differ from the uninterrupted run's");
+    write_text("afile", "x");
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --ckpt afile --loss-log f.log") == 1 &&
+              strstr(out, "--ckpt afile: exists and is not a directory") && access(path("f.log"), F_OK) != 0,
+          "--ckpt naming a file is refused before training: %s", out);
+
     /* eval and export of the checkpoint. */
     CHECK(run("eval --ckpt ck --data train.rshard --holdout 0.2 --json") == 0, "eval: %s", out);
     CHECK(fabs(json_num("auc") - auc) < 1e-9 && json_num("rows") == 4000, "eval of the final checkpoint: %s", out);
