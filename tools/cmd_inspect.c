@@ -387,6 +387,8 @@ int cmd_inspect(int argc, char **argv) {
     }
     if (!path) return cli_usage(CMD, "FILE is required");
 
+    struct stat st; /* a pipe is read once, as text (a shard is mapped, so never a pipe) */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return inspect_tsv(path, max_rows, json);
     char magic[8] = {0};
     FILE *f = fopen(path, "rb");
     if (!f) return cli_fail(CMD, rec_errorf(REC_EIO, "%s: cannot open: %s", path, strerror(errno)));

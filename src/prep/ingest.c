@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rectrain/core.h"
 #include "rectrain/ingest.h"
@@ -125,15 +126,16 @@ static void *write_main(void *arg) {
     return NULL;
 }
 
-/* Runs one pass over the input: counting (`w` NULL) or writing into `w`. */
-static rec_status one_pass(const rec_ingest_opts *o, const rec_spec *spec, const rec_prep_plan *plan,
+/* Runs one pass over the input, read through r (closed here): counting (`w` NULL) or writing
+ * into `w`. */
+static rec_status one_pass(const rec_ingest_opts *o, rec_tsv *r, const rec_spec *spec, const rec_prep_plan *plan,
                            rec_prep_engine **engine, rec_shard_writer *w, rec_ingest_report *rep, const char *label) {
     pass p;
     memset(&p, 0, sizeof p);
     p.w = w;
     p.spec = spec;
     p.o = o;
-    REC_TRY(rec_tsv_open(&p.r, o->in_path, &o->tsv, 0));
+    p.r = r;
     rec_status s = REC_OK;
     if (!*engine) s = rec_prep_engine_init(engine, plan, o->threads, rec_tsv_options(p.r), o->in_path);
     p.e = *engine;
@@ -192,16 +194,17 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     if (!s) s = rec_check_distinct("--out", o->out_path, "--vocab-from", o->vocab_from);
     if (!s) s = rec_check_distinct("--out", o->out_path, "--spec", o->spec_path);
     if (!s) s = rec_spec_load(&spec, o->spec_path);
-    /* Resolve the input format once so both passes and the shard agree on it. */
-    if (!s && tsv.has_label < 0) {
-        rec_tsv *r;
-        s = rec_tsv_open(&r, o->in_path, &tsv, 0);
-        if (!s) {
-            tsv.has_label = rec_tsv_options(r)->has_label;
-            rec_tsv_close(r);
-        }
-    }
-    oo.tsv = tsv;
+    /* A pipe (or any input that is not a regular file) can be read once: enough for a spec
+     * without categorify, or with vocabularies from --vocab-from. Each pass opens the input
+     * itself; the first resolves the format (with or without label), so that both passes
+     * and the shard agree on it. */
+    struct stat st;
+    const int once = stat(o->in_path, &st) == 0 && !S_ISREG(st.st_mode);
+    rec_tsv *r = NULL;
+    if (!s && once && spec->n_vocabs > 0 && !o->vocab_from)
+        s = rec_errorf(REC_EINVAL, "%s is not a regular file (a pipe?), and spec %s reads its input twice (categorify "
+                       "counts ids first): give a file, or reuse vocabularies with --vocab-from",
+                       o->in_path, o->spec_path);
     if (!s && spec->n_vocabs > 0) {
         if (o->vocab_from) {
             s = rec_shard_open(&vocab_shard, o->vocab_from);
@@ -212,7 +215,12 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
         } else {
             rep->passes++;
             s = rec_prep_plan_init(&plan, spec, NULL);
-            if (!s) s = one_pass(&oo, spec, plan, &engine, NULL, rep, "prep: counting ids");
+            if (!s) s = rec_tsv_open(&r, o->in_path, &tsv, 0);
+            if (!s) {
+                tsv.has_label = rec_tsv_options(r)->has_label;
+                oo.tsv = tsv;
+                s = one_pass(&oo, r, spec, plan, &engine, NULL, rep, "prep: counting ids");
+            }
             if (!s) s = rec_prep_engine_vocabs(engine, &built);
             vocabs = &built;
             rec_prep_engine_free(engine);
@@ -224,10 +232,18 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     }
     if (!s) s = rec_prep_plan_init(&plan, spec, vocabs);
     if (!s && o->explain) rec_prep_plan_describe(plan, stderr);
-    if (!s) s = rec_shard_writer_open(&w, o->out_path, spec, vocabs, tsv.has_label, o->group_rows);
+    r = NULL;
+    if (!s) s = rec_tsv_open(&r, o->in_path, &tsv, 0);
+    if (!s) {
+        tsv.has_label = rec_tsv_options(r)->has_label;
+        oo.tsv = tsv;
+        s = rec_shard_writer_open(&w, o->out_path, spec, vocabs, tsv.has_label, o->group_rows);
+    }
     if (!s) {
         rep->passes++;
-        s = one_pass(&oo, spec, plan, &engine, w, rep, "prep");
+        s = one_pass(&oo, r, spec, plan, &engine, w, rep, "prep");
+    } else {
+        rec_tsv_close(r);
     }
     if (engine) rec_bad_report_merge(&rep->bad, rec_prep_engine_bad(engine));
     if (w) {

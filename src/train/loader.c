@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rectrain/core.h"
 #include "rectrain/prep.h"
@@ -130,6 +131,11 @@ static rec_status open_tsv_set(rec_dataset *d, const rec_dataset_opts *o) {
 rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o) {
     *out = NULL;
     if (!o || !o->path) return rec_errorf(REC_EINVAL, "data set: a path is required");
+    struct stat st;
+    if (stat(o->path, &st) == 0 && !S_ISREG(st.st_mode))
+        return rec_errorf(REC_EINVAL, "%s is not a regular file (a pipe?); training reads its data more than once "
+                          "(to count the rows, then every epoch): give a file, or rectrain prep it into a shard",
+                          o->path);
     int is_shard = 0;
     REC_TRY(sniff_shard(o->path, &is_shard));
     rec_dataset *d;
