@@ -569,7 +569,7 @@ static void export_npy(void) {
     CHECK_ERR(rec_export_npy(m, cpath), REC_EIO, "not a directory");
     char under_file[700];
     snprintf(under_file, sizeof under_file, "%s/sub", cpath);
-    CHECK_ERR(rec_export_npy(m, under_file), REC_EIO, "cannot create directory");
+    CHECK_ERR(rec_export_npy(m, under_file), REC_EIO, "cannot create the export directory");
 out:
     rec_model_free(m);
     rec_model_config_free(&c);

@@ -242,6 +242,20 @@ static void test_json_undefined(void) {
           "undefined metrics are null in --json: %s", out);
 }
 
+/* An output that cannot be written fails before the work it would keep: prep's shard before
+ * a categorify spec's counting pass, train's --npy directory before training (the loss log,
+ * opened when training starts, is never made). Needs raw.tsv from test_same_files. */
+static void test_outputs_first(void) {
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in raw.tsv --out nodir/x.rshard", src) == 1 &&
+              strstr(out, "nodir/x.rshard.tmp: cannot create") && strstr(out, "before the counting pass"),
+          "prep into a missing folder: %s", out);
+    FILE *f = fopen(path("plain"), "wb");
+    if (f) fclose(f);
+    CHECK(run("train --data raw.tsv --spec %s/configs/criteo_standard.json --holdout 0.5 --npy plain/npy --loss-log o.log",
+              src) == 1 && strstr(out, "cannot create the export directory") && file_size("o.log") < 0,
+          "--npy that cannot be made fails before training: %s", out);
+}
+
 static void test_errors(void) {
     CHECK(run("prep --in train.tsv --out x.rshard") == 2 && strstr(out, "--spec, --in and --out are required"),
           "missing flags: %s", out);
@@ -301,6 +315,7 @@ int main(void) {
     test_nonfinite();
     test_same_files();
     test_json_undefined();
+    test_outputs_first();
     test_errors();
     test_bench();
     clirun_cleanup();

@@ -109,7 +109,7 @@ static void test_train_and_eval(void) {
     CHECK(same_file("a.log", "s.log"), "losses resumed from the --steps checkpoint differ from the uninterrupted run's");
     write_text("afile", "x");
     CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --ckpt afile --loss-log f.log") == 1 &&
-              strstr(out, "--ckpt afile: exists and is not a directory") && access(path("f.log"), F_OK) != 0,
+              strstr(out, "afile: exists and is not a directory; choose another checkpoint directory") && access(path("f.log"), F_OK) != 0,
           "--ckpt naming a file is refused before training: %s", out);
 
     /* eval and export of the checkpoint. */

@@ -67,6 +67,12 @@ static inline uint64_t rec_mix64(uint64_t x) {
  * REC_EINVAL when it is larger than max_bytes, REC_ENOMEM. */
 rec_status rec_read_file(const char *path, const char *what, size_t max_bytes, char **out, size_t *len);
 
+/* Makes directory `dir` and its missing parents (like mkdir -p); `what` names it in messages
+ * ("checkpoint directory"). REC_EIO when a part cannot be made or `dir` is not a directory.
+ * Jobs call it before their work, so that an output that cannot be written fails in the
+ * first second, not after hours of training. */
+rec_status rec_mkdir_p(const char *dir, const char *what);
+
 /* Refuses (REC_EINVAL) to write `out` when it names the file `in` is read from, through the
  * same path or any other (a link, ./x, ../d/x): the same device and inode, or the same path
  * text when `out` does not exist yet. `out_opt` and `in_opt` name the options in the message

@@ -49,6 +49,27 @@ rec_status rec_read_file(const char *path, const char *what, size_t max_bytes, c
     return REC_OK;
 }
 
+rec_status rec_mkdir_p(const char *dir, const char *what) {
+    size_t n = strlen(dir);
+    char *p = malloc(n + 1);
+    if (!p) return rec_errorf(REC_ENOMEM, "%s: out of memory", dir);
+    memcpy(p, dir, n + 1);
+    rec_status s = REC_OK;
+    for (size_t i = 1; i <= n && !s; i++) { /* each prefix that ends a component */
+        if (p[i] != '/' && p[i] != 0) continue;
+        char keep = p[i];
+        p[i] = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            s = rec_errorf(REC_EIO, "%s: cannot create the %s (%s: %s)", dir, what, p, strerror(errno));
+        p[i] = keep;
+    }
+    free(p);
+    struct stat st;
+    if (!s && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+        s = rec_errorf(REC_EIO, "%s: exists and is not a directory; choose another %s", dir, what);
+    return s;
+}
+
 /* The path of a file that may not exist yet: its folder resolved (links, ., ..), then its
  * name; the path as given where the folder does not resolve. */
 static void canonical(const char *path, char *buf, size_t cap) {

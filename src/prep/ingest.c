@@ -1,8 +1,11 @@
 /* TSV -> prep spec -> .rshard (see ingest.h). */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "rectrain/core.h"
 #include "rectrain/ingest.h"
@@ -205,6 +208,18 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
         s = rec_errorf(REC_EINVAL, "%s is not a regular file (a pipe?), and spec %s reads its input twice (categorify "
                        "counts ids first): give a file, or reuse vocabularies with --vocab-from",
                        o->in_path, o->spec_path);
+    if (!s && spec->n_vocabs > 0 && !o->vocab_from) {
+        /* The shard is opened after the counting pass, which may take hours: that its file
+         * (PATH.tmp, as the writer names it) can be made is tried now. */
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp", o->out_path);
+        const int fd = open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            s = rec_errorf(REC_EIO, "%s: cannot create: %s; check that the directory exists and is writable (found "
+                           "before the counting pass, not after it)", tmp, strerror(errno));
+        else
+            close(fd), unlink(tmp);
+    }
     if (!s && spec->n_vocabs > 0) {
         if (o->vocab_from) {
             s = rec_shard_open(&vocab_shard, o->vocab_from);

@@ -652,33 +652,13 @@ rec_status rec_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta) {
 /* ---- .npy export --------------------------------------------------------------------------- */
 
 /* mkdir -p: creates dir and its missing parents (0755). */
-static rec_status mkdir_p(const char *dir) {
-    size_t n = strlen(dir);
-    char *p = malloc(n + 1);
-    if (!p) return rec_errorf(REC_ENOMEM, "%s: out of memory", dir);
-    memcpy(p, dir, n + 1);
-    rec_status s = REC_OK;
-    for (size_t i = 1; i <= n && !s; i++) {
-        if (p[i] != '/' && p[i] != 0) continue;
-        char keep = p[i];
-        p[i] = 0;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            s = rec_errorf(REC_EIO, "%s: cannot create directory %s: %s", dir, p, strerror(errno));
-        p[i] = keep;
-    }
-    free(p);
-    struct stat st;
-    if (!s && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
-        s = rec_errorf(REC_EIO, "%s exists and is not a directory; choose another export directory", dir);
-    return s;
-}
 
 /* Exports every PARAM tensor as DIR/NAME.npy (float32, C order, rec_npy_write) and the
  * canonical config as DIR/config.json, creating DIR and its parents. Files of the same names
  * are overwritten; other files in DIR are left alone. */
 rec_status rec_export_npy(const rec_model *m, const char *dir) {
     if (!m || !dir || !*dir) return rec_errorf(REC_EINVAL, "rec_export_npy: model and directory are required");
-    REC_TRY(mkdir_p(dir));
+    REC_TRY(rec_mkdir_p(dir, "export directory"));
     const rec_tensor *ts;
     int n = rec_model_tensors(m, &ts);
     size_t cap = strlen(dir) + CKPT_NAME + 16;

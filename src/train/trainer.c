@@ -266,20 +266,9 @@ static rec_status setup(job *j) {
     return rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads);
 }
 
-/* The checkpoint directory, made if missing: checked when the job starts, not at the first
- * save an epoch later. */
-static rec_status ckpt_dir_ready(const char *dir) {
-    struct stat st;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return rec_errorf(REC_EIO, "%s: cannot create the checkpoint directory: %s", dir, strerror(errno));
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return rec_errorf(REC_EIO, "--ckpt %s: exists and is not a directory; give --ckpt a directory", dir);
-    return REC_OK;
-}
-
 static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_seen) {
     char path[1100];
-    REC_TRY(ckpt_dir_ready(j->o->ckpt_dir));
+    REC_TRY(rec_mkdir_p(j->o->ckpt_dir, "checkpoint directory"));
     rec_ckpt_path(j->o->ckpt_dir, path, sizeof path);
     rec_ckpt_meta meta = {rec_model_steps(j->model), epoch, row, rows_seen, j->cfg.seed};
     return rec_ckpt_save(path, j->model, &meta);
@@ -460,7 +449,10 @@ static rec_status check_outputs(const rec_train_opts *o) {
 rec_status rec_train(const rec_train_opts *o, rec_train_report *rep) {
     memset(rep, 0, sizeof *rep);
     REC_TRY(check_outputs(o));
-    if (o->ckpt_dir && !o->resume) REC_TRY(ckpt_dir_ready(o->ckpt_dir));
+    /* Output directories are made before the work: a path that cannot be written fails now,
+     * not after the training it would have kept. */
+    if (o->ckpt_dir && !o->resume) REC_TRY(rec_mkdir_p(o->ckpt_dir, "checkpoint directory"));
+    if (o->npy_dir) REC_TRY(rec_mkdir_p(o->npy_dir, "export directory"));
     job j;
     memset(&j, 0, sizeof j);
     j.o = o;
