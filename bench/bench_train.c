@@ -10,6 +10,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "rectrain/core.h"
+#include "rectrain/model.h"
 #include "rectrain/nn.h"
 #include "rectrain/train.h"
 
@@ -44,8 +45,10 @@ static double sgemm_gflops(int threads, int M, int N, int K) {
     return 2.0 * M * N * K / rec_median(t, 7) * 1e-9;
 }
 
+#define DEFAULT_CONFIG "configs/dlrm_kaggle.json"
+
 int bench_train(int argc, char **argv) {
-    const char *cmd = "bench train", *config = "configs/dlrm_kaggle.json", *data = NULL;
+    const char *cmd = "bench train", *config = DEFAULT_CONFIG, *data = NULL;
     int64_t rows = 2000000, steps = 100, batch = 0;
     int reps = 3, threads = rec_cpu_count(), json = 0;
     for (int i = 1; i < argc; i++) {
@@ -63,8 +66,17 @@ int bench_train(int argc, char **argv) {
         else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
+    rec_model_config probe; /* a config that cannot be read fails before the data is generated */
+    rec_status s = rec_model_config_load(&probe, config);
+    if (s == REC_EIO && !strcmp(config, DEFAULT_CONFIG)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", rec_errmsg());
+        s = rec_errorf(s, "%s (the default config is read from the current directory: run from the repository root, "
+                       "or give --config)", msg);
+    }
+    if (s) return cli_fail(cmd, s);
+    rec_model_config_free(&probe);
     char dir[512] = "", shard[700];
-    rec_status s = REC_OK;
     if (!data) {
         const char *tmp = getenv("TMPDIR");
         snprintf(dir, sizeof dir, "%s/rectrain-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");

@@ -303,6 +303,11 @@ static void test_bench(void) {
               "--ceiling-mib 16 --wide-ids --json") == 0 && json_num("tuned_fwd_s") > 0,
           "bench embed --wide-ids: %s", out);
     CHECK(run("bench embed --model Z") == 2 && strstr(out, "unknown model 'Z'"), "bench embed --model Z: %s", out);
+    /* bench train away from the repository root: its default config is missing, which it says
+     * before generating any data (no "generating" line) and with what to do. */
+    CHECK(run("bench train --steps 1 --reps 1") == 1 && strstr(out, "run from the repository root, or give --config") &&
+              !strstr(out, "generating"),
+          "bench train without configs/: %s", out);
     CHECK(run("bench embed --model kaggle --batches 257") == 2 && strstr(out, "--batches needs an integer in [1, 256]"),
           "bench embed --batches 257: %s", out);
 }
