@@ -58,6 +58,10 @@ void rec_batch_free(rec_batch *b);
  * the label; -1 when every row is fine. A model cannot train on such a row: a NaN input
  * turns the weights it meets into NaN, which ReLU then hides from the loss. */
 int64_t rec_batch_first_bad_value(const rec_batch *b, int32_t *col);
+/* What the messages about such a dense value say of its usual cause and the fix. */
+#define REC_NONFINITE_FIX                                                                    \
+    "(log1p of a value below -1 gives nan, of -1 -inf): clamp at 0 before log1p, as "        \
+    "configs/criteo_standard.json does"
 
 /* Does a table of `rows` rows need 64-bit ids (an id of 2^31 or more)? The one rule for
  * batches and shards alike. */

@@ -112,8 +112,7 @@ static rec_status check_values(const pass *p, const rec_batch *b, int64_t row0) 
         return rec_errorf(REC_EINVAL, "%s: %s: label %g, not 0 or 1", p->o->in_path, where, (double)b->label[r]);
     return rec_errorf(REC_EINVAL,
                       "%s: %s: spec %s makes dense feature '%s' %g, not a finite number, and a model cannot "
-                      "train on it (log1p of a value below -1 gives nan, of -1 -inf): clamp at 0 before "
-                      "log1p, as configs/criteo_standard.json does",
+                      "train on it " REC_NONFINITE_FIX,
                       p->o->in_path, where, p->o->spec_path, dense_name(p->spec, c), (double)b->dense[r * b->n_dense + c]);
 }
 
@@ -180,6 +179,14 @@ static rec_status one_pass(const rec_ingest_opts *o, rec_tsv *r, const rec_spec 
     return s;
 }
 
+/* Opens the input for a pass; the first open resolves the format (with or without label)
+ * into *tsv, so that the next pass and the shard agree with it. */
+static rec_status open_input(const char *path, rec_tsv_opts *tsv, rec_tsv **r) {
+    REC_TRY(rec_tsv_open(r, path, tsv, 0));
+    tsv->has_label = rec_tsv_options(*r)->has_label;
+    return REC_OK;
+}
+
 rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     memset(rep, 0, sizeof *rep);
     double t0 = rec_now();
@@ -191,7 +198,6 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     rec_prep_engine *engine = NULL;
     rec_shard_writer *w = NULL;
     rec_tsv_opts tsv = o->tsv;
-    rec_ingest_opts oo = *o;
 
     rec_status s = rec_check_distinct("--out", o->out_path, "--in", o->in_path);
     if (!s) s = rec_check_distinct("--out", o->out_path, "--vocab-from", o->vocab_from);
@@ -230,12 +236,8 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
         } else {
             rep->passes++;
             s = rec_prep_plan_init(&plan, spec, NULL);
-            if (!s) s = rec_tsv_open(&r, o->in_path, &tsv, 0);
-            if (!s) {
-                tsv.has_label = rec_tsv_options(r)->has_label;
-                oo.tsv = tsv;
-                s = one_pass(&oo, r, spec, plan, &engine, NULL, rep, "prep: counting ids");
-            }
+            if (!s) s = open_input(o->in_path, &tsv, &r);
+            if (!s) s = one_pass(o, r, spec, plan, &engine, NULL, rep, "prep: counting ids");
             if (!s) s = rec_prep_engine_vocabs(engine, &built);
             vocabs = &built;
             rec_prep_engine_free(engine);
@@ -248,15 +250,11 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     if (!s) s = rec_prep_plan_init(&plan, spec, vocabs);
     if (!s && o->explain) rec_prep_plan_describe(plan, stderr);
     r = NULL;
-    if (!s) s = rec_tsv_open(&r, o->in_path, &tsv, 0);
-    if (!s) {
-        tsv.has_label = rec_tsv_options(r)->has_label;
-        oo.tsv = tsv;
-        s = rec_shard_writer_open(&w, o->out_path, spec, vocabs, tsv.has_label, o->group_rows);
-    }
+    if (!s) s = open_input(o->in_path, &tsv, &r);
+    if (!s) s = rec_shard_writer_open(&w, o->out_path, spec, vocabs, tsv.has_label, o->group_rows);
     if (!s) {
         rep->passes++;
-        s = one_pass(&oo, r, spec, plan, &engine, w, rep, "prep");
+        s = one_pass(o, r, spec, plan, &engine, w, rep, "prep");
     } else {
         rec_tsv_close(r);
     }

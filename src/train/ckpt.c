@@ -651,8 +651,6 @@ rec_status rec_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta) {
 
 /* ---- .npy export --------------------------------------------------------------------------- */
 
-/* mkdir -p: creates dir and its missing parents (0755). */
-
 /* Exports every PARAM tensor as DIR/NAME.npy (float32, C order, rec_npy_write) and the
  * canonical config as DIR/config.json, creating DIR and its parents. Files of the same names
  * are overwritten; other files in DIR are left alone. */

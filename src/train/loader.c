@@ -326,9 +326,7 @@ static rec_status check_values(const rec_loader *l, const rec_batch *b, int64_t 
                           (double)b->label[r]);
     return rec_errorf(REC_EFORMAT,
                       "%s: row %lld: dense value %d is %g, not a finite number, and a model cannot train on "
-                      "it. The spec's operators made it (log1p of a value below -1 gives nan, of -1 -inf): "
-                      "clamp at 0 before log1p, as configs/criteo_standard.json does, and prepare the data "
-                      "again", l->d->path, (long long)(row0 + r), c, (double)b->dense[r * b->n_dense + c]);
+                      "it. The spec's operators made it " REC_NONFINITE_FIX ", and prepare the data again", l->d->path, (long long)(row0 + r), c, (double)b->dense[r * b->n_dense + c]);
 }
 
 static rec_status produce_shard(rec_loader *l) {

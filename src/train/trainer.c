@@ -266,9 +266,9 @@ static rec_status setup(job *j) {
     return rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads);
 }
 
+/* The directory exists: rec_train made it (or read the checkpoint from it, resuming). */
 static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_seen) {
     char path[1100];
-    REC_TRY(rec_mkdir_p(j->o->ckpt_dir, "checkpoint directory"));
     rec_ckpt_path(j->o->ckpt_dir, path, sizeof path);
     rec_ckpt_meta meta = {rec_model_steps(j->model), epoch, row, rows_seen, j->cfg.seed};
     return rec_ckpt_save(path, j->model, &meta);
