@@ -212,6 +212,11 @@ static void test_same_files(void) {
     CHECK(run("prep %s --in raw.tsv --out std.rshard --vocab-from std.rshard", spec) == 1 &&
               strstr(out, "--out std.rshard names the same file as --vocab-from std.rshard"),
           "prep --out = --vocab-from: %s", out);
+    FILE *sf = fopen(path("myspec.json"), "wb");
+    if (sf) fputs("{}", sf), fclose(sf);
+    CHECK(run("prep --spec myspec.json --in raw.tsv --out myspec.json") == 1 &&
+              strstr(out, "--out myspec.json names the same file as --spec myspec.json"),
+          "prep --out = --spec: %s", out);
     CHECK(run("gen --rows 10 --out g.tsv --prob-out ./g.tsv") == 1 &&
               strstr(out, "--prob-out ./g.tsv names the same file as --out g.tsv") && file_size("g.tsv") < 0,
           "gen --prob-out = --out: %s", out);
