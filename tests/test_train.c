@@ -140,6 +140,13 @@ static void test_train_and_eval(void) {
     write_text("bad.json", "{\"format\": \"rectrain-model\", \"version\": 1, \"model\": \"dlrm\", \"bottom_mlp\": [64, 8]}");
     CHECK(run("train --config bad.json --data train.rshard") == 1 && strstr(out, "bad.json: $.bottom_mlp") &&
               strstr(out, "must equal the embedding dim"), "config error names the JSON path: %s", out);
+    /* A value a float cannot hold: an lr above 0 that is 0 as a float would train nothing and
+     * write a config (into checkpoints) that does not read back. Found by fuzz_model. */
+    write_text("tiny.json", "{\"format\": \"rectrain-model\", \"version\": 1, \"model\": \"dcn\", \"optimizer\": "
+                            "{\"sparse\": {\"kind\": \"rowwise_adagrad\", \"lr\": 5e-79}}}");
+    CHECK(run("train --config tiny.json --data train.rshard") == 1 && strstr(out, "tiny.json: $.optimizer.sparse") &&
+              strstr(out, "\"lr\" must be a number in (0, 1e+06] as a float (got 5e-79, which is 0 as a float)"),
+          "lr below the smallest float: %s", out);
     write_text("typo.json", "{\"format\": \"rectrain-model\", \"version\": 1, \"model\": \"dcn\", \"top_mlp\": [1]}");
     CHECK(run("train --config typo.json --data train.rshard") == 1 && strstr(out, "\"top_mlp\" does not apply to model \"dcn\""),
           "key of another model: %s", out);

@@ -151,6 +151,23 @@ static rec_status get_num(const parser *p, const cJSON *obj, const char *key, co
     return REC_OK;
 }
 
+/* get_num for a value stored as a float: the bounds hold for the float it becomes too (an lr
+ * of 1e-50 is above 0 but a float 0, which would train nothing and make the config's
+ * canonical JSON, kept in checkpoints, unreadable). */
+static rec_status get_fnum(const parser *p, const cJSON *obj, const char *key, const char *path,
+                           double lo, double hi, int open_lo, float *out) {
+    double x = *out;
+    REC_TRY(get_num(p, obj, key, path, lo, hi, open_lo, &x));
+    const float f = (float)x;
+    if (!(open_lo ? f > lo : f >= lo) || !(f <= hi)) {
+        char b[64];
+        return fail(p, path, "\"%s\" must be a number in %c%g, %g] as a float (got %s, which is %g as a float)", key,
+                    open_lo ? '(' : '[', lo, hi, got(cJSON_GetObjectItemCaseSensitive(obj, key), b, sizeof b), (double)f);
+    }
+    *out = f;
+    return REC_OK;
+}
+
 static rec_status get_bool(const parser *p, const cJSON *obj, const char *key, const char *path, int *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v) return REC_OK;
@@ -234,16 +251,12 @@ static rec_status parse_optimizer(const parser *p, const cJSON *root, rec_model_
         REC_TRY(check_keys(p, d, path, dk));
         int kind = c->dense_opt.kind;
         REC_TRY(get_enum(p, d, "kind", path, names, 3, &kind));
-        double lr = c->dense_opt.lr;
-        REC_TRY(get_num(p, d, "lr", path, 0, 1e6, 1, &lr));
-        c->dense_opt = rec_dense_opt_defaults((rec_opt_kind)kind, (float)lr);
-        double eps = c->dense_opt.eps, b1 = c->dense_opt.beta1, b2 = c->dense_opt.beta2;
-        REC_TRY(get_num(p, d, "eps", path, 0, 1, 0, &eps));
-        REC_TRY(get_num(p, d, "beta1", path, 0, 0.999999, 0, &b1));
-        REC_TRY(get_num(p, d, "beta2", path, 0, 0.999999, 0, &b2));
-        c->dense_opt.eps = (float)eps;
-        c->dense_opt.beta1 = (float)b1;
-        c->dense_opt.beta2 = (float)b2;
+        float lr = c->dense_opt.lr;
+        REC_TRY(get_fnum(p, d, "lr", path, 0, 1e6, 1, &lr));
+        c->dense_opt = rec_dense_opt_defaults((rec_opt_kind)kind, lr);
+        REC_TRY(get_fnum(p, d, "eps", path, 0, 1, 0, &c->dense_opt.eps));
+        REC_TRY(get_fnum(p, d, "beta1", path, 0, 0.999999, 0, &c->dense_opt.beta1));
+        REC_TRY(get_fnum(p, d, "beta2", path, 0, 0.999999, 0, &c->dense_opt.beta2));
     }
     REC_TRY(get_object(p, o, "sparse", "$.optimizer", &s));
     if (s) {
@@ -253,14 +266,11 @@ static rec_status parse_optimizer(const parser *p, const cJSON *root, rec_model_
         REC_TRY(check_keys(p, s, path, sk));
         int kind = c->sparse_opt.kind;
         REC_TRY(get_enum(p, s, "kind", path, names, 3, &kind));
-        double lr = c->sparse_opt.lr;
-        REC_TRY(get_num(p, s, "lr", path, 0, 1e6, 1, &lr));
-        c->sparse_opt = rec_sparse_opt_defaults((rec_sparse_opt_kind)kind, (float)lr);
-        double eps = c->sparse_opt.eps, acc = c->sparse_opt.init_acc;
-        REC_TRY(get_num(p, s, "eps", path, 0, 1, 0, &eps));
-        REC_TRY(get_num(p, s, "init_acc", path, 0, 1e6, 0, &acc));
-        c->sparse_opt.eps = (float)eps;
-        c->sparse_opt.init_acc = (float)acc;
+        float lr = c->sparse_opt.lr;
+        REC_TRY(get_fnum(p, s, "lr", path, 0, 1e6, 1, &lr));
+        c->sparse_opt = rec_sparse_opt_defaults((rec_sparse_opt_kind)kind, lr);
+        REC_TRY(get_fnum(p, s, "eps", path, 0, 1, 0, &c->sparse_opt.eps));
+        REC_TRY(get_fnum(p, s, "init_acc", path, 0, 1e6, 0, &c->sparse_opt.init_acc));
     }
     return REC_OK;
 }
