@@ -16,21 +16,44 @@ static const char *cli, *src;
 static char dir[256];
 static char out[1 << 16]; /* output (stdout + stderr) of the last command */
 
+/* The shell command that runs `rectrain ARGS` in the scratch directory, then `tail`. */
+static inline void cli_command(char *cmd, size_t cap, const char *fmt, va_list ap, const char *tail) {
+    char args[2048];
+    vsnprintf(args, sizeof args, fmt, ap);
+    snprintf(cmd, cap, "cd %s && REC_PROGRESS=0 exec %s %s%s", dir, cli, args, tail);
+}
+
 /* Runs `rectrain ARGS` (formatted) with output captured into `out`; returns the exit code. */
 static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int run(const char *fmt, ...) {
-    char args[2048], cmd[4096];
+    char cmd[4096];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
+    cli_command(cmd, sizeof cmd, fmt, ap, " 2>&1");
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "cd %s && REC_PROGRESS=0 %s %s 2>&1", dir, cli, args);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     size_t n = fread(out, 1, sizeof out - 1, p);
     out[n] = 0;
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Starts `rectrain ARGS` (formatted, with its own redirections) in the scratch directory
+ * without waiting; returns its pid (the shell execs it, so signals reach rectrain). */
+static inline pid_t spawn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline pid_t spawn(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    cli_command(cmd, sizeof cmd, fmt, ap, "");
+    va_end(ap);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
 }
 
 static char *path(const char *name) {

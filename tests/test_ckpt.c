@@ -7,6 +7,7 @@
  *    both models (Adam's t and the sparse state really are restored);
  *  - the file's layout read independently here (magic, version, header CRC, 64-byte aligned
  *    tensor data equal to the model's bytes, trailer with the file size);
+ *  - a version-1 file (no train_rows / data_digest in its meta) still loads;
  *  - every rejection with its message: wrong magic, version, truncation at every 1/16 of the
  *    file and at each section boundary, a flipped byte in the header and in a tensor (CRC,
  *    tensor named), a trailer that records another size, a renamed tensor and a changed shape
@@ -138,8 +139,9 @@ typedef struct layout {
 static layout read_layout(const uint8_t *p) {
     layout l;
     l.H = rd_u32(p + 12);
-    l.json_len = rd_u32(p + 16 + 40);
-    l.json_off = 16 + 44;
+    uint32_t meta = rd_u32(p + 8) == 1 ? 40 : 56; /* version 2 added train_rows, data_digest */
+    l.json_len = rd_u32(p + 16 + meta);
+    l.json_off = 16 + meta + 4;
     l.n = rd_u32(p + l.json_off + l.json_len);
     l.dir_off = l.json_off + l.json_len + 4;
     return l;
@@ -162,7 +164,7 @@ static void check_layout(const char *path, const rec_model *m) {
     CHECK(p != NULL, "read %s", path);
     if (!p) return;
     layout l = read_layout(p);
-    CHECK(!memcmp(p, "RCKPT001", 8) && rd_u32(p + 8) == 1, "magic and version");
+    CHECK(!memcmp(p, "RCKPT001", 8) && rd_u32(p + 8) == 2, "magic and version");
     CHECK(rd_u32(p + 16 + l.H) == rec_crc32(0, p, 16 + (size_t)l.H), "header CRC covers prefix and header");
     CHECK(size >= 16 && !memcmp(p + size - 16, "RCKPTEND", 8) && rd_u64(p + size - 8) == size, "trailer and size");
     const rec_tensor *ts;
@@ -206,7 +208,8 @@ static void round_trip(rec_opt_kind dk, rec_sparse_opt_kind sk, const char *labe
 
     char path[512];
     rec_ckpt_path(g_dir, path, sizeof path);
-    rec_ckpt_meta meta = {.step = 2, .epoch = 1, .row = 40, .rows_seen = 123, .seed = 0x1234567890abcdefULL};
+    rec_ckpt_meta meta = {.step = 2, .epoch = 1, .row = 40, .rows_seen = 123, .seed = 0x1234567890abcdefULL,
+                          .train_rows = 4567, .data_digest = 0xfedcba9876543210ULL};
     rec_status s = rec_ckpt_save(path, m, &meta);
     CHECK(s == REC_OK, "%s save: %s", label, rec_errmsg());
     char tmp[600];
@@ -215,9 +218,13 @@ static void round_trip(rec_opt_kind dk, rec_sparse_opt_kind sk, const char *labe
     check_layout(path, m);
 
     rec_model_config c2;
-    s = rec_ckpt_read_config(path, &c2);
+    rec_ckpt_meta head;
+    memset(&head, 0xff, sizeof head);
+    s = rec_ckpt_read_config(path, &c2, &head);
     CHECK(s == REC_OK, "%s read_config: %s", label, rec_errmsg());
     if (s) goto out;
+    CHECK(!memcmp(&head, &meta, sizeof meta), "%s: read_config gives the meta (train_rows %lld, digest %016llx)", label,
+          (long long)head.train_rows, (unsigned long long)head.data_digest);
     CHECK(rec_model_config_equal(&c, &c2), "%s: stored config equals the model's", label);
     rec_model *m2 = make_model(&c2);
     rec_model_config_free(&c2);
@@ -268,7 +275,7 @@ static void expect_reject(reject_ctx *x, const char *what, const uint8_t *p, siz
     CHECK(model_digest(x->target) == x->digest && rec_model_steps(x->target) == 0, "%s: model unchanged", what);
     if (header_too) {
         rec_model_config c;
-        s = rec_ckpt_read_config(x->path, &c);
+        s = rec_ckpt_read_config(x->path, &c, NULL);
         if (s == REC_OK) rec_model_config_free(&c);
         CHECK_ERR(s, want, needle);
     }
@@ -307,8 +314,15 @@ static void rejections(void) {
     expect_reject(&x, "shard magic", p, size, REC_EFORMAT, "not a rectrain checkpoint", 1);
 
     memcpy(p, file, size);
-    wr_u32(p + 8, 2);
-    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 2; this build reads version 1", 1);
+    wr_u32(p + 8, 3);
+    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 3; this build reads versions 1 to 2", 1);
+    memcpy(p, file, size);
+    wr_u32(p + 8, 0);
+    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 0; this build reads versions 1 to 2", 1);
+    memcpy(p, file, size);
+    wr_u64(p + 16 + 40, (uint64_t)-5); /* train_rows */
+    fix_header_crc(p, &l);
+    expect_reject(&x, "negative train_rows", p, size, REC_EFORMAT, "negative step, epoch, row, rows_seen or train_rows", 1);
 
     /* Truncation at every 1/16 of the file and at each boundary of the layout. */
     uint64_t hend = 16 + (uint64_t)l.H, data0 = ent_offset(file, &l, 0);
@@ -364,7 +378,7 @@ static void rejections(void) {
         snprintf(needle, sizeof needle, "tensor \"%s\" fails its CRC-32", (const char *)file + l.dir_off + 144 * which[k]);
         expect_reject(&x, "tensor flip", p, size, REC_EFORMAT, needle, 0);
         rec_model_config rc;
-        rec_status s = rec_ckpt_read_config(x.path, &rc);
+        rec_status s = rec_ckpt_read_config(x.path, &rc, NULL);
         CHECK(s == REC_OK, "read_config ignores tensor data: %s", rec_errmsg());
         if (s == REC_OK) rec_model_config_free(&rc);
     }
@@ -423,7 +437,7 @@ static void rejections(void) {
     CHECK_ERR(rec_ckpt_load(missing, x.target, NULL), REC_EIO, "cannot open");
     CHECK(strstr(rec_errmsg(), missing) != NULL, "names the missing file: %s", rec_errmsg());
     rec_model_config rc;
-    CHECK_ERR(rec_ckpt_read_config(missing, &rc), REC_EIO, "No such file");
+    CHECK_ERR(rec_ckpt_read_config(missing, &rc, NULL), REC_EIO, "No such file");
     CHECK_ERR(rec_ckpt_load(g_dir, x.target, NULL), REC_EIO, "not a regular file");
 
     /* The good file still loads into the target after all of this. */
@@ -431,6 +445,26 @@ static void rejections(void) {
     CHECK(s == REC_OK && rec_model_steps(x.target) == 2, "good file loads: %s", rec_errmsg());
     const char *diff;
     CHECK(models_equal(m, x.target, &diff), "good file: equal (%s)", diff);
+
+    /* A version-1 file (written before train_rows and data_digest): the same file without
+     * those 16 bytes of meta, its tensors where they were. It loads, with both fields 0. */
+    {
+        uint8_t *v1 = calloc(1, size);
+        uint32_t H1 = l.H - 16;
+        memcpy(v1, file, 16 + 40);
+        wr_u32(v1 + 8, 1);
+        wr_u32(v1 + 12, H1);
+        memcpy(v1 + 16 + 40, file + 16 + 56, l.H - 56);
+        wr_u32(v1 + 16 + H1, rec_crc32(0, v1, 16 + (size_t)H1));
+        memcpy(v1 + hend + 4, file + hend + 4, size - hend - 4); /* padding, data, trailer: in place */
+        write_all(x.path, v1, size);
+        rec_ckpt_meta got = {.train_rows = 9, .data_digest = 9};
+        rec_model_set_steps(x.target, 0);
+        s = rec_ckpt_load(x.path, x.target, &got);
+        CHECK(s == REC_OK && got.step == 2 && got.train_rows == 0 && got.data_digest == 0 &&
+              models_equal(m, x.target, &diff), "a version-1 checkpoint loads, without data identity: %s", rec_errmsg());
+        free(v1);
+    }
 
     /* Save-side refusals. */
     rec_ckpt_meta wrong = {.step = 5};
@@ -454,7 +488,7 @@ static void rejections(void) {
     struct stat st;
     CHECK(stat(atom_tmp, &st) == 0 && S_ISDIR(st.st_mode), "the directory in the way is left alone");
     rec_model_config ac;
-    s = rec_ckpt_read_config(atom, &ac);
+    s = rec_ckpt_read_config(atom, &ac, NULL);
     CHECK(s == REC_OK, "previous checkpoint readable: %s", rec_errmsg());
     if (s == REC_OK) {
         rec_model *am = make_model(&ac);

@@ -3,7 +3,9 @@
  *  - a fixed seed and thread count give bitwise-identical loss trajectories, and training
  *    straight from the TSV (preprocessed on the loader's thread) equals training from the shard;
  *  - an interrupted run resumed from its checkpoint continues the uninterrupted run's losses
- *    exactly (same bits), across an epoch boundary;
+ *    exactly (same bits), across an epoch boundary; resuming on other data is refused;
+ *  - SIGINT mid-run stops after the step in progress, keeps it in the checkpoint (exit 130),
+ *    and the resumed run continues the uninterrupted losses; SIGTERM before any step saves nothing;
  *  - kill -9 at random moments of a run that checkpoints every step always leaves a loadable
  *    checkpoint (the save is temp + fsync + rename);
  *  - .npy export, and the rejections: corrupt or mismatched checkpoints, bad configs, bad
@@ -106,7 +108,21 @@ static void test_train_and_eval(void) {
     CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --ckpt ck2 --resume "
               "--loss-log s.log --json") == 0 && strstr(out, "resumed") && json_num("steps") == 126 - 70,
           "resumed at step 70: %s", out);
+    CHECK(json_num("ckpts") == 1 && json_num("ckpt_seconds") >= 0 && strstr(out, "; 1 checkpoint saved in "),
+          "the epoch-end save is reported apart from training time: %s", out);
     CHECK(same_file("a.log", "s.log"), "losses resumed from the --steps checkpoint differ from the uninterrupted run's");
+    /* --resume only on the data the checkpoint was trained on: the same rows, whether read
+     * from the shard or preprocessed from the TSV; a different --holdout or other rows of the
+     * same count are refused before anything is loaded. */
+    CHECK(run("train --config small.json --data train.tsv --spec spec.json --holdout 0.2 --threads 2 --ckpt ck2 --resume "
+              "--json") == 0 && json_num("steps") == 0, "resume from the TSV of the same rows: %s", out);
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.1 --ckpt ck2 --resume") == 1 &&
+              strstr(out, "ck2/model.rckpt was written training on 16000 training rows, and this run has 18000 (train.rshard)") &&
+              strstr(out, "--holdout"), "resume with another --holdout: %s", out);
+    CHECK(run("gen --rows 20k --scale 0.01 --seed 8 --out other.tsv") == 0, "gen: %s", out);
+    CHECK(run("train --config small.json --data other.tsv --spec spec.json --holdout 0.2 --ckpt ck2 --resume") == 1 &&
+              strstr(out, "16000 training rows whose first 4096 differ from this run's (other.tsv)") &&
+              strstr(out, "or start afresh without --resume"), "resume on other rows of the same count: %s", out);
     write_text("afile", "x");
     CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --ckpt afile --loss-log f.log") == 1 &&
               strstr(out, "afile: exists and is not a directory; choose another checkpoint directory") && access(path("f.log"), F_OK) != 0,
@@ -187,14 +203,8 @@ static void test_kill_during_save(void) {
     srand(11);
     int loaded = 0, tries = 4;
     for (int t = 0; t < tries; t++) {
-        char cmd[2048];
-        snprintf(cmd, sizeof cmd, "cd %s && exec %s train --config small.json --data big.rshard --ckpt kill "
-                 "--ckpt-every 1 --threads 1 >/dev/null 2>&1", dir, cli);
-        pid_t pid = fork();
-        if (pid == 0) {
-            execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-            _exit(127);
-        }
+        pid_t pid = spawn("train --config small.json --data big.rshard --ckpt kill --ckpt-every 1 --threads 1 "
+                          ">/dev/null 2>&1");
         /* wait for a first checkpoint, then a random further 0..400 ms */
         struct stat st;
         for (int i = 0; i < 600 && stat(path("kill/model.rckpt"), &st) != 0; i++) usleep(20000);
@@ -208,11 +218,64 @@ static void test_kill_during_save(void) {
     CHECK(loaded == tries, "after kill -9 mid-run the checkpoint loaded %d of %d times", loaded, tries);
 }
 
+/* Reads file `name` of the scratch directory into `out`. */
+static void read_out(const char *name) {
+    FILE *f = fopen(path(name), "r");
+    size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+    out[n] = 0;
+    if (f) fclose(f);
+}
+
+static int count_lines(const char *name) {
+    FILE *f = fopen(path(name), "r");
+    int n = 0, c;
+    while (f && (c = fgetc(f)) != EOF) n += c == '\n';
+    if (f) fclose(f);
+    return n;
+}
+
+/* Ctrl-C mid-run (SIGINT; SIGTERM is handled alike): the run stops after the step in progress
+ * with exit status 130 and keeps that step in its checkpoint; resumed, the losses continue
+ * those of the uninterrupted run (a.log) exactly. Before any step, nothing is written. */
+static void test_stop_signal(void) {
+    pid_t pid = spawn("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --epochs 50 --ckpt sig "
+                      "--loss-log g.log >sig.out 2>&1");
+    for (int i = 0; i < 30000 && count_lines("g.log") < 20; i++) usleep(1000);
+    kill(pid, SIGINT);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 130, "SIGINT: exit status %d, want 130",
+          WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    int k = count_lines("g.log");
+    char want[160];
+    snprintf(want, sizeof want, "stopped by SIGINT after step %d; step %d is saved in sig/model.rckpt: continue with", k, k);
+    read_out("sig.out");
+    CHECK(strstr(out, want) != NULL && strstr(out, "final eval") == NULL, "stopped at step %d: %s", k, out);
+    CHECK(k >= 20 && k < 126, "the signal arrived at step %d of the 126 that a.log holds", k);
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --epochs 50 --ckpt sig --resume "
+              "--steps %d --loss-log g.log", 126 - k) == 0, "resume after SIGINT: %s", out);
+    CHECK(same_file("a.log", "g.log"), "losses resumed after SIGINT differ from the uninterrupted run's");
+
+    /* SIGTERM while the embedded default generates its data (after the directory is made, with
+     * the handler in place): no step taken, so no checkpoint; a clean exit (143). */
+    pid = spawn("train --rows 200k --ckpt sig0 >sig0.out 2>&1");
+    struct stat st;
+    for (int i = 0; i < 30000 && stat(path("sig0"), &st) != 0; i++) usleep(1000); /* made before training */
+    kill(pid, SIGTERM);
+    waitpid(pid, &status, 0);
+    read_out("sig0.out");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 143 &&
+              strstr(out, "stopped by SIGTERM after step 0; no step was taken, so no checkpoint was written"),
+          "SIGTERM before the first step: status 0x%x: %s", status, out);
+    CHECK(stat(path("sig0/model.rckpt"), &st) != 0, "no checkpoint before the first step");
+}
+
 int main(void) {
     int rc = clirun_setup("rectrain_train");
     if (rc) return rc;
     test_train_and_eval();
     test_models();
+    test_stop_signal();
     test_kill_during_save();
     clirun_cleanup();
     return check_report();

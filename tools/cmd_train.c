@@ -1,7 +1,9 @@
 /* rectrain train / eval / export: training jobs, evaluation of checkpoints, .npy export. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "rectrain/core.h"
@@ -28,7 +30,7 @@ static const char TRAIN_USAGE[] =
     "  --eval-every N     evaluate every N steps as well as at the end\n"
     "  --steps N          stop after N steps\n"
     "  --ckpt DIR         save DIR/model.rckpt at the end of every epoch and of the run\n"
-    "                     (--steps), atomically\n"
+    "                     (--steps, Ctrl-C or SIGTERM), atomically\n"
     "  --ckpt-every N     ... and every N steps\n"
     "  --resume           continue from DIR/model.rckpt (same data; losses continue exactly)\n"
     "  --npy DIR          export the trained parameters as DIR/NAME.npy\n"
@@ -41,12 +43,37 @@ static const char TRAIN_USAGE[] =
     "  --rows N           embedded default only: rows to generate (default 1M)\n"
     "  --json             print a JSON summary as the last line of stdout\n";
 
+/* Ctrl-C or SIGTERM (a scheduler preempting the job) stops training after the step in
+ * progress, which keeps its state in the checkpoint; the handler then reverts to the default
+ * action (SA_RESETHAND), so a second signal stops at once. SA_RESTART: the loader's reads of
+ * a pipe go on rather than fail with EINTR. */
+static volatile sig_atomic_t g_stop;
+
+static void on_stop(int sig) {
+    static const char msg[] = "\nrectrain train: stopping after the current step (send it again to stop at once)\n";
+    g_stop = sig;
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+}
+
+static void catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 static void print_json(const rec_train_report *r) {
     printf("{\"model\": \"%s\", \"rows\": %lld, \"steps\": %lld, \"batch\": %lld, \"threads\": %d, "
            "\"seconds\": %s, \"samples_per_s\": %s, \"gflops\": %s, \"input_wait_s\": %s, \"loss\": %s",
            r->model, (long long)r->rows, (long long)r->steps, (long long)r->batch, r->threads,
            cli_jnum("%.3f", r->train_seconds), cli_jnum("%.1f", r->samples_per_s), cli_jnum("%.2f", r->gflops),
            cli_jnum("%.3f", r->wait_seconds), cli_jnum("%.6f", r->last_loss));
+    if (r->ckpts) printf(", \"ckpts\": %d, \"ckpt_seconds\": %s", r->ckpts, cli_jnum("%.3f", r->ckpt_seconds));
+    if (r->stopped_by) printf(", \"stopped_by\": %d", r->stopped_by);
     if (r->has_eval)
         printf(", \"eval_rows\": %lld, \"auc\": %s, \"logloss\": %s, \"ne\": %s, \"accuracy\": %s, \"calibration\": %s",
                (long long)r->eval.n, cli_jnum("%.6f", r->eval.auc), cli_jnum("%.6f", r->eval.logloss),
@@ -97,16 +124,20 @@ int cmd_train(int argc, char **argv) {
     if (o.ckpt_every && !o.ckpt_dir) return cli_usage(cmd, "--ckpt-every needs --ckpt DIR");
     if (o.gen_rows && o.data_path) return cli_usage(cmd, "--rows applies to the embedded default only (no --data)");
     rec_train_report r;
+    o.stop = &g_stop;
+    catch_stop_signals();
     rec_status s = rec_train(&o, &r);
     if (s) return cli_fail(cmd, s);
-    fprintf(stderr, "train: %s, %lld rows in %.2f s: %.0f samples/s (%.1f GFLOP/s in dense layers), %d threads, batch %lld\n",
-            r.model, (long long)r.rows, r.train_seconds, r.samples_per_s, r.gflops, r.threads, (long long)r.batch);
+    char saves[96] = "";
+    if (r.ckpts) snprintf(saves, sizeof saves, "; %d checkpoint%s saved in %.2f s", r.ckpts, r.ckpts > 1 ? "s" : "", r.ckpt_seconds);
+    fprintf(stderr, "train: %s, %lld rows in %.2f s: %.0f samples/s (%.1f GFLOP/s in dense layers), %d threads, batch %lld%s\n",
+            r.model, (long long)r.rows, r.train_seconds, r.samples_per_s, r.gflops, r.threads, (long long)r.batch, saves);
     if (r.has_eval)
         printf("auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  (%lld eval rows)%s\n", r.eval.auc,
                r.eval.logloss, r.eval.ne, r.eval.accuracy, r.eval.calibration, (long long)r.eval.n, "");
     if (r.has_oracle) printf("oracle auc %.5f (true click probabilities of the same rows)\n", r.oracle_auc);
     if (json) print_json(&r);
-    return CLI_OK;
+    return r.stopped_by ? 128 + r.stopped_by : CLI_OK; /* as a shell reports a signal */
 }
 
 static const char EVAL_USAGE[] =
@@ -169,7 +200,7 @@ int cmd_eval(int argc, char **argv) {
     rec_dataset *ds = NULL;
     rec_metrics x;
     int64_t n = 0;
-    rec_status s = rec_ckpt_read_config(path, &c);
+    rec_status s = rec_ckpt_read_config(path, &c, NULL);
     if (s) return cli_fail(cmd, s);
     if (!d.spec_path && c.prep_spec[0]) d.spec_path = c.prep_spec;
     s = rec_dataset_open(&ds, &d);
@@ -225,7 +256,7 @@ int cmd_export(int argc, char **argv) {
     rec_model_config c;
     rec_model *m = NULL;
     rec_ckpt_meta meta;
-    rec_status s = rec_ckpt_read_config(path, &c);
+    rec_status s = rec_ckpt_read_config(path, &c, NULL);
     if (!s) s = rec_model_init(&m, &c, 1, 1);
     if (!s) s = rec_ckpt_load(path, m, &meta);
     if (!s) s = rec_export_npy(m, out);

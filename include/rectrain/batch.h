@@ -63,6 +63,12 @@ int64_t rec_batch_first_bad_value(const rec_batch *b, int32_t *col);
     "(log1p of a value below -1 gives nan, of -1 -inf): clamp at 0 before log1p, as "        \
     "configs/criteo_standard.json does"
 
+/* A 64-bit digest of b's n rows: labels, dense values (as bits), every feature's offsets,
+ * ids (as values, whatever their width) and weights. Equal rows give equal digests; a
+ * checkpoint keeps the digest of its training data's first rows, so that --resume can tell
+ * when it is handed other data. */
+uint64_t rec_batch_digest(const rec_batch *b);
+
 /* Does a table of `rows` rows need 64-bit ids (an id of 2^31 or more)? The one rule for
  * batches and shards alike. */
 static inline int rec_ids_wide(int64_t rows) { return rows > ((int64_t)1 << 31); }

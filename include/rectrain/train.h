@@ -4,6 +4,7 @@
 #ifndef RECTRAIN_TRAIN_H
 #define RECTRAIN_TRAIN_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -113,14 +114,22 @@ typedef struct rec_ckpt_meta {
     int64_t row;             /* next training row of that epoch (relative to the train range) */
     int64_t rows_seen;       /* training rows processed in total */
     uint64_t seed;
+    /* What the run trained on, so that --resume refuses other data: the rows of its training
+     * range and the rec_batch_digest of their first (up to REC_CKPT_DIGEST_ROWS) rows. Both 0
+     * in a version-1 checkpoint, which did not record them. */
+    int64_t train_rows;
+    uint64_t data_digest;
 } rec_ckpt_meta;
+
+/* Rows whose rec_batch_digest identifies a checkpoint's training data. */
+#define REC_CKPT_DIGEST_ROWS 4096
 
 /* The checkpoint file inside a --ckpt directory: DIR/model.rckpt. Writes into buf (cap). */
 void rec_ckpt_path(const char *dir, char *buf, size_t cap);
 rec_status rec_ckpt_save(const char *path, const rec_model *m, const rec_ckpt_meta *meta);
-/* Reads the config stored in a checkpoint (to build the model before loading). c is
- * overwritten; free with rec_model_config_free. */
-rec_status rec_ckpt_read_config(const char *path, rec_model_config *c);
+/* Reads the config stored in a checkpoint (to build the model before loading) and, when meta
+ * is not NULL, its meta. c is overwritten; free with rec_model_config_free. */
+rec_status rec_ckpt_read_config(const char *path, rec_model_config *c, rec_ckpt_meta *meta);
 /* Loads a checkpoint into a model built from that config; checks everything first, so on
  * error the model is unchanged. */
 rec_status rec_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta);
@@ -155,13 +164,21 @@ typedef struct rec_train_opts {
     int tune;                  /* tune the embedding plan on the first steps (embed.h, tuner) */
     const char *plan_path;     /* embedding plan: load it if it exists and fits the tables (with
                                   `tune`: and the data's signature), else tune and write it here */
+    /* When not NULL: a signal number that a handler stores to stop the run. It is read before
+     * every step; once set, the run ends there as --steps would end it (a checkpoint keeps its
+     * state when ckpt_dir is given), skips the final evaluation and export, and reports the
+     * signal in rec_train_report.stopped_by. */
+    const volatile sig_atomic_t *stop;
     FILE *log;
 } rec_train_opts;
 
 typedef struct rec_train_report {
     int64_t steps;             /* steps taken in this run */
     int64_t rows;              /* training rows processed in this run */
-    double train_seconds;      /* wall time of the training loop, evaluations excluded */
+    double train_seconds;      /* wall time of the training loop, evaluations and checkpoints excluded */
+    double ckpt_seconds;       /* wall time of the checkpoint saves */
+    int ckpts;                 /* checkpoints saved */
+    int stopped_by;            /* the signal that stopped the run (opts.stop), or 0 */
     double samples_per_s;
     double wait_seconds;       /* time the loop waited for input */
     double last_loss;          /* mean loss of the last 100 steps */

@@ -44,6 +44,21 @@ int64_t rec_batch_first_bad_value(const rec_batch *b, int32_t *col) {
     return -1;
 }
 
+uint64_t rec_batch_digest(const rec_batch *b) {
+    const size_t n = (size_t)b->n;
+    uint64_t h = rec_mix64(0x626174636844ULL ^ (uint64_t)n);
+    h = rec_mix64(h ^ rec_crc32(0, b->label, n * sizeof(float)));
+    h = rec_mix64(h ^ (uint64_t)b->n_dense << 32 ^ rec_crc32(0, b->dense, n * (size_t)b->n_dense * sizeof(float)));
+    for (int32_t f = 0; f < b->n_sparse; f++) {
+        const rec_jagged *j = &b->sparse[f];
+        const int64_t nnz = j->offsets[n];
+        h = rec_mix64(h ^ (uint64_t)f << 32 ^ rec_crc32(0, j->offsets, (n + 1) * sizeof(int64_t)));
+        for (int64_t k = 0; k < nnz; k++) h = rec_mix64(h ^ (uint64_t)rec_jagged_id(j, k));
+        if (j->weights) h = rec_mix64(h ^ rec_crc32(0, j->weights, (size_t)nnz * sizeof(float)));
+    }
+    return h;
+}
+
 void rec_batch_free(rec_batch *b) {
     if (b->sparse) {
         for (int32_t f = 0; f < b->n_sparse; f++) {

@@ -2,9 +2,10 @@
  *
  * File layout (all integers little-endian; offsets in bytes from the start of the file):
  *
- *   prefix     char[8] "RCKPT001" | u32 version (1) | u32 H, the header's bytes
+ *   prefix     char[8] "RCKPT001" | u32 version (2) | u32 H, the header's bytes
  *   header     (H bytes, at 16)
- *                meta      i64 step | i64 epoch | i64 row | i64 rows_seen | u64 seed
+ *                meta      i64 step | i64 epoch | i64 row | i64 rows_seen | u64 seed |
+ *                          i64 train_rows | u64 data_digest   (version 1 stops after seed)
  *                config    u32 length | the canonical config JSON (rec_model_config_to_json)
  *                tensors   u32 count | count directory entries of CKPT_ENTRY bytes:
  *                            char name[96] (NUL-padded) | u32 role | u32 ndim |
@@ -47,7 +48,7 @@
 #define CKPT_END_MAGIC "RCKPTEND"
 
 enum {
-    CKPT_VERSION = 1,
+    CKPT_VERSION = 2,         /* written; version 1 (no data identity) is still read */
     CKPT_ALIGN = 64,
 
     /* prefix, at file offset 0 */
@@ -62,7 +63,10 @@ enum {
     CKPT_M_ROW = 16,          /* i64 */
     CKPT_M_ROWS_SEEN = 24,    /* i64 */
     CKPT_M_SEED = 32,         /* u64 */
-    CKPT_META = 40,           /* then u32 config length, config, u32 count, directory */
+    CKPT_M_TRAIN_ROWS = 40,   /* i64, version 2 */
+    CKPT_M_DATA_DIGEST = 48,  /* u64, version 2 */
+    CKPT_META = 56,           /* then u32 config length, config, u32 count, directory */
+    CKPT_META_V1 = 40,
 
     /* directory entry */
     CKPT_NAME = 96,
@@ -178,6 +182,8 @@ static void build_header(uint8_t *hdr, uint32_t H, const rec_ckpt_meta *meta, in
     put_i64(h + CKPT_M_ROW, meta->row);
     put_i64(h + CKPT_M_ROWS_SEEN, meta->rows_seen);
     put_u64(h + CKPT_M_SEED, meta->seed);
+    put_i64(h + CKPT_M_TRAIN_ROWS, meta->train_rows);
+    put_u64(h + CKPT_M_DATA_DIGEST, meta->data_digest);
     uint8_t *q = h + CKPT_META;
     put_u32(q, jlen);
     memcpy(q + 4, json, jlen);
@@ -368,8 +374,10 @@ static rec_status ckpt_parse(ckpt_file *f) {
         return rec_errorf(REC_EFORMAT, "checkpoint %s is truncated: %zu bytes, shorter than the %d-byte prefix; "
                           "it was not written completely, save it again", path, size, CKPT_PREFIX);
     uint32_t version = get_u32(p + CKPT_P_VERSION);
-    if (version != CKPT_VERSION)
-        return rec_errorf(REC_EFORMAT, "checkpoint %s has format version %u; this build reads version %d", path, version, CKPT_VERSION);
+    if (version < 1 || version > CKPT_VERSION)
+        return rec_errorf(REC_EFORMAT, "checkpoint %s has format version %u; this build reads versions 1 to %d", path,
+                          version, CKPT_VERSION);
+    const uint32_t meta_bytes = version == 1 ? CKPT_META_V1 : CKPT_META;
     if (size < CKPT_PREFIX + CKPT_TRAILER || memcmp(p + size - CKPT_TRAILER, CKPT_END_MAGIC, 8) != 0)
         return rec_errorf(REC_EFORMAT, "checkpoint %s is truncated or incomplete (%zu bytes, no \"" CKPT_END_MAGIC
                           "\" trailer at the end); it was not written completely, save it again", path, size);
@@ -387,16 +395,20 @@ static rec_status ckpt_parse(ckpt_file *f) {
 
     /* From here the header's bytes are as written; bounds are still checked, as a writer bug or
      * a crafted file with a recomputed CRC must not make us read outside the mapping. */
-    const uint8_t *h = p + CKPT_PREFIX, *q = h + CKPT_META, *hlim = h + H;
-    if (H < CKPT_META + 8)
+    const uint8_t *h = p + CKPT_PREFIX, *q = h + meta_bytes, *hlim = h + H;
+    if (H < meta_bytes + 8)
         return CKPT_CORRUPT(f, "header of %u bytes is too short for its fixed fields", H);
     f->meta.step = get_i64(h + CKPT_M_STEP);
     f->meta.epoch = get_i64(h + CKPT_M_EPOCH);
     f->meta.row = get_i64(h + CKPT_M_ROW);
     f->meta.rows_seen = get_i64(h + CKPT_M_ROWS_SEEN);
     f->meta.seed = get_u64(h + CKPT_M_SEED);
-    if (f->meta.step < 0 || f->meta.epoch < 0 || f->meta.row < 0 || f->meta.rows_seen < 0)
-        return CKPT_CORRUPT(f, "negative step, epoch, row or rows_seen in the header");
+    if (version >= 2) {
+        f->meta.train_rows = get_i64(h + CKPT_M_TRAIN_ROWS);
+        f->meta.data_digest = get_u64(h + CKPT_M_DATA_DIGEST);
+    }
+    if (f->meta.step < 0 || f->meta.epoch < 0 || f->meta.row < 0 || f->meta.rows_seen < 0 || f->meta.train_rows < 0)
+        return CKPT_CORRUPT(f, "negative step, epoch, row, rows_seen or train_rows in the header");
     f->json_len = get_u32(q);
     if (f->json_len > CKPT_MAX_CONFIG || (uint64_t)(hlim - q) < 8 + (uint64_t)f->json_len)
         return CKPT_CORRUPT(f, "config of %u bytes runs past the header", f->json_len);
@@ -482,11 +494,12 @@ static rec_status ckpt_config(const ckpt_file *f, rec_model_config *c) {
     return rec_model_config_parse(c, f->json, f->json_len, origin);
 }
 
-rec_status rec_ckpt_read_config(const char *path, rec_model_config *c) {
+rec_status rec_ckpt_read_config(const char *path, rec_model_config *c, rec_ckpt_meta *meta) {
     if (!c) return rec_errorf(REC_EINVAL, "rec_ckpt_read_config: config is NULL");
     ckpt_file f;
     REC_TRY(ckpt_open(&f, path));
     rec_status s = ckpt_config(&f, c);
+    if (!s && meta) *meta = f.meta;
     ckpt_close(&f);
     return s;
 }

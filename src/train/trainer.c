@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,8 @@ typedef struct job {
     int plan_pending;      /* decide on the embedding plan at the first batch */
     int tuning;            /* the embedding tuner is running on the live steps */
     uint64_t data_key;     /* signature of the first batch, for the plan file */
+    uint64_t data_digest;  /* rec_batch_digest of the first training rows, kept in checkpoints */
+    int64_t saved_step;    /* the step the checkpoint holds: the last saved, or the one resumed */
 } job;
 
 static rec_status open_data(job *j, const char *path, rec_dataset **out) {
@@ -170,20 +173,55 @@ static rec_status open_data(job *j, const char *path, rec_dataset **out) {
     return rec_dataset_open(out, &d);
 }
 
+/* The digest that identifies the training data in a checkpoint: of its first
+ * REC_CKPT_DIGEST_ROWS rows, read once at start. */
+static rec_status digest_data(job *j) {
+    const int64_t n = j->train_rows < REC_CKPT_DIGEST_ROWS ? j->train_rows : REC_CKPT_DIGEST_ROWS;
+    rec_loader *l = NULL;
+    const rec_batch *b = NULL;
+    rec_status s = rec_loader_open(&l, j->train, 0, n, n, 2);
+    if (!s) s = rec_loader_next(l, &b);
+    if (!s && b) j->data_digest = rec_batch_digest(b);
+    rec_loader_close(l);
+    return s;
+}
+
+/* --resume continues a run only on the data it trained on: the same rows in its training
+ * range, the same first rows. Other data (a different file, day, --spec or --holdout) would
+ * silently carry on elsewhere, or start past the end of a shorter range. */
+static rec_status check_resume_data(const job *j, const rec_ckpt_meta *m, const char *path, const char *data) {
+    if (m->train_rows == 0) { /* a version-1 checkpoint did not record its data */
+        if (j->o->log) fprintf(j->o->log, "train: %s does not record its training data; it is not checked\n", path);
+        return REC_OK;
+    }
+    if (m->train_rows == j->train_rows && m->data_digest == j->data_digest) return REC_OK;
+    char what[160];
+    if (m->train_rows != j->train_rows)
+        snprintf(what, sizeof what, "%lld training rows, and this run has %lld", (long long)m->train_rows,
+                 (long long)j->train_rows);
+    else
+        snprintf(what, sizeof what, "%lld training rows whose first %d differ from this run's", (long long)m->train_rows,
+                 REC_CKPT_DIGEST_ROWS);
+    return rec_errorf(REC_EINVAL, "--resume: %s was written training on %s (%s): resume on the data it trained on, with "
+                      "the same --data, --spec, --vocab-from and --holdout, or start afresh without --resume",
+                      path, what, data);
+}
+
 static rec_status setup(job *j) {
     const rec_train_opts *o = j->o;
     rec_status s;
+    rec_ckpt_meta resumed = {0};
+    char ckpt[1100] = "";
+    if (o->ckpt_dir) rec_ckpt_path(o->ckpt_dir, ckpt, sizeof ckpt);
     if (o->resume) {
         if (!o->ckpt_dir) return rec_errorf(REC_EINVAL, "--resume needs --ckpt DIR (the directory to resume from)");
-        char path[1100];
-        rec_ckpt_path(o->ckpt_dir, path, sizeof path);
-        REC_TRY(rec_ckpt_read_config(path, &j->cfg));
+        REC_TRY(rec_ckpt_read_config(ckpt, &j->cfg, &resumed));
         if (o->config_path) {
             rec_model_config given;
             REC_TRY(rec_model_config_load(&given, o->config_path));
             /* tables come from the checkpoint; compare with them bound */
             if (!given.table_rows) {
-                s = rec_model_config_bind(&given, j->cfg.n_dense, j->cfg.n_sparse, j->cfg.table_rows, path);
+                s = rec_model_config_bind(&given, j->cfg.n_dense, j->cfg.n_sparse, j->cfg.table_rows, ckpt);
                 if (s) {
                     rec_model_config_free(&given);
                     return s;
@@ -193,7 +231,7 @@ static rec_status setup(job *j) {
             rec_model_config_free(&given);
             if (!eq)
                 return rec_errorf(REC_EINVAL, "--resume: %s was written for a different model than %s; resume with the "
-                                  "same --config, or start afresh without --resume", path, o->config_path);
+                                  "same --config, or start afresh without --resume", ckpt, o->config_path);
         }
     } else if (o->config_path) {
         REC_TRY(rec_model_config_load(&j->cfg, o->config_path));
@@ -256,12 +294,15 @@ static rec_status setup(job *j) {
         j->eval_row1 = n;
     }
     if (j->train_rows < 1) return rec_errorf(REC_EINVAL, "%s has no rows to train on", data);
+    if (o->ckpt_dir) REC_TRY(digest_data(j));
+    if (o->resume) REC_TRY(check_resume_data(j, &resumed, ckpt, data));
     /* a resumed config lists its tables: binding checks them against the data */
     REC_TRY(rec_model_config_bind(&j->cfg, rec_dataset_n_dense(j->train), rec_dataset_n_sparse(j->train),
                                   rec_dataset_table_rows(j->train), data));
     if (o->loss_log) {
         j->loss_log = fopen(o->loss_log, o->resume ? "a" : "w");
         if (!j->loss_log) return rec_errorf(REC_EIO, "%s: cannot open the loss log: %s", o->loss_log, strerror(errno));
+        setvbuf(j->loss_log, NULL, _IOLBF, 0); /* a line per step, as it happens (tail -f; a stopped run) */
     }
     return rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads);
 }
@@ -270,8 +311,20 @@ static rec_status setup(job *j) {
 static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_seen) {
     char path[1100];
     rec_ckpt_path(j->o->ckpt_dir, path, sizeof path);
-    rec_ckpt_meta meta = {rec_model_steps(j->model), epoch, row, rows_seen, j->cfg.seed};
-    return rec_ckpt_save(path, j->model, &meta);
+    rec_ckpt_meta meta = {rec_model_steps(j->model), epoch, row, rows_seen, j->cfg.seed, j->train_rows, j->data_digest};
+    double t0 = rec_now();
+    REC_TRY(rec_ckpt_save(path, j->model, &meta));
+    j->rep->ckpt_seconds += rec_now() - t0;
+    j->rep->ckpts++;
+    j->saved_step = meta.step;
+    return REC_OK;
+}
+
+/* A run that ends before its last epoch does (--steps, a signal) keeps its state in the
+ * checkpoint, unless the last save already holds this step. */
+static rec_status keep_state(job *j, int64_t epoch, int64_t row, int64_t rows_seen) {
+    if (!j->o->ckpt_dir || j->saved_step == rec_model_steps(j->model)) return REC_OK;
+    return save_ckpt(j, epoch, row, rows_seen);
 }
 
 /* The embedding plan (embed.h) of the model's main tables, decided at the first batch: a plan
@@ -347,6 +400,7 @@ static rec_status run(job *j) {
         char path[1100];
         rec_ckpt_path(o->ckpt_dir, path, sizeof path);
         REC_TRY(rec_ckpt_load(path, j->model, &meta));
+        j->saved_step = meta.step;
         if (o->log)
             fprintf(o->log, "train: resumed %s at step %lld (epoch %lld, row %lld)\n", path, (long long)meta.step,
                     (long long)meta.epoch + 1, (long long)meta.row);
@@ -362,10 +416,16 @@ static rec_status run(job *j) {
         int64_t row = epoch == meta.epoch ? meta.row : 0;
         rec_loader *l = NULL;
         s = rec_loader_open(&l, j->train, row, j->train_rows, B, LOADER_DEPTH);
-        double t0 = rec_now(), t_eval = 0;
+        double t0 = rec_now(), t_eval = 0, t_ckpt = rep->ckpt_seconds;
         const rec_batch *b;
         while (!s && !(s = rec_loader_next(l, &b)) && b) {
             double loss;
+            if (o->stop && *o->stop) {
+                rep->stopped_by = (int)*o->stop;
+                s = keep_state(j, epoch, row, rows_seen);
+                stop = 1;
+                break;
+            }
             if (j->plan_pending) s = start_plan(j, b);
             if (!s) s = rec_model_train_step(j->model, b, &loss);
             if (!s && j->tuning) s = finish_plan(j);
@@ -398,14 +458,13 @@ static rec_status run(job *j) {
             }
             if (!s && o->ckpt_dir && o->ckpt_every > 0 && step % o->ckpt_every == 0)
                 s = save_ckpt(j, epoch, row, rows_seen);
-            if (o->max_steps > 0 && rep->steps >= o->max_steps) { /* --steps ends the run: keep its state */
-                if (!s && o->ckpt_dir && !(o->ckpt_every > 0 && step % o->ckpt_every == 0))
-                    s = save_ckpt(j, epoch, row, rows_seen);
+            if (o->max_steps > 0 && rep->steps >= o->max_steps) { /* --steps ends the run */
+                if (!s) s = keep_state(j, epoch, row, rows_seen);
                 stop = 1;
                 break;
             }
         }
-        rep->train_seconds += rec_now() - t0 - t_eval;
+        rep->train_seconds += rec_now() - t0 - t_eval - (rep->ckpt_seconds - t_ckpt);
         rep->wait_seconds += l ? rec_loader_wait_seconds(l) : 0;
         rec_loader_close(l);
         if (!s && !stop && o->ckpt_dir) s = save_ckpt(j, epoch + 1, 0, rows_seen);
@@ -418,6 +477,23 @@ static rec_status run(job *j) {
     if (s) return s;
     rep->samples_per_s = rep->train_seconds > 0 ? rep->rows / rep->train_seconds : 0;
     rep->gflops = rep->samples_per_s * flops * 1e-9;
+    if (rep->stopped_by) { /* asked to stop: no final evaluation or export */
+        if (o->log) {
+            const int sig = rep->stopped_by;
+            char ckpt[1100], kept[1300];
+            if (!o->ckpt_dir) snprintf(kept, sizeof kept, "nothing was saved (no --ckpt)");
+            else if (j->saved_step == 0) snprintf(kept, sizeof kept, "no step was taken, so no checkpoint was written");
+            else {
+                rec_ckpt_path(o->ckpt_dir, ckpt, sizeof ckpt);
+                snprintf(kept, sizeof kept, "step %lld is saved in %s: continue with the same command and --resume",
+                         (long long)j->saved_step, ckpt);
+            }
+            fprintf(o->log, "train: stopped by %s after step %lld; %s\n",
+                    sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal", (long long)rec_model_steps(j->model),
+                    kept);
+        }
+        return REC_OK;
+    }
     if (j->eval) {
         REC_TRY(rec_evaluate(j->model, j->eval, j->eval_row0, j->eval_row1, B, &rep->eval));
         rep->has_eval = 1;
