@@ -8,7 +8,7 @@
  *    and the resumed run continues the uninterrupted losses; SIGTERM before any step saves nothing;
  *  - kill -9 at random moments of a run that checkpoints every step always leaves a loadable
  *    checkpoint (the save is temp + fsync + rename);
- *  - .npy export, and the rejections: corrupt or mismatched checkpoints, bad configs, bad
+ *  - inspect of a checkpoint (position, data, tensors, config; --verify), .npy export, and the rejections: corrupt or mismatched checkpoints, bad configs, bad
  *    flag combinations, each with its message.
  * Skipped (77) without CTest's REC_CLI / REC_SOURCE_DIR. */
 #include <math.h>
@@ -129,6 +129,14 @@ static void test_train_and_eval(void) {
           "--ckpt naming a file is refused before training: %s", out);
 
     /* eval and export of the checkpoint. */
+    /* inspect reads a checkpoint without building its model. */
+    CHECK(run("inspect ck/model.rckpt --verify --json") == 0 && strstr(out, "checksums  all verified") &&
+              strstr(out, "position   step 126, all 2 epochs done, 32000 rows seen") &&
+              strstr(out, "data       16000 training rows, digest ") &&
+              strstr(out, "emb.25.weight                    parameter        (1000, 8)") &&
+              strstr(out, "\"format\": \"rckpt\", \"version\": 2") && json_num("step") == 126 &&
+              json_num("train_rows") == 16000 && json_num("params") > 26 * 8000 && strstr(out, "\"config\": {\"format\":"),
+          "inspect a checkpoint: %s", out);
     CHECK(run("eval --ckpt ck --data train.rshard --holdout 0.2 --json") == 0, "eval: %s", out);
     CHECK(fabs(json_num("auc") - auc) < 1e-9 && json_num("rows") == 4000, "eval of the final checkpoint: %s", out);
     CHECK(run("export --ckpt ck/model.rckpt --out npy") == 0, "export: %s", out);
@@ -182,6 +190,13 @@ static void test_train_and_eval(void) {
     }
     CHECK(run("eval --ckpt ck --data train.rshard") == 1 && (strstr(out, "checksum") || strstr(out, "CRC")),
           "corrupt checkpoint: %s", out);
+    CHECK(run("inspect ck/model.rckpt") == 0 && strstr(out, "header verified (--verify checks every tensor)"),
+          "inspect without --verify reads the intact header: %s", out);
+    CHECK(run("inspect ck/model.rckpt --verify") == 1 && strstr(out, "ck/model.rckpt: tensor \"") &&
+              strstr(out, "fails its CRC-32") && strstr(out, "the other tensors were not checked"),
+          "inspect --verify names the damaged tensor: %s", out);
+    CHECK(truncate(path("ck/model.rckpt"), 1000) == 0 && run("inspect ck/model.rckpt") == 1 &&
+              strstr(out, "ck/model.rckpt is truncated or incomplete"), "inspect a truncated checkpoint: %s", out);
 }
 
 /* Every model kind of configs/ trains a little and beats chance. */

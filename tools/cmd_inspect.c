@@ -1,5 +1,6 @@
 /* rectrain inspect: describes a .rshard (schema, rows, groups, per-feature cardinality, pooling
- * factors and access skew; optionally every checksum) or a raw Criteo .tsv/.gz (rows, label
+ * factors and access skew; optionally every checksum), a checkpoint (model, training position
+ * and data, tensors, config; optionally every checksum) or a raw Criteo .tsv/.gz (rows, label
  * rate, missing values, integer ranges, categorical cardinality, pooling and skew). The kind
  * is detected from the file's first bytes, not its name. Statistics come from
  * include/rectrain/stats.h so that tests can check them. */
@@ -11,16 +12,20 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 #include "rectrain/core.h"
 #include "rectrain/io.h"
 #include "rectrain/shard.h"
 #include "rectrain/stats.h"
+#include "rectrain/train.h"
 
 static const char USAGE[] =
     "usage: rectrain inspect FILE [--verify] [--rows N] [--json]\n"
     "\n"
-    "Describes a .rshard (detected by its magic bytes) or a Criteo .tsv/.gz file.\n"
+    "Describes a .rshard or a checkpoint (each detected by its magic bytes), or a Criteo\n"
+    ".tsv/.gz file.\n"
     "\n"
     ".rshard: schema (spec, dense width, sparse features with table sizes, vocabularies), rows,\n"
     "row groups, label rate, and per sparse feature the distinct ids, ids in total (nnz), the\n"
@@ -29,8 +34,12 @@ static const char USAGE[] =
     ".tsv/.gz: rows, label rate, per column the missing rate; integers: min, max, negatives;\n"
     "categoricals: distinct ids, pooling distribution (multi-hot lists), top-0.1% skew of the\n"
     "distinct ids. Malformed rows are counted and skipped.\n"
+    "checkpoint (model.rckpt of train --ckpt): the model, the training position (step, epoch,\n"
+    "row), the training data it records (rows and digest, which --resume checks), every tensor\n"
+    "with its role, shape and size, and the stored config as JSON.\n"
     "\n"
-    "  --verify    check every checksum of a .rshard (header, footer and all row groups)\n"
+    "  --verify    check every checksum of a .rshard (header, footer and all row groups) or\n"
+    "              of a checkpoint (header and every tensor)\n"
     "  --rows N    compute the statistics over the first N rows only\n"
     "  --json      print one JSON object as the last line of stdout\n";
 
@@ -197,6 +206,93 @@ static int inspect_shard(const char *path, int verify, int64_t max_rows, int jso
     }
     feat_free(fs, F);
     rec_shard_close(sh);
+    return CLI_OK;
+}
+
+/* ---- checkpoints (.rckpt) ------------------------------------------------------------------ */
+
+static int inspect_ckpt(const char *path, int verify, int json) {
+    rec_ckpt_info ci;
+    rec_status s = rec_ckpt_inspect(path, verify, &ci);
+    if (s) return cli_fail(CMD, s);
+    const rec_model_config *c = &ci.config;
+    const rec_ckpt_meta *m = &ci.meta;
+    int64_t table_rows = 0;
+    for (int f = 0; f < c->n_sparse; f++) table_rows += c->table_rows[f];
+    uint64_t numel[2] = {0, 0}, bytes[2] = {0, 0}; /* parameters, optimizer state */
+    for (int i = 0; i < ci.n_tensors; i++) {
+        const int k = ci.tensors[i].role == REC_TENSOR_OPT_STATE;
+        numel[k] += ci.tensors[i].bytes / 4;
+        bytes[k] += ci.tensors[i].bytes;
+    }
+    char *pretty = rec_model_config_to_json(c), *cfg = NULL; /* one line: the JSON summary is one line */
+    cJSON *root = pretty ? cJSON_Parse(pretty) : NULL;
+    if (root) cfg = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    free(pretty);
+    if (!cfg) {
+        rec_ckpt_info_free(&ci);
+        return cli_fail(CMD, rec_errorf(REC_ENOMEM, "out of memory"));
+    }
+    const int done = m->epoch >= c->epochs;
+    printf("file       %s (.rckpt version %u, %llu bytes)\n", path, ci.version, (unsigned long long)ci.file_bytes);
+    printf("checksums  %s\n", verify ? "all verified" : "header verified (--verify checks every tensor)");
+    printf("model      %s (%s), embedding dim %d, %d tables of %lld rows in all, %d dense inputs\n", c->name,
+           rec_model_kind_name(c->kind), c->emb_dim, c->n_sparse, (long long)table_rows, c->n_dense);
+    if (done)
+        printf("position   step %lld, all %d epochs done, %lld rows seen\n", (long long)m->step, c->epochs,
+               (long long)m->rows_seen);
+    else
+        printf("position   step %lld, epoch %lld of %d at row %lld, %lld rows seen\n", (long long)m->step,
+               (long long)m->epoch + 1, c->epochs, (long long)m->row, (long long)m->rows_seen);
+    if (m->train_rows)
+        printf("data       %lld training rows, digest %016llx of the first %lld (--resume checks both)\n",
+               (long long)m->train_rows, (unsigned long long)m->data_digest,
+               (long long)(m->train_rows < REC_CKPT_DIGEST_ROWS ? m->train_rows : REC_CKPT_DIGEST_ROWS));
+    else
+        printf("data       not recorded (a version-1 file); --resume cannot check it\n");
+    printf("tensors    %d: %llu parameters (%.1f MB), %llu optimizer-state values (%.1f MB)\n", ci.n_tensors,
+           (unsigned long long)numel[0], (double)bytes[0] / 1e6, (unsigned long long)numel[1], (double)bytes[1] / 1e6);
+    printf("\n  %-32s %-16s %-20s %12s\n", "tensor", "role", "shape", "MB");
+    for (int i = 0; i < ci.n_tensors; i++) {
+        const rec_ckpt_tensor_info *t = &ci.tensors[i];
+        char shape[64];
+        if (t->ndim == 1) snprintf(shape, sizeof shape, "(%lld)", (long long)t->shape[0]);
+        else snprintf(shape, sizeof shape, "(%lld, %lld)", (long long)t->shape[0], (long long)t->shape[1]);
+        printf("  %-32s %-16s %-20s %12.3f\n", t->name, t->role == REC_TENSOR_OPT_STATE ? "optimizer state" : "parameter",
+               shape, (double)t->bytes / 1e6);
+    }
+    printf("\nconfig     %s\n", cfg);
+    if (json) {
+        printf("{\"file\": ");
+        json_str(path);
+        printf(", \"format\": \"rckpt\", \"version\": %u, \"bytes\": %llu, \"verified\": %s, \"model\": ", ci.version,
+               (unsigned long long)ci.file_bytes, verify ? "true" : "false");
+        json_str(c->name);
+        printf(", \"model_kind\": \"%s\", \"step\": %lld, \"epoch\": %lld, \"row\": %lld, \"rows_seen\": %lld, ",
+               rec_model_kind_name(c->kind), (long long)m->step, (long long)m->epoch, (long long)m->row,
+               (long long)m->rows_seen);
+        if (m->train_rows)
+            printf("\"train_rows\": %lld, \"data_digest\": \"%016llx\"", (long long)m->train_rows,
+                   (unsigned long long)m->data_digest);
+        else
+            printf("\"train_rows\": null, \"data_digest\": null");
+        printf(", \"params\": %llu, \"param_bytes\": %llu, \"state_values\": %llu, \"state_bytes\": %llu, \"tensors\": [",
+               (unsigned long long)numel[0], (unsigned long long)bytes[0], (unsigned long long)numel[1],
+               (unsigned long long)bytes[1]);
+        for (int i = 0; i < ci.n_tensors; i++) {
+            const rec_ckpt_tensor_info *t = &ci.tensors[i];
+            printf("%s{\"name\": ", i ? ", " : "");
+            json_str(t->name);
+            printf(", \"role\": \"%s\", \"shape\": [%lld", t->role == REC_TENSOR_OPT_STATE ? "optimizer_state" : "parameter",
+                   (long long)t->shape[0]);
+            if (t->ndim == 2) printf(", %lld", (long long)t->shape[1]);
+            printf("], \"bytes\": %llu}", (unsigned long long)t->bytes);
+        }
+        printf("], \"config\": %s}\n", cfg);
+    }
+    cJSON_free(cfg);
+    rec_ckpt_info_free(&ci);
     return CLI_OK;
 }
 
@@ -395,6 +491,10 @@ int cmd_inspect(int argc, char **argv) {
     size_t got = fread(magic, 1, sizeof magic, f);
     fclose(f);
     if (got == sizeof magic && !memcmp(magic, "RSHARD01", 8)) return inspect_shard(path, verify, max_rows, json);
-    if (verify) fprintf(stderr, "rectrain inspect: --verify applies to .rshard files only; ignored\n");
+    if (got == sizeof magic && !memcmp(magic, "RCKPT001", 8)) {
+        if (max_rows >= 0) fprintf(stderr, "rectrain inspect: --rows applies to data files only; ignored\n");
+        return inspect_ckpt(path, verify, json);
+    }
+    if (verify) fprintf(stderr, "rectrain inspect: --verify applies to .rshard and checkpoint files only; ignored\n");
     return inspect_tsv(path, max_rows, json);
 }

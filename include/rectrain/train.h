@@ -133,6 +133,30 @@ rec_status rec_ckpt_read_config(const char *path, rec_model_config *c, rec_ckpt_
 /* Loads a checkpoint into a model built from that config; checks everything first, so on
  * error the model is unchanged. */
 rec_status rec_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta);
+/* What a checkpoint holds, read without building its model (rectrain inspect). */
+typedef struct rec_ckpt_tensor_info {
+    char name[96];
+    rec_tensor_role role;
+    int ndim;                  /* 1 or 2 */
+    int64_t shape[2];          /* shape[1] = 0 when ndim = 1 */
+    uint64_t bytes;            /* 4 per float */
+} rec_ckpt_tensor_info;
+
+typedef struct rec_ckpt_info {
+    uint32_t version;          /* format version of the file */
+    uint64_t file_bytes;
+    rec_ckpt_meta meta;
+    rec_model_config config;   /* the stored config, tables bound */
+    int n_tensors;
+    rec_ckpt_tensor_info *tensors; /* (n_tensors), in file order */
+} rec_ckpt_info;
+
+/* Reads a checkpoint's header: the structure and header CRC are checked as rec_ckpt_load
+ * checks them; with `verify`, every tensor's CRC-32 as well. Free with rec_ckpt_info_free
+ * (also safe after a failure). */
+rec_status rec_ckpt_inspect(const char *path, int verify, rec_ckpt_info *info);
+void rec_ckpt_info_free(rec_ckpt_info *info);
+
 /* Writes every parameter as DIR/NAME.npy (creating DIR), plus DIR/config.json. */
 rec_status rec_export_npy(const rec_model *m, const char *dir);
 

@@ -343,6 +343,7 @@ typedef struct ckpt_file {
     const char *path;
     const uint8_t *map;
     size_t size;
+    uint32_t version;
     rec_ckpt_meta meta;
     const char *json;       /* not NUL-terminated */
     uint32_t json_len;
@@ -378,6 +379,7 @@ static rec_status ckpt_parse(ckpt_file *f) {
         return rec_errorf(REC_EFORMAT, "checkpoint %s has format version %u; this build reads versions 1 to %d", path,
                           version, CKPT_VERSION);
     const uint32_t meta_bytes = version == 1 ? CKPT_META_V1 : CKPT_META;
+    f->version = version;
     if (size < CKPT_PREFIX + CKPT_TRAILER || memcmp(p + size - CKPT_TRAILER, CKPT_END_MAGIC, 8) != 0)
         return rec_errorf(REC_EFORMAT, "checkpoint %s is truncated or incomplete (%zu bytes, no \"" CKPT_END_MAGIC
                           "\" trailer at the end); it was not written completely, save it again", path, size);
@@ -614,6 +616,56 @@ static rec_status match_tensors(const ckpt_file *f, const rec_tensor *ts, int n,
     return REC_OK;
 }
 
+/* REC_EFORMAT naming the tensor when e's data fail their CRC-32; `then` says what followed. */
+static rec_status check_crc(const ckpt_file *f, const ckpt_entry *e, const char *then) {
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < e->bytes;) {
+        size_t k = e->bytes - done < CKPT_CHUNK ? (size_t)(e->bytes - done) : CKPT_CHUNK;
+        crc = rec_crc32(crc, f->map + e->offset + done, k);
+        done += k;
+    }
+    if (crc != e->crc)
+        return CKPT_CORRUPT(f, "tensor \"%s\" fails its CRC-32 (stored 0x%08x, computed 0x%08x): the file is corrupt; %s",
+                            e->name, e->crc, crc, then);
+    return REC_OK;
+}
+
+rec_status rec_ckpt_inspect(const char *path, int verify, rec_ckpt_info *info) {
+    if (!info) return rec_errorf(REC_EINVAL, "rec_ckpt_inspect: info is NULL");
+    memset(info, 0, sizeof *info);
+    ckpt_file f;
+    REC_TRY(ckpt_open(&f, path));
+    rec_status s = ckpt_config(&f, &info->config);
+    for (uint32_t i = 0; !s && verify && i < f.n; i++) s = check_crc(&f, &f.ents[i], "the other tensors were not checked");
+    if (!s) s = rec_alloc((void **)&info->tensors, ((size_t)f.n + 1) * sizeof *info->tensors, "checkpoint tensor list");
+    if (!s) {
+        info->version = f.version;
+        info->file_bytes = f.size;
+        info->meta = f.meta;
+        info->n_tensors = (int)f.n;
+        for (uint32_t i = 0; i < f.n; i++) {
+            const ckpt_entry *e = &f.ents[i];
+            rec_ckpt_tensor_info *t = &info->tensors[i];
+            memcpy(t->name, e->name, sizeof t->name);
+            t->role = (rec_tensor_role)e->role;
+            t->ndim = (int)e->ndim;
+            t->shape[0] = e->shape[0];
+            t->shape[1] = e->shape[1];
+            t->bytes = e->bytes;
+        }
+    }
+    ckpt_close(&f);
+    if (s) rec_ckpt_info_free(info);
+    return s;
+}
+
+void rec_ckpt_info_free(rec_ckpt_info *info) {
+    if (!info) return;
+    rec_model_config_free(&info->config);
+    rec_free(info->tensors);
+    memset(info, 0, sizeof *info);
+}
+
 /* Loads a checkpoint into m, built from the config the file holds (rec_ckpt_read_config).
  * Everything is checked first — structure, config equality, names / roles / shapes, every
  * tensor CRC — and only then is any byte copied, so on error the model is unchanged. Then
@@ -636,18 +688,7 @@ rec_status rec_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta) {
     }
     if (!s) s = rec_alloc((void **)&map, ((size_t)n + 1) * sizeof *map, "checkpoint tensor map");
     if (!s) s = match_tensors(&f, ts, n, map);
-    for (int i = 0; !s && i < n; i++) {
-        const ckpt_entry *e = &f.ents[map[i]];
-        uint32_t crc = 0;
-        for (uint64_t done = 0; done < e->bytes;) {
-            size_t k = e->bytes - done < CKPT_CHUNK ? (size_t)(e->bytes - done) : CKPT_CHUNK;
-            crc = rec_crc32(crc, f.map + e->offset + done, k);
-            done += k;
-        }
-        if (crc != e->crc)
-            s = CKPT_CORRUPT(&f, "tensor \"%s\" fails its CRC-32 (stored 0x%08x, computed 0x%08x): the file is corrupt; "
-                             "nothing was loaded", e->name, e->crc, crc);
-    }
+    for (int i = 0; !s && i < n; i++) s = check_crc(&f, &f.ents[map[i]], "nothing was loaded");
     if (!s) {
         for (int i = 0; i < n; i++) {
             const ckpt_entry *e = &f.ents[map[i]];
