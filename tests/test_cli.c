@@ -1,10 +1,13 @@
 /* The CLI end to end: gen -> prep -> inspect on small data, exactly as a user runs it,
  * including exit codes (0 ok, 1 runtime error, 2 usage error) and the messages of the
  * rejection paths that only the command line reaches (bad rows in a file, --bad-rows skip,
- * --vocab-from, gzip input, truncated shards, bad specs, dense values a spec makes non-finite).
+ * --vocab-from, gzip input, truncated shards, bad specs, dense values a spec makes non-finite),
+ * and Ctrl-C during prep (no partial output left).
  * Skipped (77) when REC_CLI, the
  * path of the built `rectrain`, is not set (CTest sets it). */
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,6 +264,56 @@ static void test_outputs_first(void) {
           "--npy that cannot be made fails before training: %s", out);
 }
 
+/* Appends train.tsv to the open stream f, again and again, until `bytes` are written. */
+static void feed_bytes(FILE *f, long bytes) {
+    static char buf[1 << 16];
+    int ok = f != NULL;
+    for (long done = 0; ok && done < bytes;) {
+        FILE *in = fopen(path("train.tsv"), "rb");
+        size_t n;
+        ok = in != NULL;
+        while (ok && done < bytes && (n = fread(buf, 1, sizeof buf, in)) > 0) {
+            ok = fwrite(buf, 1, n, f) == n; /* fails (EPIPE) should prep be gone */
+            done += (long)n;
+        }
+        if (in) fclose(in);
+    }
+    if (f) fflush(f);
+}
+
+/* Ctrl-C during prep: it stops after the chunk in hand, removes its partial output
+ * (PATH.tmp) and exits 130. The input is a FIFO this test feeds, so prep is mid-file for
+ * sure when the signal comes: it then waits for more input, which the test sends and closes. */
+static void test_prep_stop(void) {
+    if (mkfifo(path("feed"), 0600) != 0) {
+        CHECK(0, "mkfifo: %s", strerror(errno));
+        return;
+    }
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN); /* should prep die, our writes fail instead */
+    pid_t pid = spawn("prep --spec %s/configs/criteo_standard.json --in feed --out fed.rshard >fed.out 2>&1", src);
+    FILE *f = fopen(path("feed"), "wb"); /* opens once prep opens the other end */
+    feed_bytes(f, 10L << 20); /* prep reads 8 MiB (or to the end) before it makes its output */
+    struct stat st;
+    for (int i = 0; i < 30000 && stat(path("fed.rshard.tmp"), &st) != 0; i++) usleep(1000);
+    CHECK(stat(path("fed.rshard.tmp"), &st) == 0, "prep made its partial output");
+    kill(pid, SIGINT);
+    usleep(50000);
+    feed_bytes(f, 1L << 20);
+    if (f) fclose(f);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    signal(SIGPIPE, old);
+    FILE *o = fopen(path("fed.out"), "r");
+    size_t n = o ? fread(out, 1, sizeof out - 1, o) : 0;
+    out[n] = 0;
+    if (o) fclose(o);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 130 &&
+              strstr(out, "feed: stopped by SIGINT after ") && strstr(out, "the partial output is removed"),
+          "prep stopped by SIGINT: status 0x%x: %s", status, out);
+    CHECK(stat(path("fed.rshard.tmp"), &st) != 0 && stat(path("fed.rshard"), &st) != 0,
+          "no partial output or shard is left after SIGINT");
+}
+
 static void test_errors(void) {
     CHECK(run("prep --in train.tsv --out x.rshard") == 2 && strstr(out, "--spec, --in and --out are required"),
           "missing flags: %s", out);
@@ -326,6 +379,7 @@ int main(void) {
     test_same_files();
     test_json_undefined();
     test_outputs_first();
+    test_prep_stop();
     test_errors();
     test_bench();
     clirun_cleanup();

@@ -3,6 +3,7 @@
 #ifndef RECTRAIN_CLI_H
 #define RECTRAIN_CLI_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "rectrain/io.h"
@@ -19,9 +20,16 @@ int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 
-/* Prints "rectrain CMD: MESSAGE" for the last error and returns CLI_FAIL (or CLI_USAGE for
- * REC_EINVAL raised by argument checks, when `usage_on_einval` is set). */
+/* Prints "rectrain CMD: MESSAGE" for the last error and returns CLI_FAIL, or for
+ * REC_ESTOPPED 128 + the signal, as a shell reports one. */
 int cli_fail(const char *cmd, rec_status s);
+
+/* Ctrl-C and SIGTERM (a scheduler preempting the job): the first stores the signal in
+ * cli_stop, which the library reads through its opts' `stop`, and prints `notice`; the
+ * handler then reverts to the default action (SA_RESETHAND), so a second signal stops at
+ * once. SA_RESTART: reads of a pipe go on rather than fail with EINTR. */
+extern volatile sig_atomic_t cli_stop;
+void cli_catch_stop(const char *notice);
 /* Prints "rectrain CMD: MESSAGE\nTry 'rectrain CMD --help'." and returns CLI_USAGE. */
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

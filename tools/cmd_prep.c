@@ -54,6 +54,8 @@ int cmd_prep(int argc, char **argv) {
         return cli_usage(cmd, "--spec, --in and --out are required");
 
     rec_ingest_report rep;
+    o.stop = &cli_stop;
+    cli_catch_stop("\nrectrain prep: stopping; the partial output is removed (send it again to stop at once)\n");
     rec_status s = rec_ingest(&o, &rep);
     if (s) return cli_fail(cmd, s);
     double mb = (double)rep.bytes / 1e6;

@@ -1,9 +1,7 @@
 /* rectrain train / eval / export: training jobs, evaluation of checkpoints, .npy export. */
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "rectrain/core.h"
@@ -42,29 +40,6 @@ static const char TRAIN_USAGE[] =
     "                     when FILE is missing or was tuned on other data, and write it\n"
     "  --rows N           embedded default only: rows to generate (default 1M)\n"
     "  --json             print a JSON summary as the last line of stdout\n";
-
-/* Ctrl-C or SIGTERM (a scheduler preempting the job) stops training after the step in
- * progress, which keeps its state in the checkpoint; the handler then reverts to the default
- * action (SA_RESETHAND), so a second signal stops at once. SA_RESTART: the loader's reads of
- * a pipe go on rather than fail with EINTR. */
-static volatile sig_atomic_t g_stop;
-
-static void on_stop(int sig) {
-    static const char msg[] = "\nrectrain train: stopping after the current step (send it again to stop at once)\n";
-    g_stop = sig;
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)w;
-}
-
-static void catch_stop_signals(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sa.sa_flags = SA_RESETHAND | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
 
 static void print_json(const rec_train_report *r) {
     printf("{\"model\": \"%s\", \"rows\": %lld, \"steps\": %lld, \"batch\": %lld, \"threads\": %d, "
@@ -124,8 +99,9 @@ int cmd_train(int argc, char **argv) {
     if (o.ckpt_every && !o.ckpt_dir) return cli_usage(cmd, "--ckpt-every needs --ckpt DIR");
     if (o.gen_rows && o.data_path) return cli_usage(cmd, "--rows applies to the embedded default only (no --data)");
     rec_train_report r;
-    o.stop = &g_stop;
-    catch_stop_signals();
+    o.stop = &cli_stop;
+    cli_catch_stop("\nrectrain train: stopping after the current step, which a --ckpt keeps (send it again to stop "
+                   "at once)\n");
     rec_status s = rec_train(&o, &r);
     if (s) return cli_fail(cmd, s);
     char saves[96] = "";

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -47,7 +48,27 @@ int main(int argc, char **argv) {
 
 int cli_fail(const char *cmd, rec_status s) {
     fprintf(stderr, "rectrain %s: %s\n", cmd, rec_errmsg()[0] ? rec_errmsg() : rec_status_str(s));
-    return CLI_FAIL;
+    return s == REC_ESTOPPED && cli_stop ? 128 + cli_stop : CLI_FAIL;
+}
+
+volatile sig_atomic_t cli_stop;
+static const char *stop_notice = "";
+
+static void on_stop(int sig) {
+    cli_stop = sig;
+    ssize_t w = write(STDERR_FILENO, stop_notice, strlen(stop_notice));
+    (void)w;
+}
+
+void cli_catch_stop(const char *notice) {
+    stop_notice = notice;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 int cli_usage(const char *cmd, const char *fmt, ...) {

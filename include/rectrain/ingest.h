@@ -5,6 +5,7 @@
 #ifndef RECTRAIN_INGEST_H
 #define RECTRAIN_INGEST_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "rectrain/io.h"
@@ -23,6 +24,10 @@ typedef struct rec_ingest_opts {
     rec_tsv_opts tsv;         /* has_label -1 detects; bad_rows fail/skip */
     int64_t group_rows;       /* shard row group size; 0 = default */
     int explain;              /* print the fused plan to stderr */
+    /* When not NULL: a signal number a handler stores to stop the job. It is read after every
+     * chunk of the input; once set, the job fails with REC_ESTOPPED and removes its partial
+     * output (PATH.tmp), as on any error. */
+    const volatile sig_atomic_t *stop;
 } rec_ingest_opts;
 
 typedef struct rec_ingest_report {

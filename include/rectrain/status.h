@@ -20,8 +20,12 @@ typedef enum rec_status {
     REC_EFORMAT,     /* malformed input file: bad row, corrupt shard, bad JSON */
     REC_EIO,         /* operating-system I/O error */
     REC_ENOMEM,      /* allocation failed */
-    REC_EUNSUPPORTED /* valid request this build or machine cannot serve */
+    REC_EUNSUPPORTED, /* valid request this build or machine cannot serve */
+    REC_ESTOPPED     /* the caller asked the work to stop (a signal, through its opts' `stop`) */
 } rec_status;
+
+/* How messages name the signal that stopped the work: "SIGINT", "SIGTERM", or "a signal". */
+const char *rec_signal_name(int sig);
 
 /* Short constant name of a status ("invalid argument", ...). Never NULL. */
 const char *rec_status_str(rec_status s);

@@ -1,11 +1,14 @@
 /* Status codes and the thread-local last-error message. */
 #include "rectrain/status.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 enum { REC_ERRMSG_CAP = 2048 };
 static _Thread_local char rec__errmsg[REC_ERRMSG_CAP];
+
+const char *rec_signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
 const char *rec_status_str(rec_status s) {
     switch (s) {
@@ -15,6 +18,7 @@ const char *rec_status_str(rec_status s) {
     case REC_EIO: return "I/O error";
     case REC_ENOMEM: return "out of memory";
     case REC_EUNSUPPORTED: return "unsupported";
+    case REC_ESTOPPED: return "stopped";
     }
     return "unknown status";
 }

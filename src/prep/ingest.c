@@ -164,6 +164,9 @@ static rec_status one_pass(const rec_ingest_opts *o, rec_tsv *r, const rec_spec 
         else if (se) s = rec_errorf(se, "%s", emsg);
         else s = sr;
         rec_progress_update(&pg, (double)rec_tsv_bytes(p.r) / 1e6, NULL);
+        if (!s && o->stop && *o->stop)
+            s = rec_errorf(REC_ESTOPPED, "%s: stopped by %s after %.1f MB of the input; %s", o->in_path, rec_signal_name(*o->stop),
+                           (double)rec_tsv_bytes(p.r) / 1e6, w ? "the partial output is removed" : "nothing was written");
         cur ^= 1;
     }
     stage_join(&p.rd);

@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -489,7 +488,7 @@ static rec_status run(job *j) {
                          (long long)j->saved_step, ckpt);
             }
             fprintf(o->log, "train: stopped by %s after step %lld; %s\n",
-                    sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal", (long long)rec_model_steps(j->model),
+                    rec_signal_name(sig), (long long)rec_model_steps(j->model),
                     kept);
         }
         return REC_OK;
