@@ -30,6 +30,7 @@ test-asan: deps
 
 bench: build
 	$(BUILD)/rectrain bench prep
+	$(BUILD)/rectrain bench mlp
 	$(BUILD)/rectrain bench train
 
 fuzz:

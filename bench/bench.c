@@ -2,16 +2,30 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rectrain/core.h"
+
 #include "bench.h"
 #include "cli.h"
 
 int cmd_bench(int argc, char **argv) {
     if (argc < 2 || cli_is_help(argv[1])) {
-        fputs("usage: rectrain bench prep|embed|train [options]   (rectrain bench NAME --help)\n", argc < 2 ? stderr : stdout);
+        fputs("usage: rectrain bench prep|embed|mlp|train [options]   (rectrain bench NAME --help)\n", argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
     if (!strcmp(argv[1], "prep")) return bench_prep(argc - 1, argv + 1);
     if (!strcmp(argv[1], "train")) return bench_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "embed")) return bench_embed(argc - 1, argv + 1);
-    return cli_usage("bench", "unknown benchmark '%s' (available: prep, embed, train)", argv[1]);
+    if (!strcmp(argv[1], "mlp")) return bench_mlp(argc - 1, argv + 1);
+    return cli_usage("bench", "unknown benchmark '%s' (available: prep, embed, mlp, train)", argv[1]);
+}
+
+rec_status bench_load_config(rec_model_config *c, const char *path) {
+    rec_status s = rec_model_config_load(c, path);
+    if (s == REC_EIO && !strcmp(path, BENCH_DEFAULT_CONFIG)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", rec_errmsg());
+        s = rec_errorf(s, "%s (the default config is read from the current directory: run from the repository root, "
+                       "or give --config)", msg);
+    }
+    return s;
 }

@@ -4,8 +4,18 @@
 #ifndef RECTRAIN_BENCH_H
 #define RECTRAIN_BENCH_H
 
+#include "rectrain/model.h"
+
 int bench_prep(int argc, char **argv);
 int bench_train(int argc, char **argv);
 int bench_embed(int argc, char **argv);
+int bench_mlp(int argc, char **argv);
+
+/* The model config the dense benchmarks run by default, read from the current directory. */
+#define BENCH_DEFAULT_CONFIG "configs/dlrm_kaggle.json"
+
+/* Loads a model config; when the default is missing, the message says to run from the
+ * repository root or give --config (before any work a benchmark would waste). */
+rec_status bench_load_config(rec_model_config *c, const char *path);
 
 #endif

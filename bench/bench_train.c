@@ -45,10 +45,8 @@ static double sgemm_gflops(int threads, int M, int N, int K) {
     return 2.0 * M * N * K / rec_median(t, 7) * 1e-9;
 }
 
-#define DEFAULT_CONFIG "configs/dlrm_kaggle.json"
-
 int bench_train(int argc, char **argv) {
-    const char *cmd = "bench train", *config = DEFAULT_CONFIG, *data = NULL;
+    const char *cmd = "bench train", *config = BENCH_DEFAULT_CONFIG, *data = NULL;
     int64_t rows = 2000000, steps = 100, batch = 0;
     int reps = 3, threads = rec_cpu_count(), json = 0;
     for (int i = 1; i < argc; i++) {
@@ -67,13 +65,7 @@ int bench_train(int argc, char **argv) {
         if (rc) return rc;
     }
     rec_model_config probe; /* a config that cannot be read fails before the data is generated */
-    rec_status s = rec_model_config_load(&probe, config);
-    if (s == REC_EIO && !strcmp(config, DEFAULT_CONFIG)) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", rec_errmsg());
-        s = rec_errorf(s, "%s (the default config is read from the current directory: run from the repository root, "
-                       "or give --config)", msg);
-    }
+    rec_status s = bench_load_config(&probe, config);
     if (s) return cli_fail(cmd, s);
     rec_model_config_free(&probe);
     char dir[512] = "", shard[700];

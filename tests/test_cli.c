@@ -366,6 +366,15 @@ static void test_bench(void) {
     CHECK(run("bench train --steps 1 --reps 1") == 1 && strstr(out, "run from the repository root, or give --config") &&
               !strstr(out, "generating"),
           "bench train without configs/: %s", out);
+    /* bench mlp: every MLP of the config, with the contract's keys; the default config is read
+     * from the repository root, which the message says. */
+    CHECK(run("bench mlp --config %s/configs/dcn_small.json --batch 64 --steps 1 --reps 1 --json", src) == 0 &&
+              json_num("samples_per_s") > 0 && json_num("gflops") > 0 && json_num("sgemm_gflops") > 0 &&
+              strstr(out, "\"name\": \"deep\", \"sizes\": [429, 256, 128, 64], \"last_relu\": true, \"input_grad\": true") &&
+              strstr(out, "\"name\": \"final\""),
+          "bench mlp: %s", out);
+    CHECK(run("bench mlp --steps 1 --reps 1") == 1 && strstr(out, "run from the repository root, or give --config"),
+          "bench mlp without configs/: %s", out);
     CHECK(run("bench embed --model kaggle --batches 257") == 2 && strstr(out, "--batches needs an integer in [1, 256]"),
           "bench embed --batches 257: %s", out);
 }

@@ -21,7 +21,7 @@ static const struct {
     {"train", cmd_train, "train a model (no arguments: the embedded default job)"},
     {"eval", cmd_eval, "evaluate a checkpoint on a data set (AUC, logloss, NE, ...)"},
     {"export", cmd_export, "write a checkpoint's parameters as .npy files"},
-    {"bench", cmd_bench, "benchmarks: prep, train"},
+    {"bench", cmd_bench, "benchmarks: prep, embed, mlp, train"},
 };
 
 static void usage(FILE *f) {

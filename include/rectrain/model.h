@@ -187,6 +187,11 @@ int rec_model_tensors(const rec_model *m, const rec_tensor **out);
 /* The view named `name`, or NULL. */
 const rec_tensor *rec_model_tensor(const rec_model *m, const char *name);
 
+/* The model's MLPs in a fixed order, for benchmarks: the i-th (NULL past the last), its name
+ * ("bottom", "top", "deep", "final", "dense_lin") and whether training computes the gradient
+ * of its input (not for an MLP on the raw dense features). */
+rec_mlp *rec_model_mlp(rec_model *m, int i, const char **name, int *input_grad);
+
 /* Forward + backward FLOPs of the dense layers per sample (matmuls only; 2 per MAC), for the
  * GFLOP/s figure of `bench train`. */
 double rec_model_flops_per_sample(const rec_model *m);

@@ -96,6 +96,7 @@ rec_status rec_mlp_init_view(rec_mlp **out, rec_dnn *d, const int *sizes, int n_
 void rec_mlp_free(rec_mlp *m);
 
 int rec_mlp_layers(const rec_mlp *m);
+int rec_mlp_last_relu(const rec_mlp *m);
 int rec_mlp_in(const rec_mlp *m);
 int rec_mlp_out(const rec_mlp *m);
 int rec_mlp_size(const rec_mlp *m, int i);  /* sizes[i], 0 <= i <= layers */

@@ -11,6 +11,7 @@
 
 struct rec_mlp {
     int n_layers, max_batch;
+    int last_relu;          /* the last layer has a ReLU too */
     int *sizes;             /* (n_layers + 1) */
     rec_linear **layers;    /* (n_layers) */
     size_t *w_off, *b_off;  /* (n_layers) offsets of W and b in the flat blocks */
@@ -44,6 +45,7 @@ void rec_mlp_free(rec_mlp *m) {
 static rec_status mlp_build(rec_mlp *m, rec_dnn *d, const int *sizes, int last_relu,
                             uint64_t seed) {
     const int L = m->n_layers;
+    m->last_relu = last_relu;
     REC_TRY(rec_alloc((void **)&m->sizes, (size_t)(L + 1) * sizeof(int), "MLP sizes"));
     REC_TRY(rec_alloc((void **)&m->layers, (size_t)L * sizeof(rec_linear *), "MLP layers"));
     REC_TRY(rec_alloc((void **)&m->w_off, (size_t)L * sizeof(size_t), "MLP offsets"));
@@ -133,6 +135,7 @@ rec_status rec_mlp_init_view(rec_mlp **out, rec_dnn *d, const int *sizes, int n_
 }
 
 int rec_mlp_layers(const rec_mlp *m) { return m->n_layers; }
+int rec_mlp_last_relu(const rec_mlp *m) { return m->last_relu; }
 int rec_mlp_in(const rec_mlp *m) { return m->sizes[0]; }
 int rec_mlp_out(const rec_mlp *m) { return m->sizes[m->n_layers]; }
 int rec_mlp_size(const rec_mlp *m, int i) { return m->sizes[i]; }

@@ -518,17 +518,29 @@ rec_status rec_model_train_step(rec_model *m, const rec_batch *b, double *loss) 
     return REC_OK;
 }
 
+rec_mlp *rec_model_mlp(rec_model *m, int i, const char **name, int *input_grad) {
+    static const char *const NAMES[] = {"bottom", "top", "deep", "final", "dense_lin"};
+    rec_mlp *mlps[] = {m->bottom, m->top, m->deep, m->final, m->dense_lin};
+    for (int k = 0; k < 5; k++) {
+        if (!mlps[k] || i-- > 0) continue;
+        if (name) *name = NAMES[k];
+        /* backward gives no gradient into the raw dense input (see rec_model_backward) */
+        if (input_grad) *input_grad = mlps[k] != m->bottom && mlps[k] != m->dense_lin;
+        return mlps[k];
+    }
+    return NULL;
+}
+
 double rec_model_flops_per_sample(const rec_model *m) {
     const rec_model_config *c = &m->cfg;
     double f = 0;
-    rec_mlp *mlps[] = {m->bottom, m->top, m->deep, m->final, m->dense_lin};
-    for (size_t i = 0; i < sizeof mlps / sizeof mlps[0]; i++) {
-        rec_mlp *p = mlps[i];
-        if (!p) continue;
+    rec_mlp *p;
+    int input_grad;
+    for (int i = 0; (p = rec_model_mlp((rec_model *)m, i, NULL, &input_grad)); i++) {
         for (int l = 0; l < rec_mlp_layers(p); l++) {
             double macs = (double)rec_mlp_size(p, l) * rec_mlp_size(p, l + 1);
             /* forward, weight gradient, and data gradient except into the raw dense input */
-            int dx = !(l == 0 && (p == m->bottom || p == m->dense_lin));
+            int dx = l > 0 || input_grad;
             f += 2.0 * macs * (2 + dx);
         }
     }
