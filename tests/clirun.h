@@ -64,6 +64,14 @@ static char *path(const char *name) {
     return p[k];
 }
 
+/* Reads file `name` of the scratch directory into `out` (the output of a spawned command). */
+static inline void read_out(const char *name) {
+    FILE *f = fopen(path(name), "r");
+    size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+    out[n] = 0;
+    if (f) fclose(f);
+}
+
 static inline long file_size(const char *name) {
     FILE *f = fopen(path(name), "rb");
     if (!f) return -1;

@@ -2,7 +2,7 @@
  * including exit codes (0 ok, 1 runtime error, 2 usage error) and the messages of the
  * rejection paths that only the command line reaches (bad rows in a file, --bad-rows skip,
  * --vocab-from, gzip input, truncated shards, bad specs, dense values a spec makes non-finite),
- * and Ctrl-C during prep (no partial output left).
+ * and Ctrl-C during prep and gen (no partial output left).
  * Skipped (77) when REC_CLI, the
  * path of the built `rectrain`, is not set (CTest sets it). */
 #include <errno.h>
@@ -303,15 +303,27 @@ static void test_prep_stop(void) {
     int status = 0;
     waitpid(pid, &status, 0);
     signal(SIGPIPE, old);
-    FILE *o = fopen(path("fed.out"), "r");
-    size_t n = o ? fread(out, 1, sizeof out - 1, o) : 0;
-    out[n] = 0;
-    if (o) fclose(o);
+    read_out("fed.out");
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 130 &&
               strstr(out, "feed: stopped by SIGINT after ") && strstr(out, "the partial output is removed"),
           "prep stopped by SIGINT: status 0x%x: %s", status, out);
     CHECK(stat(path("fed.rshard.tmp"), &st) != 0 && stat(path("fed.rshard"), &st) != 0,
           "no partial output or shard is left after SIGINT");
+}
+
+/* Ctrl-C during gen: exit 130, and neither output is left (a partial TSV would prep into
+ * fewer rows). 1G rows would take minutes; the signal comes once the first bytes are out. */
+static void test_gen_stop(void) {
+    pid_t pid = spawn("gen --rows 1G --out big.tsv --prob-out big.prob >gen.out 2>&1");
+    for (int i = 0; i < 30000 && file_size("big.tsv") <= 0; i++) usleep(1000);
+    kill(pid, SIGINT);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    read_out("gen.out");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 130 && strstr(out, "big.tsv: stopped by SIGINT after ") &&
+              strstr(out, "of 1000000000 rows; the partial output is removed"),
+          "gen stopped by SIGINT: status 0x%x: %s", status, out);
+    CHECK(file_size("big.tsv") < 0 && file_size("big.prob") < 0, "no partial output is left after SIGINT");
 }
 
 static void test_errors(void) {
@@ -389,6 +401,7 @@ int main(void) {
     test_json_undefined();
     test_outputs_first();
     test_prep_stop();
+    test_gen_stop();
     test_errors();
     test_bench();
     clirun_cleanup();

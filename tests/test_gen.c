@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,7 +326,7 @@ static void test_write(const char *dir) {
     for (int i = 0; i < 3; i++) {
         snprintf(path[i], sizeof path[i], "%s/w%d.tsv", dir, threads[i]);
         snprintf(ppath[i], sizeof ppath[i], "%s/w%d.prob", dir, threads[i]);
-        rec_status s = rec_gen_write(&o, N, path[i], ppath[i], threads[i]);
+        rec_status s = rec_gen_write(&o, N, path[i], ppath[i], threads[i], NULL);
         CHECK(s == REC_OK, "write with %d threads: %s", threads[i], rec_errmsg());
     }
     char *ref, *pref;
@@ -352,7 +353,7 @@ static void test_write(const char *dir) {
 
     /* zero rows: empty file */
     snprintf(path[0], sizeof path[0], "%s/empty.tsv", dir);
-    CHECK(rec_gen_write(&o, 0, path[0], NULL, 2) == REC_OK, "zero rows: %s", rec_errmsg());
+    CHECK(rec_gen_write(&o, 0, path[0], NULL, 2, NULL) == REC_OK, "zero rows: %s", rec_errmsg());
     char *buf = NULL;
     size_t len = 0;
     CHECK(read_file(path[0], &buf, &len) == 0 && len == 0, "zero rows give an empty file");
@@ -617,18 +618,26 @@ static void test_errors(const char *dir) {
 
     char path[512], ok_path[512];
     snprintf(path, sizeof path, "%s/no-such-dir/out.tsv", dir);
-    CHECK_ERR(rec_gen_write(&o, 10, path, NULL, 1), REC_EIO, path);
-    CHECK_ERR(rec_gen_write(&o, 10, path, NULL, 1), REC_EIO, "cannot open");
+    CHECK_ERR(rec_gen_write(&o, 10, path, NULL, 1, NULL), REC_EIO, path);
+    CHECK_ERR(rec_gen_write(&o, 10, path, NULL, 1, NULL), REC_EIO, "cannot open");
     snprintf(ok_path, sizeof ok_path, "%s/ok.tsv", dir);
-    CHECK_ERR(rec_gen_write(&o, 10, ok_path, path, 2), REC_EIO, path);
-    unlink(ok_path);
-    CHECK_ERR(rec_gen_write(&o, -1, ok_path, NULL, 1), REC_EINVAL, "row count");
+    CHECK_ERR(rec_gen_write(&o, 10, ok_path, path, 2, NULL), REC_EIO, path);
+    CHECK(access(ok_path, F_OK) != 0, "a failed gen removes the TSV it opened");
+    CHECK_ERR(rec_gen_write(&o, -1, ok_path, NULL, 1, NULL), REC_EINVAL, "row count");
     /* a full device: the write error names the file */
     if (access("/dev/full", W_OK) == 0) {
-        CHECK_ERR(rec_gen_write(&o, 20000, "/dev/full", NULL, 2), REC_EIO, "cannot write '/dev/full'");
-        CHECK_ERR(rec_gen_write(&o, 20000, ok_path, "/dev/full", 2), REC_EIO, "/dev/full");
-        unlink(ok_path);
+        CHECK_ERR(rec_gen_write(&o, 20000, "/dev/full", NULL, 2, NULL), REC_EIO, "cannot write '/dev/full'");
+        CHECK_ERR(rec_gen_write(&o, 20000, ok_path, "/dev/full", 2, NULL), REC_EIO, "/dev/full");
+        CHECK(access(ok_path, F_OK) != 0, "gen with a full --prob-out device removes the TSV");
+        CHECK(access("/dev/full", F_OK) == 0, "and leaves the device alone");
     }
+    /* A stop (what the CLI's SIGINT handler stores): REC_ESTOPPED, both outputs removed. */
+    char prob_path[600];
+    snprintf(prob_path, sizeof prob_path, "%s.prob", ok_path);
+    volatile sig_atomic_t stop = SIGINT;
+    CHECK_ERR(rec_gen_write(&o, 20000, ok_path, prob_path, 2, &stop), REC_ESTOPPED,
+              "stopped by SIGINT after 0 of 20000 rows; the partial output is removed");
+    CHECK(access(ok_path, F_OK) != 0 && access(prob_path, F_OK) != 0, "a stopped gen leaves no output");
 }
 
 int main(void) {

@@ -165,7 +165,7 @@ static int make_data(const char *src) {
     rec_gen_opts_default(&g);
     g.seed = 7;
     g.scale = 0.001;
-    rec_status s = rec_gen_write(&g, N, g_tsv, NULL, 2);
+    rec_status s = rec_gen_write(&g, N, g_tsv, NULL, 2, NULL);
     rec_ingest_opts io;
     memset(&io, 0, sizeof io);
     io.in_path = g_tsv;

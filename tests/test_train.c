@@ -233,14 +233,6 @@ static void test_kill_during_save(void) {
     CHECK(loaded == tries, "after kill -9 mid-run the checkpoint loaded %d of %d times", loaded, tries);
 }
 
-/* Reads file `name` of the scratch directory into `out`. */
-static void read_out(const char *name) {
-    FILE *f = fopen(path(name), "r");
-    size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
-    out[n] = 0;
-    if (f) fclose(f);
-}
-
 static int count_lines(const char *name) {
     FILE *f = fopen(path(name), "r");
     int n = 0, c;

@@ -55,7 +55,8 @@ int cmd_gen(int argc, char **argv) {
     o.seed = (uint64_t)seed;
 
     double t0 = rec_now();
-    rec_status s = rec_gen_write(&o, rows, out, prob_out, threads);
+    cli_catch_stop("\nrectrain gen: stopping; the partial output is removed (send it again to stop at once)\n");
+    rec_status s = rec_gen_write(&o, rows, out, prob_out, threads, &cli_stop);
     double sec = rec_now() - t0;
     if (s) return cli_fail(cmd, s);
     struct stat st;

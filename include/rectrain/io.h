@@ -9,6 +9,7 @@
 #define RECTRAIN_IO_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "rectrain/status.h"
@@ -148,9 +149,12 @@ rec_status rec_gen_rows(const rec_gen *g, int64_t row0, int64_t n, char *buf, si
 size_t rec_gen_max_row_bytes(const rec_gen *g);
 
 /* Writes `rows` rows to `path` (and the probabilities, one "%.6f" per line, to `prob_path`
- * if not NULL) using `threads` threads. Shows a progress line on a terminal. */
+ * if not NULL) using `threads` threads. Shows a progress line on a terminal. `stop` (or
+ * NULL): a signal number a handler stores; read after every batch of rows, it ends the job
+ * with REC_ESTOPPED. On any error or stop, outputs that are regular files are removed: a
+ * partial TSV whose last line happens to be whole would prep into fewer rows without a word. */
 rec_status rec_gen_write(const rec_gen_opts *o, int64_t rows, const char *path,
-                         const char *prob_path, int threads);
+                         const char *prob_path, int threads, const volatile sig_atomic_t *stop);
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "rectrain/core.h"
 #include "rectrain/io.h"
@@ -638,12 +640,18 @@ static rec_status gen_close(FILE *f, const char *path, rec_status s) {
     return s;
 }
 
+/* Removes an output a failed job leaves, if it is a regular file (not /dev/stdout or a pipe). */
+static void gen_remove(const char *path) {
+    struct stat st;
+    if (path && stat(path, &st) == 0 && S_ISREG(st.st_mode)) unlink(path);
+}
+
 /* Tasks of ~8 MB of rows run on the pool, 2 x threads tasks per batch; the calling thread
  * writes each batch in row order once it is complete (no overlap of writing and generating).
- * threads <= 0 means all CPUs; o == NULL the defaults. On an error the files are closed and
- * left as far as they were written. */
+ * threads <= 0 means all CPUs; o == NULL the defaults. On an error or a stop the outputs are
+ * closed and removed (gen_remove). */
 rec_status rec_gen_write(const rec_gen_opts *o, int64_t rows, const char *path,
-                         const char *prob_path, int threads) {
+                         const char *prob_path, int threads, const volatile sig_atomic_t *stop) {
     if (rows < 0) return rec_errorf(REC_EINVAL, "gen: the row count must be >= 0 (got %lld)", (long long)rows);
     if (!path) return rec_errorf(REC_EINVAL, "gen: no output path given");
     REC_TRY(rec_check_distinct("--prob-out", prob_path, "--out", path));
@@ -674,6 +682,11 @@ rec_status rec_gen_write(const rec_gen_opts *o, int64_t rows, const char *path,
     gen_job job = {g, slot, 0, task_rows, rows, pf != NULL};
     int64_t done_rows = 0;
     for (int64_t first = 0; !s && first < n_tasks; first += n_slots) {
+        if (stop && *stop) {
+            s = rec_errorf(REC_ESTOPPED, "%s: stopped by %s after %lld of %lld rows; the partial output is removed",
+                           path, rec_signal_name(*stop), (long long)done_rows, (long long)rows);
+            break;
+        }
         int64_t m = n_tasks - first < n_slots ? n_tasks - first : n_slots;
         job.first_task = first;
         s = rec_pool_run(pool, m, gen_task, &job);
@@ -687,6 +700,8 @@ rec_status rec_gen_write(const rec_gen_opts *o, int64_t rows, const char *path,
     rec_progress_finish(&prog);
     s = gen_close(f, path, s);
     s = gen_close(pf, prob_path, s);
+    if (s && f) gen_remove(path); /* only files this call opened (and so truncated) */
+    if (s && pf) gen_remove(prob_path);
     for (int i = 0; slot && i < n_slots; i++) {
         rec_free(slot[i].buf);
         rec_free(slot[i].prob);

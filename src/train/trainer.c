@@ -5,7 +5,10 @@
  * in order), every kernel gives the same bits for a given thread count, and the model is drawn
  * from the config's seed, so a fixed seed and thread count give bitwise-identical runs. A
  * resumed run restores parameters, optimizer state, the step count (the LR schedule's t) and
- * the row position, so its losses continue the interrupted run's exactly.
+ * the row position, so its losses continue the interrupted run's exactly — on the same data,
+ * which the checkpoint identifies (rows of the training range, digest of the first rows) and
+ * --resume checks. A run ends early by --steps or by the caller's stop flag (a signal), and
+ * then keeps the step it ended at in the checkpoint.
  */
 #include <errno.h>
 #include <math.h>
@@ -101,7 +104,7 @@ rec_status rec_synth_dataset(const char *dir, int64_t rows, double scale, int th
     snprintf(spec, sizeof spec, "%s/spec.json", dir);
     snprintf(shard, sizeof shard, "%s/train.rshard", dir);
     if (log) fprintf(log, "train: generating %lld synthetic Criteo rows (scale %.2f) in %s\n", (long long)rows, g.scale, dir);
-    REC_TRY(rec_gen_write(&g, rows, tsv, prob, threads));
+    REC_TRY(rec_gen_write(&g, rows, tsv, prob, threads, NULL));
     FILE *f = fopen(spec, "w");
     if (!f) return rec_errorf(REC_EIO, "%s: cannot create: %s", spec, strerror(errno));
     fprintf(f, "{\"format\": \"rectrain-prep\", \"version\": 1, \"name\": \"criteo_standard\",\n \"tables\": {");
@@ -478,7 +481,6 @@ static rec_status run(job *j) {
     rep->gflops = rep->samples_per_s * flops * 1e-9;
     if (rep->stopped_by) { /* asked to stop: no final evaluation or export */
         if (o->log) {
-            const int sig = rep->stopped_by;
             char ckpt[1100], kept[1300];
             if (!o->ckpt_dir) snprintf(kept, sizeof kept, "nothing was saved (no --ckpt)");
             else if (j->saved_step == 0) snprintf(kept, sizeof kept, "no step was taken, so no checkpoint was written");
@@ -487,9 +489,8 @@ static rec_status run(job *j) {
                 snprintf(kept, sizeof kept, "step %lld is saved in %s: continue with the same command and --resume",
                          (long long)j->saved_step, ckpt);
             }
-            fprintf(o->log, "train: stopped by %s after step %lld; %s\n",
-                    rec_signal_name(sig), (long long)rec_model_steps(j->model),
-                    kept);
+            fprintf(o->log, "train: stopped by %s after step %lld; %s\n", rec_signal_name(rep->stopped_by),
+                    (long long)rec_model_steps(j->model), kept);
         }
         return REC_OK;
     }
