@@ -138,7 +138,19 @@ static void test_train_and_eval(void) {
               json_num("train_rows") == 16000 && json_num("params") > 26 * 8000 && strstr(out, "\"config\": {\"format\":"),
           "inspect a checkpoint: %s", out);
     CHECK(run("eval --ckpt ck --data train.rshard --holdout 0.2 --json") == 0, "eval: %s", out);
-    CHECK(fabs(json_num("auc") - auc) < 1e-9 && json_num("rows") == 4000, "eval of the final checkpoint: %s", out);
+    CHECK(fabs(json_num("auc") - auc) < 1e-9 && json_num("rows") == 4000 && json_num("trained_rows_evaluated") == 0 &&
+              !strstr(out, "warning"), "eval of the final checkpoint: %s", out);
+    /* Evaluating rows of the training range is allowed, with a warning and the --holdout that
+     * keeps to the held-out rows; other data of the same schema gets no warning. */
+    CHECK(run("eval --ckpt ck --data train.rshard --json") == 0 && json_num("trained_rows_evaluated") == 16000 &&
+              strstr(out, "warning: 16000 of the 20000 rows evaluated (rows [0, 16000) of train.rshard) lie in the "
+                          "checkpoint's training range") && strstr(out, "--holdout 0.2 evaluates only the 4000 rows"),
+          "eval on the training rows: %s", out);
+    CHECK(run("eval --ckpt ck --data train.tsv --spec spec.json --holdout 0.5 --json") == 0 &&
+              json_num("trained_rows_evaluated") == 6000 && strstr(out, "(rows [10000, 16000) of train.tsv)"),
+          "eval on half held-out rows, from the TSV: %s", out);
+    CHECK(run("eval --ckpt ck --data other.tsv --spec spec.json --json") == 0 && json_num("trained_rows_evaluated") == 0 &&
+              !strstr(out, "warning"), "eval on other data: %s", out);
     CHECK(run("export --ckpt ck/model.rckpt --out npy") == 0, "export: %s", out);
     struct stat st;
     CHECK(stat(path("npy/emb.0.weight.npy"), &st) == 0 && st.st_size == 128 + 1000 * 8 * 4,

@@ -1,6 +1,7 @@
 /* rectrain train / eval / export: training jobs, evaluation of checkpoints, .npy export. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -117,10 +118,12 @@ int cmd_train(int argc, char **argv) {
 }
 
 static const char EVAL_USAGE[] =
-    "usage: rectrain eval --ckpt CKPT --data DATA [--rows-from R] [--rows-to R] [--batch B] [--json]\n"
+    "usage: rectrain eval --ckpt CKPT --data DATA [--holdout F] [--batch B] [--json]\n"
     "\n"
     "Evaluates a checkpoint (a --ckpt directory or its model.rckpt) on a data set: AUC, logloss,\n"
-    "normalized entropy, accuracy, calibration.\n"
+    "normalized entropy, accuracy, calibration. When DATA is the data the checkpoint was trained\n"
+    "on and the evaluated rows include trained ones, a warning says so (with the --holdout that\n"
+    "evaluates only the rows training held out).\n"
     "\n"
     "  --ckpt PATH        checkpoint directory or file\n"
     "  --data FILE        .rshard, or .tsv/.gz with --spec\n"
@@ -142,6 +145,32 @@ static void resolve_ckpt(const char *path, char *buf, size_t cap) {
     }
     if (is_file) snprintf(buf, cap, "%s", path);
     else rec_ckpt_path(path, buf, cap);
+}
+
+/* How many of rows [r0, n) of ds lie in the checkpoint's training range: when ds is its
+ * training data (the first rows' digest is the one the checkpoint keeps), its first
+ * meta->train_rows rows.
+ * 0 when ds is other data, or the checkpoint (version 1) does not say. */
+static rec_status trained_rows_in(rec_dataset *ds, const rec_ckpt_meta *meta, int64_t r0, int64_t n, int64_t *out) {
+    *out = 0;
+    if (meta->train_rows == 0 || meta->train_rows > n || r0 >= meta->train_rows) return REC_OK;
+    uint64_t digest;
+    REC_TRY(rec_dataset_digest(ds, meta->train_rows, &digest));
+    if (digest == meta->data_digest) *out = meta->train_rows - r0;
+    return REC_OK;
+}
+
+static void warn_trained(const char *data, const rec_ckpt_meta *meta, int64_t r0, int64_t n, int64_t trained) {
+    const int64_t t = meta->train_rows;
+    char hint[160] = "";
+    double h = (double)(n - t) / (double)n;
+    char hs[32];
+    snprintf(hs, sizeof hs, "%.6g", h);
+    if (t < n && n - (int64_t)floor((double)n * atof(hs)) == t) /* a --holdout that gives exactly rows [t, n) */
+        snprintf(hint, sizeof hint, "; --holdout %s evaluates only the %lld rows training held out", hs, (long long)(n - t));
+    fprintf(stderr, "rectrain eval: warning: %lld of the %lld rows evaluated (rows [%lld, %lld) of %s) lie in the "
+            "checkpoint's training range, so the figures are not held-out ones%s\n",
+            (long long)trained, (long long)(n - r0), (long long)r0, (long long)t, data, hint);
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -190,8 +219,10 @@ int cmd_eval(int argc, char **argv) {
     rec_ckpt_meta meta;
     if (!s) s = rec_ckpt_load(path, m, &meta);
     if (!s) s = rec_dataset_rows(ds, &n);
+    int64_t r0 = holdout > 0 ? n - (int64_t)floor((double)n * holdout) : 0, trained = 0;
+    if (!s) s = trained_rows_in(ds, &meta, r0, n, &trained);
+    if (!s && trained) warn_trained(d.path, &meta, r0, n, trained);
     double t0 = rec_now();
-    int64_t r0 = holdout > 0 ? n - (int64_t)floor((double)n * holdout) : 0;
     if (!s) s = rec_evaluate(m, ds, r0, n, batch, &x);
     double secs = rec_now() - t0;
     rec_model_free(m);
@@ -202,10 +233,12 @@ int cmd_eval(int argc, char **argv) {
            x.auc, x.logloss, x.ne, x.accuracy, x.calibration, x.ctr, (long long)x.n, (long long)meta.step);
     if (json)
         printf("{\"rows\": %lld, \"auc\": %s, \"logloss\": %s, \"ne\": %s, \"accuracy\": %s, "
-               "\"calibration\": %s, \"ctr\": %s, \"seconds\": %s, \"samples_per_s\": %s, \"step\": %lld}\n",
+               "\"calibration\": %s, \"ctr\": %s, \"seconds\": %s, \"samples_per_s\": %s, \"step\": %lld, "
+               "\"trained_rows_evaluated\": %lld}\n",
                (long long)x.n, cli_jnum("%.6f", x.auc), cli_jnum("%.6f", x.logloss), cli_jnum("%.6f", x.ne),
                cli_jnum("%.6f", x.accuracy), cli_jnum("%.6f", x.calibration), cli_jnum("%.6f", x.ctr),
-               cli_jnum("%.3f", secs), cli_jnum("%.1f", secs > 0 ? x.n / secs : 0.0), (long long)meta.step);
+               cli_jnum("%.3f", secs), cli_jnum("%.1f", secs > 0 ? x.n / secs : 0.0), (long long)meta.step,
+               (long long)trained);
     return CLI_OK;
 }
 

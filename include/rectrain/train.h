@@ -87,6 +87,9 @@ rec_status rec_loader_open(rec_loader **out, rec_dataset *d, int64_t row0, int64
 rec_status rec_loader_next(rec_loader *l, const rec_batch **b);
 /* Stops the thread and frees everything (also mid-stream). */
 void rec_loader_close(rec_loader *l);
+/* The rec_batch_digest of rows [0, min(row1, REC_CKPT_DIGEST_ROWS)) of d: what a checkpoint
+ * keeps to recognise the data it was trained on (train --resume, eval). */
+rec_status rec_dataset_digest(rec_dataset *d, int64_t row1, uint64_t *digest);
 /* Seconds the consumer spent waiting in rec_loader_next (input-bound time). */
 double rec_loader_wait_seconds(const rec_loader *l);
 

@@ -480,3 +480,16 @@ void rec_loader_close(rec_loader *l) {
 }
 
 double rec_loader_wait_seconds(const rec_loader *l) { return l->wait_s; }
+
+rec_status rec_dataset_digest(rec_dataset *d, int64_t row1, uint64_t *digest) {
+    const int64_t n = row1 < REC_CKPT_DIGEST_ROWS ? row1 : REC_CKPT_DIGEST_ROWS;
+    rec_loader *l = NULL;
+    const rec_batch *b = NULL;
+    *digest = 0;
+    if (n < 1) return REC_OK;
+    rec_status s = rec_loader_open(&l, d, 0, n, n, 2);
+    if (!s) s = rec_loader_next(l, &b);
+    if (!s && b) *digest = rec_batch_digest(b);
+    rec_loader_close(l);
+    return s;
+}

@@ -175,19 +175,6 @@ static rec_status open_data(job *j, const char *path, rec_dataset **out) {
     return rec_dataset_open(out, &d);
 }
 
-/* The digest that identifies the training data in a checkpoint: of its first
- * REC_CKPT_DIGEST_ROWS rows, read once at start. */
-static rec_status digest_data(job *j) {
-    const int64_t n = j->train_rows < REC_CKPT_DIGEST_ROWS ? j->train_rows : REC_CKPT_DIGEST_ROWS;
-    rec_loader *l = NULL;
-    const rec_batch *b = NULL;
-    rec_status s = rec_loader_open(&l, j->train, 0, n, n, 2);
-    if (!s) s = rec_loader_next(l, &b);
-    if (!s && b) j->data_digest = rec_batch_digest(b);
-    rec_loader_close(l);
-    return s;
-}
-
 /* --resume continues a run only on the data it trained on: the same rows in its training
  * range, the same first rows. Other data (a different file, day, --spec or --holdout) would
  * silently carry on elsewhere, or start past the end of a shorter range. */
@@ -296,7 +283,7 @@ static rec_status setup(job *j) {
         j->eval_row1 = n;
     }
     if (j->train_rows < 1) return rec_errorf(REC_EINVAL, "%s has no rows to train on", data);
-    if (o->ckpt_dir) REC_TRY(digest_data(j));
+    if (o->ckpt_dir) REC_TRY(rec_dataset_digest(j->train, j->train_rows, &j->data_digest));
     if (o->resume) REC_TRY(check_resume_data(j, &resumed, ckpt, data));
     /* a resumed config lists its tables: binding checks them against the data */
     REC_TRY(rec_model_config_bind(&j->cfg, rec_dataset_n_dense(j->train), rec_dataset_n_sparse(j->train),
