@@ -6,8 +6,9 @@
 # Usage: bench/embed_vs_pytorch.sh [MODELS="kaggle A B C D E"] [REPS=3]   (from the repo root)
 set -eu
 MODELS=${1:-"kaggle A B C D E"}; REPS=${2:-3}
-R=build/rectrain; PY=/usr/bin/python3
-$PY -c 'import torch' 2>/dev/null || { echo "$0: the PyTorch peer needs Debian's python3-torch: apt-get install python3-torch python3-numpy" >&2; exit 2; }
+R=build/rectrain
+. bench/torch_peer.sh
+need_torch   # nn.EmbeddingBag does not multiply matrices: no BLAS needed
 W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-embed-vs-torch-XXXXXX"); trap 'rm -rf "$W"' EXIT
 val() { echo "$2" | sed -n "s/.*\"$1\": \"*\([^,\"}]*\).*/\1/p" | tail -n 1; }
 printf '%s\n' "model naive_fwd uniform_fwd separate_fwd tuned_fwd uniform_fb separate_fb tuned_fb torch_fb gbs rows oracle" > "$W/t"

@@ -8,8 +8,11 @@
 # Usage: bench/train_vs_pytorch.sh [ROWS=1000000] [SCALE=0.05] [STEPS=100]   (from the repo root)
 set -eu
 ROWS=${1:-1000000}; SCALE=${2:-0.05}; STEPS=${3:-100}
-R=build/rectrain; PY=/usr/bin/python3
-$PY -c 'import torch' 2>/dev/null || { echo "$0: the PyTorch peer needs Debian's python3-torch: apt-get install python3-torch python3-numpy" >&2; exit 2; }
+R=build/rectrain
+. bench/torch_peer.sh
+need_torch
+need_sklearn
+need_blas
 W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-vs-torch-XXXXXX"); trap 'rm -rf "$W"' EXIT
 export REC_PROGRESS=0
 
