@@ -226,13 +226,16 @@ static void naive_forward(rec_embed *e, const rec_batch *b, float *out, int thre
 }
 
 /* The machine's random-gather rate of 64-byte rows over `bytes` of memory, rows/s: naive
- * (sum each row as the loop reaches it), or with a 16-row software prefetch. */
+ * (sum each row as the loop reaches it), or with a 16-row software prefetch. The rows are
+ * allocated as the engine's tables are (rec_alloc: 2 MiB pages): over 4 KiB pages nearly
+ * every row also takes a page walk, which halves the prefetched rate (85M against 130M rows/s
+ * over 2 GiB on 2 threads, 2026-11-24) and made this ceiling understate what the tables allow. */
 static double gather_ceiling(int threads, size_t bytes, int prefetch) {
     const int64_t R = (int64_t)(bytes / 64), N = 1 << 22;
-    float *T = malloc(bytes);
+    float *T = NULL;
     int64_t *idx = malloc((size_t)N * sizeof(int64_t));
-    if (!T || !idx) {
-        free(T), free(idx);
+    if (rec_alloc((void **)&T, bytes, "gather ceiling rows") || !idx) {
+        rec_free(T), free(idx);
         return 0;
     }
     memset(T, 1, bytes);
@@ -252,7 +255,7 @@ static double gather_ceiling(int threads, size_t bytes, int prefetch) {
         }
         if (rep >= 0) t[rep] = rec_now() - t0;
     }
-    free(T), free(idx);
+    rec_free(T), free(idx);
     if (sink == 12345) fputs("", stderr);
     return (double)N / rec_median(t, 5);
 }
