@@ -6,6 +6,7 @@
  * Skipped (77) when REC_CLI, the
  * path of the built `rectrain`, is not set (CTest sets it). */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -291,7 +292,21 @@ static void test_prep_stop(void) {
     }
     void (*old)(int) = signal(SIGPIPE, SIG_IGN); /* should prep die, our writes fail instead */
     pid_t pid = spawn("prep --spec %s/configs/criteo_standard.json --in feed --out fed.rshard >fed.out 2>&1", src);
-    FILE *f = fopen(path("feed"), "wb"); /* opens once prep opens the other end */
+    /* Open our end once prep has opened its own (ENXIO until then); a prep that died first
+     * fails the test instead of leaving it blocked in open. */
+    int fd = -1, gone = 0;
+    for (int i = 0; i < 30000 && fd < 0 && !gone; i++) {
+        fd = open(path("feed"), O_WRONLY | O_NONBLOCK);
+        if (fd < 0) gone = waitpid(pid, NULL, WNOHANG) == pid, usleep(1000);
+    }
+    CHECK(fd >= 0, "prep opened the FIFO (%s)", gone ? "prep exited first" : "timed out");
+    if (fd < 0) {
+        if (!gone) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
+        signal(SIGPIPE, old);
+        return;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "wb");
     feed_bytes(f, 10L << 20); /* prep reads 8 MiB (or to the end) before it makes its output */
     struct stat st;
     for (int i = 0; i < 30000 && stat(path("fed.rshard.tmp"), &st) != 0; i++) usleep(1000);
