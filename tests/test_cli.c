@@ -326,11 +326,12 @@ static void test_prep_stop(void) {
           "no partial output or shard is left after SIGINT");
 }
 
-/* Ctrl-C during gen: exit 130, and neither output is left (a partial TSV would prep into
- * fewer rows). 1G rows would take minutes; the signal comes once the first bytes are out. */
+/* Ctrl-C during gen: exit 130, and neither output is left, nor their .tmp files (a partial
+ * TSV would prep into fewer rows). 1G rows would take minutes; the signal comes once the
+ * first bytes are out. */
 static void test_gen_stop(void) {
     pid_t pid = spawn("gen --rows 1G --out big.tsv --prob-out big.prob >gen.out 2>&1");
-    for (int i = 0; i < 30000 && file_size("big.tsv") <= 0; i++) usleep(1000);
+    for (int i = 0; i < 30000 && file_size("big.tsv.tmp") <= 0; i++) usleep(1000);
     kill(pid, SIGINT);
     int status = 0;
     waitpid(pid, &status, 0);
@@ -338,7 +339,15 @@ static void test_gen_stop(void) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 130 && strstr(out, "big.tsv: stopped by SIGINT after ") &&
               strstr(out, "of 1000000000 rows; the partial output is removed"),
           "gen stopped by SIGINT: status 0x%x: %s", status, out);
-    CHECK(file_size("big.tsv") < 0 && file_size("big.prob") < 0, "no partial output is left after SIGINT");
+    CHECK(file_size("big.tsv") < 0 && file_size("big.prob") < 0 && file_size("big.tsv.tmp") < 0 &&
+              file_size("big.prob.tmp") < 0, "no partial output is left after SIGINT");
+    /* kill -9 cannot be caught: what it leaves is big.tsv.tmp, never a partial big.tsv. */
+    pid = spawn("gen --rows 1G --out big.tsv >/dev/null 2>&1");
+    for (int i = 0; i < 30000 && file_size("big.tsv.tmp") <= 0; i++) usleep(1000);
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    CHECK(file_size("big.tsv") < 0 && file_size("big.tsv.tmp") > 0, "after kill -9 only big.tsv.tmp is there");
+    unlink(path("big.tsv.tmp"));
 }
 
 static void test_errors(void) {

@@ -619,7 +619,7 @@ static void test_errors(const char *dir) {
     char path[512], ok_path[512];
     snprintf(path, sizeof path, "%s/no-such-dir/out.tsv", dir);
     CHECK_ERR(rec_gen_write(&o, 10, path, NULL, 1, NULL), REC_EIO, path);
-    CHECK_ERR(rec_gen_write(&o, 10, path, NULL, 1, NULL), REC_EIO, "cannot open");
+    CHECK_ERR(rec_gen_write(&o, 10, path, NULL, 1, NULL), REC_EIO, "out.tsv.tmp: cannot create");
     snprintf(ok_path, sizeof ok_path, "%s/ok.tsv", dir);
     CHECK_ERR(rec_gen_write(&o, 10, ok_path, path, 2, NULL), REC_EIO, path);
     CHECK(access(ok_path, F_OK) != 0, "a failed gen removes the TSV it opened");
@@ -628,8 +628,23 @@ static void test_errors(const char *dir) {
     if (access("/dev/full", W_OK) == 0) {
         CHECK_ERR(rec_gen_write(&o, 20000, "/dev/full", NULL, 2, NULL), REC_EIO, "cannot write '/dev/full'");
         CHECK_ERR(rec_gen_write(&o, 20000, ok_path, "/dev/full", 2, NULL), REC_EIO, "/dev/full");
-        CHECK(access(ok_path, F_OK) != 0, "gen with a full --prob-out device removes the TSV");
+        CHECK(access(ok_path, F_OK) != 0, "gen with a full --prob-out device leaves no TSV");
         CHECK(access("/dev/full", F_OK) == 0, "and leaves the device alone");
+        /* A file of that name from before is left as it was (written whole or not at all). */
+        FILE *old = fopen(ok_path, "w");
+        if (old) fputs("old\n", old), fclose(old);
+        CHECK_ERR(rec_gen_write(&o, 20000, ok_path, "/dev/full", 2, NULL), REC_EIO, "/dev/full");
+        char back[8] = "";
+        old = fopen(ok_path, "r");
+        if (old) {
+            if (!fgets(back, sizeof back, old)) back[0] = 0;
+            fclose(old);
+        }
+        char tmp_path[600];
+        snprintf(tmp_path, sizeof tmp_path, "%s.tmp", ok_path);
+        CHECK(!strcmp(back, "old\n") && access(tmp_path, F_OK) != 0,
+              "a failed gen keeps the previous file and leaves no .tmp (got '%s')", back);
+        unlink(ok_path);
     }
     /* A stop (what the CLI's SIGINT handler stores): REC_ESTOPPED, both outputs removed. */
     char prob_path[600];

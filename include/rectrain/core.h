@@ -80,6 +80,26 @@ rec_status rec_mkdir_p(const char *dir, const char *what);
  * it opens any, so that a slip of the shell never replaces a day of raw logs. */
 rec_status rec_check_distinct(const char *out_opt, const char *out, const char *in_opt, const char *in);
 
+/* A file that appears whole or not at all (shards, checkpoints, generated data): written as
+ * PATH.tmp, then committed — fsync, rename over PATH, fsync of the directory — so that a
+ * crash at any moment, even kill -9, leaves the previous PATH or the new one, never a part.
+ * An abort, or a commit that fails, removes PATH.tmp and leaves PATH as it was. */
+typedef struct rec_atomic_file {
+    int fd;       /* PATH.tmp open for writing; -1 once committed or aborted */
+    char *path;   /* owned */
+    char *tmp;    /* "PATH.tmp", owned */
+} rec_atomic_file;
+
+/* Creates (or truncates, after a killed job) PATH.tmp. REC_EIO names PATH.tmp and says to
+ * check the directory. On failure *a holds nothing to free. */
+rec_status rec_atomic_open(rec_atomic_file *a, const char *path);
+/* fsync, close, rename over PATH, fsync of PATH's directory (whose failure leaves a complete
+ * file, so it is not an error). REC_EIO naming the step that failed, and then PATH.tmp is
+ * removed. Frees a's strings either way. */
+rec_status rec_atomic_commit(rec_atomic_file *a);
+/* Closes and removes PATH.tmp; frees a's strings. A no-op on a zeroed or finished a. */
+void rec_atomic_abort(rec_atomic_file *a);
+
 /* ---- clock ------------------------------------------------------------------------------ */
 /* Monotonic seconds. */
 double rec_now(void);

@@ -1,11 +1,13 @@
-/* Whole-file reads for the small JSON documents rectrain loads, and the check that an output
- * is not an input (core.h). */
+/* Whole-file reads for the small JSON documents rectrain loads, the check that an output is
+ * not an input, and files written whole or not at all (core.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "rectrain/core.h"
 
@@ -94,4 +96,67 @@ rec_status rec_check_distinct(const char *out_opt, const char *out, const char *
     if (!same) return REC_OK;
     return rec_errorf(REC_EINVAL, "%s %s names the same file as %s %s; give %s another path (writing it would "
                       "replace that file)", out_opt, out, in_opt, in, out_opt);
+}
+
+/* ---- files written whole or not at all ------------------------------------------------------ */
+
+static void atomic_free(rec_atomic_file *a) {
+    free(a->path);
+    free(a->tmp);
+    a->path = a->tmp = NULL;
+    a->fd = -1;
+}
+
+rec_status rec_atomic_open(rec_atomic_file *a, const char *path) {
+    const size_t n = strlen(path);
+    a->fd = -1;
+    a->path = malloc(n + 1);
+    a->tmp = malloc(n + 5);
+    if (!a->path || !a->tmp) {
+        atomic_free(a);
+        return rec_errorf(REC_ENOMEM, "%s: out of memory", path);
+    }
+    memcpy(a->path, path, n + 1);
+    memcpy(a->tmp, path, n);
+    memcpy(a->tmp + n, ".tmp", 5);
+    a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (a->fd < 0) {
+        rec_status s = rec_errorf(REC_EIO, "%s: cannot create: %s; check that the directory exists and is writable",
+                                  a->tmp, strerror(errno));
+        atomic_free(a);
+        return s;
+    }
+    return REC_OK;
+}
+
+rec_status rec_atomic_commit(rec_atomic_file *a) {
+    rec_status s = REC_OK;
+    if (fsync(a->fd) != 0) s = rec_errorf(REC_EIO, "%s: fsync failed: %s", a->tmp, strerror(errno));
+    if (close(a->fd) != 0 && !s) s = rec_errorf(REC_EIO, "%s: close failed: %s", a->tmp, strerror(errno));
+    a->fd = -1;
+    if (!s && rename(a->tmp, a->path) != 0)
+        s = rec_errorf(REC_EIO, "%s: cannot rename %s to it: %s", a->path, a->tmp, strerror(errno));
+    if (s) {
+        unlink(a->tmp);
+    } else { /* make the rename itself durable */
+        const char *slash = strrchr(a->path, '/');
+        char dir[4096];
+        if (!slash) snprintf(dir, sizeof dir, ".");
+        else snprintf(dir, sizeof dir, "%.*s", (int)(slash - a->path) + (slash == a->path), a->path);
+        const int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+    }
+    atomic_free(a);
+    return s;
+}
+
+void rec_atomic_abort(rec_atomic_file *a) {
+    if (a->tmp && a->fd >= 0) {
+        close(a->fd);
+        unlink(a->tmp);
+    }
+    atomic_free(a);
 }

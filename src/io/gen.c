@@ -612,44 +612,77 @@ static rec_status gen_task(void *ctx, int64_t task, int thread) {
     return REC_OK;
 }
 
-static rec_status gen_open(FILE **f, const char *path) {
-    *f = fopen(path, "wb");
-    if (!*f)
+/* An output of gen: a regular file (or a new one) is written whole or not at all
+ * (rec_atomic_file, through a stdio stream on a duplicate of its descriptor); anything else
+ * (/dev/stdout, a pipe) is written directly. */
+typedef struct gen_out {
+    const char *path;
+    FILE *f;
+    rec_atomic_file a;
+    int atomic;
+} gen_out;
+
+static rec_status gen_open(gen_out *o, const char *path) {
+    memset(o, 0, sizeof *o);
+    o->path = path;
+    o->a.fd = -1;
+    struct stat st;
+    o->atomic = !(stat(path, &st) == 0 && !S_ISREG(st.st_mode));
+    if (o->atomic) {
+        REC_TRY(rec_atomic_open(&o->a, path));
+        const int fd = dup(o->a.fd);
+        o->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+        if (!o->f) {
+            rec_status s = rec_errorf(REC_EIO, "cannot set up writing '%s': %s", path, strerror(errno));
+            if (fd >= 0) close(fd);
+            rec_atomic_abort(&o->a);
+            return s;
+        }
+        return REC_OK;
+    }
+    o->f = fopen(path, "wb");
+    if (!o->f)
         return rec_errorf(REC_EIO, "cannot open '%s' for writing: %s (check that the directory exists "
                                    "and is writable)", path, strerror(errno));
     return REC_OK;
 }
 
-static rec_status gen_put(FILE *f, const char *path, const void *p, size_t n) {
-    if (n && fwrite(p, 1, n, f) != n)
-        return rec_errorf(REC_EIO, "cannot write '%s': %s (is the disk full?)", path,
+static rec_status gen_put(gen_out *o, const void *p, size_t n) {
+    if (n && fwrite(p, 1, n, o->f) != n)
+        return rec_errorf(REC_EIO, "cannot write '%s': %s (is the disk full?)", o->path,
                           strerror(errno ? errno : EIO));
     return REC_OK;
 }
 
-static rec_status gen_close(FILE *f, const char *path, rec_status s) {
-    if (!f) return s;
+/* Flushes and closes the stream; the first error wins. */
+static rec_status gen_flush(gen_out *o, rec_status s) {
+    if (!o->f) return s;
     errno = 0;
-    int bad = fflush(f) != 0;
+    int bad = fflush(o->f) != 0;
     int e = errno;
-    bad |= fclose(f) != 0;
+    bad |= fclose(o->f) != 0;
     if (!e) e = errno;
+    o->f = NULL;
     if (bad && s == REC_OK)
-        return rec_errorf(REC_EIO, "cannot write '%s': %s (is the disk full?)", path,
-                          strerror(e ? e : EIO));
+        return rec_errorf(REC_EIO, "cannot write '%s': %s (is the disk full?)", o->path, strerror(e ? e : EIO));
     return s;
 }
 
-/* Removes an output a failed job leaves, if it is a regular file (not /dev/stdout or a pipe). */
-static void gen_remove(const char *path) {
-    struct stat st;
-    if (path && stat(path, &st) == 0 && S_ISREG(st.st_mode)) unlink(path);
+/* After every stream is flushed: the whole file is committed when all went well, else
+ * dropped (PATH as it was). */
+static rec_status gen_commit(gen_out *o, rec_status s) {
+    if (!o->atomic) return s;
+    if (s) {
+        rec_atomic_abort(&o->a);
+        return s;
+    }
+    return rec_atomic_commit(&o->a);
 }
 
 /* Tasks of ~8 MB of rows run on the pool, 2 x threads tasks per batch; the calling thread
  * writes each batch in row order once it is complete (no overlap of writing and generating).
- * threads <= 0 means all CPUs; o == NULL the defaults. On an error or a stop the outputs are
- * closed and removed (gen_remove). */
+ * threads <= 0 means all CPUs; o == NULL the defaults. On an error or a stop no output is
+ * left behind (gen_out). */
 rec_status rec_gen_write(const rec_gen_opts *o, int64_t rows, const char *path,
                          const char *prob_path, int threads, const volatile sig_atomic_t *stop) {
     if (rows < 0) return rec_errorf(REC_EINVAL, "gen: the row count must be >= 0 (got %lld)", (long long)rows);
@@ -658,12 +691,15 @@ rec_status rec_gen_write(const rec_gen_opts *o, int64_t rows, const char *path,
     if (threads <= 0) threads = rec_cpu_count();
     rec_gen *g = NULL;
     rec_pool *pool = NULL;
-    FILE *f = NULL, *pf = NULL;
+    gen_out f, pf;
+    memset(&f, 0, sizeof f);
+    memset(&pf, 0, sizeof pf);
     gen_slot *slot = NULL;
     int n_slots = 0;
     REC_TRY(rec_gen_init(&g, o, rows));
+    const int with_prob = prob_path != NULL;
     rec_status s = gen_open(&f, path);
-    if (!s && prob_path) s = gen_open(&pf, prob_path);
+    if (!s && with_prob) s = gen_open(&pf, prob_path);
     if (!s) s = rec_pool_init(&pool, threads);
     /* Tasks of about 8 MB of text; blocks are a speed choice only, rows never depend on them. */
     int64_t task_rows = (int64_t)(8e6 / g->mean_row_bytes);
@@ -675,11 +711,11 @@ rec_status rec_gen_write(const rec_gen_opts *o, int64_t rows, const char *path,
         slot[i].cap = (size_t)((double)task_rows * g->mean_row_bytes * 1.1) + 4 * g->max_row;
         s = rec_alloc((void **)&slot[i].buf, slot[i].cap, "generated rows");
         if (!s) s = rec_alloc((void **)&slot[i].prob, sizeof(float) * (size_t)task_rows, "probabilities");
-        if (!s && pf) s = rec_alloc((void **)&slot[i].ptxt, 9 * (size_t)task_rows, "probabilities");
+        if (!s && with_prob) s = rec_alloc((void **)&slot[i].ptxt, 9 * (size_t)task_rows, "probabilities");
     }
     rec_progress prog;
     rec_progress_init(&prog, "gen", "rows", (double)rows);
-    gen_job job = {g, slot, 0, task_rows, rows, pf != NULL};
+    gen_job job = {g, slot, 0, task_rows, rows, with_prob};
     int64_t done_rows = 0;
     for (int64_t first = 0; !s && first < n_tasks; first += n_slots) {
         if (stop && *stop) {
@@ -691,17 +727,19 @@ rec_status rec_gen_write(const rec_gen_opts *o, int64_t rows, const char *path,
         job.first_task = first;
         s = rec_pool_run(pool, m, gen_task, &job);
         for (int64_t i = 0; !s && i < m; i++) {
-            s = gen_put(f, path, slot[i].buf, slot[i].len);
-            if (!s && pf) s = gen_put(pf, prob_path, slot[i].ptxt, 9 * (size_t)slot[i].n);
+            s = gen_put(&f, slot[i].buf, slot[i].len);
+            if (!s && with_prob) s = gen_put(&pf, slot[i].ptxt, 9 * (size_t)slot[i].n);
             done_rows += slot[i].n;
         }
         rec_progress_update(&prog, (double)done_rows, NULL);
     }
     rec_progress_finish(&prog);
-    s = gen_close(f, path, s);
-    s = gen_close(pf, prob_path, s);
-    if (s && f) gen_remove(path); /* only files this call opened (and so truncated) */
-    if (s && pf) gen_remove(prob_path);
+    /* Both streams are flushed before either file is committed, so that a write error in one
+     * keeps both out (only a failing rename of the second would leave the first alone). */
+    s = gen_flush(&f, s);
+    s = gen_flush(&pf, s);
+    s = gen_commit(&f, s);
+    s = gen_commit(&pf, s);
     for (int i = 0; slot && i < n_slots; i++) {
         rec_free(slot[i].buf);
         rec_free(slot[i].prob);

@@ -27,9 +27,8 @@
 enum { SHARD_WBUF = 1 << 20, SHARD_DEFAULT_GROUP_ROWS = 65536, SHARD_NARROW = 16384 };
 
 struct rec_shard_writer {
-    char *path;               /* final name */
-    char *tmp;                /* PATH.tmp, written until close renames it */
-    int fd;
+    char *path;               /* final name, for messages */
+    rec_atomic_file file;     /* PATH.tmp, written until close commits it */
     int has_label;
     int32_t n_dense;          /* Dn */
     int32_t n_sparse;         /* F */
@@ -64,12 +63,12 @@ struct rec_shard_writer {
 
 static rec_status w_io_error(const rec_shard_writer *w, const char *what) {
     return rec_errorf(REC_EIO, "%s: %s failed: %s; check free disk space and permissions",
-                      w->tmp, what, strerror(errno));
+                      w->file.tmp, what, strerror(errno));
 }
 
 static rec_status w_write_fd(rec_shard_writer *w, const uint8_t *p, size_t n) {
     while (n) {
-        ssize_t k = write(w->fd, p, n);
+        ssize_t k = write(w->file.fd, p, n);
         if (k < 0) {
             if (errno == EINTR) continue;
             return w_io_error(w, "write");
@@ -112,7 +111,7 @@ static rec_status w_pad(rec_shard_writer *w) {
 
 static void w_free(rec_shard_writer *w) {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
+    rec_atomic_abort(&w->file); /* nothing left to do after a commit */
     for (int32_t f = 0; f < w->n_sparse; f++) {
         if (w->offs) rec_free(w->offs[f]);
         if (w->ids) rec_free(w->ids[f]);
@@ -127,18 +126,12 @@ static void w_free(rec_shard_writer *w) {
     rec_free(w->buf);
     free(w->dir);
     free(w->path);
-    free(w->tmp);
     free(w);
 }
 
 void rec_shard_writer_abort(rec_shard_writer *w) {
     if (!w) return;
-    if (w->fd >= 0) {
-        close(w->fd);
-        w->fd = -1;
-        unlink(w->tmp);
-    }
-    w_free(w);
+    w_free(w); /* removes PATH.tmp */
 }
 
 /* Checks the spec and vocabularies and fills the writer's schema fields. */
@@ -235,27 +228,19 @@ rec_status rec_shard_writer_open(rec_shard_writer **out, const char *path,
                           (long long)group_rows, (long long)SHARD_MAX_GROUP_ROWS);
     rec_shard_writer *w = calloc(1, sizeof *w);
     if (!w) return rec_errorf(REC_ENOMEM, "%s: out of memory for the shard writer", path);
-    w->fd = -1;
+    w->file.fd = -1;
     w->has_label = has_label ? 1 : 0;
     w->group_rows = group_rows;
     size_t plen = strlen(path);
     w->path = malloc(plen + 1);
-    w->tmp = malloc(plen + 5);
     rec_status s = REC_OK;
-    if (!w->path || !w->tmp) s = rec_errorf(REC_ENOMEM, "%s: out of memory for the shard writer", path);
+    if (!w->path) s = rec_errorf(REC_ENOMEM, "%s: out of memory for the shard writer", path);
     if (!s) {
         memcpy(w->path, path, plen + 1);
-        memcpy(w->tmp, path, plen);
-        memcpy(w->tmp + plen, ".tmp", 5);
         s = w_schema(w, spec, vocabs);
     }
     if (!s) s = rec_alloc((void **)&w->buf, SHARD_WBUF, "shard write buffer");
-    if (!s) {
-        w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (w->fd < 0)
-            s = rec_errorf(REC_EIO, "%s: cannot create: %s; check that the directory exists and is writable",
-                           w->tmp, strerror(errno));
-    }
+    if (!s) s = rec_atomic_open(&w->file, path);
     if (!s) s = w_header(w, spec, vocabs);
     if (s) {
         rec_shard_writer_abort(w);
@@ -432,30 +417,8 @@ static rec_status w_finish(rec_shard_writer *w) {
     uint32_t crc = rec_crc32(0, w->prefix, SHARD_H_PREFIX);
     crc = (uint32_t)crc32_combine(crc, w->body_crc, (z_off_t)(w->header_bytes - SHARD_H_PREFIX));
     shard_put_u32(w->prefix + SHARD_H_CRC, crc);
-    if (pwrite(w->fd, w->prefix, SHARD_H_PREFIX, 0) != SHARD_H_PREFIX) return w_io_error(w, "write of the header");
-    if (fsync(w->fd) != 0) return w_io_error(w, "fsync");
-    int fd = w->fd;
-    w->fd = -1;
-    if (close(fd) != 0) {
-        unlink(w->tmp);
-        return w_io_error(w, "close");
-    }
-    if (rename(w->tmp, w->path) != 0) {
-        rec_status s = rec_errorf(REC_EIO, "%s: cannot rename %s to it: %s", w->path, w->tmp, strerror(errno));
-        unlink(w->tmp);
-        return s;
-    }
-    /* Make the rename itself durable; a failure here leaves a complete file, so ignore it. */
-    char *slash = strrchr(w->path, '/');
-    char dir[4096];
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - w->path) + (slash == w->path), w->path);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-    }
-    return REC_OK;
+    if (pwrite(w->file.fd, w->prefix, SHARD_H_PREFIX, 0) != SHARD_H_PREFIX) return w_io_error(w, "write of the header");
+    return rec_atomic_commit(&w->file);
 }
 
 rec_status rec_shard_writer_close(rec_shard_writer *w) {

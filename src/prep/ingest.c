@@ -1,6 +1,5 @@
 /* TSV -> prep spec -> .rshard (see ingest.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -220,14 +219,14 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     if (!s && spec->n_vocabs > 0 && !o->vocab_from) {
         /* The shard is opened after the counting pass, which may take hours: that its file
          * (PATH.tmp, as the writer names it) can be made is tried now. */
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s.tmp", o->out_path);
-        const int fd = open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-        if (fd < 0)
-            s = rec_errorf(REC_EIO, "%s: cannot create: %s; check that the directory exists and is writable (found "
-                           "before the counting pass, not after it)", tmp, strerror(errno));
-        else
-            close(fd), unlink(tmp);
+        rec_atomic_file probe;
+        s = rec_atomic_open(&probe, o->out_path);
+        if (s) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", rec_errmsg());
+            s = rec_errorf(s, "%s (found before the counting pass, not after it)", msg);
+        }
+        rec_atomic_abort(&probe);
     }
     if (!s && spec->n_vocabs > 0) {
         if (o->vocab_from) {

@@ -208,22 +208,8 @@ static void build_header(uint8_t *hdr, uint32_t H, const rec_ckpt_meta *meta, in
     *end = off;
 }
 
-/* After the rename, makes the directory entry durable. A failure here leaves a complete file
- * under the new name, so it is not an error. */
-static void fsync_parent(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path) + (slash == path), path);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-    }
-}
-
-/* Writes the whole checkpoint into the open descriptor of `tmp` and fsyncs it; hdr is the
- * built header, patched here with the tensor CRCs and the header CRC. */
+/* Writes the whole checkpoint into the open descriptor of `tmp` (committed by the caller);
+ * hdr is the built header, patched here with the tensor CRCs and the header CRC. */
 static rec_status write_file(int fd, const char *tmp, uint8_t *hdr, uint32_t H, const rec_tensor *ts,
                              int n, uint64_t end) {
     size_t hbytes = (size_t)CKPT_PREFIX + H + CKPT_HEADER_CRC;
@@ -252,7 +238,6 @@ static rec_status write_file(int fd, const char *tmp, uint8_t *hdr, uint32_t H, 
             return rec_errorf(REC_EIO, "%s: cannot write the header: %s", tmp, w < 0 ? strerror(errno) : "no progress");
         done += (size_t)w;
     }
-    if (fsync(fd) != 0) return rec_errorf(REC_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
     return REC_OK;
 }
 
@@ -294,35 +279,24 @@ rec_status rec_ckpt_save(const char *path, const rec_model *m, const rec_ckpt_me
         free(json);
         return rec_errorf(REC_EINVAL, "%s: the config JSON is %zu bytes, over the limit of %d", path, jlen, CKPT_MAX_CONFIG);
     }
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
     uint8_t *hdr = NULL;
-    rec_status s = tmp ? REC_OK : rec_errorf(REC_ENOMEM, "%s: out of memory", path);
-    if (!s) s = rec_alloc((void **)&hdr, CKPT_PREFIX + H + CKPT_HEADER_CRC, "checkpoint header");
+    rec_status s = rec_alloc((void **)&hdr, CKPT_PREFIX + H + CKPT_HEADER_CRC, "checkpoint header");
     if (s) {
         free(json);
-        free(tmp);
         return s;
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
     uint64_t end;
     build_header(hdr, (uint32_t)H, meta, meta->step, json, (uint32_t)jlen, ts, n, &end);
     free(json);
 
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        s = rec_errorf(REC_EIO, "%s: cannot create: %s; check that the directory exists and is writable", tmp, strerror(errno));
-    } else {
-        s = write_file(fd, tmp, hdr, (uint32_t)H, ts, n, end);
-        if (close(fd) != 0 && !s) s = rec_errorf(REC_EIO, "%s: close failed: %s", tmp, strerror(errno));
-        if (!s && rename(tmp, path) != 0)
-            s = rec_errorf(REC_EIO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-        if (s) unlink(tmp);
-        else fsync_parent(path);
+    rec_atomic_file f;
+    s = rec_atomic_open(&f, path);
+    if (!s) {
+        s = write_file(f.fd, f.tmp, hdr, (uint32_t)H, ts, n, end);
+        if (s) rec_atomic_abort(&f);
+        else s = rec_atomic_commit(&f);
     }
     rec_free(hdr);
-    free(tmp);
     return s;
 }
 
