@@ -10,10 +10,9 @@
  * written first with zeros there, and close patches the 64-byte prefix and computes the header
  * CRC as crc32_combine(CRC(prefix), CRC(body), body bytes) — the body's CRC was taken when
  * it was written, so the (possibly large) vocabularies need not be kept in memory. Then fsync
- * and rename: PATH either does not exist or holds a complete shard.
+ * and rename (rec_atomic_file): PATH either does not exist or holds a complete shard.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
