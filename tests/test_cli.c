@@ -249,6 +249,20 @@ static void test_json_undefined(void) {
     const char *j = strstr(out, "{\"model\"");
     CHECK(rc == 0 && j && strstr(j, "\"eval_rows\": 1, \"auc\": null") && !strstr(j, "nan") && !strstr(j, "inf"),
           "undefined metrics are null in --json: %s", out);
+    /* inspect of a file of no rows: rates and ranges are undefined, "-" in the text and null
+     * in the JSON, not 0 (which would read as "never missing" and "all zero"); prep says that
+     * the shard it wrote holds no rows. */
+    FILE *f = fopen(path("none.tsv"), "w");
+    if (f) fclose(f);
+    CHECK(run("inspect none.tsv --json") == 0 && strstr(out, "label      rate -\n") &&
+              strstr(out, "  I1               -                    -                    -            0\n") &&
+              strstr(out, "\"label_rate\": null") && strstr(out, "{\"name\": \"I1\", \"missing_rate\": null, \"min\": null, "
+                                                         "\"max\": null, \"negatives\": 0}"),
+          "inspect of an empty TSV: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in none.tsv --out none.rshard", src) == 0 &&
+              strstr(out, "warning: none.tsv holds no rows") && run("inspect none.rshard --json") == 0 &&
+              strstr(out, "label      rate -\n") && strstr(out, "\"label_rate\": null"),
+          "prep and inspect of no rows: %s", out);
 }
 
 /* An output that cannot be written fails before the work it would keep: prep's shard before

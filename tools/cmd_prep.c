@@ -62,6 +62,9 @@ int cmd_prep(int argc, char **argv) {
     fprintf(stderr, "prep: %lld rows, %.1f MB in %.2f s (%d pass%s, %.0f MB/s per pass) -> %s\n",
             (long long)rep.rows, mb, rep.seconds, rep.passes, rep.passes > 1 ? "es" : "",
             mb * rep.passes / rep.seconds, o.out_path);
+    if (rep.rows == 0)
+        fprintf(stderr, "prep: warning: %s holds no rows%s; the shard holds none, and training refuses it\n", o.in_path,
+                rep.bad.count ? " that parse" : "");
     if (rep.bad.count) {
         fprintf(stderr, "prep: skipped %lld malformed row%s; first:\n", (long long)rep.bad.count,
                 rep.bad.count > 1 ? "s" : "");
