@@ -423,7 +423,7 @@ static void test_errors(void) {
     rec_dataset *d = NULL;
     rec_loader *l = NULL;
     rec_dataset_opts o = tsv_opts(g_tsv, NULL, NULL, 2);
-    CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "train.tsv is a TSV; give a prep spec (--spec)");
+    CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "train.tsv is a TSV; give a prep spec to read it as raw text (--spec, or \"prep_spec\"");
     CHECK(d == NULL, "no data set on failure");
     o = tsv_opts(g_tsv, g_vocab_spec, NULL, 2);
     CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "categorify");

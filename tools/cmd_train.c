@@ -20,7 +20,7 @@ static const char TRAIN_USAGE[] =
     "                     on the fly with --spec)\n"
     "  --eval FILE        evaluation data (same schema)\n"
     "  --holdout F        evaluate on the last F share of --data's rows (time order) instead\n"
-    "  --spec FILE        prep spec for .tsv data (default: the config's, else criteo_standard)\n"
+    "  --spec FILE        prep spec for .tsv data (default: the config's train.prep_spec)\n"
     "  --vocab-from FILE  .rshard with the vocabularies of a categorify spec (TSV data)\n"
     "  --bad-rows MODE    TSV data: fail (default) or skip malformed rows\n"
     "  --epochs E         epochs (default: the config's)\n"

@@ -107,7 +107,7 @@ typedef struct rec_model_config {
     int epochs;                     /* >= 1 */
     uint64_t seed;
     int64_t eval_every;             /* evaluate every N steps during training; 0 = at the end only */
-    char prep_spec[512];            /* spec used when --data is a .tsv ("" = configs/criteo_standard.json) */
+    char prep_spec[512];            /* spec used when --data is a .tsv ("" = none: give --spec) */
 } rec_model_config;
 
 /* Fills c with the defaults of `kind` (DLRM: the small embedded default model). */

@@ -173,7 +173,8 @@ typedef struct rec_train_opts {
     const char *data_path;     /* .rshard or .tsv/.gz; NULL: generate the embedded default */
     const char *eval_path;     /* separate evaluation set, or NULL */
     double holdout;            /* without eval_path: the last `holdout` share of the rows (0 = none) */
-    const char *spec_path;     /* TSV data: prep spec (default: the config's, else criteo_standard) */
+    const char *spec_path;     /* TSV data: prep spec (default: the config's train.prep_spec; a TSV
+                                  with neither is refused, naming both ways) */
     const char *vocab_from;    /* TSV data with categorify specs */
     rec_tsv_opts tsv;          /* TSV data: format and bad-row policy */
     const char *oracle_path;   /* true click probabilities of the data's rows (`gen --prob-out`) */

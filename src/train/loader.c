@@ -89,8 +89,8 @@ static rec_status open_shard_set(rec_dataset *d) {
  * `rectrain prep`'s job), compile the plan and resolve has_label from the file's first line. */
 static rec_status open_tsv_set(rec_dataset *d, const rec_dataset_opts *o) {
     if (!o->spec_path)
-        return rec_errorf(REC_EINVAL, "%s is a TSV; give a prep spec (--spec) to train from raw text, "
-                          "or prep it first with rectrain prep", d->path);
+        return rec_errorf(REC_EINVAL, "%s is a TSV; give a prep spec to read it as raw text (--spec, or \"prep_spec\" "
+                          "in the model config's train section), or prep it first with rectrain prep", d->path);
     if (o->prep_threads < 1 || o->prep_threads > 256)
         return rec_errorf(REC_EINVAL, "%s: prep threads must be between 1 and 256 (got %d)", d->path,
                           o->prep_threads);
