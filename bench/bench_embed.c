@@ -57,6 +57,8 @@ static const char USAGE[] =
     "  --ceiling-mib N memory the random-gather ceiling and read bandwidth run over (default 1024)\n"
     "  --wide-ids      hold every id as int64 (default: int32 where the table allows, as the\n"
     "                  trainer's loader does)\n"
+    "  --hit-ids N     draw every id below N (id mod N): rows that stay in cache, so the figures\n"
+    "                  are the engine's cost without memory misses (default: the model's law)\n"
     "  --dump DIR      write the last model's tables and batches for dev/torch_embed.py\n"
     "  --json          print a JSON summary per model on stdout\n";
 
@@ -178,7 +180,7 @@ static int64_t bag_size(const feat_line *l, rec_rng *r) {
  * weights, digest §4.1): id = floor(R u^(3/4)) has the same sorted popularity curve. Ids are
  * held as the trainer's loader holds them (32-bit where the table allows), or all 64-bit when
  * `wide` (--wide-ids). */
-static rec_status make_batch(rec_batch *b, const bmodel *m, rec_rng *r, int wide) {
+static rec_status make_batch(rec_batch *b, const bmodel *m, rec_rng *r, int wide, int64_t hit_ids) {
     REC_TRY(rec_batch_init(b, m->B, 0, m->F, 1));
     b->n = m->B;
     for (int f = 0; f < m->F; f++) {
@@ -190,6 +192,7 @@ static rec_status make_batch(rec_batch *b, const bmodel *m, rec_rng *r, int wide
             for (int64_t k = j->offsets[s]; k < j->offsets[s] + L; k++) {
                 int64_t id = (int64_t)((double)m->rows[f] * pow(rec_rng_uniform(r), 0.75));
                 j->ids64[k] = id < m->rows[f] ? id : m->rows[f] - 1;
+                if (hit_ids) j->ids64[k] %= hit_ids; /* --hit-ids: rows that stay in cache */
             }
             j->offsets[s + 1] = j->offsets[s] + L;
         }
@@ -416,7 +419,7 @@ static double per_table_oracle(const double *t, int nu, int F, int bu) {
 static double gbs(double bytes, double s) { return s > 0 ? bytes / s * 1e-9 : 0; }
 
 static rec_status bench_model(const char *name, int B, int nb, int reps, int threads, double kaggle_scale,
-                              int wide_ids, const char *dump_dir, int json) {
+                              int wide_ids, int64_t hit_ids, const char *dump_dir, int json) {
     rec_rng rng;
     rec_rng_seed(&rng, 1000, (uint64_t)name[0]);
     bmodel m;
@@ -431,7 +434,7 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
         return s;
     }
     c.b = calloc((size_t)nb, sizeof(rec_batch));
-    for (int i = 0; !s && i < nb; i++) s = make_batch(&c.b[i], &m, &rng, wide_ids);
+    for (int i = 0; !s && i < nb; i++) s = make_batch(&c.b[i], &m, &rng, wide_ids, hit_ids);
     const int W = rec_embed_out_width(c.e);
     /* As the trainer holds them (rec_alloc: 2 MiB pages for large blocks). */
     if (!s) s = rec_alloc((void **)&c.out, (size_t)B * (size_t)W * sizeof(float), "bench embedding outputs");
@@ -606,6 +609,7 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
 int bench_embed(int argc, char **argv) {
     const char *cmd = "bench embed", *model = "all", *dump_dir = NULL;
     int batch = 0, nb = 4, reps = 3, threads = rec_cpu_count(), json = 0, wide_ids = 0;
+    int64_t hit_ids = 0;
     double kscale = 1.0;
     int ceiling_mib = 1024;
     for (int i = 1; i < argc; i++) {
@@ -622,6 +626,7 @@ int bench_embed(int argc, char **argv) {
         else if (!strcmp(a, "--ceiling-mib")) rc = cli_int(cmd, argc, argv, &i, 1, 1 << 16, &ceiling_mib);
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--wide-ids")) wide_ids = 1;
+        else if (!strcmp(a, "--hit-ids")) rc = cli_i64(cmd, argc, argv, &i, 1, (int64_t)1 << 40, &hit_ids);
         else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
@@ -641,7 +646,7 @@ int bench_embed(int argc, char **argv) {
     for (size_t i = 0; i < sizeof ALL / sizeof ALL[0]; i++) {
         if (strcmp(model, "all") && strcmp(model, ALL[i])) continue;
         const int B = batch ? batch : i == 0 ? 2048 : 512;
-        rec_status s = bench_model(ALL[i], B, nb, reps, threads, kscale, wide_ids, dump_dir, json);
+        rec_status s = bench_model(ALL[i], B, nb, reps, threads, kscale, wide_ids, hit_ids, dump_dir, json);
         if (s) return cli_fail(cmd, s);
     }
     return CLI_OK;

@@ -410,6 +410,11 @@ static void test_bench(void) {
     CHECK(run("bench embed --model kaggle --kaggle-scale 0.001 --batch 64 --batches 1 --reps 1 --threads 2 "
               "--ceiling-mib 16 --wide-ids --json") == 0 && json_num("tuned_fwd_s") > 0,
           "bench embed --wide-ids: %s", out);
+    /* Every id a cache hit (--hit-ids): the engine without memory misses. */
+    CHECK(run("bench embed --model kaggle --kaggle-scale 0.001 --batch 64 --batches 1 --reps 1 --threads 2 "
+              "--ceiling-mib 16 --hit-ids 8 --json") == 0 && json_num("tuned_fwd_s") > 0,
+          "bench embed --hit-ids: %s", out);
+    CHECK(run("bench embed --hit-ids 0") == 2 && strstr(out, "--hit-ids"), "bench embed --hit-ids 0: %s", out);
     CHECK(run("bench embed --model Z") == 2 && strstr(out, "unknown model 'Z'"), "bench embed --model Z: %s", out);
     /* bench train away from the repository root: its default config is missing, which it says
      * before generating any data (no "generating" line) and with what to do. */
