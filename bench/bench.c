@@ -21,11 +21,8 @@ int cmd_bench(int argc, char **argv) {
 
 rec_status bench_load_config(rec_model_config *c, const char *path) {
     rec_status s = rec_model_config_load(c, path);
-    if (s == REC_EIO && !strcmp(path, BENCH_DEFAULT_CONFIG)) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", rec_errmsg());
-        s = rec_errorf(s, "%s (the default config is read from the current directory: run from the repository root, "
-                       "or give --config)", msg);
-    }
+    if (s == REC_EIO && !strcmp(path, BENCH_DEFAULT_CONFIG))
+        rec_error_append(s, " (the default config is read from the current directory: run from the repository root, "
+                            "or give --config)");
     return s;
 }

@@ -39,6 +39,10 @@ rec_status rec_verrorf(rec_status s, const char *fmt, va_list ap);
  * `s` unchanged. */
 rec_status rec_error_wrap(rec_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Appends the formatted text (with its own separator: "; --tune would ...") to this thread's
+ * last message, to say what the caller knows of the failure, and returns `s` unchanged. */
+rec_status rec_error_append(rec_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* This thread's last error message; "" when none was recorded. Valid until the next error
  * on this thread. */
 const char *rec_errmsg(void);

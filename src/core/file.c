@@ -72,12 +72,19 @@ rec_status rec_mkdir_p(const char *dir, const char *what) {
     return s;
 }
 
+/* The folder of path into buf: "." for a bare name, "/" for a file at the root. */
+static void dir_of(const char *path, char *buf, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(buf, cap, ".");
+    else snprintf(buf, cap, "%.*s", (int)(slash - path) + (slash == path), path);
+}
+
 /* The path of a file that may not exist yet: its folder resolved (links, ., ..), then its
  * name; the path as given where the folder does not resolve. */
 static void canonical(const char *path, char *buf, size_t cap) {
     const char *slash = strrchr(path, '/');
     char dir[PATH_MAX], real[PATH_MAX];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    dir_of(path, dir, sizeof dir);
     if (realpath(dir, real)) snprintf(buf, cap, "%s/%s", real, slash ? slash + 1 : path);
     else snprintf(buf, cap, "%s", path);
 }
@@ -139,10 +146,8 @@ rec_status rec_atomic_commit(rec_atomic_file *a) {
     if (s) {
         unlink(a->tmp);
     } else { /* make the rename itself durable */
-        const char *slash = strrchr(a->path, '/');
-        char dir[4096];
-        if (!slash) snprintf(dir, sizeof dir, ".");
-        else snprintf(dir, sizeof dir, "%.*s", (int)(slash - a->path) + (slash == a->path), a->path);
+        char dir[PATH_MAX];
+        dir_of(a->path, dir, sizeof dir);
         const int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
             (void)fsync(dfd);

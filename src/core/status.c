@@ -55,6 +55,15 @@ rec_status rec_error_wrap(rec_status s, const char *fmt, ...) {
     return s;
 }
 
+rec_status rec_error_append(rec_status s, const char *fmt, ...) {
+    const size_t n = strlen(rec__errmsg); /* truncation of an over-long message is acceptable */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rec__errmsg + n, sizeof rec__errmsg - n, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
 const char *rec_errmsg(void) { return rec__errmsg; }
 
 void rec_error_set_msg(const char *msg) {

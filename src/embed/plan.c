@@ -105,11 +105,7 @@ static rec_status plan_apply(rec_embed *e, const cJSON *root, const char *path, 
         if (!cJSON_IsString(sc)) return rec_errorf(REC_EINVAL, "%s: $.tables[%d].sched: want a schedule string", path, f);
         rec_status st = rec_embed_sched_parse(sc->valuestring, &s[f]);
         if (!st) st = embed_check_sched(e, f, s[f]);
-        if (st) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", rec_errmsg()); /* rec_errorf writes the buffer rec_errmsg reads */
-            return rec_errorf(st, "%s: $.tables[%d].sched: %s", path, f, msg);
-        }
+        if (st) return rec_error_wrap(st, "%s: $.tables[%d].sched", path, f);
     }
     if (sk != rec_embed_shape_key(e))
         return rec_errorf(REC_EINVAL, "%s: $.shape_key does not match the model's tables; the plan is damaged (retune)", path);

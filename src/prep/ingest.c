@@ -221,11 +221,7 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
          * (PATH.tmp, as the writer names it) can be made is tried now. */
         rec_atomic_file probe;
         s = rec_atomic_open(&probe, o->out_path);
-        if (s) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", rec_errmsg());
-            s = rec_errorf(s, "%s (found before the counting pass, not after it)", msg);
-        }
+        if (s) rec_error_append(s, " (found before the counting pass, not after it)");
         rec_atomic_abort(&probe);
     }
     if (!s && spec->n_vocabs > 0) {

@@ -330,11 +330,8 @@ static rec_status start_plan(job *j, const rec_batch *b) {
         uint64_t key = 0;
         rec_status s = rec_embed_plan_load(e, o->plan_path, &key);
         if (s && !o->tune) return s;
-        if (s == REC_EFORMAT) { /* not a plan: some other file, which retuning would overwrite */
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", rec_errmsg());
-            return rec_errorf(s, "%s; --tune would overwrite it with the tuned plan: give --plan a plan file or a new path", msg);
-        }
+        if (s == REC_EFORMAT) /* not a plan: some other file, which retuning would overwrite */
+            return rec_error_append(s, "; --tune would overwrite it with the tuned plan: give --plan a plan file or a new path");
         if (!s && (!o->tune || key == j->data_key)) {
             if (o->log) fprintf(o->log, "train: embedding plan %s loaded\n", o->plan_path);
             return REC_OK;
