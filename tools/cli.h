@@ -46,6 +46,8 @@ int cli_bad_rows(const char *cmd, int argc, char **argv, int *i, rec_bad_rows *o
  * JSON cannot hold (the AUC of rows of one class, a rate over no time). Rotates over 32
  * buffers, so one printf can take up to 32 of them. */
 const char *cli_jnum(const char *fmt, double x);
+/* The same with the text `undefined` where x is NaN or infinite ("-" in a text report). */
+const char *cli_num(const char *fmt, double x, const char *undefined);
 
 /* True for -h / --help. */
 int cli_is_help(const char *arg);

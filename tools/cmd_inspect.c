@@ -45,17 +45,6 @@ static const char USAGE[] =
 
 static const char *CMD = "inspect";
 
-/* x printed with fmt for the text report, or "-" where it is undefined (NaN: a rate over no
- * rows; the JSON summary says null there, through cli_jnum). Rotates over 8 buffers. */
-static const char *txt_num(const char *fmt, double x) {
-    static char buf[8][48];
-    static int k;
-    k = (k + 1) % 8;
-    if (isfinite(x)) snprintf(buf[k], sizeof buf[k], fmt, x);
-    else snprintf(buf[k], sizeof buf[k], "-");
-    return buf[k];
-}
-
 /* Prints s as a JSON string literal. */
 static void json_str(const char *s) {
     putchar('"');
@@ -169,7 +158,7 @@ static int inspect_shard(const char *path, int verify, int64_t max_rows, int jso
     printf("spec       %s\n", sc->spec_name);
     printf("rows       %lld in %lld row groups\n", (long long)N, (long long)rec_shard_groups(sh));
     if (scan < N) printf("scanned    first %lld rows (--rows)\n", (long long)scan);
-    if (sc->has_label) printf("label      rate %s\n", txt_num("%.6f", scan ? label_sum / (double)scan : NAN));
+    if (sc->has_label) printf("label      rate %s\n", cli_num("%.6f", scan ? label_sum / (double)scan : NAN, "-"));
     else printf("label      none (test format)\n");
     printf("dense      %d values per row", sc->n_dense);
     if (nonfinite)
@@ -427,21 +416,21 @@ static int inspect_tsv(const char *path, int64_t max_rows, int json) {
         printf("malformed  %lld rows skipped; first:\n", (long long)bad.count);
         for (int k = 0; k < bad.n_kept; k++) printf("  %s\n", bad.why[k]);
     }
-    if (has_label) printf("label      rate %s\n", txt_num("%.6f", t->label_sum / rows));
+    if (has_label) printf("label      rate %s\n", cli_num("%.6f", t->label_sum / rows, "-"));
     printf("\n  %-8s %9s %20s %20s %12s\n", "column", "missing", "min", "max", "negatives");
     for (int c = 0; c < REC_CRITEO_NINT; c++) {
         const int_stats *is = &t->ints[c];
         char lo[24] = "-", hi[24] = "-"; /* no value present: no range */
         if (is->seen) snprintf(lo, sizeof lo, "%lld", (long long)is->min), snprintf(hi, sizeof hi, "%lld", (long long)is->max);
         printf("  %-8s %9s %20s %20s %12lld\n", rec_criteo_column_name(1 + c),
-               txt_num("%.3f%%", 100 * (double)is->missing / rows), lo, hi, (long long)is->negatives);
+               cli_num("%.3f%%", 100 * (double)is->missing / rows, "-"), lo, hi, (long long)is->negatives);
     }
     printf("\n  %-8s %9s %12s  %-26s %10s\n", "column", "missing", "distinct", "pooling min/mean/p50/p99/max",
            "top-0.1%");
     for (int c = 0; c < REC_CRITEO_NCAT; c++) {
         const feat_stats *fs = &t->cat[c];
         printf("  %-8s %9s %12lld", rec_criteo_column_name(1 + REC_CRITEO_NINT + c),
-               txt_num("%.3f%%", 100 * (double)fs->missing / rows), (long long)rec_id_counter_distinct(fs->ids));
+               cli_num("%.3f%%", 100 * (double)fs->missing / rows, "-"), (long long)rec_id_counter_distinct(fs->ids));
         print_pool(&fs->pool);
         printf(" %9.2f%%\n", 100 * fs->top_share);
     }

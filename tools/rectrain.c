@@ -81,14 +81,16 @@ int cli_usage(const char *cmd, const char *fmt, ...) {
     return CLI_USAGE;
 }
 
-const char *cli_jnum(const char *fmt, double x) {
+const char *cli_num(const char *fmt, double x, const char *undefined) {
     static char buf[32][40];
     static int k;
     k = (k + 1) % 32;
-    if (!isfinite(x)) return "null";
+    if (!isfinite(x)) return undefined;
     snprintf(buf[k], sizeof buf[k], fmt, x);
     return buf[k];
 }
+
+const char *cli_jnum(const char *fmt, double x) { return cli_num(fmt, x, "null"); }
 
 int cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
 
