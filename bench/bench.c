@@ -1,8 +1,10 @@
-/* rectrain bench: dispatch to the benchmarks of bench/. */
+/* rectrain bench: dispatch to the benchmarks of bench/, and what several of them share. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rectrain/core.h"
+#include "rectrain/nn.h"
 
 #include "bench.h"
 #include "cli.h"
@@ -25,4 +27,20 @@ rec_status bench_load_config(rec_model_config *c, const char *path) {
         rec_error_append(s, " (the default config is read from the current directory: run from the repository root, "
                             "or give --config)");
     return s;
+}
+
+double bench_sgemm_gflops(int threads, int M, int N, int K) {
+    rec_dnn *d;
+    if (rec_dnn_init(&d, threads)) return 0;
+    float *A = calloc((size_t)M * K, 4), *B = calloc((size_t)K * N, 4), *C = calloc((size_t)M * N, 4);
+    double t[7];
+    int ok = A && B && C;
+    for (int r = -2; ok && r < 7; r++) {
+        const double t0 = rec_now();
+        ok = rec_dnn_sgemm(d, M, N, K, A, B, C) == REC_OK;
+        if (r >= 0) t[r] = rec_now() - t0;
+    }
+    free(A), free(B), free(C);
+    rec_dnn_free(d);
+    return ok ? 2.0 * M * N * K / rec_median(t, 7) * 1e-9 : 0;
 }

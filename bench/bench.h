@@ -18,4 +18,9 @@ int bench_mlp(int argc, char **argv);
  * repository root or give --config (before any work a benchmark would waste). */
 rec_status bench_load_config(rec_model_config *c, const char *path);
 
+/* The machine's GEMM rate beside which the dense benchmarks report theirs: oneDNN's sgemm on
+ * (M, K) x (K, N) with `threads` threads, GFLOP/s, median of 7 after 2 warm-ups (0 when it
+ * cannot run). */
+double bench_sgemm_gflops(int threads, int M, int N, int K);
+
 #endif

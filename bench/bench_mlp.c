@@ -187,15 +187,7 @@ int bench_mlp(int argc, char **argv) {
         total_s += r->fwdbwd_s;
         total_flops += r->fwd_flops + r->bwd_flops;
     }
-    if (!s) {
-        double t[31];
-        for (int k = -1; !s && k < reps; k++) {
-            double t0 = rec_now();
-            for (int i = 0; !s && i < steps; i++) s = rec_dnn_sgemm(d, 2048, 512, 512, A, Bm, C);
-            if (k >= 0) t[k] = (rec_now() - t0) / steps;
-        }
-        ceiling = 2.0 * 2048 * 512 * 512 / rec_median(t, reps) * 1e-9;
-    }
+    if (!s) ceiling = bench_sgemm_gflops(threads, 2048, 512, 512);
     if (!s) {
         printf("bench mlp: %s, batch %d, %d threads, %d passes x %d reps (median)\n", c.name, B, threads, steps, reps);
         printf("  %-10s %-24s %9s %9s %9s %9s %10s %10s\n", "mlp", "sizes", "fwd ms", "GFLOP/s", "f+b ms", "GFLOP/s",

@@ -29,22 +29,6 @@ static const char USAGE[] =
     "  --threads T     threads (default: all CPUs)\n"
     "  --json          print a JSON summary as the last line of stdout\n";
 
-/* Median sgemm GFLOP/s on (M, K) x (K, N). */
-static double sgemm_gflops(int threads, int M, int N, int K) {
-    rec_dnn *d;
-    if (rec_dnn_init(&d, threads)) return 0;
-    float *A = calloc((size_t)M * K, 4), *B = calloc((size_t)K * N, 4), *C = calloc((size_t)M * N, 4);
-    double t[7];
-    for (int r = -2; A && B && C && r < 7; r++) {
-        double t0 = rec_now();
-        rec_dnn_sgemm(d, M, N, K, A, B, C);
-        if (r >= 0) t[r] = rec_now() - t0;
-    }
-    free(A), free(B), free(C);
-    rec_dnn_free(d);
-    return 2.0 * M * N * K / rec_median(t, 7) * 1e-9;
-}
-
 int bench_train(int argc, char **argv) {
     const char *cmd = "bench train", *config = BENCH_DEFAULT_CONFIG, *data = NULL;
     int64_t rows = 2000000, steps = 100, batch = 0;
@@ -101,7 +85,7 @@ int bench_train(int argc, char **argv) {
     if (dir[0]) rec_synth_dataset_remove(dir);
     if (s) return cli_fail(cmd, s);
     double med = rec_median(sps, reps), medg = rec_median(gfl, reps), medw = rec_median(wait, reps);
-    double gemm = sgemm_gflops(threads, 2048, 512, 512);
+    double gemm = bench_sgemm_gflops(threads, 2048, 512, 512);
     printf("bench train: %s, batch %lld, %d threads, %lld steps x %d reps (median)\n", r.model, (long long)r.batch,
            threads, (long long)steps, reps);
     printf("  %-34s %12.0f\n", "samples/s (end to end from .rshard)", med);
