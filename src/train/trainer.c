@@ -163,6 +163,7 @@ typedef struct job {
     uint64_t data_key;     /* signature of the first batch, for the plan file */
     uint64_t data_digest;  /* rec_batch_digest of the first training rows, kept in checkpoints */
     int64_t saved_step;    /* the step the checkpoint holds: the last saved, or the one resumed */
+    char ckpt[1100];       /* DIR/model.rckpt of --ckpt DIR, or "" */
 } job;
 
 static rec_status open_data(job *j, const char *path, rec_dataset **out) {
@@ -200,8 +201,7 @@ static rec_status setup(job *j) {
     const rec_train_opts *o = j->o;
     rec_status s;
     rec_ckpt_meta resumed = {0};
-    char ckpt[1100] = "";
-    if (o->ckpt_dir) rec_ckpt_path(o->ckpt_dir, ckpt, sizeof ckpt);
+    const char *ckpt = j->ckpt;
     if (o->resume) {
         if (!o->ckpt_dir) return rec_errorf(REC_EINVAL, "--resume needs --ckpt DIR (the directory to resume from)");
         REC_TRY(rec_ckpt_read_config(ckpt, &j->cfg, &resumed));
@@ -298,11 +298,9 @@ static rec_status setup(job *j) {
 
 /* The directory exists: rec_train made it (or read the checkpoint from it, resuming). */
 static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_seen) {
-    char path[1100];
-    rec_ckpt_path(j->o->ckpt_dir, path, sizeof path);
     rec_ckpt_meta meta = {rec_model_steps(j->model), epoch, row, rows_seen, j->cfg.seed, j->train_rows, j->data_digest};
     double t0 = rec_now();
-    REC_TRY(rec_ckpt_save(path, j->model, &meta));
+    REC_TRY(rec_ckpt_save(j->ckpt, j->model, &meta));
     j->rep->ckpt_seconds += rec_now() - t0;
     j->rep->ckpts++;
     j->saved_step = meta.step;
@@ -383,12 +381,10 @@ static rec_status run(job *j) {
     const int64_t B = j->cfg.batch_size;
     rec_ckpt_meta meta = {0};
     if (o->resume) {
-        char path[1100];
-        rec_ckpt_path(o->ckpt_dir, path, sizeof path);
-        REC_TRY(rec_ckpt_load(path, j->model, &meta));
+        REC_TRY(rec_ckpt_load(j->ckpt, j->model, &meta));
         j->saved_step = meta.step;
         if (o->log)
-            fprintf(o->log, "train: resumed %s at step %lld (epoch %lld, row %lld)\n", path, (long long)meta.step,
+            fprintf(o->log, "train: resumed %s at step %lld (epoch %lld, row %lld)\n", j->ckpt, (long long)meta.step,
                     (long long)meta.epoch + 1, (long long)meta.row);
     }
     rec_progress pg;
@@ -465,14 +461,12 @@ static rec_status run(job *j) {
     rep->gflops = rep->samples_per_s * flops * 1e-9;
     if (rep->stopped_by) { /* asked to stop: no final evaluation or export */
         if (o->log) {
-            char ckpt[1100], kept[1300];
+            char kept[1300];
             if (!o->ckpt_dir) snprintf(kept, sizeof kept, "nothing was saved (no --ckpt)");
             else if (j->saved_step == 0) snprintf(kept, sizeof kept, "no step was taken, so no checkpoint was written");
-            else {
-                rec_ckpt_path(o->ckpt_dir, ckpt, sizeof ckpt);
+            else
                 snprintf(kept, sizeof kept, "step %lld is saved in %s: continue with the same command and --resume",
-                         (long long)j->saved_step, ckpt);
-            }
+                         (long long)j->saved_step, j->ckpt);
             fprintf(o->log, "train: stopped by %s after step %lld; %s\n", rec_signal_name(rep->stopped_by),
                     (long long)rec_model_steps(j->model), kept);
         }
@@ -492,12 +486,10 @@ static rec_status run(job *j) {
     return REC_OK;
 }
 
-/* No file the job writes (loss log, plan when tuning, checkpoint) may be one it reads. */
-static rec_status check_outputs(const rec_train_opts *o) {
-    char ckpt[1100];
-    if (o->ckpt_dir) rec_ckpt_path(o->ckpt_dir, ckpt, sizeof ckpt);
+/* No file the job writes (loss log, plan when tuning, checkpoint `ckpt`) may be one it reads. */
+static rec_status check_outputs(const rec_train_opts *o, const char *ckpt) {
     const char *out_opt[3] = {"--loss-log", "--plan", "--ckpt"};
-    const char *out[3] = {o->loss_log, o->tune ? o->plan_path : NULL, o->ckpt_dir ? ckpt : NULL};
+    const char *out[3] = {o->loss_log, o->tune ? o->plan_path : NULL, ckpt};
     const char *in_opt[7] = {"--data", "--eval", "--spec", "--config", "--vocab-from", "--oracle", "--plan"};
     const char *in[7] = {o->data_path, o->eval_path, o->spec_path, o->config_path, o->vocab_from, o->oracle_path, o->plan_path};
     for (int i = 0; i < 3; i++)
@@ -508,13 +500,14 @@ static rec_status check_outputs(const rec_train_opts *o) {
 
 rec_status rec_train(const rec_train_opts *o, rec_train_report *rep) {
     memset(rep, 0, sizeof *rep);
-    REC_TRY(check_outputs(o));
+    job j;
+    memset(&j, 0, sizeof j);
+    if (o->ckpt_dir) rec_ckpt_path(o->ckpt_dir, j.ckpt, sizeof j.ckpt);
+    REC_TRY(check_outputs(o, o->ckpt_dir ? j.ckpt : NULL));
     /* Output directories are made before the work: a path that cannot be written fails now,
      * not after the training it would have kept. */
     if (o->ckpt_dir && !o->resume) REC_TRY(rec_mkdir_p(o->ckpt_dir, "checkpoint directory"));
     if (o->npy_dir) REC_TRY(rec_mkdir_p(o->npy_dir, "export directory"));
-    job j;
-    memset(&j, 0, sizeof j);
     j.o = o;
     j.rep = rep;
     j.threads = o->threads > 0 ? o->threads : rec_cpu_count();
