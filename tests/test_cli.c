@@ -277,6 +277,12 @@ static void test_outputs_first(void) {
     CHECK(run("train --data raw.tsv --spec %s/configs/criteo_standard.json --holdout 0.5 --npy plain/npy --loss-log o.log",
               src) == 1 && strstr(out, "cannot create the export directory") && file_size("o.log") < 0,
           "--npy that cannot be made fails before training: %s", out);
+    /* An --out that is a directory: the shard is written whole to OUT.tmp, the rename over the
+     * directory fails (rec_atomic_commit), and OUT.tmp is removed. */
+    CHECK(mkdir(path("outdir"), 0755) == 0, "mkdir outdir");
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in raw.tsv --out outdir", src) == 1 &&
+              strstr(out, "outdir: cannot rename outdir.tmp to it: Is a directory") && file_size("outdir.tmp") < 0,
+          "prep --out naming a directory: %s", out);
 }
 
 /* Appends train.tsv to the open stream f, again and again, until `bytes` are written. */
