@@ -12,7 +12,10 @@
  *    plan and under the row pass (a one-hot step among them);
  *  - init statistics, the exact init formula, determinism per seed;
  *  - every rejection with its message, and bad ids under the row pass reported first in
- *    (feature, row) order whatever the thread count and the order the pass met them.
+ *    (feature, row) order whatever the thread count and the order the pass met them;
+ *  - the row pass's per-table prefetch (mixed pf in a class, one class and three, batches of
+ *    1..900 rows): the bits of a SAMPLE plan, nothing written past the batch, bad ids in a
+ *    prefetched table reported.
  *
  * Tolerances (fp32 fast path vs float64 reference), |got - ref| <= 1e-5 * S per element:
  *  forward: S = the same pooling over |T| and |w|. A bag sums L <= 40 products in fp32, which
@@ -612,11 +615,75 @@ static void test_row_errors(void) {
     }
 }
 
+/* The row pass's prefetch (a table's pf requests its row for the batch row pf ahead): one
+ * class of tables with mixed pf (0, 4, 16, 48), alone (a thread's prefetch then runs on
+ * across its chunks) and beside two more classes (dim 8; 64-bit ids), 1-3 threads, batches
+ * of 1, 3, 130 and 900 rows (900: several chunks a thread): the bits of a SAMPLE plan and no
+ * row past the batch's written; checked mode: a bad id in a prefetched table at the batch's
+ * last row, and at row 500, which the prefetch reaches from the chunk before, is reported as
+ * under every other schedule. */
+static void test_row_prefetch(void) {
+    enum { F = 9, MAXB = 900 };
+    const int64_t rows[F] = {5, 1, 3000, 40, 20000, 7, 100, 9, 50};
+    const int dims[F] = {16, 16, 16, 16, 16, 16, 8, 8, 16};
+    const uint8_t pf[F] = {0, 48, 4, 0, 16, 4, 16, 0, 4};
+    static const int64_t SIZES[4] = {1, 3, 130, MAXB};
+    rec_embed_sched row, plain;
+    CHECK(rec_embed_sched_parse("row/fixed/pf0/g12+radix/pf8", &row) == REC_OK &&
+              rec_embed_sched_parse("sample/fixed/pf0/g6+radix/pf8", &plain) == REC_OK,
+          "parse: %s", rec_errmsg());
+    for (int nf = 6; nf <= F; nf += 3) /* 6: one class; 9: three */
+        for (int nt = 1; nt <= 3; nt++) {
+            rec_embed_config cfg = {nf, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), MAXB, nt, 3, 0};
+            rec_embed *e;
+            CHECK(rec_embed_init(&e, &cfg) == REC_OK, "init: %s", rec_errmsg());
+            const size_t W = (size_t)rec_embed_out_width(e);
+            float *out = malloc(sizeof(float) * MAXB * W), *ref = malloc(sizeof(float) * MAXB * W);
+            for (int si = 0; si < 4; si++) {
+                const int64_t B = SIZES[si];
+                rec_batch b;
+                make_batch(&b, B, nf, 0, nf, rows, -1, 0);
+                for (int f = 0; f < nf; f++) CHECK(rec_batch_set_wide(&b, f, f == 8) == REC_OK, "width: %s", rec_errmsg());
+                for (int f = 0; f < nf; f++) {
+                    rec_embed_sched s = row;
+                    s.pf = pf[f];
+                    CHECK(rec_embed_set_sched(e, f, s) == REC_OK, "set: %s", rec_errmsg());
+                }
+                for (size_t i = 0; i < MAXB * W; i++) out[i] = ref[i] = NAN;
+                CHECK(rec_embed_forward(e, &b, 0, out) == REC_OK, "%d tables, %d threads, B %lld: %s", nf, nt, (long long)B,
+                      rec_errmsg());
+                size_t stray = 0;
+                for (size_t i = (size_t)B * W; i < MAXB * W; i++) stray += !isnan(out[i]);
+                CHECK(stray == 0, "%d tables, %d threads, B %lld: %zu values written past the batch", nf, nt, (long long)B, stray);
+                if (B == MAXB) {
+                    static const int64_t BAD[2] = {MAXB - 1, 500};
+                    rec_jagged *j = &b.sparse[4];
+                    for (int k = 0; k < 2; k++) {
+                        const int64_t pos = j->offsets[BAD[k]], keep = rec_jagged_id(j, pos);
+                        char want[128];
+                        snprintf(want, sizeof want, "feature 4 (table 4, 20000 rows), batch row %lld: id 20000 is outside",
+                                 (long long)BAD[k]);
+                        set_id(j, pos, 20000);
+                        CHECK_ERR(rec_embed_forward(e, &b, 0, ref), REC_EINVAL, want);
+                        set_id(j, pos, keep);
+                    }
+                }
+                rec_embed_set_uniform(e, plain);
+                CHECK(rec_embed_forward(e, &b, 0, ref) == REC_OK, "plain plan: %s", rec_errmsg());
+                CHECK(!memcmp(out, ref, sizeof(float) * (size_t)B * W), "%d tables, %d threads, B %lld: the row pass and a SAMPLE plan differ in bits", nf, nt, (long long)B);
+                rec_batch_free(&b);
+            }
+            free(out), free(ref);
+            rec_embed_free(e);
+        }
+}
+
 int main(void) {
     rec_rng_seed(&g_rng, 2024, 0);
     test_init();
     test_errors();
     test_row_errors();
+    test_row_prefetch();
     test_fd();
     test_vs_ref();
     test_large_ids();

@@ -85,11 +85,13 @@ rec_sparse_opt_config rec_sparse_opt_defaults(rec_sparse_opt_kind kind, float lr
  *           TABLE:  the whole table is one item run by one thread (table parallelism: its rows
  *                   stay in one core's caches; HugeCTR's sample-block mapping in spirit);
  *           ROW:    for one-hot features (every bag of the batch holds exactly one id) with a
- *                   FIXED dim: the row pass, in which threads claim chunks of batch rows and
- *                   write every ROW table's slice of a row before the next row (the output is
- *                   written in order, a row's slices side by side); pf then counts (row, table)
- *                   steps. A batch whose feature is not one-hot runs the table as SAMPLE with
- *                   the same kernel, pf and grain; other dims always do.
+ *                   FIXED dim: the row pass, in which each thread takes its share of the
+ *                   batch rows and writes every ROW table's slice of a row before the next
+ *                   row (the output is written in order, a row's slices side by side); a
+ *                   table's pf there requests its row for the batch row pf ahead, and pf 0
+ *                   leaves its rows to the cache (for tables whose rows stay cached). A batch
+ *                   whose feature is not one-hot runs the table as SAMPLE with the same
+ *                   kernel, pf and grain; other dims always do.
  *   kernel  GENERIC: runtime-E loop accumulating in the output row;
  *           FIXED:   E known at compile time (E in {1,2,4,8,16,32,64,128}), the bag's sum in
  *                    registers (dim-specialised vector width); other E run GENERIC;

@@ -102,6 +102,7 @@ void rec_embed_free(rec_embed *e) {
     rec_free(e->rowok);
     rec_free(e->rtab);
     rec_free(e->rjob);
+    rec_free(e->rfar);
     rec_free(e->prof_fwd);
     rec_free(e->prof_bwd);
     rec_free(e->prof_ids);
@@ -197,6 +198,7 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
     if (!s) s = rec_alloc((void **)&e->rowok, nf, "embedding row pass");
     if (!s) s = rec_alloc((void **)&e->rtab, nf * sizeof(row_table), "embedding row pass");
     if (!s) s = rec_alloc((void **)&e->rjob, nf * sizeof(row_job), "embedding row pass");
+    if (!s) s = rec_alloc((void **)&e->rfar, nf * sizeof(int32_t), "embedding row pass");
     if (!s) s = rec_alloc((void **)&e->prof_fwd, ntf * sizeof(double), "embedding profile");
     if (!s) s = rec_alloc((void **)&e->prof_bwd, ntf * sizeof(double), "embedding profile");
     if (!s) s = rec_alloc((void **)&e->prof_ids, 2 * nf * sizeof(double), "embedding profile");

@@ -42,21 +42,25 @@ typedef struct row_table {
     const float *w;        /* NULL unless the class is weighted */
     int64_t R;
     int32_t col, f;        /* column in out; table */
+    int32_t pf;            /* prefetch distance in rows (the table's schedule's pf), 0 = none */
 } row_table;
 
-/* A class of the row pass: n tables of one dim, id width, weighting and prefetch distance,
- * pooled by one specialised loop. */
+/* A class of the row pass: n tables of one dim, id width and weighting, pooled by one
+ * specialised loop; far[0..nfar) index the tables with a prefetch distance. */
 typedef struct row_job {
     const row_table *t;
-    int n, E, wide, weighted, pf, check, W;
+    const int32_t *far;
+    int n, nfar, E, wide, weighted, check, W;
     float *out;            /* (B, W) */
 } row_job;
 
 /* Rows [r0, r1) of the class, row by row (every table's slice of row r, then row r + 1),
- * the table rows of the (row, table) step pf ahead prefetched. Returns -1, or (checked mode)
+ * each far table's row for batch row r + pf requested (below lim, >= r1) before row r is
+ * pooled; cold: rows [r0, r0 + pf) were not requested by an earlier call, so first request
+ * them. Returns -1, or (checked mode)
  * the index in j->t of a table with an id outside [0, R), *bad_row getting its row: the
  * first in that order, the steps before it written. */
-int embed_pool_rows(const row_job *j, int64_t r0, int64_t r1, int64_t *bad_row);
+int embed_pool_rows(const row_job *j, int64_t r0, int64_t r1, int64_t lim, int cold, int64_t *bad_row);
 
 /* Pools bags [b0, b1) with the given kernel (rec_embed_kernel). Returns -1, or the position
  * of the first id outside [0, R) when j->check (the bags before its bag are written). */
@@ -111,6 +115,7 @@ struct rec_embed {
     uint8_t *rowok;          /* (F) the current call's row pass: 0 not in it, 1 a candidate, 2 in a class */
     row_table *rtab;         /* (F) the row pass's tables, class by class */
     row_job *rjob;           /* (F) the row pass's classes */
+    int32_t *rfar;           /* (F) the classes' prefetched tables, class by class */
     int n_rjob;
     /* backward scratch */
     bag_entry *ent;          /* (2 * ent_cap): entries, then the sorts' second buffer */

@@ -1,8 +1,8 @@
 /* The fused forward (embed.h, rec_embed_forward): every table of a batch pooled in one
  * parallel region, each with its own schedule (RecFlex §IV). Work is mapped to threads at
  * each call from the batch's real pooling factors (RecFlex §IV-B's host-side mapping adapted
- * to threads): one-hot ROW tables first go through the row pass, chunks of batch rows claimed
- * from a shared counter; every other table becomes work items in column order, cut into walks
+ * to threads): one-hot ROW tables first go through the row pass, each thread pooling its share
+ * of the batch rows; every other table becomes work items in column order, cut into walks
  * of equal estimated cost that pairs of threads take from both ends (map_items, walk_claim).
  * The kernels that pool a range of bags or rows are in pool.c.
  */
@@ -14,7 +14,7 @@
 enum {
     ROW_CHUNK_BYTES = 256 << 10, /* output a chunk of the row pass covers (row_pass) ... */
     ROW_CHUNK_ROWS = 16,         /* ... at least this many rows ... */
-    ROW_CHUNK_MAX = 64,          /* ... at most (chunks are claimed: the last ones balance the threads) */
+    ROW_CHUNK_MAX = 64,          /* ... at most (set when threads claimed chunks; not re-timed since) */
 };
 
 /* The share of the call's estimated cost that walks 0..w cover: walk w serves threads 2w and
@@ -163,8 +163,8 @@ static int forward_item(const rec_embed *e, const rec_batch *b, int first_featur
  * the checks, the scan and the phases cost about 13%). The pass is three phases of
  * the forward's one parallel region: each thread checks its share of the rows of the
  * candidate tables (row_scan); one thread groups the tables that passed into classes and maps
- * the other tables' items (row_classes, map_items); the threads claim chunks of rows until
- * none is left (row_pass), then take the walks. */
+ * the other tables' items (row_classes, map_items); each thread pools its share of the rows
+ * (row_pass), then takes the walks. */
 
 /* Does table f's schedule give it to the row pass when its feature is one-hot? */
 static int row_sched(const rec_embed *e, int f) {
@@ -182,29 +182,32 @@ static void row_scan(rec_embed *e, const rec_batch *b, int first_feature, int64_
     }
 }
 
-/* Phase 2: the tables that passed, in classes of equal (dim, id width, weighting, pf) that one
+/* Phase 2: the tables that passed, in classes of equal (dim, id width, weighting) that one
  * specialised loop pools; each class's tables and the classes in index order of their first
- * table. A placed table's rowok becomes 2. */
+ * table, and its tables with a prefetch distance listed in far. A placed table's rowok
+ * becomes 2. */
 static void row_classes(rec_embed *e, const rec_batch *b, int first_feature, float *out) {
     row_table *t = e->rtab;
+    int32_t *far = e->rfar;
     e->n_rjob = 0;
     for (int f = 0; f < e->F; f++) {
         if (e->rowok[f] != 1) continue;
         const rec_jagged *jf = &b->sparse[first_feature + f];
         row_job *c = &e->rjob[e->n_rjob++];
-        *c = (row_job){t, 0, e->dims[f], jf->wide, jf->weights != NULL, e->sched[f].pf, !e->trust, e->W, out};
+        *c = (row_job){t, far, 0, 0, e->dims[f], jf->wide, jf->weights != NULL, !e->trust, e->W, out};
         for (int g = f; g < e->F; g++) {
             const rec_jagged *j = &b->sparse[first_feature + g];
-            if (e->rowok[g] != 1 || e->dims[g] != c->E || j->wide != c->wide || (j->weights != NULL) != c->weighted ||
-                e->sched[g].pf != c->pf)
+            if (e->rowok[g] != 1 || e->dims[g] != c->E || j->wide != c->wide || (j->weights != NULL) != c->weighted)
                 continue;
             const int64_t k0 = j->offsets[0]; /* bag r's id is at k0 + r */
             const void *idx = j->wide ? (const void *)(j->ids64 + k0) : (const void *)(j->ids32 + k0);
+            if (e->sched[g].pf) far[c->nfar++] = c->n;
             t[c->n++] = (row_table){e->tables + e->toff[g], idx, j->weights ? j->weights + k0 : NULL, e->rows[g],
-                                    e->col[g], g};
+                                    e->col[g], g, e->sched[g].pf};
             e->rowok[g] = 2;
         }
         t += c->n;
+        far += c->nfar;
     }
 }
 
@@ -226,28 +229,41 @@ static int row_first_error(const rec_embed *e, const rec_batch *b, int first_fea
     return 0;
 }
 
-/* Phase 3: chunks of rows claimed from the shared counter *next until none is left (at least
- * ROW_CHUNK_ROWS rows, at most ROW_CHUNK_MAX, about ROW_CHUNK_BYTES of output so a chunk's
- * lines are still in L2 when the next class writes its slices of them), the classes taking
- * turns over each. With tp, each class's time is shared equally among its tables (same dim,
- * one id each). Returns 0, or 1 with *x the first error in the chunks it ran (every chunk is
- * run, so the least over the threads is the batch's first). */
-static int row_pass(const rec_embed *e, const rec_batch *b, int first_feature, int64_t *next, double *tp,
+/* Phase 3: this thread's share of the batch rows, [B th / nth, B (th + 1) / nth), in chunks
+ * (at least ROW_CHUNK_ROWS rows, at most ROW_CHUNK_MAX, about ROW_CHUNK_BYTES of output so a
+ * chunk's lines are still in L2 when the next class writes its slices of them), the classes
+ * taking turns over each. A class alone in the pass prefetches on across its chunks to the
+ * end of the share (embed_pool_rows' lim), so only the share's first rows wait for their far
+ * rows.
+ *
+ * Shares rather than chunks claimed from a shared counter (as this pass did up to session
+ * 21): rows cost the same whatever the table, so equal shares balance, a thread's prefetch
+ * stream never breaks at a chunk the other thread took, and each thread writes the same half
+ * of the output at every call. Kaggle, 256 batches of 2048 (rows of the large tables from
+ * memory), 2 threads, the same process in turns, three runs (2026-11-24): shares with
+ * row/fixed/pf4 on the 8 tables over 100k rows and row/fixed/pf0 on the others 0.279 / 0.284
+ * / 0.252 ms per batch; table/fixed/pf16 0.301 / 0.280 / 0.283; the bench's naive loop 0.450
+ * / 0.471 / 0.433; and a row-major copy of the same rows with no checks, scan or classes at
+ * all 0.271 / 0.250 / 0.250. With the claimed chunks and the old (row, table)-step prefetch,
+ * the same mix took 0.347-0.360.
+ *
+ * With tp, each class's time is shared equally among its tables (same dim, one id each).
+ * Returns 0, or 1 with *x the first error in the chunks it ran (every chunk is run, so the
+ * least over the threads is the batch's first). */
+static int row_pass(const rec_embed *e, const rec_batch *b, int first_feature, int th, int nth, double *tp,
                     embed_err *x) {
-    const int64_t B = b->n;
+    const int64_t B = b->n, lo = B * th / nth, hi = B * (th + 1) / nth;
     int64_t chunk = ROW_CHUNK_BYTES / ((int64_t)e->W * (int64_t)sizeof(float));
     if (chunk < ROW_CHUNK_ROWS) chunk = ROW_CHUNK_ROWS;
     if (chunk > ROW_CHUNK_MAX) chunk = ROW_CHUNK_MAX;
     x->key = INT64_MAX;
-    for (;;) {
-        const int64_t c0 = __atomic_fetch_add(next, chunk, __ATOMIC_RELAXED);
-        if (c0 >= B) break;
-        const int64_t c1 = B - c0 > chunk ? c0 + chunk : B;
+    for (int64_t c0 = lo; c0 < hi; c0 += chunk) {
+        const int64_t c1 = hi - c0 > chunk ? c0 + chunk : hi;
         for (int c = 0; c < e->n_rjob; c++) {
             const row_job *j = &e->rjob[c];
             const double ti = tp ? rec_now() : 0.0;
             int64_t row;
-            const int bad = embed_pool_rows(j, c0, c1, &row);
+            const int bad = embed_pool_rows(j, c0, c1, e->n_rjob == 1 ? hi : c1, c0 == lo || e->n_rjob > 1, &row);
             if (tp) {
                 const double d = (rec_now() - ti) / j->n;
                 for (int k = 0; k < j->n; k++) tp[j->t[k].f] += d;
@@ -270,7 +286,6 @@ rec_status embed_forward_run(rec_embed *e, const rec_batch *b, int first_feature
     for (int f = 0; f < e->F; f++) rows += e->rowok[f] = (uint8_t)((only < 0 || f == only) && row_sched(e, f));
     embed_err first = {INT64_MAX, 0, 0, 0};
     const int prof = e->profiling, walks = (e->nt + 1) / 2;
-    int64_t row_next = 0; /* first row of the row pass's next chunk */
     if (B > 0) {
 #pragma omp parallel num_threads(e->nt)
         {
@@ -287,7 +302,7 @@ rec_status embed_forward_run(rec_embed *e, const rec_batch *b, int first_feature
                 if (rows) row_classes(e, b, first_feature, out);
                 map_items(e, b, first_feature, only);
             }
-            if (rows && row_pass(e, b, first_feature, &row_next, tp, &x)) mine = x;
+            if (rows && row_pass(e, b, first_feature, th, nth, tp, &x)) mine = x;
             /* Its own walk first, then the others' (a thread of a short walk helps finish
              * the longer ones; with fewer threads than asked, nothing is left undone). */
             for (int k = 0; k < walks; k++)

@@ -15,7 +15,8 @@
  *
  * and the row pass of split ROW (embed_pool_rows): one-hot bags of a class of tables (one
  * FIXED dim, id width and weighting), row by row, every table's slice of row r before row
- * r + 1, each bag pooled as FIXED pools a one-id bag (pool_id).
+ * r + 1, each bag pooled as FIXED pools a one-id bag (pool_id), the rows of the tables with
+ * a pf requested pf batch rows ahead.
  *
  * Every kernel computes each output element in one canonical order: acc = 0, then for each
  * full group of 4 consecutive ids of the bag acc = acc + ((t0 + t1) + (t2 + t3)) (weighted:
@@ -314,34 +315,45 @@ static inline __attribute__((always_inline)) int64_t pool_fixed(const pool_job *
     }
 }
 
-/* The row pass's loop for a compile-time E: each step is pool_id; a second cursor, pf steps
- * ahead in the same (row, table) order, prefetches. With the rows in the last-level cache
- * (the bench's 4 Kaggle batches) the out-of-order core already keeps enough steps' misses in
- * flight (each step is independent), and prefetching only adds to them: Kaggle's forward,
- * uniform row/fixed/pf0 / pf4 / pf16 / pf48, took 0.184 / 0.277 / 0.243 / 0.218 ms per batch
- * (table/fixed/pf8: 0.213; one run, in turns), and with pf16 perf put 69% of the loop's
- * samples on the prefetch instruction itself, which waits for a free fill buffer. The bench's
- * sweeps picked pf0 for it on Kaggle, B, D and E. With the large tables' rows coming from
- * memory (256 batches) no pf makes the pass keep up with TABLE: row/fixed/pf0..pf48 took
- * 0.33-0.59 ms against 0.27-0.31 for table/fixed/pf16 and pf48 (README, "Performance"). */
-static inline __attribute__((always_inline)) int rows_loop(const row_job *j, int64_t r0, int64_t r1, int64_t *bad_row,
+/* The row pass's loop for a compile-time E: each step is pool_id, row by row; before row r,
+ * each far table (one whose schedule has a pf) has its row for batch row r + pf requested,
+ * up to lim (the first call of a run of rows, `cold`, requests rows [r0, r0 + pf) first).
+ * Only the far tables: a step of a table whose rows are cached needs no prefetch, and one for
+ * it takes a fill buffer the misses need (perf: with every table prefetched, 69% of the
+ * loop's samples sat on the prefetch instruction, waiting for a free fill buffer). The old
+ * form, one cursor pf (row, table) steps ahead over every table of a class, took 0.33-0.59 ms
+ * per Kaggle batch with the large tables' rows from memory, against 0.27-0.31 for
+ * table/fixed/pf16; the per-table form, pf4 on the 8 tables over 100k rows, times in
+ * forward.c (phase 3). With the rows in the last-level cache (the bench's 4 Kaggle batches)
+ * the out-of-order core keeps enough steps' misses in flight on its own: there row/fixed/pf0
+ * took 0.143 ms per batch against 0.158-0.160 for pf4 on the large tables and 0.126-0.133
+ * for a row-major copy with no checks (the same process, in turns, 2026-11-24; two runs of
+ * three, the first slower throughout: 0.203, 0.211 and 0.197-0.220). */
+static inline __attribute__((always_inline)) void prefetch_far(const row_table *p, int64_t r, const int E,
+                                                                const int wide, const int check) {
+    const int64_t id = id_at(p->idx, r, wide);
+    if (!check || (uint64_t)id < (uint64_t)p->R) prefetch_row(p->T, id, E);
+}
+
+static inline __attribute__((always_inline)) int rows_loop(const row_job *j, int64_t r0, int64_t r1, int64_t lim,
+                                                           int cold, int64_t *bad_row,
                                                            const int E, const int weighted, const int wide) {
     const row_table *restrict t = j->t;
-    const int n = j->n, pf = j->pf;
-    int pi = pf % n;
-    int64_t pr = r0 + pf / n;
+    const int n = j->n, nfar = j->nfar, check = j->check;
+    if (cold)
+        for (int q = 0; q < nfar; q++) { /* the rows before the first r + pf */
+            const row_table *p = &t[j->far[q]];
+            for (int64_t r = r0; r < r0 + p->pf && r < lim; r++) prefetch_far(p, r, E, wide, check);
+        }
     for (int64_t r = r0; r < r1; r++) {
+        for (int q = 0; q < nfar; q++) {
+            const row_table *p = &t[j->far[q]];
+            if (r + p->pf < lim) prefetch_far(p, r + p->pf, E, wide, check);
+        }
         float *restrict o = j->out + (size_t)r * (size_t)j->W;
         for (int i = 0; i < n; i++) {
-            if (pf) {
-                if (pr < r1) {
-                    const int64_t p = id_at(t[pi].idx, pr, wide);
-                    if (!j->check || (uint64_t)p < (uint64_t)t[pi].R) prefetch_row(t[pi].T, p, E);
-                }
-                if (++pi == n) pi = 0, pr++;
-            }
             const int64_t id = id_at(t[i].idx, r, wide);
-            if (j->check && (uint64_t)id >= (uint64_t)t[i].R) {
+            if (check && (uint64_t)id >= (uint64_t)t[i].R) {
                 *bad_row = r;
                 return i;
             }
@@ -353,11 +365,11 @@ static inline __attribute__((always_inline)) int rows_loop(const row_job *j, int
 
 #define ROWS_CASE(EE)                                                                   \
     case EE:                                                                            \
-        return j->weighted ? rows_loop(j, r0, r1, bad_row, EE, 1, wide)                 \
-                           : rows_loop(j, r0, r1, bad_row, EE, 0, wide);
+        return j->weighted ? rows_loop(j, r0, r1, lim, cold, bad_row, EE, 1, wide)      \
+                           : rows_loop(j, r0, r1, lim, cold, bad_row, EE, 0, wide);
 
-static inline __attribute__((always_inline)) int rows_dispatch(const row_job *j, int64_t r0, int64_t r1,
-                                                               int64_t *bad_row, const int wide) {
+static inline __attribute__((always_inline)) int rows_dispatch(const row_job *j, int64_t r0, int64_t r1, int64_t lim,
+                                                               int cold, int64_t *bad_row, const int wide) {
     switch (j->E) {
         EMBED_FIXED_DIMS(ROWS_CASE)
     default:
@@ -366,16 +378,16 @@ static inline __attribute__((always_inline)) int rows_dispatch(const row_job *j,
     }
 }
 
-static int pool_rows32(const row_job *j, int64_t r0, int64_t r1, int64_t *bad_row) {
-    return rows_dispatch(j, r0, r1, bad_row, 0);
+static int pool_rows32(const row_job *j, int64_t r0, int64_t r1, int64_t lim, int cold, int64_t *bad_row) {
+    return rows_dispatch(j, r0, r1, lim, cold, bad_row, 0);
 }
-static int pool_rows64(const row_job *j, int64_t r0, int64_t r1, int64_t *bad_row) {
-    return rows_dispatch(j, r0, r1, bad_row, 1);
+static int pool_rows64(const row_job *j, int64_t r0, int64_t r1, int64_t lim, int cold, int64_t *bad_row) {
+    return rows_dispatch(j, r0, r1, lim, cold, bad_row, 1);
 }
 
-int embed_pool_rows(const row_job *j, int64_t r0, int64_t r1, int64_t *bad_row) {
+int embed_pool_rows(const row_job *j, int64_t r0, int64_t r1, int64_t lim, int cold, int64_t *bad_row) {
     if (r0 >= r1 || j->n <= 0) return -1;
-    return j->wide ? pool_rows64(j, r0, r1, bad_row) : pool_rows32(j, r0, r1, bad_row);
+    return j->wide ? pool_rows64(j, r0, r1, lim, cold, bad_row) : pool_rows32(j, r0, r1, lim, cold, bad_row);
 }
 
 #define IS_FIXED_DIM(EE) || E == EE
