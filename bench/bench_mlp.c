@@ -154,11 +154,10 @@ int bench_mlp(int argc, char **argv) {
     if (!s) s = rec_dnn_init(&d, threads);
     for (rec_mlp *p; !s && n < MAX_MLPS && (p = rec_model_mlp(m, n, &res[n].name, &res[n].input_grad)); n++) {
         res[n].p = p;
-        res[n].fwd_flops = res[n].bwd_flops = 0;
+        rec_mlp_flops(p, res[n].input_grad, &res[n].fwd_flops, &res[n].bwd_flops);
+        res[n].fwd_flops *= B, res[n].bwd_flops *= B;
         for (int l = 0; l < rec_mlp_layers(p); l++) {
             const size_t in = (size_t)rec_mlp_size(p, l), out = (size_t)rec_mlp_size(p, l + 1);
-            res[n].fwd_flops += 2.0 * B * in * out;
-            res[n].bwd_flops += 2.0 * B * in * out * (1 + (l > 0 || res[n].input_grad));
             cap = in > cap ? in : cap;
             cap = out > cap ? out : cap;
             const size_t g = (in > out ? in : out) * ((size_t)B > in ? (size_t)B : in);

@@ -97,6 +97,9 @@ void rec_mlp_free(rec_mlp *m);
 
 int rec_mlp_layers(const rec_mlp *m);
 int rec_mlp_last_relu(const rec_mlp *m);
+/* Matmul FLOPs per sample (2 per MAC): *fwd of the forward, *bwd of the backward (weight
+ * gradients, and data gradients except into the input when input_grad is 0). */
+void rec_mlp_flops(const rec_mlp *m, int input_grad, double *fwd, double *bwd);
 int rec_mlp_in(const rec_mlp *m);
 int rec_mlp_out(const rec_mlp *m);
 int rec_mlp_size(const rec_mlp *m, int i);  /* sizes[i], 0 <= i <= layers */

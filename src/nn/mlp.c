@@ -137,6 +137,15 @@ rec_status rec_mlp_init_view(rec_mlp **out, rec_dnn *d, const int *sizes, int n_
 int rec_mlp_layers(const rec_mlp *m) { return m->n_layers; }
 int rec_mlp_last_relu(const rec_mlp *m) { return m->last_relu; }
 int rec_mlp_in(const rec_mlp *m) { return m->sizes[0]; }
+
+void rec_mlp_flops(const rec_mlp *m, int input_grad, double *fwd, double *bwd) {
+    *fwd = *bwd = 0;
+    for (int l = 0; l < m->n_layers; l++) {
+        const double macs = (double)m->sizes[l] * m->sizes[l + 1];
+        *fwd += 2.0 * macs;
+        *bwd += 2.0 * macs * (1 + (l > 0 || input_grad));
+    }
+}
 int rec_mlp_out(const rec_mlp *m) { return m->sizes[m->n_layers]; }
 int rec_mlp_size(const rec_mlp *m, int i) { return m->sizes[i]; }
 size_t rec_mlp_n_params(const rec_mlp *m) { return m->n_params; }

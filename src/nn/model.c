@@ -537,12 +537,9 @@ double rec_model_flops_per_sample(const rec_model *m) {
     rec_mlp *p;
     int input_grad;
     for (int i = 0; (p = rec_model_mlp((rec_model *)m, i, NULL, &input_grad)); i++) {
-        for (int l = 0; l < rec_mlp_layers(p); l++) {
-            double macs = (double)rec_mlp_size(p, l) * rec_mlp_size(p, l + 1);
-            /* forward, weight gradient, and data gradient except into the raw dense input */
-            int dx = l > 0 || input_grad;
-            f += 2.0 * macs * (2 + dx);
-        }
+        double fwd, bwd;
+        rec_mlp_flops(p, input_grad, &fwd, &bwd);
+        f += fwd + bwd;
     }
     if (c->kind == REC_MODEL_DLRM && c->interaction == REC_INTERACT_DOT) {
         double pairs = (double)(m->F + 1) * m->F / 2 + (c->self_interaction ? m->F + 1 : 0);
