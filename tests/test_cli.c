@@ -409,7 +409,15 @@ static void test_bench(void) {
     CHECK(run("bench embed --model kaggle --kaggle-scale 0.001 --batch 64 --batches 2 --reps 1 --threads 2 "
               "--ceiling-mib 16 --json") == 0, "bench embed: %s", out);
     CHECK(json_num("gb_per_s") > 0 && json_num("rows_per_s") > 0 && json_num("tuned_fwdbwd_s") > 0 &&
-              json_num("floor_fwd_s") > 0 && json_num("oracle_fwd_gain") >= 1, "bench embed --json: %s", out);
+              json_num("bare_copy_fwd_s") > 0 && json_num("distinct_bytes_per_batch") > 0 &&
+              json_num("oracle_fwd_gain") >= 1, "bench embed --json: %s", out);
+    CHECK(strstr(out, "bare row copy, no checks") && strstr(out, "the bare row copy is"), "bench embed: no bare copy: %s", out);
+    /* A multi-hot model has no bare copy (its bags are sums): none timed, null in the JSON. */
+    CHECK(run("bench embed --model D --batch 16 --batches 1 --reps 1 --threads 2 --ceiling-mib 16 --json") == 0 &&
+              strstr(out, "\"bare_copy_fwd_s\": null") && !strstr(out, "bare row copy") && json_num("tuned_fwd_s") > 0,
+          "bench embed --model D: %s", out);
+    CHECK(run("bench embed --model kaggle --kaggle-scale 0.001 --batch 64 --batches 2 --reps 1 --threads 2 "
+              "--ceiling-mib 16 --json") == 0, "bench embed: %s", out);
     const char *rd = strstr(out, "\"read_gbps\": "); /* on the machine line, before the models' */
     CHECK(rd && atof(rd + strlen("\"read_gbps\": ")) > 0, "bench embed --json: no read bandwidth: %s", out);
     /* The same with every id 64-bit (the width the engine ran before narrow ids). */

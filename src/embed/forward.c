@@ -245,7 +245,11 @@ static int row_first_error(const rec_embed *e, const rec_batch *b, int first_fea
  * / 0.252 ms per batch; table/fixed/pf16 0.301 / 0.280 / 0.283; the bench's naive loop 0.450
  * / 0.471 / 0.433; and a row-major copy of the same rows with no checks, scan or classes at
  * all 0.271 / 0.250 / 0.250. With the claimed chunks and the old (row, table)-step prefetch,
- * the same mix took 0.347-0.360.
+ * the same mix took 0.347-0.360. Timed again in one process, in turns, two runs (2026-11-25,
+ * the bench's Kaggle batches): that mix (pf4 on the 8 tables over a core's L2) 0.29-0.31,
+ * row/fixed/pf0 everywhere 0.28-0.31, table/fixed/pf16 0.27, the tuned plan (all SAMPLE,
+ * pf0 on the four largest tables) 0.27: within the machine's noise of each other, so the
+ * pf mix is no better a plan than the tuner's.
  *
  * With tp, each class's time is shared equally among its tables (same dim, one id each).
  * Returns 0, or 1 with *x the first error in the chunks it ran (every chunk is run, so the
