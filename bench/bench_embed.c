@@ -354,13 +354,18 @@ typedef struct bench_ctx {
     const int32_t **ids;
 } bench_ctx;
 
+/* Baseline `what` on batch b into out: the naive loop (2) or the bare copy (3). */
+static void baseline(bench_ctx *c, int what, const rec_batch *b, float *out) {
+    if (what == 2) naive_forward(c->e, b, out, c->threads);
+    else bare_copy(b, rec_embed_tables(c->e), rec_embed_dim(c->e, 0), c->T, c->ids, out, c->threads);
+}
+
 /* Mean seconds per batch of one pass over the batches: forward (what 0) or forward +
- * backward + update (what 1) or naive (what 2) or the bare copy (what 3). */
+ * backward + update (what 1) or a baseline (what 2, 3). */
 static double one_pass(bench_ctx *c, int what) {
     const double t0 = rec_now();
     for (int i = 0; i < c->nb; i++) {
-        if (what == 2) naive_forward(c->e, &c->b[i], c->out, c->threads);
-        else if (what == 3) bare_copy(&c->b[i], rec_embed_tables(c->e), rec_embed_dim(c->e, 0), c->T, c->ids, c->out, c->threads);
+        if (what >= 2) baseline(c, what, &c->b[i], c->out);
         else if (rec_embed_forward(c->e, &c->b[i], 0, c->out)) return NAN;
         if (what == 1 && rec_embed_backward_update(c->e, &c->b[i], 0, c->dout, c->lr)) return NAN;
     }
@@ -379,8 +384,7 @@ static rec_status check_baselines(bench_ctx *c) {
     rec_status s = rec_embed_forward(c->e, &c->b[0], 0, ref);
     for (int what = 2; !s && what <= 3; what++) {
         if (what == 3 && !c->bare) break;
-        if (what == 2) naive_forward(c->e, &c->b[0], out, c->threads);
-        else bare_copy(&c->b[0], rec_embed_tables(c->e), rec_embed_dim(c->e, 0), c->T, c->ids, out, c->threads);
+        baseline(c, what, &c->b[0], out);
         for (size_t i = 0; !s && i < n; i++) {
             const double d = fabs((double)out[i] - ref[i]), tol = what == 3 ? 0 : 1e-5 * (1 + fabs(ref[i]));
             if (!(d <= tol))
