@@ -80,6 +80,24 @@ static void test_pipeline(void) {
     CHECK(run("inspect test.rshard --json") == 0 && strstr(out, "\"has_label\": false"), "test shard: %s", out);
     CHECK(run("prep --spec %s/configs/criteo_vocab.json --in test.tsv --out x.rshard --vocab-from std.rshard", src) == 1 &&
               strstr(out, "vocabularies"), "--vocab-from a shard without them: %s", out);
+    /* A spec whose C1 reads column C2: vocabulary 0 of voc.rshard would map C2's ids. */
+    char spec_path[600];
+    snprintf(spec_path, sizeof spec_path, "%s/configs/criteo_vocab.json", src);
+    FILE *in = fopen(spec_path, "rb"), *rw = fopen(path("rewired.json"), "wb");
+    static char text[1 << 16];
+    const size_t tl = in ? fread(text, 1, sizeof text - 1, in) : 0;
+    text[tl] = 0;
+    char *c1 = strstr(text, "\"input\": \"C1\"");
+    CHECK(c1 != NULL, "criteo_vocab.json reads C1");
+    if (c1) c1[strlen("\"input\": \"C")] = '2';
+    if (rw) fputs(text, rw);
+    if (in) fclose(in);
+    if (rw) fclose(rw);
+    CHECK(run("prep --spec rewired.json --in test.tsv --out x.rshard --vocab-from voc.rshard") == 1 &&
+              strstr(out, "voc.rshard: vocabulary 0 was counted by spec 'criteo_vocab' from other raw columns, ops or "
+                          "min_count than spec rewired.json categorifies feature 'C1' with") &&
+              file_size("x.rshard") < 0,
+          "--vocab-from a shard of another spec: %s", out);
 
     /* The RAP plan (every operator) runs end to end. */
     CHECK(run("prep --spec %s/configs/criteo_rap.json --in train.tsv --out rap.rshard --explain", src) == 0 &&

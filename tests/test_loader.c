@@ -430,6 +430,21 @@ static void test_errors(void) {
     CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "--vocab-from");
     o = tsv_opts(g_tsv, g_vocab_spec, g_shard, 2);
     CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "train.rshard holds 0 vocabularies");
+    /* criteo_vocab with C5 counted at min_count 3: vocabulary 4 is not the one the shard holds */
+    size_t sl = 0;
+    char *text = read_text(g_vocab_spec, &sl), min3[700];
+    const char *c5 = text ? strstr(text, "\"name\": \"C5\"") : NULL;
+    char *one = c5 ? strstr(c5, "\"min_count\": 1") : NULL;
+    CHECK(one != NULL, "criteo_vocab.json counts C5 with min_count 1");
+    if (one) {
+        one[strlen("\"min_count\": ")] = '3';
+        snprintf(min3, sizeof min3, "%s/vocab_min3.json", g_dir);
+        write_file(min3, text, sl);
+        o = tsv_opts(g_tsv, min3, g_vocab_shard, 2);
+        CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "vocab.rshard: vocabulary 4 was counted by spec 'criteo_vocab'");
+        CHECK(strstr(rec_errmsg(), "vocab_min3.json categorifies feature 'C5' with"), "names the feature: %s", rec_errmsg());
+    }
+    free(text);
     o = tsv_opts(g_tsv, g_std, NULL, 0);
     CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "prep threads must be between 1 and 256");
     char missing[400];

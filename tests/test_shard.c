@@ -5,7 +5,9 @@
  * with a message, never a crash — of every truncation, of flipped bytes in the header, groups
  * and footer, of wrong magic, future versions and hand-crafted out-of-range ids. Also the
  * statistics `rectrain inspect` reports (distinct ids, top-0.1% skew, pooling quantiles) on
- * crafted distributions, and the CRC-32 check value.
+ * crafted distributions, the CRC-32 check value, and the vocabularies' signatures that
+ * rec_shard_bind_vocabs (--vocab-from) checks a spec against, with the fallback for shards
+ * written without them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -819,6 +821,140 @@ static void stats(void) {
     CHECK(empty.n == 0 && empty.max == 0 && empty.mean == 0, "empty summary");
 }
 
+/* ---- vocabularies for --vocab-from -------------------------------------------------------- */
+
+/* Spec JSON with ' for ": features a (C1) and b (C2) categorified, h (C3) hashed into 10
+ * rows; the names of a and b, a's input column and b's min_count vary. */
+#define VSPEC(na, a_in, nb, b_min)                                                                            \
+    "{'format':'rectrain-prep','version':1,'name':'v','tables':{'TA':{'rows':'auto'},"                \
+    "'TB':{'rows':'auto'},'TH':{'rows':10}},'sparse':[{'name':'" na "','input':'" a_in "','table':'TA',"      \
+    "'ops':[{'op':'fill_null','value':0},{'op':'categorify','min_count':1}]},{'name':'" nb "','input':'C2',"  \
+    "'table':'TB','ops':[{'op':'fill_null','value':0},{'op':'categorify','min_count':" b_min "}]},"           \
+    "{'name':'h','input':'C3','table':'TH','ops':[{'op':'fill_null','value':0},{'op':'modulo','divisor':10}]}]}"
+
+static rec_spec *vspec(const char *q) {
+    char j[1200];
+    snprintf(j, sizeof j, "%s", q);
+    for (char *c = j; *c; c++)
+        if (*c == '\'') *c = '"';
+    rec_spec *s = NULL;
+    CHECK(rec_spec_parse(&s, j, strlen(j), "v.json") == REC_OK, "spec: %s", rec_errmsg());
+    return s;
+}
+
+/* Opens `path` and binds its vocabularies to spec q: REC_OK or the error. */
+static rec_status bind_q(const char *path, const char *q) {
+    rec_spec *spec = vspec(q);
+    rec_shard *sh = NULL;
+    rec_status s = spec ? rec_shard_open(&sh, path) : REC_EINVAL;
+    if (!s) s = rec_shard_bind_vocabs(sh, spec, "v.json");
+    if (!s)
+        CHECK(rec_spec_table_rows(spec, 0) == 4 && rec_spec_table_rows(spec, 1) == 3, "bound tables: %lld %lld",
+              (long long)rec_spec_table_rows(spec, 0), (long long)rec_spec_table_rows(spec, 1));
+    rec_shard_close(sh);
+    rec_spec_free(spec);
+    return s;
+}
+
+/* Writes image img (len bytes) to path with header flags `flags`, the header resealed. */
+static void write_with_flags(uint8_t *img, size_t len, const char *path, uint32_t flags) {
+    shard_put_u32(img + SHARD_H_FLAGS, flags);
+    reseal_header(img);
+    write_all(path, img, len);
+}
+
+/* Opening path must fail with REC_EFORMAT and `needle`. */
+static void refused(const char *path, const char *needle) {
+    rec_shard *sh = NULL;
+    CHECK_ERR(rec_shard_open(&sh, path), REC_EFORMAT, needle);
+    rec_shard_close(sh);
+}
+
+/* A shard keeps each vocabulary's signature, and rec_shard_bind_vocabs takes only a spec
+ * that counts the same ids in the same slots; a shard without signatures (written before
+ * them) falls back to feature names and table rows. */
+static void vocab_binding(void) {
+    const char *base = VSPEC("a", "C1", "b", "1");
+    rec_spec *spec = vspec(base);
+    if (!spec) return;
+    const int64_t v0[] = {11, 7, 30}, v1[] = {5, 9};
+    rec_vocab_set vs = {2, calloc(2, sizeof(rec_vocab *))};
+    rec_vocab_from_ids(&vs.v[0], v0, 3);
+    rec_vocab_from_ids(&vs.v[1], v1, 2);
+    CHECK(rec_spec_bind_vocabs(spec, &vs) == REC_OK, "bind: %s", rec_errmsg());
+    const int64_t rows[3] = {4, 3, 10};
+    rec_batch b;
+    rec_batch_init(&b, 20, 0, 3, 1);
+    rec_rng rng;
+    rec_rng_seed(&rng, 5, 0);
+    fill_random(&b, &rng, 1, rows, 2);
+    const char *path = path_in_dir("vocab.rshard");
+    CHECK(write_shard(path, spec, &vs, 1, 8, &b, &rng) == REC_OK, "write: %s", rec_errmsg());
+    rec_batch_free(&b);
+    rec_vocab_set_free(&vs);
+    rec_spec_free(spec);
+
+    CHECK(bind_q(path, base) == REC_OK, "the same spec: %s", rec_errmsg());
+    CHECK(bind_q(path, VSPEC("x", "C1", "y", "1")) == REC_OK, "features renamed: %s", rec_errmsg());
+    CHECK_ERR(bind_q(path, VSPEC("a", "C4", "b", "1")), REC_EINVAL,
+              "vocab.rshard: vocabulary 0 was counted by spec 'v' from other raw columns, ops or min_count than spec "
+              "v.json categorifies feature 'a' with");
+    CHECK_ERR(bind_q(path, VSPEC("a", "C1", "b", "2")), REC_EINVAL, "vocabulary 1 was counted by spec 'v'");
+    /* h categorified too: three vocabularies */
+#define FNCAT "'ops':[{'op':'fill_null','value':0},{'op':'categorify','min_count':1}]"
+    CHECK_ERR(bind_q(path, "{'format':'rectrain-prep','version':1,'name':'v','tables':{'TA':{'rows':'auto'},'TB':"
+                           "{'rows':'auto'},'TH':{'rows':'auto'}},'sparse':[{'name':'a','input':'C1','table':'TA',"
+                           FNCAT "},{'name':'b','input':'C2','table':'TB'," FNCAT "},{'name':'h','input':'C3',"
+                           "'table':'TH'," FNCAT "}]}"),
+              REC_EINVAL, "vocab.rshard holds 2 vocabularies but spec v.json needs 3");
+#undef FNCAT
+
+    /* The same file without signatures: flag cleared, header resealed. */
+    size_t len = 0;
+    uint8_t *img = read_all(path, &len);
+    const char *old = path_in_dir("vocab_unsigned.rshard");
+    if (img) write_with_flags(img, len, old, shard_get_u32(img + SHARD_H_FLAGS) & ~(uint32_t)SHARD_HF_VOCAB_SIGS);
+    CHECK(bind_q(old, base) == REC_OK, "unsigned, the same spec: %s", rec_errmsg());
+    CHECK(bind_q(old, VSPEC("a", "C4", "b", "1")) == REC_OK, "unsigned: a rewired input goes unseen (%s)",
+          rec_errmsg());
+    CHECK_ERR(bind_q(old, VSPEC("x", "C1", "b", "1")), REC_EINVAL,
+              "vocab_unsigned.rshard was prepped with spec 'v', whose sparse feature 0 is 'a', and in spec v.json it "
+              "is 'x'");
+    /* a categorified 'h' instead of a: the same count and names, the slots shifted */
+    const char *moved = "{'format':'rectrain-prep','version':1,'name':'v','tables':{'TA':{'rows':7},'TB':{'rows':'auto'},"
+                        "'TH':{'rows':'auto'}},'sparse':[{'name':'a','input':'C1','table':'TA','ops':[{'op':'fill_null',"
+                        "'value':0},{'op':'modulo','divisor':7}]},{'name':'b','input':'C2','table':'TB','ops':[{'op':"
+                        "'fill_null','value':0},{'op':'categorify','min_count':1}]},{'name':'h','input':'C3','table':"
+                        "'TH','ops':[{'op':'fill_null','value':0},{'op':'categorify','min_count':1}]}]}";
+    CHECK_ERR(bind_q(old, moved), REC_EINVAL,
+              "vocab_unsigned.rshard: feature 'b' had a table of 3 rows when the shard was prepped, and the shard's "
+              "vocabularies give it 4");
+    /* Flags this build does not know, and signatures that do not fit in the header. */
+    if (img) {
+        write_with_flags(img, len, old, shard_get_u32(img + SHARD_H_FLAGS) | 4u);
+        refused(old, "header flags 0x5 name features this build of rectrain");
+    }
+    free(img);
+    /* 9 empty vocabularies of a hand-built spec that has no categorify: written unsigned;
+     * flagged signed, their 72 bytes of signatures are past the header's end. */
+    test_spec ts;
+    make_spec(&ts, "w", 0, 1, rows);
+    rec_vocab_set nine = {9, calloc(9, sizeof(rec_vocab *))};
+    for (int k = 0; k < 9; k++) rec_vocab_from_ids(&nine.v[k], v0, 0);
+    rec_batch_init(&b, 4, 0, 1, 1);
+    fill_random(&b, &rng, 1, rows, 2);
+    CHECK(write_shard(old, &ts.spec, &nine, 1, 8, &b, &rng) == REC_OK, "write: %s", rec_errmsg());
+    rec_batch_free(&b);
+    rec_vocab_set_free(&nine);
+    img = read_all(old, &len);
+    if (img) {
+        CHECK(!(shard_get_u32(img + SHARD_H_FLAGS) & SHARD_HF_VOCAB_SIGS), "a spec without categorify signs nothing");
+        write_with_flags(img, len, old, shard_get_u32(img + SHARD_H_FLAGS) | SHARD_HF_VOCAB_SIGS);
+        refused(old, "corrupt header: 9 vocabulary signatures do not fit in its");
+    }
+    free(img);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/rectrain_test_shard_XXXXXX");
     if (!mkdtemp(g_dir)) {
@@ -843,6 +979,7 @@ int main(void) {
     corruption();
     corruption_single();
     writer_errors();
+    vocab_binding();
     batch_widths();
     stats();
     char cmd[600];

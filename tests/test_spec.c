@@ -371,6 +371,60 @@ static void test_load_errors(void) {
     CHECK_ERR(rec_spec_parse(&s, "{\n\n\"a\" 1}", 9, "x.json"), REC_EINVAL, "not valid JSON near line 3");
 }
 
+/* Two categorified features a (over a_in, ops a_ops then categorify) and b (C2, min_count
+ * b_min), named by na and nb, into tables TA and TB. */
+#define CAT2(na, a_in, a_ops, nb, b_min)                                                                   \
+    HEAD "'tables':{'TA':{'rows':'auto'},'TB':{'rows':'auto'}},'sparse':[{'name':'" na "','input':'" a_in \
+         "','table':'TA','ops':[" a_ops "{'op':'categorify','min_count':1}]},{'name':'" nb                 \
+         "','input':'C2','table':'TB','ops':[{'op':'fill_null','value':0},{'op':'categorify','min_count':" \
+         b_min "}]}]}"
+#define FN0 "{'op':'fill_null','value':0},"
+
+/* The signatures of vocabularies 0 and 1 of spec q (0, 0 when it does not parse). */
+static void vocab_sigs_of(const char *q, uint64_t sig[2]) {
+    rec_spec *s = NULL;
+    sig[0] = sig[1] = 0;
+    CHECK(parse_q(&s, q) == REC_OK, "%s", rec_errmsg());
+    if (!s) return;
+    for (int k = 0; k < 2; k++) CHECK(rec_spec_vocab_sig(s, k, &sig[k]) == REC_OK, "%s", rec_errmsg());
+    CHECK(rec_spec_vocab_feature(s, 2) == NULL, "no third vocabulary");
+    rec_spec_free(s);
+}
+
+/* rec_spec_vocab_sig (what --vocab-from checks): the raw columns, ops and min_count that fill
+ * a vocabulary, not the names of features and tables. */
+static void test_vocab_sigs(void) {
+    uint64_t base[2], x[2];
+    vocab_sigs_of(CAT2("a", "C1", FN0, "b", "1"), base);
+    CHECK(base[0] && base[1] && base[0] != base[1], "two columns, two signatures: %016llx %016llx",
+          (unsigned long long)base[0], (unsigned long long)base[1]);
+    vocab_sigs_of(CAT2("x", "C1", FN0, "y", "1"), x);
+    CHECK(x[0] == base[0] && x[1] == base[1], "renamed features sign alike");
+    vocab_sigs_of(CAT2("a", "C3", FN0, "b", "1"), x);
+    CHECK(x[0] != base[0] && x[1] == base[1], "another input column signs vocabulary 0 otherwise, not 1");
+    vocab_sigs_of(CAT2("a", "C1", "{'op':'fill_null','value':5},", "b", "1"), x);
+    CHECK(x[0] != base[0] && x[1] == base[1], "another fill_null value signs vocabulary 0 otherwise");
+    vocab_sigs_of(CAT2("a", "C1", FN0 "{'op':'modulo','divisor':1000},", "b", "1"), x);
+    CHECK(x[0] != base[0], "one more op signs vocabulary 0 otherwise");
+    vocab_sigs_of(CAT2("a", "C1", FN0, "b", "2"), x);
+    CHECK(x[0] == base[0] && x[1] != base[1], "another min_count signs vocabulary 1 otherwise, not 0");
+    /* Ops behind a node count: C1 filled with 0, then with 5 (the second fill does nothing,
+     * but the chain differs, and the signature says so rather than guess). */
+    vocab_sigs_of(HEAD "'nodes':[{'name':'n','input':'C1','ops':[{'op':'fill_null','value':0}]}],"
+                       "'tables':{'TA':{'rows':'auto'},'TB':{'rows':'auto'}},'sparse':["
+                       "{'name':'a','input':'n','table':'TA','ops':[{'op':'categorify','min_count':1}]},"
+                       "{'name':'b','input':'C2','table':'TB','ops':[{'op':'fill_null','value':0},{'op':'categorify','min_count':1}]}]}",
+                  x);
+    uint64_t y[2];
+    vocab_sigs_of(HEAD "'nodes':[{'name':'n','input':'C1','ops':[{'op':'fill_null','value':7}]}],"
+                       "'tables':{'TA':{'rows':'auto'},'TB':{'rows':'auto'}},'sparse':["
+                       "{'name':'a','input':'n','table':'TA','ops':[{'op':'categorify','min_count':1}]},"
+                       "{'name':'b','input':'C2','table':'TB','ops':[{'op':'fill_null','value':0},{'op':'categorify','min_count':1}]}]}",
+                  y);
+    CHECK(x[0] && y[0] && x[0] != y[0] && x[1] == base[1] && y[1] == base[1],
+          "a node's op parameters sign the vocabulary fed through it");
+}
+
 int main(void) {
     test_standard();
     test_vocab();
@@ -379,5 +433,6 @@ int main(void) {
     test_rejections();
     test_shared_auto_table();
     test_load_errors();
+    test_vocab_sigs();
     return check_report();
 }

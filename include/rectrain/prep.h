@@ -146,6 +146,13 @@ void rec_spec_free(rec_spec *s);
 const rec_feature *rec_spec_sparse(const rec_spec *s, int32_t f);
 /* Rows of the table that Batch sparse feature f feeds (after vocabularies are bound). */
 int64_t rec_spec_table_rows(const rec_spec *s, int32_t f);
+/* What vocabulary slot k counts, as a 64-bit signature: the raw columns and every op (with
+ * its parameters) on the way to its categorify op, and that op's min_count. Two specs whose
+ * slot k has the same signature build the same vocabulary from the same data; feature and
+ * node names do not enter it. *sig is set, or REC_ENOMEM. */
+rec_status rec_spec_vocab_sig(const rec_spec *s, int32_t k, uint64_t *sig);
+/* The feature whose chain ends in the categorify op of vocabulary slot k (NULL if none). */
+const rec_feature *rec_spec_vocab_feature(const rec_spec *s, int32_t k);
 
 /* ---- vocabularies (Categorify) -------------------------------------------------------------
  * Built in a first pass over the data: every categorify op counts the ids reaching it; ids

@@ -23,7 +23,7 @@ enum {
     /* header prefix, at file offset 0 (64 bytes) */
     SHARD_H_MAGIC = 0,         /* char[8] "RSHARD01" */
     SHARD_H_VERSION = 8,       /* u32 */
-    SHARD_H_FLAGS = 12,        /* u32, bit 0: has_label */
+    SHARD_H_FLAGS = 12,        /* u32, SHARD_HF_* */
     SHARD_H_HEADER_BYTES = 16, /* u64, whole header incl. padding, multiple of 64 */
     SHARD_H_FILE_BYTES = 24,   /* u64, size of the complete file */
     SHARD_H_FOOTER_OFF = 32,   /* u64, file offset of the footer */
@@ -65,8 +65,15 @@ enum {
  * Groups follow the header back to back (each a multiple of 64 bytes); the footer follows
  * the last group, and the 24-byte tail ends the file: file_bytes = footer_off +
  * SHARD_F_FIXED + n_groups * entry_bytes + SHARD_TAIL. Vocabularies in the header body:
- * i64 sizes[n_vocabs], then the ids of vocabulary 0, 1, ... (i64 each, in index order). */
+ * i64 sizes[n_vocabs], then the ids of vocabulary 0, 1, ... (i64 each, in index order), then,
+ * with SHARD_HF_VOCAB_SIGS, u64 sigs[n_vocabs] (rec_spec_vocab_sig of the spec that built
+ * them; shards written before 2026-11-24 have none). */
 enum {
+    /* header flags */
+    SHARD_HF_LABEL = 1,        /* rows carry labels */
+    SHARD_HF_VOCAB_SIGS = 2,   /* the vocabularies' signatures follow their ids */
+    SHARD_HF_ALL = SHARD_HF_LABEL | SHARD_HF_VOCAB_SIGS, /* any other bit set is refused */
+
     SHARD_T_FOOTER_CRC = 0,    /* tail: u32 */
     SHARD_T_FOOTER_OFF = 8,    /* tail: u64 */
     SHARD_T_MAGIC = 16,        /* tail: char[8] */

@@ -40,6 +40,8 @@ struct rec_shard {
     int64_t group_rows;      /* G */
     rec_shard_schema schema;
     rec_vocab_set vocabs;
+    int vocab_signed;        /* SHARD_HF_VOCAB_SIGS: vocab_sigs holds one per vocabulary */
+    uint64_t *vocab_sigs;    /* (vocabs.n) */
     int64_t rows;            /* N */
     int64_t n_groups;
     shard_group *groups;     /* (n_groups) */
@@ -56,6 +58,7 @@ void rec_shard_close(rec_shard *s) {
     if (!s) return;
     if (s->map) munmap((void *)s->map, s->size);
     rec_vocab_set_free(&s->vocabs);
+    free(s->vocab_sigs);
     free(s->schema.sparse);
     free(s->groups);
     free(s->row0);
@@ -70,6 +73,49 @@ const rec_shard_schema *rec_shard_get_schema(const rec_shard *s) { return &s->sc
 int64_t rec_shard_rows(const rec_shard *s) { return s->rows; }
 int64_t rec_shard_groups(const rec_shard *s) { return s->n_groups; }
 const rec_vocab_set *rec_shard_vocabs(const rec_shard *s) { return &s->vocabs; }
+
+rec_status rec_shard_bind_vocabs(const rec_shard *s, rec_spec *spec, const char *spec_path) {
+    const rec_shard_schema *h = &s->schema;
+    if (s->vocabs.n != spec->n_vocabs)
+        return rec_errorf(REC_EINVAL, "%s holds %d vocabularies but spec %s needs %d; use a shard prepped with "
+                          "this spec", s->path, s->vocabs.n, spec_path, spec->n_vocabs);
+    if (s->vocab_signed) {
+        for (int32_t k = 0; k < spec->n_vocabs; k++) {
+            uint64_t sig;
+            REC_TRY(rec_spec_vocab_sig(spec, k, &sig));
+            if (sig != s->vocab_sigs[k])
+                return rec_errorf(REC_EINVAL, "%s: vocabulary %d was counted by spec '%s' from other raw columns, ops "
+                                  "or min_count than spec %s categorifies feature '%s' with: its indices would "
+                                  "stand for other ids; use a shard prepped with this spec", s->path, k,
+                                  h->spec_name, spec_path, rec_spec_vocab_feature(spec, k)->name);
+        }
+        return rec_spec_bind_vocabs(spec, &s->vocabs);
+    }
+    /* A shard written before vocabularies were signed: the same sparse features in the same
+     * order, and each categorified one's table at the rows the shard recorded. */
+    if (h->n_sparse != spec->n_sparse)
+        return rec_errorf(REC_EINVAL, "%s was prepped with spec '%s', which has %d sparse features, and spec %s has "
+                          "%d: its vocabularies belong to that spec; use a shard prepped with this one",
+                          s->path, h->spec_name, h->n_sparse, spec_path, spec->n_sparse);
+    for (int32_t f = 0; f < spec->n_sparse; f++) {
+        const rec_feature *ft = rec_spec_sparse(spec, f);
+        if (strncmp(ft->name, h->sparse[f].name, REC_NAME_MAX) != 0)
+            return rec_errorf(REC_EINVAL, "%s was prepped with spec '%s', whose sparse feature %d is '%s', and in "
+                              "spec %s it is '%s': its vocabularies belong to that spec; use a shard prepped with "
+                              "this one", s->path, h->spec_name, f, h->sparse[f].name, spec_path, ft->name);
+    }
+    REC_TRY(rec_spec_bind_vocabs(spec, &s->vocabs));
+    for (int32_t f = 0; f < spec->n_sparse; f++) {
+        const rec_feature *ft = rec_spec_sparse(spec, f);
+        const int64_t R = rec_spec_table_rows(spec, f);
+        if (ft->n_ops > 0 && ft->ops[ft->n_ops - 1].kind == REC_OP_CATEGORIFY && R != h->sparse[f].table_rows)
+            return rec_errorf(REC_EINVAL, "%s: feature '%s' had a table of %lld rows when the shard was prepped, "
+                              "and the shard's vocabularies give it %lld under spec %s, which so categorifies it "
+                              "with another op's vocabulary; use a shard prepped with this spec",
+                              s->path, ft->name, (long long)h->sparse[f].table_rows, (long long)R, spec_path);
+    }
+    return REC_OK;
+}
 
 /* Magic, version, header size and CRC, file size. */
 static rec_status check_prefix(rec_shard *s) {
@@ -106,7 +152,12 @@ static rec_status check_prefix(rec_shard *s) {
         return BAD("%s: truncated: the header says %llu bytes, the file has %llu; re-run rectrain prep",
                    p, (unsigned long long)fb, (unsigned long long)s->size);
     s->header_bytes = hb;
-    s->schema.has_label = shard_get_u32(m + SHARD_H_FLAGS) & 1;
+    const uint32_t flags = shard_get_u32(m + SHARD_H_FLAGS);
+    if (flags & ~(uint32_t)SHARD_HF_ALL)
+        return BAD("%s: header flags %#x name features this build of rectrain does not know (it knows %#x); "
+                   "use the rectrain that wrote it, or re-run rectrain prep with this one", p, flags, SHARD_HF_ALL);
+    s->schema.has_label = (flags & SHARD_HF_LABEL) != 0;
+    s->vocab_signed = (flags & SHARD_HF_VOCAB_SIGS) != 0;
     return REC_OK;
 }
 
@@ -153,6 +204,10 @@ static rec_status parse_body(rec_shard *s) {
     }
     const uint8_t *sizes = e;
     uint64_t left = avail - (uint64_t)(sizes - b) - 8 * (uint64_t)nv;
+    if (s->vocab_signed && left / 8 < (uint64_t)nv)
+        return BAD("%s: corrupt header: %d vocabulary signatures do not fit in its %llu bytes", p, nv,
+                   (unsigned long long)s->header_bytes);
+    if (s->vocab_signed) left -= 8 * (uint64_t)nv;
     for (int32_t i = 0; i < nv; i++) {
         int64_t v = shard_get_i64(sizes + 8 * (size_t)i);
         if (v < 0 || (uint64_t)v > left / 8)
@@ -170,6 +225,11 @@ static rec_status parse_body(rec_shard *s) {
         if (st) return rec_error_wrap(st, "%s: vocabulary %d", p, i);
         s->vocabs.n = i + 1;
         ids += 8 * (size_t)v;
+    }
+    if (s->vocab_signed) {
+        s->vocab_sigs = calloc((size_t)nv + 1, sizeof *s->vocab_sigs);
+        if (!s->vocab_sigs) return rec_errorf(REC_ENOMEM, "%s: out of memory for the vocabularies", p);
+        for (int32_t i = 0; i < nv; i++) s->vocab_sigs[i] = shard_get_u64(ids + 8 * (size_t)i);
     }
     return REC_OK;
 }

@@ -181,10 +181,12 @@ static rec_status w_schema(rec_shard_writer *w, const rec_spec *spec, const rec_
 /* Writes the header with file_bytes, footer_off and CRC still zero (patched at close). */
 static rec_status w_header(rec_shard_writer *w, const rec_spec *spec, const rec_vocab_set *vocabs) {
     int32_t nv = vocabs ? vocabs->n : 0;
+    const int signed_ = nv > 0 && nv == spec->n_vocabs; /* the spec says what each one counts */
     memcpy(w->prefix + SHARD_H_MAGIC, SHARD_MAGIC, 8);
     shard_put_u32(w->prefix + SHARD_H_VERSION, REC_SHARD_VERSION);
-    shard_put_u32(w->prefix + SHARD_H_FLAGS, w->has_label ? 1u : 0u);
+    shard_put_u32(w->prefix + SHARD_H_FLAGS, (w->has_label ? SHARD_HF_LABEL : 0u) | (signed_ ? SHARD_HF_VOCAB_SIGS : 0u));
     uint64_t body = SHARD_B_FIXED + (uint64_t)SHARD_FEATURE_BYTES * (uint64_t)w->n_sparse + 8 * (uint64_t)nv;
+    if (signed_) body += 8 * (uint64_t)nv;
     for (int32_t i = 0; i < nv; i++) body += 8 * (uint64_t)rec_vocab_size(vocabs->v[i]);
     w->header_bytes = shard_pad(SHARD_H_PREFIX + body);
     shard_put_u64(w->prefix + SHARD_H_HEADER_BYTES, w->header_bytes);
@@ -211,6 +213,13 @@ static rec_status w_header(rec_shard_writer *w, const rec_spec *spec, const rec_
     }
     for (int32_t i = 0; i < nv; i++)
         REC_TRY(w_put(w, rec_vocab_ids(vocabs->v[i]), 8 * (size_t)rec_vocab_size(vocabs->v[i])));
+    for (int32_t i = 0; signed_ && i < nv; i++) {
+        uint64_t sig;
+        uint8_t e[8];
+        REC_TRY(rec_spec_vocab_sig(spec, i, &sig));
+        shard_put_u64(e, sig);
+        REC_TRY(w_put(w, e, 8));
+    }
     REC_TRY(w_pad(w));
     w->body_crc = w->crc;
     return REC_OK;

@@ -227,10 +227,8 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     if (!s && spec->n_vocabs > 0) {
         if (o->vocab_from) {
             s = rec_shard_open(&vocab_shard, o->vocab_from);
+            if (!s) s = rec_shard_bind_vocabs(vocab_shard, spec, o->spec_path);
             if (!s) vocabs = rec_shard_vocabs(vocab_shard);
-            if (!s && vocabs->n != spec->n_vocabs)
-                s = rec_errorf(REC_EINVAL, "%s holds %d vocabularies but spec %s needs %d; reuse a shard made with the same spec",
-                               o->vocab_from, vocabs->n, o->spec_path, spec->n_vocabs);
         } else {
             rep->passes++;
             s = rec_prep_plan_init(&plan, spec, NULL);
@@ -242,8 +240,8 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
             rec_prep_plan_free(plan);
             engine = NULL;
             plan = NULL;
+            if (!s) s = rec_spec_bind_vocabs(spec, vocabs);
         }
-        if (!s) s = rec_spec_bind_vocabs(spec, vocabs);
     }
     if (!s) s = rec_prep_plan_init(&plan, spec, vocabs);
     if (!s && o->explain) rec_prep_plan_describe(plan, stderr);

@@ -691,6 +691,56 @@ int64_t rec_spec_table_rows(const rec_spec *s, int32_t f) {
     return s->tables[ft->table].rows;
 }
 
+const rec_feature *rec_spec_vocab_feature(const rec_spec *s, int32_t k) {
+    for (int i = 0; i < s->n_features; i++) {
+        const rec_feature *ft = &s->features[i];
+        if (ft->n_ops > 0 && ft->ops[ft->n_ops - 1].kind == REC_OP_CATEGORIFY && ft->ops[ft->n_ops - 1].vocab_slot == k)
+            return ft;
+    }
+    return NULL;
+}
+
+static uint64_t sig_f64(uint64_t h, double x) {
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return rec_mix64(h ^ u);
+}
+
+/* Every parameter of op that the user gives, whatever its kind (the parser zeroes the fields
+ * a kind does not use, so they hash alike), and the arrays it owns; not the derived ones
+ * (sigrid_hash's multiplier and shift) nor the vocabulary slot, a position. */
+static uint64_t sig_op(uint64_t h, const rec_op *op) {
+    h = rec_mix64(h ^ (uint64_t)op->kind);
+    const double fv[] = {op->fvalue, op->eps, op->lambda, op->lo, op->hi};
+    for (size_t i = 0; i < sizeof fv / sizeof fv[0]; i++) h = sig_f64(h, fv[i]);
+    const int64_t iv[] = {op->ivalue, op->to, op->num_class, op->salt, op->max_value, op->x, op->n, op->divisor,
+                          op->min_count, op->n_borders, op->map_len};
+    for (size_t i = 0; i < sizeof iv / sizeof iv[0]; i++) h = rec_mix64(h ^ (uint64_t)iv[i]);
+    for (int32_t i = 0; i < op->n_borders; i++) h = sig_f64(h, op->borders[i]);
+    for (int64_t i = 0; i < op->map_len; i++) h = rec_mix64(h ^ (uint64_t)op->map[i]);
+    return h;
+}
+
+rec_status rec_spec_vocab_sig(const rec_spec *s, int32_t k, uint64_t *sig) {
+    *sig = 0;
+    const rec_feature *want = rec_spec_vocab_feature(s, k);
+    if (!want) return REC_OK;
+    /* Each feature's signature after its whole chain, in topological order (inputs first). */
+    uint64_t *h = malloc(((size_t)s->n_features + 1) * sizeof *h);
+    if (!h) return rec_errorf(REC_ENOMEM, "out of memory signing the vocabularies of spec '%s'", s->name);
+    for (int i = 0; i < s->n_features; i++) {
+        const rec_feature *ft = &s->features[i];
+        uint64_t x = rec_mix64(0x766f636162ULL ^ (uint64_t)ft->n_inputs);
+        for (int q = 0; q < ft->n_inputs; q++) /* a raw column -(c), or a node's signature */
+            x = rec_mix64(x ^ (ft->inputs[q] < 0 ? rec_mix64((uint64_t)(int64_t)ft->inputs[q]) : h[ft->inputs[q]]));
+        for (int j = 0; j < ft->n_ops; j++) x = sig_op(x, &ft->ops[j]);
+        h[i] = x;
+        if (ft == want) *sig = x;
+    }
+    free(h);
+    return REC_OK;
+}
+
 /* Binds the vocabularies built by a counting pass: every categorify output gets the bound
  * V+1 and every table it feeds (necessarily "auto") V+1 rows, the largest when several
  * outputs share it. May be called again with other vocabularies. */

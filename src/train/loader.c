@@ -103,12 +103,8 @@ static rec_status open_tsv_set(rec_dataset *d, const rec_dataset_opts *o) {
                               "--vocab-from, or prep the TSV first with rectrain prep",
                               d->path, o->spec_path, d->spec->n_vocabs);
         REC_TRY(rec_shard_open(&d->vocab_shard, o->vocab_from));
+        REC_TRY(rec_shard_bind_vocabs(d->vocab_shard, d->spec, o->spec_path));
         vocabs = rec_shard_vocabs(d->vocab_shard);
-        if (vocabs->n != d->spec->n_vocabs)
-            return rec_errorf(REC_EINVAL, "%s holds %d vocabularies but spec %s needs %d; use a shard "
-                              "prepped with the same spec", o->vocab_from, vocabs->n, o->spec_path,
-                              d->spec->n_vocabs);
-        REC_TRY(rec_spec_bind_vocabs(d->spec, vocabs));
     }
     REC_TRY(rec_prep_plan_init(&d->plan, d->spec, vocabs));
     rec_tsv *r;
