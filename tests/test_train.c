@@ -123,6 +123,11 @@ static void test_train_and_eval(void) {
     CHECK(run("train --config small.json --data other.tsv --spec spec.json --holdout 0.2 --ckpt ck2 --resume") == 1 &&
               strstr(out, "16000 training rows whose first 4096 differ from this run's (other.tsv)") &&
               strstr(out, "or start afresh without --resume"), "resume on other rows of the same count: %s", out);
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --batch 128 --ckpt ck2 --resume") == 1 &&
+              strstr(out, "--resume: ck2/model.rckpt was trained in batches of 256, and --batch 128 would change") &&
+              strstr(out, "drop --batch"), "resume with another --batch: %s", out);
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --batch 256 --threads 2 --ckpt ck2 --resume "
+              "--json") == 0 && json_num("steps") == 0, "resume with the checkpoint's own --batch: %s", out);
     write_text("afile", "x");
     CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --ckpt afile --loss-log f.log") == 1 &&
               strstr(out, "afile: exists and is not a directory; choose another checkpoint directory") && access(path("f.log"), F_OK) != 0,

@@ -232,6 +232,11 @@ static rec_status setup(job *j) {
         j->cfg.batch_size = 1024;
     }
     if (o->epochs > 0) j->cfg.epochs = o->epochs;
+    if (o->resume && o->batch > 0 && o->batch != j->cfg.batch_size)
+        return rec_errorf(REC_EINVAL, "--resume: %s was trained in batches of %lld, and --batch %lld would change "
+                          "every step after it (the rows each takes, the step count the schedule and checkpoints "
+                          "go by), so the run would not continue as it was: drop --batch, or start afresh without "
+                          "--resume", ckpt, (long long)j->cfg.batch_size, (long long)o->batch);
     if (o->batch > 0) j->cfg.batch_size = o->batch;
     if (o->eval_every >= 0) j->cfg.eval_every = o->eval_every;
 
