@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -653,6 +654,22 @@ static void test_errors(const char *dir) {
     CHECK_ERR(rec_gen_write(&o, 20000, ok_path, prob_path, 2, &stop), REC_ESTOPPED,
               "stopped by SIGINT after 0 of 20000 rows; the partial output is removed");
     CHECK(access(ok_path, F_OK) != 0 && access(prob_path, F_OK) != 0, "a stopped gen leaves no output");
+    /* Out of descriptors after OUT.tmp is made (the stream takes a duplicate of it): the
+     * error names the file, and OUT.tmp is removed. Soft limit = lowest free descriptor + 1. */
+    struct rlimit lim;
+    const int lowest = dup(0);
+    if (lowest >= 0 && getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+        close(lowest);
+        struct rlimit tight = {(rlim_t)lowest + 1, lim.rlim_max};
+        rec_status st = setrlimit(RLIMIT_NOFILE, &tight) == 0 ? rec_gen_write(&o, 10, ok_path, NULL, 1, NULL) : REC_OK;
+        setrlimit(RLIMIT_NOFILE, &lim);
+        CHECK_ERR(st, REC_EIO, "cannot set up writing");
+        CHECK(strstr(rec_errmsg(), "ok.tsv") && strstr(rec_errmsg(), strerror(EMFILE)), "names the file and why: %s",
+              rec_errmsg());
+        char tmp_path[600];
+        snprintf(tmp_path, sizeof tmp_path, "%s.tmp", ok_path);
+        CHECK(access(ok_path, F_OK) != 0 && access(tmp_path, F_OK) != 0, "no output, no .tmp left");
+    }
 }
 
 int main(void) {
