@@ -3,7 +3,10 @@
 # (about 3 GFLOP/s on this machine, against ~130 with OpenBLAS) unless OpenBLAS is installed;
 # and OpenBLAS 0.3.21 takes this CPU for a Prescott unless told its core type. A peer whose
 # dense layers run on the reference BLAS is not a peer: need_blas refuses to measure one.
-PY=/usr/bin/python3
+# REC_PEER_PY and REC_PEER_BLAS stand in for the interpreter and OpenBLAS's libblas in
+# tests/test_bench_scripts.c, which checks every refusal.
+PY="${REC_PEER_PY:-/usr/bin/python3}"
+BLAS="${REC_PEER_BLAS:-/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3}"
 
 need_torch() {
     $PY -c 'import torch, numpy' 2>/dev/null || {
@@ -16,7 +19,7 @@ need_sklearn() { # the AUC of the peer's predictions
 }
 
 need_blas() {
-    [ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ] || {
+    [ -e "$BLAS" ] || {
         echo "$0: the PyTorch peer would multiply on the reference BLAS: apt-get install libopenblas0-pthread" >&2; exit 2; }
     export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-SkylakeX}"
 }
