@@ -386,12 +386,12 @@ static void vocab_sigs_of(const char *q, uint64_t sig[2]) {
     sig[0] = sig[1] = 0;
     CHECK(parse_q(&s, q) == REC_OK, "%s", rec_errmsg());
     if (!s) return;
-    for (int k = 0; k < 2; k++) CHECK(rec_spec_vocab_sig(s, k, &sig[k]) == REC_OK, "%s", rec_errmsg());
+    CHECK(s->n_vocabs == 2 && rec_spec_vocab_sigs(s, sig) == REC_OK, "%s", rec_errmsg());
     CHECK(rec_spec_vocab_feature(s, 2) == NULL, "no third vocabulary");
     rec_spec_free(s);
 }
 
-/* rec_spec_vocab_sig (what --vocab-from checks): the raw columns, ops and min_count that fill
+/* rec_spec_vocab_sigs (what --vocab-from checks): the raw columns, ops and min_count that fill
  * a vocabulary, not the names of features and tables. */
 static void test_vocab_sigs(void) {
     uint64_t base[2], x[2];

@@ -146,13 +146,17 @@ void rec_spec_free(rec_spec *s);
 const rec_feature *rec_spec_sparse(const rec_spec *s, int32_t f);
 /* Rows of the table that Batch sparse feature f feeds (after vocabularies are bound). */
 int64_t rec_spec_table_rows(const rec_spec *s, int32_t f);
-/* What vocabulary slot k counts, as a 64-bit signature: the raw columns and every op (with
+/* What each vocabulary slot counts, as a 64-bit signature: the raw columns and every op (with
  * its parameters) on the way to its categorify op, and that op's min_count. Two specs whose
  * slot k has the same signature build the same vocabulary from the same data; feature and
- * node names do not enter it. *sig is set, or REC_ENOMEM. */
-rec_status rec_spec_vocab_sig(const rec_spec *s, int32_t k, uint64_t *sig);
+ * node names do not enter it. Fills sigs[0 .. n_vocabs), or returns REC_ENOMEM. */
+rec_status rec_spec_vocab_sigs(const rec_spec *s, uint64_t *sigs);
 /* The feature whose chain ends in the categorify op of vocabulary slot k (NULL if none). */
 const rec_feature *rec_spec_vocab_feature(const rec_spec *s, int32_t k);
+/* The categorify op that ends ft's chain (the only place one may stand), or NULL. */
+static inline const rec_op *rec_feature_categorify(const rec_feature *ft) {
+    return ft->n_ops > 0 && ft->ops[ft->n_ops - 1].kind == REC_OP_CATEGORIFY ? &ft->ops[ft->n_ops - 1] : NULL;
+}
 
 /* ---- vocabularies (Categorify) -------------------------------------------------------------
  * Built in a first pass over the data: every categorify op counts the ids reaching it; ids

@@ -4,7 +4,7 @@
  *
  *   header   magic "RSHARD01", version, flags, header bytes, schema (spec name, dense width
  *            Dn, sparse features F with name and table rows), vocabularies and (flag 2) their
- *            signatures (rec_spec_vocab_sig), CRC32 of the header
+ *            signatures (rec_spec_vocab_sigs), CRC32 of the header
  *   groups   row groups of up to G rows, each columnar:
  *              label f32 (n) | dense f32 (n, Dn) | per sparse feature: offsets i64 (n+1),
  *              ids (nnz)
@@ -84,7 +84,7 @@ rec_status rec_shard_verify(rec_shard *s);
 const rec_vocab_set *rec_shard_vocabs(const rec_shard *s);
 /* --vocab-from: binds the shard's vocabularies to `spec` (loaded from spec_path) with
  * rec_spec_bind_vocabs, after checking that they are the ones this spec would count: one
- * per categorify op, each with the signature (rec_spec_vocab_sig) this spec gives its slot.
+ * per categorify op, each with the signature (rec_spec_vocab_sigs) this spec gives its slot.
  * Vocabulary k holds the ids the spec's k-th categorify op met, so those of a shard prepped
  * with another spec would map another column's ids into the same tables. A shard written
  * before vocabularies were signed must have the spec's sparse features, in order, and each

@@ -66,7 +66,7 @@ enum {
  * the last group, and the 24-byte tail ends the file: file_bytes = footer_off +
  * SHARD_F_FIXED + n_groups * entry_bytes + SHARD_TAIL. Vocabularies in the header body:
  * i64 sizes[n_vocabs], then the ids of vocabulary 0, 1, ... (i64 each, in index order), then,
- * with SHARD_HF_VOCAB_SIGS, u64 sigs[n_vocabs] (rec_spec_vocab_sig of the spec that built
+ * with SHARD_HF_VOCAB_SIGS, u64 sigs[n_vocabs] (rec_spec_vocab_sigs of the spec that built
  * them; shards written before 2026-11-24 have none). */
 enum {
     /* header flags */

@@ -80,16 +80,18 @@ rec_status rec_shard_bind_vocabs(const rec_shard *s, rec_spec *spec, const char 
         return rec_errorf(REC_EINVAL, "%s holds %d vocabularies but spec %s needs %d; use a shard prepped with "
                           "this spec", s->path, s->vocabs.n, spec_path, spec->n_vocabs);
     if (s->vocab_signed) {
-        for (int32_t k = 0; k < spec->n_vocabs; k++) {
-            uint64_t sig;
-            REC_TRY(rec_spec_vocab_sig(spec, k, &sig));
-            if (sig != s->vocab_sigs[k])
-                return rec_errorf(REC_EINVAL, "%s: vocabulary %d was counted by spec '%s' from other raw columns, ops "
-                                  "or min_count than spec %s categorifies feature '%s' with: its indices would "
-                                  "stand for other ids; use a shard prepped with this spec", s->path, k,
-                                  h->spec_name, spec_path, rec_spec_vocab_feature(spec, k)->name);
-        }
-        return rec_spec_bind_vocabs(spec, &s->vocabs);
+        uint64_t *sigs = calloc((size_t)spec->n_vocabs + 1, sizeof *sigs);
+        if (!sigs) return rec_errorf(REC_ENOMEM, "%s: out of memory checking its vocabularies", s->path);
+        rec_status st = rec_spec_vocab_sigs(spec, sigs);
+        int32_t k = 0;
+        while (!st && k < spec->n_vocabs && sigs[k] == s->vocab_sigs[k]) k++;
+        free(sigs);
+        if (!st && k < spec->n_vocabs)
+            st = rec_errorf(REC_EINVAL, "%s: vocabulary %d was counted by spec '%s' from other raw columns, ops or "
+                            "min_count than spec %s categorifies feature '%s' with: its indices would stand for "
+                            "other ids; use a shard prepped with this spec", s->path, k, h->spec_name, spec_path,
+                            rec_spec_vocab_feature(spec, k)->name);
+        return st ? st : rec_spec_bind_vocabs(spec, &s->vocabs);
     }
     /* A shard written before vocabularies were signed: the same sparse features in the same
      * order, and each categorified one's table at the rows the shard recorded. */
@@ -108,7 +110,7 @@ rec_status rec_shard_bind_vocabs(const rec_shard *s, rec_spec *spec, const char 
     for (int32_t f = 0; f < spec->n_sparse; f++) {
         const rec_feature *ft = rec_spec_sparse(spec, f);
         const int64_t R = rec_spec_table_rows(spec, f);
-        if (ft->n_ops > 0 && ft->ops[ft->n_ops - 1].kind == REC_OP_CATEGORIFY && R != h->sparse[f].table_rows)
+        if (rec_feature_categorify(ft) && R != h->sparse[f].table_rows)
             return rec_errorf(REC_EINVAL, "%s: feature '%s' had a table of %lld rows when the shard was prepped, "
                               "and the shard's vocabularies give it %lld under spec %s, which so categorifies it "
                               "with another op's vocabulary; use a shard prepped with this spec",

@@ -213,12 +213,13 @@ static rec_status w_header(rec_shard_writer *w, const rec_spec *spec, const rec_
     }
     for (int32_t i = 0; i < nv; i++)
         REC_TRY(w_put(w, rec_vocab_ids(vocabs->v[i]), 8 * (size_t)rec_vocab_size(vocabs->v[i])));
-    for (int32_t i = 0; signed_ && i < nv; i++) {
-        uint64_t sig;
-        uint8_t e[8];
-        REC_TRY(rec_spec_vocab_sig(spec, i, &sig));
-        shard_put_u64(e, sig);
-        REC_TRY(w_put(w, e, 8));
+    if (signed_) {
+        uint64_t *sigs = calloc((size_t)nv + 1, sizeof *sigs);
+        if (!sigs) return rec_errorf(REC_ENOMEM, "%s: out of memory signing the vocabularies", w->path);
+        rec_status s = rec_spec_vocab_sigs(spec, sigs);
+        if (!s) s = w_put(w, sigs, 8 * (size_t)nv); /* host order is the format's (shard_format.h) */
+        free(sigs);
+        REC_TRY(s);
     }
     REC_TRY(w_pad(w));
     w->body_crc = w->crc;

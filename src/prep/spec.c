@@ -693,9 +693,8 @@ int64_t rec_spec_table_rows(const rec_spec *s, int32_t f) {
 
 const rec_feature *rec_spec_vocab_feature(const rec_spec *s, int32_t k) {
     for (int i = 0; i < s->n_features; i++) {
-        const rec_feature *ft = &s->features[i];
-        if (ft->n_ops > 0 && ft->ops[ft->n_ops - 1].kind == REC_OP_CATEGORIFY && ft->ops[ft->n_ops - 1].vocab_slot == k)
-            return ft;
+        const rec_op *cat = rec_feature_categorify(&s->features[i]);
+        if (cat && cat->vocab_slot == k) return &s->features[i];
     }
     return NULL;
 }
@@ -721,10 +720,7 @@ static uint64_t sig_op(uint64_t h, const rec_op *op) {
     return h;
 }
 
-rec_status rec_spec_vocab_sig(const rec_spec *s, int32_t k, uint64_t *sig) {
-    *sig = 0;
-    const rec_feature *want = rec_spec_vocab_feature(s, k);
-    if (!want) return REC_OK;
+rec_status rec_spec_vocab_sigs(const rec_spec *s, uint64_t *sigs) {
     /* Each feature's signature after its whole chain, in topological order (inputs first). */
     uint64_t *h = malloc(((size_t)s->n_features + 1) * sizeof *h);
     if (!h) return rec_errorf(REC_ENOMEM, "out of memory signing the vocabularies of spec '%s'", s->name);
@@ -735,7 +731,8 @@ rec_status rec_spec_vocab_sig(const rec_spec *s, int32_t k, uint64_t *sig) {
             x = rec_mix64(x ^ (ft->inputs[q] < 0 ? rec_mix64((uint64_t)(int64_t)ft->inputs[q]) : h[ft->inputs[q]]));
         for (int j = 0; j < ft->n_ops; j++) x = sig_op(x, &ft->ops[j]);
         h[i] = x;
-        if (ft == want) *sig = x;
+        const rec_op *cat = rec_feature_categorify(ft);
+        if (cat && cat->vocab_slot >= 0 && cat->vocab_slot < s->n_vocabs) sigs[cat->vocab_slot] = x;
     }
     free(h);
     return REC_OK;
@@ -753,13 +750,13 @@ rec_status rec_spec_bind_vocabs(rec_spec *s, const rec_vocab_set *vs) {
             return rec_errorf(REC_EINVAL, "spec '%s': vocabulary %d is missing", s->name, k);
     for (int i = 0; i < s->n_features; i++) { /* auto tables are exactly those fed by categorify */
         const rec_feature *ft = &s->features[i];
-        if (ft->n_ops > 0 && ft->ops[ft->n_ops - 1].kind == REC_OP_CATEGORIFY && ft->table >= 0)
-            s->tables[ft->table].rows = 0;
+        if (rec_feature_categorify(ft) && ft->table >= 0) s->tables[ft->table].rows = 0;
     }
     for (int i = 0; i < s->n_features; i++) {
         rec_feature *ft = &s->features[i];
-        if (ft->n_ops == 0 || ft->ops[ft->n_ops - 1].kind != REC_OP_CATEGORIFY) continue;
-        int64_t rows = rec_vocab_size(vs->v[ft->ops[ft->n_ops - 1].vocab_slot]) + 1;
+        const rec_op *cat = rec_feature_categorify(ft);
+        if (!cat) continue;
+        int64_t rows = rec_vocab_size(vs->v[cat->vocab_slot]) + 1;
         ft->out_type.bound = rows;
         if (ft->table >= 0 && s->tables[ft->table].rows < rows) s->tables[ft->table].rows = rows;
     }

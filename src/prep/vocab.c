@@ -188,24 +188,14 @@ static int by_count_desc(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* Finds the categorify op that owns vocabulary slot k. */
-static const rec_op *categorify_op(const rec_spec *spec, int32_t k) {
-    for (int i = 0; i < spec->n_features; i++)
-        for (int j = 0; j < spec->features[i].n_ops; j++) {
-            const rec_op *op = &spec->features[i].ops[j];
-            if (op->kind == REC_OP_CATEGORIFY && op->vocab_slot == k) return op;
-        }
-    return NULL;
-}
-
 rec_status rec_vocab_counts_finish(const rec_vocab_counts *c, const rec_spec *spec,
                                    rec_vocab_set *out) {
     out->n = 0;
     out->v = calloc((size_t)c->n + 1, sizeof *out->v);
     if (!out->v) return rec_errorf(REC_ENOMEM, "out of memory building vocabularies");
     for (int32_t k = 0; k < c->n; k++) {
-        const rec_op *op = categorify_op(spec, k);
-        int64_t min_count = op ? op->min_count : 1;
+        const rec_feature *ft = rec_spec_vocab_feature(spec, k);
+        int64_t min_count = ft ? rec_feature_categorify(ft)->min_count : 1;
         const idmap *m = &c->maps[k];
         id_count *all = malloc((size_t)(m->n + 1) * sizeof *all);
         int64_t *ids = malloc((size_t)(m->n + 1) * sizeof *ids);
