@@ -920,6 +920,12 @@ static void vocab_binding(void) {
     CHECK_ERR(bind_q(old, VSPEC("x", "C1", "b", "1")), REC_EINVAL,
               "vocab_unsigned.rshard was prepped with spec 'v', whose sparse feature 0 is 'a', and in spec v.json it "
               "is 'x'");
+    CHECK_ERR(bind_q(old, "{'format':'rectrain-prep','version':1,'name':'v','tables':{'TA':{'rows':'auto'},'TB':"
+                          "{'rows':'auto'}},'sparse':[{'name':'a','input':'C1','table':'TA','ops':[{'op':'fill_null',"
+                          "'value':0},{'op':'categorify','min_count':1}]},{'name':'b','input':'C2','table':'TB','ops':"
+                          "[{'op':'fill_null','value':0},{'op':'categorify','min_count':1}]}]}"),
+              REC_EINVAL, "vocab_unsigned.rshard was prepped with spec 'v', which has 3 sparse features, and spec v.json "
+                          "has 2");
     /* a categorified 'h' instead of a: the same count and names, the slots shifted */
     const char *moved = "{'format':'rectrain-prep','version':1,'name':'v','tables':{'TA':{'rows':7},'TB':{'rows':'auto'},"
                         "'TH':{'rows':'auto'}},'sparse':[{'name':'a','input':'C1','table':'TA','ops':[{'op':'fill_null',"
