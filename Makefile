@@ -9,10 +9,21 @@ all: build
 deps:
 	@./scripts/install-deps.sh
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Configuring a build folder. Its Makefile is the sentinel: CMake writes it only when configure
+# and generate succeed, and make deletes it when interrupted while writing it, so a failed or
+# interrupted configure runs again on the next make. That run starts from a clean cache, since
+# the cache a failed configure leaves may hold the very setting that failed (a compiler that
+# does not exist, a library not yet installed). `| deps`: configure only once the dependencies
+# are installed, whatever -j.
+configure = rm -rf $(1)/CMakeCache.txt $(1)/CMakeFiles && cmake -S . -B $(1) $(2) >/dev/null
 
-build: deps $(BUILD)/CMakeCache.txt
+$(BUILD)/Makefile: | deps
+	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Release)
+
+build-asan/Makefile: | deps
+	$(call configure,build-asan,-DCMAKE_BUILD_TYPE=Debug -DREC_SANITIZE=ON)
+
+build: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job on the embedded default: generate 1M synthetic Criteo rows in a temporary
@@ -23,8 +34,7 @@ run: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-asan: deps
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DREC_SANITIZE=ON >/dev/null
+test-asan: build-asan/Makefile
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 

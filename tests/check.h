@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static int check__passed, check__failed;
 
@@ -25,6 +26,19 @@ static int check__passed, check__failed;
     CHECK((s) == (want) && strstr(rec_errmsg(), (needle)) != NULL,                  \
           "status %d (want %d), message \"%s\" should contain \"%s\"", (int)(s), (int)(want), \
           rec_errmsg(), (needle))
+
+/* Runs shell command `cmd` with its stdout (and whatever else it redirects there) read into
+ * `out` (cap bytes, NUL-terminated, the rest dropped); returns its exit status, -1 when it could
+ * not be started or did not exit. */
+static inline int check_capture(const char *cmd, char *out, size_t cap) {
+    out[0] = 0;
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    const size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    const int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
 
 static inline int check_report(void) {
     printf("%d passed, %d failed\n", check__passed, check__failed);

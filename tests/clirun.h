@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check.h"
+
 static const char *cli, *src;
 static char dir[256];
 static char out[1 << 16]; /* output (stdout + stderr) of the last command */
@@ -31,12 +33,7 @@ static int run(const char *fmt, ...) {
     va_start(ap, fmt);
     cli_command(cmd, sizeof cmd, fmt, ap, " 2>&1");
     va_end(ap);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return check_capture(cmd, out, sizeof out);
 }
 
 /* Starts `rectrain ARGS` (formatted, with its own redirections) in the scratch directory

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "check.h"
 
@@ -18,13 +17,7 @@ static int peer(const char *env, const char *body) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cd '%s' && env -u OPENBLAS_CORETYPE %s bash -c '. bench/torch_peer.sh; %s' 2>&1",
              root && *root ? root : ".", env, body);
-    out[0] = 0;
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    const int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return check_capture(cmd, out, sizeof out);
 }
 
 int main(void) {
