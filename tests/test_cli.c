@@ -396,6 +396,11 @@ static void test_errors(void) {
     CHECK(run("prep --spec s --in a --out b --bad-rows maybe") == 2 && strstr(out, "--bad-rows must be"),
           "bad --bad-rows: %s", out);
     CHECK(run("gen --rows lots --out x.tsv") == 2 && strstr(out, "--rows needs an integer"), "bad --rows: %s", out);
+    CHECK(run("prep --spec a.json --in a --out b --spec b.json") == 2 &&
+              strstr(out, "--spec is given twice ('a.json', then 'b.json'); it takes one value"),
+          "a repeated single-valued flag: %s", out);
+    CHECK(run("train --epochs 1 --epochs 2") == 2 && strstr(out, "--epochs is given twice ('1', then '2')"),
+          "a repeated numeric flag: %s", out);
     CHECK(run("frobnicate") == 2, "unknown command: %s", out);
     CHECK(run("inspect nothing-here.rshard") == 1 && strstr(out, "nothing-here.rshard"), "missing file: %s", out);
     CHECK(run("prep --spec nothing.json --in train.tsv --out x.rshard") == 1 && strstr(out, "nothing.json"),

@@ -39,6 +39,16 @@ int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out);
 int cli_i64(const char *cmd, int argc, char **argv, int *i, int64_t min, int64_t max, int64_t *out);
 int cli_int(const char *cmd, int argc, char **argv, int *i, int min, int max, int *out);
 int cli_double(const char *cmd, int argc, char **argv, int *i, double min, double max, double *out);
+/* Input paths of a flag that takes several (--in, --data): each value is a comma-separated
+ * list, the flag may be repeated, and an item holding * ? or [ is a glob, expanded in sorted
+ * order (no match is a usage error naming it). Items keep their order across values. Free
+ * with cli_paths_free. The single-valued parsers below refuse a repeated flag. */
+typedef struct cli_path_list {
+    const char **v;
+    int n;
+} cli_path_list;
+int cli_paths(const char *cmd, int argc, char **argv, int *i, cli_path_list *out);
+void cli_paths_free(cli_path_list *l);
 /* --bad-rows fail|skip. */
 int cli_bad_rows(const char *cmd, int argc, char **argv, int *i, rec_bad_rows *out);
 

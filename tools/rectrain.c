@@ -1,5 +1,6 @@
 /* rectrain — the command-line interface: subcommands over the library. */
 #include <errno.h>
+#include <glob.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -94,10 +95,76 @@ const char *cli_jnum(const char *fmt, double x) { return cli_num(fmt, x, "null")
 
 int cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
 
-int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out) {
+/* The value of argv[*i], a flag that takes one. */
+static int flag_value(const char *cmd, int argc, char **argv, int *i, const char **out) {
     if (*i + 1 >= argc) return cli_usage(cmd, "%s needs a value", argv[*i]);
     *out = argv[++*i];
     return CLI_OK;
+}
+
+/* Every single-valued flag of the command line and its value, to refuse a repeat: taking the
+ * last of two --spec silently would train on other data than the user reads in their command. */
+static struct given {
+    const char *flag, *value;
+} given[64];
+static int n_given;
+
+int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out) {
+    const char *flag = argv[*i];
+    for (int k = 0; k < n_given; k++)
+        if (!strcmp(given[k].flag, flag))
+            return cli_usage(cmd, "%s is given twice ('%s', then '%s'); it takes one value", flag, given[k].value,
+                             *i + 1 < argc ? argv[*i + 1] : "");
+    if (flag_value(cmd, argc, argv, i, out)) return CLI_USAGE;
+    if (n_given < (int)(sizeof given / sizeof given[0])) given[n_given++] = (struct given){flag, *out};
+    return CLI_OK;
+}
+
+/* Appends one path, or a glob pattern's matches in sorted order. */
+static int paths_add(const char *cmd, const char *flag, const char *item, cli_path_list *out) {
+    glob_t g;
+    const int pattern = strpbrk(item, "*?[") != NULL;
+    size_t n = 1;
+    if (pattern) {
+        const int rc = glob(item, GLOB_ERR, NULL, &g);
+        if (rc == GLOB_NOMATCH) return cli_usage(cmd, "%s: no file matches '%s'", flag, item);
+        if (rc) return cli_usage(cmd, "%s: cannot expand '%s' (a folder of it cannot be read)", flag, item);
+        n = g.gl_pathc;
+    }
+    char **v = realloc(out->v, (size_t)(out->n + n) * sizeof *v);
+    int rc = v ? CLI_OK : CLI_FAIL;
+    if (v) out->v = (const char **)v;
+    for (size_t k = 0; k < n && !rc; k++)
+        if (!(v[out->n] = strdup(pattern ? g.gl_pathv[k] : item))) rc = CLI_FAIL;
+        else out->n++;
+    if (pattern) globfree(&g);
+    if (rc) fprintf(stderr, "rectrain %s: out of memory for the paths of %s\n", cmd, flag);
+    return rc;
+}
+
+int cli_paths(const char *cmd, int argc, char **argv, int *i, cli_path_list *out) {
+    const char *flag = argv[*i], *value = NULL;
+    if (flag_value(cmd, argc, argv, i, &value)) return CLI_USAGE;
+    for (const char *p = value;; p++) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0) return cli_usage(cmd, "%s: an empty path in '%s'", flag, value);
+        char item[PATH_MAX];
+        if (len >= sizeof item) return cli_usage(cmd, "%s: a path longer than %d bytes", flag, PATH_MAX - 1);
+        memcpy(item, p, len);
+        item[len] = 0;
+        const int rc = paths_add(cmd, flag, item, out);
+        if (rc) return rc;
+        if (!end) return CLI_OK;
+        p = end;
+    }
+}
+
+void cli_paths_free(cli_path_list *l) {
+    for (int k = 0; k < l->n; k++) free((char *)l->v[k]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
 }
 
 int cli_i64(const char *cmd, int argc, char **argv, int *i, int64_t min, int64_t max, int64_t *out) {
