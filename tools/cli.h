@@ -40,8 +40,8 @@ int cli_i64(const char *cmd, int argc, char **argv, int *i, int64_t min, int64_t
 int cli_int(const char *cmd, int argc, char **argv, int *i, int min, int max, int *out);
 int cli_double(const char *cmd, int argc, char **argv, int *i, double min, double max, double *out);
 /* Input paths of a flag that takes several (--in, --data): each value is a comma-separated
- * list, the flag may be repeated, and an item holding * ? or [ is a glob, expanded in sorted
- * order (no match is a usage error naming it). Items keep their order across values. Free
+ * list, the flag may be repeated, and an item holding * ? or [ is a glob, expanded in version
+ * order (day_2 before day_10; no match is a usage error naming it). Items keep their order across values. Free
  * with cli_paths_free. The single-valued parsers below refuse a repeated flag. */
 typedef struct cli_path_list {
     const char **v;

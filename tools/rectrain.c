@@ -1,4 +1,5 @@
 /* rectrain — the command-line interface: subcommands over the library. */
+#define _GNU_SOURCE /* strverscmp */
 #include <errno.h>
 #include <glob.h>
 #include <limits.h>
@@ -120,16 +121,22 @@ int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out) {
     return CLI_OK;
 }
 
-/* Appends one path, or a glob pattern's matches in sorted order. */
+static int version_order(const void *a, const void *b) {
+    return strverscmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Appends one path, or a glob pattern's matches in version order: numbers compare as numbers,
+ * so day_*.gz gives day_2.gz before day_10.gz, the files' time order. */
 static int paths_add(const char *cmd, const char *flag, const char *item, cli_path_list *out) {
     glob_t g;
     const int pattern = strpbrk(item, "*?[") != NULL;
     size_t n = 1;
     if (pattern) {
-        const int rc = glob(item, GLOB_ERR, NULL, &g);
+        const int rc = glob(item, GLOB_ERR | GLOB_NOSORT, NULL, &g);
         if (rc == GLOB_NOMATCH) return cli_usage(cmd, "%s: no file matches '%s'", flag, item);
         if (rc) return cli_usage(cmd, "%s: cannot expand '%s' (a folder of it cannot be read)", flag, item);
         n = g.gl_pathc;
+        qsort(g.gl_pathv, n, sizeof *g.gl_pathv, version_order);
     }
     char **v = realloc(out->v, (size_t)(out->n + n) * sizeof *v);
     int rc = v ? CLI_OK : CLI_FAIL;
