@@ -388,6 +388,31 @@ static void test_gen_stop(void) {
     unlink(path("big.tsv.tmp"));
 }
 
+/* README "Train on the real Criteo data": the Terabyte recipe hashes ids modulo 40M as
+ * facebookresearch/dlrm's --max-ind-range does before counting its vocabularies, so ids 1 and
+ * 40000001 share a row; its model config trains on what the spec gives. */
+static void test_terabyte_recipe(void) {
+    FILE *f = fopen(path("tb.tsv"), "w");
+    for (int r = 0; f && r < 3; r++) {
+        fprintf(f, "%d", r & 1);
+        for (int c = 0; c < REC_CRITEO_NINT; c++) fprintf(f, "\t%d", c + r);
+        fprintf(f, "\t%08x", r == 0 ? 1 : r == 1 ? 40000001 : 2);
+        for (int c = 1; c < REC_CRITEO_NCAT; c++) fprintf(f, "\t%08x", 0x1000 + c);
+        fputc('\n', f);
+    }
+    if (f) fclose(f);
+    CHECK(run("prep --spec %s/configs/criteo_terabyte.json --in tb.tsv --out tb.rshard", src) == 0, "prep: %s", out);
+    rec_shard *sh = NULL;
+    CHECK(rec_shard_open(&sh, path("tb.rshard")) == REC_OK && rec_shard_get_schema(sh)->sparse[0].table_rows == 3,
+          "C1: ids 1, 40000001, 2 hash to two vocabulary entries (+ the unseen row): %lld rows",
+          sh ? (long long)rec_shard_get_schema(sh)->sparse[0].table_rows : -1LL);
+    rec_shard_close(sh);
+    CHECK(run("prep --spec %s/configs/criteo_terabyte.json --in train.tsv --out tbt.rshard", src) == 0, "prep: %s", out);
+    CHECK(run("train --config %s/configs/dlrm_terabyte.json --data tbt.rshard --holdout 0.1 --steps 2 --json", src) == 0 &&
+              strstr(out, "\"model\": \"dlrm_terabyte\"") && json_num("steps") == 2 && json_num("batch") == 2048,
+          "train the Terabyte model: %s", out);
+}
+
 static void test_errors(void) {
     CHECK(run("prep --in train.tsv --out x.rshard") == 2 && strstr(out, "--spec, --in and --out are required"),
           "missing flags: %s", out);
@@ -482,6 +507,7 @@ int main(void) {
     test_outputs_first();
     test_prep_stop();
     test_gen_stop();
+    test_terabyte_recipe();
     test_errors();
     test_bench();
     clirun_cleanup();
