@@ -345,6 +345,9 @@ static void test_messages(void) {
               strstr(out, "epoch 1/2: 1 step, loss") && strstr(out, "train: t, 256 rows in ") &&
               strstr(out, ", 1 thread, batch 256") && !strstr(out, " 1 steps") && !strstr(out, " 1 threads"),
           "singular counts: %s", out);
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 1 --epochs 1 --ckpt e1") == 0 &&
+              run("inspect e1/model.rckpt") == 0 && strstr(out, "position   step 63, 1 epoch done, 16000 rows seen"),
+          "inspect of a one-epoch run: %s", out);
     /* A directory where a JSON file is expected says so. */
     CHECK(mkdir(path("jdir"), 0755) == 0, "mkdir");
     CHECK(run("train --config jdir --data train.rshard") == 1 &&
