@@ -1,4 +1,4 @@
-/* Checkpoints and the .npy export (train.h, src/train/ckpt.c).
+/* Checkpoints and the .npy export (train.h, src/train/ckpt.c, src/train/npy.c).
  *
  *  - round trip for SGD, Adagrad + sparse Adagrad and Adam + row-wise Adagrad: a small DLRM
  *    trained two steps (so every optimizer state is non-zero) is saved, a fresh model is built
@@ -17,7 +17,9 @@
  *    checkpoint still loads; a failed save leaves no PATH.tmp;
  *  - the export: every parameter as DIR/NAME.npy whose header (parsed here) has '<f4', C order
  *    and the tensor's shape, and whose data are the tensor's bytes; config.json parses back to
- *    an equal config.
+ *    an equal config; it appears whole or not at all: an existing export is replaced only
+ *    with `overwrite`, never a folder with other files, a killed export's DIR.tmp is cleared,
+ *    and a write that fails half-way (RLIMIT_FSIZE) leaves neither DIR nor DIR.tmp.
  * Equality is bitwise throughout: a checkpoint stores float32 bytes, so nothing may round.
  */
 #define _GNU_SOURCE

@@ -558,8 +558,8 @@ static rec_status run(job *j) {
             if (!o->ckpt_dir) snprintf(kept, sizeof kept, "nothing was saved (no --ckpt)");
             else if (j->saved_step == 0) snprintf(kept, sizeof kept, "no step was taken, so no checkpoint was written");
             else
-                snprintf(kept, sizeof kept, "step %lld is saved in %s: continue with the same command and --resume",
-                         (long long)j->saved_step, j->ckpt);
+                snprintf(kept, sizeof kept, "step %lld is saved in %s: continue with the same command and --resume%s",
+                         (long long)j->saved_step, j->ckpt, o->overwrite ? " in place of --overwrite" : "");
             fprintf(o->log, "train: stopped by %s after step %lld; %s\n", rec_signal_name(rep->stopped_by),
                     (long long)rec_model_steps(j->model), kept);
         }
