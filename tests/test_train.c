@@ -246,7 +246,7 @@ static void test_resume_safety(void) {
     const char *base = "train --config small.json --data train.rshard --holdout 0.2 --threads 2";
     CHECK(run("%s --ckpt ow --steps 10", base) == 0 && ckpt_step("ow/model.rckpt") == 10, "first run: %s", out);
     CHECK(run("%s --ckpt ow --loss-log ow.log", base) == 1 &&
-              strstr(out, "ow/model.rckpt exists (a t at step 10): add --resume to continue from it, or --overwrite to "
+              strstr(out, "ow/model.rckpt exists (model t at step 10): add --resume to continue from it, or --overwrite to "
                           "start over and replace it") && file_size("ow.log") < 0 && ckpt_step("ow/model.rckpt") == 10,
           "an existing checkpoint without --resume or --overwrite is refused before any work: %s", out);
     CHECK(run("%s --ckpt ow --overwrite --steps 3 --json", base) == 0 && json_num("steps") == 3 &&

@@ -597,7 +597,7 @@ static rec_status check_no_ckpt(const char *ckpt) {
     rec_ckpt_meta meta;
     char what[96] = "";
     if (rec_ckpt_read_config(ckpt, &c, &meta) == REC_OK) {
-        snprintf(what, sizeof what, " (a %s at step %lld)", c.name, (long long)meta.step);
+        snprintf(what, sizeof what, " (model %s at step %lld)", c.name, (long long)meta.step);
         rec_model_config_free(&c);
     }
     return rec_errorf(REC_EINVAL, "%s exists%s: add --resume to continue from it, or --overwrite to start over and "
