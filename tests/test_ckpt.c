@@ -1,4 +1,4 @@
-/* Checkpoints and the .npy export (train.h, src/train/ckpt.c).
+/* Checkpoints and the .npy export (train.h, src/train/ckpt.c, src/train/npy.c).
  *
  *  - round trip for SGD, Adagrad + sparse Adagrad and Adam + row-wise Adagrad: a small DLRM
  *    trained two steps (so every optimizer state is non-zero) is saved, a fresh model is built
@@ -17,7 +17,9 @@
  *    checkpoint still loads; a failed save leaves no PATH.tmp;
  *  - the export: every parameter as DIR/NAME.npy whose header (parsed here) has '<f4', C order
  *    and the tensor's shape, and whose data are the tensor's bytes; config.json parses back to
- *    an equal config.
+ *    an equal config; it appears whole or not at all: an existing export is replaced only
+ *    with `overwrite`, never a folder with other files, a killed export's DIR.tmp is cleared,
+ *    and a write that fails half-way (RLIMIT_FSIZE) leaves neither DIR nor DIR.tmp.
  * Equality is bitwise throughout: a checkpoint stores float32 bytes, so nothing may round.
  */
 #define _GNU_SOURCE
@@ -27,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -553,6 +557,77 @@ static size_t parse_npy(const uint8_t *p, size_t size, int *ndim, int64_t *shape
     return start + hlen;
 }
 
+static int exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* The export into `dir` (holding an export already; cpath is its config.json) appears whole
+ * or not at all: an existing export is replaced only with `overwrite`, never one holding other
+ * files; a failure half-way (files over RLIMIT_FSIZE) leaves neither DIR nor DIR.tmp. */
+static void export_failures(const rec_model *m, const char *dir, const char *cpath) {
+    char tmp[700], p[800];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    CHECK_ERR(rec_export_npy(m, dir, 0), REC_EINVAL, "exists and holds ");
+    CHECK(strstr(rec_errmsg(), " files; add --overwrite to replace it"), "%s", rec_errmsg());
+    CHECK(rec_export_npy(m, dir, 1) == REC_OK && exists(cpath) && !exists(tmp), "export over an export: %s", rec_errmsg());
+    snprintf(p, sizeof p, "%s/notes.txt", dir);
+    FILE *f = fopen(p, "w");
+    if (f) fclose(f);
+    CHECK_ERR(rec_export_npy(m, dir, 1), REC_EINVAL, "holds 'notes.txt', which an export does not write; --overwrite "
+              "replaces only an earlier export");
+    CHECK(exists(p) && exists(cpath), "the refused directory is left as it was");
+    /* A DIR.tmp left by a killed export (an export's files) is cleared; anything else refused. */
+    char fresh[400];
+    snprintf(fresh, sizeof fresh, "%s/fresh", g_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", fresh);
+    CHECK(mkdir(tmp, 0755) == 0, "mkdir %s", tmp);
+    snprintf(p, sizeof p, "%s/emb.0.weight.npy.tmp", tmp);
+    f = fopen(p, "w");
+    if (f) fclose(f);
+    CHECK(rec_export_npy(m, fresh, 0) == REC_OK && !exists(tmp), "export clearing a killed one's DIR.tmp: %s", rec_errmsg());
+    snprintf(p, sizeof p, "%s/emb.0.weight.npy.tmp", fresh);
+    CHECK(!exists(p), "the killed export's file is gone");
+    snprintf(fresh, sizeof fresh, "%s/fresh2", g_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", fresh);
+    f = fopen(tmp, "w");
+    if (f) fclose(f);
+    CHECK_ERR(rec_export_check(fresh, 0), REC_EIO, ".tmp: is in the way of the export");
+    CHECK(!exists(fresh), "nothing made");
+    /* An empty DIR (made beforehand) is filled. */
+    snprintf(fresh, sizeof fresh, "%s/empty", g_dir);
+    CHECK(mkdir(fresh, 0755) == 0 && rec_export_npy(m, fresh, 0) == REC_OK, "export into an empty dir: %s", rec_errmsg());
+    /* A file where the directory should be, or above it. */
+    CHECK_ERR(rec_export_npy(m, cpath, 0), REC_EIO, "not a directory");
+    char under_file[700];
+    snprintf(under_file, sizeof under_file, "%s/sub", cpath);
+    CHECK_ERR(rec_export_npy(m, under_file, 0), REC_EIO, "cannot create the export directory");
+    /* Files larger than RLIMIT_FSIZE fail to write (EFBIG, SIGXFSZ ignored): the largest
+     * tensor's file fails after smaller ones were written, and nothing is left. */
+    const rec_tensor *ts;
+    int n = rec_model_tensors(m, &ts);
+    int64_t largest = 0;
+    for (int i = 0; i < n; i++)
+        if (ts[i].role == REC_TENSOR_PARAM && rec_tensor_numel(&ts[i]) > largest) largest = rec_tensor_numel(&ts[i]);
+    struct rlimit old, lim;
+    CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0, "getrlimit");
+    lim = old;
+    lim.rlim_cur = (rlim_t)(128 + 4 * largest - 1);
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    snprintf(fresh, sizeof fresh, "%s/limited", g_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", fresh);
+    const int limited = setrlimit(RLIMIT_FSIZE, &lim) == 0;
+    CHECK(limited, "setrlimit RLIMIT_FSIZE");
+    if (limited) {
+        rec_status s = rec_export_npy(m, fresh, 0);
+        setrlimit(RLIMIT_FSIZE, &old);
+        CHECK(s == REC_EIO && strstr(rec_errmsg(), "cannot write the .npy file: File too large"), "status %d: %s", (int)s,
+              rec_errmsg());
+        CHECK(!exists(fresh) && !exists(tmp), "a failed export leaves no partial directory");
+    }
+    signal(SIGXFSZ, prev);
+}
+
 static void export_npy(void) {
     rec_model_config c;
     if (!make_config(&c, REC_OPT_ADAGRAD, REC_SPARSE_ADAGRAD, 16, ROWS)) return;
@@ -560,7 +635,7 @@ static void export_npy(void) {
     if (!m) goto out;
     char dir[512];
     snprintf(dir, sizeof dir, "%s/export/a/b", g_dir);
-    rec_status s = rec_export_npy(m, dir);
+    rec_status s = rec_export_npy(m, dir, 0);
     CHECK(s == REC_OK, "export: %s", rec_errmsg());
     const rec_tensor *ts;
     int n = rec_model_tensors(m, &ts), n_param = 0;
@@ -597,13 +672,7 @@ static void export_npy(void) {
         CHECK(rec_model_config_equal(&back, &c), "config.json equals the model's config");
         rec_model_config_free(&back);
     }
-    /* Exporting again over the same directory works (files are replaced). */
-    CHECK(rec_export_npy(m, dir) == REC_OK, "export again: %s", rec_errmsg());
-    /* A file where the directory should be. */
-    CHECK_ERR(rec_export_npy(m, cpath), REC_EIO, "not a directory");
-    char under_file[700];
-    snprintf(under_file, sizeof under_file, "%s/sub", cpath);
-    CHECK_ERR(rec_export_npy(m, under_file), REC_EIO, "cannot create the export directory");
+    export_failures(m, dir, cpath);
 out:
     rec_model_free(m);
     rec_model_config_free(&c);

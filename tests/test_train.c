@@ -9,7 +9,13 @@
  *  - kill -9 at random moments of a run that checkpoints every step always leaves a loadable
  *    checkpoint (the save is temp + fsync + rename);
  *  - inspect of a checkpoint (position, data, tensors, config; --verify), .npy export, and the rejections: corrupt or mismatched checkpoints, bad configs, bad
- *    flag combinations, each with its message.
+ *    flag combinations, each with its message;
+ *  - nothing lost silently: an existing checkpoint needs --resume or --overwrite; the loss log
+ *    of a killed and resumed run equals the uninterrupted run's; evaluation sets that cannot be
+ *    evaluated and oracle files of another row count are refused before the first step;
+ *    --npy and export leave no partial folder (a failure injected with ulimit -f);
+ *  - what train prints: the final metrics once, singular counts, --help, directories given
+ *    for JSON files.
  * Skipped (77) without CTest's REC_CLI / REC_SOURCE_DIR. */
 #include <math.h>
 #include <signal.h>
@@ -216,6 +222,182 @@ static void test_train_and_eval(void) {
               strstr(out, "ck/model.rckpt is truncated or incomplete"), "inspect a truncated checkpoint: %s", out);
 }
 
+/* Runs `rectrain ARGS` with files limited to 4-8 KiB (ulimit -f 8, in 512- or 1024-byte
+ * blocks) and SIGXFSZ ignored, so that writing a larger file fails with EFBIG: a failure
+ * injected half-way through an export (an embedding table's .npy is 32 KiB). */
+static int run_fsize_limited(const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd %s && ulimit -f 8 && trap '' XFSZ && REC_PROGRESS=0 exec %s %s 2>&1", dir, cli, args);
+    return check_capture(cmd, out, sizeof out);
+}
+
+static int count_lines(const char *name);
+
+/* The step a checkpoint holds (inspect --json), or -1. */
+static double ckpt_step(const char *name) {
+    return run("inspect %s --json", name) == 0 ? json_num("step") : -1;
+}
+
+/* Nothing silently replaced: an existing checkpoint needs --resume or --overwrite (refused
+ * before any work); after --resume the loss log is cut to the resumed step, so a run split by
+ * a kill and a resume leaves the uninterrupted run's log (a.log) byte for byte; a loss log
+ * that is not one is refused with its line. Needs test_train_and_eval's files. */
+static void test_resume_safety(void) {
+    const char *base = "train --config small.json --data train.rshard --holdout 0.2 --threads 2";
+    CHECK(run("%s --ckpt ow --steps 10", base) == 0 && ckpt_step("ow/model.rckpt") == 10, "first run: %s", out);
+    CHECK(run("%s --ckpt ow --loss-log ow.log", base) == 1 &&
+              strstr(out, "ow/model.rckpt exists (model t at step 10): add --resume to continue from it, or --overwrite to "
+                          "start over and replace it") && file_size("ow.log") < 0 && ckpt_step("ow/model.rckpt") == 10,
+          "an existing checkpoint without --resume or --overwrite is refused before any work: %s", out);
+    CHECK(run("%s --ckpt ow --overwrite --steps 3 --json", base) == 0 && json_num("steps") == 3 &&
+              ckpt_step("ow/model.rckpt") == 3, "--overwrite starts over: %s", out);
+    CHECK(run("%s --ckpt ow --overwrite --resume", base) == 2 &&
+              strstr(out, "--resume continues the checkpoint and --overwrite starts over: give one of them"),
+          "--overwrite with --resume: %s", out);
+    CHECK(run("%s --overwrite", base) == 2 && strstr(out, "--overwrite applies to --ckpt DIR and --npy DIR"),
+          "--overwrite with nothing to overwrite: %s", out);
+
+    /* A kill after step 90 whose last checkpoint is step 45 (the saved step-45 checkpoint put
+     * back, as a kill between saves leaves it): the log holds steps 1-90, the resumed run redoes
+     * 46-90, and the log ends as the uninterrupted run's. */
+    CHECK(run("%s --ckpt lk --steps 45 --loss-log k.log", base) == 0, "run to step 45: %s", out);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cp %s %s", path("lk/model.rckpt"), path("lk45.rckpt"));
+    CHECK(system(cmd) == 0, "%s", cmd);
+    CHECK(run("%s --ckpt lk --resume --steps 45 --loss-log k.log", base) == 0 && count_lines("k.log") == 90,
+          "run on to step 90: %s", out);
+    snprintf(cmd, sizeof cmd, "cp %s %s", path("lk45.rckpt"), path("lk/model.rckpt"));
+    CHECK(system(cmd) == 0, "%s", cmd);
+    CHECK(run("%s --ckpt lk --resume --loss-log k.log --json", base) == 0 && json_num("steps") == 126 - 45,
+          "resume at step 45: %s", out);
+    CHECK(same_file("a.log", "k.log"), "the log of a run killed after step 90 and resumed at step 45 differs from the "
+          "uninterrupted run's (%d lines)", count_lines("k.log"));
+    /* A log that is not this run's: refused with its line, before any step, left as it was. */
+    write_text("bad.log", "1 0.69\n2 0.68\nloss went down\n");
+    CHECK(run("%s --ckpt lk --resume --loss-log bad.log", base) == 1 &&
+              strstr(out, "bad.log:3: not a \"STEP LOSS\" line of a loss log; --resume keeps the log's lines up to the "
+                          "resumed step") && file_size("bad.log") == 29 && ckpt_step("lk/model.rckpt") == 126,
+          "a loss log with a line of other text: %s", out);
+    write_text("bad2.log", "1 0.69\n3 0.68\n2 0.67\n");
+    CHECK(run("%s --ckpt lk --resume --loss-log bad2.log", base) == 1 &&
+              strstr(out, "bad2.log:3: step 2 after step 3: not the log of one run"), "a loss log out of order: %s", out);
+}
+
+/* Every evaluation set that cannot be evaluated is refused before the first step: no loss log
+ * or checkpoint is written. --oracle works with --eval (a line per row of the --eval file) and
+ * a line count other than the evaluated file's rows is refused naming both. */
+static void test_eval_checks(void) {
+    write_text("none.tsv", "");
+    write_spec("spec500.json", 500);
+    CHECK(run("prep --spec spec.json --in none.tsv --out none.rshard") == 0, "prep of no rows: %s", out);
+    /* train.tsv split as --holdout 0.2 splits it: the first 16000 rows and the last 4000 */
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "cd %s && head -n 16000 train.tsv >tr16.tsv && tail -n 4000 train.tsv >ev.tsv && "
+             "tail -n 4000 train.prob >ev.prob", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    CHECK(run("prep --spec spec.json --in tr16.tsv --out tr16.rshard") == 0, "prep train 16000: %s", out);
+    CHECK(run("prep --spec spec.json --in ev.tsv --out ev.rshard") == 0, "prep eval: %s", out);
+    CHECK(run("prep --spec spec500.json --in ev.tsv --out ev500.rshard") == 0, "prep eval 500: %s", out);
+    CHECK(run("gen --rows 2k --scale 0.01 --seed 9 --test-format --out test.tsv") == 0 &&
+              run("prep --spec spec.json --in test.tsv --test-format --out test.rshard") == 0, "test format: %s", out);
+    const char *base = "train --config small.json --data train.rshard --threads 2 --ckpt ev --loss-log ev.log";
+    struct {
+        const char *args, *want;
+    } refused[] = {
+        {"--eval none.rshard", "--eval none.rshard holds no rows to evaluate; give the labelled evaluation split"},
+        {"--eval test.rshard", "test.rshard has no labels; evaluation needs labelled rows"},
+        {"--eval ev500.rshard", "ev500.rshard and train.rshard have different schemas"},
+        {"--holdout 0.00001", "--holdout 1e-05 of 20000 rows leaves 0 for evaluation and 20000 for training"},
+        {"--eval ev.rshard --oracle train.prob", "--oracle train.prob has 20000 lines and --eval ev.rshard has 4000 rows: "
+         "the oracle holds the true click probability of each row of the --eval file (its gen --prob-out); it has a line "
+         "per row of --data"},
+        {"--holdout 0.2 --oracle ev.prob", "--oracle ev.prob has 4000 lines and --data train.rshard has 20000 rows"},
+        {"--holdout 0.2 --oracle ev", "--oracle ev: is a directory"},
+    };
+    for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+        CHECK(run("%s %s", base, refused[k].args) == 1 && strstr(out, refused[k].want) && file_size("ev.log") < 0 &&
+                  file_size("ev/model.rckpt") < 0, "%s: refused before the first step: %s", refused[k].args, out);
+    }
+    CHECK(run("train --config small.json --data none.rshard --eval ev.rshard --loss-log ev.log") == 1 &&
+              strstr(out, "none.rshard has no rows to train on") && file_size("ev.log") < 0, "no training rows: %s", out);
+    CHECK(run("train --config small.json --data train.rshard --oracle ev.prob") == 2 &&
+              strstr(out, "--oracle needs --eval FILE or --holdout F"), "--oracle with no evaluation: %s", out);
+    /* --oracle with --eval FILE: the ceiling of FILE's rows. Training on the first 16000 rows
+     * and evaluating the last 4000 as --eval gives the --holdout 0.2 run's figures exactly,
+     * the oracle's included. */
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --oracle train.prob --threads 2 --json") == 0,
+          "train --holdout --oracle: %s", out);
+    double auc = json_num("auc"), oracle = json_num("oracle_auc");
+    CHECK(run("train --config small.json --data tr16.rshard --eval ev.rshard --oracle ev.prob --threads 2 --json") == 0,
+          "train --eval --oracle: %s", out);
+    CHECK(json_num("eval_rows") == 4000 && oracle > auc && auc > 0.6 && json_num("auc") == auc &&
+              json_num("oracle_auc") == oracle, "--eval with --oracle: auc %.6f, oracle %.6f; with --holdout %.6f, %.6f: %s",
+          json_num("auc"), json_num("oracle_auc"), auc, oracle, out);
+}
+
+/* What train and export print: the final metrics once, plurals, help text, a directory given
+ * for a file. Needs test_train_and_eval's files. */
+static void test_messages(void) {
+    CHECK(run("train --help") == 0 && strstr(out, "on 90% of them and prints the AUC on the last 10% beside") &&
+              !strstr(out, "%%"), "train --help: %s", out);
+    /* The embedded default: one report of the final evaluation (stdout), not a second one in
+     * other words on stderr. */
+    CHECK(run("train --rows 20k --threads 1") == 0, "default job: %s", out);
+    int auc_lines = 0;
+    for (const char *p = out; (p = strstr(p, "auc ")) != NULL; p++) auc_lines++;
+    CHECK(auc_lines == 2 && strstr(out, "\nauc 0.") && strstr(out, "(2000 eval rows)\noracle auc 0.") &&
+              strstr(out, ", 1 thread, batch 1024"), "the final metrics once, and the oracle's: %s", out);
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 1 --steps 1") == 0 &&
+              strstr(out, "epoch 1/2: 1 step, loss") && strstr(out, "train: t, 256 rows in ") &&
+              strstr(out, ", 1 thread, batch 256") && !strstr(out, " 1 steps") && !strstr(out, " 1 threads"),
+          "singular counts: %s", out);
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 1 --epochs 1 --ckpt e1") == 0 &&
+              run("inspect e1/model.rckpt") == 0 && strstr(out, "position   step 63, 1 epoch done, 16000 rows seen"),
+          "inspect of a one-epoch run: %s", out);
+    /* A directory where a JSON file is expected says so. */
+    CHECK(mkdir(path("jdir"), 0755) == 0, "mkdir");
+    CHECK(run("train --config jdir --data train.rshard") == 1 &&
+              strstr(out, "jdir: is a directory, not a model config file; give the path of the file itself"),
+          "--config DIR: %s", out);
+    CHECK(run("prep --spec jdir --in train.tsv --out j.rshard") == 1 &&
+              strstr(out, "jdir: is a directory, not a prep spec file"), "--spec DIR: %s", out);
+    CHECK(run("train --config small.json --data train.tsv --spec jdir --holdout 0.2") == 1 &&
+              strstr(out, "jdir: is a directory, not a prep spec file"), "train --spec DIR: %s", out);
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --plan jdir --loss-log j.log") == 1 &&
+              strstr(out, "--plan jdir: is a directory; give the path of a file") && file_size("j.log") < 0,
+          "--plan DIR: %s", out);
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --plan jdir --tune --loss-log j.log") == 1 &&
+              strstr(out, "--plan jdir: is a directory") && file_size("j.log") < 0, "--plan DIR --tune: %s", out);
+}
+
+/* --npy and export write DIR whole or not at all: an existing DIR with files needs
+ * --overwrite (train refuses before training), and a failure half-way leaves no DIR. Needs
+ * test_resume_safety's checkpoint lk. */
+static void test_export_dir(void) {
+    CHECK(run("export --ckpt lk --out ex") == 0 && file_size("ex/config.json") > 0 && file_size("ex.tmp") < 0,
+          "export: %s", out);
+    CHECK(run("export --ckpt lk --out ex") == 1 && strstr(out, "ex: exists and holds ") &&
+              strstr(out, " files; add --overwrite to replace it with this export, or choose another directory"),
+          "export over an export: %s", out);
+    CHECK(run("export --ckpt lk --out ex --overwrite") == 0 && file_size("ex/emb.0.weight.npy") == 128 + 1000 * 8 * 4,
+          "export --overwrite: %s", out);
+    write_text("ex/readme.txt", "mine");
+    CHECK(run("export --ckpt lk --out ex --overwrite") == 1 &&
+              strstr(out, "ex: holds 'readme.txt', which an export does not write; --overwrite replaces only an earlier "
+                          "export") && file_size("ex/readme.txt") == 4, "export over other files: %s", out);
+    CHECK(run_fsize_limited("export --ckpt lk --out exl") == 1 && strstr(out, "File too large") &&
+              file_size("exl") < 0 && file_size("exl.tmp") < 0, "export failing half-way leaves nothing: %s", out);
+    const char *base = "train --config small.json --data train.rshard --holdout 0.2 --threads 2 --steps 2";
+    CHECK(run("%s --npy ex --loss-log x.log", base) == 1 && strstr(out, "ex: exists and holds ") && file_size("x.log") < 0,
+          "train --npy over files is refused before training: %s", out);
+    CHECK(run_fsize_limited("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --steps 2 --npy tx") == 1 &&
+              strstr(out, "File too large") && file_size("tx") < 0 && file_size("tx.tmp") < 0,
+          "train --npy failing half-way leaves nothing: %s", out);
+    CHECK(run("%s --npy tx", base) == 0 && file_size("tx/config.json") > 0, "train --npy: %s", out);
+    CHECK(run("%s --npy tx --overwrite", base) == 0 && file_size("tx/config.json") > 0 && file_size("tx.tmp") < 0,
+          "train --npy --overwrite: %s", out);
+}
+
 /* Every model kind of configs/ trains a little and beats chance. */
 static void test_models(void) {
     static const char *const cfgs[] = {"dlrm_small", "dcn_small", "deepfm_small", "wide_deep_small"};
@@ -235,7 +417,7 @@ static void test_kill_during_save(void) {
     srand(11);
     int loaded = 0, tries = 4;
     for (int t = 0; t < tries; t++) {
-        pid_t pid = spawn("train --config small.json --data big.rshard --ckpt kill --ckpt-every 1 --threads 1 "
+        pid_t pid = spawn("train --config small.json --data big.rshard --ckpt kill --overwrite --ckpt-every 1 --threads 1 "
                           ">/dev/null 2>&1");
         /* wait for a first checkpoint, then a random further 0..400 ms */
         struct stat st;
@@ -260,10 +442,11 @@ static int count_lines(const char *name) {
 
 /* Ctrl-C mid-run (SIGINT; SIGTERM is handled alike): the run stops after the step in progress
  * with exit status 130 and keeps that step in its checkpoint; resumed, the losses continue
- * those of the uninterrupted run (a.log) exactly. Before any step, nothing is written. */
+ * those of the uninterrupted run (a.log) exactly; the message says to resume with --resume in
+ * place of the --overwrite the run was started with. Before any step, nothing is written. */
 static void test_stop_signal(void) {
     pid_t pid = spawn("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --epochs 50 --ckpt sig "
-                      "--loss-log g.log >sig.out 2>&1");
+                      "--overwrite --loss-log g.log >sig.out 2>&1");
     for (int i = 0; i < 30000 && count_lines("g.log") < 20; i++) usleep(1000);
     kill(pid, SIGINT);
     int status = 0;
@@ -271,10 +454,11 @@ static void test_stop_signal(void) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 130, "SIGINT: exit status %d, want 130",
           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     int k = count_lines("g.log");
-    char want[160];
-    snprintf(want, sizeof want, "stopped by SIGINT after step %d; step %d is saved in sig/model.rckpt: continue with", k, k);
+    char want[200];
+    snprintf(want, sizeof want, "stopped by SIGINT after step %d; step %d is saved in sig/model.rckpt: continue with the "
+             "same command and --resume in place of --overwrite\n", k, k);
     read_out("sig.out");
-    CHECK(strstr(out, want) != NULL && strstr(out, "final eval") == NULL, "stopped at step %d: %s", k, out);
+    CHECK(strstr(out, want) != NULL && strstr(out, "auc ") == NULL, "stopped at step %d, no final evaluation: %s", k, out);
     CHECK(k >= 20 && k < 126, "the signal arrived at step %d of the 126 that a.log holds", k);
     CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --epochs 50 --ckpt sig --resume "
               "--steps %d --loss-log g.log", 126 - k) == 0, "resume after SIGINT: %s", out);
@@ -298,6 +482,10 @@ int main(void) {
     int rc = clirun_setup("rectrain_train");
     if (rc) return rc;
     test_train_and_eval();
+    test_resume_safety();
+    test_eval_checks();
+    test_messages();
+    test_export_dir();
     test_models();
     test_stop_signal();
     test_kill_during_save();

@@ -240,8 +240,8 @@ static int inspect_ckpt(const char *path, int verify, int json) {
     printf("model      %s (%s), embedding dim %d, %d tables of %lld rows in all, %d dense inputs\n", c->name,
            rec_model_kind_name(c->kind), c->emb_dim, c->n_sparse, (long long)table_rows, c->n_dense);
     if (done)
-        printf("position   step %lld, all %d epochs done, %lld rows seen\n", (long long)m->step, c->epochs,
-               (long long)m->rows_seen);
+        printf("position   step %lld, %s%d epoch%s done, %lld row%s seen\n", (long long)m->step, c->epochs > 1 ? "all " : "",
+               c->epochs, rec_s(c->epochs), (long long)m->rows_seen, rec_s(m->rows_seen));
     else
         printf("position   step %lld, epoch %lld of %d at row %lld, %lld rows seen\n", (long long)m->step,
                (long long)m->epoch + 1, c->epochs, (long long)m->row, (long long)m->rows_seen);

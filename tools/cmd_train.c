@@ -12,7 +12,7 @@ static const char TRAIN_USAGE[] =
     "usage: rectrain train [--config CFG.json] [--data TRAIN] [--eval EVAL | --holdout F] [options]\n"
     "\n"
     "Trains a model of the DLRM family. With no arguments: generates 1M synthetic Criteo rows,\n"
-    "trains the small default DLRM on 90%% of them and prints the AUC on the last 10%% beside the\n"
+    "trains the small default DLRM on 90% of them and prints the AUC on the last 10% beside the\n"
     "AUC of the rows' true click probabilities (the ceiling).\n"
     "\n"
     "  --config FILE      model config (configs/dlrm_kaggle.json, ...; default: small DLRM)\n"
@@ -29,12 +29,17 @@ static const char TRAIN_USAGE[] =
     "  --eval-every N     evaluate every N steps as well as at the end\n"
     "  --steps N          stop after N steps\n"
     "  --ckpt DIR         save DIR/model.rckpt at the end of every epoch and of the run\n"
-    "                     (--steps, Ctrl-C or SIGTERM), atomically\n"
+    "                     (--steps, Ctrl-C or SIGTERM), atomically; a DIR/model.rckpt that\n"
+    "                     exists needs --resume or --overwrite\n"
     "  --ckpt-every N     ... and every N steps\n"
     "  --resume           continue from DIR/model.rckpt (same data; losses continue exactly)\n"
-    "  --npy DIR          export the trained parameters as DIR/NAME.npy\n"
-    "  --oracle FILE      true click probabilities (gen --prob-out) to report the ceiling AUC\n"
-    "  --loss-log FILE    write \"step loss\" for every step\n"
+    "  --overwrite        start over, replacing DIR/model.rckpt (and an earlier export in --npy DIR)\n"
+    "  --npy DIR          export the trained parameters as DIR/NAME.npy (written as DIR.tmp,\n"
+    "                     renamed at the end; a DIR that holds files needs --overwrite)\n"
+    "  --oracle FILE      true click probabilities (gen --prob-out) to report the ceiling AUC:\n"
+    "                     a line per row of the --eval file, or of --data with --holdout\n"
+    "  --loss-log FILE    write \"step loss\" for every step (with --resume: the lines after the\n"
+    "                     resumed step are dropped first, so the log is that of one run)\n"
     "  --tune             tune the embedding engine's per-table plan on the first steps\n"
     "                     (at most 174; results are unchanged, only speed)\n"
     "  --plan FILE        embedding plan: load FILE if it fits the tables; with --tune, retune\n"
@@ -84,6 +89,7 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);
         else if (!strcmp(a, "--ckpt-every")) rc = cli_i64(cmd, argc, argv, &i, 1, (int64_t)1 << 50, &o.ckpt_every);
         else if (!strcmp(a, "--resume")) o.resume = 1;
+        else if (!strcmp(a, "--overwrite")) o.overwrite = 1;
         else if (!strcmp(a, "--npy")) rc = cli_str(cmd, argc, argv, &i, &o.npy_dir);
         else if (!strcmp(a, "--oracle")) rc = cli_str(cmd, argc, argv, &i, &o.oracle_path);
         else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &o.loss_log);
@@ -97,6 +103,11 @@ int cmd_train(int argc, char **argv) {
     }
     if (o.eval_path && o.holdout > 0) return cli_usage(cmd, "give --eval or --holdout, not both");
     if (o.resume && !o.ckpt_dir) return cli_usage(cmd, "--resume needs --ckpt DIR");
+    if (o.resume && o.overwrite)
+        return cli_usage(cmd, "--resume continues the checkpoint and --overwrite starts over: give one of them");
+    if (o.overwrite && !o.ckpt_dir && !o.npy_dir) return cli_usage(cmd, "--overwrite applies to --ckpt DIR and --npy DIR");
+    if (o.oracle_path && o.data_path && !o.eval_path && !(o.holdout > 0))
+        return cli_usage(cmd, "--oracle needs --eval FILE or --holdout F (it gives the ceiling AUC of the rows evaluated)");
     if (o.ckpt_every && !o.ckpt_dir) return cli_usage(cmd, "--ckpt-every needs --ckpt DIR");
     if (o.gen_rows && o.data_path) return cli_usage(cmd, "--rows applies to the embedded default only (no --data)");
     rec_train_report r;
@@ -106,13 +117,15 @@ int cmd_train(int argc, char **argv) {
     rec_status s = rec_train(&o, &r);
     if (s) return cli_fail(cmd, s);
     char saves[96] = "";
-    if (r.ckpts) snprintf(saves, sizeof saves, "; %d checkpoint%s saved in %.2f s", r.ckpts, r.ckpts > 1 ? "s" : "", r.ckpt_seconds);
-    fprintf(stderr, "train: %s, %lld rows in %.2f s: %.0f samples/s (%.1f GFLOP/s in dense layers), %d threads, batch %lld%s\n",
-            r.model, (long long)r.rows, r.train_seconds, r.samples_per_s, r.gflops, r.threads, (long long)r.batch, saves);
+    if (r.ckpts) snprintf(saves, sizeof saves, "; %d checkpoint%s saved in %.2f s", r.ckpts, rec_s(r.ckpts), r.ckpt_seconds);
+    fprintf(stderr, "train: %s, %lld row%s in %.2f s: %.0f samples/s (%.1f GFLOP/s in dense layers), %d thread%s, "
+            "batch %lld%s\n", r.model, (long long)r.rows, rec_s(r.rows), r.train_seconds, r.samples_per_s, r.gflops,
+            r.threads, rec_s(r.threads), (long long)r.batch, saves);
+    /* The final evaluation, reported here once (the trainer's log has only the periodic ones). */
     if (r.has_eval)
-        printf("auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  (%lld eval rows)%s\n", r.eval.auc,
-               r.eval.logloss, r.eval.ne, r.eval.accuracy, r.eval.calibration, (long long)r.eval.n, "");
-    if (r.has_oracle) printf("oracle auc %.5f (true click probabilities of the same rows)\n", r.oracle_auc);
+        printf("auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  (%lld eval row%s)\n", r.eval.auc,
+               r.eval.logloss, r.eval.ne, r.eval.accuracy, r.eval.calibration, (long long)r.eval.n, rec_s(r.eval.n));
+    if (r.has_oracle) printf("oracle auc %.5f (true click probabilities of the same rows: the ceiling)\n", r.oracle_auc);
     if (json) print_json(&r);
     return r.stopped_by ? 128 + r.stopped_by : CLI_OK; /* as a shell reports a signal */
 }
@@ -229,8 +242,8 @@ int cmd_eval(int argc, char **argv) {
     rec_dataset_close(ds);
     rec_model_config_free(&c);
     if (s) return cli_fail(cmd, s);
-    printf("auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  ctr %.4f  (%lld rows, step %lld)\n",
-           x.auc, x.logloss, x.ne, x.accuracy, x.calibration, x.ctr, (long long)x.n, (long long)meta.step);
+    printf("auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  ctr %.4f  (%lld row%s, step %lld)\n",
+           x.auc, x.logloss, x.ne, x.accuracy, x.calibration, x.ctr, (long long)x.n, rec_s(x.n), (long long)meta.step);
     if (json)
         printf("{\"rows\": %lld, \"auc\": %s, \"logloss\": %s, \"ne\": %s, \"accuracy\": %s, "
                "\"calibration\": %s, \"ctr\": %s, \"seconds\": %s, \"samples_per_s\": %s, \"step\": %lld, "
@@ -243,19 +256,26 @@ int cmd_eval(int argc, char **argv) {
 }
 
 static const char EXPORT_USAGE[] =
-    "usage: rectrain export --ckpt CKPT --out DIR\n"
+    "usage: rectrain export --ckpt CKPT --out DIR [--overwrite]\n"
     "\n"
     "Writes every parameter of a checkpoint as DIR/NAME.npy (float32; numpy.load and\n"
-    "torch.from_numpy read them) and the model config as DIR/config.json.\n";
+    "torch.from_numpy read them) and the model config as DIR/config.json. The files are\n"
+    "written into DIR.tmp, which is renamed to DIR once all are there, so a failure leaves\n"
+    "no partial DIR.\n"
+    "\n"
+    "  --overwrite        replace a DIR that holds an earlier export (without it, a DIR\n"
+    "                     that holds files is refused; one holding other files always is)\n";
 
 int cmd_export(int argc, char **argv) {
     const char *cmd = "export", *ckpt = NULL, *out = NULL;
+    int overwrite = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
         if (cli_is_help(a)) { fputs(EXPORT_USAGE, stdout); return CLI_OK; }
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
         else if (!strcmp(a, "--out")) rc = cli_str(cmd, argc, argv, &i, &out);
+        else if (!strcmp(a, "--overwrite")) overwrite = 1;
         else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
@@ -265,12 +285,14 @@ int cmd_export(int argc, char **argv) {
     rec_model_config c;
     rec_model *m = NULL;
     rec_ckpt_meta meta;
-    rec_status s = rec_ckpt_read_config(path, &c, NULL);
+    rec_status s = rec_export_check(out, overwrite); /* before reading a large checkpoint */
+    int have_config = 0;
+    if (!s) have_config = (s = rec_ckpt_read_config(path, &c, NULL)) == REC_OK;
     if (!s) s = rec_model_init(&m, &c, 1, 1);
     if (!s) s = rec_ckpt_load(path, m, &meta);
-    if (!s) s = rec_export_npy(m, out);
+    if (!s) s = rec_export_npy(m, out, overwrite);
     rec_model_free(m);
-    if (!s) rec_model_config_free(&c);
+    if (have_config) rec_model_config_free(&c);
     if (s) return cli_fail(cmd, s);
     fprintf(stderr, "export: %s (step %lld) -> %s\n", path, (long long)meta.step, out);
     return CLI_OK;

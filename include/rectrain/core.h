@@ -61,9 +61,13 @@ static inline uint64_t rec_mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+/* The plural ending of a count in a message: "%lld row%s", n, rec_s(n) ("1 row", "2 rows"). */
+static inline const char *rec_s(int64_t n) { return n == 1 ? "" : "s"; }
+
 /* ---- files ------------------------------------------------------------------------------
  * Reads a whole file into *out (malloc'ed, NUL-terminated, free() it) of *len bytes. Errors
- * name the path and `what` ("model config"): REC_EIO when it cannot be opened or read,
+ * name the path and `what` ("model config"): REC_EIO when it cannot be opened or read (a
+ * directory is named as one),
  * REC_EINVAL when it is larger than max_bytes, REC_ENOMEM. */
 rec_status rec_read_file(const char *path, const char *what, size_t max_bytes, char **out, size_t *len);
 

@@ -160,8 +160,18 @@ typedef struct rec_ckpt_info {
 rec_status rec_ckpt_inspect(const char *path, int verify, rec_ckpt_info *info);
 void rec_ckpt_info_free(rec_ckpt_info *info);
 
-/* Writes every parameter as DIR/NAME.npy (creating DIR), plus DIR/config.json. */
-rec_status rec_export_npy(const rec_model *m, const char *dir);
+/* Writes every parameter as DIR/NAME.npy plus DIR/config.json, whole or not at all: into
+ * DIR.tmp beside DIR (parents made as needed), renamed to DIR once every file is written; on
+ * any failure DIR.tmp is removed and DIR is left as it was. A DIR that holds files is refused
+ * (REC_EINVAL, saying to add --overwrite) unless `overwrite`, and then replaced only when it
+ * holds nothing but an earlier export's files (NAME.npy, config.json). A DIR.tmp left by a
+ * killed export is cleared; anything else there is refused. REC_EIO names the path that
+ * could not be made, written or renamed. */
+rec_status rec_export_npy(const rec_model *m, const char *dir, int overwrite);
+/* Every check of rec_export_npy(dir, overwrite) that needs no model, writing nothing (DIR's
+ * parents aside, which it makes): what a job calls before its work, so that an export that
+ * cannot happen fails in the first second, not after the training it would keep. */
+rec_status rec_export_check(const char *dir, int overwrite);
 
 /* ---- the trainer ----------------------------------------------------------------------------
  * rec_train runs a whole job: open the data (or generate the embedded default), build or
@@ -177,7 +187,9 @@ typedef struct rec_train_opts {
                                   with neither is refused, naming both ways) */
     const char *vocab_from;    /* TSV data with categorify specs */
     rec_tsv_opts tsv;          /* TSV data: format and bad-row policy */
-    const char *oracle_path;   /* true click probabilities of the data's rows (`gen --prob-out`) */
+    const char *oracle_path;   /* true click probabilities (`gen --prob-out`), one line per row of
+                                  the evaluated file: eval_path's rows, or with holdout the data's;
+                                  another line count is refused before training */
     int epochs;                /* 0: the config's */
     int64_t batch;             /* 0: the config's */
     int threads;               /* 0: all CPUs */
@@ -185,9 +197,14 @@ typedef struct rec_train_opts {
     int64_t max_steps;         /* stop after this many steps in this run (0 = no limit) */
     const char *ckpt_dir;      /* save DIR/model.rckpt at every epoch end and every ckpt_every steps */
     int64_t ckpt_every;
-    int resume;                /* continue from DIR/model.rckpt */
-    const char *npy_dir;       /* export the final parameters as .npy files */
-    const char *loss_log;      /* write "step loss" per step to this file */
+    int resume;                /* continue from DIR/model.rckpt (which then must exist) */
+    int overwrite;             /* start over where DIR/model.rckpt exists (without it, and without
+                                  `resume`, an existing checkpoint is refused before any work), and
+                                  replace an earlier export in npy_dir; not with `resume` */
+    const char *npy_dir;       /* export the final parameters as .npy files (rec_export_npy) */
+    const char *loss_log;      /* write "step loss" per step to this file; with `resume`, its lines
+                                  after the resumed step are dropped first (a line that is not
+                                  "STEP LOSS" is refused with its number) */
     int64_t gen_rows;          /* embedded default: rows to generate (0 = 1M) */
     int tune;                  /* tune the embedding plan on the first steps (embed.h, tuner) */
     const char *plan_path;     /* embedding plan: load it if it exists and fits the tables (with

@@ -16,6 +16,11 @@ rec_status rec_read_file(const char *path, const char *what, size_t max_bytes, c
     *len_out = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return rec_errorf(REC_EIO, "%s: cannot open the %s: %s", path, what, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) { /* fopen opens a directory; reading it fails */
+        fclose(f);
+        return rec_errorf(REC_EIO, "%s: is a directory, not a %s file; give the path of the file itself", path, what);
+    }
     char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -39,11 +44,11 @@ rec_status rec_read_file(const char *path, const char *what, size_t max_bytes, c
         len += got;
         if (got == 0) break;
     }
-    const int err = ferror(f);
+    const int err = ferror(f) ? errno : 0;
     fclose(f);
     if (err) {
         free(buf);
-        return rec_errorf(REC_EIO, "%s: error reading the %s", path, what);
+        return rec_errorf(REC_EIO, "%s: error reading the %s: %s", path, what, strerror(err));
     }
     buf[len] = '\0';
     *out = buf;

@@ -1,4 +1,5 @@
-/* NumPy .npy export of one float32 array (train.h).
+/* NumPy .npy export (train.h): one float32 array as a .npy file, and a model's parameters as a
+ * folder of them that appears whole or not at all.
  *
  * Format version 1.0 (numpy/lib/format.py; NEP 1, "A simple file format for NumPy arrays"):
  *
@@ -11,11 +12,16 @@
  * (ARRAY_ALIGN = 64 in format.py, for memory mapping; readers accept any padding). The data
  * are the raw float32 values in C order, which on a little-endian host is the memory image of
  * the array. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "rectrain/core.h"
 #include "rectrain/train.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -80,4 +86,176 @@ rec_status rec_npy_write(const char *path, const float *data, int ndim, const in
         return rec_errorf(REC_EIO, "%s: cannot rename %s into place: %s", path, tmp, strerror(err));
     }
     return REC_OK;
+}
+
+/* ---- a model's parameters as a folder of .npy files ------------------------------------------
+ *
+ * The folder is written as DIR.tmp beside DIR and renamed to DIR only once every file is in
+ * it, so a failure (a full disk, a file too large, a stop) leaves no DIR with some of the
+ * parameters, which a reader would take for a whole export. An existing DIR with files in it
+ * is refused unless the caller allows replacing it (--overwrite), and even then only when it
+ * holds nothing an export does not write (NAME.npy, config.json), so that a slip of the shell
+ * (--npy ~) never deletes anything else. */
+
+/* A name that an export writes into its folder: NAME.npy, config.json, or the NAME.npy.tmp
+ * that rec_npy_write renames (left by an export that was killed). */
+static int export_name(const char *name) {
+    const size_t n = strlen(name);
+    return !strcmp(name, "config.json") || (n > 4 && !strcmp(name + n - 4, ".npy")) ||
+           (n > 8 && !strcmp(name + n - 8, ".npy.tmp"));
+}
+
+/* Counts the entries of folder `dir` into *entries and copies the first one that an export
+ * does not write (another name, or not a regular file) into foreign (cap bytes; "" when
+ * none). With `clear`, and only when every entry is an export's, removes them all and then
+ * the folder. -1 with errno when the folder cannot be read or a removal fails, else 0. */
+static int scan_export_dir(const char *dir, int clear, int64_t *entries, char *foreign, size_t cap) {
+    *entries = 0;
+    foreign[0] = 0;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    const size_t dn = strlen(dir);
+    char *p = malloc(dn + 2 + 256);
+    if (!p) {
+        closedir(d);
+        errno = ENOMEM;
+        return -1;
+    }
+    int rc = 0;
+    for (int pass = 0; pass < 1 + clear && rc == 0; pass++) { /* look first; remove on a second pass */
+        if (pass == 1) {
+            if (foreign[0]) break;
+            rewinddir(d);
+        }
+        const struct dirent *e;
+        while (rc == 0 && (e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(p, dn + 2 + 256, "%s/%s", dir, e->d_name);
+            if (pass == 1) {
+                if (unlink(p) != 0) rc = -1;
+                continue;
+            }
+            (*entries)++;
+            struct stat st;
+            if (!foreign[0] && (!export_name(e->d_name) || lstat(p, &st) != 0 || !S_ISREG(st.st_mode)))
+                snprintf(foreign, cap, "%s", e->d_name);
+        }
+    }
+    const int err = errno;
+    free(p);
+    closedir(d);
+    if (rc == 0 && clear && !foreign[0] && rmdir(dir) != 0) return -1;
+    errno = err;
+    return rc;
+}
+
+/* DIR without trailing slashes into dir, and DIR.tmp into tmp (each `cap` bytes). */
+static rec_status export_paths(const char *path, char *dir, char *tmp, size_t cap) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    if (n == 0 || (n == 1 && path[0] == '/') || n + 5 > cap)
+        return rec_errorf(REC_EINVAL, "'%s': not a usable export directory; give a path such as weights/", path);
+    memcpy(dir, path, n);
+    dir[n] = 0;
+    snprintf(tmp, cap, "%s.tmp", dir);
+    return REC_OK;
+}
+
+/* Everything rec_export_npy checks before it writes a byte (see rec_export_check); leaves
+ * DIR.tmp made and empty when `keep_tmp`, removes it otherwise. */
+static rec_status export_prepare(const char *dir, const char *tmp, int overwrite, int keep_tmp) {
+    char foreign[300];
+    int64_t n = 0;
+    struct stat st;
+    if (lstat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return rec_errorf(REC_EIO, "%s: exists and is not a directory; choose another export directory", dir);
+        if (scan_export_dir(dir, 0, &n, foreign, sizeof foreign) != 0)
+            return rec_errorf(REC_EIO, "%s: cannot read the export directory: %s", dir, strerror(errno));
+        if (n > 0 && !overwrite)
+            return rec_errorf(REC_EINVAL, "%s: exists and holds %lld file%s; add --overwrite to replace it with this "
+                              "export, or choose another directory", dir, (long long)n, rec_s(n));
+        if (n > 0 && foreign[0])
+            return rec_errorf(REC_EINVAL, "%s: holds '%s', which an export does not write; --overwrite replaces only an "
+                              "earlier export (NAME.npy files and config.json): choose another directory", dir, foreign);
+    } else if (errno != ENOENT && errno != ENOTDIR) { /* ENOTDIR: rec_mkdir_p says which part is a file */
+        return rec_errorf(REC_EIO, "%s: cannot look at the export directory: %s", dir, strerror(errno));
+    }
+    if (lstat(tmp, &st) == 0) { /* left by an export that was killed: cleared, if it holds only an export's files */
+        if (!S_ISDIR(st.st_mode) || scan_export_dir(tmp, 1, &n, foreign, sizeof foreign) != 0 || foreign[0])
+            return rec_errorf(REC_EIO, "%s: is in the way of the export (written there, then renamed to %s) and is not "
+                              "the remains of one; remove it, or choose another directory", tmp, dir);
+    }
+    REC_TRY(rec_mkdir_p(tmp, "export directory"));
+    if (!keep_tmp) rmdir(tmp);
+    return REC_OK;
+}
+
+rec_status rec_export_check(const char *path, int overwrite) {
+    char dir[4096], tmp[4096];
+    REC_TRY(export_paths(path, dir, tmp, sizeof dir));
+    return export_prepare(dir, tmp, overwrite, 0);
+}
+
+/* config.json: the model's canonical config, one line. */
+static rec_status write_config_json(const rec_model *m, const char *path) {
+    char *json = rec_model_config_to_json(rec_model_get_config(m));
+    if (!json) return rec_errorf(REC_ENOMEM, "%s: out of memory for the config JSON", path);
+    FILE *fp = fopen(path, "wb");
+    rec_status s = fp ? REC_OK : rec_errorf(REC_EIO, "%s: cannot create: %s", path, strerror(errno));
+    if (fp) {
+        const size_t len = strlen(json);
+        int bad = fwrite(json, 1, len, fp) != len || fputc('\n', fp) == EOF;
+        int err = bad ? errno : 0;
+        if (fclose(fp) != 0 && !bad) {
+            bad = 1;
+            err = errno;
+        }
+        if (bad) s = rec_errorf(REC_EIO, "%s: cannot write: %s", path, strerror(err));
+    }
+    free(json);
+    return s;
+}
+
+/* Every PARAM tensor as DIR.tmp/NAME.npy (float32, C order, rec_npy_write) and the canonical
+ * config as DIR.tmp/config.json; then an earlier export in DIR is removed (overwrite) and
+ * DIR.tmp renamed to DIR. On any failure DIR.tmp is removed and DIR is as it was. */
+rec_status rec_export_npy(const rec_model *m, const char *path, int overwrite) {
+    if (!m || !path) return rec_errorf(REC_EINVAL, "rec_export_npy: model and directory are required");
+    char dir[4096], tmp[4096], file[4096 + 128];
+    REC_TRY(export_paths(path, dir, tmp, sizeof dir));
+    REC_TRY(export_prepare(dir, tmp, overwrite, 1));
+    const rec_tensor *ts;
+    const int n = rec_model_tensors(m, &ts);
+    rec_status s = REC_OK;
+    for (int i = 0; i < n && !s; i++) {
+        if (ts[i].role != REC_TENSOR_PARAM) continue;
+        snprintf(file, sizeof file, "%s/%s.npy", tmp, ts[i].name);
+        s = rec_npy_write(file, ts[i].data, ts[i].ndim, ts[i].shape);
+    }
+    if (!s) {
+        snprintf(file, sizeof file, "%s/config.json", tmp);
+        s = write_config_json(m, file);
+    }
+    char foreign[300];
+    int64_t entries;
+    if (s) { /* no partial export: what was written goes */
+        scan_export_dir(tmp, 1, &entries, foreign, sizeof foreign);
+        return s;
+    }
+    /* An earlier export in DIR makes way (export_prepare refused anything else in it); an
+     * empty DIR is simply removed. */
+    struct stat st;
+    if (lstat(dir, &st) == 0 && rmdir(dir) != 0) {
+        const int gone = scan_export_dir(dir, 1, &entries, foreign, sizeof foreign) == 0 && !foreign[0];
+        if (!gone)
+            return rec_errorf(REC_EIO, "%s: cannot remove the earlier export to put the new one in its place (%s); "
+                              "the new export is complete in %s", dir, foreign[0] ? "it holds other files now"
+                              : strerror(errno), tmp);
+    }
+    if (rename(tmp, dir) != 0) {
+        s = rec_errorf(REC_EIO, "%s: cannot rename %s to it: %s", dir, tmp, strerror(errno));
+        scan_export_dir(tmp, 1, &entries, foreign, sizeof foreign);
+    }
+    return s;
 }

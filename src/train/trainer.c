@@ -86,10 +86,35 @@ static rec_status oracle_auc(const char *path, rec_dataset *d, int64_t row0, int
     return s;
 }
 
+/* The lines of text file `path` (a last line without '\n' counts) into *n; `opt` names the
+ * option in messages. A directory is refused as such. */
+static rec_status count_lines(const char *opt, const char *path, int64_t *n) {
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return rec_errorf(REC_EIO, "%s %s: cannot open: %s", opt, path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return rec_errorf(REC_EIO, "%s %s: is a directory; give the path of the file itself", opt, path);
+    }
+    char buf[1 << 16];
+    size_t got;
+    int last = '\n';
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        for (const char *p = buf; (p = memchr(p, '\n', (size_t)(buf + got - p))) != NULL; p++) (*n)++;
+        last = buf[got - 1];
+    }
+    const int err = ferror(f) ? errno : 0;
+    fclose(f);
+    if (err) return rec_errorf(REC_EIO, "%s %s: cannot read: %s", opt, path, strerror(err));
+    *n += last != '\n';
+    return REC_OK;
+}
+
 static void print_metrics(FILE *log, const char *what, int64_t step, const rec_metrics *x) {
     if (!log) return;
-    fprintf(log, "%s step %lld: auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  (%lld rows)\n",
-            what, (long long)step, x->auc, x->logloss, x->ne, x->accuracy, x->calibration, (long long)x->n);
+    fprintf(log, "%s step %lld: auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  (%lld row%s)\n",
+            what, (long long)step, x->auc, x->logloss, x->ne, x->accuracy, x->calibration, (long long)x->n, rec_s(x->n));
 }
 
 /* ---- the embedded default data set ---------------------------------------------------------------- */
@@ -197,6 +222,54 @@ static rec_status check_resume_data(const job *j, const rec_ckpt_meta *m, const 
                       path, what, data);
 }
 
+/* Opens --loss-log for this run. Without --resume it is started afresh. With --resume it
+ * continues the interrupted run's log: its lines for steps up to `resumed` (the checkpoint's
+ * step) are kept and the later ones are dropped — steps the interrupted run took after its
+ * last checkpoint (a kill, a crash), which this run takes again — so that a run split by
+ * stops and resumes leaves the log one uninterrupted run writes. A line that is not
+ * "STEP LOSS", or whose step does not rise, is refused with its number before any step (the
+ * file is then left as it was); a missing log is started. */
+static rec_status open_loss_log(job *j, int64_t resumed) {
+    const char *path = j->o->loss_log;
+    FILE *f = j->o->resume ? fopen(path, "r+") : NULL;
+    if (!f) f = fopen(path, "w");
+    if (!f) return rec_errorf(REC_EIO, "%s: cannot open the loss log: %s", path, strerror(errno));
+    j->loss_log = f;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long long prev = 0, lineno = 0;
+    long keep = 0;     /* bytes of the lines kept */
+    int open_end = 0;  /* the last line kept has no '\n' (a write cut short) */
+    rec_status s = REC_OK;
+    while (j->o->resume && (len = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        char *end, *e2;
+        const long long step = strtoll(line, &end, 10);
+        if (end == line || *end != ' ' || (strtod(end + 1, &e2), e2 == end + 1) || (*e2 != '\n' && *e2 != 0)) {
+            s = rec_errorf(REC_EFORMAT, "%s:%lld: not a \"STEP LOSS\" line of a loss log; --resume keeps the log's lines "
+                           "up to the resumed step, so the file must be this run's log: give --loss-log another path, "
+                           "or remove the file", path, lineno);
+            break;
+        }
+        if (lineno > 1 && step <= prev) {
+            s = rec_errorf(REC_EFORMAT, "%s:%lld: step %lld after step %lld: not the log of one run; give --loss-log "
+                           "another path, or remove the file", path, lineno, step, prev);
+            break;
+        }
+        if (step > resumed) break;
+        prev = step;
+        keep += (long)len;
+        open_end = line[len - 1] != '\n';
+    }
+    free(line);
+    if (!s && j->o->resume && (ftruncate(fileno(f), keep) != 0 || fseek(f, 0, SEEK_END) != 0 ||
+                               (open_end && fputc('\n', f) == EOF)))
+        s = rec_errorf(REC_EIO, "%s: cannot cut the loss log at step %lld: %s", path, (long long)resumed, strerror(errno));
+    if (!s) setvbuf(f, NULL, _IOLBF, 0); /* a line per step, as it happens (tail -f; a stopped run) */
+    return s;
+}
+
 static rec_status setup(job *j) {
     const rec_train_opts *o = j->o;
     rec_status s;
@@ -255,7 +328,7 @@ static rec_status setup(job *j) {
         snprintf(j->data_path, sizeof j->data_path, "%s/train.rshard", j->tmpdir);
         data = j->data_path;
         snprintf(j->prob_path, sizeof j->prob_path, "%s/train.prob", j->tmpdir);
-        if (!j->oracle_path) j->oracle_path = j->prob_path;
+        if (!j->oracle_path && !o->eval_path) j->oracle_path = j->prob_path;
         if (!o->eval_path && holdout <= 0) holdout = 0.1;
     }
     REC_TRY(open_data(j, data, &j->train));
@@ -276,6 +349,9 @@ static rec_status setup(job *j) {
                               "prep both with the same spec (and --vocab-from)", o->eval_path, data);
         j->eval_row0 = 0;
         REC_TRY(rec_dataset_rows(j->eval, &j->eval_row1));
+        if (j->eval_row1 < 1)
+            return rec_errorf(REC_EINVAL, "--eval %s holds no rows to evaluate; give the labelled evaluation split "
+                              "(prepped with the training data's spec), or --holdout F instead", o->eval_path);
     } else if (holdout > 0) {
         if (!(holdout < 1)) return rec_errorf(REC_EINVAL, "--holdout must be a share in (0, 1), got %g", holdout);
         int64_t h = (int64_t)floor((double)n * holdout);
@@ -288,16 +364,28 @@ static rec_status setup(job *j) {
         j->eval_row1 = n;
     }
     if (j->train_rows < 1) return rec_errorf(REC_EINVAL, "%s has no rows to train on", data);
+    if (j->oracle_path) { /* one true probability per row of the evaluated file */
+        if (!j->eval)
+            return rec_errorf(REC_EINVAL, "--oracle %s gives the ceiling AUC of the rows evaluated, and this run "
+                              "evaluates none; add --eval FILE or --holdout F", j->oracle_path);
+        const char *of = o->eval_path ? o->eval_path : data;
+        const int64_t rows = o->eval_path ? j->eval_row1 : n;
+        int64_t lines;
+        REC_TRY(count_lines("--oracle", j->oracle_path, &lines));
+        if (lines != rows)
+            return rec_errorf(REC_EINVAL, "--oracle %s has %lld line%s and %s %s has %lld row%s: the oracle holds the "
+                              "true click probability of each row of the %s file (its gen --prob-out)%s", j->oracle_path,
+                              (long long)lines, rec_s(lines), o->eval_path ? "--eval" : "--data", of, (long long)rows,
+                              rec_s(rows), o->eval_path ? "--eval" : "--data (with --holdout)",
+                              o->eval_path && lines == n ? "; it has a line per row of --data, which --eval does not "
+                              "evaluate" : "");
+    }
     if (o->ckpt_dir) REC_TRY(rec_dataset_digest(j->train, j->train_rows, &j->data_digest));
     if (o->resume) REC_TRY(check_resume_data(j, &resumed, ckpt, data));
     /* a resumed config lists its tables: binding checks them against the data */
     REC_TRY(rec_model_config_bind(&j->cfg, rec_dataset_n_dense(j->train), rec_dataset_n_sparse(j->train),
                                   rec_dataset_table_rows(j->train), data));
-    if (o->loss_log) {
-        j->loss_log = fopen(o->loss_log, o->resume ? "a" : "w");
-        if (!j->loss_log) return rec_errorf(REC_EIO, "%s: cannot open the loss log: %s", o->loss_log, strerror(errno));
-        setvbuf(j->loss_log, NULL, _IOLBF, 0); /* a line per step, as it happens (tail -f; a stopped run) */
-    }
+    if (o->loss_log) REC_TRY(open_loss_log(j, resumed.step));
     return rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads);
 }
 
@@ -456,8 +544,8 @@ static rec_status run(job *j) {
         rec_loader_close(l);
         if (!s && !stop && o->ckpt_dir) s = save_ckpt(j, epoch + 1, 0, rows_seen);
         if (!s && o->log)
-            fprintf(o->log, "epoch %lld/%d: %lld steps, loss %.5f, %.0f samples/s\n", (long long)epoch + 1, j->cfg.epochs,
-                    (long long)rec_model_steps(j->model), rep->last_loss,
+            fprintf(o->log, "epoch %lld/%d: %lld step%s, loss %.5f, %.0f samples/s\n", (long long)epoch + 1, j->cfg.epochs,
+                    (long long)rec_model_steps(j->model), rec_s(rec_model_steps(j->model)), rep->last_loss,
                     rep->train_seconds > 0 ? rep->rows / rep->train_seconds : 0.0);
     }
     rec_progress_finish(&pg);
@@ -470,8 +558,8 @@ static rec_status run(job *j) {
             if (!o->ckpt_dir) snprintf(kept, sizeof kept, "nothing was saved (no --ckpt)");
             else if (j->saved_step == 0) snprintf(kept, sizeof kept, "no step was taken, so no checkpoint was written");
             else
-                snprintf(kept, sizeof kept, "step %lld is saved in %s: continue with the same command and --resume",
-                         (long long)j->saved_step, j->ckpt);
+                snprintf(kept, sizeof kept, "step %lld is saved in %s: continue with the same command and --resume%s",
+                         (long long)j->saved_step, j->ckpt, o->overwrite ? " in place of --overwrite" : "");
             fprintf(o->log, "train: stopped by %s after step %lld; %s\n", rec_signal_name(rep->stopped_by),
                     (long long)rec_model_steps(j->model), kept);
         }
@@ -479,15 +567,13 @@ static rec_status run(job *j) {
     }
     if (j->eval) {
         REC_TRY(rec_evaluate(j->model, j->eval, j->eval_row0, j->eval_row1, B, &rep->eval));
-        rep->has_eval = 1;
-        print_metrics(o->log, "final eval", rec_model_steps(j->model), &rep->eval);
-        if (j->oracle_path && j->eval == j->train) {
+        rep->has_eval = 1; /* reported by the caller, once (rectrain train prints it on stdout) */
+        if (j->oracle_path) {
             REC_TRY(oracle_auc(j->oracle_path, j->eval, j->eval_row0, j->eval_row1, &rep->oracle_auc));
             rep->has_oracle = 1;
-            if (o->log) fprintf(o->log, "oracle auc (true click probabilities, same rows): %.5f\n", rep->oracle_auc);
         }
     }
-    if (o->npy_dir) REC_TRY(rec_export_npy(j->model, o->npy_dir));
+    if (o->npy_dir) REC_TRY(rec_export_npy(j->model, o->npy_dir, o->overwrite));
     return REC_OK;
 }
 
@@ -503,16 +589,44 @@ static rec_status check_outputs(const rec_train_opts *o, const char *ckpt) {
     return REC_OK;
 }
 
+/* A checkpoint where a run that neither resumes nor overwrites would save one: refused, as
+ * saving would silently replace the work it holds. */
+static rec_status check_no_ckpt(const char *ckpt) {
+    if (access(ckpt, F_OK) != 0) return REC_OK;
+    rec_model_config c;
+    rec_ckpt_meta meta;
+    char what[96] = "";
+    if (rec_ckpt_read_config(ckpt, &c, &meta) == REC_OK) {
+        snprintf(what, sizeof what, " (model %s at step %lld)", c.name, (long long)meta.step);
+        rec_model_config_free(&c);
+    }
+    return rec_errorf(REC_EINVAL, "%s exists%s: add --resume to continue from it, or --overwrite to start over and "
+                      "replace it (or give --ckpt another directory)", ckpt, what);
+}
+
+/* A file option naming a directory: refused before any work, saying so (--plan with --tune
+ * would otherwise fail only when the tuned plan is written, after the tuning steps). */
+static rec_status check_not_dir(const char *opt, const char *path) {
+    struct stat st;
+    if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return rec_errorf(REC_EINVAL, "%s %s: is a directory; give the path of a file", opt, path);
+    return REC_OK;
+}
+
 rec_status rec_train(const rec_train_opts *o, rec_train_report *rep) {
     memset(rep, 0, sizeof *rep);
     job j;
     memset(&j, 0, sizeof j);
+    if (o->resume && o->overwrite)
+        return rec_errorf(REC_EINVAL, "--resume continues the checkpoint and --overwrite starts over: give one of them");
     if (o->ckpt_dir) rec_ckpt_path(o->ckpt_dir, j.ckpt, sizeof j.ckpt);
     REC_TRY(check_outputs(o, o->ckpt_dir ? j.ckpt : NULL));
+    REC_TRY(check_not_dir("--plan", o->plan_path));
+    if (o->ckpt_dir && !o->resume && !o->overwrite) REC_TRY(check_no_ckpt(j.ckpt));
     /* Output directories are made before the work: a path that cannot be written fails now,
      * not after the training it would have kept. */
     if (o->ckpt_dir && !o->resume) REC_TRY(rec_mkdir_p(o->ckpt_dir, "checkpoint directory"));
-    if (o->npy_dir) REC_TRY(rec_mkdir_p(o->npy_dir, "export directory"));
+    if (o->npy_dir) REC_TRY(rec_export_check(o->npy_dir, o->overwrite));
     j.o = o;
     j.rep = rep;
     j.threads = o->threads > 0 ? o->threads : rec_cpu_count();
