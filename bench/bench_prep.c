@@ -68,7 +68,7 @@ static int make_chunks(const char *text, size_t len, rec_text_chunk *chunks, int
         }
         int64_t lines = 0;
         for (const char *p = text + pos; (p = memchr(p, '\n', (size_t)(text + end - p))) != NULL; p++) lines++;
-        chunks[n++] = (rec_text_chunk){text + pos, end - pos, line, lines};
+        chunks[n++] = (rec_text_chunk){.text = text + pos, .len = end - pos, .first_line = line, .n_lines = lines};
         line += lines;
         pos = end;
     }

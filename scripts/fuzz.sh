@@ -56,7 +56,7 @@ done
 seed_tsv() {
     dir=$1
     i=0
-    for flags in 0 1 2 3; do
+    for flags in 0 1 2 3 129; do
         for row in 1 2 3; do
             i=$((i + 1))
             {

@@ -288,19 +288,23 @@ static void test_json_undefined(void) {
  * opened when training starts, is never made). Needs raw.tsv from test_same_files. */
 static void test_outputs_first(void) {
     CHECK(run("prep --spec %s/configs/criteo_vocab.json --in raw.tsv --out nodir/x.rshard", src) == 1 &&
-              strstr(out, "nodir/x.rshard.tmp: cannot create") && strstr(out, "before the counting pass"),
+              strstr(out, "nodir/x.rshard.tmp: cannot create") && strstr(out, "before reading the input"),
           "prep into a missing folder: %s", out);
     FILE *f = fopen(path("plain"), "wb");
     if (f) fclose(f);
     CHECK(run("train --data raw.tsv --spec %s/configs/criteo_standard.json --holdout 0.5 --npy plain/npy --loss-log o.log",
               src) == 1 && strstr(out, "cannot create the export directory") && file_size("o.log") < 0,
           "--npy that cannot be made fails before training: %s", out);
-    /* An --out that is a directory: the shard is written whole to OUT.tmp, the rename over the
-     * directory fails (rec_atomic_commit), and OUT.tmp is removed. */
+    /* An --out that is a directory is refused before the input is read (a missing input is not
+     * even opened), for one-pass and two-pass specs alike, and leaves no OUT.tmp. */
     CHECK(mkdir(path("outdir"), 0755) == 0, "mkdir outdir");
     CHECK(run("prep --spec %s/configs/criteo_standard.json --in raw.tsv --out outdir", src) == 1 &&
-              strstr(out, "outdir: cannot rename outdir.tmp to it: Is a directory") && file_size("outdir.tmp") < 0,
+              strstr(out, "outdir: is a directory; give the path of the file to write (DIR/NAME) (found before reading "
+                          "the input") && file_size("outdir.tmp") < 0,
           "prep --out naming a directory: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in no-such.tsv --out outdir", src) == 1 &&
+              strstr(out, "outdir: is a directory") && !strstr(out, "no-such.tsv"),
+          "prep --out naming a directory, two-pass spec: %s", out);
 }
 
 /* Appends train.tsv to the open stream f, again and again, until `bytes` are written. */
@@ -386,6 +390,147 @@ static void test_gen_stop(void) {
     waitpid(pid, &status, 0);
     CHECK(file_size("big.tsv") < 0 && file_size("big.tsv.tmp") > 0, "after kill -9 only big.tsv.tmp is there");
     unlink(path("big.tsv.tmp"));
+}
+
+/* Writes two copies of train.tsv's lines that `pick` keeps, at most `max`: `full` as they are
+ * and `stripped` with their trailing tabs (empty last fields) removed, as published Criteo
+ * copies sometimes are. pick(line, fields once stripped, index among the kept) -> keep? */
+static void strip_copy(const char *full, const char *stripped, int max, int (*pick)(int fields, int kept)) {
+    FILE *in = fopen(path("train.tsv"), "rb"), *f = fopen(path(full), "wb"), *st = fopen(path(stripped), "wb");
+    static char line[1 << 16];
+    int kept = 0;
+    while (in && f && st && kept < max && fgets(line, sizeof line, in)) {
+        size_t n = strcspn(line, "\n");
+        while (n > 0 && line[n - 1] == '\t') n--;
+        int fields = 1;
+        for (size_t i = 0; i < n; i++) fields += line[i] == '\t';
+        if (!pick(fields, kept)) continue;
+        fputs(line, f);
+        fprintf(st, "%.*s\n", (int)n, line);
+        kept++;
+    }
+    if (in) fclose(in);
+    if (f) fclose(f);
+    if (st) fclose(st);
+}
+static int from_start(int fields, int kept) { return (void)fields, 1; }
+static int from_short(int fields, int kept) { return kept > 0 || fields < REC_CRITEO_NCOL; }
+static int from_39(int fields, int kept) { return kept > 0 || fields == REC_CRITEO_NCOL - 1; }
+static int only_39(int fields, int kept) { return (void)kept, fields == REC_CRITEO_NCOL - 1; }
+
+/* Issue 26, item 1: copies stripped of their trailing empty fields. Whatever the first line,
+ * detection refuses them (never a shifted test format), the strict reader's message says what
+ * keeps their rows, --bad-rows skip refuses to drop ~40% of them, and with --short-rows
+ * missing each preps to the shard of the same lines with their tabs. */
+static void test_stripped(void) {
+    const char *std = "--spec %s/configs/criteo_standard.json";
+    char cmd[512];
+    static const struct {
+        const char *name;
+        int (*pick)(int, int);
+        int max;
+        const char *detect; /* what the refusal of detection says */
+    } cases[] = {
+        {"first40", from_start, 3000, "have 40 tab-separated fields"},
+        {"firstshort", from_short, 3000, "it looks like a labelled file stripped"},
+        {"first39", from_39, 3000, "it looks like a labelled file stripped"},
+        {"all39", only_39, 300, "field 14 is an int in every line"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const char *n = cases[k].name;
+        char full[64], st[64];
+        snprintf(full, sizeof full, "%s.tsv", n);
+        snprintf(st, sizeof st, "%s.st.tsv", n);
+        strip_copy(full, st, cases[k].max, cases[k].pick);
+        snprintf(cmd, sizeof cmd, "prep %s --in %s --out %s.st.rshard", std, st, n);
+        CHECK(run(cmd, src) == 1 && strstr(out, cases[k].detect) && strstr(out, "stripped of its trailing empty fields") &&
+                  strstr(out, "add --short-rows missing"),
+              "%s: detection refuses a stripped copy: %s", n, out);
+        snprintf(cmd, sizeof cmd, "prep %s --in %s --out %s.rshard", std, full, n);
+        CHECK(run(cmd, src) == 0, "%s: prep the whole copy: %s", n, out);
+        snprintf(cmd, sizeof cmd, "prep %s --in %s --out %s.st.rshard --short-rows missing", std, st, n);
+        char a[64], b[64];
+        snprintf(a, sizeof a, "%s.rshard", n);
+        snprintf(b, sizeof b, "%s.st.rshard", n);
+        CHECK(run(cmd, src) == 0 && same_file(a, b), "%s: --short-rows missing gives the same shard: %s", n, out);
+    }
+    /* explicit format: the strict reader stops at the first short row and says why */
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in first40.st.tsv --out x.rshard --format train", src) == 1 &&
+              strstr(out, "first40.st.tsv:") && strstr(out, "tab-separated fields (train format), found 3") &&
+              strstr(out, "--short-rows missing"),
+          "a short row with --format train: %s", out);
+    /* skipping ~40% of the rows is refused, naming the share and the flag */
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in first40.st.tsv --out x.rshard --format train "
+              "--bad-rows skip", src) == 1 &&
+              strstr(out, "--bad-rows skip dropped") && strstr(out, "more than --max-bad-share 0.02 allows") &&
+              file_size("x.rshard") < 0,
+          "skip refuses a biased sample: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in first40.st.tsv --out x.rshard --format train "
+              "--bad-rows skip --max-bad-share 0.9 --json", src) == 0 &&
+              json_num("bad_share") > 0.3 && json_num("bad_share") < 0.6 && strstr(out, "% of the input)"),
+          "skip within --max-bad-share reports the share: %s", out);
+    /* the same flags on train's TSV path (its counting pass) */
+    CHECK(run("train --data first40.st.tsv --spec %s/configs/criteo_standard.json --format train --bad-rows skip "
+              "--steps 1", src) == 1 && strstr(out, "more than --max-bad-share"),
+          "train's TSV reader refuses a biased sample: %s", out);
+    CHECK(run("train --data first40.st.tsv --spec %s/configs/criteo_standard.json --short-rows missing --holdout 0.1 "
+              "--steps 2 --json", src) == 0 && json_num("steps") == 2,
+          "train reads a stripped TSV with --short-rows missing: %s", out);
+    /* --format test on a labelled file stops at its first 40-field row */
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in first39.st.tsv --out x.rshard --format test", src) == 1 &&
+              strstr(out, "found 40"),
+          "--format test on a labelled file: %s", out);
+}
+
+/* Issue 26, item 2: several input files are one input, read in order: by a comma-separated
+ * list, a repeated --in or a glob (version order: part_2 before part_10), the shard equals the
+ * one of the concatenated file, for one-pass and two-pass specs; a bad row of the second file
+ * is reported with that file and its own line number. */
+static void test_input_lists(void) {
+    /* train.tsv's first 3000 lines as part_1, part_2 and part_10, and all of them as one file */
+    FILE *in = fopen(path("train.tsv"), "rb"), *whole = fopen(path("parts.tsv"), "wb");
+    FILE *part[3] = {fopen(path("part_1.tsv"), "wb"), fopen(path("part_2.tsv"), "wb"), fopen(path("part_10.tsv"), "wb")};
+    static char line[1 << 16];
+    for (int i = 0; in && whole && part[2] && i < 3000 && fgets(line, sizeof line, in); i++) {
+        fputs(line, part[i / 1000]);
+        fputs(line, whole);
+    }
+    for (int k = 0; k < 3; k++)
+        if (part[k]) fclose(part[k]);
+    if (in) fclose(in);
+    if (whole) fclose(whole);
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in parts.tsv --out whole.rshard", src) == 0, "prep: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in part_1.tsv,part_2.tsv --in part_10.tsv --out list.rshard "
+              "--json", src) == 0 && json_num("files") == 3 && same_file("whole.rshard", "list.rshard"),
+          "a list and a repeated --in equal the concatenated file: %s", out);
+    /* the headline rate is the input's size over the job's time, whatever the passes */
+    CHECK(json_num("passes") == 2 &&
+              fabs(json_num("mb_per_s") * json_num("seconds") - json_num("bytes") / 1e6) <= 0.05 * json_num("bytes") / 1e6,
+          "MB/s of a two-pass prep: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in 'part_*.tsv' --out glob.rshard", src) == 0 &&
+              same_file("whole.rshard", "glob.rshard") && strstr(out, "in 3 files"),
+          "a glob, in version order, equals the concatenated file: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in part_1.tsv,part_2.tsv,part_10.tsv --out std.list.rshard",
+              src) == 0 &&
+              run("prep --spec %s/configs/criteo_standard.json --in parts.tsv --out std.whole.rshard", src) == 0 &&
+              same_file("std.whole.rshard", "std.list.rshard"),
+          "one-pass spec: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in 'nomatch_*.tsv' --out x.rshard", src) == 2 &&
+              strstr(out, "--in: no file matches 'nomatch_*.tsv'"),
+          "a glob matching nothing: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in part_1.tsv,,part_2.tsv --out x.rshard", src) == 2 &&
+              strstr(out, "--in: an empty path in"),
+          "an empty list item: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in part_1.tsv,missing.tsv --out x.rshard", src) == 1 &&
+              strstr(out, "missing.tsv: cannot open") && file_size("x.rshard.tmp") < 0,
+          "a missing file of the list, before any pass: %s", out);
+    copy_lines("part_2.tsv", "bad_2.tsv", 1000, 7, "1\t1\t2\n");
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in part_1.tsv,bad_2.tsv --out x.rshard", src) == 1 &&
+              strstr(out, "bad_2.tsv:7: expected 40 tab-separated fields"),
+          "a bad row of the second file names it and its own line: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in part_1.tsv,test.tsv --out x.rshard", src) == 1 &&
+              strstr(out, "test.tsv is in the test format and ") && strstr(out, "part_1.tsv in the train format"),
+          "files of two formats: %s", out);
 }
 
 /* README "Train on the real Criteo data": the Terabyte recipe hashes ids modulo 40M as
@@ -508,6 +653,8 @@ int main(void) {
     test_prep_stop();
     test_gen_stop();
     test_terabyte_recipe();
+    test_stripped();
+    test_input_lists();
     test_errors();
     test_bench();
     clirun_cleanup();

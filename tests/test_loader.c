@@ -168,7 +168,8 @@ static int make_data(const char *src) {
     rec_status s = rec_gen_write(&g, N, g_tsv, NULL, 2, NULL);
     rec_ingest_opts io;
     memset(&io, 0, sizeof io);
-    io.in_path = g_tsv;
+    io.in_paths = (const char *const[]){g_tsv};
+    io.n_in = 1;
     io.threads = 2;
     io.tsv.has_label = -1;
     io.group_rows = GROUP;
@@ -397,7 +398,8 @@ static void test_pipe(void) {
     pthread_create(&th, NULL, feed_fifo, fifo);
     rec_ingest_opts io;
     memset(&io, 0, sizeof io);
-    io.in_path = fifo;
+    io.in_paths = (const char *const[]){fifo};
+    io.n_in = 1;
     io.out_path = out;
     io.spec_path = g_std;
     io.threads = 2;

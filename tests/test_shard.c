@@ -684,13 +684,18 @@ static void writer_errors(void) {
     char nodir[600];
     snprintf(nodir, sizeof nodir, "%s/missing/x.rshard", g_dir);
     CHECK_ERR(rec_shard_writer_open(&w, nodir, &ts.spec, NULL, 1, 4), REC_EIO, "missing/x.rshard.tmp: cannot create");
-    /* rename onto an existing directory fails at close with EIO and leaves no .tmp */
+    /* an output that is a directory is refused at open, before any work */
     char dirpath[600], dirtmp[700];
     snprintf(dirpath, sizeof dirpath, "%s/isdir", g_dir);
     mkdir(dirpath, 0755);
+    CHECK_ERR(rec_shard_writer_open(&w, dirpath, &ts.spec, NULL, 1, 4), REC_EINVAL,
+              "isdir: is a directory; give the path of the file to write");
+    /* one made while the shard is written: the rename at close fails with EIO and leaves no .tmp */
+    snprintf(dirpath, sizeof dirpath, "%s/laterdir", g_dir);
+    CHECK(rec_shard_writer_open(&w, dirpath, &ts.spec, NULL, 1, 4) == REC_OK, "open: %s", rec_errmsg());
+    mkdir(dirpath, 0755);
     snprintf(dirtmp, sizeof dirtmp, "%s/f", dirpath);
     write_all(dirtmp, (const uint8_t *)"x", 1);
-    CHECK(rec_shard_writer_open(&w, dirpath, &ts.spec, NULL, 1, 4) == REC_OK, "open: %s", rec_errmsg());
     CHECK_ERR(rec_shard_writer_close(w), REC_EIO, "cannot rename");
     snprintf(dirtmp, sizeof dirtmp, "%s.tmp", dirpath);
     CHECK(!file_exists(dirtmp), "failed close left %s", dirtmp);

@@ -49,8 +49,22 @@ typedef struct cli_path_list {
 } cli_path_list;
 int cli_paths(const char *cmd, int argc, char **argv, int *i, cli_path_list *out);
 void cli_paths_free(cli_path_list *l);
-/* --bad-rows fail|skip. */
-int cli_bad_rows(const char *cmd, int argc, char **argv, int *i, rec_bad_rows *out);
+/* The options of the TSV reader, one place for prep, train and eval: --bad-rows fail|skip,
+ * --format train|test (--test-format, the older spelling of --format test), --short-rows
+ * fail|missing, --max-bad-share F, --max-line BYTES. Returns -1 when argv[*i] is none of
+ * them (nothing consumed), else CLI_OK or CLI_USAGE. */
+int cli_tsv_option(const char *cmd, int argc, char **argv, int *i, rec_tsv_opts *o);
+/* Their help lines, the same for every command that reads TSV. */
+#define CLI_TSV_HELP                                                                                  \
+    "  --format F         train (label + 39 fields) or test (no label); default: detected when the\n"  \
+    "                     first lines leave no doubt (all 40 fields: train; all 39, 100+ lines: test)\n" \
+    "  --short-rows M     fail (default), or missing: a row with fewer fields (a copy stripped of\n"   \
+    "                     its trailing empty fields) has the absent fields missing\n"                 \
+    "  --bad-rows MODE    fail (default): stop at the first malformed row with file:line:field;\n"    \
+    "                     skip: drop malformed rows and report how many and where\n"                  \
+    "  --max-bad-share F  with skip: refuse the input when more than this share of its rows are\n"    \
+    "                     malformed (default 0.02)\n"                                                 \
+    "  --max-line BYTES   longest accepted line (default 1 MiB)\n"
 
 /* x printed with fmt ("%.6f") as a JSON number, or "null" where x is NaN or infinite, which
  * JSON cannot hold (the AUC of rows of one class, a rate over no time). Rotates over 32

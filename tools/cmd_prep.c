@@ -13,16 +13,15 @@ static const char USAGE[] =
     "or gzip) with the operator DAG of SPEC into a checksummed, mmap-able .rshard.\n"
     "\n"
     "  --spec FILE        pipeline spec (e.g. configs/criteo_standard.json)\n"
-    "  --in FILE          input .tsv or .gz (gzip is detected from the content)\n"
+    "  --in FILES         input .tsv or .gz files (gzip is detected from the content), read in\n"
+    "                     order as one input: comma-separated, --in repeated, or globs in\n"
+    "                     version order ('day_*.gz': day_2 before day_10)\n"
     "  --out FILE         output .rshard (written to FILE.tmp, then renamed)\n"
     "  --threads T        worker threads (default: all CPUs)\n"
-    "  --bad-rows MODE    fail (default): stop at the first malformed row with file:line:field;\n"
-    "                     skip: drop malformed rows and report how many and where\n"
-    "  --test-format      input has no label column (default: detected from the first line)\n"
+    CLI_TSV_HELP
     "  --vocab-from FILE  reuse the categorify vocabularies of an existing .rshard (prep the\n"
     "                     eval/test split with the vocabularies of the train split)\n"
     "  --group-rows N     rows per shard row group (default 65536)\n"
-    "  --max-line BYTES   longest accepted line (default 1 MiB)\n"
     "  --explain          print the fused operator plan\n"
     "  --json             print a JSON summary as the last line of stdout\n";
 
@@ -31,51 +30,58 @@ int cmd_prep(int argc, char **argv) {
     rec_ingest_opts o = {0};
     o.threads = rec_cpu_count();
     o.tsv.has_label = -1;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
+    cli_path_list in = {0};
+    int json = 0, rc = CLI_OK;
+    for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i];
-        int rc = CLI_OK;
-        if (cli_is_help(a)) { fputs(USAGE, stdout); return CLI_OK; }
+        if (cli_is_help(a)) { fputs(USAGE, stdout); cli_paths_free(&in); return CLI_OK; }
         else if (!strcmp(a, "--spec")) rc = cli_str(cmd, argc, argv, &i, &o.spec_path);
-        else if (!strcmp(a, "--in")) rc = cli_str(cmd, argc, argv, &i, &o.in_path);
+        else if (!strcmp(a, "--in")) rc = cli_paths(cmd, argc, argv, &i, &in);
         else if (!strcmp(a, "--out")) rc = cli_str(cmd, argc, argv, &i, &o.out_path);
         else if (!strcmp(a, "--vocab-from")) rc = cli_str(cmd, argc, argv, &i, &o.vocab_from);
         else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 256, &o.threads);
         else if (!strcmp(a, "--group-rows")) rc = cli_i64(cmd, argc, argv, &i, 1, 1 << 24, &o.group_rows);
-        else if (!strcmp(a, "--max-line")) rc = cli_i64(cmd, argc, argv, &i, 64, (int64_t)1 << 30, &o.tsv.max_line);
-        else if (!strcmp(a, "--test-format")) o.tsv.has_label = 0;
         else if (!strcmp(a, "--explain")) o.explain = 1;
         else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--bad-rows")) rc = cli_bad_rows(cmd, argc, argv, &i, &o.tsv.bad_rows);
-        else rc = cli_usage(cmd, "unknown option '%s'", a);
-        if (rc) return rc;
+        else if ((rc = cli_tsv_option(cmd, argc, argv, &i, &o.tsv)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
     }
-    if (!o.spec_path || !o.in_path || !o.out_path)
-        return cli_usage(cmd, "--spec, --in and --out are required");
+    if (!rc && (!o.spec_path || !in.n || !o.out_path)) rc = cli_usage(cmd, "--spec, --in and --out are required");
+    if (rc) {
+        cli_paths_free(&in);
+        return rc;
+    }
+    o.in_paths = in.v;
+    o.n_in = in.n;
 
     rec_ingest_report rep;
     o.stop = &cli_stop;
     cli_catch_stop("\nrectrain prep: stopping; the partial output is removed (send it again to stop at once)\n");
     rec_status s = rec_ingest(&o, &rep);
-    if (s) return cli_fail(cmd, s);
-    double mb = (double)rep.bytes / 1e6;
-    fprintf(stderr, "prep: %lld rows, %.1f MB in %.2f s (%d pass%s, %.0f MB/s per pass) -> %s\n",
-            (long long)rep.rows, mb, rep.seconds, rep.passes, rep.passes > 1 ? "es" : "",
-            mb * rep.passes / rep.seconds, o.out_path);
+    if (s) {
+        cli_paths_free(&in);
+        return cli_fail(cmd, s);
+    }
+    /* the input's rate: its bytes read once per pass over the whole job's time */
+    const double mb = (double)rep.bytes / 1e6, mb_per_s = mb / rep.seconds;
+    char files[32] = "";
+    if (in.n > 1) snprintf(files, sizeof files, " in %d files", in.n);
+    fprintf(stderr, "prep: %lld row%s, %.1f MB%s in %.2f s (%d pass%s): %.0f MB/s -> %s\n", (long long)rep.rows,
+            rec_s(rep.rows), mb, files, rep.seconds, rep.passes, rep.passes > 1 ? "es" : "", mb_per_s, o.out_path);
     if (rep.rows == 0)
-        fprintf(stderr, "prep: warning: %s holds no rows%s; the shard holds none, and training refuses it\n", o.in_path,
+        fprintf(stderr, "prep: warning: %s holds no rows%s; the shard holds none, and training refuses it\n", in.v[0],
                 rep.bad.count ? " that parse" : "");
     if (rep.bad.count) {
-        fprintf(stderr, "prep: skipped %lld malformed row%s; first:\n", (long long)rep.bad.count,
-                rep.bad.count > 1 ? "s" : "");
+        fprintf(stderr, "prep: skipped %lld malformed row%s (%.2f%% of the input); first:\n", (long long)rep.bad.count,
+                rec_s(rep.bad.count), 100.0 * (double)rep.bad.count / (double)(rep.rows + rep.bad.count));
         for (int k = 0; k < rep.bad.n_kept; k++)
-            fprintf(stderr, "  %s:%lld: %s\n", o.in_path, (long long)rep.bad.line[k], rep.bad.why[k]);
+            fprintf(stderr, "  %s:%lld: %s\n", rep.bad.path[k], (long long)rep.bad.line[k], rep.bad.why[k]);
     }
     if (json)
-        printf("{\"rows\": %lld, \"bytes\": %llu, \"seconds\": %s, \"passes\": %d, \"mb_per_s\": %s, "
-               "\"rows_per_s\": %s, \"bad_rows\": %lld, \"threads\": %d}\n",
-               (long long)rep.rows, (unsigned long long)rep.bytes, cli_jnum("%.4f", rep.seconds), rep.passes,
-               cli_jnum("%.2f", mb * rep.passes / rep.seconds), cli_jnum("%.1f", (double)rep.rows / rep.seconds),
-               (long long)rep.bad.count, o.threads);
+        printf("{\"rows\": %lld, \"bytes\": %llu, \"files\": %d, \"seconds\": %s, \"passes\": %d, \"mb_per_s\": %s, "
+               "\"rows_per_s\": %s, \"bad_rows\": %lld, \"bad_share\": %s, \"threads\": %d}\n",
+               (long long)rep.rows, (unsigned long long)rep.bytes, in.n, cli_jnum("%.4f", rep.seconds), rep.passes,
+               cli_jnum("%.2f", mb_per_s), cli_jnum("%.1f", (double)rep.rows / rep.seconds), (long long)rep.bad.count,
+               cli_jnum("%.6f", (double)rep.bad.count / (double)(rep.rows + rep.bad.count)), o.threads);
+    cli_paths_free(&in);
     return CLI_OK;
 }

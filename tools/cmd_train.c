@@ -22,7 +22,8 @@ static const char TRAIN_USAGE[] =
     "  --holdout F        evaluate on the last F share of --data's rows (time order) instead\n"
     "  --spec FILE        prep spec for .tsv data (default: the config's train.prep_spec)\n"
     "  --vocab-from FILE  .rshard with the vocabularies of a categorify spec (TSV data)\n"
-    "  --bad-rows MODE    TSV data: fail (default) or skip malformed rows\n"
+    "TSV data (--data, --eval):\n"
+    CLI_TSV_HELP
     "  --epochs E         epochs (default: the config's)\n"
     "  --batch B          batch size (default: the config's)\n"
     "  --threads T        threads (default: all CPUs)\n"
@@ -97,8 +98,7 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--plan")) rc = cli_str(cmd, argc, argv, &i, &o.plan_path);
         else if (!strcmp(a, "--rows")) rc = cli_i64(cmd, argc, argv, &i, 1000, (int64_t)1 << 40, &o.gen_rows);
         else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--bad-rows")) rc = cli_bad_rows(cmd, argc, argv, &i, &o.tsv.bad_rows);
-        else rc = cli_usage(cmd, "unknown option '%s'", a);
+        else if ((rc = cli_tsv_option(cmd, argc, argv, &i, &o.tsv)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
     if (o.eval_path && o.holdout > 0) return cli_usage(cmd, "give --eval or --holdout, not both");
@@ -145,7 +145,9 @@ static const char EVAL_USAGE[] =
     "  --holdout F        evaluate only the last F share of the rows (as train --holdout)\n"
     "  --batch B          rows per forward pass (default 4096)\n"
     "  --threads T        threads (default: all CPUs)\n"
-    "  --json             print a JSON summary as the last line of stdout\n";
+    "  --json             print a JSON summary as the last line of stdout\n"
+    "TSV data:\n"
+    CLI_TSV_HELP;
 
 /* DIR/model.rckpt when PATH is a directory, PATH otherwise. */
 static void resolve_ckpt(const char *path, char *buf, size_t cap) {
@@ -207,7 +209,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--batch")) rc = cli_i64(cmd, argc, argv, &i, 1, 1 << 20, &batch);
         else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 256, &threads);
         else if (!strcmp(a, "--json")) json = 1;
-        else rc = cli_usage(cmd, "unknown option '%s'", a);
+        else if ((rc = cli_tsv_option(cmd, argc, argv, &i, &d.tsv)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
     if (!ckpt || !d.path) return cli_usage(cmd, "--ckpt and --data are required");

@@ -199,12 +199,40 @@ int cli_int(const char *cmd, int argc, char **argv, int *i, int min, int max, in
     return CLI_OK;
 }
 
-int cli_bad_rows(const char *cmd, int argc, char **argv, int *i, rec_bad_rows *out) {
-    const char *v = NULL;
+/* "--flag VALUE" where VALUE must be one of two words; *out = 0 for the first, 1 for the
+ * second. */
+static int two_words(const char *cmd, int argc, char **argv, int *i, const char *w0, const char *w1, int *out) {
+    const char *flag = argv[*i], *v = NULL;
     if (cli_str(cmd, argc, argv, i, &v)) return CLI_USAGE;
-    if (!strcmp(v, "fail")) *out = REC_BAD_ROWS_FAIL;
-    else if (!strcmp(v, "skip")) *out = REC_BAD_ROWS_SKIP;
-    else return cli_usage(cmd, "--bad-rows must be 'fail' or 'skip' (got '%s')", v);
+    if (!strcmp(v, w0)) *out = 0;
+    else if (!strcmp(v, w1)) *out = 1;
+    else return cli_usage(cmd, "%s must be '%s' or '%s' (got '%s')", flag, w0, w1, v);
+    return CLI_OK;
+}
+
+int cli_tsv_option(const char *cmd, int argc, char **argv, int *i, rec_tsv_opts *o) {
+    const char *a = argv[*i];
+    int v = 0, rc;
+    if (!strcmp(a, "--bad-rows")) {
+        if ((rc = two_words(cmd, argc, argv, i, "fail", "skip", &v))) return rc;
+        o->bad_rows = v ? REC_BAD_ROWS_SKIP : REC_BAD_ROWS_FAIL;
+    } else if (!strcmp(a, "--format")) {
+        if ((rc = two_words(cmd, argc, argv, i, "test", "train", &v))) return rc;
+        if (o->has_label == !v) return cli_usage(cmd, "--format %s contradicts --test-format", v ? "train" : "test");
+        o->has_label = v;
+    } else if (!strcmp(a, "--test-format")) { /* the older spelling of --format test */
+        if (o->has_label == 1) return cli_usage(cmd, "--test-format contradicts --format train");
+        o->has_label = 0;
+    } else if (!strcmp(a, "--short-rows")) {
+        if ((rc = two_words(cmd, argc, argv, i, "fail", "missing", &v))) return rc;
+        o->short_rows = v ? REC_SHORT_ROWS_MISSING : REC_SHORT_ROWS_FAIL;
+    } else if (!strcmp(a, "--max-bad-share")) {
+        if ((rc = cli_double(cmd, argc, argv, i, 1e-9, 1, &o->max_bad_share))) return rc;
+    } else if (!strcmp(a, "--max-line")) {
+        if ((rc = cli_i64(cmd, argc, argv, i, 64, (int64_t)1 << 30, &o->max_line))) return rc;
+    } else {
+        return -1;
+    }
     return CLI_OK;
 }
 

@@ -95,7 +95,8 @@ typedef struct rec_atomic_file {
 } rec_atomic_file;
 
 /* Creates (or truncates, after a killed job) PATH.tmp. REC_EIO names PATH.tmp and says to
- * check the directory. On failure *a holds nothing to free. */
+ * check the directory; REC_EINVAL when PATH is a directory (the rename would fail, after all
+ * the work). On failure *a holds nothing to free. */
 rec_status rec_atomic_open(rec_atomic_file *a, const char *path);
 /* fsync, close, rename over PATH, fsync of PATH's directory (whose failure leaves a complete
  * file, so it is not an error). REC_EIO naming the step that failed, and then PATH.tmp is

@@ -62,16 +62,42 @@ typedef struct rec_bad_report {
     int64_t count;
     int n_kept;
     int64_t line[REC_BAD_ROWS_KEEP];
+    char path[REC_BAD_ROWS_KEEP][256]; /* the file of each location (cut to fit) */
     char why[REC_BAD_ROWS_KEEP][160];
 } rec_bad_report;
-/* Adds `src` into `dst` (counts summed, locations kept in line order up to the limit). */
+/* Records one skipped row of file `path` at `line` in `bad` (counted; kept while there is
+ * room). */
+void rec_bad_report_add(rec_bad_report *bad, const char *path, int64_t line, const char *why);
+/* Adds `src` into `dst` (counts summed, locations kept in input order up to the limit: by
+ * line within a file; of two files, dst's first, so callers merge in input order). */
 void rec_bad_report_merge(rec_bad_report *dst, const rec_bad_report *src);
 
+/* What to do with a row that has fewer fields than its format: published copies of the
+ * Criteo data sometimes have their trailing empty fields (the last categoricals, when
+ * missing) stripped, so that rows hold 37-39 fields instead of 40. */
+typedef enum rec_short_rows {
+    REC_SHORT_ROWS_FAIL = 0,    /* a malformed row, as any other (the message says what to do) */
+    REC_SHORT_ROWS_MISSING = 1, /* the absent trailing fields are missing values */
+} rec_short_rows;
+
+/* The share of rows --bad-rows skip may drop before it refuses the input: a few malformed
+ * lines are noise, more are a systematic fault (a stripped copy drops exactly the rows whose
+ * last categoricals are empty) and what is left would be a biased sample. */
+#define REC_MAX_BAD_SHARE_DEFAULT 0.02
+
 typedef struct rec_tsv_opts {
-    int has_label;          /* 1 train format, 0 test format, -1 detect from the first line */
+    int has_label;          /* 1 train format, 0 test format, -1 detect (rec_tsv_open) */
     rec_bad_rows bad_rows;  /* default REC_BAD_ROWS_FAIL */
     int64_t max_line;       /* longest accepted line in bytes; 0 = 1 MiB */
+    rec_short_rows short_rows; /* default REC_SHORT_ROWS_FAIL */
+    double max_bad_share;   /* SKIP mode: largest share of rows dropped; 0 = the default */
 } rec_tsv_opts;
+
+/* SKIP mode's bound: REC_EFORMAT when the `bad` rows of (kept + bad) input rows exceed
+ * opts->max_bad_share, with a message naming `path`, the share, the first bad line and what
+ * to do; REC_OK otherwise (and always in FAIL mode). */
+rec_status rec_bad_share_check(const rec_tsv_opts *opts, const char *path, int64_t kept,
+                               const rec_bad_report *bad);
 
 /* Parses text[0..len) — whole lines only, the last one may lack its '\n' — appending the
  * rows to `out` (which grows its value arrays as needed; its row capacity must be at least
@@ -89,19 +115,39 @@ rec_status rec_tsv_parse(const rec_tsv_opts *opts, const char *path, const char 
 typedef struct rec_tsv rec_tsv;
 
 typedef struct rec_text_chunk {
+    const char *path;     /* the file the lines come from (owned by the reader) */
     const char *text;     /* whole lines; valid until the next call on the reader */
     size_t len;
-    int64_t first_line;   /* 1-based line number of the chunk's first line */
+    int64_t first_line;   /* 1-based line number of the chunk's first line in its file */
     int64_t n_lines;      /* lines in the chunk */
 } rec_text_chunk;
 
 /* Opens `path` for streaming with chunks of about `chunk_bytes` (0 = 8 MiB). Resolves
- * opts->has_label = -1 by counting the fields of the first line (40 train, 39 test). */
+ * opts->has_label = -1 from the field counts of the first lines (up to REC_TSV_DETECT_LINES,
+ * within the first MiB), only where they leave no doubt:
+ *   - every line has 40 fields, but for lines no format explains (fewer than 15 or more
+ *     than 40, which the parser then reports where they are): train format (a test row
+ *     cannot have 40);
+ *   - with short_rows MISSING, the longest line has 40 and none more, or every line has 39
+ *     and field 14 is an int everywhere (I13; see the next rule): train format;
+ *   - every line has 39, there are at least REC_TSV_DETECT_MIN_LINES, and field 14 is a hex
+ *     id somewhere (C1; a labelled row stripped to 39 fields has I13 there, an int): test
+ *     format (a stripped train file also has 40-field rows wherever its C26 is present);
+ * anything else (one 39-field line, a mix of 40 and fewer without --short-rows missing, ...)
+ * is refused with the counts seen and the flag that settles it. An empty file is train. */
+#define REC_TSV_DETECT_LINES 1000
+#define REC_TSV_DETECT_MIN_LINES 100
 rec_status rec_tsv_open(rec_tsv **out, const char *path, const rec_tsv_opts *opts,
                         size_t chunk_bytes);
+/* The same over a list of files read in order as one input (day_0.gz, day_1.gz, ...): every
+ * file is opened and its format resolved here, and all must share one format. A chunk never
+ * spans two files: its `path` and `first_line` say where its lines are. */
+rec_status rec_tsv_open_list(rec_tsv **out, const char *const *paths, int n_paths,
+                             const rec_tsv_opts *opts, size_t chunk_bytes);
 void rec_tsv_close(rec_tsv *r);
 /* The options in force (has_label resolved). */
 const rec_tsv_opts *rec_tsv_options(const rec_tsv *r);
+/* The file being read (the first of a list until the first chunk is handed out). */
 const char *rec_tsv_path(const rec_tsv *r);
 /* Next chunk; at end of file returns REC_OK with chunk->len == 0. I/O and gzip errors
  * (including a truncated .gz) are REC_EIO/REC_EFORMAT with the path; so are over-long lines

@@ -229,7 +229,8 @@ rec_status rec_vocab_counts_finish(const rec_vocab_counts *c, const rec_spec *sp
  * file order. All buffers are reused across chunks. */
 typedef struct rec_prep_engine rec_prep_engine;
 
-/* `path` names the input in messages. The plan must outlive the engine. */
+/* `path` names the input in messages about a chunk that does not name its file. The plan
+ * must outlive the engine. */
 rec_status rec_prep_engine_init(rec_prep_engine **out, const rec_prep_plan *plan, int threads,
                                 const rec_tsv_opts *opts, const char *path);
 void rec_prep_engine_free(rec_prep_engine *e);

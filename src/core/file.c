@@ -131,6 +131,11 @@ rec_status rec_atomic_open(rec_atomic_file *a, const char *path) {
     memcpy(a->path, path, n + 1);
     memcpy(a->tmp, path, n);
     memcpy(a->tmp + n, ".tmp", 5);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { /* the rename at the end would fail */
+        atomic_free(a);
+        return rec_errorf(REC_EINVAL, "%s: is a directory; give the path of the file to write (DIR/NAME)", path);
+    }
     a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (a->fd < 0) {
         rec_status s = rec_errorf(REC_EIO, "%s: cannot create: %s; check that the directory exists and is writable",

@@ -92,9 +92,20 @@ rec_status rec_raw_list_reserve(rec_raw_list *l, int64_t n) {
     return REC_OK;
 }
 
-/* Sums the counts and keeps the REC_BAD_ROWS_KEEP lowest-numbered locations of the two
- * reports (each already in line order), so merging the reports of consecutive pieces in any
- * order gives the report of the whole. */
+void rec_bad_report_add(rec_bad_report *bad, const char *path, int64_t line, const char *why) {
+    if (!bad) return;
+    if (bad->n_kept < REC_BAD_ROWS_KEEP) {
+        const int k = bad->n_kept++;
+        bad->line[k] = line;
+        snprintf(bad->path[k], sizeof bad->path[k], "%s", path ? path : "<text>");
+        snprintf(bad->why[k], sizeof bad->why[k], "%s", why);
+    }
+    bad->count++;
+}
+
+/* Sums the counts and keeps the REC_BAD_ROWS_KEEP first locations of the two reports (each
+ * already in input order): within one file the lowest-numbered, so merging the reports of
+ * consecutive pieces of a file in any order gives the report of the whole. */
 void rec_bad_report_merge(rec_bad_report *dst, const rec_bad_report *src) {
     if (!dst || !src) return;
     rec_bad_report out;
@@ -104,7 +115,8 @@ void rec_bad_report_merge(rec_bad_report *dst, const rec_bad_report *src) {
     while (out.n_kept < REC_BAD_ROWS_KEEP && (i < dst->n_kept || j < src->n_kept)) {
         const rec_bad_report *from;
         int k;
-        if (j >= src->n_kept || (i < dst->n_kept && dst->line[i] <= src->line[j])) {
+        if (j >= src->n_kept ||
+            (i < dst->n_kept && (strcmp(dst->path[i], src->path[j]) != 0 || dst->line[i] <= src->line[j]))) {
             from = dst;
             k = i++;
         } else {
@@ -112,6 +124,7 @@ void rec_bad_report_merge(rec_bad_report *dst, const rec_bad_report *src) {
             k = j++;
         }
         out.line[out.n_kept] = from->line[k];
+        memcpy(out.path[out.n_kept], from->path[k], sizeof out.path[0]);
         memcpy(out.why[out.n_kept], from->why[k], sizeof out.why[0]);
         out.n_kept++;
     }

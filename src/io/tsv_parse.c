@@ -176,7 +176,7 @@ static rec_status slow_line(const rec_tsv_opts *opts, int64_t max_line, const ch
         advice = "is this a Criteo TSV file? use --bad-rows skip to drop over-long rows";
         s = REC_EFORMAT;
     } else {
-        s = rec__tsv_line_ref(line, len, opts->has_label, out, r, why, &advice);
+        s = rec__tsv_line_ref(line, len, opts, out, r, why, &advice);
         if (s != REC_OK && s != REC_EFORMAT)
             return rec_error_wrap(s, "%s:%lld", path ? path : "<text>", (long long)lineno);
         if (s == REC_EFORMAT && !terminated) {
@@ -184,7 +184,7 @@ static rec_status slow_line(const rec_tsv_opts *opts, int64_t max_line, const ch
             int64_t fields = 1;
             for (size_t i = 0; i < n; i++) fields += line[i] == '\t';
             int want = opts->has_label ? REC_CRITEO_NCOL : REC_CRITEO_NCOL - 1;
-            if (fields < want) {
+            if (fields < want && opts->short_rows != REC_SHORT_ROWS_MISSING) {
                 snprintf(why, sizeof why,
                          "truncated last line: expected %d tab-separated fields (%s format), "
                          "found %lld",
@@ -199,20 +199,31 @@ static rec_status slow_line(const rec_tsv_opts *opts, int64_t max_line, const ch
         return REC_OK;
     }
     if (opts->bad_rows == REC_BAD_ROWS_SKIP) {
-        if (bad) {
-            if (bad->n_kept < REC_BAD_ROWS_KEEP) {
-                bad->line[bad->n_kept] = lineno;
-                size_t n = strnlen(why, sizeof bad->why[0] - 1); /* cut to fit */
-                memcpy(bad->why[bad->n_kept], why, n);
-                bad->why[bad->n_kept][n] = '\0';
-                bad->n_kept++;
-            }
-            bad->count++;
-        }
+        rec_bad_report_add(bad, path, lineno, why);
         return REC_OK;
     }
     return rec_errorf(REC_EFORMAT, "%s:%lld: %s (%s)", path ? path : "<text>",
                       (long long)lineno, why, advice);
+}
+
+/* See io.h. */
+rec_status rec_bad_share_check(const rec_tsv_opts *opts, const char *path, int64_t kept,
+                               const rec_bad_report *bad) {
+    if (opts->bad_rows != REC_BAD_ROWS_SKIP || bad->count == 0) return REC_OK;
+    const double limit = opts->max_bad_share > 0 ? opts->max_bad_share : REC_MAX_BAD_SHARE_DEFAULT;
+    const double share = (double)bad->count / (double)(kept + bad->count);
+    if (share <= limit) return REC_OK;
+    char first[512] = "";
+    if (bad->n_kept > 0)
+        snprintf(first, sizeof first, "; the first: %s:%lld: %s", bad->path[0], (long long)bad->line[0],
+                 bad->why[0]);
+    return rec_errorf(REC_EFORMAT,
+                      "%s: --bad-rows skip dropped %.1f%% of the rows (%lld of %lld), more than "
+                      "--max-bad-share %g allows: so many malformed rows are a fault of the file, and "
+                      "the rows left would be a biased sample%s. Mend the file (a copy stripped of its "
+                      "trailing empty fields reads whole with --short-rows missing), or raise "
+                      "--max-bad-share if dropping them is what you want",
+                      path, 100 * share, (long long)bad->count, (long long)(kept + bad->count), limit, first);
 }
 
 /* See io.h. Rows are appended at out->n; out->n is advanced only past rows that were

@@ -96,8 +96,9 @@ static const char *const ADVICE_SKIP = "use --bad-rows skip to drop malformed ro
 /* See tsv_internal.h. The order of the checks is part of the contract (the fast parser
  * reports whatever this function reports): the field count first, then the fields from
  * left to right, and in a field its first bad element. */
-rec_status rec__tsv_line_ref(const char *line, size_t len, int has_label, rec_raw_block *b,
-                             int64_t r, char *why, const char **advice) {
+rec_status rec__tsv_line_ref(const char *line, size_t len, const rec_tsv_opts *opts,
+                             rec_raw_block *b, int64_t r, char *why, const char **advice) {
+    const int has_label = opts->has_label;
     char v1[160], v2[160];
     *advice = ADVICE_SKIP;
     why[0] = '\0';
@@ -106,14 +107,22 @@ rec_status rec__tsv_line_ref(const char *line, size_t len, int has_label, rec_ra
     int want = has_label ? REC_CRITEO_NCOL : REC_CRITEO_NCOL - 1;
     int64_t fields = 1;
     for (size_t i = 0; i < len; i++) fields += line[i] == '\t';
-    if (fields != want) {
+    /* a stripped row: its absent trailing fields read as empty ones (the scan below finds
+     * every field past the end of the line empty) */
+    const int stripped = fields < want && opts->short_rows == REC_SHORT_ROWS_MISSING;
+    if (fields != want && !stripped) {
         snprintf(why, REC__TSV_WHY_CAP, "expected %d tab-separated fields (%s format), found %lld",
                  want, has_label ? "train" : "test", (long long)fields);
         if (has_label && fields == want - 1)
-            *advice = "is it the label-less test format? then pass --test-format; or use "
-                      "--bad-rows skip to drop malformed rows";
+            *advice = "a labelled row stripped of its empty last field, or the label-less test "
+                      "format? --short-rows missing reads absent trailing fields as missing, "
+                      "--format test reads the file as the test format";
+        else if (fields < want)
+            *advice = "the file looks stripped of its trailing empty fields (published Criteo "
+                      "copies often are): --short-rows missing reads the absent fields as "
+                      "missing values";
         else if (!has_label && fields == want + 1)
-            *advice = "does it have a label column? then drop --test-format; or use "
+            *advice = "does it have a label column? then give --format train; or use "
                       "--bad-rows skip to drop malformed rows";
         return REC_EFORMAT;
     }

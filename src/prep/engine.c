@@ -151,7 +151,8 @@ static rec_status piece_task(void *ctx, int64_t task, int thread) {
         s = worker_reserve(e, w, lines);
         if (s) break;
         w->raw.n = 0;
-        s = rec_tsv_parse(&e->opts, e->path, p, (size_t)(q - p), line, &w->raw, &w->bad);
+        s = rec_tsv_parse(&e->opts, e->chunk->path ? e->chunk->path : e->path, p, (size_t)(q - p), line, &w->raw,
+                          &w->bad);
         if (s) break;
         if (e->counting) s = rec_prep_count(e->plan, w->ws, &w->raw, 0, w->raw.n, w->counts);
         else s = rec_prep_run(e->plan, w->ws, &w->raw, 0, w->raw.n, b);

@@ -42,6 +42,7 @@ typedef struct pass {
     int64_t rows;                   /* rows appended to the shard */
     const rec_spec *spec;           /* for messages */
     const rec_ingest_opts *o;
+    const char *name;               /* the input in messages (input_name) */
     stage rd, wr;
 } pass;
 
@@ -105,14 +106,15 @@ static rec_status check_values(const pass *p, const rec_batch *b, int64_t row0) 
     const int64_t r = rec_batch_first_bad_value(b, &c);
     if (r < 0) return REC_OK;
     char where[64];
-    if (p->o->tsv.bad_rows == REC_BAD_ROWS_FAIL) snprintf(where, sizeof where, "line %lld", (long long)(row0 + r + 1));
+    if (p->o->tsv.bad_rows == REC_BAD_ROWS_FAIL && p->o->n_in == 1) /* every line became a row */
+        snprintf(where, sizeof where, "line %lld", (long long)(row0 + r + 1));
     else snprintf(where, sizeof where, "output row %lld", (long long)(row0 + r));
     if (c < 0)
-        return rec_errorf(REC_EINVAL, "%s: %s: label %g, not 0 or 1", p->o->in_path, where, (double)b->label[r]);
+        return rec_errorf(REC_EINVAL, "%s: %s: label %g, not 0 or 1", p->name, where, (double)b->label[r]);
     return rec_errorf(REC_EINVAL,
                       "%s: %s: spec %s makes dense feature '%s' %g, not a finite number, and a model cannot "
                       "train on it " REC_NONFINITE_FIX,
-                      p->o->in_path, where, p->o->spec_path, dense_name(p->spec, c), (double)b->dense[r * b->n_dense + c]);
+                      p->name, where, p->o->spec_path, dense_name(p->spec, c), (double)b->dense[r * b->n_dense + c]);
 }
 
 static void *write_main(void *arg) {
@@ -129,16 +131,18 @@ static void *write_main(void *arg) {
 
 /* Runs one pass over the input, read through r (closed here): counting (`w` NULL) or writing
  * into `w`. */
-static rec_status one_pass(const rec_ingest_opts *o, rec_tsv *r, const rec_spec *spec, const rec_prep_plan *plan,
-                           rec_prep_engine **engine, rec_shard_writer *w, rec_ingest_report *rep, const char *label) {
+static rec_status one_pass(const rec_ingest_opts *o, const char *name, rec_tsv *r, const rec_spec *spec,
+                           const rec_prep_plan *plan, rec_prep_engine **engine, rec_shard_writer *w,
+                           rec_ingest_report *rep, const char *label) {
     pass p;
     memset(&p, 0, sizeof p);
     p.w = w;
     p.spec = spec;
     p.o = o;
+    p.name = name;
     p.r = r;
     rec_status s = REC_OK;
-    if (!*engine) s = rec_prep_engine_init(engine, plan, o->threads, rec_tsv_options(p.r), o->in_path);
+    if (!*engine) s = rec_prep_engine_init(engine, plan, o->threads, rec_tsv_options(p.r), name);
     p.e = *engine;
     rec_progress pg;
     rec_progress_init(&pg, label, "MB", 0);
@@ -164,7 +168,7 @@ static rec_status one_pass(const rec_ingest_opts *o, rec_tsv *r, const rec_spec 
         else s = sr;
         rec_progress_update(&pg, (double)rec_tsv_bytes(p.r) / 1e6, NULL);
         if (!s && o->stop && *o->stop)
-            s = rec_errorf(REC_ESTOPPED, "%s: stopped by %s after %.1f MB of the input; %s", o->in_path, rec_signal_name(*o->stop),
+            s = rec_errorf(REC_ESTOPPED, "%s: stopped by %s after %.1f MB of the input; %s", name, rec_signal_name(*o->stop),
                            (double)rec_tsv_bytes(p.r) / 1e6, w ? "the partial output is removed" : "nothing was written");
         cur ^= 1;
     }
@@ -183,10 +187,16 @@ static rec_status one_pass(const rec_ingest_opts *o, rec_tsv *r, const rec_spec 
 
 /* Opens the input for a pass; the first open resolves the format (with or without label)
  * into *tsv, so that the next pass and the shard agree with it. */
-static rec_status open_input(const char *path, rec_tsv_opts *tsv, rec_tsv **r) {
-    REC_TRY(rec_tsv_open(r, path, tsv, 0));
+static rec_status open_input(const rec_ingest_opts *o, rec_tsv_opts *tsv, rec_tsv **r) {
+    REC_TRY(rec_tsv_open_list(r, o->in_paths, o->n_in, tsv, 0));
     tsv->has_label = rec_tsv_options(*r)->has_label;
     return REC_OK;
+}
+
+/* The input in messages that are not about one line: its file, or the first of several. */
+static void input_name(const rec_ingest_opts *o, char *buf, size_t cap) {
+    if (o->n_in == 1) snprintf(buf, cap, "%s", o->in_paths[0]);
+    else snprintf(buf, cap, "%s (and %d more file%s)", o->in_paths[0], o->n_in - 1, o->n_in > 2 ? "s" : "");
 }
 
 rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
@@ -200,8 +210,12 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     rec_prep_engine *engine = NULL;
     rec_shard_writer *w = NULL;
     rec_tsv_opts tsv = o->tsv;
+    if (o->n_in < 1 || !o->in_paths) return rec_errorf(REC_EINVAL, "prep: no input file given");
+    char name[600];
+    input_name(o, name, sizeof name);
 
-    rec_status s = rec_check_distinct("--out", o->out_path, "--in", o->in_path);
+    rec_status s = REC_OK;
+    for (int k = 0; k < o->n_in && !s; k++) s = rec_check_distinct("--out", o->out_path, "--in", o->in_paths[k]);
     if (!s) s = rec_check_distinct("--out", o->out_path, "--vocab-from", o->vocab_from);
     if (!s) s = rec_check_distinct("--out", o->out_path, "--spec", o->spec_path);
     if (!s) s = rec_spec_load(&spec, o->spec_path);
@@ -209,19 +223,23 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
      * without categorify, or with vocabularies from --vocab-from. Each pass opens the input
      * itself; the first resolves the format (with or without label), so that both passes
      * and the shard agree on it. */
-    struct stat st;
-    const int once = stat(o->in_path, &st) == 0 && !S_ISREG(st.st_mode);
+    const char *pipe = NULL;
+    for (int k = 0; k < o->n_in; k++) {
+        struct stat st;
+        if (!pipe && stat(o->in_paths[k], &st) == 0 && !S_ISREG(st.st_mode)) pipe = o->in_paths[k];
+    }
     rec_tsv *r = NULL;
-    if (!s && once && spec->n_vocabs > 0 && !o->vocab_from)
+    if (!s && pipe && spec->n_vocabs > 0 && !o->vocab_from)
         s = rec_errorf(REC_EINVAL, "%s is not a regular file (a pipe?), and spec %s reads its input twice (categorify "
                        "counts ids first): give a file, or reuse vocabularies with --vocab-from",
-                       o->in_path, o->spec_path);
-    if (!s && spec->n_vocabs > 0 && !o->vocab_from) {
-        /* The shard is opened after the counting pass, which may take hours: that its file
-         * (PATH.tmp, as the writer names it) can be made is tried now. */
+                       pipe, o->spec_path);
+    if (!s) {
+        /* The shard is opened once the input's format is known, after a counting pass that may
+         * take hours: that its file (PATH.tmp, as the writer names it) can be made is tried
+         * now, before anything is read. */
         rec_atomic_file probe;
         s = rec_atomic_open(&probe, o->out_path);
-        if (s) rec_error_append(s, " (found before the counting pass, not after it)");
+        if (s) rec_error_append(s, " (found before reading the input, not after it)");
         rec_atomic_abort(&probe);
     }
     if (!s && spec->n_vocabs > 0) {
@@ -232,8 +250,8 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
         } else {
             rep->passes++;
             s = rec_prep_plan_init(&plan, spec, NULL);
-            if (!s) s = open_input(o->in_path, &tsv, &r);
-            if (!s) s = one_pass(o, r, spec, plan, &engine, NULL, rep, "prep: counting ids");
+            if (!s) s = open_input(o, &tsv, &r);
+            if (!s) s = one_pass(o, name, r, spec, plan, &engine, NULL, rep, "prep: counting ids");
             if (!s) s = rec_prep_engine_vocabs(engine, &built);
             vocabs = &built;
             rec_prep_engine_free(engine);
@@ -246,15 +264,16 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     if (!s) s = rec_prep_plan_init(&plan, spec, vocabs);
     if (!s && o->explain) rec_prep_plan_describe(plan, stderr);
     r = NULL;
-    if (!s) s = open_input(o->in_path, &tsv, &r);
+    if (!s) s = open_input(o, &tsv, &r);
     if (!s) s = rec_shard_writer_open(&w, o->out_path, spec, vocabs, tsv.has_label, o->group_rows);
     if (!s) {
         rep->passes++;
-        s = one_pass(o, r, spec, plan, &engine, w, rep, "prep");
+        s = one_pass(o, name, r, spec, plan, &engine, w, rep, "prep");
     } else {
         rec_tsv_close(r);
     }
     if (engine) rec_bad_report_merge(&rep->bad, rec_prep_engine_bad(engine));
+    if (!s) s = rec_bad_share_check(&tsv, name, rep->rows, &rep->bad);
     if (w) {
         if (s) rec_shard_writer_abort(w);
         else s = rec_shard_writer_close(w);

@@ -197,8 +197,9 @@ static rec_status tsv_stream_next(tsv_stream *ts, int *more) {
 }
 
 /* The counting pass: the rows the loader would produce, i.e. lines less the malformed ones
- * skipped in SKIP mode (in FAIL mode the first malformed line is the error). Runs the full
- * parse + prep so that the count is exactly what the producer will see. */
+ * skipped in SKIP mode (in FAIL mode the first malformed line is the error; in SKIP mode
+ * more than max_bad_share of them is). Runs the full parse + prep so that the count is
+ * exactly what the producer will see. */
 static rec_status count_tsv_rows(const rec_dataset *d, int64_t *rows) {
     tsv_stream ts;
     rec_status s = tsv_stream_open(&ts, d);
@@ -208,6 +209,11 @@ static rec_status count_tsv_rows(const rec_dataset *d, int64_t *rows) {
         s = tsv_stream_next(&ts, &more);
         for (int t = 0; !s && more && t < rec_prep_engine_threads(ts.e); t++)
             n += rec_prep_engine_batch(ts.e, t)->n;
+    }
+    if (!s) {
+        rec_bad_report bad = *rec_prep_engine_bad(ts.e);
+        rec_bad_report_merge(&bad, rec_tsv_bad(ts.r));
+        s = rec_bad_share_check(&d->tsv, d->path, n, &bad);
     }
     tsv_stream_close(&ts);
     *rows = n;

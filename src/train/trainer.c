@@ -149,7 +149,8 @@ rec_status rec_synth_dataset(const char *dir, int64_t rows, double scale, int th
     if (fclose(f) != 0) return rec_errorf(REC_EIO, "%s: write failed", spec);
     rec_ingest_opts io = {0};
     io.spec_path = spec;
-    io.in_path = tsv;
+    io.in_paths = (const char *const[]){tsv};
+    io.n_in = 1;
     io.out_path = shard;
     io.threads = threads;
     io.tsv.has_label = 1;

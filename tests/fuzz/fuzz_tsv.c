@@ -1,4 +1,5 @@
-/* libFuzzer target for the Criteo TSV parser: any bytes, both formats, both bad-row modes.
+/* libFuzzer target for the Criteo TSV parser: any bytes, both formats, both bad-row modes,
+ * strict or missing short rows.
  * Checks that nothing crashes, that accepted rows have consistent CSR offsets, and that the
  * fast parser keeps exactly the rows the reference parser accepts, with the same values.
  * The first input byte picks the options; the rest is the text. */
@@ -41,7 +42,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     rec_tsv_opts o = {.has_label = data[0] & 1,
                       .bad_rows = (data[0] >> 1) & 1 ? REC_BAD_ROWS_SKIP : REC_BAD_ROWS_FAIL,
-                      .max_line = (data[0] >> 2) & 1 ? 64 + (data[0] >> 3) * 8 : 0};
+                      .max_line = (data[0] >> 2) & 1 ? 64 + ((data[0] >> 3) & 15) * 8 : 0,
+                      .short_rows = data[0] >> 7 ? REC_SHORT_ROWS_MISSING : REC_SHORT_ROWS_FAIL};
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
     int64_t lines = (int64_t)rec__tsv_count_newlines(text, len) + (len && text[len - 1] != '\n');
@@ -69,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *advice;
         rec_status rs = (int64_t)(e - p) > max_line
                             ? REC_EFORMAT
-                            : rec__tsv_line_ref(copy + p, e - p, o.has_label, &ref, nref, why, &advice);
+                            : rec__tsv_line_ref(copy + p, e - p, &o, &ref, nref, why, &advice);
         if (rs == REC_OK) nref++;
         else if (rs == REC_EFORMAT) {
             if (o.bad_rows == REC_BAD_ROWS_FAIL) break; /* the fast parse stopped here too */
