@@ -533,6 +533,54 @@ static void test_input_lists(void) {
           "files of two formats: %s", out);
 }
 
+/* Issue 26, item 2 for train and eval (after test_input_lists): shards or TSV files given as a
+ * list are one data set: the losses, checkpoint and metrics are those of the shard of the
+ * concatenated input, batches spanning the files; shards of other vocabularies, or a mix of
+ * shards and TSV, are refused. */
+static void test_data_lists(void) {
+    const char *std = "--spec %s/configs/criteo_standard.json";
+    char cmd[512];
+    const char *part[3] = {"part_1", "part_2", "part_10"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof cmd, "prep %s --in %s.tsv --out %s.rshard", std, part[k], part[k]);
+        CHECK(run(cmd, src) == 0, "prep %s: %s", part[k], out);
+    }
+    const char *train = "train --batch 384 --holdout 0.2 --json --threads 1 --ckpt %s --loss-log %s.log --data ";
+    snprintf(cmd, sizeof cmd, train, "ck_whole", "whole");
+    strcat(cmd, "std.whole.rshard");
+    CHECK(run("%s", cmd) == 0, "train on one shard: %s", out);
+    const double auc = json_num("auc");
+    snprintf(cmd, sizeof cmd, train, "ck_list", "list");
+    strcat(cmd, "part_1.rshard,part_2.rshard --data part_10.rshard");
+    CHECK(run("%s", cmd) == 0 && json_num("auc") == auc && same_file("whole.log", "list.log") &&
+              file_size("whole.log") > 0,
+          "train on a list of shards is training on their concatenation: %s", out);
+    snprintf(cmd, sizeof cmd, train, "ck_tsv", "tsv");
+    strcat(cmd, "'part_*.tsv' --spec ");
+    strcat(cmd, src);
+    strcat(cmd, "/configs/criteo_standard.json");
+    CHECK(run("%s", cmd) == 0 && json_num("auc") == auc && same_file("whole.log", "tsv.log"),
+          "train on a list of TSV files: %s", out);
+    CHECK(run("eval --ckpt ck_whole --data std.whole.rshard --holdout 0.2 --json") == 0, "eval: %s", out);
+    const double eauc = json_num("auc");
+    CHECK(run("eval --ckpt ck_whole --data 'part_*.rshard' --holdout 0.2 --json") == 0 && json_num("auc") == eauc &&
+              eauc == auc,
+          "eval on a list: %s", out);
+    /* refusals */
+    CHECK(run("prep --spec %s/configs/criteo_vocab.json --in part_1.tsv --out v1.rshard", src) == 0 &&
+              run("prep --spec %s/configs/criteo_vocab.json --in part_2.tsv --out v2.rshard", src) == 0,
+          "prep with vocabularies: %s", out);
+    CHECK(run("train --data v1.rshard,v2.rshard --steps 1") == 1 &&
+              strstr(out, "v2.rshard and v1.rshard cannot be one data set: vocabulary 0 maps other ids") &&
+              strstr(out, "--vocab-from v1.rshard"),
+          "shards of other vocabularies: %s", out);
+    CHECK(run("train --data part_1.rshard,v2.rshard --steps 1") == 1 && strstr(out, "cannot be one data set"),
+          "shards of other schemas: %s", out);
+    CHECK(run("train --data part_1.rshard,part_2.tsv %s --steps 1", std) == 1 &&
+              strstr(out, "part_2.tsv is a TSV and part_1.rshard a .rshard"),
+          "a shard and a TSV: %s", out);
+}
+
 /* README "Train on the real Criteo data": the Terabyte recipe hashes ids modulo 40M as
  * facebookresearch/dlrm's --max-ind-range does before counting its vocabularies, so ids 1 and
  * 40000001 share a row; its model config trains on what the spec gives. */
@@ -655,6 +703,7 @@ int main(void) {
     test_terabyte_recipe();
     test_stripped();
     test_input_lists();
+    test_data_lists();
     test_errors();
     test_bench();
     clirun_cleanup();

@@ -16,9 +16,10 @@ static const char TRAIN_USAGE[] =
     "AUC of the rows' true click probabilities (the ceiling).\n"
     "\n"
     "  --config FILE      model config (configs/dlrm_kaggle.json, ...; default: small DLRM)\n"
-    "  --data FILE        training data: .rshard (from rectrain prep) or .tsv/.gz (preprocessed\n"
-    "                     on the fly with --spec)\n"
-    "  --eval FILE        evaluation data (same schema)\n"
+    "  --data FILES       training data: .rshard (from rectrain prep) or .tsv/.gz (preprocessed\n"
+    "                     on the fly with --spec); several files are read in order as one data set:\n"
+    "                     comma-separated, --data repeated, or globs (version order)\n"
+    "  --eval FILES       evaluation data (same schema; a list as for --data)\n"
     "  --holdout F        evaluate on the last F share of --data's rows (time order) instead\n"
     "  --spec FILE        prep spec for .tsv data (default: the config's train.prep_spec)\n"
     "  --vocab-from FILE  .rshard with the vocabularies of a categorify spec (TSV data)\n"
@@ -64,7 +65,9 @@ static void print_json(const rec_train_report *r) {
     printf("}\n");
 }
 
-int cmd_train(int argc, char **argv) {
+/* rectrain train with the lists of --data and --eval in `data` and `evl` (freed by the
+ * caller, whatever the return). */
+static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list *evl) {
     const char *cmd = "train";
     rec_train_opts o;
     memset(&o, 0, sizeof o);
@@ -77,8 +80,8 @@ int cmd_train(int argc, char **argv) {
         int rc = CLI_OK;
         if (cli_is_help(a)) { fputs(TRAIN_USAGE, stdout); return CLI_OK; }
         else if (!strcmp(a, "--config")) rc = cli_str(cmd, argc, argv, &i, &o.config_path);
-        else if (!strcmp(a, "--data")) rc = cli_str(cmd, argc, argv, &i, &o.data_path);
-        else if (!strcmp(a, "--eval")) rc = cli_str(cmd, argc, argv, &i, &o.eval_path);
+        else if (!strcmp(a, "--data")) rc = cli_paths(cmd, argc, argv, &i, data);
+        else if (!strcmp(a, "--eval")) rc = cli_paths(cmd, argc, argv, &i, evl);
         else if (!strcmp(a, "--holdout")) rc = cli_double(cmd, argc, argv, &i, 1e-9, 0.999999, &o.holdout);
         else if (!strcmp(a, "--spec")) rc = cli_str(cmd, argc, argv, &i, &o.spec_path);
         else if (!strcmp(a, "--vocab-from")) rc = cli_str(cmd, argc, argv, &i, &o.vocab_from);
@@ -101,6 +104,12 @@ int cmd_train(int argc, char **argv) {
         else if ((rc = cli_tsv_option(cmd, argc, argv, &i, &o.tsv)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
+    o.data_path = data->n ? data->v[0] : NULL;
+    o.data_paths = data->v;
+    o.n_data = data->n;
+    o.eval_path = evl->n ? evl->v[0] : NULL;
+    o.eval_paths = evl->v;
+    o.n_eval = evl->n;
     if (o.eval_path && o.holdout > 0) return cli_usage(cmd, "give --eval or --holdout, not both");
     if (o.resume && !o.ckpt_dir) return cli_usage(cmd, "--resume needs --ckpt DIR");
     if (o.resume && o.overwrite)
@@ -130,6 +139,14 @@ int cmd_train(int argc, char **argv) {
     return r.stopped_by ? 128 + r.stopped_by : CLI_OK; /* as a shell reports a signal */
 }
 
+int cmd_train(int argc, char **argv) {
+    cli_path_list data = {0}, evl = {0};
+    const int rc = train_main(argc, argv, &data, &evl);
+    cli_paths_free(&data);
+    cli_paths_free(&evl);
+    return rc;
+}
+
 static const char EVAL_USAGE[] =
     "usage: rectrain eval --ckpt CKPT --data DATA [--holdout F] [--batch B] [--json]\n"
     "\n"
@@ -139,7 +156,8 @@ static const char EVAL_USAGE[] =
     "evaluates only the rows training held out).\n"
     "\n"
     "  --ckpt PATH        checkpoint directory or file\n"
-    "  --data FILE        .rshard, or .tsv/.gz with --spec\n"
+    "  --data FILES       .rshard, or .tsv/.gz with --spec; several files, read in order as one\n"
+    "                     data set: comma-separated, --data repeated, or globs\n"
     "  --spec FILE        prep spec for .tsv data\n"
     "  --vocab-from FILE  .rshard with the vocabularies of a categorify spec\n"
     "  --holdout F        evaluate only the last F share of the rows (as train --holdout)\n"
@@ -188,7 +206,8 @@ static void warn_trained(const char *data, const rec_ckpt_meta *meta, int64_t r0
             (long long)trained, (long long)(n - r0), (long long)r0, (long long)t, data, hint);
 }
 
-int cmd_eval(int argc, char **argv) {
+/* rectrain eval with the list of --data in `data` (freed by the caller). */
+static int eval_main(int argc, char **argv, cli_path_list *data) {
     const char *cmd = "eval", *ckpt = NULL;
     rec_dataset_opts d;
     memset(&d, 0, sizeof d);
@@ -202,7 +221,7 @@ int cmd_eval(int argc, char **argv) {
         int rc = CLI_OK;
         if (cli_is_help(a)) { fputs(EVAL_USAGE, stdout); return CLI_OK; }
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
-        else if (!strcmp(a, "--data")) rc = cli_str(cmd, argc, argv, &i, &d.path);
+        else if (!strcmp(a, "--data")) rc = cli_paths(cmd, argc, argv, &i, data);
         else if (!strcmp(a, "--spec")) rc = cli_str(cmd, argc, argv, &i, &d.spec_path);
         else if (!strcmp(a, "--vocab-from")) rc = cli_str(cmd, argc, argv, &i, &d.vocab_from);
         else if (!strcmp(a, "--holdout")) rc = cli_double(cmd, argc, argv, &i, 1e-9, 1, &holdout);
@@ -212,6 +231,9 @@ int cmd_eval(int argc, char **argv) {
         else if ((rc = cli_tsv_option(cmd, argc, argv, &i, &d.tsv)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
+    d.path = data->n ? data->v[0] : NULL;
+    d.paths = data->v;
+    d.n_paths = data->n;
     if (!ckpt || !d.path) return cli_usage(cmd, "--ckpt and --data are required");
     char path[1100];
     resolve_ckpt(ckpt, path, sizeof path);
@@ -225,10 +247,10 @@ int cmd_eval(int argc, char **argv) {
     if (!d.spec_path && c.prep_spec[0]) d.spec_path = c.prep_spec;
     s = rec_dataset_open(&ds, &d);
     if (!s && !rec_dataset_has_label(ds))
-        s = rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); evaluation needs labelled rows", d.path);
+        s = rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); evaluation needs labelled rows", rec_dataset_path(ds));
     if (!s) {
         rec_model_config probe = c;  /* binding only checks: the tables are listed */
-        s = rec_model_config_bind(&probe, rec_dataset_n_dense(ds), rec_dataset_n_sparse(ds), rec_dataset_table_rows(ds), d.path);
+        s = rec_model_config_bind(&probe, rec_dataset_n_dense(ds), rec_dataset_n_sparse(ds), rec_dataset_table_rows(ds), rec_dataset_path(ds));
     }
     if (!s) s = rec_model_init(&m, &c, (int)batch, threads > 0 ? threads : rec_cpu_count());
     rec_ckpt_meta meta;
@@ -236,7 +258,7 @@ int cmd_eval(int argc, char **argv) {
     if (!s) s = rec_dataset_rows(ds, &n);
     int64_t r0 = holdout > 0 ? n - (int64_t)floor((double)n * holdout) : 0, trained = 0;
     if (!s) s = trained_rows_in(ds, &meta, r0, n, &trained);
-    if (!s && trained) warn_trained(d.path, &meta, r0, n, trained);
+    if (!s && trained) warn_trained(rec_dataset_path(ds), &meta, r0, n, trained);
     double t0 = rec_now();
     if (!s) s = rec_evaluate(m, ds, r0, n, batch, &x);
     double secs = rec_now() - t0;
@@ -255,6 +277,13 @@ int cmd_eval(int argc, char **argv) {
                cli_jnum("%.3f", secs), cli_jnum("%.1f", secs > 0 ? x.n / secs : 0.0), (long long)meta.step,
                (long long)trained);
     return CLI_OK;
+}
+
+int cmd_eval(int argc, char **argv) {
+    cli_path_list data = {0};
+    const int rc = eval_main(argc, argv, &data);
+    cli_paths_free(&data);
+    return rc;
 }
 
 static const char EXPORT_USAGE[] =

@@ -58,6 +58,10 @@ typedef struct rec_dataset rec_dataset;
 
 typedef struct rec_dataset_opts {
     const char *path;        /* .rshard, or .tsv / .gz */
+    /* Or several files, read in order as one data set (n_paths > 0; path is then unused):
+     * all .rshard, of one schema and the same vocabularies, or all TSV of one format. */
+    const char *const *paths;
+    int n_paths;
     const char *spec_path;   /* TSV only: the prep spec (categorify specs need vocab_from) */
     const char *vocab_from;  /* TSV only: .rshard whose vocabularies the spec uses, or NULL */
     rec_tsv_opts tsv;        /* TSV only: has_label -1 detects; bad_rows */
@@ -182,6 +186,12 @@ typedef struct rec_train_opts {
     const char *config_path;   /* NULL: the small default DLRM (rec_model_config_default) */
     const char *data_path;     /* .rshard or .tsv/.gz; NULL: generate the embedded default */
     const char *eval_path;     /* separate evaluation set, or NULL */
+    /* Several files read in order as one data set (rec_dataset_opts.paths): n_data > 0 lists
+     * them all, data_path being the first; the same for the evaluation set. */
+    const char *const *data_paths;
+    int n_data;
+    const char *const *eval_paths;
+    int n_eval;
     double holdout;            /* without eval_path: the last `holdout` share of the rows (0 = none) */
     const char *spec_path;     /* TSV data: prep spec (default: the config's train.prep_spec; a TSV
                                   with neither is refused, naming both ways) */

@@ -42,7 +42,10 @@ enum { MSG_CAP = 2048 };
 /* ---- data set ------------------------------------------------------------------------------ */
 
 struct rec_dataset {
-    char *path;
+    char *path;                 /* the data set in messages: its file, or the first of several */
+    int n_parts;                /* files read in order as one data set (>= 1) */
+    char **parts;               /* (n_parts) their paths */
+    int64_t *part_row0;         /* (n_parts + 1) shards: data set row of each part's first row */
     int is_shard;
     int has_label;
     int32_t n_dense;            /* Dn */
@@ -72,13 +75,56 @@ static rec_status sniff_shard(const char *path, int *is_shard) {
     return REC_OK;
 }
 
+/* Part `b` (path pb) of a shard data set against its first part `a` (path pa): rows of
+ * both must mean the same to a model, so the label, the dense width, every categorify
+ * vocabulary (which maps raw ids to rows, and sizes its table) and every sparse feature's name
+ * and table must agree; a difference is refused, naming both files and what differs. */
+static rec_status check_same_schema(const rec_shard *a, const char *pa, const rec_shard *b, const char *pb) {
+    const rec_shard_schema *x = rec_shard_get_schema(a), *y = rec_shard_get_schema(b);
+    char what[256] = "";
+    if (x->has_label != y->has_label)
+        snprintf(what, sizeof what, "%s labels and %s none", x->has_label ? pa : pb, x->has_label ? pb : pa);
+    else if (x->n_dense != y->n_dense || x->n_sparse != y->n_sparse)
+        snprintf(what, sizeof what, "%d dense and %d sparse features against %d and %d", (int)y->n_dense,
+                 (int)y->n_sparse, (int)x->n_dense, (int)x->n_sparse);
+    const rec_vocab_set *vx = rec_shard_vocabs(a), *vy = rec_shard_vocabs(b);
+    if (!what[0] && vx->n != vy->n)
+        snprintf(what, sizeof what, "%d vocabularies against %d", (int)vy->n, (int)vx->n);
+    for (int32_t k = 0; !what[0] && k < vx->n; k++) {
+        const int64_t n = rec_vocab_size(vx->v[k]);
+        if (n != rec_vocab_size(vy->v[k]) ||
+            memcmp(rec_vocab_ids(vx->v[k]), rec_vocab_ids(vy->v[k]), (size_t)n * sizeof(int64_t)) != 0)
+            snprintf(what, sizeof what, "vocabulary %d maps other ids to the table rows (each was counted on its own "
+                     "data: prep the later parts with --vocab-from %s)", (int)k, pa);
+    }
+    for (int32_t f = 0; !what[0] && f < x->n_sparse; f++)
+        if (strcmp(x->sparse[f].name, y->sparse[f].name) || x->sparse[f].table_rows != y->sparse[f].table_rows)
+            snprintf(what, sizeof what, "sparse feature %d is %s with a table of %lld rows against %s with %lld",
+                     (int)f, y->sparse[f].name, (long long)y->sparse[f].table_rows, x->sparse[f].name,
+                     (long long)x->sparse[f].table_rows);
+    if (!what[0]) return REC_OK;
+    return rec_errorf(REC_EINVAL, "%s and %s cannot be one data set: %s", pb, pa, what);
+}
+
+/* Every part is opened (the first stays open as the schema's owner) and checked against the
+ * first; part_row0 numbers the rows across them in order. */
 static rec_status open_shard_set(rec_dataset *d) {
-    REC_TRY(rec_shard_open(&d->shard, d->path));
+    REC_TRY(rec_shard_open(&d->shard, d->parts[0]));
     const rec_shard_schema *sc = rec_shard_get_schema(d->shard);
     d->has_label = sc->has_label;
     d->n_dense = sc->n_dense;
     d->n_sparse = sc->n_sparse;
-    d->rows = rec_shard_rows(d->shard);
+    REC_TRY(rec_alloc((void **)&d->part_row0, (size_t)(d->n_parts + 1) * sizeof(int64_t), "data set parts"));
+    d->part_row0[1] = rec_shard_rows(d->shard);
+    for (int k = 1; k < d->n_parts; k++) {
+        rec_shard *s;
+        REC_TRY(rec_shard_open(&s, d->parts[k]));
+        rec_status st = check_same_schema(d->shard, d->parts[0], s, d->parts[k]);
+        d->part_row0[k + 1] = d->part_row0[k] + rec_shard_rows(s);
+        rec_shard_close(s);
+        REC_TRY(st);
+    }
+    d->rows = d->part_row0[d->n_parts];
     REC_TRY(rec_alloc((void **)&d->table_rows, (size_t)(d->n_sparse + 1) * sizeof(int64_t), "data set tables"));
     for (int32_t f = 0; f < d->n_sparse; f++) d->table_rows[f] = sc->sparse[f].table_rows;
     return REC_OK;
@@ -107,8 +153,8 @@ static rec_status open_tsv_set(rec_dataset *d, const rec_dataset_opts *o) {
         vocabs = rec_shard_vocabs(d->vocab_shard);
     }
     REC_TRY(rec_prep_plan_init(&d->plan, d->spec, vocabs));
-    rec_tsv *r;
-    REC_TRY(rec_tsv_open(&r, d->path, &o->tsv, 4096));
+    rec_tsv *r; /* every file opened, its format resolved: all must agree */
+    REC_TRY(rec_tsv_open_list(&r, (const char *const *)d->parts, d->n_parts, &o->tsv, 4096));
     d->tsv = *rec_tsv_options(r);
     rec_tsv_close(r);
     d->has_label = d->tsv.has_label;
@@ -121,25 +167,50 @@ static rec_status open_tsv_set(rec_dataset *d, const rec_dataset_opts *o) {
     return REC_OK;
 }
 
+/* The kind of every file of the list: all shards or all TSV, each a regular file. */
+static rec_status sniff_parts(const char *const *paths, int n, int *is_shard) {
+    for (int k = 0; k < n; k++) {
+        struct stat st;
+        if (stat(paths[k], &st) == 0 && !S_ISREG(st.st_mode))
+            return rec_errorf(REC_EINVAL, "%s is not a regular file (a pipe?); training reads its data more than "
+                              "once (to count the rows, then every epoch): give a file, or rectrain prep it into a "
+                              "shard", paths[k]);
+        int shard = 0;
+        REC_TRY(sniff_shard(paths[k], &shard));
+        if (k > 0 && shard != *is_shard)
+            return rec_errorf(REC_EINVAL, "%s is %s and %s %s: the files of one data set are all .rshard or all "
+                              "TSV; prep the TSV with the shards' spec first", paths[k], shard ? "a .rshard" : "a TSV",
+                              paths[0], *is_shard ? "a .rshard" : "a TSV");
+        *is_shard = shard;
+    }
+    return REC_OK;
+}
+
 /* Recognises the data set by content (the shard magic), not by name; a shard ignores the TSV
  * options (spec_path, vocab_from, tsv, prep_threads). Reads no rows: a TSV's N is counted on
  * the first rec_dataset_rows or rec_loader_open. */
 rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o) {
     *out = NULL;
-    if (!o || !o->path) return rec_errorf(REC_EINVAL, "data set: a path is required");
-    struct stat st;
-    if (stat(o->path, &st) == 0 && !S_ISREG(st.st_mode))
-        return rec_errorf(REC_EINVAL, "%s is not a regular file (a pipe?); training reads its data more than once "
-                          "(to count the rows, then every epoch): give a file, or rectrain prep it into a shard",
-                          o->path);
+    const char *const *paths = o && o->n_paths > 0 ? o->paths : o ? &o->path : NULL;
+    const int n_paths = o && o->n_paths > 0 ? o->n_paths : 1;
+    if (!paths || !paths[0]) return rec_errorf(REC_EINVAL, "data set: a path is required");
     int is_shard = 0;
-    REC_TRY(sniff_shard(o->path, &is_shard));
+    REC_TRY(sniff_parts(paths, n_paths, &is_shard));
     rec_dataset *d;
     REC_TRY(rec_alloc((void **)&d, sizeof *d, "data set"));
-    size_t n = strlen(o->path) + 1;
-    rec_status s = rec_alloc((void **)&d->path, n, "data set path");
+    char name[600];
+    if (n_paths == 1) snprintf(name, sizeof name, "%s", paths[0]);
+    else snprintf(name, sizeof name, "%s (and %d more file%s)", paths[0], n_paths - 1, n_paths > 2 ? "s" : "");
+    rec_status s = rec_alloc((void **)&d->path, strlen(name) + 1, "data set path");
     if (!s) {
-        memcpy(d->path, o->path, n);
+        memcpy(d->path, name, strlen(name) + 1);
+        s = rec_alloc((void **)&d->parts, (size_t)n_paths * sizeof *d->parts, "data set parts");
+    }
+    for (int k = 0; !s && k < n_paths; k++) {
+        s = rec_alloc((void **)&d->parts[k], strlen(paths[k]) + 1, "data set path");
+        if (!s) memcpy(d->parts[k], paths[k], strlen(paths[k]) + 1), d->n_parts++;
+    }
+    if (!s) {
         d->is_shard = is_shard;
         s = is_shard ? open_shard_set(d) : open_tsv_set(d, o);
     }
@@ -158,6 +229,9 @@ void rec_dataset_close(rec_dataset *d) {
     rec_shard_close(d->vocab_shard);
     rec_shard_close(d->shard);
     rec_free(d->table_rows);
+    for (int k = 0; k < d->n_parts; k++) rec_free(d->parts[k]);
+    rec_free(d->parts);
+    rec_free(d->part_row0);
     rec_free(d->path);
     rec_free(d);
 }
@@ -179,7 +253,7 @@ typedef struct tsv_stream {
 
 static rec_status tsv_stream_open(tsv_stream *ts, const rec_dataset *d) {
     memset(ts, 0, sizeof *ts);
-    REC_TRY(rec_tsv_open(&ts->r, d->path, &d->tsv, rec__loader_chunk_bytes));
+    REC_TRY(rec_tsv_open_list(&ts->r, (const char *const *)d->parts, d->n_parts, &d->tsv, rec__loader_chunk_bytes));
     return rec_prep_engine_init(&ts->e, d->plan, d->prep_threads, &d->tsv, d->path);
 }
 
@@ -266,7 +340,8 @@ struct rec_loader {
     int64_t row0, row1, batch;
     int depth;
     rec_batch *slot;            /* (depth) the ring */
-    rec_shard *shard;           /* shard data sets: this loader's own handle */
+    rec_shard **shards;         /* shard data sets: (n_parts) this loader's own handles */
+    rec_batch span;             /* several parts: the rows of one part, for a batch across parts */
     tsv_stream ts;              /* TSV data sets */
 
     pthread_mutex_t mu;
@@ -331,12 +406,30 @@ static rec_status check_values(const rec_loader *l, const rec_batch *b, int64_t 
                       "it. The spec's operators made it " REC_NONFINITE_FIX ", and prepare the data again", l->d->path, (long long)(row0 + r), c, (double)b->dense[r * b->n_dense + c]);
 }
 
+/* Data set rows [r, r+n) of a shard data set into b (b->n = n), from the parts that hold
+ * them: one part reads straight into b, rows across parts go through the span batch. */
+static rec_status read_rows(rec_loader *l, int64_t r, int64_t n, rec_batch *b) {
+    const int64_t *row0 = l->d->part_row0;
+    int k = 0;
+    while (r >= row0[k + 1]) k++;
+    if (r + n <= row0[k + 1]) return rec_shard_read(l->shards[k], r - row0[k], n, b);
+    b->n = 0;
+    for (int64_t done = 0; done < n; k++) {
+        const int64_t m = n - done < row0[k + 1] - (r + done) ? n - done : row0[k + 1] - (r + done);
+        if (m <= 0) continue;
+        REC_TRY(rec_shard_read(l->shards[k], r + done - row0[k], m, &l->span));
+        REC_TRY(batch_append_rows(b, &l->span, 0, m));
+        done += m;
+    }
+    return REC_OK;
+}
+
 static rec_status produce_shard(rec_loader *l) {
     for (int64_t r = l->row0; r < l->row1; r += l->batch) {
         rec_batch *b = slot_acquire(l);
         if (!b) return REC_OK;
         int64_t n = l->row1 - r < l->batch ? l->row1 - r : l->batch;
-        REC_TRY(rec_shard_read(l->shard, r, n, b));
+        REC_TRY(read_rows(l, r, n, b));
         REC_TRY(check_values(l, b, r));
         slot_publish(l);
     }
@@ -419,7 +512,13 @@ rec_status rec_loader_open(rec_loader **out, rec_dataset *d, int64_t row0, int64
     pthread_cond_init(&l->not_full, NULL);
     rec_status s = rec_alloc((void **)&l->slot, (size_t)depth * sizeof(rec_batch), "loader ring");
     for (int i = 0; !s && i < depth; i++) s = rec_batch_init(&l->slot[i], batch, d->n_dense, d->n_sparse, 1);
-    if (!s) s = d->is_shard ? rec_shard_open(&l->shard, d->path) : tsv_stream_open(&l->ts, d);
+    if (!s && d->is_shard) {
+        s = rec_alloc((void **)&l->shards, (size_t)d->n_parts * sizeof *l->shards, "loader shards");
+        for (int k = 0; !s && k < d->n_parts; k++) s = rec_shard_open(&l->shards[k], d->parts[k]);
+        if (!s && d->n_parts > 1) s = rec_batch_init(&l->span, batch, d->n_dense, d->n_sparse, 1);
+    } else if (!s) {
+        s = tsv_stream_open(&l->ts, d);
+    }
     if (!s) {
         if (pthread_create(&l->th, NULL, producer_main, l) != 0)
             s = rec_errorf(REC_ENOMEM, "%s: cannot start the loader thread (out of resources)", d->path);
@@ -472,7 +571,9 @@ void rec_loader_close(rec_loader *l) {
         pthread_join(l->th, NULL);
     }
     tsv_stream_close(&l->ts);
-    rec_shard_close(l->shard);
+    for (int k = 0; l->shards && k < l->d->n_parts; k++) rec_shard_close(l->shards[k]);
+    rec_free(l->shards);
+    rec_batch_free(&l->span);
     for (int i = 0; l->slot && i < l->depth; i++) rec_batch_free(&l->slot[i]);
     rec_free(l->slot);
     pthread_cond_destroy(&l->not_full);

@@ -192,9 +192,11 @@ typedef struct job {
     char ckpt[1100];       /* DIR/model.rckpt of --ckpt DIR, or "" */
 } job;
 
-static rec_status open_data(job *j, const char *path, rec_dataset **out) {
+static rec_status open_data(job *j, const char *path, const char *const *paths, int n_paths, rec_dataset **out) {
     rec_dataset_opts d = {0};
     d.path = path;
+    d.paths = paths;
+    d.n_paths = n_paths;
     d.spec_path = j->o->spec_path ? j->o->spec_path : j->cfg.prep_spec[0] ? j->cfg.prep_spec : NULL;
     d.vocab_from = j->o->vocab_from;
     d.tsv = j->o->tsv;
@@ -332,14 +334,15 @@ static rec_status setup(job *j) {
         if (!j->oracle_path && !o->eval_path) j->oracle_path = j->prob_path;
         if (!o->eval_path && holdout <= 0) holdout = 0.1;
     }
-    REC_TRY(open_data(j, data, &j->train));
+    REC_TRY(open_data(j, data, o->data_path ? o->data_paths : NULL, o->data_path ? o->n_data : 0, &j->train));
+    data = rec_dataset_path(j->train); /* the file, or the first of several and how many more */
     if (!rec_dataset_has_label(j->train))
         return rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); training needs labelled rows", data);
     int64_t n;
     REC_TRY(rec_dataset_rows(j->train, &n));
     j->train_rows = n;
     if (o->eval_path) {
-        REC_TRY(open_data(j, o->eval_path, &j->eval));
+        REC_TRY(open_data(j, o->eval_path, o->eval_paths, o->n_eval, &j->eval));
         if (!rec_dataset_has_label(j->eval))
             return rec_errorf(REC_EINVAL, "%s has no labels; evaluation needs labelled rows", o->eval_path);
         if (rec_dataset_n_dense(j->eval) != rec_dataset_n_dense(j->train) ||
@@ -584,9 +587,12 @@ static rec_status check_outputs(const rec_train_opts *o, const char *ckpt) {
     const char *out[3] = {o->loss_log, o->tune ? o->plan_path : NULL, ckpt};
     const char *in_opt[7] = {"--data", "--eval", "--spec", "--config", "--vocab-from", "--oracle", "--plan"};
     const char *in[7] = {o->data_path, o->eval_path, o->spec_path, o->config_path, o->vocab_from, o->oracle_path, o->plan_path};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
         for (int k = 0; k < 7; k++)
             if (out[i] != in[k]) REC_TRY(rec_check_distinct(out_opt[i], out[i], in_opt[k], in[k]));
+        for (int k = 1; k < o->n_data; k++) REC_TRY(rec_check_distinct(out_opt[i], out[i], "--data", o->data_paths[k]));
+        for (int k = 1; k < o->n_eval; k++) REC_TRY(rec_check_distinct(out_opt[i], out[i], "--eval", o->eval_paths[k]));
+    }
     return REC_OK;
 }
 
