@@ -65,7 +65,10 @@ static inline uint64_t rec_mix64(uint64_t x) {
 static inline const char *rec_s(int64_t n) { return n == 1 ? "" : "s"; }
 
 /* ---- files ------------------------------------------------------------------------------
- * Reads a whole file into *out (malloc'ed, NUL-terminated, free() it) of *len bytes. Errors
+ * A list of input files in messages not about one of them: "A", or "A (and 2 more files)". */
+void rec_paths_name(const char *const *paths, int n, char *buf, size_t cap);
+
+/* Reads a whole file into *out (malloc'ed, NUL-terminated, free() it) of *len bytes. Errors
  * name the path and `what` ("model config"): REC_EIO when it cannot be opened or read (a
  * directory is named as one),
  * REC_EINVAL when it is larger than max_bytes, REC_ENOMEM. */

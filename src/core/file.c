@@ -11,6 +11,11 @@
 
 #include "rectrain/core.h"
 
+void rec_paths_name(const char *const *paths, int n, char *buf, size_t cap) {
+    if (n <= 1) snprintf(buf, cap, "%s", n == 1 ? paths[0] : "");
+    else snprintf(buf, cap, "%s (and %d more file%s)", paths[0], n - 1, n > 2 ? "s" : "");
+}
+
 rec_status rec_read_file(const char *path, const char *what, size_t max_bytes, char **out, size_t *len_out) {
     *out = NULL;
     *len_out = 0;

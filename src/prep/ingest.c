@@ -42,7 +42,7 @@ typedef struct pass {
     int64_t rows;                   /* rows appended to the shard */
     const rec_spec *spec;           /* for messages */
     const rec_ingest_opts *o;
-    const char *name;               /* the input in messages (input_name) */
+    const char *name;               /* the input in messages (rec_paths_name) */
     stage rd, wr;
 } pass;
 
@@ -193,12 +193,6 @@ static rec_status open_input(const rec_ingest_opts *o, rec_tsv_opts *tsv, rec_ts
     return REC_OK;
 }
 
-/* The input in messages that are not about one line: its file, or the first of several. */
-static void input_name(const rec_ingest_opts *o, char *buf, size_t cap) {
-    if (o->n_in == 1) snprintf(buf, cap, "%s", o->in_paths[0]);
-    else snprintf(buf, cap, "%s (and %d more file%s)", o->in_paths[0], o->n_in - 1, o->n_in > 2 ? "s" : "");
-}
-
 rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     memset(rep, 0, sizeof *rep);
     double t0 = rec_now();
@@ -212,7 +206,7 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     rec_tsv_opts tsv = o->tsv;
     if (o->n_in < 1 || !o->in_paths) return rec_errorf(REC_EINVAL, "prep: no input file given");
     char name[600];
-    input_name(o, name, sizeof name);
+    rec_paths_name(o->in_paths, o->n_in, name, sizeof name);
 
     rec_status s = REC_OK;
     for (int k = 0; k < o->n_in && !s; k++) s = rec_check_distinct("--out", o->out_path, "--in", o->in_paths[k]);

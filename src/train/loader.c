@@ -199,8 +199,7 @@ rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o) {
     rec_dataset *d;
     REC_TRY(rec_alloc((void **)&d, sizeof *d, "data set"));
     char name[600];
-    if (n_paths == 1) snprintf(name, sizeof name, "%s", paths[0]);
-    else snprintf(name, sizeof name, "%s (and %d more file%s)", paths[0], n_paths - 1, n_paths > 2 ? "s" : "");
+    rec_paths_name(paths, n_paths, name, sizeof name);
     rec_status s = rec_alloc((void **)&d->path, strlen(name) + 1, "data set path");
     if (!s) {
         memcpy(d->path, name, strlen(name) + 1);
