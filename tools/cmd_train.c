@@ -8,6 +8,9 @@
 #include "rectrain/core.h"
 #include "rectrain/train.h"
 
+#define REC_STR_(x) #x
+#define REC_STR(x) REC_STR_(x) /* a size macro's value in the usage text */
+
 static const char TRAIN_USAGE[] =
     "usage: rectrain train [--config CFG.json] [--data TRAIN] [--eval EVAL | --holdout F] [options]\n"
     "\n"
@@ -28,6 +31,12 @@ static const char TRAIN_USAGE[] =
     "  --threads T        threads (default: all CPUs)\n"
     "  --eval-every N     evaluate every N steps as well as at the end\n"
     "  --steps N          stop after N steps\n"
+    "  --shuffle          read the training rows in a random order drawn from the config's\n"
+    "                     seed, new every epoch (default): blocks of " REC_STR(REC_SHUFFLE_BLOCK_ROWS) " rows in random\n"
+    "                     order, mixed " REC_STR(REC_SHUFFLE_BUFFER_BLOCKS) " blocks at a time (a .tsv: its blocks in file order,\n"
+    "                     mixed). Evaluation rows are never shuffled in. With --resume: the\n"
+    "                     checkpoint's order\n"
+    "  --no-shuffle       read the training rows in file order (time order for Criteo)\n"
     "  --ckpt DIR         save DIR/model.rckpt at the end of every epoch and of the run\n"
     "                     (--steps, Ctrl-C or SIGTERM), atomically; a DIR/model.rckpt that\n"
     "                     exists needs --resume or --overwrite\n"
@@ -69,6 +78,7 @@ int cmd_train(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.tsv.has_label = -1;
     o.eval_every = -1;
+    o.shuffle = -1;
     o.log = stderr;
     int json = 0;
     for (int i = 1; i < argc; i++) {
@@ -89,6 +99,11 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);
         else if (!strcmp(a, "--ckpt-every")) rc = cli_i64(cmd, argc, argv, &i, 1, (int64_t)1 << 50, &o.ckpt_every);
         else if (!strcmp(a, "--resume")) o.resume = 1;
+        else if (!strcmp(a, "--shuffle") || !strcmp(a, "--no-shuffle")) {
+            const int on = !strcmp(a, "--shuffle");
+            if (o.shuffle == !on) return cli_usage(cmd, "give --shuffle or --no-shuffle, not both");
+            o.shuffle = on;
+        }
         else if (!strcmp(a, "--overwrite")) o.overwrite = 1;
         else if (!strcmp(a, "--npy")) rc = cli_str(cmd, argc, argv, &i, &o.npy_dir);
         else if (!strcmp(a, "--oracle")) rc = cli_str(cmd, argc, argv, &i, &o.oracle_path);
