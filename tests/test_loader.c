@@ -358,8 +358,8 @@ static int is_permutation(const int64_t *seq, int64_t n, int64_t row0) {
  * 4300-row range before a 700-row holdout is 43 blocks in 15 windows, with batches of 64 and
  * a ragged last one) delivers every training row exactly once and no holdout row; the order
  * is bitwise the same with ring depths 2 and 4, for the same (seed, epoch), and differs for
- * another seed and the next epoch; it mixes rows of several blocks in one batch and takes the
- * blocks out of order; a skip gives exactly the rest of the order, windows skipped or not. A
+ * another seed and the next epoch; it mixes rows of several blocks in one batch (each block's
+ * rows in file order) and takes the blocks out of order; a skip gives exactly the rest of the order, windows skipped or not. A
  * TSV (1 or 2 prep threads, small chunks) gives one order whatever the threads: its blocks in
  * file order, each window's rows a permutation of the window's. */
 static void test_shuffled_order(void) {
@@ -385,6 +385,13 @@ static void test_shuffled_order(void) {
     CHECK(ident < 100 && blocks_in_first >= 2 && blocks_in_first <= 3 && a[0] / 100 != 0,
           "rows mixed: %lld in place, %lld blocks in the first batch (its window's 3 at most), first block %lld",
           (long long)ident, (long long)blocks_in_first, (long long)(a[0] / 100));
+    int64_t last_of[43], in_order = 1;
+    for (int i = 0; i < 43; i++) last_of[i] = -1;
+    for (int64_t i = 0; i < ROWS; i++) {
+        in_order &= a[i] > last_of[a[i] / 100];
+        last_of[a[i] / 100] = a[i];
+    }
+    CHECK(in_order, "each block's rows leave in file order, interleaved with the window's other blocks");
     sh.seed = 4;
     CHECK(drain_order("shard seed 4", d, 0, ROWS, BATCH, 2, &sh, 0, b) == ROWS && is_permutation(b, ROWS, 0) &&
               memcmp(a, b, sizeof a) != 0, "another seed: another permutation");

@@ -8,9 +8,6 @@
 #include "rectrain/core.h"
 #include "rectrain/train.h"
 
-#define REC_STR_(x) #x
-#define REC_STR(x) REC_STR_(x) /* a size macro's value in the usage text */
-
 static const char TRAIN_USAGE[] =
     "usage: rectrain train [--config CFG.json] [--data TRAIN] [--eval EVAL | --holdout F] [options]\n"
     "\n"
@@ -32,8 +29,8 @@ static const char TRAIN_USAGE[] =
     "  --eval-every N     evaluate every N steps as well as at the end\n"
     "  --steps N          stop after N steps\n"
     "  --shuffle          read the training rows in a random order drawn from the config's\n"
-    "                     seed, new every epoch (default): blocks of " REC_STR(REC_SHUFFLE_BLOCK_ROWS) " rows in random\n"
-    "                     order, mixed " REC_STR(REC_SHUFFLE_BUFFER_BLOCKS) " blocks at a time (a .tsv: its blocks in file order,\n"
+    "                     seed, new every epoch (default): blocks of " CLI_STR(REC_SHUFFLE_BLOCK_ROWS) " rows in random\n"
+    "                     order, mixed " CLI_STR(REC_SHUFFLE_BUFFER_BLOCKS) " blocks at a time (a .tsv: its blocks in file order,\n"
     "                     mixed). Evaluation rows are never shuffled in. With --resume: the\n"
     "                     checkpoint's order\n"
     "  --no-shuffle       read the training rows in file order (time order for Criteo)\n"

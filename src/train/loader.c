@@ -23,7 +23,7 @@
  * Shuffled (rec_loader_open_order, scheme in train.h): the producer reads a window of W blocks
  * of K rows into W block batches of its own (shard: one rec_shard_read per block of the
  * epoch's block permutation; TSV: the chunks' rows, in file order, fill the blocks), then
- * gathers the window's rows in its row permutation into ring batches. The order is drawn per
+ * gathers the window's rows, interleaved at random, into ring batches. The order is drawn per
  * window from its own RNG stream, so it depends only on (seed, epoch, range, K, W), and a
  * resumed loader skips whole windows without reading or drawing for them.
  */
@@ -277,6 +277,7 @@ struct rec_loader {
     int64_t *order;             /* (n_blocks) shard: the epoch's block sequence */
     rec_batch *win;             /* (W) the window's blocks, K rows each at most */
     uint64_t *perm;             /* (W*K) the window's row order: block << 32 | row in block */
+    int64_t *next;              /* (W) the next row of each block to deal */
     rec_batch *out;             /* the ring slot being filled across windows, or NULL */
 
     pthread_mutex_t mu;
@@ -368,7 +369,9 @@ static rec_status gather_rows(rec_batch *dst, const rec_batch *win, const uint64
         const rec_batch *s = &win[code[i] >> 32];
         const int64_t r = (int64_t)(code[i] & 0xffffffffu);
         dst->label[at + i] = s->label[r];
-        memcpy(dst->dense + (at + i) * dn, s->dense + r * dn, (size_t)dn * sizeof(float));
+        float *to = dst->dense + (at + i) * dn;
+        const float *from = s->dense + r * dn;
+        for (int32_t c = 0; c < dn; c++) to[c] = from[c];  /* a few values: no memcpy call */
     }
     for (int32_t f = 0; f < dst->n_sparse; f++) {
         rec_jagged *dj = &dst->sparse[f];
@@ -385,13 +388,16 @@ static rec_status gather_rows(rec_batch *dst, const rec_batch *win, const uint64
         else if (!wide && dj->wide && dj->offsets[at] == 0) REC_TRY(rec_batch_set_wide(dst, f, 0));
         REC_TRY(rec_batch_reserve_nnz(dst, f, dj->offsets[at] + add, weighted || dj->weights != NULL));
         int64_t o = dj->offsets[at];
-        const size_t w = (size_t)rec_jagged_id_bytes(dj);
-        for (int64_t i = 0; i < k; i++) {
+        for (int64_t i = 0; i < k; i++) {  /* bags of a few ids (mostly one): no memcpy call */
             const rec_jagged *sj = &win[code[i] >> 32].sparse[f];
             const int64_t r = (int64_t)(code[i] & 0xffffffffu), first = sj->offsets[r];
             const int64_t len = sj->offsets[r + 1] - first;
-            if (sj->wide == dj->wide)
-                memcpy((char *)dj->ids + (size_t)o * w, (const char *)sj->ids + (size_t)first * w, (size_t)len * w);
+            if (!dj->wide && len == 1)
+                dj->ids32[o] = sj->ids32[first];
+            else if (!dj->wide)
+                for (int64_t q = 0; q < len; q++) dj->ids32[o + q] = sj->ids32[first + q];
+            else if (sj->wide)
+                for (int64_t q = 0; q < len; q++) dj->ids64[o + q] = sj->ids64[first + q];
             else
                 for (int64_t q = 0; q < len; q++) dj->ids64[o + q] = sj->ids32[first + q];
             if (dj->weights)
@@ -404,14 +410,16 @@ static rec_status gather_rows(rec_batch *dst, const rec_batch *win, const uint64
     return REC_OK;
 }
 
-/* Window w, read into win[0..nb): draws its row order (Fisher-Yates from the window's RNG
- * stream) and gathers its rows from position `skip` on into ring batches, publishing each
- * that fills; the one left part-full waits in l->out for the next window. *quit = 1 when the
- * loader is being closed. */
+/* Window w, read into win[0..nb): draws its row order (the block of each position: a
+ * Fisher-Yates permutation of the block labels from the window's RNG stream; each block's
+ * rows in file order) and gathers its rows from position `skip` on into ring batches,
+ * publishing each that fills; the one left part-full waits in l->out for the next window.
+ * Each block is read front to back, so the gather streams through cache lines. *quit = 1
+ * when the loader is being closed. */
 static rec_status emit_window(rec_loader *l, int64_t w, int nb, int64_t skip, int *quit) {
-    int64_t n = 0;
+    int64_t n = 0, *next = l->next;
     for (int i = 0; i < nb; i++)
-        for (int64_t r = 0; r < l->win[i].n; r++) l->perm[n++] = (uint64_t)i << 32 | (uint64_t)r;
+        for (int64_t r = 0; r < l->win[i].n; r++) l->perm[n++] = (uint64_t)i;
     rec_rng rng;
     rec_rng_seed(&rng, l->sh.seed, shuffle_stream(l->sh.epoch, w));
     for (int64_t i = n - 1; i > 0; i--) {
@@ -420,6 +428,8 @@ static rec_status emit_window(rec_loader *l, int64_t w, int nb, int64_t skip, in
         l->perm[i] = l->perm[j];
         l->perm[j] = t;
     }
+    for (int i = 0; i < nb; i++) next[i] = 0;
+    for (int64_t i = 0; i < n; i++) l->perm[i] = l->perm[i] << 32 | (uint64_t)next[l->perm[i]]++;
     *quit = 0;
     for (int64_t k = skip; k < n;) {
         if (!l->out && !(l->out = slot_acquire(l))) {
@@ -562,6 +572,7 @@ static rec_status shuffle_init(rec_loader *l) {
     REC_TRY(rec_alloc((void **)&l->win, (size_t)W * sizeof(rec_batch), "shuffle buffer"));
     for (int64_t i = 0; i < W; i++) REC_TRY(rec_batch_init(&l->win[i], K, l->d->n_dense, l->d->n_sparse, 1));
     REC_TRY(rec_alloc((void **)&l->perm, (size_t)(W * K) * sizeof(uint64_t), "shuffle order"));
+    REC_TRY(rec_alloc((void **)&l->next, (size_t)W * sizeof(int64_t), "shuffle order"));
     if (!l->d->is_shard) return REC_OK;
     REC_TRY(rec_alloc((void **)&l->order, (size_t)(l->n_blocks + 1) * sizeof(int64_t), "shuffle block order"));
     rec_rng rng;
@@ -674,6 +685,7 @@ void rec_loader_close(rec_loader *l) {
     for (int64_t i = 0; l->win && i < l->sh.buffer_blocks; i++) rec_batch_free(&l->win[i]);
     rec_free(l->win);
     rec_free(l->perm);
+    rec_free(l->next);
     rec_free(l->order);
     pthread_cond_destroy(&l->not_full);
     pthread_cond_destroy(&l->not_empty);
