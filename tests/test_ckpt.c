@@ -7,8 +7,9 @@
  *    both models (Adam's t and the sparse state really are restored);
  *  - the file's layout read independently here (magic, version, header CRC, 64-byte aligned
  *    tensor data equal to the model's bytes, trailer with the file size);
- *  - a version-1 file (no train_rows / data_digest in its meta) still loads;
- *  - every rejection with its message: wrong magic, version, truncation at every 1/16 of the
+ *  - files of versions 1 (no train_rows / data_digest in the meta) and 2 (no shuffle sizes)
+ *    still load, in file order;
+ *  - every rejection with its message: wrong magic, version, half a shuffle order, truncation at every 1/16 of the
  *    file and at each section boundary, a flipped byte in the header and in a tensor (CRC,
  *    tensor named), a trailer that records another size, a renamed tensor and a changed shape
  *    (header CRC recomputed, so the directory check itself is reached), a different config
@@ -143,7 +144,8 @@ typedef struct layout {
 static layout read_layout(const uint8_t *p) {
     layout l;
     l.H = rd_u32(p + 12);
-    uint32_t meta = rd_u32(p + 8) == 1 ? 40 : 56; /* version 2 added train_rows, data_digest */
+    /* version 2 added train_rows, data_digest; version 3 the shuffle sizes */
+    uint32_t meta = rd_u32(p + 8) == 1 ? 40 : rd_u32(p + 8) == 2 ? 56 : 72;
     l.json_len = rd_u32(p + 16 + meta);
     l.json_off = 16 + meta + 4;
     l.n = rd_u32(p + l.json_off + l.json_len);
@@ -168,7 +170,7 @@ static void check_layout(const char *path, const rec_model *m) {
     CHECK(p != NULL, "read %s", path);
     if (!p) return;
     layout l = read_layout(p);
-    CHECK(!memcmp(p, "RCKPT001", 8) && rd_u32(p + 8) == 2, "magic and version");
+    CHECK(!memcmp(p, "RCKPT001", 8) && rd_u32(p + 8) == 3, "magic and version");
     CHECK(rd_u32(p + 16 + l.H) == rec_crc32(0, p, 16 + (size_t)l.H), "header CRC covers prefix and header");
     CHECK(size >= 16 && !memcmp(p + size - 16, "RCKPTEND", 8) && rd_u64(p + size - 8) == size, "trailer and size");
     const rec_tensor *ts;
@@ -213,7 +215,8 @@ static void round_trip(rec_opt_kind dk, rec_sparse_opt_kind sk, const char *labe
     char path[512];
     rec_ckpt_path(g_dir, path, sizeof path);
     rec_ckpt_meta meta = {.step = 2, .epoch = 1, .row = 40, .rows_seen = 123, .seed = 0x1234567890abcdefULL,
-                          .train_rows = 4567, .data_digest = 0xfedcba9876543210ULL};
+                          .train_rows = 4567, .data_digest = 0xfedcba9876543210ULL, .shuffle_block_rows = 4096,
+                          .shuffle_buffer_blocks = 16};
     rec_status s = rec_ckpt_save(path, m, &meta);
     CHECK(s == REC_OK, "%s save: %s", label, rec_errmsg());
     char tmp[600];
@@ -318,11 +321,16 @@ static void rejections(void) {
     expect_reject(&x, "shard magic", p, size, REC_EFORMAT, "not a rectrain checkpoint", 1);
 
     memcpy(p, file, size);
-    wr_u32(p + 8, 3);
-    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 3; this build reads versions 1 to 2", 1);
+    wr_u32(p + 8, 4);
+    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 4; this build reads versions 1 to 3", 1);
     memcpy(p, file, size);
     wr_u32(p + 8, 0);
-    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 0; this build reads versions 1 to 2", 1);
+    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 0; this build reads versions 1 to 3", 1);
+    memcpy(p, file, size);
+    wr_u64(p + 16 + 56, 4096); /* shuffle_block_rows without shuffle_buffer_blocks */
+    fix_header_crc(p, &l);
+    expect_reject(&x, "half a shuffle order", p, size, REC_EFORMAT,
+                  "shuffle blocks of 4096 rows, 0 per buffer, in the header: not an order", 1);
     memcpy(p, file, size);
     wr_u64(p + 16 + 40, (uint64_t)-5); /* train_rows */
     fix_header_crc(p, &l);
@@ -450,24 +458,27 @@ static void rejections(void) {
     const char *diff;
     CHECK(models_equal(m, x.target, &diff), "good file: equal (%s)", diff);
 
-    /* A version-1 file (written before train_rows and data_digest): the same file without
-     * those 16 bytes of meta, its tensors where they were. It loads, with both fields 0. */
-    {
-        uint8_t *v1 = calloc(1, size);
-        uint32_t H1 = l.H - 16;
-        memcpy(v1, file, 16 + 40);
-        wr_u32(v1 + 8, 1);
-        wr_u32(v1 + 12, H1);
-        memcpy(v1 + 16 + 40, file + 16 + 56, l.H - 56);
-        wr_u32(v1 + 16 + H1, rec_crc32(0, v1, 16 + (size_t)H1));
-        memcpy(v1 + hend + 4, file + hend + 4, size - hend - 4); /* padding, data, trailer: in place */
-        write_all(x.path, v1, size);
-        rec_ckpt_meta got = {.train_rows = 9, .data_digest = 9};
+    /* Files of versions 1 (written before train_rows and data_digest) and 2 (before the shuffle
+     * sizes): the same file without those 32 or 16 bytes of meta, its tensors where they were.
+     * They load, with the missing fields 0 (file order). */
+    for (uint32_t v = 1; v <= 2; v++) {
+        const uint32_t mb = v == 1 ? 40 : 56, H1 = l.H - (72 - mb);
+        uint8_t *old = calloc(1, size);
+        memcpy(old, file, 16 + mb);
+        wr_u32(old + 8, v);
+        wr_u32(old + 12, H1);
+        memcpy(old + 16 + mb, file + 16 + 72, l.H - 72);
+        wr_u32(old + 16 + H1, rec_crc32(0, old, 16 + (size_t)H1));
+        memcpy(old + hend + 4, file + hend + 4, size - hend - 4); /* padding, data, trailer: in place */
+        write_all(x.path, old, size);
+        rec_ckpt_meta got = {.train_rows = 9, .data_digest = 9, .shuffle_block_rows = 9, .shuffle_buffer_blocks = 9};
         rec_model_set_steps(x.target, 0);
         s = rec_ckpt_load(x.path, x.target, &got);
-        CHECK(s == REC_OK && got.step == 2 && got.train_rows == 0 && got.data_digest == 0 &&
-              models_equal(m, x.target, &diff), "a version-1 checkpoint loads, without data identity: %s", rec_errmsg());
-        free(v1);
+        CHECK(s == REC_OK && got.step == 2 && (v == 2 || (got.train_rows == 0 && got.data_digest == 0)) &&
+                  got.shuffle_block_rows == 0 && got.shuffle_buffer_blocks == 0 && models_equal(m, x.target, &diff),
+              "a version-%u checkpoint loads, in file order%s: %s", v, v == 1 ? ", without data identity" : "",
+              rec_errmsg());
+        free(old);
     }
 
     /* Save-side refusals. */
@@ -475,6 +486,8 @@ static void rejections(void) {
     CHECK_ERR(rec_ckpt_save(good, m, &wrong), REC_EINVAL, "meta.step is 5 but the model has taken 2");
     rec_ckpt_meta neg = {.step = 2, .row = -1};
     CHECK_ERR(rec_ckpt_save(good, m, &neg), REC_EINVAL, "negative");
+    rec_ckpt_meta half = {.step = 2, .shuffle_buffer_blocks = 16};
+    CHECK_ERR(rec_ckpt_save(good, m, &half), REC_EINVAL, "meta has shuffle blocks of 0 rows, 16 per buffer: not an order");
     CHECK_ERR(rec_ckpt_save(missing, m, &meta), REC_EIO, "cannot create");
     CHECK(strstr(rec_errmsg(), "nope/model.rckpt.tmp") != NULL, "names the .tmp file: %s", rec_errmsg());
 

@@ -643,6 +643,14 @@ static void test_bench(void) {
     CHECK(run("bench prep --rows 20k --reps 1 --threads 1 --spec %s/configs/criteo_standard.json --json", src) == 0,
           "bench: %s", out);
     CHECK(json_num("mb_per_s") > 0 && json_num("copy_gb_per_s") > 0, "bench --json: %s", out);
+    /* bench loader: the training loader alone, in file order and shuffled (std1.rshard of
+     * the first test). */
+    CHECK(run("bench loader --data std1.rshard --reps 1 --batch 256 --json") == 0 &&
+              strstr(out, "shuffled") && json_num("rows") > 0 && json_num("file_rows_per_s") > 0 &&
+              json_num("shuffled_rows_per_s") > 0 && json_num("shuffled_vs_file") > 0,
+          "bench loader: %s", out);
+    CHECK(run("bench loader --reps 1") == 2 && strstr(out, "--data FILE is required (a .rshard, e.g. from rectrain prep)"),
+          "bench loader without --data: %s", out);
     /* bench embed on small Kaggle-shaped tables: every stage runs (uniform sweep, tuner,
      * separate tuning) and the summary has the contract's keys. The per-table oracle is at
      * least the best uniform (each table's minimum includes that member's time), and only a

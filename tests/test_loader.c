@@ -6,6 +6,10 @@
  *   - TSV loaders (same spec, 1 or 2 prep threads, chunks small enough that batches straddle
  *     chunk and engine-thread boundaries) deliver exactly the shard loader's batches, also
  *     through a categorify spec with vocabularies from a shard;
+ *   - a shuffled epoch (test_shuffled_order) is a permutation of the training rows, repeatable
+ *     per (seed, epoch) and ring depth, another for another seed or epoch, and a skip gives
+ *     the rest of it; a TSV's is the same for 1 and 2 prep threads, and a list of shards cut
+ *     mid-block gives its concatenation's order;
  *   - the counting pass of a TSV gives N (and N-1 with a malformed line in skip mode);
  *   - closing mid-stream, or before the first batch, neither hangs nor leaks (run under ASan);
  *   - a loader refuses a row with a dense value that is not finite or a label not 0 or 1
@@ -185,6 +189,41 @@ static int make_data(const char *src) {
     return s == REC_OK;
 }
 
+/* g_part[0..3): the generated TSV's rows [0, 1234), [1234, 3050), [3050, N) prepared by the
+ * standard spec (hashing: one schema, no vocabularies), so that their list is g_shard. */
+static char g_part[3][300];
+
+static int make_parts(void) {
+    static const int64_t cut[4] = {0, 1234, 3050, N};
+    size_t len;
+    char *text = read_text(g_tsv, &len);
+    rec_status s = text ? REC_OK : rec_errorf(REC_EIO, "cannot read %s", g_tsv);
+    const char *p = text;
+    for (int k = 0; !s && k < 3; k++) {
+        const char *e = p;
+        for (int64_t r = cut[k]; r < cut[k + 1]; r++) e = strchr(e, '\n') + 1;
+        char tsv[320];
+        snprintf(tsv, sizeof tsv, "%s/part%d.tsv", g_dir, k);
+        snprintf(g_part[k], sizeof g_part[k], "%s/part%d.rshard", g_dir, k);
+        write_file(tsv, p, (size_t)(e - p));
+        p = e;
+        rec_ingest_opts io;
+        memset(&io, 0, sizeof io);
+        io.in_paths = (const char *const[]){tsv};
+        io.n_in = 1;
+        io.threads = 1;
+        io.tsv.has_label = -1;
+        io.group_rows = GROUP;
+        io.spec_path = g_std;
+        io.out_path = g_part[k];
+        rec_ingest_report rep;
+        s = rec_ingest(&io, &rep);
+    }
+    free(text);
+    CHECK(s == REC_OK, "making the parts: %s", rec_errmsg());
+    return s == REC_OK;
+}
+
 /* ---- tests -------------------------------------------------------------------------------- */
 
 static void test_shard_loader(void) {
@@ -264,6 +303,211 @@ static void test_tsv_loader(void) {
         }
         drain_vs_shard("TSV categorify [0,N) b256", d, g_vocab_shard, 0, N, 256, 2);
     }
+    rec_dataset_close(d);
+}
+
+/* ---- shuffled order ------------------------------------------------------------------------ */
+
+/* A 64-bit hash of row i of b: label, dense bits, every feature's ids. */
+static uint64_t row_hash(const rec_batch *b, int64_t i) {
+    uint64_t h = rec_mix64(0x5eed);
+    uint32_t u;
+    memcpy(&u, &b->label[i], 4);
+    h = rec_mix64(h ^ u);
+    for (int32_t c = 0; c < b->n_dense; c++) {
+        memcpy(&u, &b->dense[i * b->n_dense + c], 4);
+        h = rec_mix64(h ^ u);
+    }
+    for (int32_t f = 0; f < b->n_sparse; f++) {
+        const rec_jagged *j = &b->sparse[f];
+        h = rec_mix64(h ^ (uint64_t)(j->offsets[i + 1] - j->offsets[i]));
+        for (int64_t k = j->offsets[i]; k < j->offsets[i + 1]; k++) h = rec_mix64(h ^ (uint64_t)rec_jagged_id(j, k));
+    }
+    return h;
+}
+
+typedef struct row_key {
+    uint64_t hash;
+    int64_t row;
+} row_key;
+
+static int key_cmp(const void *a, const void *b) {
+    const row_key *x = a, *y = b;
+    return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+/* Every row of the shard by hash (sorted), so that a delivered row can be named by its data
+ * set row. 0 when two rows hash alike (the rows could then not be told apart). */
+static int g_nkeys;
+static row_key g_keys[N];
+
+static int index_rows(void) {
+    rec_shard *sh = NULL;
+    rec_batch all;
+    memset(&all, 0, sizeof all);
+    int ok = rec_shard_open(&sh, g_shard) == REC_OK && rec_batch_init(&all, N, 13, 26, 1) == REC_OK &&
+             rec_shard_read(sh, 0, N, &all) == REC_OK;
+    for (int64_t i = 0; ok && i < N; i++) g_keys[i] = (row_key){row_hash(&all, i), i};
+    qsort(g_keys, N, sizeof g_keys[0], key_cmp);
+    for (int64_t i = 1; ok && i < N; i++) ok = g_keys[i].hash != g_keys[i - 1].hash;
+    g_nkeys = ok ? N : 0;
+    rec_batch_free(&all);
+    rec_shard_close(sh);
+    return ok;
+}
+
+/* Drains a loader over [row0, row1) in the order (sh, skip) into seq (the data set row of each
+ * row delivered; -1 for a row not in the shard), checking that every batch but the last has
+ * `batch` rows. Returns the rows delivered, -1 on an error (reported). */
+static int64_t drain_order(const char *what, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch, int depth,
+                           const rec_shuffle *sh, int64_t skip, int64_t *seq) {
+    rec_loader *l = NULL;
+    rec_status s = rec_loader_open_order(&l, d, row0, row1, batch, depth, sh, skip);
+    CHECK(s == REC_OK, "%s: open: %s", what, rec_errmsg());
+    int64_t n = 0, short_batches = 0;
+    const rec_batch *b;
+    while (!s && !(s = rec_loader_next(l, &b)) && b) {
+        short_batches += b->n != batch;
+        if (short_batches > 1 || (b->n != batch && n + b->n != row1 - row0 - skip)) break;
+        for (int64_t i = 0; i < b->n; i++) {
+            row_key k = {row_hash(b, i), 0}, *hit = bsearch(&k, g_keys, (size_t)g_nkeys, sizeof k, key_cmp);
+            seq[n++] = hit ? hit->row : -1;
+        }
+    }
+    CHECK(s == REC_OK && short_batches <= 1 && n == row1 - row0 - skip, "%s: %lld rows in batches of %lld "
+          "(want %lld, at most one short batch, the last): %s", what, (long long)n, (long long)batch,
+          (long long)(row1 - row0 - skip), s ? rec_errmsg() : "");
+    rec_loader_close(l);
+    return s ? -1 : n;
+}
+
+/* seq[0..n) holds every row of [row0, row0 + n) exactly once. */
+static int is_permutation(const int64_t *seq, int64_t n, int64_t row0) {
+    char seen[N] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        if (seq[i] < row0 || seq[i] >= row0 + n || seen[seq[i]]) return 0;
+        seen[seq[i]] = 1;
+    }
+    return 1;
+}
+
+/* A shuffled epoch (rec_shuffle, small sizes: blocks of 100 rows, 3 per buffer, so that the
+ * 4300-row range before a 700-row holdout is 43 blocks in 15 windows, with batches of 64 and
+ * a ragged last one) delivers every training row exactly once and no holdout row; the order
+ * is bitwise the same with ring depths 2 and 4, for the same (seed, epoch), and differs for
+ * another seed and the next epoch; it mixes rows of several blocks in one batch (each block's
+ * rows in file order) and takes the blocks out of order; a skip gives exactly the rest of the order, windows skipped or not. A
+ * TSV (1 or 2 prep threads, small chunks) gives one order whatever the threads: its blocks in
+ * file order, each window's rows a permutation of the window's. */
+static void test_shuffled_order(void) {
+    enum { ROWS = 4300, BATCH = 64 };
+    static int64_t a[ROWS], b[ROWS], c[ROWS];
+    CHECK(index_rows(), "the generated rows are distinct");
+    if (!g_nkeys) return;
+    rec_dataset *d = NULL;
+    rec_dataset_opts o = {.path = g_shard};
+    CHECK(rec_dataset_open(&d, &o) == REC_OK, "open shard: %s", rec_errmsg());
+    if (!d) return;
+    rec_shuffle sh = {.seed = 3, .epoch = 0, .block_rows = 100, .buffer_blocks = 3};
+
+    CHECK(drain_order("shard d2", d, 0, ROWS, BATCH, 2, &sh, 0, a) == ROWS && is_permutation(a, ROWS, 0),
+          "a shuffled epoch holds every training row once, and no holdout row");
+    CHECK(drain_order("shard d4", d, 0, ROWS, BATCH, 4, &sh, 0, b) == ROWS && !memcmp(a, b, sizeof a),
+          "ring depth 4 gives the order of depth 2");
+    CHECK(drain_order("shard again", d, 0, ROWS, BATCH, 3, &sh, 0, b) == ROWS && !memcmp(a, b, sizeof a),
+          "the same seed and epoch give the same order");
+    int64_t ident = 0, blocks_in_first = 0, block_seen[43] = {0};
+    for (int64_t i = 0; i < ROWS; i++) ident += a[i] == i;
+    for (int64_t i = 0; i < BATCH; i++) blocks_in_first += !block_seen[a[i] / 100]++;
+    CHECK(ident < 100 && blocks_in_first >= 2 && blocks_in_first <= 3 && a[0] / 100 != 0,
+          "rows mixed: %lld in place, %lld blocks in the first batch (its window's 3 at most), first block %lld",
+          (long long)ident, (long long)blocks_in_first, (long long)(a[0] / 100));
+    int64_t last_of[43], in_order = 1;
+    for (int i = 0; i < 43; i++) last_of[i] = -1;
+    for (int64_t i = 0; i < ROWS; i++) {
+        in_order &= a[i] > last_of[a[i] / 100];
+        last_of[a[i] / 100] = a[i];
+    }
+    CHECK(in_order, "each block's rows leave in file order, interleaved with the window's other blocks");
+    sh.seed = 4;
+    CHECK(drain_order("shard seed 4", d, 0, ROWS, BATCH, 2, &sh, 0, b) == ROWS && is_permutation(b, ROWS, 0) &&
+              memcmp(a, b, sizeof a) != 0, "another seed: another permutation");
+    sh.seed = 3;
+    sh.epoch = 1;
+    CHECK(drain_order("shard epoch 1", d, 0, ROWS, BATCH, 2, &sh, 0, b) == ROWS && is_permutation(b, ROWS, 0) &&
+              memcmp(a, b, sizeof a) != 0, "the next epoch: another permutation");
+    sh.epoch = 0;
+    /* Resuming: 20 batches in (whole windows of 300 rows skipped unread), and mid-window. */
+    const int64_t skips[3] = {20 * BATCH, 1300, ROWS};
+    for (int i = 0; i < 3; i++) {
+        int64_t n = drain_order("shard skip", d, 0, ROWS, BATCH, 2, &sh, skips[i], b);
+        CHECK(n == ROWS - skips[i] && !memcmp(a + skips[i], b, (size_t)n * sizeof a[0]),
+              "skipping %lld rows gives the rest of the order", (long long)skips[i]);
+    }
+    /* A range not starting at 0: blocks start at row0. */
+    CHECK(drain_order("shard [700,N)", d, 700, N, 50, 2, &sh, 0, b) == N - 700 && is_permutation(b, N - 700, 700),
+          "a shuffled range [700, N) holds its rows once");
+    rec_dataset_close(d);
+
+    /* A list of three shards cut at rows 1234 and 3050 (blocks of 100 straddle both cuts) is
+     * the one shard: the same file order and the same shuffled order. */
+    rec_dataset *parts = NULL;
+    if (make_parts()) {
+        o = (rec_dataset_opts){.paths = (const char *const[]){g_part[0], g_part[1], g_part[2]}, .n_paths = 3};
+        CHECK(rec_dataset_open(&parts, &o) == REC_OK, "open a list of shards: %s", rec_errmsg());
+    }
+    if (parts) {
+        CHECK(drain_vs_shard("list, file order", parts, g_shard, 0, N, 333, 2) > 0, "a list in file order");
+        CHECK(drain_order("list", parts, 0, ROWS, BATCH, 2, &sh, 0, b) == ROWS && !memcmp(a, b, sizeof a),
+              "a list of shards gives the shuffled order of their concatenation");
+        CHECK(drain_order("list skip", parts, 0, ROWS, BATCH, 3, &sh, 1300, c) == ROWS - 1300 &&
+                  !memcmp(a + 1300, c, (ROWS - 1300) * sizeof a[0]),
+              "a list of shards, resumed: the rest of the order");
+    }
+    rec_dataset_close(parts);
+
+    /* TSV: buffer only, the same order with 1 and 2 prep threads. */
+    size_t keep = rec__loader_chunk_bytes;
+    rec__loader_chunk_bytes = 64 << 10;
+    for (int threads = 1; threads <= 2; threads++) {
+        o = tsv_opts(g_tsv, g_std, NULL, threads);
+        CHECK(rec_dataset_open(&d, &o) == REC_OK, "open TSV: %s", rec_errmsg());
+        if (!d) break;
+        int64_t *seq = threads == 1 ? a : b;
+        CHECK(drain_order("TSV", d, 0, ROWS, BATCH, 2, &sh, 0, seq) == ROWS && is_permutation(seq, ROWS, 0),
+              "TSV, %d prep thread%s: every training row once", threads, threads > 1 ? "s" : "");
+        int windows_ok = 1;
+        for (int64_t w = 0; w * 300 < ROWS; w++) {
+            const int64_t w0 = w * 300, wn = ROWS - w0 < 300 ? ROWS - w0 : 300;
+            for (int64_t i = 0; i < wn; i++) c[i] = seq[w0 + i] - w0;
+            windows_ok &= is_permutation(c, wn, 0);
+        }
+        CHECK(windows_ok, "TSV: window w holds rows [300w, 300w + 300) of the file");
+        if (threads == 2) {
+            CHECK(!memcmp(a, b, sizeof a), "TSV: 2 prep threads give the order of 1");
+            int64_t n = drain_order("TSV skip", d, 0, ROWS, BATCH, 3, &sh, 1300, c);
+            CHECK(n == ROWS - 1300 && !memcmp(a + 1300, c, (size_t)n * sizeof a[0]),
+                  "TSV: skipping 1300 rows gives the rest of the order");
+        }
+        rec_dataset_close(d);
+        d = NULL;
+    }
+    rec__loader_chunk_bytes = keep;
+
+    /* Refusals. */
+    o = (rec_dataset_opts){.path = g_shard};
+    if (rec_dataset_open(&d, &o) != REC_OK) return;
+    rec_loader *l = NULL;
+    rec_shuffle zero = {.seed = 1, .block_rows = 0, .buffer_blocks = 3};
+    CHECK_ERR(rec_loader_open_order(&l, d, 0, ROWS, BATCH, 2, &zero, 0), REC_EINVAL,
+              "shuffle blocks of 0 rows, 3 per buffer: each must be at least 1 and the buffer at most 2^31 rows");
+    rec_shuffle huge = {.seed = 1, .block_rows = (int64_t)1 << 30, .buffer_blocks = 4};
+    CHECK_ERR(rec_loader_open_order(&l, d, 0, ROWS, BATCH, 2, &huge, 0), REC_EINVAL, "the buffer at most 2^31 rows");
+    CHECK_ERR(rec_loader_open_order(&l, d, 0, ROWS, BATCH, 2, &sh, ROWS + 1), REC_EINVAL,
+              "cannot skip 4301 rows of a range of 4300");
+    CHECK_ERR(rec_loader_open_order(&l, d, 0, ROWS, BATCH, 2, NULL, 5), REC_EINVAL,
+              "cannot skip 5 rows of a range of 4300 in file order (start the range later instead)");
+    CHECK(l == NULL, "no loader after a refusal");
     rec_dataset_close(d);
 }
 
@@ -573,6 +817,7 @@ int main(void) {
     if (make_data(src)) {
         test_shard_loader();
         test_tsv_loader();
+        test_shuffled_order();
         test_close_midstream();
         test_bad_values();
         test_pipe();

@@ -4,6 +4,9 @@
  *    straight from the TSV (preprocessed on the loader's thread) equals training from the shard;
  *  - an interrupted run resumed from its checkpoint continues the uninterrupted run's losses
  *    exactly (same bits), across an epoch boundary; resuming on other data is refused;
+ *  - shuffled training rows (the default, from shard or TSV) differ from file order, and a
+ *    shuffled run split by --steps / --resume gives the uninterrupted losses byte for byte; a
+ *    resume in the other order is refused;
  *  - SIGINT mid-run stops after the step in progress, keeps it in the checkpoint (exit 130),
  *    and the resumed run continues the uninterrupted losses; SIGTERM before any step saves nothing;
  *  - kill -9 at random moments of a run that checkpoints every step always leaves a loadable
@@ -78,9 +81,13 @@ static void test_train_and_eval(void) {
     CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --loss-log b.log") == 0,
           "train again: %s", out);
     CHECK(same_file("a.log", "b.log"), "two runs with the same seed and threads differ");
-    CHECK(run("train --config small.json --data train.tsv --spec spec.json --holdout 0.2 --threads 2 --loss-log c.log") == 0,
-          "train from TSV: %s", out);
-    CHECK(same_file("a.log", "c.log"), "training from the TSV differs from training from its shard");
+    /* In file order: a TSV shuffles only within its buffer (no random access to its blocks), so
+     * its shuffled order is not the shard's. */
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --no-shuffle --loss-log n.log") == 0,
+          "train in file order: %s", out);
+    CHECK(run("train --config small.json --data train.tsv --spec spec.json --holdout 0.2 --threads 2 --no-shuffle "
+              "--loss-log c.log") == 0, "train from TSV: %s", out);
+    CHECK(same_file("n.log", "c.log"), "training from the TSV differs from training from its shard");
 
     /* --tune: the tuner runs on the live steps (3 epochs, 189 > the 138 it needs for dim 8) and
      * changes no bit (the first 126 losses are the 2-epoch run's); the plan it writes is loaded
@@ -145,7 +152,9 @@ static void test_train_and_eval(void) {
               strstr(out, "position   step 126, all 2 epochs done, 32000 rows seen") &&
               strstr(out, "data       16000 training rows, digest ") &&
               strstr(out, "emb.25.weight                    parameter        (1000, 8)") &&
-              strstr(out, "\"format\": \"rckpt\", \"version\": 2") && json_num("step") == 126 &&
+              strstr(out, "order      shuffled: blocks of 4096 rows, 16 per buffer (--resume keeps it)") &&
+              strstr(out, "\"format\": \"rckpt\", \"version\": 3") && json_num("step") == 126 &&
+              json_num("shuffle_block_rows") == 4096 && json_num("shuffle_buffer_blocks") == 16 &&
               json_num("train_rows") == 16000 && json_num("params") > 26 * 8000 && strstr(out, "\"config\": {\"format\":"),
           "inspect a checkpoint: %s", out);
     CHECK(run("eval --ckpt ck --data train.rshard --holdout 0.2 --json") == 0, "eval: %s", out);
@@ -236,6 +245,55 @@ static int count_lines(const char *name);
 /* The step a checkpoint holds (inspect --json), or -1. */
 static double ckpt_step(const char *name) {
     return run("inspect %s --json", name) == 0 ? json_num("step") : -1;
+}
+
+/* Shuffled training rows (the default): --shuffle is the default's order (a.log), unlike file
+ * order (n.log); a run split by --steps and --resume, mid-epoch and across the epoch boundary,
+ * leaves the uninterrupted run's losses byte for byte, from the shard and from the TSV (whose
+ * buffer-only order differs from its file order, c.log); a resume in the other order is
+ * refused, naming the flag to drop; without either flag a resume takes the checkpoint's order.
+ * Uses test_train_and_eval's files. */
+static void test_shuffle(void) {
+    const char *shard = "train --config small.json --data train.rshard --holdout 0.2 --threads 2";
+    const char *tsv = "train --config small.json --data train.tsv --spec spec.json --holdout 0.2 --threads 2";
+    CHECK(run("%s --shuffle --loss-log sh.log", shard) == 0 && same_file("a.log", "sh.log"),
+          "--shuffle is the default order: %s", out);
+    CHECK(!same_file("sh.log", "n.log") && count_lines("sh.log") == 126 && count_lines("n.log") == 126,
+          "shuffled losses equal the file-order ones: no shuffle happened");
+
+    /* Split at step 40 (epoch 1, row 10240 of the order: 16000 rows are 4 blocks, one window)
+     * and at step 100 (epoch 2, row 9472). Skipping whole windows is test_loader's. */
+    CHECK(run("%s --shuffle --steps 40 --ckpt shk --loss-log sp.log", shard) == 0 && ckpt_step("shk/model.rckpt") == 40,
+          "first part: %s", out);
+    CHECK(run("%s --ckpt shk --resume --steps 60 --loss-log sp.log --json", shard) == 0 && json_num("steps") == 60,
+          "second part: %s", out);
+    CHECK(run("%s --shuffle --ckpt shk --resume --loss-log sp.log --json", shard) == 0 && json_num("steps") == 26,
+          "last part: %s", out);
+    CHECK(same_file("a.log", "sp.log"), "a shuffled run split at steps 40 and 100 differs from the uninterrupted one");
+
+    /* From the TSV: its own shuffled order, resumed exactly too. */
+    CHECK(run("%s --loss-log tsh.log", tsv) == 0 && !same_file("tsh.log", "c.log") && !same_file("tsh.log", "a.log"),
+          "TSV shuffled: its order is neither its file order nor the shard's: %s", out);
+    CHECK(run("%s --shuffle --steps 70 --ckpt shk --overwrite --loss-log tsp.log", tsv) == 0 &&
+              ckpt_step("shk/model.rckpt") == 70, "TSV first part: %s", out);
+    CHECK(run("%s --ckpt shk --resume --loss-log tsp.log", tsv) == 0 && same_file("tsh.log", "tsp.log"),
+          "a shuffled TSV run split at step 70 differs from the uninterrupted one: %s", out);
+
+    /* The other order is refused; none given: the checkpoint's. */
+    CHECK(run("%s --steps 30 --ckpt shk --overwrite --loss-log tsp.log", shard) == 0, "shuffled checkpoint: %s", out);
+    CHECK(run("%s --ckpt shk --resume --no-shuffle", shard) == 1 &&
+              strstr(out, "--resume: shk/model.rckpt was trained with its rows shuffled, and --no-shuffle would go on "
+                          "through other rows than the interrupted run: drop --no-shuffle, or start afresh"),
+          "resume of a shuffled run in file order: %s", out);
+    CHECK(run("%s --no-shuffle --steps 30 --ckpt shk --overwrite --loss-log ns.log", shard) == 0, "file order: %s", out);
+    CHECK(run("%s --ckpt shk --resume --shuffle", shard) == 1 &&
+              strstr(out, "shk/model.rckpt was trained with its rows in file order, and --shuffle would go on through "
+                          "other rows than the interrupted run: drop --shuffle"),
+          "resume of a file-order run shuffled: %s", out);
+    CHECK(run("%s --ckpt shk --resume --loss-log ns.log", shard) == 0 && same_file("n.log", "ns.log"),
+          "a resume without --shuffle or --no-shuffle continues the checkpoint's file order: %s", out);
+    CHECK(run("%s --shuffle --no-shuffle", shard) == 2 && strstr(out, "give --shuffle or --no-shuffle, not both"),
+          "both flags: %s", out);
 }
 
 /* Nothing silently replaced: an existing checkpoint needs --resume or --overwrite (refused
@@ -482,6 +540,7 @@ int main(void) {
     int rc = clirun_setup("rectrain_train");
     if (rc) return rc;
     test_train_and_eval();
+    test_shuffle();
     test_resume_safety();
     test_eval_checks();
     test_messages();

@@ -32,6 +32,9 @@ extern volatile sig_atomic_t cli_stop;
 void cli_catch_stop(const char *notice);
 /* Prints "rectrain CMD: MESSAGE\nTry 'rectrain CMD --help'." and returns CLI_USAGE. */
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A numeric macro's value as a string literal, for usage texts. */
+#define CLI_STR_(x) #x
+#define CLI_STR(x) CLI_STR_(x)
 
 /* Value parsers for "--flag VALUE": advance *i past the value. On a missing or bad value
  * they print a usage error and return CLI_USAGE; CLI_OK otherwise. */

@@ -251,6 +251,11 @@ static int inspect_ckpt(const char *path, int verify, int json) {
                (long long)(m->train_rows < REC_CKPT_DIGEST_ROWS ? m->train_rows : REC_CKPT_DIGEST_ROWS));
     else
         printf("data       not recorded (a version-1 file); --resume cannot check it\n");
+    if (m->shuffle_block_rows)
+        printf("order      shuffled: blocks of %lld rows, %lld per buffer (--resume keeps it)\n",
+               (long long)m->shuffle_block_rows, (long long)m->shuffle_buffer_blocks);
+    else
+        printf("order      file order (--resume keeps it)\n");
     printf("tensors    %d: %llu parameters (%.1f MB), %llu optimizer-state values (%.1f MB)\n", ci.n_tensors,
            (unsigned long long)numel[0], (double)bytes[0] / 1e6, (unsigned long long)numel[1], (double)bytes[1] / 1e6);
     printf("\n  %-32s %-16s %-20s %12s\n", "tensor", "role", "shape", "MB");
@@ -277,6 +282,8 @@ static int inspect_ckpt(const char *path, int verify, int json) {
                    (unsigned long long)m->data_digest);
         else
             printf("\"train_rows\": null, \"data_digest\": null");
+        printf(", \"shuffle_block_rows\": %lld, \"shuffle_buffer_blocks\": %lld", (long long)m->shuffle_block_rows,
+               (long long)m->shuffle_buffer_blocks);
         printf(", \"params\": %llu, \"param_bytes\": %llu, \"state_values\": %llu, \"state_bytes\": %llu, \"tensors\": [",
                (unsigned long long)numel[0], (unsigned long long)bytes[0], (unsigned long long)numel[1],
                (unsigned long long)bytes[1]);

@@ -30,6 +30,12 @@ static const char TRAIN_USAGE[] =
     "  --threads T        threads (default: all CPUs)\n"
     "  --eval-every N     evaluate every N steps as well as at the end\n"
     "  --steps N          stop after N steps\n"
+    "  --shuffle          read the training rows in a random order drawn from the config's\n"
+    "                     seed, new every epoch (default): blocks of " CLI_STR(REC_SHUFFLE_BLOCK_ROWS) " rows in random\n"
+    "                     order, mixed " CLI_STR(REC_SHUFFLE_BUFFER_BLOCKS) " blocks at a time (a .tsv: its blocks in file order,\n"
+    "                     mixed). Evaluation rows are never shuffled in. With --resume: the\n"
+    "                     checkpoint's order\n"
+    "  --no-shuffle       read the training rows in file order (time order for Criteo)\n"
     "  --ckpt DIR         save DIR/model.rckpt at the end of every epoch and of the run\n"
     "                     (--steps, Ctrl-C or SIGTERM), atomically; a DIR/model.rckpt that\n"
     "                     exists needs --resume or --overwrite\n"
@@ -73,6 +79,7 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     memset(&o, 0, sizeof o);
     o.tsv.has_label = -1;
     o.eval_every = -1;
+    o.shuffle = -1;
     o.log = stderr;
     int json = 0;
     for (int i = 1; i < argc; i++) {
@@ -93,6 +100,11 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);
         else if (!strcmp(a, "--ckpt-every")) rc = cli_i64(cmd, argc, argv, &i, 1, (int64_t)1 << 50, &o.ckpt_every);
         else if (!strcmp(a, "--resume")) o.resume = 1;
+        else if (!strcmp(a, "--shuffle") || !strcmp(a, "--no-shuffle")) {
+            const int on = !strcmp(a, "--shuffle");
+            if (o.shuffle == !on) return cli_usage(cmd, "give --shuffle or --no-shuffle, not both");
+            o.shuffle = on;
+        }
         else if (!strcmp(a, "--overwrite")) o.overwrite = 1;
         else if (!strcmp(a, "--npy")) rc = cli_str(cmd, argc, argv, &i, &o.npy_dir);
         else if (!strcmp(a, "--oracle")) rc = cli_str(cmd, argc, argv, &i, &o.oracle_path);

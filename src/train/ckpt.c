@@ -2,10 +2,12 @@
  *
  * File layout (all integers little-endian; offsets in bytes from the start of the file):
  *
- *   prefix     char[8] "RCKPT001" | u32 version (2) | u32 H, the header's bytes
+ *   prefix     char[8] "RCKPT001" | u32 version (3) | u32 H, the header's bytes
  *   header     (H bytes, at 16)
  *                meta      i64 step | i64 epoch | i64 row | i64 rows_seen | u64 seed |
- *                          i64 train_rows | u64 data_digest   (version 1 stops after seed)
+ *                          i64 train_rows | u64 data_digest |
+ *                          i64 shuffle_block_rows | i64 shuffle_buffer_blocks
+ *                          (version 1 stops after seed, version 2 after data_digest)
  *                config    u32 length | the canonical config JSON (rec_model_config_to_json)
  *                tensors   u32 count | count directory entries of CKPT_ENTRY bytes:
  *                            char name[96] (NUL-padded) | u32 role | u32 ndim |
@@ -48,7 +50,7 @@
 #define CKPT_END_MAGIC "RCKPTEND"
 
 enum {
-    CKPT_VERSION = 2,         /* written; version 1 (no data identity) is still read */
+    CKPT_VERSION = 3,         /* written; versions 1 (no data identity) and 2 (no order) are still read */
     CKPT_ALIGN = 64,
 
     /* prefix, at file offset 0 */
@@ -65,7 +67,10 @@ enum {
     CKPT_M_SEED = 32,         /* u64 */
     CKPT_M_TRAIN_ROWS = 40,   /* i64, version 2 */
     CKPT_M_DATA_DIGEST = 48,  /* u64, version 2 */
-    CKPT_META = 56,           /* then u32 config length, config, u32 count, directory */
+    CKPT_M_SHUFFLE_BLOCK = 56,   /* i64, version 3 */
+    CKPT_M_SHUFFLE_BUFFER = 64,  /* i64, version 3 */
+    CKPT_META = 72,           /* then u32 config length, config, u32 count, directory */
+    CKPT_META_V2 = 56,
     CKPT_META_V1 = 40,
 
     /* directory entry */
@@ -168,6 +173,14 @@ static rec_status write_tensor(int fd, const char *tmp, const float *data, uint6
     return REC_OK;
 }
 
+/* The training order of a meta is file order (both sizes 0) or one rec_loader_open_order
+ * accepts (K, W >= 1, K*W <= 2^31). */
+static int order_ok(const rec_ckpt_meta *m) {
+    const int64_t k = m->shuffle_block_rows, w = m->shuffle_buffer_blocks;
+    if (k == 0 && w == 0) return 1;
+    return k >= 1 && w >= 1 && k <= ((int64_t)1 << 31) / w;
+}
+
 /* Fills the prefix, meta, config and directory of a header buffer of CKPT_PREFIX + H +
  * CKPT_HEADER_CRC bytes (zeroed by the caller), with every tensor CRC and the header CRC
  * still 0, and returns the offset where the trailer goes in *end. */
@@ -184,6 +197,8 @@ static void build_header(uint8_t *hdr, uint32_t H, const rec_ckpt_meta *meta, in
     put_u64(h + CKPT_M_SEED, meta->seed);
     put_i64(h + CKPT_M_TRAIN_ROWS, meta->train_rows);
     put_u64(h + CKPT_M_DATA_DIGEST, meta->data_digest);
+    put_i64(h + CKPT_M_SHUFFLE_BLOCK, meta->shuffle_block_rows);
+    put_i64(h + CKPT_M_SHUFFLE_BUFFER, meta->shuffle_buffer_blocks);
     uint8_t *q = h + CKPT_META;
     put_u32(q, jlen);
     memcpy(q + 4, json, jlen);
@@ -257,6 +272,9 @@ rec_status rec_ckpt_save(const char *path, const rec_model *m, const rec_ckpt_me
     if (meta->epoch < 0 || meta->row < 0 || meta->rows_seen < 0)
         return rec_errorf(REC_EINVAL, "%s: meta has a negative epoch (%" PRId64 "), row (%" PRId64 ") or rows_seen (%" PRId64 ")",
                           path, meta->epoch, meta->row, meta->rows_seen);
+    if (!order_ok(meta))
+        return rec_errorf(REC_EINVAL, "%s: meta has shuffle blocks of %" PRId64 " rows, %" PRId64 " per buffer: not an order",
+                          path, meta->shuffle_block_rows, meta->shuffle_buffer_blocks);
     const rec_tensor *ts;
     int n = rec_model_tensors(m, &ts);
     if (n < 0 || n > CKPT_MAX_TENSORS)
@@ -352,7 +370,7 @@ static rec_status ckpt_parse(ckpt_file *f) {
     if (version < 1 || version > CKPT_VERSION)
         return rec_errorf(REC_EFORMAT, "checkpoint %s has format version %u; this build reads versions 1 to %d", path,
                           version, CKPT_VERSION);
-    const uint32_t meta_bytes = version == 1 ? CKPT_META_V1 : CKPT_META;
+    const uint32_t meta_bytes = version == 1 ? CKPT_META_V1 : version == 2 ? CKPT_META_V2 : CKPT_META;
     f->version = version;
     if (size < CKPT_PREFIX + CKPT_TRAILER || memcmp(p + size - CKPT_TRAILER, CKPT_END_MAGIC, 8) != 0)
         return rec_errorf(REC_EFORMAT, "checkpoint %s is truncated or incomplete (%zu bytes, no \"" CKPT_END_MAGIC
@@ -382,6 +400,14 @@ static rec_status ckpt_parse(ckpt_file *f) {
     if (version >= 2) {
         f->meta.train_rows = get_i64(h + CKPT_M_TRAIN_ROWS);
         f->meta.data_digest = get_u64(h + CKPT_M_DATA_DIGEST);
+    }
+    if (version >= 3) {
+        f->meta.shuffle_block_rows = get_i64(h + CKPT_M_SHUFFLE_BLOCK);
+        f->meta.shuffle_buffer_blocks = get_i64(h + CKPT_M_SHUFFLE_BUFFER);
+        if (!order_ok(&f->meta))
+            return CKPT_CORRUPT(f, "shuffle blocks of %lld rows, %lld per buffer, in the header: not an order (both 0, "
+                                "or both positive and at most 2^31 rows in all)", (long long)f->meta.shuffle_block_rows,
+                                (long long)f->meta.shuffle_buffer_blocks);
     }
     if (f->meta.step < 0 || f->meta.epoch < 0 || f->meta.row < 0 || f->meta.rows_seen < 0 || f->meta.train_rows < 0)
         return CKPT_CORRUPT(f, "negative step, epoch, row, rows_seen or train_rows in the header");

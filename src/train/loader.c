@@ -19,6 +19,13 @@
  * The sequence of batches depends only on (data, row0, row1, batch): batch i holds rows
  * [row0 + i*batch, min(row0 + (i+1)*batch, row1)), whatever the thread timing, the ring
  * depth or the engine's thread count (the engine returns a chunk's rows in file order).
+ *
+ * Shuffled (rec_loader_open_order, scheme in train.h): the producer reads a window of W blocks
+ * of K rows into W block batches of its own (shard: one rec_shard_read per block of the
+ * epoch's block permutation; TSV: the chunks' rows, in file order, fill the blocks), then
+ * gathers the window's rows, interleaved at random, into ring batches. The order is drawn per
+ * window from its own RNG stream, so it depends only on (seed, epoch, range, K, W), and a
+ * resumed loader skips whole windows without reading or drawing for them.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -343,6 +350,16 @@ struct rec_loader {
     rec_batch span;             /* several parts: the rows of one part, for a batch across parts */
     tsv_stream ts;              /* TSV data sets */
 
+    /* shuffled order only (sh.block_rows > 0); the producer's alone */
+    rec_shuffle sh;
+    int64_t skip;               /* rows of the epoch's order to drop first */
+    int64_t n_blocks;           /* ceil((row1 - row0) / K) */
+    int64_t *order;             /* (n_blocks) shard: the epoch's block sequence */
+    rec_batch *win;             /* (W) the window's blocks, K rows each at most */
+    uint64_t *perm;             /* (W*K) the window's row order: block << 32 | row in block */
+    int64_t *next;              /* (W) the next row of each block to deal */
+    rec_batch *out;             /* the ring slot being filled across windows, or NULL */
+
     pthread_mutex_t mu;
     pthread_cond_t not_empty;   /* producer -> consumer: a slot was filled, or the end */
     pthread_cond_t not_full;    /* consumer -> producer: a slot was released, or stop */
@@ -357,17 +374,20 @@ struct rec_loader {
     double wait_s;
 };
 
+/* Empties a batch for appending: n = 0, offsets[0] = 0 for every feature. */
+static void batch_clear(rec_batch *b) {
+    b->n = 0;
+    for (int32_t f = 0; f < b->n_sparse; f++) b->sparse[f].offsets[0] = 0;
+}
+
 /* Producer: the slot to fill next, once one is free; NULL when the loader is being closed.
- * The slot is emptied (n = 0, offsets[0] = 0 for every feature). */
+ * The slot is emptied (batch_clear). */
 static rec_batch *slot_acquire(rec_loader *l) {
     pthread_mutex_lock(&l->mu);
     while (!l->stop && l->held + l->filled == l->depth) pthread_cond_wait(&l->not_full, &l->mu);
     rec_batch *b = l->stop ? NULL : &l->slot[(l->head + l->held + l->filled) % l->depth];
     pthread_mutex_unlock(&l->mu);
-    if (b) {
-        b->n = 0;
-        for (int32_t f = 0; f < b->n_sparse; f++) b->sparse[f].offsets[0] = 0;
-    }
+    if (b) batch_clear(b);
     return b;
 }
 
@@ -423,7 +443,146 @@ static rec_status read_rows(rec_loader *l, int64_t r, int64_t n, rec_batch *b) {
     return REC_OK;
 }
 
+/* ---- shuffled order ---------------------------------------------------------------------------- */
+
+/* The RNG stream of epoch e's block permutation (w = -1) or of its window w's row order. */
+static uint64_t shuffle_stream(int64_t epoch, int64_t w) {
+    return (uint64_t)epoch << 32 | (w < 0 ? 0xffffffffu : (uint64_t)w);
+}
+
+/* Rows of block `blk` of the range: K, or fewer for the last one. */
+static int64_t block_len(const rec_loader *l, int64_t blk) {
+    const int64_t r0 = l->row0 + blk * l->sh.block_rows, left = l->row1 - r0;
+    return left < l->sh.block_rows ? left : l->sh.block_rows;
+}
+
+/* Appends the window rows code[0..k) (code = block << 32 | row: that row of win[block]) to
+ * dst, which must have room for k more rows: what batch_append_rows does for a run of rows,
+ * gathered. A feature's ids take the widest width among its sources (a shard's blocks all
+ * share one). Fails only on allocation, leaving dst->n unchanged. */
+static rec_status gather_rows(rec_batch *dst, const rec_batch *win, const uint64_t *code, int64_t k) {
+    const int64_t at = dst->n;
+    const int32_t dn = dst->n_dense;
+    for (int64_t i = 0; i < k; i++) {
+        const rec_batch *s = &win[code[i] >> 32];
+        const int64_t r = (int64_t)(code[i] & 0xffffffffu);
+        dst->label[at + i] = s->label[r];
+        float *to = dst->dense + (at + i) * dn;
+        const float *from = s->dense + r * dn;
+        for (int32_t c = 0; c < dn; c++) to[c] = from[c];  /* a few values: no memcpy call */
+    }
+    for (int32_t f = 0; f < dst->n_sparse; f++) {
+        rec_jagged *dj = &dst->sparse[f];
+        int64_t add = 0;
+        int wide = 0, weighted = 0;
+        for (int64_t i = 0; i < k; i++) {
+            const rec_jagged *sj = &win[code[i] >> 32].sparse[f];
+            const int64_t r = (int64_t)(code[i] & 0xffffffffu);
+            add += sj->offsets[r + 1] - sj->offsets[r];
+            wide |= sj->wide;
+            weighted |= sj->weights != NULL;
+        }
+        if (wide && !dj->wide) REC_TRY(rec_batch_set_wide(dst, f, 1));
+        else if (!wide && dj->wide && dj->offsets[at] == 0) REC_TRY(rec_batch_set_wide(dst, f, 0));
+        REC_TRY(rec_batch_reserve_nnz(dst, f, dj->offsets[at] + add, weighted || dj->weights != NULL));
+        int64_t o = dj->offsets[at];
+        for (int64_t i = 0; i < k; i++) {  /* bags of a few ids (mostly one): no memcpy call */
+            const rec_jagged *sj = &win[code[i] >> 32].sparse[f];
+            const int64_t r = (int64_t)(code[i] & 0xffffffffu), first = sj->offsets[r];
+            const int64_t len = sj->offsets[r + 1] - first;
+            if (!dj->wide && len == 1)
+                dj->ids32[o] = sj->ids32[first];
+            else if (!dj->wide)
+                for (int64_t q = 0; q < len; q++) dj->ids32[o + q] = sj->ids32[first + q];
+            else if (sj->wide)
+                for (int64_t q = 0; q < len; q++) dj->ids64[o + q] = sj->ids64[first + q];
+            else
+                for (int64_t q = 0; q < len; q++) dj->ids64[o + q] = sj->ids32[first + q];
+            if (dj->weights)
+                for (int64_t q = 0; q < len; q++) dj->weights[o + q] = sj->weights ? sj->weights[first + q] : 1.0f;
+            o += len;
+            dj->offsets[at + i + 1] = o;
+        }
+    }
+    dst->n = at + k;
+    return REC_OK;
+}
+
+/* Window w, read into win[0..nb): draws its row order (the block of each position: a
+ * Fisher-Yates permutation of the block labels from the window's RNG stream; each block's
+ * rows in file order) and gathers its rows from position `skip` on into ring batches,
+ * publishing each that fills; the one left part-full waits in l->out for the next window.
+ * Each block is read front to back, so the gather streams through cache lines. *quit = 1
+ * when the loader is being closed. */
+static rec_status emit_window(rec_loader *l, int64_t w, int nb, int64_t skip, int *quit) {
+    int64_t n = 0, *next = l->next;
+    for (int i = 0; i < nb; i++)
+        for (int64_t r = 0; r < l->win[i].n; r++) l->perm[n++] = (uint64_t)i;
+    rec_rng rng;
+    rec_rng_seed(&rng, l->sh.seed, shuffle_stream(l->sh.epoch, w));
+    for (int64_t i = n - 1; i > 0; i--) {
+        const int64_t j = (int64_t)rec_rng_below(&rng, (uint64_t)i + 1);
+        const uint64_t t = l->perm[i];
+        l->perm[i] = l->perm[j];
+        l->perm[j] = t;
+    }
+    for (int i = 0; i < nb; i++) next[i] = 0;
+    for (int64_t i = 0; i < n; i++) l->perm[i] = l->perm[i] << 32 | (uint64_t)next[l->perm[i]]++;
+    *quit = 0;
+    for (int64_t k = skip; k < n;) {
+        if (!l->out && !(l->out = slot_acquire(l))) {
+            *quit = 1;
+            return REC_OK;
+        }
+        int64_t m = n - k < l->batch - l->out->n ? n - k : l->batch - l->out->n;
+        REC_TRY(gather_rows(l->out, l->win, l->perm + k, m));
+        k += m;
+        if (l->out->n == l->batch) {
+            slot_publish(l);
+            l->out = NULL;
+        }
+    }
+    return REC_OK;
+}
+
+/* The end of a shuffled range: publishes the short last batch, if any. */
+static void flush_out(rec_loader *l) {
+    if (l->out && l->out->n > 0) slot_publish(l);
+    l->out = NULL;
+}
+
+/* A shard in shuffled order: window by window of the block permutation, each block one
+ * rec_shard_read (checked as a file-order batch is), windows before the skip unread. */
+static rec_status produce_shard_shuffled(rec_loader *l) {
+    const int64_t W = l->sh.buffer_blocks;
+    int64_t skip = l->skip;
+    for (int64_t w = 0; w * W < l->n_blocks; w++) {
+        const int nb = (int)(l->n_blocks - w * W < W ? l->n_blocks - w * W : W);
+        const int64_t *blk = l->order + w * W;
+        int64_t rows = 0;
+        for (int i = 0; i < nb; i++) rows += block_len(l, blk[i]);
+        if (skip >= rows) {
+            skip -= rows;
+            continue;
+        }
+        for (int i = 0; i < nb; i++) {
+            const int64_t r0 = l->row0 + blk[i] * l->sh.block_rows;
+            REC_TRY(read_rows(l, r0, block_len(l, blk[i]), &l->win[i]));
+            REC_TRY(check_values(l, &l->win[i], r0));
+        }
+        int quit;
+        REC_TRY(emit_window(l, w, nb, skip, &quit));
+        if (quit) return REC_OK;
+        skip = 0;
+    }
+    flush_out(l);
+    return REC_OK;
+}
+
+/* ---- producers ------------------------------------------------------------------------------ */
+
 static rec_status produce_shard(rec_loader *l) {
+    if (l->sh.block_rows > 0) return produce_shard_shuffled(l);
     for (int64_t r = l->row0; r < l->row1; r += l->batch) {
         rec_batch *b = slot_acquire(l);
         if (!b) return REC_OK;
@@ -439,34 +598,51 @@ static rec_status produce_shard(rec_loader *l) {
  * row0 are skipped, reading stops once row1 is reached. A batch is published when it holds
  * `batch` rows or the range ends, so batch boundaries fall at row0 + i*batch whatever the
  * chunk boundaries. A chunk that fails (malformed line in FAIL mode, I/O) fails the batch
- * that needed its rows; the batches before it have already been published. */
+ * that needed its rows; the batches before it have already been published.
+ * Shuffled, the rows fill the window's blocks of K rows instead (its blocks are the file's,
+ * in order), and each full window (or the range's end) is emitted in its row order; the
+ * windows before the skip are read past, as rows before row0 are. */
 static rec_status produce_tsv(rec_loader *l) {
+    const int shuffled = l->sh.block_rows > 0;
+    const int64_t cap = shuffled ? l->sh.block_rows : l->batch;  /* rows of a block or a batch */
+    const int64_t WK = l->sh.block_rows * l->sh.buffer_blocks;
+    int64_t w = shuffled ? l->skip / WK : 0, skip = shuffled ? l->skip % WK : 0;
+    const int64_t start = l->row0 + w * WK;  /* first row read into a batch or block */
     int64_t row = 0;                 /* data set row of the next row out of the engine */
     rec_batch *b = NULL;
-    int more = 1;
+    int more = 1, nb = 0;            /* nb: the window's blocks filled */
     while (row < l->row1) {
         REC_TRY(tsv_stream_next(&l->ts, &more));
         if (!more) break;
         for (int t = 0; t < rec_prep_engine_threads(l->ts.e) && row < l->row1; t++) {
             const rec_batch *src = rec_prep_engine_batch(l->ts.e, t);
             int64_t r = 0;
-            if (row < l->row0) {     /* skip whole rows before the range */
-                int64_t skip = l->row0 - row < src->n ? l->row0 - row : src->n;
-                r += skip;
-                row += skip;
+            if (row < start) {       /* skip whole rows before the range */
+                int64_t k = start - row < src->n ? start - row : src->n;
+                r += k;
+                row += k;
             }
             while (r < src->n && row < l->row1) {
+                if (!b && shuffled) batch_clear(b = &l->win[nb]);
                 if (!b && !(b = slot_acquire(l))) return REC_OK;
                 int64_t k = src->n - r;
-                if (k > l->batch - b->n) k = l->batch - b->n;
+                if (k > cap - b->n) k = cap - b->n;
                 if (k > l->row1 - row) k = l->row1 - row;
                 REC_TRY(batch_append_rows(b, src, r, k));
                 r += k;
                 row += k;
-                if (b->n == l->batch || row == l->row1) {
+                if (b->n == cap || row == l->row1) {
                     REC_TRY(check_values(l, b, row - b->n));
-                    slot_publish(l);
                     b = NULL;
+                    if (!shuffled) {
+                        slot_publish(l);
+                    } else if (++nb == l->sh.buffer_blocks || row == l->row1) {
+                        int quit;
+                        REC_TRY(emit_window(l, w++, nb, skip, &quit));
+                        if (quit) return REC_OK;
+                        skip = 0;
+                        nb = 0;
+                    }
                 }
             }
         }
@@ -475,6 +651,7 @@ static rec_status produce_tsv(rec_loader *l) {
         return rec_errorf(REC_EFORMAT, "%s: ended after %lld rows while rows [%lld, %lld) were asked for "
                           "(did the file change after it was counted?)", l->d->path, (long long)row,
                           (long long)l->row0, (long long)l->row1);
+    if (shuffled) flush_out(l);
     return REC_OK;
 }
 
@@ -485,20 +662,53 @@ static void *producer_main(void *arg) {
     return NULL;
 }
 
-/* Validates the range against N (a TSV is counted here if it was not yet), allocates the
- * ring and the producer's reader, and starts the producer. Every buffer of the steady state
- * is allocated here. */
+/* The shuffled order's buffers: W block batches of K rows, the window's row order and, for
+ * a shard, the epoch's block permutation (Fisher-Yates from its RNG stream). */
+static rec_status shuffle_init(rec_loader *l) {
+    const int64_t K = l->sh.block_rows, W = l->sh.buffer_blocks;
+    l->n_blocks = (l->row1 - l->row0 + K - 1) / K;
+    REC_TRY(rec_alloc((void **)&l->win, (size_t)W * sizeof(rec_batch), "shuffle buffer"));
+    for (int64_t i = 0; i < W; i++) REC_TRY(rec_batch_init(&l->win[i], K, l->d->n_dense, l->d->n_sparse, 1));
+    REC_TRY(rec_alloc((void **)&l->perm, (size_t)(W * K) * sizeof(uint64_t), "shuffle order"));
+    REC_TRY(rec_alloc((void **)&l->next, (size_t)W * sizeof(int64_t), "shuffle order"));
+    if (!l->d->is_shard) return REC_OK;
+    REC_TRY(rec_alloc((void **)&l->order, (size_t)(l->n_blocks + 1) * sizeof(int64_t), "shuffle block order"));
+    rec_rng rng;
+    rec_rng_seed(&rng, l->sh.seed, shuffle_stream(l->sh.epoch, -1));
+    for (int64_t i = 0; i < l->n_blocks; i++) l->order[i] = i;
+    for (int64_t i = l->n_blocks - 1; i > 0; i--) {
+        const int64_t j = (int64_t)rec_rng_below(&rng, (uint64_t)i + 1), t = l->order[i];
+        l->order[i] = l->order[j];
+        l->order[j] = t;
+    }
+    return REC_OK;
+}
+
 rec_status rec_loader_open(rec_loader **out, rec_dataset *d, int64_t row0, int64_t row1,
                            int64_t batch, int depth) {
+    return rec_loader_open_order(out, d, row0, row1, batch, depth, NULL, 0);
+}
+
+/* Validates the range against N (a TSV is counted here if it was not yet) and the order's
+ * sizes, allocates the ring, the shuffle buffers and the producer's reader, and starts the
+ * producer. Every buffer of the steady state is allocated here. */
+rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0, int64_t row1,
+                                 int64_t batch, int depth, const rec_shuffle *sh, int64_t skip) {
     *out = NULL;
     if (batch < 1) return rec_errorf(REC_EINVAL, "%s: batch size must be at least 1 (got %lld)", d->path, (long long)batch);
     if (depth < 2) return rec_errorf(REC_EINVAL, "%s: loader depth must be at least 2 batches (got %d)", d->path, depth);
+    if (sh && (sh->block_rows < 1 || sh->buffer_blocks < 1 || sh->block_rows > ((int64_t)1 << 31) / sh->buffer_blocks))
+        return rec_errorf(REC_EINVAL, "%s: shuffle blocks of %lld rows, %lld per buffer: each must be at least 1 and "
+                          "the buffer at most 2^31 rows", d->path, (long long)sh->block_rows, (long long)sh->buffer_blocks);
     int64_t n;
     REC_TRY(rec_dataset_rows(d, &n));
     if (row0 < 0 || row0 > row1 || row1 > n)
         return rec_errorf(REC_EINVAL, "%s: rows [%lld, %lld) asked for; the data set has %lld rows, "
                           "so the range must satisfy 0 <= row0 <= row1 <= %lld", d->path, (long long)row0,
                           (long long)row1, (long long)n, (long long)n);
+    if (skip < 0 || skip > row1 - row0 || (skip && !sh))
+        return rec_errorf(REC_EINVAL, "%s: cannot skip %lld rows of a range of %lld%s", d->path, (long long)skip,
+                          (long long)(row1 - row0), sh ? "" : " in file order (start the range later instead)");
     rec_loader *l;
     REC_TRY(rec_alloc((void **)&l, sizeof *l, "loader"));
     l->d = d;
@@ -506,15 +716,19 @@ rec_status rec_loader_open(rec_loader **out, rec_dataset *d, int64_t row0, int64
     l->row1 = row1;
     l->batch = batch;
     l->depth = depth;
+    if (sh) l->sh = *sh;
+    l->skip = skip;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->not_empty, NULL);
     pthread_cond_init(&l->not_full, NULL);
     rec_status s = rec_alloc((void **)&l->slot, (size_t)depth * sizeof(rec_batch), "loader ring");
     for (int i = 0; !s && i < depth; i++) s = rec_batch_init(&l->slot[i], batch, d->n_dense, d->n_sparse, 1);
+    if (!s && sh) s = shuffle_init(l);
     if (!s && d->is_shard) {
         s = rec_alloc((void **)&l->shards, (size_t)d->n_parts * sizeof *l->shards, "loader shards");
         for (int k = 0; !s && k < d->n_parts; k++) s = rec_shard_open(&l->shards[k], d->parts[k]);
-        if (!s && d->n_parts > 1) s = rec_batch_init(&l->span, batch, d->n_dense, d->n_sparse, 1);
+        const int64_t most = sh && sh->block_rows > batch ? sh->block_rows : batch;  /* rows of one read */
+        if (!s && d->n_parts > 1) s = rec_batch_init(&l->span, most, d->n_dense, d->n_sparse, 1);
     } else if (!s) {
         s = tsv_stream_open(&l->ts, d);
     }
@@ -575,6 +789,11 @@ void rec_loader_close(rec_loader *l) {
     rec_batch_free(&l->span);
     for (int i = 0; l->slot && i < l->depth; i++) rec_batch_free(&l->slot[i]);
     rec_free(l->slot);
+    for (int64_t i = 0; l->win && i < l->sh.buffer_blocks; i++) rec_batch_free(&l->win[i]);
+    rec_free(l->win);
+    rec_free(l->perm);
+    rec_free(l->next);
+    rec_free(l->order);
     pthread_cond_destroy(&l->not_full);
     pthread_cond_destroy(&l->not_empty);
     pthread_mutex_destroy(&l->mu);

@@ -1,8 +1,9 @@
 /* The trainer loop behind `rectrain train` (train.h): data, model, epochs, evaluation,
  * checkpoints, export.
  *
- * Determinism: the batches depend only on the data and the batch size (the loader reads rows
- * in order), every kernel gives the same bits for a given thread count, and the model is drawn
+ * Determinism: the batches depend only on the data, the batch size and the order (file order,
+ * or the shuffled order of rec_shuffle: the config's seed, the epoch and the block and buffer
+ * sizes, which checkpoints record), every kernel gives the same bits for a given thread count, and the model is drawn
  * from the config's seed, so a fixed seed and thread count give bitwise-identical runs. A
  * resumed run restores parameters, optimizer state, the step count (the LR schedule's t) and
  * the row position, so its losses continue the interrupted run's exactly — on the same data,
@@ -189,6 +190,7 @@ typedef struct job {
     uint64_t data_key;     /* signature of the first batch, for the plan file */
     uint64_t data_digest;  /* rec_batch_digest of the first training rows, kept in checkpoints */
     int64_t saved_step;    /* the step the checkpoint holds: the last saved, or the one resumed */
+    int64_t shuffle_block_rows, shuffle_buffer_blocks;  /* the training order (rec_shuffle); 0: file order */
     char ckpt[1100];       /* DIR/model.rckpt of --ckpt DIR, or "" */
 } job;
 
@@ -223,6 +225,23 @@ static rec_status check_resume_data(const job *j, const rec_ckpt_meta *m, const 
     return rec_errorf(REC_EINVAL, "--resume: %s was written training on %s (%s): resume on the data it trained on, with "
                       "the same --data, --spec, --vocab-from and --holdout, or start afresh without --resume",
                       path, what, data);
+}
+
+/* The order of the training rows: --shuffle / --no-shuffle, or without either the resumed
+ * checkpoint's (shuffled when not resuming). A resumed run keeps the checkpoint's block and
+ * buffer sizes, and is refused in the other order: it would go on through another sequence
+ * of rows, and its losses would not continue the interrupted run's. */
+static rec_status choose_order(job *j, const rec_ckpt_meta *m, const char *path) {
+    const int was = m->shuffle_block_rows > 0;
+    const int on = j->o->shuffle < 0 ? (j->o->resume ? was : 1) : j->o->shuffle;
+    if (j->o->resume && on != was)
+        return rec_errorf(REC_EINVAL, "--resume: %s was trained with its rows %s, and %s would go on through other rows "
+                          "than the interrupted run: %s, or start afresh without --resume", path,
+                          was ? "shuffled" : "in file order", on ? "--shuffle" : "--no-shuffle",
+                          on ? "drop --shuffle" : "drop --no-shuffle");
+    j->shuffle_block_rows = !on ? 0 : was ? m->shuffle_block_rows : REC_SHUFFLE_BLOCK_ROWS;
+    j->shuffle_buffer_blocks = !on ? 0 : was ? m->shuffle_buffer_blocks : REC_SHUFFLE_BUFFER_BLOCKS;
+    return REC_OK;
 }
 
 /* Opens --loss-log for this run. Without --resume it is started afresh. With --resume it
@@ -307,6 +326,7 @@ static rec_status setup(job *j) {
         j->cfg.sparse_opt = rec_sparse_opt_defaults(REC_SPARSE_ROWWISE_ADAGRAD, 0.05f);
         j->cfg.batch_size = 1024;
     }
+    REC_TRY(choose_order(j, &resumed, ckpt));
     if (o->epochs > 0) j->cfg.epochs = o->epochs;
     if (o->resume && o->batch > 0 && o->batch != j->cfg.batch_size)
         return rec_errorf(REC_EINVAL, "--resume: %s was trained in batches of %lld, and --batch %lld would change "
@@ -395,7 +415,8 @@ static rec_status setup(job *j) {
 
 /* The directory exists: rec_train made it (or read the checkpoint from it, resuming). */
 static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_seen) {
-    rec_ckpt_meta meta = {rec_model_steps(j->model), epoch, row, rows_seen, j->cfg.seed, j->train_rows, j->data_digest};
+    rec_ckpt_meta meta = {rec_model_steps(j->model), epoch, row, rows_seen, j->cfg.seed, j->train_rows, j->data_digest,
+                          j->shuffle_block_rows, j->shuffle_buffer_blocks};
     double t0 = rec_now();
     REC_TRY(rec_ckpt_save(j->ckpt, j->model, &meta));
     j->rep->ckpt_seconds += rec_now() - t0;
@@ -494,7 +515,11 @@ static rec_status run(job *j) {
     for (int64_t epoch = meta.epoch; !s && !stop && epoch < j->cfg.epochs; epoch++) {
         int64_t row = epoch == meta.epoch ? meta.row : 0;
         rec_loader *l = NULL;
-        s = rec_loader_open(&l, j->train, row, j->train_rows, B, LOADER_DEPTH);
+        rec_shuffle sh = {j->cfg.seed, epoch, j->shuffle_block_rows, j->shuffle_buffer_blocks};
+        if (j->shuffle_block_rows > 0) /* the epoch's order, less the rows the resumed run took */
+            s = rec_loader_open_order(&l, j->train, 0, j->train_rows, B, LOADER_DEPTH, &sh, row);
+        else
+            s = rec_loader_open(&l, j->train, row, j->train_rows, B, LOADER_DEPTH);
         double t0 = rec_now(), t_eval = 0, t_ckpt = rep->ckpt_seconds;
         const rec_batch *b;
         while (!s && !(s = rec_loader_next(l, &b)) && b) {
