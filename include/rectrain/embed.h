@@ -78,6 +78,14 @@ typedef struct rec_sparse_opt_config {
 /* The defaults for `kind` at learning rate lr. */
 rec_sparse_opt_config rec_sparse_opt_defaults(rec_sparse_opt_kind kind, float lr);
 
+/* The sparse optimizer's step of columns [c0, c1) of one row from the row's whole summed
+ * gradient g (E), as the backward applies it: p (c1 - c0) the columns' values, st their
+ * state (ADAGRAD: c1 - c0 floats; ROWWISE_ADAGRAD: the row's one float, whose mean square
+ * is over all E columns; SGD: unused, may be NULL). For rows kept outside a rec_embed (the
+ * owner of a sharded row applies every rank's summed gradient). */
+void rec_sparse_opt_step(const rec_sparse_opt_config *o, float lr, const float *g, int E, int c0, int c1, float *p,
+                         float *st);
+
 /* ---- schedules ------------------------------------------------------------------------------
  * Forward fields:
  *   split   SAMPLE: the table's bags are cut into items of about 2^grain ids, any thread runs

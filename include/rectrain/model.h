@@ -155,14 +155,34 @@ rec_status rec_model_init(rec_model **out, const rec_model_config *c, int max_ba
 void rec_model_free(rec_model *m);
 const rec_model_config *rec_model_get_config(const rec_model *m);
 
+/* A model whose tables live elsewhere (sharded across ranks, dist.h): everything but the
+ * embedding tables is built. Its caller pools each batch's rows into rec_model_pooled and
+ * calls rec_model_forward_pooled, reads the pooled rows' gradients from rec_model_emb_grad
+ * after the backward, and steps the dense part with rec_model_update_dense;
+ * rec_model_forward/_update/_train_step refuse it. */
+rec_status rec_model_init_sharded(rec_model **out, const rec_model_config *c, int max_batch, int threads);
+
 /* logits (B) for the batch, B = b->n; owned by the model, valid until the next forward. */
 rec_status rec_model_forward(rec_model *m, const rec_batch *b, const float **logits);
+/* The pooled embeddings the forward reads: which = 0 (B, F * E), which = 1 (B, F) of the
+ * first-order tables (NULL when the model has none). rec_model_forward fills them from the
+ * model's tables; rec_model_forward_pooled takes them as the caller left them. */
+float *rec_model_pooled(rec_model *m, int which);
+rec_status rec_model_forward_pooled(rec_model *m, const rec_batch *b, const float **logits);
 /* Backward of the last forward from dlogits (B): overwrites the dense gradient block and the
  * gradients of the pooled embeddings (see rec_model_emb_grad). Changes no parameter. */
 rec_status rec_model_backward(rec_model *m, const rec_batch *b, const float *dlogits);
 /* One optimizer step from the last backward: dense optimizer over the flat block and the
  * sparse update of every table, both at base rate * lr_scale. */
 rec_status rec_model_update(rec_model *m, const rec_batch *b, double lr_scale);
+/* The dense optimizer's step alone. */
+rec_status rec_model_update_dense(rec_model *m, double lr_scale);
+/* Called during rec_model_backward as soon as the gradients of a range of the dense block
+ * are final (an MLP's or the cross layers' backward is done), with the range's offset and
+ * length in floats: a data-parallel trainer starts their all-reduce there, overlapping it
+ * with the backward of the earlier layers. NULL removes it. */
+typedef void (*rec_grad_ready_fn)(void *ctx, size_t off, size_t n);
+void rec_model_on_grads(rec_model *m, rec_grad_ready_fn fn, void *ctx);
 /* forward + loss + backward + update; *loss = the batch's mean BCE before the update.
  * lr_scale comes from the schedule at the model's step count, which it then advances. */
 rec_status rec_model_train_step(rec_model *m, const rec_batch *b, double *loss);

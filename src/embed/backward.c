@@ -163,27 +163,43 @@ static void sum_pairs_any(const bag_pair *restrict p, size_t stride, int64_t i0,
 }
 #undef SUM_CASE
 
-/* The optimizer step of row id of table f from its summed gradient g (E) (formulas in
- * embed.h; float arithmetic as torch's and FBGEMM's kernels). */
-static inline void apply_row(const rec_embed *e, float *restrict T, float *restrict S, int64_t id, int E,
-                             const float *restrict g, float lr) {
-    float *restrict p = T + (size_t)id * E; /* (E) */
-    switch (e->opt.kind) {
+/* The optimizer step of columns [c0, c1) of a row from the row's whole summed gradient g (E)
+ * (formulas in embed.h; float arithmetic as torch's and FBGEMM's kernels): p (c1 - c0) the
+ * columns, st their Adagrad state (c1 - c0) or the row's row-wise state (1), unused for SGD.
+ * Row-wise Adagrad's mean square is over all E columns, so a column part updates as the
+ * whole row would. */
+static inline __attribute__((always_inline)) void opt_step(rec_sparse_opt_kind kind, float eps, float *restrict p,
+                                                           float *restrict st, const float *restrict g, int E,
+                                                           int c0, int c1, float lr) {
+    switch (kind) {
     case REC_SPARSE_SGD:
-        for (int c = 0; c < E; c++) p[c] -= lr * g[c];
+        for (int c = c0; c < c1; c++) p[c - c0] -= lr * g[c];
         break;
     case REC_SPARSE_ADAGRAD:
-        adagrad_row(p, S + (size_t)id * E, g, E, lr, e->opt.eps);
+        adagrad_row(p, st, g + c0, c1 - c0, lr, eps);
         break;
     case REC_SPARSE_ROWWISE_ADAGRAD: { /* FBGEMM embedding_backward_split_template, EXACT_ROWWISE_ADAGRAD */
         float sq = 0.0f;
         for (int c = 0; c < E; c++) sq += g[c] * g[c];
-        S[id] += sq / (float)E;
-        const float mult = lr / (sqrtf(S[id]) + e->opt.eps);
-        for (int c = 0; c < E; c++) p[c] -= mult * g[c];
+        st[0] += sq / (float)E;
+        const float mult = lr / (sqrtf(st[0]) + eps);
+        for (int c = c0; c < c1; c++) p[c - c0] -= mult * g[c];
         break;
     }
     }
+}
+
+void rec_sparse_opt_step(const rec_sparse_opt_config *o, float lr, const float *g, int E, int c0, int c1, float *p,
+                         float *st) {
+    opt_step(o->kind, o->eps, p, st, g, E, c0, c1, lr);
+}
+
+/* The optimizer step of row id of table f from its summed gradient g (E). */
+static inline void apply_row(const rec_embed *e, float *restrict T, float *restrict S, int64_t id, int E,
+                             const float *restrict g, float lr) {
+    float *st = e->opt.kind == REC_SPARSE_ADAGRAD ? S + (size_t)id * E
+                : e->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? S + id : NULL;
+    opt_step(e->opt.kind, e->opt.eps, T + (size_t)id * E, st, g, E, 0, E, lr);
 }
 
 static inline void prefetch_update(const rec_embed *e, const float *T, const float *S, size_t id, int E) {

@@ -28,7 +28,11 @@ struct rec_model {
     int max_batch, threads;
     int Dn, F, E, D0;       /* D0: DCN/DeepFM/W&D deep input width Dn + F E */
     rec_dnn *dnn;
-    rec_embed *emb, *lin;   /* lin: first-order dim-1 tables (DeepFM, W&D) */
+    rec_embed *emb, *lin;   /* lin: first-order dim-1 tables (DeepFM, W&D); both NULL when sharded */
+    int has_lin;            /* DeepFM, W&D */
+    int sharded;            /* rec_model_init_sharded: the caller pools the rows */
+    rec_grad_ready_fn on_grads;
+    void *on_grads_ctx;
     rec_mlp *bottom, *top, *deep, *final, *dense_lin;
     size_t P, cross_off;    /* cross layer l: w at cross_off + 2 l D0, b right after */
     float *params, *grads;  /* (P) each */
@@ -64,7 +68,23 @@ void rec_model_set_steps(rec_model *m, int64_t steps) {
 }
 
 const float *rec_model_emb_grad(const rec_model *m, int which) {
-    return which ? (m->lin ? m->dlin : NULL) : m->demb;
+    return which ? (m->has_lin ? m->dlin : NULL) : m->demb;
+}
+
+float *rec_model_pooled(rec_model *m, int which) { return which ? (m->has_lin ? m->lin_out : NULL) : m->emb_out; }
+
+void rec_model_on_grads(rec_model *m, rec_grad_ready_fn fn, void *ctx) {
+    m->on_grads = fn;
+    m->on_grads_ctx = ctx;
+}
+
+/* Tells the hook that the gradients of an MLP's parameters are final (its backward is done). */
+static void grads_ready(rec_model *m, rec_mlp *mlp) {
+    if (!m->on_grads || !mlp) return;
+    const int L = rec_mlp_layers(mlp);
+    const float *first = rec_mlp_weight(mlp, 0), *end = rec_mlp_bias(mlp, L - 1) + rec_mlp_size(mlp, L);
+    const size_t off = (size_t)(first - m->params);
+    m->on_grads(m->on_grads_ctx, off, (size_t)(end - first));
 }
 
 void rec_model_free(rec_model *m) {
@@ -133,7 +153,7 @@ static rec_status build_tensors(rec_model *m) {
     m->tensors = calloc((size_t)cap, sizeof *m->tensors);
     if (!m->tensors) return rec_errorf(REC_ENOMEM, "out of memory for the model's tensor list");
     char name[96];
-    for (int f = 0; f < m->F; f++) {
+    for (int f = 0; m->emb && f < m->F; f++) {
         snprintf(name, sizeof name, "emb.%d.weight", f);
         add_tensor(m, name, REC_TENSOR_PARAM, 2, rec_embed_rows(m->emb, f), m->E, rec_embed_table(m->emb, f));
     }
@@ -189,8 +209,9 @@ static rec_status model_build(rec_model *m) {
     }
     for (int f = 0; f < F; f++) dims[f] = E, ones[f] = 1;
     rec_embed_config ec = {F, c->table_rows, dims, c->pooling, c->sparse_opt, B, m->threads, rec_mix64(seed + 1), 0};
-    rec_status s = rec_embed_init(&m->emb, &ec);
-    if (!s && (c->kind == REC_MODEL_DEEPFM || c->kind == REC_MODEL_WIDE_DEEP)) {
+    m->has_lin = c->kind == REC_MODEL_DEEPFM || c->kind == REC_MODEL_WIDE_DEEP;
+    rec_status s = m->sharded ? REC_OK : rec_embed_init(&m->emb, &ec);
+    if (!s && m->has_lin && !m->sharded) {
         rec_embed_config lc = ec;
         lc.dims = ones;
         lc.seed = rec_mix64(seed + 2);
@@ -266,7 +287,7 @@ static rec_status model_build(rec_model *m) {
     REC_TRY(buf(&m->demb, (size_t)B * F * E, "embedding gradients"));
     REC_TRY(buf(&m->logits, (size_t)B, "logits"));
     REC_TRY(buf(&m->dlogits, (size_t)B, "logit gradients"));
-    if (m->lin) {
+    if (m->has_lin) {
         REC_TRY(buf(&m->lin_out, (size_t)B * F, "first-order outputs"));
         REC_TRY(buf(&m->dlin, (size_t)B * F, "first-order gradients"));
     }
@@ -298,7 +319,7 @@ static rec_status copy_config(rec_model_config *dst, const rec_model_config *src
     return REC_OK;
 }
 
-rec_status rec_model_init(rec_model **out, const rec_model_config *c, int max_batch, int threads) {
+static rec_status model_init(rec_model **out, const rec_model_config *c, int max_batch, int threads, int sharded) {
     *out = NULL;
     if (!c->table_rows || c->n_sparse < 1)
         return rec_errorf(REC_EINVAL, "model %s is not bound to data (rec_model_config_bind first)", c->name);
@@ -309,6 +330,7 @@ rec_status rec_model_init(rec_model **out, const rec_model_config *c, int max_ba
     rec_status s = copy_config(&m->cfg, c);
     m->max_batch = max_batch;
     m->threads = threads;
+    m->sharded = sharded;
     m->Dn = c->n_dense;
     m->F = c->n_sparse;
     m->E = c->emb_dim;
@@ -320,6 +342,14 @@ rec_status rec_model_init(rec_model **out, const rec_model_config *c, int max_ba
     }
     *out = m;
     return REC_OK;
+}
+
+rec_status rec_model_init(rec_model **out, const rec_model_config *c, int max_batch, int threads) {
+    return model_init(out, c, max_batch, threads, 0);
+}
+
+rec_status rec_model_init_sharded(rec_model **out, const rec_model_config *c, int max_batch, int threads) {
+    return model_init(out, c, max_batch, threads, 1);
 }
 
 const rec_tensor *rec_model_tensor(const rec_model *m, const char *name) {
@@ -402,7 +432,6 @@ static rec_status forward_dcn(rec_model *m, const rec_batch *b) {
 static rec_status forward_fm(rec_model *m, const rec_batch *b) {
     const int B = (int)b->n, F = m->F, E = m->E, D0 = m->D0;
     const float *d, *w = NULL;
-    REC_TRY(rec_embed_forward(m->lin, b, 0, m->lin_out));
     concat_rows(B, m->Dn, b->dense, F * E, m->emb_out, m->x0);
     REC_TRY(rec_mlp_forward(m->deep, B, m->x0, &d));
     if (m->dense_lin) REC_TRY(rec_mlp_forward(m->dense_lin, B, b->dense, &w));
@@ -418,7 +447,16 @@ static rec_status forward_fm(rec_model *m, const rec_batch *b) {
 
 rec_status rec_model_forward(rec_model *m, const rec_batch *b, const float **logits) {
     REC_TRY(check_batch(m, b));
+    if (m->sharded)
+        return rec_errorf(REC_EINVAL, "model %s is sharded: its tables live with their owners, so pool the rows "
+                          "into rec_model_pooled and call rec_model_forward_pooled", m->cfg.name);
     REC_TRY(rec_embed_forward(m->emb, b, 0, m->emb_out));
+    if (m->lin) REC_TRY(rec_embed_forward(m->lin, b, 0, m->lin_out));
+    return rec_model_forward_pooled(m, b, logits);
+}
+
+rec_status rec_model_forward_pooled(rec_model *m, const rec_batch *b, const float **logits) {
+    REC_TRY(check_batch(m, b));
     switch (m->cfg.kind) {
     case REC_MODEL_DLRM: REC_TRY(forward_dlrm(m, b)); break;
     case REC_MODEL_DCN: REC_TRY(forward_dcn(m, b)); break;
@@ -434,6 +472,7 @@ static rec_status backward_dlrm(rec_model *m, const rec_batch *b, const float *d
     const int B = (int)b->n, F = m->F, E = m->E, Dz = m->Dz;
     const rec_model_config *c = &m->cfg;
     REC_TRY(rec_mlp_backward(m->top, B, m->z, dlogits, m->dz));
+    grads_ready(m, m->top);
     const float *h = m->h;
     int nblk = (B + ROW_BLOCK - 1) / ROW_BLOCK;
 #pragma omp parallel for num_threads(nthreads(m)) schedule(static)
@@ -443,7 +482,9 @@ static rec_status backward_dlrm(rec_model *m, const rec_batch *b, const float *d
                               m->emb_out + (size_t)r0 * F * E, m->dz + (size_t)r0 * Dz, m->dh + (size_t)r0 * E,
                               m->demb + (size_t)r0 * F * E);
     }
-    return rec_mlp_backward(m->bottom, B, b->dense, m->dh, NULL);
+    REC_TRY(rec_mlp_backward(m->bottom, B, b->dense, m->dh, NULL));
+    grads_ready(m, m->bottom);
+    return REC_OK;
 }
 
 /* Copies the embedding part of dx0 (B, D0) into demb (B, F E). */
@@ -457,10 +498,12 @@ static rec_status backward_dcn(rec_model *m, const rec_batch *b, const float *dl
     const int B = (int)b->n, D0 = m->D0, L = m->cfg.cross_layers, H = m->cfg.deep[m->cfg.n_deep - 1];
     const int W = D0 + H;
     REC_TRY(rec_mlp_backward(m->final, B, m->cat, dlogits, m->dcat));
+    grads_ready(m, m->final);
     /* dcat = [d x_L | d deep]: the deep part's gradient is copied into dcur's rows first only
      * to feed the MLP contiguously; x_L's gradient then takes dcur over. */
     for (int i = 0; i < B; i++) memcpy(m->dcur + (size_t)i * H, m->dcat + (size_t)i * W + D0, (size_t)H * sizeof(float));
     REC_TRY(rec_mlp_backward(m->deep, B, m->x0, m->dcur, m->dx0));
+    grads_ready(m, m->deep);
     for (int i = 0; i < B; i++) memcpy(m->dcur + (size_t)i * D0, m->dcat + (size_t)i * W, (size_t)D0 * sizeof(float));
     /* Cross layers back to front. dw, db reduce over the batch, so the layers run over the
      * whole batch (their loops vectorise over D0); x0's gradient accumulates in dx0. */
@@ -470,6 +513,7 @@ static rec_status backward_dcn(rec_model *m, const rec_batch *b, const float *dl
         rec_cross_backward(B, D0, m->x0, m->xs + (size_t)l * m->max_batch * D0, w, m->cs + (size_t)l * m->max_batch,
                            m->dcur, m->dx0, m->dcur, dw, dw + D0);
     }
+    if (m->on_grads && L > 0) m->on_grads(m->on_grads_ctx, m->cross_off, (size_t)2 * L * D0);
     /* x_0 is x0 itself: its gradient through the cross path joins the deep one. */
     for (size_t i = 0; i < (size_t)B * D0; i++) m->dx0[i] += m->dcur[i];
     split_demb(m, B);
@@ -479,7 +523,9 @@ static rec_status backward_dcn(rec_model *m, const rec_batch *b, const float *dl
 static rec_status backward_fm(rec_model *m, const rec_batch *b, const float *dlogits) {
     const int B = (int)b->n, F = m->F;
     REC_TRY(rec_mlp_backward(m->deep, B, m->x0, dlogits, m->dx0));
+    grads_ready(m, m->deep);
     if (m->dense_lin) REC_TRY(rec_mlp_backward(m->dense_lin, B, b->dense, dlogits, NULL));
+    grads_ready(m, m->dense_lin);
     for (int i = 0; i < B; i++)
         for (int f = 0; f < F; f++) m->dlin[(size_t)i * F + f] = dlogits[i];
     split_demb(m, B);
@@ -496,10 +542,17 @@ rec_status rec_model_backward(rec_model *m, const rec_batch *b, const float *dlo
     }
 }
 
+rec_status rec_model_update_dense(rec_model *m, double lr_scale) {
+    rec_dense_opt_set_lr(m->dopt, (float)(m->cfg.dense_opt.lr * lr_scale));
+    return m->P ? rec_dense_opt_step(m->dopt, m->params, m->grads, m->P) : REC_OK;
+}
+
 rec_status rec_model_update(rec_model *m, const rec_batch *b, double lr_scale) {
     REC_TRY(check_batch(m, b));
-    rec_dense_opt_set_lr(m->dopt, (float)(m->cfg.dense_opt.lr * lr_scale));
-    if (m->P) REC_TRY(rec_dense_opt_step(m->dopt, m->params, m->grads, m->P));
+    if (m->sharded)
+        return rec_errorf(REC_EINVAL, "model %s is sharded: update its dense part with rec_model_update_dense; "
+                          "the owners of its rows update them", m->cfg.name);
+    REC_TRY(rec_model_update_dense(m, lr_scale));
     float slr = (float)(m->cfg.sparse_opt.lr * lr_scale);
     REC_TRY(rec_embed_backward_update(m->emb, b, 0, m->demb, slr));
     if (m->lin) REC_TRY(rec_embed_backward_update(m->lin, b, 0, m->dlin, slr));
