@@ -23,6 +23,7 @@ static const struct {
     {"train", cmd_train, "train a model (no arguments: the embedded default job)"},
     {"eval", cmd_eval, "evaluate a checkpoint on a data set (AUC, logloss, NE, ...)"},
     {"export", cmd_export, "write a checkpoint's parameters as .npy files"},
+    {"plan", cmd_plan, "place embedding tables on N ranks (sharding plans), or simulate plans"},
     {"bench", cmd_bench, "benchmarks: prep, embed, mlp, train"},
 };
 

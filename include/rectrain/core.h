@@ -166,6 +166,10 @@ double rec_median(double *v, int n);
  * zlib's crc32_z (hardware-accelerated where zlib is). */
 uint32_t rec_crc32(uint32_t crc, const void *p, size_t n);
 
+/* Writes a w x h image of 8-bit RGB pixels (rgb: h rows of w * 3 bytes, top row first) as a
+ * PNG file (charts: `rectrain plan --chart`). REC_EIO naming the path on failure. */
+rec_status rec_png_write(const char *path, int w, int h, const unsigned char *rgb);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,81 @@
+/* Internals of src/dist/: the profile's and the plan's layouts, shared by profile.c, plan.c
+ * and plan_io.c. */
+#ifndef RECTRAIN_DIST_IMPL_H
+#define RECTRAIN_DIST_IMPL_H
+
+#include <stdint.h>
+
+#include "rectrain/core.h"
+#include "rectrain/plan.h"
+
+typedef struct prof_entry {
+    int64_t row;                     /* -1: empty */
+    uint32_t slices, batches;        /* rank slices / global batches that used the row */
+    uint32_t last_slice, last_batch; /* the last ones that counted (+1; 0: none) */
+} prof_entry;
+
+typedef struct prof_table {
+    prof_entry *e;
+    int64_t cap, n;
+} prof_table;
+
+struct rec_plan_profile {
+    rec_plan_model m;                /* rows points at `rows` */
+    int64_t *rows;                   /* (F) */
+    prof_table *t;                   /* (F) */
+    int64_t batches, slices;
+};
+
+typedef struct prof_row {
+    int64_t row;
+    double A;                        /* ranks using it per step */
+    double q;                        /* share of steps it is used in */
+    uint32_t count;                  /* slices that used it in the profile */
+} prof_row;
+
+rec_status rec__profile_rows(const rec_plan_profile *p, int f, prof_row **out, int64_t *n);
+int rec__cmp_prof_row(const void *a, const void *b);
+
+typedef struct plan_part {
+    int c0, c1;
+    int64_t n_seg, n_hot;
+    int64_t *seg_start;
+    int *seg_owner;
+    int64_t *hot_row;
+    int *hot_owner;
+} plan_part;
+
+struct rec_plan {
+    rec_plan_kind kind;
+    int N, F, E;
+    rec_sparse_opt_kind opt;
+    int64_t batch;
+    size_t dense_params;
+    int64_t *rows;                   /* (F) */
+    int *n_parts;                    /* (F) */
+    plan_part **parts;               /* (F)(n_parts[f]) */
+    rec_plan_cost *cost;             /* (N) */
+    double lower_bound, threshold;
+};
+
+/* An empty plan of the model's shape (every table one part, no segments yet). */
+rec_status rec__plan_alloc(rec_plan **out, rec_plan_kind kind, const rec_plan_model *m);
+/* Sets part (f, c)'s columns and its segments / hot rows (copied). */
+rec_status rec__plan_set_part(rec_plan *p, int f, int c, int c0, int c1, int64_t n_seg, const int64_t *seg_start,
+                              const int *seg_owner, int64_t n_hot, const int64_t *hot_row, const int *hot_owner);
+rec_status rec__plan_set_cols(rec_plan *p, int f, int n_parts);
+/* Checks a plan's structure (rows and owners in range, sorted, replicated only whole rows):
+ * REC_EINVAL naming `origin` and the table and part. */
+rec_status rec__plan_check(const rec_plan *p, const char *origin);
+
+/* Floats of optimizer state a row of w columns keeps under opt. */
+static inline int rec__state_floats(rec_sparse_opt_kind opt, int w) {
+    return opt == REC_SPARSE_ADAGRAD ? w : opt == REC_SPARSE_ROWWISE_ADAGRAD ? 1 : 0;
+}
+/* Floats of gradient an owner needs per row of a part of w of E columns: the whole row where
+ * the state is row-wise (its mean square runs over all E), else the part's. */
+static inline int rec__grad_floats(rec_sparse_opt_kind opt, int w, int E) {
+    return opt == REC_SPARSE_ROWWISE_ADAGRAD ? E : w;
+}
+
+#endif

@@ -1,0 +1,241 @@
+/* Sharding plans (plan.h): the profile, every planner's placement, the cost model against
+ * counts made by hand, OPER against the simple plans, and plan files with each rejection. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "rectrain/core.h"
+#include "rectrain/plan.h"
+
+enum { F = 3, E = 8, B = 64 };
+static const int64_t ROWS[F] = {1000, 40, 5};
+
+/* A global batch of B rows, one id per feature: table 0 Zipf-like skewed (row 0 in every rank's
+ * slice), table 1 uniform, table 2 always row 3. */
+static void fill(rec_batch *b, rec_rng *r) {
+    b->n = B;
+    for (int f = 0; f < F; f++) {
+        rec_jagged *j = &b->sparse[f];
+        for (int i = 0; i <= B; i++) j->offsets[i] = i;
+        for (int i = 0; i < B; i++) {
+            int64_t id = f == 0 ? (i % 8 == 0 ? 0 : (int64_t)(1000 * pow(rec_rng_uniform(r), 3))) % 1000
+                         : f == 1 ? (int64_t)rec_rng_below(r, 40) : 3;
+            j->ids64[i] = id;
+        }
+    }
+}
+
+static rec_plan_profile *profile(int N, rec_sparse_opt_kind opt, int batches) {
+    rec_plan_model m = {N, F, ROWS, E, opt, B, 100};
+    rec_plan_profile *p = NULL;
+    CHECK(rec_plan_profile_init(&p, &m) == REC_OK, "%s", rec_errmsg());
+    rec_batch b;
+    rec_batch_init(&b, B, 0, F, 1);
+    rec_rng r;
+    rec_rng_seed(&r, 7, 0);
+    for (int k = 0; k < batches; k++) {
+        fill(&b, &r);
+        CHECK(rec_plan_profile_add(p, &b) == REC_OK, "%s", rec_errmsg());
+    }
+    rec_batch_free(&b);
+    return p;
+}
+
+static double max_sec(const rec_plan *p) {
+    double x = 0;
+    for (int j = 0; j < rec_plan_ranks(p); j++) x = fmax(x, rec_plan_costs(p)[j].seconds);
+    return x;
+}
+
+static void test_kinds(void) {
+    for (int k = 0; k < REC_PLAN_KINDS; k++)
+        CHECK(rec_plan_kind_from_name(rec_plan_kind_name((rec_plan_kind)k)) == k, "kind %d", k);
+    CHECK(rec_plan_kind_from_name("diagonal") == -1, "unknown kind");
+}
+
+/* The simple plans place rows where their definitions say. */
+static void test_placements(void) {
+    const int N = 4;
+    rec_plan_profile *prof = profile(N, REC_SPARSE_SGD, 4);
+    rec_plan_hw hw;
+    rec_plan_hw_default(&hw);
+    rec_plan *p = NULL;
+    CHECK(rec_plan_build(&p, REC_PLAN_ROW, prof, &hw) == REC_OK, "%s", rec_errmsg());
+    int ok = 1;
+    for (int f = 0; f < F; f++)
+        for (int64_t r = 0; r < ROWS[f]; r++) {
+            const int o = rec_plan_owner(p, f, 0, r);
+            ok &= (int64_t)o * ROWS[f] / N <= r && r < (int64_t)(o + 1) * ROWS[f] / N;
+        }
+    CHECK(ok, "row-wise: row r of R on rank floor(r N / R)'s range");
+    rec_plan_free(p);
+    CHECK(rec_plan_build(&p, REC_PLAN_COLUMN, prof, &hw) == REC_OK, "%s", rec_errmsg());
+    int col0[E + 1];
+    CHECK(rec_plan_col_parts(p, 0, col0) == N && col0[1] == 2 && col0[N] == E, "column: 4 parts of 2 columns");
+    CHECK(rec_plan_owner(p, 1, 0, 0) == 0 && rec_plan_owner(p, 1, 3, 39) == 3, "column: part c on rank c");
+    rec_plan_free(p);
+    CHECK(rec_plan_build(&p, REC_PLAN_REPLICATED, prof, &hw) == REC_OK, "%s", rec_errmsg());
+    CHECK(rec_plan_owner(p, 2, 0, 4) == REC_PLAN_EVERY, "replicated everywhere");
+    rec_plan_free(p);
+    CHECK(rec_plan_build(&p, REC_PLAN_TABLE, prof, &hw) == REC_OK, "%s", rec_errmsg());
+    ok = 1;
+    for (int f = 0; f < F; f++)
+        for (int64_t r = 1; r < ROWS[f]; r++) ok &= rec_plan_owner(p, f, 0, r) == rec_plan_owner(p, f, 0, 0);
+    CHECK(ok, "table-wise: a table on one rank");
+    CHECK(rec_plan_owner(p, 0, 0, 0) != rec_plan_owner(p, 1, 0, 0), "table-wise: the two busiest tables apart");
+    rec_plan_free(p);
+    rec_plan_profile_free(prof);
+}
+
+/* Eq. 2-3 on a case counted by hand: 2 ranks, row-wise, one batch. Table 2 (rows 0-1 on rank
+ * 0, 2-4 on rank 1) is always row 3: both ranks use it, rank 1 reads it twice (once for rank
+ * 0), rank 0 fetches E floats and sends back an id and E floats. */
+static void test_costs(void) {
+    rec_plan_profile *prof = profile(2, REC_SPARSE_SGD, 1);
+    rec_plan_hw hw;
+    rec_plan_hw_default(&hw);
+    rec_plan *p = NULL;
+    CHECK(rec_plan_build(&p, REC_PLAN_ROW, prof, &hw) == REC_OK, "%s", rec_errmsg());
+    const rec_plan_cost *c = rec_plan_costs(p);
+    double total = 0;
+    for (int j = 0; j < 2; j++) total += c[j].lookups;
+    /* every (slice, distinct id) pair is one lookup */
+    double want = 0;
+    rec_batch b;
+    rec_batch_init(&b, B, 0, F, 1);
+    rec_rng r;
+    rec_rng_seed(&r, 7, 0);
+    fill(&b, &r);
+    for (int f = 0; f < F; f++)
+        for (int s = 0; s < 2; s++) {
+            char seen[1000] = {0};
+            for (int i = s * B / 2; i < (s + 1) * B / 2; i++) want += !seen[b.sparse[f].ids64[i]]++;
+        }
+    rec_batch_free(&b);
+    CHECK(fabs(total - want) < 1e-9, "lookups %g, distinct ids per slice %g", total, want);
+    CHECK(fabs(c[0].mem_bytes - (500 + 20 + 2) * E * 4.0) < 1e-6, "rank 0 memory %g", c[0].mem_bytes);
+    const double dense = 2 * 0.5 * 4 * 100;
+    rec_plan_free(p);
+    /* one table alone: only table 2's row 3, rank 1 serves rank 0 */
+    rec_plan_model m = {2, 1, ROWS + 2, E, REC_SPARSE_SGD, B, 100};
+    rec_plan_profile *q = NULL;
+    rec_plan_profile_init(&q, &m);
+    rec_batch_init(&b, B, 0, 1, 1);
+    b.n = B;
+    for (int i = 0; i <= B; i++) b.sparse[0].offsets[i] = i;
+    for (int i = 0; i < B; i++) b.sparse[0].ids64[i] = 3;
+    rec_plan_profile_add(q, &b);
+    CHECK(rec_plan_build(&p, REC_PLAN_ROW, q, &hw) == REC_OK, "%s", rec_errmsg());
+    c = rec_plan_costs(p);
+    CHECK(c[1].lookups == 2 && c[0].lookups == 0, "lookups %g %g", c[0].lookups, c[1].lookups);
+    CHECK(fabs(c[1].sent - (E * 4 + dense)) < 1e-9 && fabs(c[0].recv - (E * 4 + dense)) < 1e-9, "rows %g %g", c[1].sent,
+          c[0].recv);
+    CHECK(fabs(c[0].sent - (8 + E * 4 + dense)) < 1e-9 && fabs(c[1].recv - (8 + E * 4 + dense)) < 1e-9, "grads %g %g",
+          c[0].sent, c[1].recv);
+    rec_plan_free(p);
+    rec_plan_profile_free(q);
+    rec_batch_free(&b);
+    rec_plan_profile_free(prof);
+}
+
+/* OPER beats the simple plans on skewed access and replicates the row every rank uses. */
+static void test_oper(void) {
+    const int N = 8;
+    rec_plan_profile *prof = profile(N, REC_SPARSE_ROWWISE_ADAGRAD, 16);
+    rec_plan_hw hw;
+    rec_plan_hw_default(&hw);
+    rec_plan *o = NULL, *p = NULL;
+    CHECK(rec_plan_build(&o, REC_PLAN_OPER, prof, &hw) == REC_OK, "%s", rec_errmsg());
+    CHECK(rec_plan_owner(o, 2, 0, 3) == REC_PLAN_EVERY && rec_plan_owner(o, 0, 0, 0) == REC_PLAN_EVERY,
+          "rows every rank uses are replicated");
+    for (int k = REC_PLAN_TABLE; k <= REC_PLAN_GREEDY; k++) {
+        CHECK(rec_plan_build(&p, (rec_plan_kind)k, prof, &hw) == REC_OK, "%s", rec_errmsg());
+        CHECK(max_sec(o) < max_sec(p), "oper %g s, %s %g s", max_sec(o), rec_plan_kind_name((rec_plan_kind)k), max_sec(p));
+        rec_plan_free(p);
+    }
+    CHECK(max_sec(o) >= rec_plan_lower_bound(o), "never below the lower bound");
+    /* memory that cannot hold the tables */
+    hw.mem_bytes = 1000;
+    CHECK_ERR(rec_plan_build(&p, REC_PLAN_TABLE, prof, &hw), REC_EINVAL, "fits on no rank");
+    CHECK_ERR(rec_plan_build(&p, REC_PLAN_ROW, prof, &hw), REC_EINVAL, "rank 0 would hold");
+    rec_plan_free(o);
+    rec_plan_profile_free(prof);
+}
+
+static rec_status parse(const char *text, int N) {
+    rec_plan_model m = {N, F, ROWS, E, REC_SPARSE_SGD, B, 0};
+    rec_plan *p = NULL;
+    rec_status s = rec_plan_parse(&p, text, strlen(text), "p.json", &m);
+    rec_plan_free(p);
+    return s;
+}
+
+static void test_files(void) {
+    rec_plan_profile *prof = profile(3, REC_SPARSE_SGD, 8);
+    rec_plan_hw hw;
+    rec_plan_hw_default(&hw);
+    rec_plan *o = NULL, *l = NULL;
+    CHECK(rec_plan_build(&o, REC_PLAN_OPER, prof, &hw) == REC_OK, "%s", rec_errmsg());
+    char path[] = "/tmp/rectrain_plan_XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    CHECK(rec_plan_save(o, path) == REC_OK, "%s", rec_errmsg());
+    rec_plan_model m = {3, F, ROWS, E, REC_SPARSE_SGD, B, 100};
+    CHECK(rec_plan_load(&l, path, &m) == REC_OK, "%s", rec_errmsg());
+    int same = l != NULL;
+    for (int f = 0; f < F && same; f++)
+        for (int64_t r = 0; r < ROWS[f]; r++) same &= rec_plan_owner(o, f, 0, r) == rec_plan_owner(l, f, 0, r);
+    CHECK(same, "a saved plan loads with every owner as it was");
+    rec_plan_free(l);
+    m.ranks = 4;
+    CHECK_ERR(rec_plan_load(&l, path, &m), REC_EINVAL, "the plan is for 3 ranks and this job has 4");
+    remove(path);
+    rec_plan_free(o);
+    rec_plan_profile_free(prof);
+
+    const char *head = "{\"format\": \"rectrain-plan\", \"version\": 1, \"kind\": \"row\", \"ranks\": 2, \"dim\": 8, ";
+    char t[1024];
+#define T(tables) (snprintf(t, sizeof t, "%s\"tables\": [%s]}", head, tables), t)
+    const char *ok3 = "{\"rows\": 5, \"parts\": [{\"cols\": [0, 8], \"segments\": [[0, 1]], \"hot\": []}]}";
+    char good[600];
+    snprintf(good, sizeof good,
+             "{\"rows\": 1000, \"parts\": [{\"cols\": [0, 8], \"segments\": [[0, 0], [500, 1]], \"hot\": [[7, -1]]}]}, "
+             "{\"rows\": 40, \"parts\": [{\"cols\": [0, 4], \"segments\": [[0, 0]], \"hot\": []}, {\"cols\": [4, 8], "
+             "\"segments\": [[0, 1]], \"hot\": []}]}, %s", ok3);
+    CHECK(parse(T(good), 2) == REC_OK, "%s", rec_errmsg());
+    CHECK_ERR(parse("{\"format\": \"x\"}", 2), REC_EFORMAT, "$.format");
+    CHECK_ERR(parse("[1, 2", 2), REC_EFORMAT, "not valid JSON");
+    CHECK_ERR(parse(T(good), 3), REC_EINVAL, "$.ranks");
+    char bad[800];
+#define BAD(from, to, needle)                                                       \
+    do {                                                                            \
+        snprintf(bad, sizeof bad, "%s", good);                                      \
+        char *at = strstr(bad, from);                                               \
+        memmove(at + strlen(to), at + strlen(from), strlen(at + strlen(from)) + 1); \
+        memcpy(at, to, strlen(to));                                                 \
+        CHECK_ERR(parse(T(bad), 2), strstr(needle, "expected") ? REC_EFORMAT : REC_EINVAL, needle); \
+    } while (0)
+    BAD("\"rows\": 1000", "\"rows\": 999", "$.tables[0].rows");
+    BAD("[500, 1]", "[500, 2]", "$.tables[0].parts[0].segments[1][1]");
+    BAD("[500, 1]", "[1000, 1]", "$.tables[0].parts[0].segments[1][0]");
+    BAD("[0, 0], [500, 1]", "[0, 0], [0, 1]", "segment 1 starts at row 0");
+    BAD("[[0, 0], [500", "[[1, 0], [500", "must start at row 0");
+    BAD("[[7, -1]]", "[[7, 0], [6, 1]]", "hot rows must rise");
+    BAD("\"segments\": [[0, 1]], \"hot\": []}]}, {\"rows\": 5", "\"segments\": [[0, -1]], \"hot\": []}]}, {\"rows\": 5",
+        "not replicated");
+    BAD("\"cols\": [4, 8]", "\"cols\": [5, 8]", "must cut [0, 8)");
+    BAD("\"hot\": [[7, -1]]", "\"hot\": [[7]]", "expected a [row, owner] pair");
+#undef BAD
+#undef T
+}
+
+int main(void) {
+    test_kinds();
+    test_placements();
+    test_costs();
+    test_oper();
+    test_files();
+    return check_report();
+}
