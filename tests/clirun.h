@@ -122,6 +122,26 @@ static int clirun_setup(const char *name) {
     return 0;
 }
 
+/* A criteo_standard-like spec in the scratch directory: table c (1..26) has rows + step * c rows,
+ * its ids floor-mod that. */
+static inline void write_spec(const char *name, int rows, int step) {
+    FILE *f = fopen(path(name), "w");
+    if (!f) return;
+    fprintf(f, "{\"format\": \"rectrain-prep\", \"version\": 1, \"name\": \"small\", \"tables\": {");
+    for (int c = 1; c <= 26; c++) fprintf(f, "%s\"C%d\": {\"rows\": %d}", c > 1 ? ", " : "", c, rows + step * c);
+    fprintf(f, "}, \"dense\": [");
+    for (int i = 1; i <= 13; i++)
+        fprintf(f, "%s{\"name\": \"I%d\", \"input\": \"I%d\", \"ops\": [{\"op\": \"fill_null\", \"value\": 0}, "
+                   "{\"op\": \"clamp\", \"min\": 0}, {\"op\": \"cast\", \"to\": \"f32\"}, {\"op\": \"log1p\"}]}",
+                i > 1 ? ", " : "", i, i);
+    fprintf(f, "], \"sparse\": [");
+    for (int c = 1; c <= 26; c++)
+        fprintf(f, "%s{\"name\": \"C%d\", \"input\": \"C%d\", \"table\": \"C%d\", \"ops\": [{\"op\": \"fill_null\", "
+                   "\"value\": 0}, {\"op\": \"modulo\", \"divisor\": %d}]}", c > 1 ? ", " : "", c, c, c, rows + step * c);
+    fprintf(f, "]}\n");
+    fclose(f);
+}
+
 static void clirun_cleanup(void) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

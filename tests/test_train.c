@@ -28,25 +28,6 @@
 #include "check.h"
 #include "clirun.h"
 
-/* A criteo_standard-like spec with every table `rows` rows (ids floor-mod rows). */
-static void write_spec(const char *name, int rows) {
-    FILE *f = fopen(path(name), "w");
-    if (!f) return;
-    fprintf(f, "{\"format\": \"rectrain-prep\", \"version\": 1, \"name\": \"small\", \"tables\": {");
-    for (int c = 1; c <= 26; c++) fprintf(f, "%s\"C%d\": {\"rows\": %d}", c > 1 ? ", " : "", c, rows);
-    fprintf(f, "}, \"dense\": [");
-    for (int i = 1; i <= 13; i++)
-        fprintf(f, "%s{\"name\": \"I%d\", \"input\": \"I%d\", \"ops\": [{\"op\": \"fill_null\", \"value\": 0}, "
-                   "{\"op\": \"clamp\", \"min\": 0}, {\"op\": \"cast\", \"to\": \"f32\"}, {\"op\": \"log1p\"}]}",
-                i > 1 ? ", " : "", i, i);
-    fprintf(f, "], \"sparse\": [");
-    for (int c = 1; c <= 26; c++)
-        fprintf(f, "%s{\"name\": \"C%d\", \"input\": \"C%d\", \"table\": \"C%d\", \"ops\": [{\"op\": \"fill_null\", "
-                   "\"value\": 0}, {\"op\": \"modulo\", \"divisor\": %d}]}", c > 1 ? ", " : "", c, c, c, rows);
-    fprintf(f, "]}\n");
-    fclose(f);
-}
-
 static void write_text(const char *name, const char *text) {
     FILE *f = fopen(path(name), "w");
     if (f) {
@@ -64,7 +45,7 @@ static const char *SMALL =
 
 static void test_train_and_eval(void) {
     CHECK(run("gen --rows 20k --scale 0.01 --seed 7 --out train.tsv --prob-out train.prob") == 0, "gen: %s", out);
-    write_spec("spec.json", 1000);
+    write_spec("spec.json", 1000, 0);
     CHECK(run("prep --spec spec.json --in train.tsv --out train.rshard") == 0, "prep: %s", out);
     write_text("small.json", SMALL);
 
@@ -346,7 +327,7 @@ static void test_resume_safety(void) {
  * a line count other than the evaluated file's rows is refused naming both. */
 static void test_eval_checks(void) {
     write_text("none.tsv", "");
-    write_spec("spec500.json", 500);
+    write_spec("spec500.json", 500, 0);
     CHECK(run("prep --spec spec.json --in none.tsv --out none.rshard") == 0, "prep of no rows: %s", out);
     /* train.tsv split as --holdout 0.2 splits it: the first 16000 rows and the last 4000 */
     char cmd[2000];
@@ -470,7 +451,7 @@ static void test_models(void) {
 /* kill -9 at random moments while a run saves a ~50 MB checkpoint every step: what is left in
  * the directory always loads. */
 static void test_kill_during_save(void) {
-    write_spec("big.json", 30000);
+    write_spec("big.json", 30000, 0);
     CHECK(run("prep --spec big.json --in train.tsv --out big.rshard") == 0, "prep big: %s", out);
     srand(11);
     int loaded = 0, tries = 4;

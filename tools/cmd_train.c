@@ -53,7 +53,13 @@ static const char TRAIN_USAGE[] =
     "  --plan FILE        embedding plan: load FILE if it fits the tables; with --tune, retune\n"
     "                     when FILE is missing or was tuned on other data, and write it\n"
     "  --rows N           embedded default only: rows to generate (default 1M)\n"
-    "  --json             print a JSON summary as the last line of stdout\n";
+    "  --json             print a JSON summary as the last line of stdout\n"
+    "Under mpirun -np N (README \"Training on several processes and hosts\"):\n"
+    "  --plan-shards FILE the sharding plan (rectrain plan --out) for N ranks\n"
+    "  --shard-kind K     without --plan-shards: build a plan of kind K at the start from the\n"
+    "                     training data: oper (default), greedy, table, row, column, replicated\n"
+    "  --fetch M          gets (default: one-sided MPI gets of remote rows) or alltoall (the\n"
+    "                     all-to-all-v baseline)\n";
 
 static void print_json(const rec_train_report *r) {
     printf("{\"model\": \"%s\", \"rows\": %lld, \"steps\": %lld, \"batch\": %lld, \"threads\": %d, "
@@ -68,6 +74,16 @@ static void print_json(const rec_train_report *r) {
                (long long)r->eval.n, cli_jnum("%.6f", r->eval.auc), cli_jnum("%.6f", r->eval.logloss),
                cli_jnum("%.6f", r->eval.ne), cli_jnum("%.6f", r->eval.accuracy), cli_jnum("%.6f", r->eval.calibration));
     if (r->has_oracle) printf(", \"oracle_auc\": %s", cli_jnum("%.6f", r->oracle_auc));
+    if (r->ranks > 0) {
+        const rec_exec_stats *d = &r->dist;
+        const double n = d->steps > 0 ? (double)d->steps : 1;
+        printf(", \"ranks\": %d, \"shard_plan\": \"%s\", \"step_ms\": {\"local\": %s, \"fetch\": %s, \"dense\": %s, "
+               "\"allreduce\": %s, \"exchange\": %s}, \"sent_bytes_per_step\": %s, \"recv_bytes_per_step\": %s, "
+               "\"plan_sent_bytes_per_step\": %s", r->ranks, r->shard_plan, cli_jnum("%.4f", d->local_s / n * 1e3),
+               cli_jnum("%.4f", d->fetch_s / n * 1e3), cli_jnum("%.4f", d->dense_s / n * 1e3),
+               cli_jnum("%.4f", d->allreduce_s / n * 1e3), cli_jnum("%.4f", d->exchange_s / n * 1e3),
+               cli_jnum("%.1f", d->sent_bytes / n), cli_jnum("%.1f", d->recv_bytes / n), cli_jnum("%.1f", r->plan_sent_bytes));
+    }
     printf("}\n");
 }
 
@@ -81,6 +97,7 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     o.eval_every = -1;
     o.shuffle = -1;
     o.log = stderr;
+    o.shard_kind = REC_PLAN_OPER;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -113,9 +130,24 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
         else if (!strcmp(a, "--plan")) rc = cli_str(cmd, argc, argv, &i, &o.plan_path);
         else if (!strcmp(a, "--rows")) rc = cli_i64(cmd, argc, argv, &i, 1000, (int64_t)1 << 40, &o.gen_rows);
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--plan-shards")) rc = cli_str(cmd, argc, argv, &i, &o.plan_shards);
+        else if (!strcmp(a, "--shard-kind")) {
+            const char *v;
+            rc = cli_str(cmd, argc, argv, &i, &v);
+            if (!rc && (o.shard_kind = rec_plan_kind_from_name(v)) < 0)
+                rc = cli_usage(cmd, "--shard-kind must be oper, greedy, table, row, column or replicated (got '%s')", v);
+        } else if (!strcmp(a, "--fetch")) {
+            const char *v;
+            rc = cli_str(cmd, argc, argv, &i, &v);
+            if (!rc && strcmp(v, "gets") && strcmp(v, "alltoall"))
+                rc = cli_usage(cmd, "--fetch must be gets or alltoall (got '%s')", v);
+            if (!rc) o.alltoall = !strcmp(v, "alltoall");
+        }
         else if ((rc = cli_tsv_option(cmd, argc, argv, &i, &o.tsv)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
+    if (o.plan_shards && o.shard_kind != REC_PLAN_OPER)
+        return cli_usage(cmd, "--plan-shards gives the plan; --shard-kind builds one: give one of them");
     o.data_path = data->n ? data->v[0] : NULL;
     o.data_paths = data->v;
     o.n_data = data->n;
@@ -136,7 +168,19 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     cli_catch_stop("\nrectrain train: stopping after the current step, which a --ckpt keeps (send it again to stop "
                    "at once)\n");
     rec_status s = rec_train(&o, &r);
+    if (s && r.ranks > 0) rec_dist_abort(r.rank, rec_errmsg()); /* ends every rank: none waits for this one */
     if (s) return cli_fail(cmd, s);
+    if (r.ranks > 0) rec_dist_finalize();
+    if (r.rank != 0) return r.stopped_by ? 128 + r.stopped_by : CLI_OK; /* rank 0 reports */
+    if (r.ranks > 0) {
+        const rec_exec_stats *d = &r.dist;
+        const double n = d->steps > 0 ? (double)d->steps : 1;
+        fprintf(stderr, "train: rank 0 per step: local lookups %.3f ms, remote fetch %.3f ms, dense %.3f ms, all-reduce "
+                "%.3f ms, gradient exchange %.3f ms; sent %.3f MB (plan %s predicted %.3f MB), received %.3f MB\n",
+                d->local_s / n * 1e3, d->fetch_s / n * 1e3, d->dense_s / n * 1e3, d->allreduce_s / n * 1e3,
+                d->exchange_s / n * 1e3, d->sent_bytes / n / 1e6, r.shard_plan, r.plan_sent_bytes / 1e6,
+                d->recv_bytes / n / 1e6);
+    }
     char saves[96] = "";
     if (r.ckpts) snprintf(saves, sizeof saves, "; %d checkpoint%s saved in %.2f s", r.ckpts, rec_s(r.ckpts), r.ckpt_seconds);
     fprintf(stderr, "train: %s, %lld row%s in %.2f s: %.0f samples/s (%.1f GFLOP/s in dense layers), %d thread%s, "

@@ -33,7 +33,19 @@ static void usage(FILE *f) {
         fprintf(f, "  %-8s %s\n", COMMANDS[i].name, COMMANDS[i].what);
 }
 
+/* Ranks started by mpirun share the machine's cores: OpenMP threads that spin while idle
+ * (libgomp's default) take the cores from the ranks doing work, and training runs 5-10x
+ * slower. libgomp reads OMP_WAIT_POLICY when it is loaded, before main, so a rank without
+ * it set runs itself again with it set to passive (same process, same MPI environment). */
+static void passive_openmp(char **argv) {
+    if (!(getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK")) || getenv("OMP_WAIT_POLICY"))
+        return;
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);  /* returns only on failure: then go on as we are */
+}
+
 int main(int argc, char **argv) {
+    passive_openmp(argv);
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;

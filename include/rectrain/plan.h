@@ -152,6 +152,8 @@ int rec_plan_owner(const rec_plan *p, int f, int c, int64_t r);
 const rec_plan_cost *rec_plan_costs(const rec_plan *p);
 /* The lower bound of the step time: all profiled lookups spread evenly, no communication. */
 double rec_plan_lower_bound(const rec_plan *p);
+/* A digest of the placement (every part's columns, segments and hot rows). */
+uint64_t rec_plan_digest(const rec_plan *p);
 /* OPER's final partition threshold (0 for other kinds). */
 double rec_plan_threshold(const rec_plan *p);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "rectrain/batch.h"
+#include "rectrain/dist.h"
 #include "rectrain/io.h"
 #include "rectrain/model.h"
 #include "rectrain/status.h"
@@ -273,6 +274,13 @@ typedef struct rec_train_opts {
      * state when ckpt_dir is given), skips the final evaluation and export, and reports the
      * signal in rec_train_report.stopped_by. */
     const volatile sig_atomic_t *stop;
+    /* Under mpirun (dist.h): the sharding plan to load (plan.h), or NULL to build one of
+     * `shard_kind` (rec_plan_kind) at the start from the training data's first global batches
+     * and bandwidths measured on the running job; `alltoall` 1: fetch rows with the
+     * all-to-all-v baseline instead of one-sided gets. */
+    const char *plan_shards;
+    int shard_kind;
+    int alltoall;
     FILE *log;
 } rec_train_opts;
 
@@ -294,6 +302,12 @@ typedef struct rec_train_report {
     int threads;
     int64_t batch;
     char model[REC_MODEL_NAME_MAX];
+    /* under mpirun: the job's ranks, this rank, the plan's kind and its predicted bytes sent
+     * per step by this rank, and the executor's measured time split and bytes */
+    int ranks, rank;
+    char shard_plan[16];
+    double plan_sent_bytes;
+    rec_exec_stats dist;
 } rec_train_report;
 
 rec_status rec_train(const rec_train_opts *o, rec_train_report *rep);

@@ -33,6 +33,9 @@ typedef struct prof_row {
     uint32_t count;                  /* slices that used it in the profile */
 } prof_row;
 
+/* The last index i of the rising a[0..n) with a[i] <= x, or -1 (plan.c). */
+int64_t rec__last_le(const int64_t *a, int64_t n, int64_t x);
+
 rec_status rec__profile_rows(const rec_plan_profile *p, int f, prof_row **out, int64_t *n);
 int rec__cmp_prof_row(const void *a, const void *b);
 

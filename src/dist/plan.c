@@ -166,6 +166,20 @@ const rec_plan_cost *rec_plan_costs(const rec_plan *p) { return p->cost; }
 double rec_plan_lower_bound(const rec_plan *p) { return p->lower_bound; }
 double rec_plan_threshold(const rec_plan *p) { return p->threshold; }
 
+uint64_t rec_plan_digest(const rec_plan *p) {
+    uint32_t a = rec_crc32(0, &p->N, sizeof p->N), b = 0;
+    for (int f = 0; f < p->F; f++)
+        for (int c = 0; c < p->n_parts[f]; c++) {
+            const plan_part *q = &p->parts[f][c];
+            a = rec_crc32(a, &q->c0, sizeof q->c0);
+            a = rec_crc32(a, q->seg_start, sizeof(int64_t) * (size_t)q->n_seg);
+            a = rec_crc32(a, q->seg_owner, sizeof(int) * (size_t)q->n_seg);
+            b = rec_crc32(b, q->hot_row, sizeof(int64_t) * (size_t)q->n_hot);
+            b = rec_crc32(b, q->hot_owner, sizeof(int) * (size_t)q->n_hot);
+        }
+    return (uint64_t)a << 32 | b;
+}
+
 int rec_plan_col_parts(const rec_plan *p, int f, int *col0) {
     const int C = p->n_parts[f];
     if (col0) {
@@ -180,8 +194,7 @@ void rec_plan_get_part(const rec_plan *p, int f, int c, rec_plan_part *out) {
     *out = (rec_plan_part){q->c0, q->c1, q->n_seg, q->seg_start, q->seg_owner, q->n_hot, q->hot_row, q->hot_owner};
 }
 
-/* The last index i of the rising a[0..n) with a[i] <= x, or -1. */
-static int64_t last_le(const int64_t *a, int64_t n, int64_t x) {
+int64_t rec__last_le(const int64_t *a, int64_t n, int64_t x) {
     int64_t lo = 0, hi = n;
     while (lo < hi) {
         const int64_t mid = lo + (hi - lo) / 2;
@@ -193,9 +206,9 @@ static int64_t last_le(const int64_t *a, int64_t n, int64_t x) {
 
 int rec_plan_owner(const rec_plan *p, int f, int c, int64_t r) {
     const plan_part *q = &p->parts[f][c];
-    const int64_t h = last_le(q->hot_row, q->n_hot, r);
+    const int64_t h = rec__last_le(q->hot_row, q->n_hot, r);
     if (h >= 0 && q->hot_row[h] == r) return q->hot_owner[h];
-    return q->seg_owner[last_le(q->seg_start, q->n_seg, r)];
+    return q->seg_owner[rec__last_le(q->seg_start, q->n_seg, r)];
 }
 
 /* ---- the cost model -------------------------------------------------------------------- */

@@ -45,6 +45,30 @@ rec_status rec_evaluate(rec_model *m, rec_dataset *d, int64_t row0, int64_t row1
     return s;
 }
 
+/* rec_evaluate, or under mpirun every rank's slice of each batch, the logits gathered on
+ * rank 0, which alone has the metrics (the others' are zero). */
+static rec_status evaluate(rec_exec *x, int rank, rec_model *m, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
+                           rec_metrics *out) {
+    if (!x) return rec_evaluate(m, d, row0, row1, batch, out);
+    memset(out, 0, sizeof *out);
+    rec_eval_acc *acc = NULL;
+    rec_loader *l = NULL;
+    float *logits = NULL;
+    rec_status s = rec_eval_acc_init(&acc, rank == 0 ? row1 - row0 : 1);
+    if (!s) s = rec_alloc((void **)&logits, sizeof(float) * (size_t)batch, "logits");
+    if (!s) s = rec_loader_open(&l, d, row0, row1, batch, LOADER_DEPTH);
+    const rec_batch *b;
+    while (!s && !(s = rec_loader_next(l, &b)) && b) {
+        s = rec_exec_forward(x, b, logits);
+        if (!s && rank == 0) s = rec_eval_acc_add(acc, b->n, logits, b->label);
+    }
+    if (!s && rank == 0) s = rec_eval_acc_finish(acc, out);
+    rec_loader_close(l);
+    rec_free(logits);
+    rec_eval_acc_free(acc);
+    return s;
+}
+
 /* AUC of the true click probabilities of rows [row0, row1) (one "%f" per line, as
  * `rectrain gen --prob-out` writes them) against the data's labels. */
 static rec_status oracle_auc(const char *path, rec_dataset *d, int64_t row0, int64_t row1, double *auc) {
@@ -192,6 +216,10 @@ typedef struct job {
     int64_t saved_step;    /* the step the checkpoint holds: the last saved, or the one resumed */
     int64_t shuffle_block_rows, shuffle_buffer_blocks;  /* the training order (rec_shuffle); 0: file order */
     char ckpt[1100];       /* DIR/model.rckpt of --ckpt DIR, or "" */
+    /* under mpirun (dist.h) */
+    int dist, rank, ranks;
+    rec_plan *splan;
+    rec_exec *exec;
 } job;
 
 static rec_status open_data(job *j, const char *path, const char *const *paths, int n_paths, rec_dataset **out) {
@@ -290,6 +318,44 @@ static rec_status open_loss_log(job *j, int64_t resumed) {
         s = rec_errorf(REC_EIO, "%s: cannot cut the loss log at step %lld: %s", path, (long long)resumed, strerror(errno));
     if (!s) setvbuf(f, NULL, _IOLBF, 0); /* a line per step, as it happens (tail -f; a stopped run) */
     return s;
+}
+
+/* Under mpirun: the model without its tables, the sharding plan (loaded, or built from the
+ * training data's first global batches and the job's measured bandwidths; every rank builds
+ * the same one, which is checked), and the executor. */
+static rec_status setup_dist(job *j) {
+    const rec_train_opts *o = j->o;
+    if (j->cfg.kind != REC_MODEL_DLRM && j->cfg.kind != REC_MODEL_DCN)
+        return rec_errorf(REC_EINVAL, "model %s: distributed training (mpirun) runs dlrm and dcn models; train a deepfm or "
+                          "wide_deep model in one process", j->cfg.name);
+    REC_TRY(rec_model_init_sharded(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads));
+    rec_plan_model pm = {j->ranks, j->cfg.n_sparse, j->cfg.table_rows, j->cfg.emb_dim, j->cfg.sparse_opt.kind,
+                         j->cfg.batch_size, rec_model_n_dense_params(j->model)};
+    rec_plan_hw hw;
+    rec_plan_hw_default(&hw);
+    REC_TRY(rec_dist_measure(j->cfg.emb_dim, &hw.bw_p2p, &hw.bw_ar));
+    rec_plan_profile *prof = NULL;
+    REC_TRY(rec_plan_profile_init(&prof, &pm));
+    enum { PROFILE_BATCHES = 16 };
+    rec_status s = rec_plan_profile_data(prof, j->train, j->train_rows, PROFILE_BATCHES, j->cfg.seed);
+    if (!s && o->plan_shards) s = rec_plan_load(&j->splan, o->plan_shards, &pm);
+    if (!s && o->plan_shards) s = rec_plan_predict(j->splan, prof, &hw);
+    else if (!s) s = rec_plan_build(&j->splan, (rec_plan_kind)o->shard_kind, prof, &hw);
+    rec_plan_profile_free(prof);
+    REC_TRY(s);
+    REC_TRY(rec_dist_check_same(rec_plan_digest(j->splan), "sharding plan"));
+    const rec_plan_cost *c = rec_plan_costs(j->splan);
+    double mx = 0, sent = 0;
+    for (int r = 0; r < j->ranks; r++) mx = c[r].seconds > mx ? c[r].seconds : mx, sent += c[r].sent / j->ranks;
+    if (o->log)
+        fprintf(o->log, "train: %d ranks; plan %s%s%s (predicted per step: %.3f ms of embedding work on the busiest rank, "
+                "%.2f MB sent per rank); measured %.2f GB/s row fetches, %.2f GB/s all-reduce; rows fetched by %s\n",
+                j->ranks, rec_plan_kind_name(rec_plan_get_kind(j->splan)), o->plan_shards ? " from " : "",
+                o->plan_shards ? o->plan_shards : "", mx * 1e3, sent / 1e6, hw.bw_p2p / 1e9, hw.bw_ar / 1e9,
+                o->alltoall ? "all-to-all-v (baseline)" : "one-sided gets");
+    j->rep->plan_sent_bytes = c[j->rank].sent;
+    snprintf(j->rep->shard_plan, sizeof j->rep->shard_plan, "%s", rec_plan_kind_name(rec_plan_get_kind(j->splan)));
+    return rec_exec_init(&j->exec, j->model, j->splan, j->cfg.batch_size, o->alltoall);
 }
 
 static rec_status setup(job *j) {
@@ -410,6 +476,7 @@ static rec_status setup(job *j) {
     REC_TRY(rec_model_config_bind(&j->cfg, rec_dataset_n_dense(j->train), rec_dataset_n_sparse(j->train),
                                   rec_dataset_table_rows(j->train), data));
     if (o->loss_log) REC_TRY(open_loss_log(j, resumed.step));
+    if (j->dist) return setup_dist(j);
     return rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads);
 }
 
@@ -524,14 +591,17 @@ static rec_status run(job *j) {
         const rec_batch *b;
         while (!s && !(s = rec_loader_next(l, &b)) && b) {
             double loss;
-            if (o->stop && *o->stop) {
-                rep->stopped_by = (int)*o->stop;
+            int stop_now = o->stop ? (int)*o->stop : 0; /* the signal's number */
+            if (j->exec && !s) s = rec_dist_any(stop_now, &stop_now); /* every rank stops at the same step */
+            if (s) break;
+            if (stop_now) {
+                rep->stopped_by = stop_now;
                 s = keep_state(j, epoch, row, rows_seen);
                 stop = 1;
                 break;
             }
             if (j->plan_pending) s = start_plan(j, b);
-            if (!s) s = rec_model_train_step(j->model, b, &loss);
+            if (!s) s = j->exec ? rec_exec_train_step(j->exec, b, &loss) : rec_model_train_step(j->model, b, &loss);
             if (!s && j->tuning) s = finish_plan(j);
             if (s) break;
             if (!isfinite(loss)) {
@@ -556,7 +626,7 @@ static rec_status run(job *j) {
             if (j->eval && j->cfg.eval_every > 0 && step % j->cfg.eval_every == 0) {
                 double te = rec_now();
                 rec_metrics mm;
-                s = rec_evaluate(j->model, j->eval, j->eval_row0, j->eval_row1, B, &mm);
+                s = evaluate(j->exec, j->rank, j->model, j->eval, j->eval_row0, j->eval_row1, B, &mm);
                 if (!s) print_metrics(o->log, "eval", step, &mm);
                 t_eval += rec_now() - te;
             }
@@ -595,7 +665,7 @@ static rec_status run(job *j) {
         return REC_OK;
     }
     if (j->eval) {
-        REC_TRY(rec_evaluate(j->model, j->eval, j->eval_row0, j->eval_row1, B, &rep->eval));
+        REC_TRY(evaluate(j->exec, j->rank, j->model, j->eval, j->eval_row0, j->eval_row1, B, &rep->eval));
         rep->has_eval = 1; /* reported by the caller, once (rectrain train prints it on stdout) */
         if (j->oracle_path) {
             REC_TRY(oracle_auc(j->oracle_path, j->eval, j->eval_row0, j->eval_row1, &rep->oracle_auc));
@@ -645,10 +715,30 @@ static rec_status check_not_dir(const char *opt, const char *path) {
     return REC_OK;
 }
 
-rec_status rec_train(const rec_train_opts *o, rec_train_report *rep) {
+/* Options distributed training does not take yet, refused before any work. */
+static rec_status check_dist_opts(const rec_train_opts *o) {
+    const char *no = o->ckpt_dir ? "--ckpt" : o->resume ? "--resume" : o->tune ? "--tune" : o->plan_path ? "--plan" : NULL;
+    if (no)
+        return rec_errorf(REC_EINVAL, "%s is not available under mpirun yet (%s); drop it, or train in one process",
+                          no, o->tune || o->plan_path ? "the sharded tables have no per-table embedding plan"
+                                                      : "sharded checkpoints are not built yet");
+    return REC_OK;
+}
+
+rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     memset(rep, 0, sizeof *rep);
     job j;
     memset(&j, 0, sizeof j);
+    rec_train_opts mine = *given; /* under mpirun only rank 0 logs and writes */
+    const rec_train_opts *o = &mine;
+    if (rec_dist_launched()) {
+        REC_TRY(rec_dist_init(&j.rank, &j.ranks));
+        REC_TRY(check_dist_opts(o));
+        j.dist = 1;
+        rep->ranks = j.ranks;
+        rep->rank = j.rank;
+        if (j.rank != 0) mine.log = NULL, mine.loss_log = NULL, mine.npy_dir = NULL;
+    }
     if (o->resume && o->overwrite)
         return rec_errorf(REC_EINVAL, "--resume continues the checkpoint and --overwrite starts over: give one of them");
     if (o->ckpt_dir) rec_ckpt_path(o->ckpt_dir, j.ckpt, sizeof j.ckpt);
@@ -669,11 +759,19 @@ rec_status rec_train(const rec_train_opts *o, rec_train_report *rep) {
         rep->batch = j.cfg.batch_size;
         snprintf(rep->model, sizeof rep->model, "%s", j.cfg.name);
         s = run(&j);
+        if (!s && j.exec) { /* collective: every rank gets here, or has ended the job */
+            rec_exec_get_stats(j.exec, &rep->dist);
+            s = rec_dist_check_same(rec_exec_dense_digest(j.exec), "dense parameters after training");
+        }
         if (!s && j.tuning && o->log)
             fprintf(o->log, "train: the run ended before the embedding tuner finished (it needs about %d steps); "
                     "no plan was written\n", tune_steps(&j));
     }
     if (j.loss_log && fclose(j.loss_log) != 0 && !s) s = rec_errorf(REC_EIO, "%s: write failed", o->loss_log);
+    /* After a failure the window is left: freeing it is collective and would wait for ranks that
+     * are not coming; the caller ends the job (rec_dist_abort). */
+    if (!s) rec_exec_free(j.exec);
+    rec_plan_free(j.splan);
     rec_model_free(j.model);
     if (j.eval != j.train) rec_dataset_close(j.eval);
     rec_dataset_close(j.train);

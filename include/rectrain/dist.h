@@ -1,0 +1,104 @@
+/* rectrain — training across processes with MPI (`mpirun -np N rectrain train`).
+ *
+ * Every rank reads every global batch of B rows and takes its slice, rows [r B / N,
+ * (r+1) B / N). Dense parameters are replicated: each rank's gradients (of its slice's loss
+ * over the GLOBAL B) are summed by non-blocking all-reduces started as each layer's backward
+ * finishes (rec_model_on_grads), so that they overlap the backward of the earlier layers; every
+ * rank then takes the same optimizer step. Embedding rows live where a plan (plan.h) puts
+ * them; the executor does OPER's §5 on MPI:
+ *
+ *   map      (table, column part, row) -> (owner rank, offset in the owner's store), from the
+ *            plan's segments and hot rows, kept in host memory on every rank (the
+ *            "all-in-one" address space; rows of a segment sit contiguously on its owner).
+ *   forward  per table the slice's ids deduplicated; remote rows fetched with one MPI_Get per
+ *            owner (an hindexed datatype of all the rows wanted from it) on a window of every
+ *            rank's store, passive target (MPI_Win_lock_all), issued before the local and
+ *            replicated rows are copied and flushed after; then pooled as rec_embed pools.
+ *   backward the pooled gradients summed per unique row, in the slice's order; rows with an
+ *            owner: (table, part, row, gradient) records sent to the owners by one
+ *            all-to-all-v (a rank's own rows included: one code path), summed by the owner in
+ *            rank order and stepped by its sparse optimizer (rec_sparse_opt_step); replicated
+ *            rows: summed into a zero-padded buffer of every replicated row, all-reduced
+ *            (OPER's "local-aggregated sparse all-reduce") and stepped by every rank alike.
+ *            Owners' updates are made visible by MPI_Win_sync and a barrier before the next
+ *            step's gets.
+ *
+ * The sums run in a fixed order for a given N, so a run repeated with the same N, plan and
+ * seed is bitwise identical; against one process the sums are reassociated (per-rank partial
+ * sums), which moves losses by float rounding only.
+ */
+#ifndef RECTRAIN_DIST_H
+#define RECTRAIN_DIST_H
+
+#include <stdint.h>
+
+#include "rectrain/batch.h"
+#include "rectrain/model.h"
+#include "rectrain/plan.h"
+#include "rectrain/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when this process was started by mpirun (Open MPI's or PMIx's environment): rectrain
+ * then trains as one of N ranks; 0 for a plain run, which never touches MPI. */
+int rec_dist_launched(void);
+
+/* MPI_Init (once per process) and this process's rank and the job's size. Errors of MPI
+ * calls are returned as REC_EIO naming the call, never aborted on. */
+rec_status rec_dist_init(int *rank, int *size);
+/* Ends the job from a rank that failed: prints "rank R: MESSAGE" and MPI_Abort, which makes
+ * mpirun stop every other rank (none is left waiting in a collective). Does not return. */
+void rec_dist_abort(int rank, const char *msg) __attribute__((noreturn));
+void rec_dist_finalize(void);
+
+/* Measured on the running job, the same on every rank (the minimum over ranks): bytes/s of
+ * fetching E-float rows scattered in another rank's window, and of a ring all-reduce of a
+ * large buffer; the plan's rule for replicating rows (OPER §4.3) takes them. */
+rec_status rec_dist_measure(int E, double *bw_p2p, double *bw_ar);
+
+/* The largest of every rank's v (a stop signal one rank got: all stop at the same step). */
+rec_status rec_dist_any(int v, int *out);
+
+/* Every rank's check that all ranks hold the same value (a plan's digest, the dense
+ * parameters' digest): REC_EINVAL naming `what` and the first rank that differs. */
+rec_status rec_dist_check_same(uint64_t v, const char *what);
+
+/* ---- the executor ---------------------------------------------------------------------- */
+typedef struct rec_exec rec_exec;
+
+/* Step time split (seconds, summed over steps) and payload bytes this rank sent. */
+typedef struct rec_exec_stats {
+    int64_t steps;
+    double local_s;    /* local and replicated lookups, and pooling */
+    double fetch_s;    /* waiting for remote rows (after the local work) */
+    double dense_s;    /* dense forward and backward */
+    double allreduce_s;/* waiting for the dense all-reduce, and the replicated rows' */
+    double exchange_s; /* gradient records to the owners, their updates, the barrier */
+    double sent_bytes; /* rows served to others, gradient records, all-reduce ring traffic */
+    double recv_bytes;
+} rec_exec_stats;
+
+/* For model m (rec_model_init_sharded) trained by this rank of N with `plan` (N ranks, the
+ * model's tables): allocates this rank's rows and their optimizer state, initialises them as
+ * rec_embed would (the same values a one-process model starts from), and opens the window.
+ * Collective: every rank calls it. `baseline` 1: the forward fetches rows with an
+ * all-to-all-v of ids and rows (TorchRec's style) instead of one-sided gets. */
+rec_status rec_exec_init(rec_exec **out, rec_model *m, const rec_plan *plan, int64_t global_batch, int baseline);
+void rec_exec_free(rec_exec *x);
+
+/* One training step on the global batch b (every rank passes the same batch): *loss is the
+ * global batch's mean BCE before the update, on every rank. Advances the model's steps. */
+rec_status rec_exec_train_step(rec_exec *x, const rec_batch *b, double *loss);
+/* Logits of the global batch b: every rank computes its slice, rank 0 receives all B into
+ * logits (other ranks may pass NULL). */
+rec_status rec_exec_forward(rec_exec *x, const rec_batch *b, float *logits);
+/* The model's dense parameters' digest, for rec_dist_check_same. */
+uint64_t rec_exec_dense_digest(rec_exec *x);
+void rec_exec_get_stats(const rec_exec *x, rec_exec_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,804 @@
+/* The sharded embedding executor (dist.h; OPER §5 on MPI): the map, the window, the forward's
+ * fetches, the gradients' exchange and the owners' updates, and the data-parallel dense part. */
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist_impl.h"
+#include "mpi_check.h"
+#include "rectrain/dist.h"
+#include "rectrain/nn.h"
+
+/* One column part of one table as the executor addresses it. For segment g (or hot row h),
+ * off: float offset of its first row in its owner's store (replicated: in the replica store),
+ * srow: that row's index among the owner's rows of this width (its optimizer state). */
+typedef struct xpart {
+    rec_plan_part pl;
+    int w;
+    int64_t *seg_off, *seg_srow, *hot_off, *hot_srow;
+} xpart;
+
+typedef struct loc {
+    int owner;      /* rank or REC_PLAN_EVERY */
+    int64_t off;    /* floats into the owner's store (or the replica store) */
+    int64_t srow;   /* its state's row */
+} loc;
+
+/* A gradient record: header then G floats. */
+typedef struct rec_hdr {
+    int32_t f, c;
+    int64_t row;
+} rec_hdr;
+
+struct rec_exec {
+    rec_model *m;
+    const rec_plan *plan;
+    int rank, N, F, E, baseline;
+    int64_t B, max_local;
+    rec_sparse_opt_config opt;
+    xpart **parts;           /* (F)(C_f) */
+    float *store, *state;    /* this rank's rows; state: ADAGRAD as store, ROWWISE one per srow */
+    int64_t store_floats, store_rows;
+    float *rep, *rep_state, *rep_grad; /* replicated rows (E floats each), every rank alike */
+    int64_t rep_rows;
+    MPI_Win win;
+    /* per step */
+    rec_batch lb;            /* this rank's slice */
+    int64_t *uniq;           /* (F)(ucap) sorted unique ids per table */
+    int64_t *n_uniq, ucap;
+    int32_t *idx;            /* (F)(icap) position of each id in uniq */
+    int64_t icap;
+    float *rows, *grads;     /* (F)(ucap)(E) */
+    float *dlogits;
+    /* fetch lists per owner */
+    int64_t *fcount, *fcap;  /* (N) */
+    MPI_Aint **fdisp;        /* (N)(fcap) bytes into the owner's window */
+    int **flen;              /* (N)(fcap) floats */
+    float ***fdst;           /* (N)(fcap) where they go in rows */
+    float *fbuf;
+    int64_t fbuf_cap;
+    /* exchange */
+    int *scount, *sdispl, *rcount, *rdispl;
+    char *sbuf, *rbuf;
+    int64_t sbuf_cap, rbuf_cap;
+    int *owner_of;           /* per (table, part, unique row) */
+    int64_t owner_cap;
+    /* dense all-reduces started by the backward's hook */
+    MPI_Request *req;
+    int n_req, req_cap;
+    size_t covered;
+    rec_status hook_err;
+    double *served;          /* (N) bytes this rank fetched from each owner (its "sent") */
+    rec_exec_stats st;
+};
+
+/* ---- the map -------------------------------------------------------------------------- */
+
+
+static loc locate(const rec_exec *x, int f, int c, int64_t r) {
+    const xpart *p = &x->parts[f][c];
+    const int64_t h = rec__last_le(p->pl.hot_row, p->pl.n_hot, r);
+    if (h >= 0 && p->pl.hot_row[h] == r) return (loc){p->pl.hot_owner[h], p->hot_off[h], p->hot_srow[h]};
+    const int64_t g = rec__last_le(p->pl.seg_start, p->pl.n_seg, r);
+    const int64_t d = r - p->pl.seg_start[g];
+    return (loc){p->pl.seg_owner[g], p->seg_off[g] + d * p->w, p->seg_srow[g] + d};
+}
+
+/* Offsets of every segment and hot row on its owner, in plan order (every rank computes the
+ * same map); this rank's store and replica sizes. */
+static rec_status build_map(rec_exec *x) {
+    const int N = x->N;
+    int64_t *cur = calloc((size_t)N * 2, sizeof(int64_t)), *crow = cur + N;
+    if (!cur) return rec_errorf(REC_ENOMEM, "executor: out of memory");
+    x->parts = calloc((size_t)x->F, sizeof(xpart *));
+    if (!x->parts) {
+        free(cur);
+        return rec_errorf(REC_ENOMEM, "executor: out of memory");
+    }
+    for (int f = 0; f < x->F; f++) {
+        const int C = rec_plan_col_parts(x->plan, f, NULL);
+        const int64_t R = rec_plan_rows(x->plan, f);
+        x->parts[f] = calloc((size_t)C, sizeof(xpart));
+        if (!x->parts[f]) {
+            free(cur);
+            return rec_errorf(REC_ENOMEM, "executor: out of memory");
+        }
+        for (int c = 0; c < C; c++) {
+            xpart *p = &x->parts[f][c];
+            rec_plan_get_part(x->plan, f, c, &p->pl);
+            p->w = p->pl.c1 - p->pl.c0;
+            p->seg_off = malloc(sizeof(int64_t) * (size_t)(2 * p->pl.n_seg + 2 * p->pl.n_hot + 1));
+            if (!p->seg_off) {
+                free(cur);
+                return rec_errorf(REC_ENOMEM, "executor: out of memory for the map");
+            }
+            p->seg_srow = p->seg_off + p->pl.n_seg;
+            p->hot_off = p->seg_srow + p->pl.n_seg;
+            p->hot_srow = p->hot_off + p->pl.n_hot;
+            for (int64_t g = 0; g < p->pl.n_seg; g++) {
+                const int64_t len = (g + 1 < p->pl.n_seg ? p->pl.seg_start[g + 1] : R) - p->pl.seg_start[g];
+                const int o = p->pl.seg_owner[g];
+                if (o == REC_PLAN_EVERY) {
+                    p->seg_off[g] = x->rep_rows * x->E, p->seg_srow[g] = x->rep_rows;
+                    x->rep_rows += len;
+                } else {
+                    p->seg_off[g] = cur[o], p->seg_srow[g] = crow[o];
+                    cur[o] += len * p->w, crow[o] += len;
+                }
+            }
+            for (int64_t h = 0; h < p->pl.n_hot; h++) {
+                const int o = p->pl.hot_owner[h];
+                if (o == REC_PLAN_EVERY) {
+                    p->hot_off[h] = x->rep_rows * x->E, p->hot_srow[h] = x->rep_rows;
+                    x->rep_rows++;
+                } else {
+                    p->hot_off[h] = cur[o], p->hot_srow[h] = crow[o];
+                    cur[o] += p->w, crow[o]++;
+                }
+            }
+        }
+    }
+    x->store_floats = cur[x->rank];
+    x->store_rows = crow[x->rank];
+    free(cur);
+    return REC_OK;
+}
+
+/* Table values as rec_embed_init draws them (stream f of the model's embedding seed, row-major,
+ * uniform(-sqrt(1/R), sqrt(1/R))); this rank keeps the parts of rows it holds. */
+static void init_values(rec_exec *x, uint64_t seed) {
+    float *row = malloc(sizeof(float) * (size_t)x->E);
+    if (!row) return;
+    for (int f = 0; f < x->F; f++) {
+        const int64_t R = rec_plan_rows(x->plan, f);
+        const int C = rec_plan_col_parts(x->plan, f, NULL);
+        rec_rng g;
+        rec_rng_seed(&g, seed, (uint64_t)f);
+        const double a = sqrt(1.0 / (double)R);
+        for (int64_t r = 0; r < R; r++) {
+            for (int e = 0; e < x->E; e++) row[e] = (float)((2.0 * rec_rng_uniform(&g) - 1.0) * a);
+            for (int c = 0; c < C; c++) {
+                const loc l = locate(x, f, c, r);
+                const xpart *p = &x->parts[f][c];
+                if (l.owner == x->rank) memcpy(x->store + l.off, row + p->pl.c0, sizeof(float) * (size_t)p->w);
+                else if (l.owner == REC_PLAN_EVERY) memcpy(x->rep + l.off, row, sizeof(float) * (size_t)x->E);
+            }
+        }
+    }
+    free(row);
+}
+
+static rec_status zalloc(void **p, size_t bytes, const char *what) {
+    REC_TRY(rec_alloc(p, bytes ? bytes : 64, what));
+    memset(*p, 0, bytes ? bytes : 64);
+    return REC_OK;
+}
+
+static void on_grads(void *ctx, size_t off, size_t n) {
+    rec_exec *x = ctx;
+    if (x->hook_err || n == 0) return;
+    if (x->n_req == x->req_cap) {
+        x->hook_err = rec_errorf(REC_EINVAL, "executor: more than %d gradient ranges", x->req_cap);
+        return;
+    }
+    float *g = rec_model_dense_grads(x->m) + off;
+    const int rc = MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &x->req[x->n_req++]);
+    if (rc != MPI_SUCCESS) x->hook_err = rec__mpi_fail(rc, "MPI_Iallreduce", __FILE__, __LINE__);
+    x->covered += n;
+    x->st.sent_bytes += 2.0 * (x->N - 1) / x->N * 4.0 * (double)n;
+    x->st.recv_bytes += 2.0 * (x->N - 1) / x->N * 4.0 * (double)n;
+}
+
+rec_status rec_exec_init(rec_exec **out, rec_model *m, const rec_plan *plan, int64_t global_batch, int baseline) {
+    *out = NULL;
+    const rec_model_config *c = rec_model_get_config(m);
+    int rank, N;
+    REC_TRY(rec_dist_init(&rank, &N));
+    if (rec_plan_ranks(plan) != N)
+        return rec_errorf(REC_EINVAL, "the sharding plan is for %d ranks and mpirun started %d; make a plan for %d",
+                          rec_plan_ranks(plan), N, N);
+    if (rec_plan_tables(plan) != c->n_sparse || rec_plan_dim(plan) != c->emb_dim)
+        return rec_errorf(REC_EINVAL, "the sharding plan is for %d tables of dim %d and the model has %d of dim %d",
+                          rec_plan_tables(plan), rec_plan_dim(plan), c->n_sparse, c->emb_dim);
+    for (int f = 0; f < c->n_sparse; f++)
+        if (rec_plan_rows(plan, f) != c->table_rows[f])
+            return rec_errorf(REC_EINVAL, "the sharding plan's table %d has %lld rows and the model's %lld", f,
+                              (long long)rec_plan_rows(plan, f), (long long)c->table_rows[f]);
+    if (global_batch < N)
+        return rec_errorf(REC_EINVAL, "a global batch of %lld rows cannot be cut among %d ranks; use --batch %d or more",
+                          (long long)global_batch, N, N);
+    rec_exec *x = calloc(1, sizeof *x);
+    if (!x) return rec_errorf(REC_ENOMEM, "executor: out of memory");
+    x->m = m;
+    x->plan = plan;
+    x->rank = rank;
+    x->N = N;
+    x->F = c->n_sparse;
+    x->E = c->emb_dim;
+    x->B = global_batch;
+    x->max_local = (global_batch + N - 1) / N;
+    x->opt = c->sparse_opt;
+    x->baseline = baseline;
+    x->win = MPI_WIN_NULL;
+    rec_status s = build_map(x);
+    const size_t stf = x->opt.kind == REC_SPARSE_ADAGRAD ? (size_t)x->store_floats
+                       : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? (size_t)x->store_rows : 0;
+    const size_t rstf = x->opt.kind == REC_SPARSE_ADAGRAD ? (size_t)(x->rep_rows * x->E)
+                        : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? (size_t)x->rep_rows : 0;
+    if (!s) {
+        const int rc = MPI_Win_allocate((MPI_Aint)((x->store_floats ? x->store_floats : 1) * sizeof(float)), sizeof(float),
+                                        MPI_INFO_NULL, MPI_COMM_WORLD, &x->store, &x->win);
+        if (rc != MPI_SUCCESS) s = rec__mpi_fail(rc, "MPI_Win_allocate", __FILE__, __LINE__);
+    }
+    if (!s) s = zalloc((void **)&x->state, sizeof(float) * stf, "embedding optimizer state");
+    if (!s) s = zalloc((void **)&x->rep, sizeof(float) * (size_t)(x->rep_rows * x->E), "replicated rows");
+    /* padded to N equal chunks (replicated()) */
+    if (!s) s = zalloc((void **)&x->rep_grad, sizeof(float) * (size_t)((x->rep_rows * x->E + N - 1) / N * N),
+                       "replicated gradients");
+    if (!s) s = zalloc((void **)&x->rep_state, sizeof(float) * rstf, "replicated rows' state");
+    if (!s) {
+        for (size_t i = 0; i < stf; i++) x->state[i] = x->opt.init_acc;
+        for (size_t i = 0; i < rstf; i++) x->rep_state[i] = x->opt.init_acc;
+        init_values(x, rec_mix64(c->seed + 1));
+    }
+    if (!s) s = rec_batch_init(&x->lb, x->max_local, c->n_dense, c->n_sparse, 1);
+    x->req_cap = 64;
+    x->fcount = calloc((size_t)N * 2, sizeof(int64_t));
+    x->fcap = x->fcount ? x->fcount + N : NULL;
+    x->fdisp = calloc((size_t)N, sizeof(MPI_Aint *));
+    x->flen = calloc((size_t)N, sizeof(int *));
+    x->fdst = calloc((size_t)N, sizeof(float **));
+    x->scount = calloc((size_t)N * 4, sizeof(int));
+    x->n_uniq = calloc((size_t)x->F + 1, sizeof(int64_t));
+    x->req = calloc((size_t)x->req_cap, sizeof(MPI_Request));
+    x->served = calloc((size_t)N, sizeof(double));
+    if (!s && (!x->fcount || !x->fdisp || !x->flen || !x->fdst || !x->scount || !x->n_uniq || !x->req || !x->served))
+        s = rec_errorf(REC_ENOMEM, "executor: out of memory");
+    if (!s) {
+        x->sdispl = x->scount + N, x->rcount = x->scount + 2 * N, x->rdispl = x->scount + 3 * N;
+        s = zalloc((void **)&x->dlogits, sizeof(float) * (size_t)x->max_local, "executor");
+    }
+    if (!s) {
+        const int rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, x->win);
+        if (rc != MPI_SUCCESS) s = rec__mpi_fail(rc, "MPI_Win_lock_all", __FILE__, __LINE__);
+    }
+    if (!s) {
+        const int rc = MPI_Barrier(MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) s = rec__mpi_fail(rc, "MPI_Barrier", __FILE__, __LINE__);
+    }
+    if (s) {
+        rec_exec_free(x);
+        return s;
+    }
+    rec_model_on_grads(m, on_grads, x);
+    *out = x;
+    return REC_OK;
+}
+
+void rec_exec_free(rec_exec *x) {
+    if (!x) return;
+    rec_model_on_grads(x->m, NULL, NULL);
+    if (x->win != MPI_WIN_NULL) {
+        MPI_Win_unlock_all(x->win);
+        MPI_Win_free(&x->win);
+    }
+    for (int f = 0; x->parts && f < x->F; f++) {
+        for (int c = 0; x->parts[f] && c < rec_plan_col_parts(x->plan, f, NULL); c++) free(x->parts[f][c].seg_off);
+        free(x->parts[f]);
+    }
+    free(x->parts);
+    for (int o = 0; o < x->N; o++) {
+        if (x->fdisp) free(x->fdisp[o]);
+        if (x->flen) free(x->flen[o]);
+        if (x->fdst) free(x->fdst[o]);
+    }
+    free(x->fdisp);
+    free(x->flen);
+    free(x->fdst);
+    free(x->fcount);
+    rec_free(x->state);
+    rec_free(x->rep);
+    rec_free(x->rep_grad);
+    rec_free(x->rep_state);
+    rec_batch_free(&x->lb);
+    free(x->uniq);
+    free(x->idx);
+    free(x->rows);
+    free(x->grads);
+    rec_free(x->dlogits);
+    free(x->fbuf);
+    free(x->scount);
+    free(x->sbuf);
+    free(x->rbuf);
+    free(x->owner_of);
+    free(x->n_uniq);
+    free(x->req);
+    free(x->served);
+    free(x);
+}
+
+/* ---- the forward ------------------------------------------------------------------------ */
+
+static rec_status grow(void **p, int64_t *cap, int64_t need, size_t elem, const char *what) {
+    if (need <= *cap) return REC_OK;
+    const int64_t n = need > 2 * *cap ? need : 2 * *cap;
+    void *q = realloc(*p, elem * (size_t)n);
+    if (!q) return rec_errorf(REC_ENOMEM, "executor: out of memory for %s", what);
+    *p = q;
+    *cap = n;
+    return REC_OK;
+}
+
+/* Rows [a, b) of the global batch into x->lb (ids as int64). */
+static rec_status take_slice(rec_exec *x, const rec_batch *g, int64_t a, int64_t b) {
+    rec_batch *l = &x->lb;
+    const int64_t n = b - a;
+    l->n = n;
+    memcpy(l->label, g->label + a, sizeof(float) * (size_t)n);
+    memcpy(l->dense, g->dense + (size_t)a * g->n_dense, sizeof(float) * (size_t)n * (size_t)g->n_dense);
+    for (int f = 0; f < x->F; f++) {
+        const rec_jagged *s = &g->sparse[f];
+        const int64_t k0 = s->offsets[a], nnz = s->offsets[b] - k0;
+        REC_TRY(rec_batch_reserve_nnz(l, f, nnz, s->weights != NULL));
+        rec_jagged *d = &l->sparse[f];
+        for (int64_t i = 0; i <= n; i++) d->offsets[i] = s->offsets[a + i] - k0;
+        rec_jagged_copy_ids64(s, k0, nnz, d->ids64);
+        if (s->weights) memcpy(d->weights, s->weights + k0, sizeof(float) * (size_t)nnz);
+        else if (d->weights) { /* this batch is unweighted: drop the weights of an earlier one */
+            rec_free(d->weights);
+            d->weights = NULL;
+        }
+    }
+    return REC_OK;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Per table: the slice's ids sorted and deduplicated, and each id's position among them. */
+static rec_status dedup(rec_exec *x) {
+    int64_t most = 1;
+    for (int f = 0; f < x->F; f++) most = x->lb.sparse[f].offsets[x->lb.n] > most ? x->lb.sparse[f].offsets[x->lb.n] : most;
+    if (most > x->ucap) {
+        int64_t c1 = x->ucap, c2 = x->ucap, c3 = x->ucap;
+        REC_TRY(grow((void **)&x->uniq, &c1, most * x->F, sizeof(int64_t), "ids"));
+        REC_TRY(grow((void **)&x->rows, &c2, most * x->F * x->E, sizeof(float), "rows"));
+        REC_TRY(grow((void **)&x->grads, &c3, most * x->F * x->E, sizeof(float), "gradients"));
+        REC_TRY(grow((void **)&x->idx, &x->icap, most * x->F, sizeof(int32_t), "ids"));
+        x->ucap = most;
+    }
+    for (int f = 0; f < x->F; f++) {
+        const rec_jagged *j = &x->lb.sparse[f];
+        const int64_t nnz = j->offsets[x->lb.n];
+        int64_t *u = x->uniq + (size_t)f * x->ucap;
+        memcpy(u, j->ids64, sizeof(int64_t) * (size_t)nnz);
+        qsort(u, (size_t)nnz, sizeof(int64_t), cmp_i64);
+        int64_t n = 0;
+        for (int64_t k = 0; k < nnz; k++)
+            if (n == 0 || u[k] != u[n - 1]) u[n++] = u[k];
+        x->n_uniq[f] = n;
+        int32_t *ix = x->idx + (size_t)f * x->ucap;
+        for (int64_t k = 0; k < nnz; k++) {
+            if (j->ids64[k] < 0 || j->ids64[k] >= rec_plan_rows(x->plan, f))
+                return rec_errorf(REC_EINVAL, "feature %d has id %lld, outside its table's %lld rows", f,
+                                  (long long)j->ids64[k], (long long)rec_plan_rows(x->plan, f));
+            ix[k] = (int32_t)(rec__last_le(u, n, j->ids64[k]));
+        }
+    }
+    return REC_OK;
+}
+
+static rec_status add_fetch(rec_exec *x, int o, int64_t off, int w, float *dst) {
+    if (x->fcount[o] == x->fcap[o]) {
+        const int64_t n = x->fcap[o] ? 2 * x->fcap[o] : 1024;
+        MPI_Aint *d = realloc(x->fdisp[o], sizeof(MPI_Aint) * (size_t)n);
+        if (d) x->fdisp[o] = d;
+        int *l = realloc(x->flen[o], sizeof(int) * (size_t)n);
+        if (l) x->flen[o] = l;
+        float **t = realloc(x->fdst[o], sizeof(float *) * (size_t)n);
+        if (t) x->fdst[o] = t;
+        if (!d || !l || !t) return rec_errorf(REC_ENOMEM, "executor: out of memory for fetch lists");
+        x->fcap[o] = n;
+    }
+    const int64_t k = x->fcount[o]++;
+    x->fdisp[o][k] = (MPI_Aint)(off * (int64_t)sizeof(float));
+    x->flen[o][k] = w;
+    x->fdst[o][k] = dst;
+    return REC_OK;
+}
+
+/* The baseline's forward: ids (as window offsets and widths) to their owners and rows back, by
+ * two all-to-all-v's (TorchRec's style), instead of one-sided gets. */
+static rec_status fetch_alltoall(rec_exec *x, int64_t total) {
+    const int N = x->N;
+    int64_t need = 0;
+    for (int o = 0; o < N; o++) x->scount[o] = (int)(x->fcount[o] * 2 * sizeof(int64_t)), need += x->scount[o];
+    REC_TRY(grow((void **)&x->sbuf, &x->sbuf_cap, need + 1, 1, "requests"));
+    int64_t at = 0;
+    for (int o = 0; o < N; o++) {
+        x->sdispl[o] = (int)at;
+        int64_t *q = (int64_t *)(x->sbuf + at);
+        for (int64_t k = 0; k < x->fcount[o]; k++) q[2 * k] = x->fdisp[o][k] / (MPI_Aint)sizeof(float), q[2 * k + 1] = x->flen[o][k];
+        at += x->scount[o];
+    }
+    MPI_TRY(MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, MPI_COMM_WORLD));
+    int64_t rn = 0;
+    for (int o = 0; o < N; o++) x->rdispl[o] = (int)rn, rn += x->rcount[o];
+    REC_TRY(grow((void **)&x->rbuf, &x->rbuf_cap, rn + 1, 1, "requests"));
+    MPI_TRY(MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->rbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
+    /* answer: the rows asked for, in order, per requester */
+    int64_t floats = 0;
+    const int64_t *q = (const int64_t *)x->rbuf;
+    for (int64_t k = 0; k < rn / (int64_t)(2 * sizeof(int64_t)); k++) {
+        if (q[2 * k] < 0 || q[2 * k + 1] < 1 || q[2 * k] + q[2 * k + 1] > x->store_floats)
+            return rec_errorf(REC_EINVAL, "executor: a request for floats [%lld, +%lld) outside this rank's %lld",
+                              (long long)q[2 * k], (long long)q[2 * k + 1], (long long)x->store_floats);
+        floats += q[2 * k + 1];
+    }
+    REC_TRY(grow((void **)&x->sbuf, &x->sbuf_cap, floats * (int64_t)sizeof(float) + 1, 1, "rows"));
+    float *ans = (float *)x->sbuf;
+    int64_t a = 0;
+    for (int o = 0; o < N; o++) {
+        x->sdispl[o] = (int)(a * (int64_t)sizeof(float));
+        const int64_t *r = (const int64_t *)(x->rbuf + x->rdispl[o]);
+        for (int64_t k = 0; k < x->rcount[o] / (int64_t)(2 * sizeof(int64_t)); k++) {
+            memcpy(ans + a, x->store + r[2 * k], sizeof(float) * (size_t)r[2 * k + 1]);
+            a += r[2 * k + 1];
+        }
+        x->scount[o] = (int)(a * (int64_t)sizeof(float)) - x->sdispl[o];
+        x->st.sent_bytes += o == x->rank ? 0 : x->scount[o];
+    }
+    int64_t b = 0;
+    for (int o = 0; o < N; o++) {
+        x->rcount[o] = 0;
+        for (int64_t k = 0; k < x->fcount[o]; k++) x->rcount[o] += x->flen[o][k] * (int)sizeof(float);
+        x->rdispl[o] = (int)b;
+        b += x->rcount[o];
+    }
+    (void)total;
+    MPI_TRY(MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->fbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
+    return REC_OK;
+}
+
+/* Rows of every (table, part, unique id) into x->rows: remote ones by one get per owner,
+ * issued first; local and replicated ones copied meanwhile; then pooled into the model. */
+static rec_status forward(rec_exec *x) {
+    const int N = x->N, E = x->E;
+    double t0 = MPI_Wtime();
+    REC_TRY(dedup(x));
+    for (int o = 0; o < N; o++) x->fcount[o] = 0;
+    int64_t remote = 0;
+    for (int f = 0; f < x->F; f++) {
+        const int C = rec_plan_col_parts(x->plan, f, NULL);
+        const int64_t *u = x->uniq + (size_t)f * x->ucap;
+        float *rows = x->rows + (size_t)f * x->ucap * E;
+        for (int c = 0; c < C; c++) {
+            const xpart *p = &x->parts[f][c];
+            for (int64_t k = 0; k < x->n_uniq[f]; k++) {
+                const loc l = locate(x, f, c, u[k]);
+                float *dst = rows + (size_t)k * E + p->pl.c0;
+                if (l.owner == REC_PLAN_EVERY) memcpy(dst, x->rep + l.off, sizeof(float) * (size_t)E);
+                else if (l.owner == x->rank && !x->baseline) memcpy(dst, x->store + l.off, sizeof(float) * (size_t)p->w);
+                else {
+                    REC_TRY(add_fetch(x, l.owner, l.off, p->w, dst));
+                    remote += p->w;
+                }
+            }
+        }
+    }
+    REC_TRY(grow((void **)&x->fbuf, &x->fbuf_cap, remote + 1, sizeof(float), "fetched rows"));
+    double t1 = MPI_Wtime();
+    if (x->baseline) {
+        REC_TRY(fetch_alltoall(x, remote));
+    } else {
+        int64_t at = 0;
+        for (int o = 0; o < N; o++) {
+            if (!x->fcount[o]) continue;
+            int64_t n = 0;
+            for (int64_t k = 0; k < x->fcount[o]; k++) n += x->flen[o][k];
+            MPI_Datatype t;
+            MPI_TRY(MPI_Type_create_hindexed((int)x->fcount[o], x->flen[o], x->fdisp[o], MPI_FLOAT, &t));
+            MPI_TRY(MPI_Type_commit(&t));
+            MPI_TRY(MPI_Get(x->fbuf + at, (int)n, MPI_FLOAT, o, 0, 1, t, x->win));
+            MPI_TRY(MPI_Type_free(&t));
+            x->served[o] += 4.0 * (double)n;
+            at += n;
+        }
+        MPI_TRY(MPI_Win_flush_all(x->win));
+    }
+    int64_t own = 0; /* the baseline sends a rank's own rows through the all-to-all, not the network */
+    for (int64_t k = 0; x->baseline && k < x->fcount[x->rank]; k++) own += x->flen[x->rank][k];
+    x->st.recv_bytes += 4.0 * (double)(remote - own);
+    double t2 = MPI_Wtime();
+    int64_t at = 0;
+    for (int o = 0; o < N; o++)
+        for (int64_t k = 0; k < x->fcount[o]; k++) {
+            memcpy(x->fdst[o][k], x->fbuf + at, sizeof(float) * (size_t)x->flen[o][k]);
+            at += x->flen[o][k];
+        }
+    /* pooling, as rec_embed pools (embed.h): sum (weighted), or mean over the bag */
+    const rec_model_config *cfg = rec_model_get_config(x->m);
+    float *out = rec_model_pooled(x->m, 0);
+    const int W = x->F * E;
+    for (int64_t i = 0; i < x->lb.n; i++)
+        for (int f = 0; f < x->F; f++) {
+            const rec_jagged *j = &x->lb.sparse[f];
+            const int32_t *ix = x->idx + (size_t)f * x->ucap;
+            const float *rows = x->rows + (size_t)f * x->ucap * E;
+            float *o = out + (size_t)i * W + (size_t)f * E;
+            const int64_t lo = j->offsets[i], hi = j->offsets[i + 1];
+            for (int e = 0; e < E; e++) o[e] = 0;
+            for (int64_t k = lo; k < hi; k++) {
+                const float w = j->weights ? j->weights[k] : 1.0f;
+                const float *r = rows + (size_t)ix[k] * E;
+                for (int e = 0; e < E; e++) o[e] += w * r[e];
+            }
+            if (cfg->pooling == REC_POOL_MEAN && hi > lo)
+                for (int e = 0; e < E; e++) o[e] /= (float)(hi - lo);
+        }
+    x->st.local_s += (t1 - t0) + (MPI_Wtime() - t2);
+    x->st.fetch_s += t2 - t1;
+    return REC_OK;
+}
+
+/* ---- the backward ------------------------------------------------------------------------ */
+
+/* A received gradient record: its row and where it starts in the receive buffer (arrival
+ * order is rank order). */
+typedef struct key {
+    int32_t f, c;
+    int64_t row, at;
+} key;
+
+static int cmp_key(const void *a, const void *b) {
+    const key *x = a, *y = b;
+    if (x->f != y->f) return x->f - y->f;
+    if (x->c != y->c) return x->c - y->c;
+    if (x->row != y->row) return (x->row > y->row) - (x->row < y->row);
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/* Gradient records to the owners, their sums in rank order, the owners' steps; the replicated
+ * rows' all-reduce and steps. */
+static rec_status exchange(rec_exec *x, float lr) {
+    const int N = x->N, E = x->E;
+    const int G_row = x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD;
+    /* per unique row: its gradient, summed in the slice's order */
+    const float *demb = rec_model_emb_grad(x->m, 0);
+    const rec_model_config *cfg = rec_model_get_config(x->m);
+    for (int f = 0; f < x->F; f++) memset(x->grads + (size_t)f * x->ucap * E, 0, sizeof(float) * (size_t)x->n_uniq[f] * E);
+    for (int64_t i = 0; i < x->lb.n; i++)
+        for (int f = 0; f < x->F; f++) {
+            const rec_jagged *j = &x->lb.sparse[f];
+            const int32_t *ix = x->idx + (size_t)f * x->ucap;
+            const int64_t lo = j->offsets[i], hi = j->offsets[i + 1];
+            const float *d = demb + (size_t)i * x->F * E + (size_t)f * E;
+            const float scale = cfg->pooling == REC_POOL_MEAN && hi > lo ? 1.0f / (float)(hi - lo) : 1.0f;
+            for (int64_t k = lo; k < hi; k++) {
+                const float w = (j->weights ? j->weights[k] : 1.0f) * scale;
+                float *g = x->grads + ((size_t)f * x->ucap + (size_t)ix[k]) * E;
+                for (int e = 0; e < E; e++) g[e] += w * d[e];
+            }
+        }
+    /* records per owner; replicated rows into the zero-padded buffer */
+    if (x->rep_rows) memset(x->rep_grad, 0, sizeof(float) * (size_t)((x->rep_rows * E + N - 1) / N * N));
+    for (int o = 0; o < N; o++) x->scount[o] = 0;
+    int64_t nown = 0;
+    for (int f = 0; f < x->F; f++) nown += x->n_uniq[f] * rec_plan_col_parts(x->plan, f, NULL);
+    REC_TRY(grow((void **)&x->owner_of, &x->owner_cap, nown + 1, sizeof(int), "owners"));
+    int64_t q = 0;
+    for (int f = 0; f < x->F; f++) {
+        const int C = rec_plan_col_parts(x->plan, f, NULL);
+        for (int c = 0; c < C; c++) {
+            const int G = G_row ? E : x->parts[f][c].w;
+            for (int64_t k = 0; k < x->n_uniq[f]; k++) {
+                const loc l = locate(x, f, c, x->uniq[(size_t)f * x->ucap + k]);
+                x->owner_of[q++] = l.owner;
+                if (l.owner == REC_PLAN_EVERY) {
+                    const float *g = x->grads + ((size_t)f * x->ucap + (size_t)k) * E;
+                    float *r = x->rep_grad + l.off;
+                    for (int e = 0; e < E; e++) r[e] += g[e];
+                } else {
+                    x->scount[l.owner] += (int)(sizeof(rec_hdr) + sizeof(float) * (size_t)G);
+                }
+            }
+        }
+    }
+    int64_t total = 0;
+    for (int o = 0; o < N; o++) x->sdispl[o] = (int)total, total += x->scount[o];
+    REC_TRY(grow((void **)&x->sbuf, &x->sbuf_cap, total + 1, 1, "gradient records"));
+    int *fill = x->rcount; /* scratch until the all-to-all */
+    for (int o = 0; o < N; o++) fill[o] = x->sdispl[o];
+    q = 0;
+    for (int f = 0; f < x->F; f++) {
+        const int C = rec_plan_col_parts(x->plan, f, NULL);
+        for (int c = 0; c < C; c++) {
+            const xpart *p = &x->parts[f][c];
+            const int G = G_row ? E : p->w, c0 = G_row ? 0 : p->pl.c0;
+            for (int64_t k = 0; k < x->n_uniq[f]; k++) {
+                const int o = x->owner_of[q++];
+                if (o == REC_PLAN_EVERY) continue;
+                rec_hdr h = {f, c, x->uniq[(size_t)f * x->ucap + k]};
+                memcpy(x->sbuf + fill[o], &h, sizeof h);
+                memcpy(x->sbuf + fill[o] + sizeof h, x->grads + ((size_t)f * x->ucap + (size_t)k) * E + c0,
+                       sizeof(float) * (size_t)G);
+                fill[o] += (int)(sizeof h + sizeof(float) * (size_t)G);
+            }
+        }
+    }
+    MPI_TRY(MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, MPI_COMM_WORLD));
+    int64_t rn = 0;
+    for (int o = 0; o < N; o++) {
+        x->rdispl[o] = (int)rn, rn += x->rcount[o];
+        if (o != x->rank) x->st.sent_bytes += x->scount[o], x->st.recv_bytes += x->rcount[o];
+    }
+    REC_TRY(grow((void **)&x->rbuf, &x->rbuf_cap, rn + 1, 1, "gradient records"));
+    MPI_TRY(MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->rbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
+    /* the owner's side: records sorted by (table, part, row), ties in arrival (= rank) order */
+    int64_t nrec = 0;
+    for (int64_t at = 0; at < rn;) {
+        rec_hdr h;
+        memcpy(&h, x->rbuf + at, sizeof h);
+        if (h.f < 0 || h.f >= x->F || h.c < 0 || h.c >= rec_plan_col_parts(x->plan, h.f, NULL) || h.row < 0 ||
+            h.row >= rec_plan_rows(x->plan, h.f) || locate(x, h.f, h.c, h.row).owner != x->rank)
+            return rec_errorf(REC_EINVAL, "executor: rank %d got a gradient for table %d part %d row %lld, which it does "
+                              "not own: the ranks disagree on the plan", x->rank, h.f, h.c, (long long)h.row);
+        at += (int64_t)sizeof h + (int64_t)sizeof(float) * (G_row ? E : x->parts[h.f][h.c].w);
+        nrec++;
+    }
+    key *keys = malloc(sizeof(key) * (size_t)(nrec + 1));
+    if (!keys) return rec_errorf(REC_ENOMEM, "executor: out of memory");
+    int64_t n = 0;
+    for (int64_t at = 0; at < rn; n++) {
+        rec_hdr h;
+        memcpy(&h, x->rbuf + at, sizeof h);
+        keys[n] = (key){h.f, h.c, h.row, at};
+        at += (int64_t)sizeof h + (int64_t)sizeof(float) * (G_row ? E : x->parts[h.f][h.c].w);
+    }
+    qsort(keys, (size_t)n, sizeof(key), cmp_key);
+    float *sum = malloc(sizeof(float) * (size_t)E);
+    for (int64_t i = 0; i < n && sum;) {
+        const key *k = &keys[i];
+        const xpart *p = &x->parts[k->f][k->c];
+        const int G = G_row ? E : p->w;
+        memset(sum, 0, sizeof(float) * (size_t)G);
+        int64_t j = i;
+        for (; j < n && keys[j].f == k->f && keys[j].c == k->c && keys[j].row == k->row; j++) {
+            const float *src = (const float *)(x->rbuf + keys[j].at + sizeof(rec_hdr));
+            for (int e = 0; e < G; e++) {
+                float v;
+                memcpy(&v, src + e, sizeof v);
+                sum[e] += v;
+            }
+        }
+        const loc l = locate(x, k->f, k->c, k->row);
+        float *st = x->opt.kind == REC_SPARSE_ADAGRAD ? x->state + l.off
+                    : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? x->state + l.srow : NULL;
+        if (G_row) rec_sparse_opt_step(&x->opt, lr, sum, E, p->pl.c0, p->pl.c1, x->store + l.off, st);
+        else rec_sparse_opt_step(&x->opt, lr, sum, p->w, 0, p->w, x->store + l.off, st);
+        i = j;
+    }
+    free(keys);
+    if (!sum) return rec_errorf(REC_ENOMEM, "executor: out of memory");
+    free(sum);
+    return REC_OK;
+}
+
+/* The replicated rows' zero-padded all-reduce ("local-aggregated sparse all-reduce", OPER §5),
+ * in the owners' summation order: the buffer is cut into N chunks, rank k receives every
+ * rank's chunk k (an all-to-all), sums them in rank order from zero — as an owner sums its
+ * rows' records — and the sums are all-gathered. The bytes are a ring all-reduce's, 2 (N-1)/N
+ * of the buffer each way, and a row's gradient has the same bits whichever plan replicated or
+ * placed it, so every plan trains identically for a given N. Then every rank steps the rows
+ * any rank used (a row no rank used has a zero gradient, which changes nothing). */
+static rec_status replicated(rec_exec *x, float lr) {
+    if (!x->rep_rows) return REC_OK;
+    const int E = x->E, N = x->N;
+    const double t0 = MPI_Wtime();
+    const int64_t S = x->rep_rows * E, chunk = (S + N - 1) / N;
+    REC_TRY(grow((void **)&x->rbuf, &x->rbuf_cap, (int64_t)sizeof(float) * chunk * N + 1, 1, "replicated gradients"));
+    float *parts = (float *)x->rbuf, *mine = x->rep_grad + (size_t)chunk * x->rank;
+    MPI_TRY(MPI_Alltoall(x->rep_grad, (int)chunk, MPI_FLOAT, parts, (int)chunk, MPI_FLOAT, MPI_COMM_WORLD));
+    for (int64_t i = 0; i < chunk; i++) {
+        float v = 0;
+        for (int r = 0; r < N; r++) v += parts[(size_t)r * chunk + i];
+        mine[i] = v;
+    }
+    MPI_TRY(MPI_Allgather(MPI_IN_PLACE, (int)chunk, MPI_FLOAT, x->rep_grad, (int)chunk, MPI_FLOAT, MPI_COMM_WORLD));
+    x->st.allreduce_s += MPI_Wtime() - t0;
+    x->st.sent_bytes += 2.0 * (N - 1) * 4.0 * (double)chunk;
+    x->st.recv_bytes += 2.0 * (N - 1) * 4.0 * (double)chunk;
+    for (int64_t r = 0; r < x->rep_rows; r++) {
+        const float *g = x->rep_grad + (size_t)r * E;
+        int any = 0;
+        for (int e = 0; e < E; e++) any |= g[e] != 0.0f;
+        if (!any) continue;
+        float *st = x->opt.kind == REC_SPARSE_ADAGRAD ? x->rep_state + (size_t)r * E
+                    : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? x->rep_state + r : NULL;
+        rec_sparse_opt_step(&x->opt, lr, g, E, 0, E, x->rep + (size_t)r * E, st);
+    }
+    return REC_OK;
+}
+
+/* ---- steps ------------------------------------------------------------------------------- */
+
+rec_status rec_exec_train_step(rec_exec *x, const rec_batch *b, double *loss) {
+    if (b->n != x->B && b->n < x->N)
+        return rec_errorf(REC_EINVAL, "a batch of %lld rows cannot be cut among %d ranks", (long long)b->n, x->N);
+    const int64_t a = x->rank * b->n / x->N, e = (x->rank + 1) * b->n / x->N;
+    REC_TRY(take_slice(x, b, a, e));
+    REC_TRY(forward(x));
+    double t0 = MPI_Wtime();
+    const float *logits;
+    REC_TRY(rec_model_forward_pooled(x->m, &x->lb, &logits));
+    /* loss over the GLOBAL batch: this slice's part of the mean, and its gradient */
+    double sum = 0;
+    for (int64_t i = 0; i < x->lb.n; i++) {
+        const double z = logits[i], y = x->lb.label[i];
+        sum += (z > 0 ? z : 0) - z * y + log1p(exp(-fabs(z)));
+        x->dlogits[i] = (float)((1.0 / (1.0 + exp(-z)) - y) / (double)b->n);
+    }
+    double t1 = MPI_Wtime();
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    *loss = sum / (double)b->n;
+    double t2 = MPI_Wtime();
+    x->n_req = 0;
+    x->covered = 0;
+    x->hook_err = REC_OK;
+    REC_TRY(rec_model_backward(x->m, &x->lb, x->dlogits));
+    REC_TRY(x->hook_err);
+    if (x->covered != rec_model_n_dense_params(x->m))
+        return rec_errorf(REC_EINVAL, "executor: the backward announced %zu of %zu dense gradients", x->covered,
+                          rec_model_n_dense_params(x->m));
+    double t3 = MPI_Wtime();
+    const float lr = (float)(rec_model_get_config(x->m)->sparse_opt.lr *
+                             rec_lr_scale(&rec_model_get_config(x->m)->schedule, rec_model_steps(x->m)));
+    REC_TRY(exchange(x, lr));
+    MPI_TRY(MPI_Win_sync(x->win));
+    double t4 = MPI_Wtime();
+    REC_TRY(replicated(x, lr));
+    double t5 = MPI_Wtime();
+    MPI_TRY(MPI_Waitall(x->n_req, x->req, MPI_STATUSES_IGNORE));
+    double t6 = MPI_Wtime();
+    MPI_TRY(MPI_Barrier(MPI_COMM_WORLD)); /* owners' updates before anyone's next gets */
+    double t7 = MPI_Wtime();
+    REC_TRY(rec_model_update_dense(x->m, rec_lr_scale(&rec_model_get_config(x->m)->schedule, rec_model_steps(x->m))));
+    rec_model_set_steps(x->m, rec_model_steps(x->m) + 1);
+    double t8 = MPI_Wtime();
+    x->st.dense_s += (t1 - t0) + (t3 - t2) + (t8 - t7);
+    x->st.allreduce_s += (t2 - t1) + (t6 - t5);
+    x->st.exchange_s += (t4 - t3) + (t7 - t6);
+    x->st.steps++;
+    return REC_OK;
+}
+
+rec_status rec_exec_forward(rec_exec *x, const rec_batch *b, float *logits) {
+    if (b->n < x->N) return rec_errorf(REC_EINVAL, "a batch of %lld rows cannot be cut among %d ranks", (long long)b->n, x->N);
+    const int64_t a = x->rank * b->n / x->N, e = (x->rank + 1) * b->n / x->N;
+    REC_TRY(take_slice(x, b, a, e));
+    REC_TRY(forward(x));
+    const float *mine;
+    REC_TRY(rec_model_forward_pooled(x->m, &x->lb, &mine));
+    for (int o = 0; o < x->N; o++)
+        x->rcount[o] = (int)((o + 1) * b->n / x->N - o * b->n / x->N), x->rdispl[o] = (int)(o * b->n / x->N);
+    MPI_TRY(MPI_Gatherv(mine, (int)x->lb.n, MPI_FLOAT, logits, x->rcount, x->rdispl, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    return REC_OK;
+}
+
+uint64_t rec_exec_dense_digest(rec_exec *x) {
+    const size_t P = rec_model_n_dense_params(x->m);
+    const uint32_t lo = rec_crc32(0, rec_model_dense_params(x->m), P * sizeof(float));
+    return (uint64_t)lo << 32 | (uint32_t)P;
+}
+
+void rec_exec_get_stats(const rec_exec *x, rec_exec_stats *s) {
+    *s = x->st;
+    /* rows served to others: counted by whoever fetched them */
+    double *got = calloc((size_t)x->N, sizeof(double));
+    if (got && MPI_Reduce_scatter_block(x->served, got, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS)
+        s->sent_bytes += got[0];
+    free(got);
+}

@@ -1,0 +1,132 @@
+/* The MPI job (dist.h): start, failure, measured bandwidths, agreement checks. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_check.h"
+#include "rectrain/core.h"
+#include "rectrain/dist.h"
+
+rec_status rec__mpi_fail(int rc, const char *call, const char *file, int line) {
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return rec_errorf(REC_EIO, "%s failed (%s:%d): %s", call, file, line, msg);
+}
+
+int rec_dist_launched(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL || getenv("PMI_RANK") != NULL;
+}
+
+rec_status rec_dist_init(int *rank, int *size) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int provided;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+            return rec_errorf(REC_EIO, "MPI_Init failed: is this rectrain started by Open MPI's mpirun?");
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    }
+    MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, rank));
+    MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, size));
+    return REC_OK;
+}
+
+void rec_dist_abort(int rank, const char *msg) {
+    fprintf(stderr, "rectrain: rank %d: %s\n", rank, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+void rec_dist_finalize(void) {
+    int inited = 0, done = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&done);
+    if (inited && !done) MPI_Finalize();
+}
+
+rec_status rec_dist_any(int v, int *out) {
+    *out = v;
+    MPI_TRY(MPI_Allreduce(&v, out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return REC_OK;
+}
+
+rec_status rec_dist_check_same(uint64_t v, const char *what) {
+    int rank, size;
+    MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    uint64_t *all = malloc(sizeof(uint64_t) * (size_t)size);
+    if (!all) return rec_errorf(REC_ENOMEM, "out of memory");
+    const int rc = MPI_Allgather(&v, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    int bad = -1;
+    for (int r = 0; rc == MPI_SUCCESS && r < size && bad < 0; r++)
+        if (all[r] != all[0]) bad = r;
+    free(all);
+    if (rc != MPI_SUCCESS) return rec__mpi_fail(rc, "MPI_Allgather", __FILE__, __LINE__);
+    if (bad >= 0)
+        return rec_errorf(REC_EINVAL, "rank %d holds another %s than rank 0: every rank must run the same command on "
+                          "the same files (rank %d is this one)", bad, what, rank);
+    return REC_OK;
+}
+
+/* Bandwidths: rank r gets 4096 rows of E floats, scattered over a 64 MB window, from rank
+ * r + 1 (one hindexed get, as the executor fetches), and all ranks all-reduce 4 M floats;
+ * the median of 5, the minimum over ranks. */
+rec_status rec_dist_measure(int E, double *bw_p2p, double *bw_ar) {
+    int rank, size;
+    REC_TRY(rec_dist_init(&rank, &size));
+    enum { ROWS = 4096, REPS = 5, AR = 1 << 22 };
+    const size_t win_floats = (size_t)16 << 20;
+    float *base = NULL, *got = malloc(sizeof(float) * (size_t)ROWS * E), *ar = calloc(AR, sizeof(float));
+    MPI_Aint *disp = malloc(sizeof(MPI_Aint) * ROWS);
+    MPI_Win win = MPI_WIN_NULL;
+    rec_status s = got && ar && disp ? REC_OK : rec_errorf(REC_ENOMEM, "out of memory measuring bandwidths");
+    int rc = s ? MPI_SUCCESS : MPI_Win_allocate((MPI_Aint)(win_floats * sizeof(float)), sizeof(float), MPI_INFO_NULL,
+                                                MPI_COMM_WORLD, &base, &win);
+    if (!s && rc != MPI_SUCCESS) s = rec__mpi_fail(rc, "MPI_Win_allocate", __FILE__, __LINE__);
+    double t_p2p[REPS], t_ar[REPS];
+    if (!s) {
+        memset(base, 0, win_floats * sizeof(float));
+        rec_rng g;
+        rec_rng_seed(&g, 99, (uint64_t)rank);
+        for (int i = 0; i < ROWS; i++)
+            disp[i] = (MPI_Aint)(rec_rng_below(&g, win_floats / (size_t)E) * (size_t)E * sizeof(float));
+        MPI_Datatype t;
+        MPI_Type_create_hindexed_block(ROWS, E, disp, MPI_FLOAT, &t);
+        MPI_Type_commit(&t);
+        MPI_Win_lock_all(0, win);
+        const int peer = (rank + 1) % size;
+        for (int k = 0; k < REPS; k++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            MPI_Get(got, ROWS * E, MPI_FLOAT, peer, 0, 1, t, win);
+            MPI_Win_flush(peer, win);
+            t_p2p[k] = MPI_Wtime() - t0;
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+            MPI_Allreduce(MPI_IN_PLACE, ar, AR, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            t_ar[k] = MPI_Wtime() - t0;
+        }
+        MPI_Win_unlock_all(win);
+        MPI_Type_free(&t);
+        for (int a = 0; a < REPS; a++) /* sort for the medians */
+            for (int b = a + 1; b < REPS; b++) {
+                if (t_p2p[b] < t_p2p[a]) { double x = t_p2p[a]; t_p2p[a] = t_p2p[b]; t_p2p[b] = x; }
+                if (t_ar[b] < t_ar[a]) { double x = t_ar[a]; t_ar[a] = t_ar[b]; t_ar[b] = x; }
+            }
+        double bw[2] = {(double)ROWS * E * sizeof(float) / t_p2p[REPS / 2],
+                        2.0 * (size - 1) / size * AR * sizeof(float) / t_ar[REPS / 2]};
+        if (size == 1) bw[1] = bw[0];
+        rc = MPI_Allreduce(MPI_IN_PLACE, bw, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) s = rec__mpi_fail(rc, "MPI_Allreduce", __FILE__, __LINE__);
+        *bw_p2p = bw[0];
+        *bw_ar = bw[1];
+    }
+    if (win != MPI_WIN_NULL) MPI_Win_free(&win);
+    free(got);
+    free(ar);
+    free(disp);
+    return s;
+}

@@ -1,0 +1,17 @@
+/* The one checking macro for MPI calls (STYLE.md): a failing call returns REC_EIO from the
+ * enclosing function with the call, file and line, and MPI's own message. Communicators use
+ * MPI_ERRORS_RETURN (rec_dist_init), so a failure reaches here instead of aborting. */
+#ifndef RECTRAIN_MPI_CHECK_H
+#define RECTRAIN_MPI_CHECK_H
+
+#include "rectrain/status.h"
+
+rec_status rec__mpi_fail(int rc, const char *call, const char *file, int line);
+
+#define MPI_TRY(call)                                                          \
+    do {                                                                       \
+        const int mpi_rc_ = (call);                                            \
+        if (mpi_rc_ != MPI_SUCCESS) return rec__mpi_fail(mpi_rc_, #call, __FILE__, __LINE__); \
+    } while (0)
+
+#endif
