@@ -144,8 +144,8 @@ typedef struct layout {
 static layout read_layout(const uint8_t *p) {
     layout l;
     l.H = rd_u32(p + 12);
-    /* version 2 added train_rows, data_digest; version 3 the shuffle sizes */
-    uint32_t meta = rd_u32(p + 8) == 1 ? 40 : rd_u32(p + 8) == 2 ? 56 : 72;
+    /* version 2 added train_rows, data_digest; version 3 the shuffle sizes; 4 the shard fields */
+    const uint32_t v = rd_u32(p + 8), meta = v == 1 ? 40 : v == 2 ? 56 : v == 3 ? 72 : 96;
     l.json_len = rd_u32(p + 16 + meta);
     l.json_off = 16 + meta + 4;
     l.n = rd_u32(p + l.json_off + l.json_len);
@@ -170,7 +170,7 @@ static void check_layout(const char *path, const rec_model *m) {
     CHECK(p != NULL, "read %s", path);
     if (!p) return;
     layout l = read_layout(p);
-    CHECK(!memcmp(p, "RCKPT001", 8) && rd_u32(p + 8) == 3, "magic and version");
+    CHECK(!memcmp(p, "RCKPT001", 8) && rd_u32(p + 8) == 4, "magic and version");
     CHECK(rd_u32(p + 16 + l.H) == rec_crc32(0, p, 16 + (size_t)l.H), "header CRC covers prefix and header");
     CHECK(size >= 16 && !memcmp(p + size - 16, "RCKPTEND", 8) && rd_u64(p + size - 8) == size, "trailer and size");
     const rec_tensor *ts;
@@ -321,11 +321,11 @@ static void rejections(void) {
     expect_reject(&x, "shard magic", p, size, REC_EFORMAT, "not a rectrain checkpoint", 1);
 
     memcpy(p, file, size);
-    wr_u32(p + 8, 4);
-    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 4; this build reads versions 1 to 3", 1);
+    wr_u32(p + 8, 5);
+    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 5; this build reads versions 1 to 4", 1);
     memcpy(p, file, size);
     wr_u32(p + 8, 0);
-    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 0; this build reads versions 1 to 3", 1);
+    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 0; this build reads versions 1 to 4", 1);
     memcpy(p, file, size);
     wr_u64(p + 16 + 56, 4096); /* shuffle_block_rows without shuffle_buffer_blocks */
     fix_header_crc(p, &l);
@@ -458,24 +458,27 @@ static void rejections(void) {
     const char *diff;
     CHECK(models_equal(m, x.target, &diff), "good file: equal (%s)", diff);
 
-    /* Files of versions 1 (written before train_rows and data_digest) and 2 (before the shuffle
-     * sizes): the same file without those 32 or 16 bytes of meta, its tensors where they were.
-     * They load, with the missing fields 0 (file order). */
-    for (uint32_t v = 1; v <= 2; v++) {
-        const uint32_t mb = v == 1 ? 40 : 56, H1 = l.H - (72 - mb);
+    /* Files of versions 1 (written before train_rows and data_digest), 2 (before the shuffle
+     * sizes) and 3 (before the shard fields): the same file without those 56, 40 or 24 bytes
+     * of meta, its tensors where they were. They load, with the missing fields 0 (file order,
+     * a whole model). */
+    for (uint32_t v = 1; v <= 3; v++) {
+        const uint32_t mb = v == 1 ? 40 : v == 2 ? 56 : 72, H1 = l.H - (96 - mb);
         uint8_t *old = calloc(1, size);
         memcpy(old, file, 16 + mb);
         wr_u32(old + 8, v);
         wr_u32(old + 12, H1);
-        memcpy(old + 16 + mb, file + 16 + 72, l.H - 72);
+        memcpy(old + 16 + mb, file + 16 + 96, l.H - 96);
         wr_u32(old + 16 + H1, rec_crc32(0, old, 16 + (size_t)H1));
         memcpy(old + hend + 4, file + hend + 4, size - hend - 4); /* padding, data, trailer: in place */
         write_all(x.path, old, size);
-        rec_ckpt_meta got = {.train_rows = 9, .data_digest = 9, .shuffle_block_rows = 9, .shuffle_buffer_blocks = 9};
+        rec_ckpt_meta got = {.train_rows = 9, .data_digest = 9, .shuffle_block_rows = 9, .shuffle_buffer_blocks = 9,
+                             .shards = 9, .shard_id = 9, .shard = 9};
         rec_model_set_steps(x.target, 0);
         s = rec_ckpt_load(x.path, x.target, &got);
-        CHECK(s == REC_OK && got.step == 2 && (v == 2 || (got.train_rows == 0 && got.data_digest == 0)) &&
-                  got.shuffle_block_rows == 0 && got.shuffle_buffer_blocks == 0 && models_equal(m, x.target, &diff),
+        CHECK(s == REC_OK && got.step == 2 && (v >= 2 || (got.train_rows == 0 && got.data_digest == 0)) &&
+                  (v == 3 || (got.shuffle_block_rows == 0 && got.shuffle_buffer_blocks == 0)) && got.shards == 0 &&
+                  got.shard_id == 0 && got.shard == 0 && models_equal(m, x.target, &diff),
               "a version-%u checkpoint loads, in file order%s: %s", v, v == 1 ? ", without data identity" : "",
               rec_errmsg());
         free(old);
@@ -691,6 +694,53 @@ out:
     rec_model_config_free(&c);
 }
 
+/* The pieces of a sharded save (dist.h): a shard file of given tensors read back one by one,
+ * the reader's refusals, a shard or a sharded main file refused where a model is loaded, and
+ * a sharded model taking a whole checkpoint's dense part. */
+static void sharded(void) {
+    rec_model_config c;
+    if (!make_config(&c, REC_OPT_SGD, REC_SPARSE_ROWWISE_ADAGRAD, 16, ROWS)) return;
+    float rows[10], state[2] = {0.5f, 0.25f};
+    for (int i = 0; i < 10; i++) rows[i] = (float)i / 3.0f;
+    rec_tensor ts[2] = {{.name = "rows", .role = REC_TENSOR_PARAM, .ndim = 1, .shape = {10, 0}, .data = rows},
+                        {.name = "state", .role = REC_TENSOR_OPT_STATE, .ndim = 1, .shape = {2, 0}, .data = state}};
+    char shard[512], whole[512];
+    snprintf(shard, sizeof shard, "%s/model.00000000000000ab.1-of-3.rckpt", g_dir);
+    snprintf(whole, sizeof whole, "%s/whole.rckpt", g_dir);
+    const rec_ckpt_meta meta = {.step = 4, .shards = 3, .shard_id = 0xab, .shard = 2};
+    CHECK(rec_ckpt_save_tensors(shard, &c, &meta, ts, 2) == REC_OK, "shard save: %s", rec_errmsg());
+    rec_ckpt_reader *r = NULL;
+    CHECK(rec_ckpt_reader_open(&r, shard) == REC_OK, "reader: %s", rec_errmsg());
+    if (r) {
+        const rec_ckpt_meta *m = rec_ckpt_reader_meta(r);
+        CHECK(m->step == 4 && m->shards == 3 && m->shard_id == 0xab && m->shard == 2, "the shard's meta round-trips");
+        const float *got = NULL;
+        CHECK(rec_ckpt_reader_tensor(r, "rows", 10, &got) == REC_OK && got && !memcmp(got, rows, sizeof rows),
+              "rows read back: %s", rec_errmsg());
+        CHECK_ERR(rec_ckpt_reader_tensor(r, "rows", 11, &got), REC_EINVAL, "holds 10 floats where 11 were expected");
+        CHECK_ERR(rec_ckpt_reader_tensor(r, "replicated", 4, &got), REC_EINVAL, "has no tensor \"replicated\"");
+        rec_ckpt_reader_close(r);
+    }
+    const rec_ckpt_meta bad = {.step = 4, .shards = 2, .shard = 3};
+    CHECK_ERR(rec_ckpt_save_tensors(shard, &c, &bad, ts, 2), REC_EINVAL, "meta names shard 3 of 2");
+
+    rec_model *m = make_model(&c), *sm = NULL;
+    CHECK(rec_model_init_sharded(&sm, &c, B, THREADS) == REC_OK, "sharded model: %s", rec_errmsg());
+    if (!m || !sm) goto out;
+    CHECK_ERR(rec_ckpt_load(shard, m, NULL), REC_EINVAL, "is rank 1's shard of a save by 3 ranks");
+    const rec_ckpt_meta main_meta = {.shards = 3, .shard_id = 0xab};
+    CHECK(rec_ckpt_save(whole, m, &main_meta) == REC_OK, "save: %s", rec_errmsg());
+    CHECK_ERR(rec_ckpt_load(whole, m, NULL), REC_EINVAL, "holds tables sharded over 3 ranks");
+    const rec_ckpt_meta plain = {0};
+    CHECK(rec_ckpt_save(whole, m, &plain) == REC_OK, "save: %s", rec_errmsg());
+    CHECK(rec_ckpt_load(whole, sm, NULL) == REC_OK, "a sharded model takes a whole checkpoint's dense part: %s",
+          rec_errmsg());
+out:
+    rec_model_free(m);
+    rec_model_free(sm);
+    rec_model_config_free(&c);
+}
+
 static void ckpt_path(void) {
     char buf[64];
     rec_ckpt_path("out", buf, sizeof buf);
@@ -714,6 +764,7 @@ int main(void) {
     round_trip(REC_OPT_ADAGRAD, REC_SPARSE_ADAGRAD, "adagrad");
     round_trip(REC_OPT_ADAM, REC_SPARSE_ROWWISE_ADAGRAD, "adam+rowwise");
     rejections();
+    sharded();
     export_npy();
     nftw(g_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     return check_report();

@@ -1,14 +1,19 @@
 /* Distributed training (dist.h) against one process: `mpirun -np N rectrain train` with every
  * kind of sharding plan, N = 2, 3, 4 (oversubscribed), row-wise Adagrad and SGD, gets and the
  * all-to-all baseline, gives the 1-process per-step losses within 1e-4 relative and its AUC
- * within 5e-4; a repeated run is bitwise identical; a saved plan loads; the refusals. */
+ * within 5e-4; a repeated run is bitwise identical; a saved plan loads; sharded checkpoints
+ * resume bitwise on as many ranks and re-shard onto others; a killed rank ends the job and
+ * the run resumes; the refusals. */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "clirun.h"
 #include "rectrain/plan.h"
 
-#ifdef REC_SANITIZED /* under the sanitizers, several times slower: a shorter matrix */
+/* Under the sanitizers (-O0, several times slower) a shorter matrix. */
+#ifdef REC_SANITIZED
 enum { STEPS = 50, MAX_NP = 3 };
 #else
 enum { STEPS = 200, MAX_NP = 4 };
@@ -52,6 +57,12 @@ static double loss_gap(const char *a, const char *b) {
     return worst;
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static const char *COMMON = "--data d.rshard --holdout 0.1 --batch 256 --threads 1 --json";
 
 /* Moves the JSON summary line of `out` to its end (ranks' output interleaves), for json_num. */
@@ -78,6 +89,147 @@ static void same_training(int np, const char *extra, const char *ref, double auc
     const double gap = loss_gap(ref, log), a = json_num("auc");
     CHECK(rc == 0 && gap <= 1e-4 && fabs(a - auc) <= 5e-4, "np %d %s: rc %d, loss gap %.3g, auc %.6f vs %.6f\n%s", np,
           extra, rc, gap, a, auc, rc ? out : "");
+}
+
+/* `sh -c CMD` in the scratch directory: 0 when it succeeds. */
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...) {
+    char args[2048], cmd[2400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "cd %s && { %s; } >/dev/null 2>&1", dir, args);
+    return system(cmd);
+}
+
+/* Files in the scratch subdirectory d whose names match the shell pattern. */
+static int count_files(const char *d, const char *pattern) {
+    char cmd[1024], buf[64] = "";
+    snprintf(cmd, sizeof cmd, "cd %s/%s && ls %s 2>/dev/null | wc -l", dir, d, pattern);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    if (!fgets(buf, sizeof buf, p)) buf[0] = 0;
+    pclose(p);
+    return atoi(buf);
+}
+
+/* Sharded checkpoints: a resumed run with as many ranks continues bitwise; onto other rank
+ * counts and plans, and from one process's checkpoint, within 1e-4 of the 1-process run; the
+ * files of earlier saves go; one process resumes, evaluates and exports a sharded save; a
+ * corrupt or missing shard named. */
+static void checkpoints(void) {
+    enum { HALF = STEPS / 2 };
+    const char *rw = "--config rw.json";
+    CHECK(mpi(3, "train %s %s --steps %d --ckpt ck --loss-log c3.txt", COMMON, rw, HALF) == 0, "%s", out);
+    CHECK(count_files("ck", "model.*.*-of-3.rckpt") == 3 && count_files("ck", "model.*.plan.json") == 1 &&
+              count_files("ck", "model.rckpt") == 1,
+          "a 3-rank save is 3 shards, a plan and the main file");
+    CHECK(sh("cp -r ck ck_half && cp c3.txt c3_half.txt") == 0, "copying the checkpoint");
+    CHECK(mpi(3, "train %s %s --steps %d --ckpt ck --resume --loss-log c3.txt", COMMON, rw, HALF) == 0, "%s", out);
+    json_last();
+    const double auc3 = json_num("auc");
+    CHECK(same_file("c3.txt", "l_3_0.txt"), "stopped and resumed on 3 ranks, the run has the uninterrupted bits");
+    CHECK(count_files("ck", "model.*.*-of-3.rckpt") == 3 && count_files("ck", "model.*.plan.json") == 1,
+          "the earlier save's files are removed");
+
+    /* onto other rank counts and plans */
+    static const char *const onto[][2] = {{"2", "column"}, {"4", "replicated"}, {"1", "row"}};
+    for (int k = 0; k < 3; k++) {
+        const int np = atoi(onto[k][0]);
+        if (np > MAX_NP) continue;
+        CHECK(sh("rm -rf ck%d && cp -r ck_half ck%d && cp c3_half.txt r%d.txt", np, np, np) == 0, "copying");
+        CHECK(mpi(np, "train %s %s --steps %d --ckpt ck%d --resume --loss-log r%d.txt --shard-kind %s", COMMON, rw, HALF, np,
+                  np, onto[k][1]) == 0 && strstr(out, "saved by 3 ranks, re-sharded onto"),
+              "resume onto %d ranks:\n%s", np, out);
+        char log[32];
+        snprintf(log, sizeof log, "r%d.txt", np);
+        const double gap = loss_gap("ref.txt", log);
+        CHECK(gap <= 1e-4, "saved by 3 ranks, resumed on %d (%s plan): loss gap %.3g", np, onto[k][1], gap);
+    }
+    /* one process's checkpoint, sharded */
+    CHECK(run("train %s %s --steps %d --ckpt cw --loss-log w.txt", COMMON, rw, HALF) == 0, "%s", out);
+    CHECK(mpi(2, "train %s %s --steps %d --ckpt cw --resume --loss-log w.txt", COMMON, rw, HALF) == 0 &&
+              strstr(out, "saved by one process, sharded onto 2"),
+          "%s", out);
+    const double gap = loss_gap("ref.txt", "w.txt");
+    CHECK(gap <= 1e-4, "saved by one process, resumed on 2 ranks: loss gap %.3g", gap);
+
+    /* a sharded save into one process: resumed, evaluated, exported */
+    CHECK(sh("rm -rf ckp && cp -r ck_half ckp && cp c3_half.txt p.txt") == 0, "copying");
+    CHECK(run("train %s %s --steps %d --ckpt ckp --resume --loss-log p.txt", COMMON, rw, HALF) == 0 &&
+              strstr(out, "saved by 3 ranks, gathered into one process"),
+          "one process resumes a 3-rank save:\n%s", out);
+    const double pgap = loss_gap("ref.txt", "p.txt");
+    CHECK(pgap <= 1e-4, "saved by 3 ranks, resumed by one process: loss gap %.3g", pgap);
+    CHECK(count_files("ckp", "model.*-of-*.rckpt") == 0 && count_files("ckp", "model.rckpt") == 1,
+          "one process's save is whole; the shards go");
+    CHECK(run("eval --ckpt ck --data d.rshard --holdout 0.1 --json") == 0 && fabs(json_num("auc") - auc3) <= 1e-6,
+          "eval of a 3-rank save gives the run's AUC %.6f:\n%s", auc3, out);
+    CHECK(run("export --ckpt ck_half --out ex") == 0 && count_files("ex", "emb.*.weight.npy") == 26,
+          "export gathers every table of a 3-rank save:\n%s", out);
+    CHECK(mpi(2, "train %s %s --steps 2 --npy npy", COMMON, rw) != 0 && strstr(out, "rectrain export --ckpt"),
+          "--npy under mpirun is refused, naming export:\n%s", out);
+
+    /* a corrupt shard, a missing one */
+    CHECK(sh("cp -r ck_half ckc && cd ckc && f=$(ls model.*.1-of-3.rckpt) && printf '\\377' | dd of=$f bs=1 "
+             "seek=$(( $(stat -c %%s $f) - 64 )) conv=notrunc") == 0, "corrupting a shard");
+    CHECK(mpi(3, "train %s %s --steps 5 --ckpt ckc --resume", COMMON, rw) != 0 && strstr(out, "1-of-3.rckpt") &&
+              strstr(out, "CRC"),
+          "a corrupt shard is named:\n%s", out);
+    CHECK(sh("rm -rf ckc && cp -r ck_half ckc && rm ckc/model.*.2-of-3.rckpt") == 0, "removing a shard");
+    CHECK(mpi(2, "train %s %s --steps 5 --ckpt ckc --resume", COMMON, rw) != 0 && strstr(out, "2-of-3.rckpt") &&
+              strstr(out, "cannot open"),
+          "a missing shard is named:\n%s", out);
+}
+
+/* The pid of a child of `parent` (the first /proc lists), or 0. */
+static pid_t child_of(pid_t parent) {
+    char cmd[64], buf[64] = "";
+    snprintf(cmd, sizeof cmd, "pgrep -P %d | tail -1", (int)parent);
+    FILE *p = popen(cmd, "r");
+    if (!p) return 0;
+    if (!fgets(buf, sizeof buf, p)) buf[0] = 0;
+    pclose(p);
+    return (pid_t)atoi(buf);
+}
+
+/* A rank killed mid-run ends the job within seconds, naming the rank; the run resumes from its
+ * last sharded checkpoint on another rank count and continues the 1-process trajectory. */
+static void killed_rank(void) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd %s && REC_PROGRESS=0 ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 exec mpirun -np 3 "
+             "--oversubscribe --bind-to none %s train %s --config rw.json --epochs 50 --ckpt ckk --ckpt-every 20 "
+             "--loss-log k.txt >k.out 2>&1", dir, cli, COMMON);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    double losses[STEPS];
+    for (int i = 0; i < 1200 && read_losses("k.txt", losses) < STEPS / 2 + 10; i++) usleep(50000); /* past a save */
+    const pid_t victim = child_of(pid);
+    CHECK(victim > 0 && kill(victim, SIGKILL) == 0, "a rank to kill (mpirun %d)", (int)pid);
+    const double t0 = now_s();
+    int status = 0, ended = 0;
+    while (!ended && now_s() - t0 < 30) {
+        ended = waitpid(pid, &status, WNOHANG) == pid;
+        if (!ended) usleep(20000);
+    }
+    const double took = now_s() - t0;
+    if (!ended) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    read_out("k.out");
+    CHECK(ended && took < 10 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) &&
+              strstr(out, "exited on signal 9"),
+          "a killed rank ends the job in %.1f s (ended %d), naming it:\n%s", took, ended, out);
+    CHECK(mpi(2, "train %s --config rw.json --steps %d --ckpt ckk --resume --loss-log k.txt", COMMON, STEPS) == 0 &&
+              strstr(out, "re-sharded onto 2"),
+          "resuming the killed run on 2 ranks:\n%s", out);
+    const double gap = loss_gap("ref.txt", "k.txt");
+    CHECK(gap <= 1e-4, "the killed run, resumed on 2 ranks, parts from the 1-process run by %.3g", gap);
 }
 
 int main(void) {
@@ -121,15 +273,8 @@ int main(void) {
     CHECK(run("train %s --steps %d --loss-log one.txt", COMMON, STEPS) == 0, "%s", out);
     CHECK(mpi(1, "train %s --steps %d --loss-log one_mpi.txt", COMMON, STEPS) == 0, "%s", out);
     CHECK(same_file("one.txt", "one_mpi.txt"), "mpirun -np 1 gives the one-process losses, bitwise");
-    /* the 1-process references. Built -O0 for the sanitizers, the one-process engine's row-wise
-     * Adagrad parts from its -O3 self by 1e-3 within 50 steps on this data, while the executor
-     * at -O0 keeps within 1e-7 of both -O3 runs: there the row-wise reference is one rank's. */
-#ifdef REC_SANITIZED
-    CHECK(mpi(1, "train %s --steps %d --loss-log ref.txt --config rw.json", COMMON, STEPS) == 0, "%s", out);
-    json_last();
-#else
+    /* the 1-process references */
     CHECK(run("train %s --steps %d --loss-log ref.txt --config rw.json", COMMON, STEPS) == 0, "%s", out);
-#endif
     const double auc_ref = json_num("auc");
     CHECK(run("train %s --steps %d --loss-log ref_sgd.txt --config sgd.json", COMMON, STEPS) == 0, "%s", out);
     const double auc_sgd = json_num("auc");
@@ -168,12 +313,15 @@ int main(void) {
     CHECK(mpi(2, "train %s --steps 5 --plan-shards p3.json", COMMON) != 0 &&
               strstr(out, "the plan is for 3 ranks and this job has 2"),
           "a plan for other ranks is refused, naming both:\n%s", out);
-    CHECK(mpi(2, "train %s --steps 5 --ckpt ck", COMMON) != 0 && strstr(out, "--ckpt is not available under mpirun"),
-          "--ckpt under mpirun is refused:\n%s", out);
+    CHECK(mpi(2, "train %s --steps 5 --tune", COMMON) != 0 && strstr(out, "--tune is not available under mpirun"),
+          "--tune under mpirun is refused:\n%s", out);
     CHECK(mpi(2, "train %s --steps 5 --config %s/configs/deepfm_small.json", COMMON, src) != 0 &&
               strstr(out, "runs dlrm and dcn models"),
           "deepfm under mpirun is refused:\n%s", out);
     CHECK(run("train %s --steps 5 --plan-shards p3.json --shard-kind row", COMMON) == 2, "--plan-shards with --shard-kind");
+
+    checkpoints();
+    killed_rank();
     clirun_cleanup();
     return check_report();
 }

@@ -256,6 +256,13 @@ static int inspect_ckpt(const char *path, int verify, int json) {
                (long long)m->shuffle_block_rows, (long long)m->shuffle_buffer_blocks);
     else
         printf("order      file order (--resume keeps it)\n");
+    if (m->shards && m->shard)
+        printf("sharded    rank %lld's rows of save %016llx by %lld ranks (resume from model.rckpt beside it)\n",
+               (long long)m->shard - 1, (unsigned long long)m->shard_id, (long long)m->shards);
+    else if (m->shards)
+        printf("sharded    the dense part of save %016llx by %lld ranks; the tables are in model.%016llx.*-of-%lld.rckpt "
+               "beside it (resume under mpirun)\n", (unsigned long long)m->shard_id, (long long)m->shards,
+               (unsigned long long)m->shard_id, (long long)m->shards);
     printf("tensors    %d: %llu parameters (%.1f MB), %llu optimizer-state values (%.1f MB)\n", ci.n_tensors,
            (unsigned long long)numel[0], (double)bytes[0] / 1e6, (unsigned long long)numel[1], (double)bytes[1] / 1e6);
     printf("\n  %-32s %-16s %-20s %12s\n", "tensor", "role", "shape", "MB");
@@ -284,6 +291,7 @@ static int inspect_ckpt(const char *path, int verify, int json) {
             printf("\"train_rows\": null, \"data_digest\": null");
         printf(", \"shuffle_block_rows\": %lld, \"shuffle_buffer_blocks\": %lld", (long long)m->shuffle_block_rows,
                (long long)m->shuffle_buffer_blocks);
+        printf(", \"shards\": %lld, \"shard\": %lld", (long long)m->shards, (long long)(m->shard ? m->shard - 1 : -1));
         printf(", \"params\": %llu, \"param_bytes\": %llu, \"state_values\": %llu, \"state_bytes\": %llu, \"tensors\": [",
                (unsigned long long)numel[0], (unsigned long long)bytes[0], (unsigned long long)numel[1],
                (unsigned long long)bytes[1]);

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "rectrain/core.h"
+#include "rectrain/dist.h"
 #include "rectrain/train.h"
 
 static const char TRAIN_USAGE[] =
@@ -79,10 +80,11 @@ static void print_json(const rec_train_report *r) {
         const double n = d->steps > 0 ? (double)d->steps : 1;
         printf(", \"ranks\": %d, \"shard_plan\": \"%s\", \"step_ms\": {\"local\": %s, \"fetch\": %s, \"dense\": %s, "
                "\"allreduce\": %s, \"exchange\": %s}, \"sent_bytes_per_step\": %s, \"recv_bytes_per_step\": %s, "
-               "\"plan_sent_bytes_per_step\": %s", r->ranks, r->shard_plan, cli_jnum("%.4f", d->local_s / n * 1e3),
+               "\"plan_sent_bytes_per_step\": %s, \"worst_sent_vs_plan\": {\"rank\": %d, \"deviation\": %s}", r->ranks, r->shard_plan, cli_jnum("%.4f", d->local_s / n * 1e3),
                cli_jnum("%.4f", d->fetch_s / n * 1e3), cli_jnum("%.4f", d->dense_s / n * 1e3),
                cli_jnum("%.4f", d->allreduce_s / n * 1e3), cli_jnum("%.4f", d->exchange_s / n * 1e3),
-               cli_jnum("%.1f", d->sent_bytes / n), cli_jnum("%.1f", d->recv_bytes / n), cli_jnum("%.1f", r->plan_sent_bytes));
+               cli_jnum("%.1f", d->sent_bytes / n), cli_jnum("%.1f", d->recv_bytes / n), cli_jnum("%.1f", r->plan_sent_bytes),
+               d->worst_sent_rank, cli_jnum("%.4f", d->worst_sent_dev));
     }
     printf("}\n");
 }
@@ -97,7 +99,7 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     o.eval_every = -1;
     o.shuffle = -1;
     o.log = stderr;
-    o.shard_kind = REC_PLAN_OPER;
+    o.shard_kind = -1; /* not given: OPER, or the plan of the save --resume continues */
     int json = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -146,7 +148,7 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
         else if ((rc = cli_tsv_option(cmd, argc, argv, &i, &o.tsv)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
-    if (o.plan_shards && o.shard_kind != REC_PLAN_OPER)
+    if (o.plan_shards && o.shard_kind >= 0)
         return cli_usage(cmd, "--plan-shards gives the plan; --shard-kind builds one: give one of them");
     o.data_path = data->n ? data->v[0] : NULL;
     o.data_paths = data->v;
@@ -165,8 +167,11 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     if (o.gen_rows && o.data_path) return cli_usage(cmd, "--rows applies to the embedded default only (no --data)");
     rec_train_report r;
     o.stop = &cli_stop;
-    cli_catch_stop("\nrectrain train: stopping after the current step, which a --ckpt keeps (send it again to stop "
-                   "at once)\n");
+    const char *env_rank = getenv("OMPI_COMM_WORLD_RANK"); /* under mpirun rank 0 speaks for the job */
+    cli_catch_stop(env_rank && strcmp(env_rank, "0") != 0
+                       ? ""
+                       : "\nrectrain train: stopping after the current step, which a --ckpt keeps (send it again to stop "
+                         "at once)\n");
     rec_status s = rec_train(&o, &r);
     if (s && r.ranks > 0) rec_dist_abort(r.rank, rec_errmsg()); /* ends every rank: none waits for this one */
     if (s) return cli_fail(cmd, s);
@@ -176,10 +181,11 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
         const rec_exec_stats *d = &r.dist;
         const double n = d->steps > 0 ? (double)d->steps : 1;
         fprintf(stderr, "train: rank 0 per step: local lookups %.3f ms, remote fetch %.3f ms, dense %.3f ms, all-reduce "
-                "%.3f ms, gradient exchange %.3f ms; sent %.3f MB (plan %s predicted %.3f MB), received %.3f MB\n",
+                "%.3f ms, gradient exchange %.3f ms; sent %.3f MB (plan %s predicted %.3f MB), received %.3f MB; "
+                "furthest from the plan: rank %d, %.1f%%\n",
                 d->local_s / n * 1e3, d->fetch_s / n * 1e3, d->dense_s / n * 1e3, d->allreduce_s / n * 1e3,
                 d->exchange_s / n * 1e3, d->sent_bytes / n / 1e6, r.shard_plan, r.plan_sent_bytes / 1e6,
-                d->recv_bytes / n / 1e6);
+                d->recv_bytes / n / 1e6, d->worst_sent_rank, 100 * d->worst_sent_dev);
     }
     char saves[96] = "";
     if (r.ckpts) snprintf(saves, sizeof saves, "; %d checkpoint%s saved in %.2f s", r.ckpts, rec_s(r.ckpts), r.ckpt_seconds);
@@ -310,7 +316,7 @@ static int eval_main(int argc, char **argv, cli_path_list *data) {
     }
     if (!s) s = rec_model_init(&m, &c, (int)batch, threads > 0 ? threads : rec_cpu_count());
     rec_ckpt_meta meta;
-    if (!s) s = rec_ckpt_load(path, m, &meta);
+    if (!s) s = rec_dist_ckpt_load(path, m, &meta);
     if (!s) s = rec_dataset_rows(ds, &n);
     int64_t r0 = holdout > 0 ? n - (int64_t)floor((double)n * holdout) : 0, trained = 0;
     if (!s) s = trained_rows_in(ds, &meta, r0, n, &trained);
@@ -376,7 +382,7 @@ int cmd_export(int argc, char **argv) {
     int have_config = 0;
     if (!s) have_config = (s = rec_ckpt_read_config(path, &c, NULL)) == REC_OK;
     if (!s) s = rec_model_init(&m, &c, 1, 1);
-    if (!s) s = rec_ckpt_load(path, m, &meta);
+    if (!s) s = rec_dist_ckpt_load(path, m, &meta);
     if (!s) s = rec_export_npy(m, out, overwrite);
     rec_model_free(m);
     if (have_config) rec_model_config_free(&c);

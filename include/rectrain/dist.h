@@ -30,6 +30,7 @@
 #ifndef RECTRAIN_DIST_H
 #define RECTRAIN_DIST_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rectrain/batch.h"
@@ -78,6 +79,9 @@ typedef struct rec_exec_stats {
     double exchange_s; /* gradient records to the owners, their updates, the barrier */
     double sent_bytes; /* rows served to others, gradient records, all-reduce ring traffic */
     double recv_bytes;
+    /* over all ranks: the largest |bytes sent per step / the plan's prediction - 1|, and whose */
+    double worst_sent_dev;
+    int worst_sent_rank;
 } rec_exec_stats;
 
 /* For model m (rec_model_init_sharded) trained by this rank of N with `plan` (N ranks, the
@@ -94,8 +98,31 @@ rec_status rec_exec_train_step(rec_exec *x, const rec_batch *b, double *loss);
 /* Logits of the global batch b: every rank computes its slice, rank 0 receives all B into
  * logits (other ranks may pass NULL). */
 rec_status rec_exec_forward(rec_exec *x, const rec_batch *b, float *logits);
+/* ---- sharded checkpoints (shards.c) -------------------------------------------------------- */
+struct rec_ckpt_meta;
+
+/* Collective: saves the job's state as a sharded save whose main file is `path` (a --ckpt
+ * directory's model.rckpt): every rank's rows in a file of its own, the plan, then the main
+ * file (the dense part and meta, with meta->shards = N) as the commit point; then the files of
+ * earlier saves are removed. meta->step must be the model's steps. Errors reach every rank. */
+rec_status rec_exec_save(rec_exec *x, const char *path, const struct rec_ckpt_meta *meta);
+/* Collective: loads the checkpoint `path` — a sharded save by any number of ranks and plan,
+ * or a whole model's (one process) — into this job's model and rows, re-sharding as its plan
+ * says; *meta gets the main file's meta. Every rank reads the files it needs. */
+rec_status rec_exec_load(rec_exec *x, const char *path, struct rec_ckpt_meta *meta);
+/* Loads any checkpoint into a whole model (one process: eval, export, a resume without
+ * mpirun): a whole one as rec_ckpt_load does, a sharded save's dense part from its main file
+ * and its tables gathered row by row from the rank files through the saved plan. No MPI. */
+rec_status rec_dist_ckpt_load(const char *path, rec_model *m, struct rec_ckpt_meta *meta);
+/* The files of save `id` beside the main file `path`: rank r of n's shard, and the plan. */
+void rec_dist_shard_path(const char *path, uint64_t id, int rank, int n, char *buf, size_t cap);
+void rec_dist_plan_path(const char *path, uint64_t id, char *buf, size_t cap);
+/* Removes the sharded saves' files beside `path` except those of save `keep` (0: all). */
+void rec_dist_prune_shards(const char *path, uint64_t keep);
+
 /* The model's dense parameters' digest, for rec_dist_check_same. */
 uint64_t rec_exec_dense_digest(rec_exec *x);
+/* Collective: this rank's stats, and the worst deviation from the plan over all ranks. */
 void rec_exec_get_stats(const rec_exec *x, rec_exec_stats *s);
 
 #ifdef __cplusplus

@@ -78,6 +78,13 @@ typedef struct rec_sparse_opt_config {
 /* The defaults for `kind` at learning rate lr. */
 rec_sparse_opt_config rec_sparse_opt_defaults(rec_sparse_opt_kind kind, float lr);
 
+/* Pools bags [0, B) of one feature from rows T (R, E) as rec_embed_forward pools them (the
+ * canonical order above, so the same bits): bag b holds ids idx[off[b] .. off[b + 1]) with
+ * weights w (NULL: 1), its output row at out + b * W. For rows kept outside a rec_embed (a
+ * rank pools the rows it fetched from their owners). */
+void rec_embed_pool_bags(const float *T, int64_t R, int E, rec_pooling pooling, const int64_t *off,
+                         const int32_t *idx, const float *w, int64_t B, float *out, int W);
+
 /* The sparse optimizer's step of columns [c0, c1) of one row from the row's whole summed
  * gradient g (E), as the backward applies it: p (c1 - c0) the columns' values, st their
  * state (ADAGRAD: c1 - c0 floats; ROWWISE_ADAGRAD: the row's one float, whose mean square

@@ -161,6 +161,7 @@ const rec_model_config *rec_model_get_config(const rec_model *m);
  * after the backward, and steps the dense part with rec_model_update_dense;
  * rec_model_forward/_update/_train_step refuse it. */
 rec_status rec_model_init_sharded(rec_model **out, const rec_model_config *c, int max_batch, int threads);
+int rec_model_is_sharded(const rec_model *m);
 
 /* logits (B) for the batch, B = b->n; owned by the model, valid until the next forward. */
 rec_status rec_model_forward(rec_model *m, const rec_batch *b, const float **logits);

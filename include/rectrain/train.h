@@ -172,6 +172,12 @@ typedef struct rec_ckpt_meta {
      * another order would continue another sequence of rows, and is refused. */
     int64_t shuffle_block_rows;
     int64_t shuffle_buffer_blocks;
+    /* A sharded save (under mpirun, dist.h; all 0 in a whole model's checkpoint and in those
+     * of versions 1 to 3): the ranks that saved it, the save's id (which names its files), and
+     * which file this is: 0 the main one (dense part), r + 1 rank r's shard of the tables. */
+    int64_t shards;
+    uint64_t shard_id;
+    int64_t shard;
 } rec_ckpt_meta;
 
 /* Rows whose rec_batch_digest identifies a checkpoint's training data. */
@@ -180,12 +186,33 @@ typedef struct rec_ckpt_meta {
 /* The checkpoint file inside a --ckpt directory: DIR/model.rckpt. Writes into buf (cap). */
 void rec_ckpt_path(const char *dir, char *buf, size_t cap);
 rec_status rec_ckpt_save(const char *path, const rec_model *m, const rec_ckpt_meta *meta);
+/* Saves the given tensors (not a model's: a rank's shard of the tables) in the same format,
+ * crash-safe alike, with config c and meta as they are. */
+rec_status rec_ckpt_save_tensors(const char *path, const rec_model_config *c, const rec_ckpt_meta *meta,
+                                 const rec_tensor *ts, int n);
 /* Reads the config stored in a checkpoint (to build the model before loading) and, when meta
  * is not NULL, its meta. c is overwritten; free with rec_model_config_free. */
 rec_status rec_ckpt_read_config(const char *path, rec_model_config *c, rec_ckpt_meta *meta);
 /* Loads a checkpoint into a model built from that config; checks everything first, so on
- * error the model is unchanged. */
+ * error the model is unchanged. A sharded model (rec_model_init_sharded) takes the dense part
+ * of a whole model's checkpoint and of a sharded save's main file; its tables are loaded by
+ * the executor (rec_exec_load). A model with tables refuses a sharded save, naming it. */
 rec_status rec_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta);
+/* As rec_ckpt_load, but a sharded save's main file also loads into a model with tables,
+ * leaving its tables as they are: rec_dist_ckpt_load (dist.h) fills them from the rank files. */
+rec_status rec_ckpt_load_except_tables(const char *path, rec_model *m, rec_ckpt_meta *meta);
+
+/* A checkpoint opened for reading tensors one by one (a sharded save's files, re-sharded). */
+typedef struct rec_ckpt_reader rec_ckpt_reader;
+/* Opens and maps path and checks its structure and header CRC (as rec_ckpt_load does). */
+rec_status rec_ckpt_reader_open(rec_ckpt_reader **out, const char *path);
+const rec_ckpt_meta *rec_ckpt_reader_meta(const rec_ckpt_reader *r);
+/* The stored config, parsed into c (free with rec_model_config_free). */
+rec_status rec_ckpt_reader_config(const rec_ckpt_reader *r, rec_model_config *c);
+/* Tensor `name`'s numel floats, mapped read-only, its CRC-32 checked: REC_EINVAL when the
+ * file has no such tensor or another size, REC_EFORMAT when it is corrupt, naming both. */
+rec_status rec_ckpt_reader_tensor(rec_ckpt_reader *r, const char *name, int64_t numel, const float **data);
+void rec_ckpt_reader_close(rec_ckpt_reader *r);
 /* What a checkpoint holds, read without building its model (rectrain inspect). */
 typedef struct rec_ckpt_tensor_info {
     char name[96];
@@ -275,9 +302,10 @@ typedef struct rec_train_opts {
      * signal in rec_train_report.stopped_by. */
     const volatile sig_atomic_t *stop;
     /* Under mpirun (dist.h): the sharding plan to load (plan.h), or NULL to build one of
-     * `shard_kind` (rec_plan_kind) at the start from the training data's first global batches
-     * and bandwidths measured on the running job; `alltoall` 1: fetch rows with the
-     * all-to-all-v baseline instead of one-sided gets. */
+     * `shard_kind` (rec_plan_kind; -1: OPER, or with `resume` the plan of a save by as many
+     * ranks) at the start from the training data's first global batches and bandwidths
+     * measured on the running job; `alltoall` 1: fetch rows with the all-to-all-v baseline
+     * instead of one-sided gets. */
     const char *plan_shards;
     int shard_kind;
     int alltoall;

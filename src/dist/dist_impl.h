@@ -81,4 +81,45 @@ static inline int rec__grad_floats(rec_sparse_opt_kind opt, int w, int E) {
     return opt == REC_SPARSE_ROWWISE_ADAGRAD ? E : w;
 }
 
+/* ---- the executor's map (map.c): OPER's "all-in-one" address space -------------------- */
+
+/* One column part of one table as the executor addresses it. For segment g (or hot row h),
+ * off: float offset of its first row in its owner's store (replicated: in the replica store,
+ * whose rows are E floats), srow: that row's index among its owner's rows (its optimizer
+ * state's row). */
+typedef struct xpart {
+    rec_plan_part pl;
+    int w;
+    int64_t *seg_off, *seg_srow, *hot_off, *hot_srow;
+} xpart;
+
+typedef struct xloc {
+    int owner;      /* rank or REC_PLAN_EVERY */
+    int64_t off;    /* floats into the owner's store (or the replica store) */
+    int64_t srow;   /* its state's row */
+} xloc;
+
+/* Where every row of a plan lives: each rank's store holds, part after part in plan order, the
+ * rows of its segments then its hot rows; the replica store every replicated row. Every rank
+ * computes the same map from the plan. */
+typedef struct xmap {
+    const rec_plan *plan;
+    int N, F, E;
+    xpart **parts;            /* (F)(C_f) */
+    int64_t *floats, *rows;   /* (N) each rank's store: floats, rows */
+    int64_t rep_rows;         /* replicated rows */
+} xmap;
+
+rec_status rec__xmap_build(xmap *m, const rec_plan *plan);
+void rec__xmap_free(xmap *m);
+
+static inline xloc rec__xmap_locate(const xmap *m, int f, int c, int64_t r) {
+    const xpart *p = &m->parts[f][c];
+    const int64_t h = rec__last_le(p->pl.hot_row, p->pl.n_hot, r);
+    if (h >= 0 && p->pl.hot_row[h] == r) return (xloc){p->pl.hot_owner[h], p->hot_off[h], p->hot_srow[h]};
+    const int64_t g = rec__last_le(p->pl.seg_start, p->pl.n_seg, r);
+    const int64_t d = r - p->pl.seg_start[g];
+    return (xloc){p->pl.seg_owner[g], p->seg_off[g] + d * p->w, p->seg_srow[g] + d};
+}
+
 #endif

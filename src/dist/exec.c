@@ -5,145 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist_impl.h"
+#include "exec_impl.h"
 #include "mpi_check.h"
 #include "rectrain/dist.h"
 #include "rectrain/nn.h"
-
-/* One column part of one table as the executor addresses it. For segment g (or hot row h),
- * off: float offset of its first row in its owner's store (replicated: in the replica store),
- * srow: that row's index among the owner's rows of this width (its optimizer state). */
-typedef struct xpart {
-    rec_plan_part pl;
-    int w;
-    int64_t *seg_off, *seg_srow, *hot_off, *hot_srow;
-} xpart;
-
-typedef struct loc {
-    int owner;      /* rank or REC_PLAN_EVERY */
-    int64_t off;    /* floats into the owner's store (or the replica store) */
-    int64_t srow;   /* its state's row */
-} loc;
-
-/* A gradient record: header then G floats. */
-typedef struct rec_hdr {
-    int32_t f, c;
-    int64_t row;
-} rec_hdr;
-
-struct rec_exec {
-    rec_model *m;
-    const rec_plan *plan;
-    int rank, N, F, E, baseline;
-    int64_t B, max_local;
-    rec_sparse_opt_config opt;
-    xpart **parts;           /* (F)(C_f) */
-    float *store, *state;    /* this rank's rows; state: ADAGRAD as store, ROWWISE one per srow */
-    int64_t store_floats, store_rows;
-    float *rep, *rep_state, *rep_grad; /* replicated rows (E floats each), every rank alike */
-    int64_t rep_rows;
-    MPI_Win win;
-    /* per step */
-    rec_batch lb;            /* this rank's slice */
-    int64_t *uniq;           /* (F)(ucap) sorted unique ids per table */
-    int64_t *n_uniq, ucap;
-    int32_t *idx;            /* (F)(icap) position of each id in uniq */
-    int64_t icap;
-    float *rows, *grads;     /* (F)(ucap)(E) */
-    float *dlogits;
-    /* fetch lists per owner */
-    int64_t *fcount, *fcap;  /* (N) */
-    MPI_Aint **fdisp;        /* (N)(fcap) bytes into the owner's window */
-    int **flen;              /* (N)(fcap) floats */
-    float ***fdst;           /* (N)(fcap) where they go in rows */
-    float *fbuf;
-    int64_t fbuf_cap;
-    /* exchange */
-    int *scount, *sdispl, *rcount, *rdispl;
-    char *sbuf, *rbuf;
-    int64_t sbuf_cap, rbuf_cap;
-    int *owner_of;           /* per (table, part, unique row) */
-    int64_t owner_cap;
-    /* dense all-reduces started by the backward's hook */
-    MPI_Request *req;
-    int n_req, req_cap;
-    size_t covered;
-    rec_status hook_err;
-    double *served;          /* (N) bytes this rank fetched from each owner (its "sent") */
-    rec_exec_stats st;
-};
-
-/* ---- the map -------------------------------------------------------------------------- */
-
-
-static loc locate(const rec_exec *x, int f, int c, int64_t r) {
-    const xpart *p = &x->parts[f][c];
-    const int64_t h = rec__last_le(p->pl.hot_row, p->pl.n_hot, r);
-    if (h >= 0 && p->pl.hot_row[h] == r) return (loc){p->pl.hot_owner[h], p->hot_off[h], p->hot_srow[h]};
-    const int64_t g = rec__last_le(p->pl.seg_start, p->pl.n_seg, r);
-    const int64_t d = r - p->pl.seg_start[g];
-    return (loc){p->pl.seg_owner[g], p->seg_off[g] + d * p->w, p->seg_srow[g] + d};
-}
-
-/* Offsets of every segment and hot row on its owner, in plan order (every rank computes the
- * same map); this rank's store and replica sizes. */
-static rec_status build_map(rec_exec *x) {
-    const int N = x->N;
-    int64_t *cur = calloc((size_t)N * 2, sizeof(int64_t)), *crow = cur + N;
-    if (!cur) return rec_errorf(REC_ENOMEM, "executor: out of memory");
-    x->parts = calloc((size_t)x->F, sizeof(xpart *));
-    if (!x->parts) {
-        free(cur);
-        return rec_errorf(REC_ENOMEM, "executor: out of memory");
-    }
-    for (int f = 0; f < x->F; f++) {
-        const int C = rec_plan_col_parts(x->plan, f, NULL);
-        const int64_t R = rec_plan_rows(x->plan, f);
-        x->parts[f] = calloc((size_t)C, sizeof(xpart));
-        if (!x->parts[f]) {
-            free(cur);
-            return rec_errorf(REC_ENOMEM, "executor: out of memory");
-        }
-        for (int c = 0; c < C; c++) {
-            xpart *p = &x->parts[f][c];
-            rec_plan_get_part(x->plan, f, c, &p->pl);
-            p->w = p->pl.c1 - p->pl.c0;
-            p->seg_off = malloc(sizeof(int64_t) * (size_t)(2 * p->pl.n_seg + 2 * p->pl.n_hot + 1));
-            if (!p->seg_off) {
-                free(cur);
-                return rec_errorf(REC_ENOMEM, "executor: out of memory for the map");
-            }
-            p->seg_srow = p->seg_off + p->pl.n_seg;
-            p->hot_off = p->seg_srow + p->pl.n_seg;
-            p->hot_srow = p->hot_off + p->pl.n_hot;
-            for (int64_t g = 0; g < p->pl.n_seg; g++) {
-                const int64_t len = (g + 1 < p->pl.n_seg ? p->pl.seg_start[g + 1] : R) - p->pl.seg_start[g];
-                const int o = p->pl.seg_owner[g];
-                if (o == REC_PLAN_EVERY) {
-                    p->seg_off[g] = x->rep_rows * x->E, p->seg_srow[g] = x->rep_rows;
-                    x->rep_rows += len;
-                } else {
-                    p->seg_off[g] = cur[o], p->seg_srow[g] = crow[o];
-                    cur[o] += len * p->w, crow[o] += len;
-                }
-            }
-            for (int64_t h = 0; h < p->pl.n_hot; h++) {
-                const int o = p->pl.hot_owner[h];
-                if (o == REC_PLAN_EVERY) {
-                    p->hot_off[h] = x->rep_rows * x->E, p->hot_srow[h] = x->rep_rows;
-                    x->rep_rows++;
-                } else {
-                    p->hot_off[h] = cur[o], p->hot_srow[h] = crow[o];
-                    cur[o] += p->w, crow[o]++;
-                }
-            }
-        }
-    }
-    x->store_floats = cur[x->rank];
-    x->store_rows = crow[x->rank];
-    free(cur);
-    return REC_OK;
-}
 
 /* Table values as rec_embed_init draws them (stream f of the model's embedding seed, row-major,
  * uniform(-sqrt(1/R), sqrt(1/R))); this rank keeps the parts of rows it holds. */
@@ -159,8 +24,8 @@ static void init_values(rec_exec *x, uint64_t seed) {
         for (int64_t r = 0; r < R; r++) {
             for (int e = 0; e < x->E; e++) row[e] = (float)((2.0 * rec_rng_uniform(&g) - 1.0) * a);
             for (int c = 0; c < C; c++) {
-                const loc l = locate(x, f, c, r);
-                const xpart *p = &x->parts[f][c];
+                const xloc l = rec__xmap_locate(&x->map, f, c, r);
+                const xpart *p = &x->map.parts[f][c];
                 if (l.owner == x->rank) memcpy(x->store + l.off, row + p->pl.c0, sizeof(float) * (size_t)p->w);
                 else if (l.owner == REC_PLAN_EVERY) memcpy(x->rep + l.off, row, sizeof(float) * (size_t)x->E);
             }
@@ -221,16 +86,13 @@ rec_status rec_exec_init(rec_exec **out, rec_model *m, const rec_plan *plan, int
     x->opt = c->sparse_opt;
     x->baseline = baseline;
     x->win = MPI_WIN_NULL;
-    rec_status s = build_map(x);
+    rec_status s = rec__xmap_build(&x->map, plan);
+    if (!s) x->store_floats = x->map.floats[rank], x->store_rows = x->map.rows[rank], x->rep_rows = x->map.rep_rows;
     const size_t stf = x->opt.kind == REC_SPARSE_ADAGRAD ? (size_t)x->store_floats
                        : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? (size_t)x->store_rows : 0;
     const size_t rstf = x->opt.kind == REC_SPARSE_ADAGRAD ? (size_t)(x->rep_rows * x->E)
                         : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? (size_t)x->rep_rows : 0;
-    if (!s) {
-        const int rc = MPI_Win_allocate((MPI_Aint)((x->store_floats ? x->store_floats : 1) * sizeof(float)), sizeof(float),
-                                        MPI_INFO_NULL, MPI_COMM_WORLD, &x->store, &x->win);
-        if (rc != MPI_SUCCESS) s = rec__mpi_fail(rc, "MPI_Win_allocate", __FILE__, __LINE__);
-    }
+    if (!s) s = rec__win_allocate(sizeof(float) * (size_t)x->store_floats, &x->store, &x->win);
     if (!s) s = zalloc((void **)&x->state, sizeof(float) * stf, "embedding optimizer state");
     if (!s) s = zalloc((void **)&x->rep, sizeof(float) * (size_t)(x->rep_rows * x->E), "replicated rows");
     /* padded to N equal chunks (replicated()) */
@@ -283,11 +145,7 @@ void rec_exec_free(rec_exec *x) {
         MPI_Win_unlock_all(x->win);
         MPI_Win_free(&x->win);
     }
-    for (int f = 0; x->parts && f < x->F; f++) {
-        for (int c = 0; x->parts[f] && c < rec_plan_col_parts(x->plan, f, NULL); c++) free(x->parts[f][c].seg_off);
-        free(x->parts[f]);
-    }
-    free(x->parts);
+    rec__xmap_free(&x->map);
     for (int o = 0; o < x->N; o++) {
         if (x->fdisp) free(x->fdisp[o]);
         if (x->flen) free(x->flen[o]);
@@ -476,9 +334,9 @@ static rec_status forward(rec_exec *x) {
         const int64_t *u = x->uniq + (size_t)f * x->ucap;
         float *rows = x->rows + (size_t)f * x->ucap * E;
         for (int c = 0; c < C; c++) {
-            const xpart *p = &x->parts[f][c];
+            const xpart *p = &x->map.parts[f][c];
             for (int64_t k = 0; k < x->n_uniq[f]; k++) {
-                const loc l = locate(x, f, c, u[k]);
+                const xloc l = rec__xmap_locate(&x->map, f, c, u[k]);
                 float *dst = rows + (size_t)k * E + p->pl.c0;
                 if (l.owner == REC_PLAN_EVERY) memcpy(dst, x->rep + l.off, sizeof(float) * (size_t)E);
                 else if (l.owner == x->rank && !x->baseline) memcpy(dst, x->store + l.off, sizeof(float) * (size_t)p->w);
@@ -519,26 +377,14 @@ static rec_status forward(rec_exec *x) {
             memcpy(x->fdst[o][k], x->fbuf + at, sizeof(float) * (size_t)x->flen[o][k]);
             at += x->flen[o][k];
         }
-    /* pooling, as rec_embed pools (embed.h): sum (weighted), or mean over the bag */
+    /* pooling, as rec_embed pools (embed.h) */
     const rec_model_config *cfg = rec_model_get_config(x->m);
     float *out = rec_model_pooled(x->m, 0);
-    const int W = x->F * E;
-    for (int64_t i = 0; i < x->lb.n; i++)
-        for (int f = 0; f < x->F; f++) {
-            const rec_jagged *j = &x->lb.sparse[f];
-            const int32_t *ix = x->idx + (size_t)f * x->ucap;
-            const float *rows = x->rows + (size_t)f * x->ucap * E;
-            float *o = out + (size_t)i * W + (size_t)f * E;
-            const int64_t lo = j->offsets[i], hi = j->offsets[i + 1];
-            for (int e = 0; e < E; e++) o[e] = 0;
-            for (int64_t k = lo; k < hi; k++) {
-                const float w = j->weights ? j->weights[k] : 1.0f;
-                const float *r = rows + (size_t)ix[k] * E;
-                for (int e = 0; e < E; e++) o[e] += w * r[e];
-            }
-            if (cfg->pooling == REC_POOL_MEAN && hi > lo)
-                for (int e = 0; e < E; e++) o[e] /= (float)(hi - lo);
-        }
+    for (int f = 0; f < x->F; f++) {
+        const rec_jagged *j = &x->lb.sparse[f];
+        rec_embed_pool_bags(x->rows + (size_t)f * x->ucap * E, x->n_uniq[f], E, cfg->pooling, j->offsets,
+                            x->idx + (size_t)f * x->ucap, j->weights, x->lb.n, out + (size_t)f * E, x->F * E);
+    }
     x->st.local_s += (t1 - t0) + (MPI_Wtime() - t2);
     x->st.fetch_s += t2 - t1;
     return REC_OK;
@@ -566,7 +412,8 @@ static int cmp_key(const void *a, const void *b) {
 static rec_status exchange(rec_exec *x, float lr) {
     const int N = x->N, E = x->E;
     const int G_row = x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD;
-    /* per unique row: its gradient, summed in the slice's order */
+    /* per unique row: its gradient, fmaf(d, coef, g) from 0 in position order as the backward
+     * sums a row (backward.c), so one rank has the one-process bits */
     const float *demb = rec_model_emb_grad(x->m, 0);
     const rec_model_config *cfg = rec_model_get_config(x->m);
     for (int f = 0; f < x->F; f++) memset(x->grads + (size_t)f * x->ucap * E, 0, sizeof(float) * (size_t)x->n_uniq[f] * E);
@@ -576,11 +423,11 @@ static rec_status exchange(rec_exec *x, float lr) {
             const int32_t *ix = x->idx + (size_t)f * x->ucap;
             const int64_t lo = j->offsets[i], hi = j->offsets[i + 1];
             const float *d = demb + (size_t)i * x->F * E + (size_t)f * E;
-            const float scale = cfg->pooling == REC_POOL_MEAN && hi > lo ? 1.0f / (float)(hi - lo) : 1.0f;
             for (int64_t k = lo; k < hi; k++) {
-                const float w = (j->weights ? j->weights[k] : 1.0f) * scale;
+                float coef = j->weights ? j->weights[k] : 1.0f;
+                if (cfg->pooling == REC_POOL_MEAN) coef /= (float)(hi - lo);
                 float *g = x->grads + ((size_t)f * x->ucap + (size_t)ix[k]) * E;
-                for (int e = 0; e < E; e++) g[e] += w * d[e];
+                for (int e = 0; e < E; e++) g[e] = fmaf(d[e], coef, g[e]);
             }
         }
     /* records per owner; replicated rows into the zero-padded buffer */
@@ -593,9 +440,9 @@ static rec_status exchange(rec_exec *x, float lr) {
     for (int f = 0; f < x->F; f++) {
         const int C = rec_plan_col_parts(x->plan, f, NULL);
         for (int c = 0; c < C; c++) {
-            const int G = G_row ? E : x->parts[f][c].w;
+            const int G = G_row ? E : x->map.parts[f][c].w;
             for (int64_t k = 0; k < x->n_uniq[f]; k++) {
-                const loc l = locate(x, f, c, x->uniq[(size_t)f * x->ucap + k]);
+                const xloc l = rec__xmap_locate(&x->map, f, c, x->uniq[(size_t)f * x->ucap + k]);
                 x->owner_of[q++] = l.owner;
                 if (l.owner == REC_PLAN_EVERY) {
                     const float *g = x->grads + ((size_t)f * x->ucap + (size_t)k) * E;
@@ -616,7 +463,7 @@ static rec_status exchange(rec_exec *x, float lr) {
     for (int f = 0; f < x->F; f++) {
         const int C = rec_plan_col_parts(x->plan, f, NULL);
         for (int c = 0; c < C; c++) {
-            const xpart *p = &x->parts[f][c];
+            const xpart *p = &x->map.parts[f][c];
             const int G = G_row ? E : p->w, c0 = G_row ? 0 : p->pl.c0;
             for (int64_t k = 0; k < x->n_uniq[f]; k++) {
                 const int o = x->owner_of[q++];
@@ -643,10 +490,10 @@ static rec_status exchange(rec_exec *x, float lr) {
         rec_hdr h;
         memcpy(&h, x->rbuf + at, sizeof h);
         if (h.f < 0 || h.f >= x->F || h.c < 0 || h.c >= rec_plan_col_parts(x->plan, h.f, NULL) || h.row < 0 ||
-            h.row >= rec_plan_rows(x->plan, h.f) || locate(x, h.f, h.c, h.row).owner != x->rank)
+            h.row >= rec_plan_rows(x->plan, h.f) || rec__xmap_locate(&x->map, h.f, h.c, h.row).owner != x->rank)
             return rec_errorf(REC_EINVAL, "executor: rank %d got a gradient for table %d part %d row %lld, which it does "
                               "not own: the ranks disagree on the plan", x->rank, h.f, h.c, (long long)h.row);
-        at += (int64_t)sizeof h + (int64_t)sizeof(float) * (G_row ? E : x->parts[h.f][h.c].w);
+        at += (int64_t)sizeof h + (int64_t)sizeof(float) * (G_row ? E : x->map.parts[h.f][h.c].w);
         nrec++;
     }
     key *keys = malloc(sizeof(key) * (size_t)(nrec + 1));
@@ -656,13 +503,13 @@ static rec_status exchange(rec_exec *x, float lr) {
         rec_hdr h;
         memcpy(&h, x->rbuf + at, sizeof h);
         keys[n] = (key){h.f, h.c, h.row, at};
-        at += (int64_t)sizeof h + (int64_t)sizeof(float) * (G_row ? E : x->parts[h.f][h.c].w);
+        at += (int64_t)sizeof h + (int64_t)sizeof(float) * (G_row ? E : x->map.parts[h.f][h.c].w);
     }
     qsort(keys, (size_t)n, sizeof(key), cmp_key);
     float *sum = malloc(sizeof(float) * (size_t)E);
     for (int64_t i = 0; i < n && sum;) {
         const key *k = &keys[i];
-        const xpart *p = &x->parts[k->f][k->c];
+        const xpart *p = &x->map.parts[k->f][k->c];
         const int G = G_row ? E : p->w;
         memset(sum, 0, sizeof(float) * (size_t)G);
         int64_t j = i;
@@ -674,7 +521,7 @@ static rec_status exchange(rec_exec *x, float lr) {
                 sum[e] += v;
             }
         }
-        const loc l = locate(x, k->f, k->c, k->row);
+        const xloc l = rec__xmap_locate(&x->map, k->f, k->c, k->row);
         float *st = x->opt.kind == REC_SPARSE_ADAGRAD ? x->state + l.off
                     : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? x->state + l.srow : NULL;
         if (G_row) rec_sparse_opt_step(&x->opt, lr, sum, E, p->pl.c0, p->pl.c1, x->store + l.off, st);
@@ -801,4 +648,10 @@ void rec_exec_get_stats(const rec_exec *x, rec_exec_stats *s) {
     if (got && MPI_Reduce_scatter_block(x->served, got, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS)
         s->sent_bytes += got[0];
     free(got);
+    /* the rank whose bytes sent per step are furthest from the plan's prediction (Eq. 2-3) */
+    const double pred = rec_plan_costs(x->plan)[x->rank].sent, steps = s->steps > 0 ? (double)s->steps : 1;
+    struct { double v; int r; } mine = {pred > 0 ? fabs(s->sent_bytes / steps / pred - 1) : 0, x->rank}, worst = mine;
+    MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    s->worst_sent_dev = worst.v;
+    s->worst_sent_rank = worst.r;
 }

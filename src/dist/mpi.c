@@ -15,6 +15,18 @@ rec_status rec__mpi_fail(int rc, const char *call, const char *file, int line) {
     return rec_errorf(REC_EIO, "%s failed (%s:%d): %s", call, file, line, msg);
 }
 
+rec_status rec__win_allocate(size_t bytes, float **base, MPI_Win *win) {
+    const int rc = MPI_Win_allocate((MPI_Aint)(bytes ? bytes : sizeof(float)), sizeof(float), MPI_INFO_NULL,
+                                    MPI_COMM_WORLD, base, win);
+    if (rc == MPI_SUCCESS) return REC_OK;
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return rec_errorf(REC_EIO, "MPI_Win_allocate failed: %s; the rows are fetched by one-sided gets, and with ranks "
+                      "on several hosts joined by TCP only Open MPI 4 needs its point-to-point one-sided component: "
+                      "add `--mca osc pt2pt` to mpirun", msg);
+}
+
 int rec_dist_launched(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL || getenv("PMI_RANK") != NULL;
 }
@@ -83,9 +95,7 @@ rec_status rec_dist_measure(int E, double *bw_p2p, double *bw_ar) {
     MPI_Aint *disp = malloc(sizeof(MPI_Aint) * ROWS);
     MPI_Win win = MPI_WIN_NULL;
     rec_status s = got && ar && disp ? REC_OK : rec_errorf(REC_ENOMEM, "out of memory measuring bandwidths");
-    int rc = s ? MPI_SUCCESS : MPI_Win_allocate((MPI_Aint)(win_floats * sizeof(float)), sizeof(float), MPI_INFO_NULL,
-                                                MPI_COMM_WORLD, &base, &win);
-    if (!s && rc != MPI_SUCCESS) s = rec__mpi_fail(rc, "MPI_Win_allocate", __FILE__, __LINE__);
+    if (!s) s = rec__win_allocate(win_floats * sizeof(float), &base, &win);
     double t_p2p[REPS], t_ar[REPS];
     if (!s) {
         memset(base, 0, win_floats * sizeof(float));
@@ -119,7 +129,7 @@ rec_status rec_dist_measure(int E, double *bw_p2p, double *bw_ar) {
         double bw[2] = {(double)ROWS * E * sizeof(float) / t_p2p[REPS / 2],
                         2.0 * (size - 1) / size * AR * sizeof(float) / t_ar[REPS / 2]};
         if (size == 1) bw[1] = bw[0];
-        rc = MPI_Allreduce(MPI_IN_PLACE, bw, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+        const int rc = MPI_Allreduce(MPI_IN_PLACE, bw, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
         if (rc != MPI_SUCCESS) s = rec__mpi_fail(rc, "MPI_Allreduce", __FILE__, __LINE__);
         *bw_p2p = bw[0];
         *bw_ar = bw[1];

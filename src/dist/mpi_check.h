@@ -7,6 +7,9 @@
 #include "rectrain/status.h"
 
 rec_status rec__mpi_fail(int rc, const char *call, const char *file, int line);
+/* MPI_Win_allocate of `bytes` on every rank (collective), its failure explained: Open MPI 4
+ * has no one-sided component of its own choosing for ranks on several hosts joined by TCP. */
+rec_status rec__win_allocate(size_t bytes, float **base, MPI_Win *win);
 
 #define MPI_TRY(call)                                                          \
     do {                                                                       \

@@ -412,3 +412,10 @@ int64_t embed_pool(const pool_job *j, int kernel, int64_t b0, int64_t b1) {
         return j->wide ? pool_blocked64(j, b0, b1) : pool_blocked32(j, b0, b1);
     return pool_generic(j, b0, b1, j->wide);
 }
+
+void rec_embed_pool_bags(const float *T, int64_t R, int E, rec_pooling pooling, const int64_t *off,
+                         const int32_t *idx, const float *w, int64_t B, float *out, int W) {
+    const pool_job j = {.T = T, .R = R, .E = E, .W = W, .off = off, .idx = idx, .w = w, .out = out,
+                        .mean = pooling == REC_POOL_MEAN};
+    embed_pool(&j, embed_kernel_native(REC_KERN_FIXED, E) ? REC_KERN_FIXED : REC_KERN_GENERIC, 0, B);
+}

@@ -90,7 +90,8 @@ rec_status rec_dense_opt_step(rec_dense_opt *o, float *params, const float *grad
     o->t++;
     switch (o->cfg.kind) {
     case REC_OPT_SGD:
-        for (size_t i = 0; i < n; i++) params[i] -= lr * grads[i];
+        /* one rounding, as ATen's add_(grad, alpha=-lr) (vec::fmadd) */
+        for (size_t i = 0; i < n; i++) params[i] = fmaf(-lr, grads[i], params[i]);
         break;
     case REC_OPT_ADAGRAD: {
         float *s = o->s;

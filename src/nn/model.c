@@ -348,6 +348,8 @@ rec_status rec_model_init(rec_model **out, const rec_model_config *c, int max_ba
     return model_init(out, c, max_batch, threads, 0);
 }
 
+int rec_model_is_sharded(const rec_model *m) { return m->sharded; }
+
 rec_status rec_model_init_sharded(rec_model **out, const rec_model_config *c, int max_batch, int threads) {
     return model_init(out, c, max_batch, threads, 1);
 }

@@ -2,12 +2,14 @@
  *
  * File layout (all integers little-endian; offsets in bytes from the start of the file):
  *
- *   prefix     char[8] "RCKPT001" | u32 version (3) | u32 H, the header's bytes
+ *   prefix     char[8] "RCKPT001" | u32 version (4) | u32 H, the header's bytes
  *   header     (H bytes, at 16)
  *                meta      i64 step | i64 epoch | i64 row | i64 rows_seen | u64 seed |
  *                          i64 train_rows | u64 data_digest |
- *                          i64 shuffle_block_rows | i64 shuffle_buffer_blocks
- *                          (version 1 stops after seed, version 2 after data_digest)
+ *                          i64 shuffle_block_rows | i64 shuffle_buffer_blocks |
+ *                          i64 shards | u64 shard_id | i64 shard
+ *                          (version 1 stops after seed, 2 after data_digest, 3 after
+ *                          shuffle_buffer_blocks)
  *                config    u32 length | the canonical config JSON (rec_model_config_to_json)
  *                tensors   u32 count | count directory entries of CKPT_ENTRY bytes:
  *                            char name[96] (NUL-padded) | u32 role | u32 ndim |
@@ -50,7 +52,7 @@
 #define CKPT_END_MAGIC "RCKPTEND"
 
 enum {
-    CKPT_VERSION = 3,         /* written; versions 1 (no data identity) and 2 (no order) are still read */
+    CKPT_VERSION = 4,         /* written; versions 1 (no data identity), 2 (no order) and 3 (no shards) are read */
     CKPT_ALIGN = 64,
 
     /* prefix, at file offset 0 */
@@ -69,7 +71,11 @@ enum {
     CKPT_M_DATA_DIGEST = 48,  /* u64, version 2 */
     CKPT_M_SHUFFLE_BLOCK = 56,   /* i64, version 3 */
     CKPT_M_SHUFFLE_BUFFER = 64,  /* i64, version 3 */
-    CKPT_META = 72,           /* then u32 config length, config, u32 count, directory */
+    CKPT_M_SHARDS = 72,       /* i64, version 4 */
+    CKPT_M_SHARD_ID = 80,     /* u64, version 4 */
+    CKPT_M_SHARD = 88,        /* i64, version 4 */
+    CKPT_META = 96,           /* then u32 config length, config, u32 count, directory */
+    CKPT_META_V3 = 72,
     CKPT_META_V2 = 56,
     CKPT_META_V1 = 40,
 
@@ -199,6 +205,9 @@ static void build_header(uint8_t *hdr, uint32_t H, const rec_ckpt_meta *meta, in
     put_u64(h + CKPT_M_DATA_DIGEST, meta->data_digest);
     put_i64(h + CKPT_M_SHUFFLE_BLOCK, meta->shuffle_block_rows);
     put_i64(h + CKPT_M_SHUFFLE_BUFFER, meta->shuffle_buffer_blocks);
+    put_i64(h + CKPT_M_SHARDS, meta->shards);
+    put_u64(h + CKPT_M_SHARD_ID, meta->shard_id);
+    put_i64(h + CKPT_M_SHARD, meta->shard);
     uint8_t *q = h + CKPT_META;
     put_u32(q, jlen);
     memcpy(q + 4, json, jlen);
@@ -269,14 +278,23 @@ rec_status rec_ckpt_save(const char *path, const rec_model *m, const rec_ckpt_me
                           "%s: meta.step is %" PRId64 " but the model has taken %" PRId64
                           " optimizer steps; pass rec_model_steps(m) so that a resumed run continues the schedule",
                           path, meta->step, rec_model_steps(m));
+    const rec_tensor *ts;
+    int n = rec_model_tensors(m, &ts);
+    return rec_ckpt_save_tensors(path, rec_model_get_config(m), meta, ts, n);
+}
+
+rec_status rec_ckpt_save_tensors(const char *path, const rec_model_config *config, const rec_ckpt_meta *meta,
+                                 const rec_tensor *ts, int n) {
+    if (!path || !*path || !config || !meta || (n > 0 && !ts))
+        return rec_errorf(REC_EINVAL, "rec_ckpt_save_tensors: path, config, meta and tensors are required");
     if (meta->epoch < 0 || meta->row < 0 || meta->rows_seen < 0)
         return rec_errorf(REC_EINVAL, "%s: meta has a negative epoch (%" PRId64 "), row (%" PRId64 ") or rows_seen (%" PRId64 ")",
                           path, meta->epoch, meta->row, meta->rows_seen);
     if (!order_ok(meta))
         return rec_errorf(REC_EINVAL, "%s: meta has shuffle blocks of %" PRId64 " rows, %" PRId64 " per buffer: not an order",
                           path, meta->shuffle_block_rows, meta->shuffle_buffer_blocks);
-    const rec_tensor *ts;
-    int n = rec_model_tensors(m, &ts);
+    if (meta->shards < 0 || meta->shard < 0 || meta->shard > meta->shards)
+        return rec_errorf(REC_EINVAL, "%s: meta names shard %" PRId64 " of %" PRId64, path, meta->shard, meta->shards);
     if (n < 0 || n > CKPT_MAX_TENSORS)
         return rec_errorf(REC_EINVAL, "%s: the model has %d tensors; a checkpoint holds at most %d", path, n, CKPT_MAX_TENSORS);
     for (int i = 0; i < n; i++) {
@@ -288,7 +306,7 @@ rec_status rec_ckpt_save(const char *path, const rec_model *m, const rec_ckpt_me
                   (!t->data && rec_tensor_numel(t) > 0);
         if (bad) return rec_errorf(REC_EINVAL, "%s: model tensor %d (\"%.95s\") has an invalid name, role or shape", path, i, t->name);
     }
-    char *json = rec_model_config_to_json(rec_model_get_config(m));
+    char *json = rec_model_config_to_json(config);
     if (!json) return rec_errorf(REC_ENOMEM, "%s: out of memory for the config JSON", path);
     size_t jlen = strlen(json);
     /* At most 16 MiB of config and 65536 entries: H fits the prefix's u32 field. */
@@ -370,7 +388,10 @@ static rec_status ckpt_parse(ckpt_file *f) {
     if (version < 1 || version > CKPT_VERSION)
         return rec_errorf(REC_EFORMAT, "checkpoint %s has format version %u; this build reads versions 1 to %d", path,
                           version, CKPT_VERSION);
-    const uint32_t meta_bytes = version == 1 ? CKPT_META_V1 : version == 2 ? CKPT_META_V2 : CKPT_META;
+    const uint32_t meta_bytes = version == 1   ? CKPT_META_V1
+                                : version == 2 ? CKPT_META_V2
+                                : version == 3 ? CKPT_META_V3
+                                               : CKPT_META;
     f->version = version;
     if (size < CKPT_PREFIX + CKPT_TRAILER || memcmp(p + size - CKPT_TRAILER, CKPT_END_MAGIC, 8) != 0)
         return rec_errorf(REC_EFORMAT, "checkpoint %s is truncated or incomplete (%zu bytes, no \"" CKPT_END_MAGIC
@@ -408,6 +429,14 @@ static rec_status ckpt_parse(ckpt_file *f) {
             return CKPT_CORRUPT(f, "shuffle blocks of %lld rows, %lld per buffer, in the header: not an order (both 0, "
                                 "or both positive and at most 2^31 rows in all)", (long long)f->meta.shuffle_block_rows,
                                 (long long)f->meta.shuffle_buffer_blocks);
+    }
+    if (version >= 4) {
+        f->meta.shards = get_i64(h + CKPT_M_SHARDS);
+        f->meta.shard_id = get_u64(h + CKPT_M_SHARD_ID);
+        f->meta.shard = get_i64(h + CKPT_M_SHARD);
+        if (f->meta.shards < 0 || f->meta.shards > (1 << 20) || f->meta.shard < 0 || f->meta.shard > f->meta.shards)
+            return CKPT_CORRUPT(f, "shard %lld of %lld in the header: not a sharded save's file", (long long)f->meta.shard,
+                                (long long)f->meta.shards);
     }
     if (f->meta.step < 0 || f->meta.epoch < 0 || f->meta.row < 0 || f->meta.rows_seen < 0 || f->meta.train_rows < 0)
         return CKPT_CORRUPT(f, "negative step, epoch, row, rows_seen or train_rows in the header");
@@ -578,9 +607,13 @@ static void config_diff(const rec_model_config *a, const rec_model_config *b, ch
 #undef DIFF_LIST
 }
 
+/* A whole model's table or its optimizer state, by name (model.c names them). */
+static int is_table(const char *name) { return strncmp(name, "emb.", 4) == 0 || strncmp(name, "opt.emb.", 8) == 0; }
+
 /* Checks that the file's directory is exactly the model's tensors (by name; the order may
- * differ), with equal roles and shapes; fills map[i] = file entry of model tensor i. */
-static rec_status match_tensors(const ckpt_file *f, const rec_tensor *ts, int n, uint32_t *map) {
+ * differ), with equal roles and shapes, besides tables when `tables_elsewhere` (a sharded
+ * model's tables are the executor's); fills map[i] = file entry of model tensor i. */
+static rec_status match_tensors(const ckpt_file *f, const rec_tensor *ts, int n, uint32_t *map, int tables_elsewhere) {
     for (int i = 0; i < n; i++) {
         const rec_tensor *t = &ts[i];
         uint32_t j = (uint32_t)i < f->n && strcmp(f->ents[i].name, t->name) == 0 ? (uint32_t)i : f->n;
@@ -602,12 +635,14 @@ static rec_status match_tensors(const ckpt_file *f, const rec_tensor *ts, int n,
         }
         map[i] = j;
     }
-    if (f->n != (uint32_t)n) {
+    uint32_t extra = 0;
+    for (uint32_t k = 0; tables_elsewhere && k < f->n; k++) extra += is_table(f->ents[k].name);
+    if (f->n != (uint32_t)n + extra) {
         /* Every model tensor was found, so some file entry is extra or duplicated. */
         for (uint32_t k = 0; k < f->n; k++) {
             int uses = 0;
             for (int i = 0; i < n; i++) uses += map[i] == k;
-            if (uses == 0)
+            if (uses == 0 && !(tables_elsewhere && is_table(f->ents[k].name)))
                 return rec_errorf(REC_EINVAL, "checkpoint %s has tensor \"%s\", which the model does not have; "
                                   "use the same --config or start fresh", f->path, f->ents[k].name);
         }
@@ -669,16 +704,19 @@ void rec_ckpt_info_free(rec_ckpt_info *info) {
 /* Loads a checkpoint into m, built from the config the file holds (rec_ckpt_read_config).
  * Everything is checked first — structure, config equality, names / roles / shapes, every
  * tensor CRC — and only then is any byte copied, so on error the model is unchanged. Then
- * the model's step count is set to meta.step (which also restores Adam's t). meta may be NULL. */
-rec_status rec_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta) {
+ * the model's step count is set to meta.step (which also restores Adam's t). meta may be NULL.
+ * gather: a sharded save's main file may load into a whole model, its tables left alone. */
+static rec_status load(const char *path, rec_model *m, rec_ckpt_meta *meta, int gather) {
     if (!m) return rec_errorf(REC_EINVAL, "rec_ckpt_load: model is NULL");
     ckpt_file f;
     REC_TRY(ckpt_open(&f, path));
     rec_model_config c;
     memset(&c, 0, sizeof c);
     uint32_t *map = NULL;
-    const rec_tensor *ts;
-    int n = rec_model_tensors(m, &ts);
+    const rec_tensor *all;
+    const int n_all = rec_model_tensors(m, &all);
+    rec_tensor *ts = NULL;
+    int n = 0;
     rec_status s = ckpt_config(&f, &c);
     if (!s && !rec_model_config_equal(&c, rec_model_get_config(m))) {
         char diff[512];
@@ -686,8 +724,21 @@ rec_status rec_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta) {
         s = rec_errorf(REC_EINVAL, "checkpoint %s was written for a different model: %s; use the same --config or start fresh",
                        path, diff[0] ? diff : "the configs differ");
     }
+    const int sharded = rec_model_is_sharded(m);
+    if (!s && f.meta.shard > 0)
+        s = rec_errorf(REC_EINVAL, "checkpoint %s is rank %lld's shard of a save by %lld ranks; resume from the "
+                       "directory's model.rckpt (--ckpt DIR --resume)", path, (long long)f.meta.shard - 1,
+                       (long long)f.meta.shards);
+    if (!s && f.meta.shards > 0 && !sharded && !gather)
+        s = rec_errorf(REC_EINVAL, "checkpoint %s holds tables sharded over %lld ranks in the files beside it: load it "
+                       "with rec_dist_ckpt_load", path, (long long)f.meta.shards);
+    /* the tensors taken from this file: a whole model's tables come from the rank files */
+    const int tables_elsewhere = sharded || f.meta.shards > 0;
+    if (!s) s = rec_alloc((void **)&ts, ((size_t)n_all + 1) * sizeof *ts, "checkpoint tensor list");
+    for (int i = 0; !s && i < n_all; i++)
+        if (!(tables_elsewhere && is_table(all[i].name))) ts[n++] = all[i];
     if (!s) s = rec_alloc((void **)&map, ((size_t)n + 1) * sizeof *map, "checkpoint tensor map");
-    if (!s) s = match_tensors(&f, ts, n, map);
+    if (!s) s = match_tensors(&f, ts, n, map, tables_elsewhere);
     for (int i = 0; !s && i < n; i++) s = check_crc(&f, &f.ents[map[i]], "nothing was loaded");
     if (!s) {
         for (int i = 0; i < n; i++) {
@@ -698,7 +749,61 @@ rec_status rec_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta) {
         if (meta) *meta = f.meta;
     }
     rec_free(map);
+    rec_free(ts);
     rec_model_config_free(&c);
     ckpt_close(&f);
     return s;
+}
+
+rec_status rec_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta) { return load(path, m, meta, 0); }
+
+rec_status rec_ckpt_load_except_tables(const char *path, rec_model *m, rec_ckpt_meta *meta) {
+    return load(path, m, meta, 1);
+}
+
+/* ---- reading tensors one by one ---------------------------------------------------------- */
+
+struct rec_ckpt_reader {
+    ckpt_file f;
+    char path[4096];
+};
+
+rec_status rec_ckpt_reader_open(rec_ckpt_reader **out, const char *path) {
+    *out = NULL;
+    rec_ckpt_reader *r = calloc(1, sizeof *r);
+    if (!r) return rec_errorf(REC_ENOMEM, "checkpoint %s: out of memory", path);
+    snprintf(r->path, sizeof r->path, "%s", path ? path : "");
+    rec_status s = ckpt_open(&r->f, r->path);
+    if (s) {
+        free(r);
+        return s;
+    }
+    *out = r;
+    return REC_OK;
+}
+
+const rec_ckpt_meta *rec_ckpt_reader_meta(const rec_ckpt_reader *r) { return &r->f.meta; }
+
+rec_status rec_ckpt_reader_config(const rec_ckpt_reader *r, rec_model_config *c) { return ckpt_config(&r->f, c); }
+
+rec_status rec_ckpt_reader_tensor(rec_ckpt_reader *r, const char *name, int64_t numel, const float **data) {
+    const ckpt_file *f = &r->f;
+    for (uint32_t k = 0; k < f->n; k++) {
+        const ckpt_entry *e = &f->ents[k];
+        if (strcmp(e->name, name) != 0) continue;
+        if (e->bytes != 4 * (uint64_t)numel)
+            return rec_errorf(REC_EINVAL, "checkpoint %s: tensor \"%s\" holds %" PRIu64 " floats where %" PRId64
+                              " were expected: the file does not belong to this save", f->path, name, e->bytes / 4, numel);
+        REC_TRY(check_crc(f, e, "nothing was loaded"));
+        *data = (const float *)(f->map + e->offset);
+        return REC_OK;
+    }
+    return rec_errorf(REC_EINVAL, "checkpoint %s has no tensor \"%s\": the file does not belong to this save", f->path,
+                      name);
+}
+
+void rec_ckpt_reader_close(rec_ckpt_reader *r) {
+    if (!r) return;
+    ckpt_close(&r->f);
+    free(r);
 }

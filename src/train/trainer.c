@@ -220,6 +220,7 @@ typedef struct job {
     int dist, rank, ranks;
     rec_plan *splan;
     rec_exec *exec;
+    rec_ckpt_meta resumed; /* the checkpoint --resume continues */
 } job;
 
 static rec_status open_data(job *j, const char *path, const char *const *paths, int n_paths, rec_dataset **out) {
@@ -338,9 +339,15 @@ static rec_status setup_dist(job *j) {
     REC_TRY(rec_plan_profile_init(&prof, &pm));
     enum { PROFILE_BATCHES = 16 };
     rec_status s = rec_plan_profile_data(prof, j->train, j->train_rows, PROFILE_BATCHES, j->cfg.seed);
-    if (!s && o->plan_shards) s = rec_plan_load(&j->splan, o->plan_shards, &pm);
-    if (!s && o->plan_shards) s = rec_plan_predict(j->splan, prof, &hw);
-    else if (!s) s = rec_plan_build(&j->splan, (rec_plan_kind)o->shard_kind, prof, &hw);
+    /* resuming a save by as many ranks, without another plan asked for: its plan, so that each
+     * rank's rows are its own file's */
+    char saved[1200] = "";
+    if (o->resume && j->resumed.shards == j->ranks && !o->plan_shards && o->shard_kind < 0)
+        rec_dist_plan_path(j->ckpt, j->resumed.shard_id, saved, sizeof saved);
+    const char *from = o->plan_shards ? o->plan_shards : saved[0] ? saved : NULL;
+    if (!s && from) s = rec_plan_load(&j->splan, from, &pm);
+    if (!s && from) s = rec_plan_predict(j->splan, prof, &hw);
+    else if (!s) s = rec_plan_build(&j->splan, o->shard_kind < 0 ? REC_PLAN_OPER : (rec_plan_kind)o->shard_kind, prof, &hw);
     rec_plan_profile_free(prof);
     REC_TRY(s);
     REC_TRY(rec_dist_check_same(rec_plan_digest(j->splan), "sharding plan"));
@@ -350,8 +357,7 @@ static rec_status setup_dist(job *j) {
     if (o->log)
         fprintf(o->log, "train: %d ranks; plan %s%s%s (predicted per step: %.3f ms of embedding work on the busiest rank, "
                 "%.2f MB sent per rank); measured %.2f GB/s row fetches, %.2f GB/s all-reduce; rows fetched by %s\n",
-                j->ranks, rec_plan_kind_name(rec_plan_get_kind(j->splan)), o->plan_shards ? " from " : "",
-                o->plan_shards ? o->plan_shards : "", mx * 1e3, sent / 1e6, hw.bw_p2p / 1e9, hw.bw_ar / 1e9,
+                j->ranks, rec_plan_kind_name(rec_plan_get_kind(j->splan)), from ? " from " : "", from ? from : "", mx * 1e3, sent / 1e6, hw.bw_p2p / 1e9, hw.bw_ar / 1e9,
                 o->alltoall ? "all-to-all-v (baseline)" : "one-sided gets");
     j->rep->plan_sent_bytes = c[j->rank].sent;
     snprintf(j->rep->shard_plan, sizeof j->rep->shard_plan, "%s", rec_plan_kind_name(rec_plan_get_kind(j->splan)));
@@ -366,6 +372,7 @@ static rec_status setup(job *j) {
     if (o->resume) {
         if (!o->ckpt_dir) return rec_errorf(REC_EINVAL, "--resume needs --ckpt DIR (the directory to resume from)");
         REC_TRY(rec_ckpt_read_config(ckpt, &j->cfg, &resumed));
+        j->resumed = resumed;
         if (o->config_path) {
             rec_model_config given;
             REC_TRY(rec_model_config_load(&given, o->config_path));
@@ -482,10 +489,17 @@ static rec_status setup(job *j) {
 
 /* The directory exists: rec_train made it (or read the checkpoint from it, resuming). */
 static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_seen) {
-    rec_ckpt_meta meta = {rec_model_steps(j->model), epoch, row, rows_seen, j->cfg.seed, j->train_rows, j->data_digest,
-                          j->shuffle_block_rows, j->shuffle_buffer_blocks};
+    const rec_ckpt_meta meta = {.step = rec_model_steps(j->model), .epoch = epoch, .row = row, .rows_seen = rows_seen,
+                                .seed = j->cfg.seed, .train_rows = j->train_rows, .data_digest = j->data_digest,
+                                .shuffle_block_rows = j->shuffle_block_rows,
+                                .shuffle_buffer_blocks = j->shuffle_buffer_blocks};
     double t0 = rec_now();
-    REC_TRY(rec_ckpt_save(j->ckpt, j->model, &meta));
+    if (j->exec) { /* under mpirun: every rank its rows, rank 0 the rest */
+        REC_TRY(rec_exec_save(j->exec, j->ckpt, &meta));
+    } else {
+        REC_TRY(rec_ckpt_save(j->ckpt, j->model, &meta));
+        rec_dist_prune_shards(j->ckpt, 0); /* an earlier sharded save's files, now replaced */
+    }
     j->rep->ckpt_seconds += rec_now() - t0;
     j->rep->ckpts++;
     j->saved_step = meta.step;
@@ -566,11 +580,17 @@ static rec_status run(job *j) {
     const int64_t B = j->cfg.batch_size;
     rec_ckpt_meta meta = {0};
     if (o->resume) {
-        REC_TRY(rec_ckpt_load(j->ckpt, j->model, &meta));
+        REC_TRY(j->exec ? rec_exec_load(j->exec, j->ckpt, &meta) : rec_dist_ckpt_load(j->ckpt, j->model, &meta));
         j->saved_step = meta.step;
+        char how[96] = "";
+        if (j->exec && meta.shards == 0) snprintf(how, sizeof how, "; saved by one process, sharded onto %d", j->ranks);
+        else if (j->exec && meta.shards != j->ranks)
+            snprintf(how, sizeof how, "; saved by %lld ranks, re-sharded onto %d", (long long)meta.shards, j->ranks);
+        else if (!j->exec && meta.shards)
+            snprintf(how, sizeof how, "; saved by %lld ranks, gathered into one process", (long long)meta.shards);
         if (o->log)
-            fprintf(o->log, "train: resumed %s at step %lld (epoch %lld, row %lld)\n", j->ckpt, (long long)meta.step,
-                    (long long)meta.epoch + 1, (long long)meta.row);
+            fprintf(o->log, "train: resumed %s at step %lld (epoch %lld, row %lld%s)\n", j->ckpt, (long long)meta.step,
+                    (long long)meta.epoch + 1, (long long)meta.row, how);
     }
     rec_progress pg;
     double total = (double)j->cfg.epochs * j->train_rows;
@@ -715,13 +735,16 @@ static rec_status check_not_dir(const char *opt, const char *path) {
     return REC_OK;
 }
 
-/* Options distributed training does not take yet, refused before any work. */
+/* Options distributed training does not take, refused before any work. */
 static rec_status check_dist_opts(const rec_train_opts *o) {
-    const char *no = o->ckpt_dir ? "--ckpt" : o->resume ? "--resume" : o->tune ? "--tune" : o->plan_path ? "--plan" : NULL;
+    const char *no = o->tune ? "--tune" : o->plan_path ? "--plan" : NULL;
     if (no)
-        return rec_errorf(REC_EINVAL, "%s is not available under mpirun yet (%s); drop it, or train in one process",
-                          no, o->tune || o->plan_path ? "the sharded tables have no per-table embedding plan"
-                                                      : "sharded checkpoints are not built yet");
+        return rec_errorf(REC_EINVAL, "%s is not available under mpirun (the sharded tables have no per-table embedding "
+                          "plan); drop it, or train in one process", no);
+    if (o->npy_dir)
+        return rec_errorf(REC_EINVAL, "--npy is not available under mpirun (each rank holds only its shards of the "
+                          "tables): train with --ckpt DIR, then `rectrain export --ckpt DIR --out %s` gathers them",
+                          o->npy_dir);
     return REC_OK;
 }
 

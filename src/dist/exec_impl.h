@@ -1,0 +1,59 @@
+/* Internals of the executor (dist.h), shared by exec.c (training steps) and shards.c (its
+ * sharded checkpoints). */
+#ifndef RECTRAIN_EXEC_IMPL_H
+#define RECTRAIN_EXEC_IMPL_H
+
+#include <mpi.h>
+
+#include "dist_impl.h"
+#include "rectrain/dist.h"
+
+/* A gradient record: header then G floats. */
+typedef struct rec_hdr {
+    int32_t f, c;
+    int64_t row;
+} rec_hdr;
+
+struct rec_exec {
+    rec_model *m;
+    const rec_plan *plan;
+    int rank, N, F, E, baseline;
+    int64_t B, max_local;
+    rec_sparse_opt_config opt;
+    xmap map;                /* the plan's addresses, every rank's */
+    float *store, *state;    /* this rank's rows; state: ADAGRAD as store, ROWWISE one per srow */
+    int64_t store_floats, store_rows; /* this rank's, from the map */
+    float *rep, *rep_state, *rep_grad; /* replicated rows (E floats each), every rank alike */
+    int64_t rep_rows;
+    MPI_Win win;
+    /* per step */
+    rec_batch lb;            /* this rank's slice */
+    int64_t *uniq;           /* (F)(ucap) sorted unique ids per table */
+    int64_t *n_uniq, ucap;
+    int32_t *idx;            /* (F)(icap) position of each id in uniq */
+    int64_t icap;
+    float *rows, *grads;     /* (F)(ucap)(E) */
+    float *dlogits;
+    /* fetch lists per owner */
+    int64_t *fcount, *fcap;  /* (N) */
+    MPI_Aint **fdisp;        /* (N)(fcap) bytes into the owner's window */
+    int **flen;              /* (N)(fcap) floats */
+    float ***fdst;           /* (N)(fcap) where they go in rows */
+    float *fbuf;
+    int64_t fbuf_cap;
+    /* exchange */
+    int *scount, *sdispl, *rcount, *rdispl;
+    char *sbuf, *rbuf;
+    int64_t sbuf_cap, rbuf_cap;
+    int *owner_of;           /* per (table, part, unique row) */
+    int64_t owner_cap;
+    /* dense all-reduces started by the backward's hook */
+    MPI_Request *req;
+    int n_req, req_cap;
+    size_t covered;
+    rec_status hook_err;
+    double *served;          /* (N) bytes this rank fetched from each owner (its "sent") */
+    rec_exec_stats st;
+};
+
+#endif

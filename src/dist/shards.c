@@ -1,0 +1,343 @@
+/* Sharded checkpoints of the executor (dist.h): every rank saves its rows, and a resumed job
+ * reads them back onto its own plan, whatever the number of ranks that saved them.
+ *
+ * A save with id I (a 64-bit number drawn per save) by N ranks is, in the directory of PATH
+ * (DIR/model.rckpt):
+ *
+ *   model.I.R-of-N.rckpt   rank R's store: "rows" (its rows, in the map's order), "state"
+ *                          (their optimizer state); rank 0's also "replicated" and
+ *                          "replicated.state" (the rows every rank holds). Format and crash
+ *                          safety of rec_ckpt_save; meta.shard = R + 1.
+ *   model.I.plan.json      the plan, which says where each row of those stores belongs.
+ *   model.rckpt            the dense part and the meta (meta.shards = N, meta.shard_id = I),
+ *                          written last, once every rank's file is committed: the save's
+ *                          commit point. A crash before it leaves the previous save whole.
+ *
+ * Then rank 0 removes the files of other ids. Loading reads the main file's dense part, then
+ * fills this rank's rows: from its own file when the saved plan is this job's (same N, same
+ * digest), else row by row through the saved plan's map from whichever files hold them —
+ * the re-sharding onto another N or plan. A whole model's checkpoint (one process, shards 0)
+ * is read the same way, its tables being whole. Every rank reads the files it needs: the
+ * directory must be one every rank sees (a shared file system across hosts).
+ */
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec_impl.h"
+#include "mpi_check.h"
+#include "rectrain/train.h"
+
+/* DIR/model.I.SUFFIX beside the main file `path`. */
+static void sibling(const char *path, uint64_t id, const char *suffix, char *buf, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    const int dir = slash ? (int)(slash - path + 1) : 0;
+    snprintf(buf, cap, "%.*smodel.%016" PRIx64 ".%s", dir, path, id, suffix);
+}
+
+void rec_dist_shard_path(const char *path, uint64_t id, int rank, int n, char *buf, size_t cap) {
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, "%d-of-%d.rckpt", rank, n);
+    sibling(path, id, suffix, buf, cap);
+}
+
+void rec_dist_plan_path(const char *path, uint64_t id, char *buf, size_t cap) { sibling(path, id, "plan.json", buf, cap); }
+
+static size_t state_floats(rec_sparse_opt_kind k, int64_t floats, int64_t rows) {
+    return k == REC_SPARSE_ADAGRAD ? (size_t)floats : k == REC_SPARSE_ROWWISE_ADAGRAD ? (size_t)rows : 0;
+}
+
+static rec_tensor tensor(const char *name, rec_tensor_role role, const float *data, size_t n) {
+    rec_tensor t = {.role = role, .ndim = 1, .shape = {(int64_t)n, 0}, .data = (float *)data};
+    snprintf(t.name, sizeof t.name, "%s", name);
+    return t;
+}
+
+/* ---- saving ------------------------------------------------------------------------------ */
+
+/* Rank 0: removes DIR/model.J.* of every id J but `keep` (earlier saves, or another job's). */
+void rec_dist_prune_shards(const char *path, uint64_t keep) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    if (slash == path) snprintf(dir, sizeof dir, "/");
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char mine[32];
+    snprintf(mine, sizeof mine, "%016" PRIx64, keep);
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *n = e->d_name;
+        if (strncmp(n, "model.", 6) != 0 || strlen(n) < 6 + 16 + 2 || n[6 + 16] != '.') continue;
+        if (strspn(n + 6, "0123456789abcdef") != 16 || strncmp(n + 6, mine, 16) == 0) continue;
+        const char *rest = n + 6 + 17, *end = n + strlen(n);
+        const int plan = strcmp(rest, "plan.json") == 0;
+        const int shard = end - rest > 6 && strcmp(end - 6, ".rckpt") == 0 && strstr(rest, "-of-");
+        if (!plan && !shard) continue;
+        char full[8192];
+        snprintf(full, sizeof full, "%s/%s", dir, n);
+        (void)unlink(full);
+    }
+    closedir(d);
+}
+
+rec_status rec_exec_save(rec_exec *x, const char *path, const rec_ckpt_meta *given) {
+    uint64_t id = 0;
+    if (x->rank == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = rec_mix64((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ rec_mix64((uint64_t)getpid());
+    }
+    MPI_TRY(MPI_Bcast(&id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+    rec_ckpt_meta meta = *given;
+    meta.shards = x->N, meta.shard_id = id, meta.shard = x->rank + 1;
+
+    rec_tensor ts[4];
+    int n = 0;
+    const size_t stf = state_floats(x->opt.kind, x->store_floats, x->store_rows);
+    ts[n++] = tensor("rows", REC_TENSOR_PARAM, x->store, (size_t)x->store_floats);
+    if (stf) ts[n++] = tensor("state", REC_TENSOR_OPT_STATE, x->state, stf);
+    const size_t rstf = state_floats(x->opt.kind, x->rep_rows * x->E, x->rep_rows);
+    if (x->rank == 0 && x->rep_rows) ts[n++] = tensor("replicated", REC_TENSOR_PARAM, x->rep, (size_t)(x->rep_rows * x->E));
+    if (x->rank == 0 && x->rep_rows && rstf) ts[n++] = tensor("replicated.state", REC_TENSOR_OPT_STATE, x->rep_state, rstf);
+    char file[4200];
+    rec_dist_shard_path(path, id, x->rank, x->N, file, sizeof file);
+    rec_status s = rec_ckpt_save_tensors(file, rec_model_get_config(x->m), &meta, ts, n);
+    if (!s && x->rank == 0) {
+        rec_dist_plan_path(path, id, file, sizeof file);
+        s = rec_plan_save(x->plan, file);
+    }
+    /* every file committed, or no rank commits the main one */
+    int failed = 0;
+    MPI_TRY(MPI_Allreduce((int[]){s != REC_OK}, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (s) return s;
+    if (failed) return rec_errorf(REC_EIO, "another rank could not write its shard of the checkpoint (its message is above)");
+    meta.shard = 0;
+    if (x->rank == 0) s = rec_ckpt_save(path, x->m, &meta);
+    int bad = s != REC_OK;
+    MPI_TRY(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (s) return s;
+    if (bad) return rec_errorf(REC_EIO, "rank 0 could not write %s (its message is above)", path);
+    if (x->rank == 0) rec_dist_prune_shards(path, id);
+    return REC_OK;
+}
+
+/* ---- loading ----------------------------------------------------------------------------- */
+
+/* Where the saved rows are: a whole model's tables, or a sharded save's stores and map. */
+typedef struct source {
+    int F, E, N;                     /* N: 0 for whole tables */
+    rec_sparse_opt_kind opt;
+    const float **table, **tstate;   /* whole: (F) */
+    rec_plan *plan;                  /* sharded: */
+    xmap map;
+    rec_ckpt_reader **files;         /* (N) */
+    const float **rows, **state;     /* (N) */
+    const float *rep, *rep_state;
+} source;
+
+static void source_free(source *src) {
+    free(src->table);
+    for (int r = 0; src->files && r < src->N; r++) rec_ckpt_reader_close(src->files[r]);
+    free(src->files);
+    free(src->rows);
+    if (src->plan) rec__xmap_free(&src->map);
+    rec_plan_free(src->plan);
+}
+
+/* The saved values of row r of table f: val (E floats) and its state (E floats under Adagrad,
+ * 1 row-wise). */
+static void source_row(const source *src, int f, int64_t r, float *val, float *st) {
+    const int E = src->E;
+    const int sf = rec__state_floats(src->opt, E);
+    if (src->N == 0) {
+        memcpy(val, src->table[f] + r * E, sizeof(float) * (size_t)E);
+        if (sf) memcpy(st, src->tstate[f] + r * sf, sizeof(float) * (size_t)sf);
+        return;
+    }
+    const int C = rec_plan_col_parts(src->plan, f, NULL);
+    for (int c = 0; c < C; c++) {
+        const xpart *p = &src->map.parts[f][c];
+        const xloc l = rec__xmap_locate(&src->map, f, c, r);
+        if (l.owner == REC_PLAN_EVERY) {
+            memcpy(val, src->rep + l.off, sizeof(float) * (size_t)E);
+            if (sf) memcpy(st, src->rep_state + (sf == 1 ? l.srow : l.off), sizeof(float) * (size_t)sf);
+            return;
+        }
+        memcpy(val + p->pl.c0, src->rows[l.owner] + l.off, sizeof(float) * (size_t)p->w);
+        if (sf == 1 && c == 0) st[0] = src->state[l.owner][l.srow]; /* every part keeps the row's */
+        if (sf > 1) memcpy(st + p->pl.c0, src->state[l.owner] + l.off, sizeof(float) * (size_t)p->w);
+    }
+}
+
+/* A whole model's checkpoint: its tables, by name (model.c's). */
+static rec_status open_whole(source *src, rec_ckpt_reader *whole, const rec_model_config *c) {
+    src->table = calloc((size_t)src->F * 2 + 1, sizeof(float *));
+    if (!src->table) return rec_errorf(REC_ENOMEM, "out of memory");
+    src->tstate = src->table + src->F;
+    const int sf = rec__state_floats(src->opt, src->E);
+    for (int f = 0; f < src->F; f++) {
+        char name[64];
+        snprintf(name, sizeof name, "emb.%d.weight", f);
+        REC_TRY(rec_ckpt_reader_tensor(whole, name, c->table_rows[f] * src->E, &src->table[f]));
+        snprintf(name, sizeof name, "opt.emb.%d", f);
+        if (sf) REC_TRY(rec_ckpt_reader_tensor(whole, name, c->table_rows[f] * sf, &src->tstate[f]));
+    }
+    return REC_OK;
+}
+
+/* A sharded save of model `model` (global batch B): its plan, its map, and every rank's
+ * file, each checked to be of this save. */
+static rec_status open_sharded(source *src, const rec_model *model, int64_t B, const char *path,
+                               const rec_ckpt_meta *m) {
+    char file[4200];
+    rec_dist_plan_path(path, m->shard_id, file, sizeof file);
+    const rec_model_config *c = rec_model_get_config(model);
+    rec_plan_model pm = {(int)m->shards, c->n_sparse, c->table_rows, c->emb_dim, c->sparse_opt.kind, B,
+                         rec_model_n_dense_params(model)};
+    REC_TRY(rec_plan_load(&src->plan, file, &pm));
+    REC_TRY(rec__xmap_build(&src->map, src->plan));
+    const int N = src->N = (int)m->shards;
+    src->files = calloc((size_t)N, sizeof *src->files);
+    src->rows = calloc((size_t)N * 2, sizeof(float *));
+    if (!src->files || !src->rows) return rec_errorf(REC_ENOMEM, "out of memory");
+    src->state = src->rows + N;
+    for (int r = 0; r < N; r++) {
+        rec_dist_shard_path(path, m->shard_id, r, N, file, sizeof file);
+        REC_TRY(rec_ckpt_reader_open(&src->files[r], file));
+        const rec_ckpt_meta *fm = rec_ckpt_reader_meta(src->files[r]);
+        if (fm->shard_id != m->shard_id || fm->shards != N || fm->shard != r + 1 || fm->step != m->step)
+            return rec_errorf(REC_EFORMAT, "%s is not rank %d's shard of the save in %s (step %lld): it holds shard %lld of "
+                              "%lld at step %lld; the checkpoint directory was altered: resume from a whole one",
+                              file, r, path, (long long)m->step, (long long)fm->shard - 1, (long long)fm->shards,
+                              (long long)fm->step);
+        REC_TRY(rec_ckpt_reader_tensor(src->files[r], "rows", src->map.floats[r], &src->rows[r]));
+        const size_t sf = state_floats(src->opt, src->map.floats[r], src->map.rows[r]);
+        if (sf) REC_TRY(rec_ckpt_reader_tensor(src->files[r], "state", (int64_t)sf, &src->state[r]));
+    }
+    if (src->map.rep_rows) {
+        REC_TRY(rec_ckpt_reader_tensor(src->files[0], "replicated", src->map.rep_rows * src->E, &src->rep));
+        const size_t sf = state_floats(src->opt, src->map.rep_rows * src->E, src->map.rep_rows);
+        if (sf) REC_TRY(rec_ckpt_reader_tensor(src->files[0], "replicated.state", (int64_t)sf, &src->rep_state));
+    }
+    return REC_OK;
+}
+
+/* Fills this rank's rows (and the replicated ones) from src, row by row through this job's map. */
+static rec_status fill(rec_exec *x, const source *src) {
+    const int E = x->E, sf = rec__state_floats(x->opt.kind, E);
+    float *val = malloc(sizeof(float) * (size_t)E * 2);
+    if (!val) return rec_errorf(REC_ENOMEM, "out of memory");
+    float *st = val + E;
+    for (int f = 0; f < x->F; f++) {
+        const int C = rec_plan_col_parts(x->plan, f, NULL);
+        const int64_t R = rec_plan_rows(x->plan, f);
+        for (int c = 0; c < C; c++) {
+            const xpart *p = &x->map.parts[f][c];
+            for (int64_t g = 0; g < p->pl.n_seg + p->pl.n_hot; g++) {
+                const int hot = g >= p->pl.n_seg;
+                const int64_t h = g - p->pl.n_seg;
+                const int o = hot ? p->pl.hot_owner[h] : p->pl.seg_owner[g];
+                if (o != x->rank && o != REC_PLAN_EVERY) continue;
+                const int64_t r0 = hot ? p->pl.hot_row[h] : p->pl.seg_start[g];
+                const int64_t r1 = hot ? r0 + 1 : g + 1 < p->pl.n_seg ? p->pl.seg_start[g + 1] : R;
+                for (int64_t r = r0; r < r1; r++) {
+                    const xloc l = rec__xmap_locate(&x->map, f, c, r);
+                    if (l.owner != o) continue; /* a hot row inside the segment: the hot row's */
+                    source_row(src, f, r, val, st);
+                    if (o == REC_PLAN_EVERY) {
+                        memcpy(x->rep + l.off, val, sizeof(float) * (size_t)E);
+                        if (sf) memcpy(x->rep_state + (sf == 1 ? l.srow : l.off), st, sizeof(float) * (size_t)sf);
+                    } else {
+                        memcpy(x->store + l.off, val + p->pl.c0, sizeof(float) * (size_t)p->w);
+                        if (sf == 1) x->state[l.srow] = st[0];
+                        if (sf > 1) memcpy(x->state + l.off, st + p->pl.c0, sizeof(float) * (size_t)p->w);
+                    }
+                }
+            }
+        }
+    }
+    free(val);
+    return REC_OK;
+}
+
+/* The saved plan is this job's: the rank's own file is its store, as it was. */
+static rec_status copy_own(rec_exec *x, const source *src) {
+    const size_t sf = state_floats(x->opt.kind, x->store_floats, x->store_rows);
+    memcpy(x->store, src->rows[x->rank], sizeof(float) * (size_t)x->store_floats);
+    if (sf) memcpy(x->state, src->state[x->rank], sizeof(float) * sf);
+    const size_t rsf = state_floats(x->opt.kind, x->rep_rows * x->E, x->rep_rows);
+    if (x->rep_rows) memcpy(x->rep, src->rep, sizeof(float) * (size_t)(x->rep_rows * x->E));
+    if (x->rep_rows && rsf) memcpy(x->rep_state, src->rep_state, sizeof(float) * rsf);
+    return REC_OK;
+}
+
+static rec_status load(rec_exec *x, const char *path, rec_ckpt_meta *meta) {
+    REC_TRY(rec_ckpt_load(path, x->m, meta));
+    rec_ckpt_reader *whole = NULL;
+    source src = {.F = x->F, .E = x->E, .opt = x->opt.kind};
+    rec_status s = REC_OK;
+    if (meta->shards == 0) {
+        s = rec_ckpt_reader_open(&whole, path);
+        if (!s) s = open_whole(&src, whole, rec_model_get_config(x->m));
+        if (!s) s = fill(x, &src);
+    } else {
+        s = open_sharded(&src, x->m, x->B, path, meta);
+        if (!s) s = src.N == x->N && rec_plan_digest(src.plan) == rec_plan_digest(x->plan) ? copy_own(x, &src) : fill(x, &src);
+    }
+    source_free(&src);
+    rec_ckpt_reader_close(whole);
+    return s;
+}
+
+rec_status rec_exec_load(rec_exec *x, const char *path, rec_ckpt_meta *meta) {
+    rec_status s = load(x, path, meta);
+    int failed = 0;
+    MPI_TRY(MPI_Allreduce((int[]){s != REC_OK}, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (s) return s;
+    if (failed) return rec_errorf(REC_EIO, "another rank could not load its rows of %s (its message is above)", path);
+    /* the rows are in the windows before any rank's first get */
+    MPI_TRY(MPI_Win_sync(x->win));
+    MPI_TRY(MPI_Barrier(MPI_COMM_WORLD));
+    return REC_OK;
+}
+
+/* ---- into one process -------------------------------------------------------------------- */
+
+/* The tables of a whole model m (one process) from sharded save `meta` of path, row by row. */
+static rec_status gather(rec_model *m, const char *path, const rec_ckpt_meta *meta) {
+    const rec_model_config *c = rec_model_get_config(m);
+    source src = {.F = c->n_sparse, .E = c->emb_dim, .opt = c->sparse_opt.kind};
+    const int sf = rec__state_floats(src.opt, src.E);
+    const rec_tensor *ts;
+    const int n = rec_model_tensors(m, &ts);
+    rec_status s = open_sharded(&src, m, c->batch_size, path, meta);
+    for (int f = 0; !s && f < src.F; f++) {
+        char name[64], sname[64];
+        snprintf(name, sizeof name, "emb.%d.weight", f);
+        snprintf(sname, sizeof sname, "opt.emb.%d", f);
+        float *table = NULL, *state = NULL;
+        for (int i = 0; i < n; i++) {
+            if (strcmp(ts[i].name, name) == 0) table = ts[i].data;
+            if (strcmp(ts[i].name, sname) == 0) state = ts[i].data;
+        }
+        if (!table || (sf && !state))
+            s = rec_errorf(REC_EINVAL, "%s: the model has no tensor %s to load into", path, table ? sname : name);
+        for (int64_t r = 0; !s && r < c->table_rows[f]; r++)
+            source_row(&src, f, r, table + r * src.E, sf ? state + r * sf : NULL);
+    }
+    source_free(&src);
+    return s;
+}
+
+rec_status rec_dist_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta) {
+    rec_ckpt_meta mine;
+    meta = meta ? meta : &mine;
+    if (rec_model_is_sharded(m))
+        return rec_errorf(REC_EINVAL, "rec_dist_ckpt_load: the model is sharded; its rows load with rec_exec_load");
+    REC_TRY(rec_ckpt_load_except_tables(path, m, meta));
+    return meta->shards ? gather(m, path, meta) : REC_OK;
+}
