@@ -312,21 +312,12 @@ static rec_status gather(rec_model *m, const char *path, const rec_ckpt_meta *me
     const rec_model_config *c = rec_model_get_config(m);
     source src = {.F = c->n_sparse, .E = c->emb_dim, .opt = c->sparse_opt.kind};
     const int sf = rec__state_floats(src.opt, src.E);
-    const rec_tensor *ts;
-    const int n = rec_model_tensors(m, &ts);
-    rec_status s = open_sharded(&src, m, c->batch_size, path, meta);
+    rec_embed *e = rec_model_embed(m, 0);
+    rec_status s = e ? open_sharded(&src, m, c->batch_size, path, meta)
+                     : rec_errorf(REC_EINVAL, "%s: the model has no tables to load into", path);
     for (int f = 0; !s && f < src.F; f++) {
-        char name[64], sname[64];
-        snprintf(name, sizeof name, "emb.%d.weight", f);
-        snprintf(sname, sizeof sname, "opt.emb.%d", f);
-        float *table = NULL, *state = NULL;
-        for (int i = 0; i < n; i++) {
-            if (strcmp(ts[i].name, name) == 0) table = ts[i].data;
-            if (strcmp(ts[i].name, sname) == 0) state = ts[i].data;
-        }
-        if (!table || (sf && !state))
-            s = rec_errorf(REC_EINVAL, "%s: the model has no tensor %s to load into", path, table ? sname : name);
-        for (int64_t r = 0; !s && r < c->table_rows[f]; r++)
+        float *table = rec_embed_table(e, f), *state = sf ? rec_embed_state(e, f) : NULL;
+        for (int64_t r = 0; r < c->table_rows[f]; r++)
             source_row(&src, f, r, table + r * src.E, sf ? state + r * sf : NULL);
     }
     source_free(&src);
