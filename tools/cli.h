@@ -20,6 +20,7 @@ int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
 
 /* Prints "rectrain CMD: MESSAGE" for the last error and returns CLI_FAIL, or for
  * REC_ESTOPPED 128 + the signal, as a shell reports one. */

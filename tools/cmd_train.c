@@ -60,7 +60,18 @@ static const char TRAIN_USAGE[] =
     "  --shard-kind K     without --plan-shards: build a plan of kind K at the start from the\n"
     "                     training data: oper (default), greedy, table, row, column, replicated\n"
     "  --fetch M          gets (default: one-sided MPI gets of remote rows) or alltoall (the\n"
-    "                     all-to-all-v baseline)\n";
+    "                     all-to-all-v baseline)\n"
+    "Preprocessing on other hosts (README \"Offloading preprocessing to workers\"), TSV data:\n"
+    "  --workers LIST     endpoints of rectrain prep-worker processes, comma-separated\n"
+    "                     (tcp://HOST:PORT,...)\n"
+    "  --offload MODE     auto (default with --workers): profile, then offload the share that\n"
+    "                     pays (FastFlow); off; or a share of the pieces in [0, 1]\n"
+    "  --offload-at P     p1 (the trainer reads, workers preprocess), p2 (workers read and\n"
+    "                     preprocess 128-line pieces), p3 (workers read, preprocess and batch);\n"
+    "                     default: p3, or the policy's choice with auto\n"
+    "  --offload-store F  the metric store auto reads and writes (default\n"
+    "                     ~/.cache/rectrain/offload-metrics.json; \"none\" keeps nothing)\n"
+    "  --worker-timeout S a piece unanswered for S seconds is made here (default 5)\n";
 
 static void print_json(const rec_train_report *r) {
     printf("{\"model\": \"%s\", \"rows\": %lld, \"steps\": %lld, \"batch\": %lld, \"threads\": %d, "
@@ -75,6 +86,29 @@ static void print_json(const rec_train_report *r) {
                (long long)r->eval.n, cli_jnum("%.6f", r->eval.auc), cli_jnum("%.6f", r->eval.logloss),
                cli_jnum("%.6f", r->eval.ne), cli_jnum("%.6f", r->eval.accuracy), cli_jnum("%.6f", r->eval.calibration));
     if (r->has_oracle) printf(", \"oracle_auc\": %s", cli_jnum("%.6f", r->oracle_auc));
+    if (r->has_offload) {
+        const rec_offload_stats *x = &r->offload;
+        printf(", \"offload\": {\"point\": \"%s\", \"ratio\": %s, \"auto\": %s, \"pieces_local\": %lld, "
+               "\"pieces_remote\": %lld, \"redone\": %lld, \"late\": %lld, \"refused\": %lld, \"worker_downs\": %lld, "
+               "\"bytes_in\": %llu, \"bytes_out\": %llu", rec_offload_point_name(r->offload_point),
+               cli_jnum("%.4f", r->offload_ratio), r->offload_auto ? "true" : "false", (long long)x->pieces_local,
+               (long long)x->pieces_remote, (long long)x->redone, (long long)x->late, (long long)x->refused,
+               (long long)x->worker_downs, (unsigned long long)x->bytes_in, (unsigned long long)x->bytes_out);
+        if (r->offload_auto) {
+            const rec_offload_metrics *m = &r->offload_metrics;
+            const rec_offload_decision *d = &r->offload_decision;
+            printf(", \"from_store\": %d, \"gthp\": %s, \"lthp\": %s, \"pcycle_us\": %s, \"rthp\": [%s, %s, %s], "
+                   "\"ocycle_us\": [%s, %s, %s], \"decision\": {\"offload\": %s, \"point\": \"%s\", \"ratio\": %s, "
+                   "\"est\": %s, \"upper\": %s, \"lower\": %s}", r->offload_reused, cli_jnum("%.1f", m->gthp),
+                   cli_jnum("%.1f", m->lthp), cli_jnum("%.4f", m->pcycle * 1e6), cli_jnum("%.1f", m->rthp[1]),
+                   cli_jnum("%.1f", m->rthp[2]), cli_jnum("%.1f", m->rthp[3]), cli_jnum("%.4f", m->ocycle[1] * 1e6),
+                   cli_jnum("%.4f", m->ocycle[2] * 1e6), cli_jnum("%.4f", m->ocycle[3] * 1e6),
+                   d->offload ? "true" : "false", rec_offload_point_name(d->point), cli_jnum("%.4f", d->ratio),
+                   cli_jnum("%.1f", d->est), cli_jnum("%.1f", d->upper), cli_jnum("%.1f", d->lower));
+        }
+        printf("}");
+    }
+    if (r->rows_checksum) printf(", \"rows_checksum\": \"%016llx\"", (unsigned long long)r->rows_checksum);
     if (r->ranks > 0) {
         const rec_exec_stats *d = &r->dist;
         const double n = d->steps > 0 ? (double)d->steps : 1;
@@ -96,6 +130,10 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     rec_train_opts o;
     memset(&o, 0, sizeof o);
     o.tsv.has_label = -1;
+    o.offload_ratio = -1;
+    const char *workers = NULL, *offload = NULL, *offload_at = NULL;
+    static char worker_buf[4096];
+    static const char *worker_v[64];
     o.eval_every = -1;
     o.shuffle = -1;
     o.log = stderr;
@@ -133,6 +171,11 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
         else if (!strcmp(a, "--rows")) rc = cli_i64(cmd, argc, argv, &i, 1000, (int64_t)1 << 40, &o.gen_rows);
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--plan-shards")) rc = cli_str(cmd, argc, argv, &i, &o.plan_shards);
+        else if (!strcmp(a, "--workers")) rc = cli_str(cmd, argc, argv, &i, &workers);
+        else if (!strcmp(a, "--offload")) rc = cli_str(cmd, argc, argv, &i, &offload);
+        else if (!strcmp(a, "--offload-at")) rc = cli_str(cmd, argc, argv, &i, &offload_at);
+        else if (!strcmp(a, "--offload-store")) rc = cli_str(cmd, argc, argv, &i, &o.offload_store);
+        else if (!strcmp(a, "--worker-timeout")) rc = cli_double(cmd, argc, argv, &i, 0.1, 3600, &o.worker_timeout);
         else if (!strcmp(a, "--shard-kind")) {
             const char *v;
             rc = cli_str(cmd, argc, argv, &i, &v);
@@ -150,6 +193,35 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     }
     if (o.plan_shards && o.shard_kind >= 0)
         return cli_usage(cmd, "--plan-shards gives the plan; --shard-kind builds one: give one of them");
+    if (workers) { /* a comma-separated list of endpoints */
+        if (strlen(workers) >= sizeof worker_buf) return cli_usage(cmd, "--workers: the list is too long");
+        snprintf(worker_buf, sizeof worker_buf, "%s", workers);
+        for (char *save = NULL, *w = strtok_r(worker_buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+            if (o.n_workers == 64) return cli_usage(cmd, "--workers: at most 64 workers");
+            if (strncmp(w, "tcp://", 6) && strncmp(w, "ipc://", 6))
+                return cli_usage(cmd, "--workers takes endpoints tcp://HOST:PORT (or ipc://PATH), got '%s'", w);
+            worker_v[o.n_workers++] = w;
+        }
+        if (!o.n_workers) return cli_usage(cmd, "--workers: no endpoint in '%s'", workers);
+        o.workers = worker_v;
+    }
+    if (offload) {
+        char *end = NULL;
+        const double r = strtod(offload, &end);
+        if (!strcmp(offload, "auto")) o.offload_ratio = -1;
+        else if (!strcmp(offload, "off")) o.offload_ratio = 0;
+        else if (end != offload && !*end && r >= 0 && r <= 1) o.offload_ratio = r;
+        else return cli_usage(cmd, "--offload takes auto, off or a share in [0, 1] (got '%s')", offload);
+    }
+    if (offload_at) {
+        if (!strcmp(offload_at, "p1")) o.offload_point = REC_OFFLOAD_P1;
+        else if (!strcmp(offload_at, "p2")) o.offload_point = REC_OFFLOAD_P2;
+        else if (!strcmp(offload_at, "p3")) o.offload_point = REC_OFFLOAD_P3;
+        else return cli_usage(cmd, "--offload-at takes p1, p2 or p3 (got '%s')", offload_at);
+    }
+    if ((offload || offload_at || o.offload_store || o.worker_timeout > 0) && !workers)
+        return cli_usage(cmd, "--offload, --offload-at, --offload-store and --worker-timeout need --workers");
+    if (o.offload_store && !strcmp(o.offload_store, "none")) o.offload_store = "";
     o.data_path = data->n ? data->v[0] : NULL;
     o.data_paths = data->v;
     o.n_data = data->n;

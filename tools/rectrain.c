@@ -24,13 +24,14 @@ static const struct {
     {"eval", cmd_eval, "evaluate a checkpoint on a data set (AUC, logloss, NE, ...)"},
     {"export", cmd_export, "write a checkpoint's parameters as .npy files"},
     {"plan", cmd_plan, "place embedding tables on N ranks (sharding plans), or simulate plans"},
+    {"prep-worker", cmd_worker, "serve preprocessing to trainers that offload it (train --workers)"},
     {"bench", cmd_bench, "benchmarks: prep, embed, mlp, train"},
 };
 
 static void usage(FILE *f) {
     fprintf(f, "usage: rectrain COMMAND [options]   (rectrain COMMAND --help for each)\n\n");
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-        fprintf(f, "  %-8s %s\n", COMMANDS[i].name, COMMANDS[i].what);
+        fprintf(f, "  %-11s %s\n", COMMANDS[i].name, COMMANDS[i].what);
 }
 
 /* Ranks started by mpirun share the machine's cores: OpenMP threads that spin while idle

@@ -69,6 +69,10 @@ int64_t rec_batch_first_bad_value(const rec_batch *b, int32_t *col);
  * when it is handed other data. */
 uint64_t rec_batch_digest(const rec_batch *b);
 
+/* The sum over b's rows of a 64-bit hash of each row (label, dense values as bits, every
+ * feature's ids and weights): an order-independent checksum of a set of rows. */
+uint64_t rec_batch_row_hash_sum(const rec_batch *b);
+
 /* Does a table of `rows` rows need 64-bit ids (an id of 2^31 or more)? The one rule for
  * batches and shards alike. */
 static inline int rec_ids_wide(int64_t rows) { return rows > ((int64_t)1 << 31); }
@@ -93,6 +97,13 @@ rec_status rec_batch_fit_ids(rec_batch *b, const int64_t *rows);
 
 /* Ensures sparse feature f can hold `nnz` ids, keeping its contents. */
 rec_status rec_batch_reserve_nnz(rec_batch *b, int32_t f, int64_t nnz, int with_weights);
+
+/* Appends rows [r, r+k) of `src` to `dst` (rows dst->n .. dst->n+k): labels, dense values and
+ * every sparse feature's ids at src's width with rebased offsets (weights copied where src
+ * has them, 1.0 where only dst has them). dst must have src's Dn and F and room for k more
+ * rows; its id arrays grow if needed (rarely: only when a batch holds more ids than any
+ * before). Fails only on allocation, leaving dst->n unchanged. */
+rec_status rec_batch_append_rows(rec_batch *dst, const rec_batch *src, int64_t r, int64_t k);
 
 /* Total ids of feature f in the batch. */
 static inline int64_t rec_batch_nnz(const rec_batch *b, int32_t f) {

@@ -13,6 +13,7 @@
 #include "rectrain/dist.h"
 #include "rectrain/io.h"
 #include "rectrain/model.h"
+#include "rectrain/offload.h"
 #include "rectrain/status.h"
 
 #ifdef __cplusplus
@@ -135,6 +136,10 @@ void rec_loader_close(rec_loader *l);
 /* The rec_batch_digest of rows [0, min(row1, REC_CKPT_DIGEST_ROWS)) of d: what a checkpoint
  * keeps to recognise the data it was trained on (train --resume, eval). */
 rec_status rec_dataset_digest(rec_dataset *d, int64_t row1, uint64_t *digest);
+/* Offloading (offload.h): from now on the loaders of TSV data set d take their rows from
+ * pieces made here and by the workers, split as rec_offload_set says (all here until then).
+ * *out belongs to d. A shard is refused (it needs no preprocessing). */
+rec_status rec_dataset_offload(rec_dataset *d, const rec_offload_opts *o, int64_t batch, rec_offload **out);
 /* Seconds the consumer spent waiting in rec_loader_next (input-bound time). */
 double rec_loader_wait_seconds(const rec_loader *l);
 
@@ -309,6 +314,16 @@ typedef struct rec_train_opts {
     const char *plan_shards;
     int shard_kind;
     int alltoall;
+    /* Preprocessing of TSV training data offloaded to workers (offload.h; `rectrain
+     * prep-worker`): their endpoints; offload_ratio -1 auto (FastFlow's Algorithm 1 on profiled
+     * metrics, or on those of offload_store), 0 off, else that share of the pieces, at
+     * offload_point (REC_OFFLOAD_P*; 0: p'3, or the policy's with auto). */
+    const char *const *workers;
+    int n_workers;
+    double offload_ratio;
+    int offload_point;
+    const char *offload_store;   /* NULL: rec_offload_store_default */
+    double worker_timeout;       /* seconds; 0: 5 */
     FILE *log;
 } rec_train_opts;
 
@@ -336,6 +351,17 @@ typedef struct rec_train_report {
     char shard_plan[16];
     double plan_sent_bytes;
     rec_exec_stats dist;
+    /* with workers: the split trained with, the policy's decision and inputs (auto), and the
+     * client's counters */
+    int has_offload, offload_auto, offload_reused;
+    int offload_point;
+    double offload_ratio;
+    rec_offload_metrics offload_metrics;
+    rec_offload_decision offload_decision;
+    rec_offload_stats offload;
+    /* An order-independent checksum of the rows trained in this run (the sum of a hash of each
+     * row's label, dense values and ids): equal for equal multisets of rows. */
+    uint64_t rows_checksum;
 } rec_train_report;
 
 rec_status rec_train(const rec_train_opts *o, rec_train_report *rep);

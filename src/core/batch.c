@@ -125,3 +125,55 @@ rec_status rec_batch_fit_ids(rec_batch *b, const int64_t *rows) {
     for (int32_t f = 0; f < b->n_sparse; f++) REC_TRY(rec_batch_set_wide(b, f, rec_ids_wide(rows[f])));
     return REC_OK;
 }
+
+/* See batch.h. Ids are copied at src's width (dst converted to it), offsets rebased. */
+rec_status rec_batch_append_rows(rec_batch *dst, const rec_batch *src, int64_t r, int64_t k) {
+    int64_t at = dst->n;
+    int32_t dn = src->n_dense;
+    memcpy(dst->label + at, src->label + r, (size_t)k * sizeof(float));
+    memcpy(dst->dense + at * dn, src->dense + r * dn, (size_t)(k * dn) * sizeof(float));
+    for (int32_t f = 0; f < src->n_sparse; f++) {
+        const rec_jagged *sj = &src->sparse[f];
+        rec_jagged *dj = &dst->sparse[f];
+        int64_t first = sj->offsets[r], add = sj->offsets[r + k] - first;
+        int64_t have = dj->offsets[at], base = have - first;
+        REC_TRY(rec_batch_set_wide(dst, f, sj->wide));
+        REC_TRY(rec_batch_reserve_nnz(dst, f, have + add, sj->weights != NULL));
+        for (int64_t i = 1; i <= k; i++) dj->offsets[at + i] = sj->offsets[r + i] + base;
+        const size_t w = (size_t)rec_jagged_id_bytes(sj);
+        memcpy((char *)dj->ids + (size_t)have * w, (const char *)sj->ids + (size_t)first * w, (size_t)add * w);
+        if (sj->weights) memcpy(dj->weights + have, sj->weights + first, (size_t)add * sizeof(float));
+        else if (dj->weights)
+            for (int64_t i = have; i < have + add; i++) dj->weights[i] = 1.0f;
+    }
+    dst->n = at + k;
+    return REC_OK;
+}
+
+static uint64_t mix(uint64_t h, uint64_t x) {
+    h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+uint64_t rec_batch_row_hash_sum(const rec_batch *b) {
+    uint64_t sum = 0;
+    for (int64_t r = 0; r < b->n; r++) {
+        uint32_t u;
+        memcpy(&u, &b->label[r], 4);
+        uint64_t h = mix(0x243f6a8885a308d3ull, u);
+        for (int32_t c = 0; c < b->n_dense; c++) {
+            memcpy(&u, &b->dense[r * b->n_dense + c], 4);
+            h = mix(h, u);
+        }
+        for (int32_t f = 0; f < b->n_sparse; f++) {
+            const rec_jagged *j = &b->sparse[f];
+            h = mix(h, (uint64_t)(j->offsets[r + 1] - j->offsets[r]));
+            for (int64_t k = j->offsets[r]; k < j->offsets[r + 1]; k++) {
+                h = mix(h, (uint64_t)rec_jagged_id(j, k));
+                if (j->weights) memcpy(&u, &j->weights[k], 4), h = mix(h, u);
+            }
+        }
+        sum += h;
+    }
+    return sum;
+}

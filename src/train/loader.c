@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 
 #include "rectrain/core.h"
+#include "rectrain/offload.h"
 #include "rectrain/prep.h"
 #include "rectrain/shard.h"
 #include "rectrain/train.h"
@@ -66,6 +67,8 @@ struct rec_dataset {
     rec_prep_plan *plan;        /* immutable: shared by every loader's engine */
     rec_tsv_opts tsv;           /* has_label resolved */
     int prep_threads;
+    const char *spec_path, *vocab_from;  /* the caller's, for rec_dataset_offload */
+    rec_offload *offload;       /* pieces made by workers too (rec_dataset_offload), or NULL */
 };
 
 static const char SHARD_MAGIC[8] = {'R', 'S', 'H', 'A', 'R', 'D', '0', '1'};
@@ -166,6 +169,8 @@ static rec_status open_tsv_set(rec_dataset *d, const rec_dataset_opts *o) {
     rec_tsv_close(r);
     d->has_label = d->tsv.has_label;
     d->prep_threads = o->prep_threads;
+    d->spec_path = o->spec_path;
+    d->vocab_from = o->vocab_from;
     d->n_dense = d->spec->n_dense;
     d->n_sparse = d->spec->n_sparse;
     d->rows = -1;
@@ -230,6 +235,7 @@ rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o) {
 
 void rec_dataset_close(rec_dataset *d) {
     if (!d) return;
+    rec_offload_close(d->offload);
     rec_prep_plan_free(d->plan);
     rec_spec_free(d->spec);
     rec_shard_close(d->vocab_shard);
@@ -301,41 +307,14 @@ static rec_status count_tsv_rows(const rec_dataset *d, int64_t *rows) {
 }
 
 rec_status rec_dataset_rows(rec_dataset *d, int64_t *rows) {
-    if (d->rows < 0) {
+    if (d->rows < 0 && d->offload && d->tsv.bad_rows != REC_BAD_ROWS_SKIP) {
+        d->rows = rec_offload_lines(d->offload); /* every line is a row, or the error */
+    } else if (d->rows < 0) {
         int64_t n;
         REC_TRY(count_tsv_rows(d, &n));
         d->rows = n;
     }
     *rows = d->rows;
-    return REC_OK;
-}
-
-/* ---- batch row copy ---------------------------------------------------------------------------
- * Appends rows [r, r+k) of `src` to `dst` (rows dst->n .. dst->n+k): labels, dense values and
- * every sparse feature's ids at src's width with rebased offsets (weights copied where src
- * has them, 1.0 where only dst has them). dst must have src's Dn and F and room for k more
- * rows; its id arrays grow if needed (rarely: only when a batch holds more ids than any
- * before). Fails only on allocation, leaving dst->n unchanged. */
-static rec_status batch_append_rows(rec_batch *dst, const rec_batch *src, int64_t r, int64_t k) {
-    int64_t at = dst->n;
-    int32_t dn = src->n_dense;
-    memcpy(dst->label + at, src->label + r, (size_t)k * sizeof(float));
-    memcpy(dst->dense + at * dn, src->dense + r * dn, (size_t)(k * dn) * sizeof(float));
-    for (int32_t f = 0; f < src->n_sparse; f++) {
-        const rec_jagged *sj = &src->sparse[f];
-        rec_jagged *dj = &dst->sparse[f];
-        int64_t first = sj->offsets[r], add = sj->offsets[r + k] - first;
-        int64_t have = dj->offsets[at], base = have - first;
-        REC_TRY(rec_batch_set_wide(dst, f, sj->wide));
-        REC_TRY(rec_batch_reserve_nnz(dst, f, have + add, sj->weights != NULL));
-        for (int64_t i = 1; i <= k; i++) dj->offsets[at + i] = sj->offsets[r + i] + base;
-        const size_t w = (size_t)rec_jagged_id_bytes(sj);
-        memcpy((char *)dj->ids + (size_t)have * w, (const char *)sj->ids + (size_t)first * w, (size_t)add * w);
-        if (sj->weights) memcpy(dj->weights + have, sj->weights + first, (size_t)add * sizeof(float));
-        else if (dj->weights)
-            for (int64_t i = have; i < have + add; i++) dj->weights[i] = 1.0f;
-    }
-    dst->n = at + k;
     return REC_OK;
 }
 
@@ -349,6 +328,8 @@ struct rec_loader {
     rec_shard **shards;         /* shard data sets: (n_parts) this loader's own handles */
     rec_batch span;             /* several parts: the rows of one part, for a batch across parts */
     tsv_stream ts;              /* TSV data sets */
+    rec_offload_stream *os;     /* TSV data sets with workers: instead of ts */
+    const rec_batch *parts[256];/* the run of rows produce_tsv appends next */
 
     /* shuffled order only (sh.block_rows > 0); the producer's alone */
     rec_shuffle sh;
@@ -437,7 +418,7 @@ static rec_status read_rows(rec_loader *l, int64_t r, int64_t n, rec_batch *b) {
         const int64_t m = n - done < row0[k + 1] - (r + done) ? n - done : row0[k + 1] - (r + done);
         if (m <= 0) continue;
         REC_TRY(rec_shard_read(l->shards[k], r + done - row0[k], m, &l->span));
-        REC_TRY(batch_append_rows(b, &l->span, 0, m));
+        REC_TRY(rec_batch_append_rows(b, &l->span, 0, m));
         done += m;
     }
     return REC_OK;
@@ -610,12 +591,24 @@ static rec_status produce_tsv(rec_loader *l) {
     const int64_t start = l->row0 + w * WK;  /* first row read into a batch or block */
     int64_t row = 0;                 /* data set row of the next row out of the engine */
     rec_batch *b = NULL;
-    int more = 1, nb = 0;            /* nb: the window's blocks filled */
+    int nb = 0, n_parts = 0;         /* nb: the window's blocks filled */
+    const rec_batch *const *parts = l->parts;
+    if (l->d->offload) { /* in FAIL mode rows are lines: start at the piece holding `start` */
+        const int skip_mode = l->d->tsv.bad_rows == REC_BAD_ROWS_SKIP;
+        REC_TRY(rec_offload_stream_open(&l->os, l->d->offload, skip_mode ? 0 : start, &row));
+    }
     while (row < l->row1) {
-        REC_TRY(tsv_stream_next(&l->ts, &more));
-        if (!more) break;
-        for (int t = 0; t < rec_prep_engine_threads(l->ts.e) && row < l->row1; t++) {
-            const rec_batch *src = rec_prep_engine_batch(l->ts.e, t);
+        if (l->os) {
+            REC_TRY(rec_offload_stream_next(l->os, &parts, &n_parts));
+        } else {
+            int more;
+            REC_TRY(tsv_stream_next(&l->ts, &more));
+            n_parts = more ? rec_prep_engine_threads(l->ts.e) : 0;
+            for (int t = 0; t < n_parts; t++) l->parts[t] = rec_prep_engine_batch(l->ts.e, t);
+        }
+        if (n_parts == 0) break;
+        for (int t = 0; t < n_parts && row < l->row1; t++) {
+            const rec_batch *src = parts[t];
             int64_t r = 0;
             if (row < start) {       /* skip whole rows before the range */
                 int64_t k = start - row < src->n ? start - row : src->n;
@@ -628,7 +621,7 @@ static rec_status produce_tsv(rec_loader *l) {
                 int64_t k = src->n - r;
                 if (k > cap - b->n) k = cap - b->n;
                 if (k > l->row1 - row) k = l->row1 - row;
-                REC_TRY(batch_append_rows(b, src, r, k));
+                REC_TRY(rec_batch_append_rows(b, src, r, k));
                 r += k;
                 row += k;
                 if (b->n == cap || row == l->row1) {
@@ -729,7 +722,7 @@ rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0,
         for (int k = 0; !s && k < d->n_parts; k++) s = rec_shard_open(&l->shards[k], d->parts[k]);
         const int64_t most = sh && sh->block_rows > batch ? sh->block_rows : batch;  /* rows of one read */
         if (!s && d->n_parts > 1) s = rec_batch_init(&l->span, most, d->n_dense, d->n_sparse, 1);
-    } else if (!s) {
+    } else if (!s && !d->offload) {
         s = tsv_stream_open(&l->ts, d);
     }
     if (!s) {
@@ -784,6 +777,7 @@ void rec_loader_close(rec_loader *l) {
         pthread_join(l->th, NULL);
     }
     tsv_stream_close(&l->ts);
+    rec_offload_stream_close(l->os);
     for (int k = 0; l->shards && k < l->d->n_parts; k++) rec_shard_close(l->shards[k]);
     rec_free(l->shards);
     rec_batch_free(&l->span);
@@ -813,4 +807,19 @@ rec_status rec_dataset_digest(rec_dataset *d, int64_t row1, uint64_t *digest) {
     if (!s && b) *digest = rec_batch_digest(b);
     rec_loader_close(l);
     return s;
+}
+
+rec_status rec_dataset_offload(rec_dataset *d, const rec_offload_opts *o, int64_t batch, rec_offload **out) {
+    *out = NULL;
+    if (d->is_shard)
+        return rec_errorf(REC_EINVAL, "%s is a preprocessed shard: there is no preprocessing to offload (train on the "
+                          "TSV with its spec to offload it)", d->path);
+    const rec_offload_data od = {(const char *const *)d->parts, d->n_parts, d->path, d->tsv, d->spec_path,
+                                 d->vocab_from, d->vocab_shard ? rec_shard_vocabs(d->vocab_shard) : NULL, d->plan,
+                                 d->n_dense, d->n_sparse, d->table_rows, d->prep_threads, batch};
+    rec_offload_close(d->offload);
+    d->offload = NULL;
+    REC_TRY(rec_offload_open(&d->offload, o, &od));
+    *out = d->offload;
+    return REC_OK;
 }

@@ -22,6 +22,7 @@
 #include "rectrain/core.h"
 #include "rectrain/ingest.h"
 #include "rectrain/train.h"
+#include "train_impl.h"
 
 enum { LOADER_DEPTH = 3, LOSS_WINDOW = 100 };
 
@@ -221,6 +222,7 @@ typedef struct job {
     rec_plan *splan;
     rec_exec *exec;
     rec_ckpt_meta resumed; /* the checkpoint --resume continues */
+    rec_offload *offload;  /* workers preprocess part of the training data (owned by `train`) */
 } job;
 
 static rec_status open_data(job *j, const char *path, const char *const *paths, int n_paths, rec_dataset **out) {
@@ -364,6 +366,99 @@ static rec_status setup_dist(job *j) {
     return rec_exec_init(&j->exec, j->model, j->splan, j->cfg.batch_size, o->alltoall);
 }
 
+/* --workers: the training data's pieces may be made by the workers (offload.h). */
+static rec_status attach_offload(job *j) {
+    const rec_train_opts *o = j->o;
+    if (j->dist)
+        return rec_errorf(REC_EINVAL, "--workers: offloading preprocessing is not available under mpirun yet; run the "
+                          "job in one process, or prep the data into a shard");
+    const rec_offload_opts oo = {o->workers, o->n_workers, o->worker_timeout, 0, o->log};
+    return rec_dataset_offload(j->train, &oo, j->cfg.batch_size, &j->offload);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The metric store's keys (FastFlow Table 2): the model (its config, batch and threads), the
+ * pipeline and model (+ the spec's text and the data's schema), and the workers (+ their
+ * endpoints). */
+static rec_status offload_keys(const job *j, rec_offload_keys *k) {
+    char *cfg = rec_model_config_to_json(&j->cfg);
+    if (!cfg) return rec_errorf(REC_ENOMEM, "out of memory");
+    uint64_t h = fnv(0xcbf29ce484222325ull, cfg, strlen(cfg));
+    free(cfg);
+    h = fnv(h, &j->cfg.batch_size, sizeof j->cfg.batch_size);
+    k->model = fnv(h, &j->threads, sizeof j->threads);
+    const char *spec = j->o->spec_path ? j->o->spec_path : j->cfg.prep_spec;
+    char *text = NULL;
+    size_t len = 0;
+    REC_TRY(rec_read_file(spec, "prep spec", 16 << 20, &text, &len));
+    h = fnv(k->model, text, len);
+    free(text);
+    const int32_t dn = rec_dataset_n_dense(j->train), f = rec_dataset_n_sparse(j->train);
+    h = fnv(h, &dn, sizeof dn);
+    h = fnv(h, &f, sizeof f);
+    k->pipeline = fnv(h, rec_dataset_table_rows(j->train), sizeof(int64_t) * (size_t)f);
+    h = k->pipeline;
+    for (int i = 0; i < j->o->n_workers; i++) h = fnv(h, j->o->workers[i], strlen(j->o->workers[i]) + 1);
+    k->remote = h;
+    return REC_OK;
+}
+
+/* The split to train with: the given ratio, or FastFlow's decision (--offload auto). */
+static rec_status choose_offload(job *j) {
+    const rec_train_opts *o = j->o;
+    rec_train_report *rep = j->rep;
+    const double timeout = o->worker_timeout > 0 ? o->worker_timeout : 5;
+    const int up = rec_offload_wait_workers(j->offload, timeout);
+    if (o->log)
+        fprintf(o->log, "train: offload: %d of %d worker%s answered\n", up, o->n_workers, rec_s(o->n_workers));
+    rep->has_offload = 1;
+    if (o->offload_ratio > 0) {
+        rep->offload_point = o->offload_point ? o->offload_point : REC_OFFLOAD_P3;
+        rep->offload_ratio = o->offload_ratio;
+    } else {
+        char store[1024];
+        if (o->offload_store) snprintf(store, sizeof store, "%s", o->offload_store);
+        else rec_offload_store_default(store, sizeof store);
+        rec_offload_auto_in in = {j->train, j->offload, &j->cfg, j->threads, j->cfg.batch_size, j->train_rows,
+                                  o->offload_store && !o->offload_store[0] ? NULL : store, {0},
+                                  REC_OFFLOAD_SPEEDUP_THRESHOLD};
+        REC_TRY(offload_keys(j, &in.keys));
+        const double t0 = rec_now();
+        rec_offload_metrics *m = &rep->offload_metrics;
+        rec_offload_decision *d = &rep->offload_decision;
+        REC_TRY(rec__offload_auto(&in, m, d, &rep->offload_reused));
+        rep->offload_auto = 1;
+        rep->offload_point = d->offload ? d->point : 0;
+        rep->offload_ratio = d->offload ? d->ratio : 0;
+        if (o->offload_point && d->offload) { /* a point given by hand: its ratio as Algorithm 1 sets it */
+            rec_offload_metrics one = *m;
+            for (int p = REC_OFFLOAD_P1; p <= REC_OFFLOAD_P3; p++)
+                if (p != o->offload_point) one.rthp[p] = 0;
+            rec_offload_decide(&one, REC_OFFLOAD_SPEEDUP_THRESHOLD, d);
+            rep->offload_point = d->offload ? d->point : 0;
+            rep->offload_ratio = d->offload ? d->ratio : 0;
+        }
+        if (o->log) {
+            fprintf(o->log, "train: offload: %s in %.1f s: Gthp %.0f rows/s, Lthp %.0f, Pcycle %.2f us/row", 
+                    rep->offload_reused == 7 || (rep->offload_reused == 3 && !d->offload) ? "metrics from the store" :
+                    "profiled", rec_now() - t0, m->gthp, m->lthp, m->pcycle * 1e6);
+            for (int p = REC_OFFLOAD_P1; m->have_remote && p <= REC_OFFLOAD_P3; p++)
+                fprintf(o->log, "; %s Rthp %.0f, Ocycle %.2f us/row", rec_offload_point_name(p), m->rthp[p],
+                        m->ocycle[p] * 1e6);
+            fprintf(o->log, "\ntrain: offload: %s (%s)\n", d->offload ? "offloading" : "not offloading", d->why);
+        }
+    }
+    rec_offload_set(j->offload, rep->offload_point ? rep->offload_point : REC_OFFLOAD_P3, rep->offload_ratio);
+    if (o->log)
+        fprintf(o->log, "train: offload: %.0f%% of the pieces to the workers at %s\n", 100 * rep->offload_ratio,
+                rec_offload_point_name(rep->offload_point ? rep->offload_point : REC_OFFLOAD_P3));
+    return REC_OK;
+}
+
 static rec_status setup(job *j) {
     const rec_train_opts *o = j->o;
     rec_status s;
@@ -431,6 +526,7 @@ static rec_status setup(job *j) {
     data = rec_dataset_path(j->train); /* the file, or the first of several and how many more */
     if (!rec_dataset_has_label(j->train))
         return rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); training needs labelled rows", data);
+    if (o->n_workers > 0 && o->offload_ratio != 0) REC_TRY(attach_offload(j));
     int64_t n;
     REC_TRY(rec_dataset_rows(j->train, &n));
     j->train_rows = n;
@@ -484,7 +580,8 @@ static rec_status setup(job *j) {
                                   rec_dataset_table_rows(j->train), data));
     if (o->loss_log) REC_TRY(open_loss_log(j, resumed.step));
     if (j->dist) return setup_dist(j);
-    return rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads);
+    REC_TRY(rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads));
+    return j->offload ? choose_offload(j) : REC_OK;
 }
 
 /* The directory exists: rec_train made it (or read the checkpoint from it, resuming). */
@@ -635,6 +732,7 @@ static rec_status run(job *j) {
             row += b->n;
             rows_seen += b->n;
             rep->rows += b->n;
+            if (o->n_workers > 0) rep->rows_checksum += rec_batch_row_hash_sum(b);
             rep->steps++;
             char extra[96];
             double mean = 0;
@@ -790,6 +888,7 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
             fprintf(o->log, "train: the run ended before the embedding tuner finished (it needs about %d steps); "
                     "no plan was written\n", tune_steps(&j));
     }
+    if (j.offload) rec_offload_get_stats(j.offload, &rep->offload);
     if (j.loss_log && fclose(j.loss_log) != 0 && !s) s = rec_errorf(REC_EIO, "%s: write failed", o->loss_log);
     /* After a failure the window is left: freeing it is collective and would wait for ranks that
      * are not coming; the caller ends the job (rec_dist_abort). */

@@ -1,0 +1,134 @@
+/* rectrain — the wire format of rectrain's services (DESIGN.md src/net/): versioned,
+ * size-bounded, validated frames, one per ZeroMQ message. This header is the codec alone (no
+ * sockets), so that it can be tested and fuzzed on bytes.
+ *
+ * A frame is a 32-byte header and a body, every integer little-endian:
+ *
+ *   u32 magic "RTNF" | u16 version | u16 type | u64 job | u64 seq | u32 body bytes | u32 zero
+ *
+ * `job` names the preprocessing job a request belongs to (the key of its REC_MSG_JOB), `seq`
+ * the piece (or the ping) it answers. The body's length must be exactly the rest of the
+ * message and at most REC_NET_MAX_BODY. Bodies are sequences of fixed-size fields and
+ * length-prefixed byte strings; arrays inside them start 8-byte aligned (relative to the
+ * frame), so that a batch is read in place from the message buffer. Every decoder checks
+ * every length against what is left, every count against its bound and every id against its
+ * table before anything uses it, and fails with REC_EFORMAT naming the frame type and field.
+ */
+#ifndef RECTRAIN_NET_H
+#define RECTRAIN_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rectrain/batch.h"
+#include "rectrain/io.h"
+#include "rectrain/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define REC_NET_MAGIC 0x464e5452u /* "RTNF" */
+#define REC_NET_VERSION 1
+#define REC_NET_HEAD 32
+/* The largest body accepted: a batch of 64Ki Criteo rows with 26 multi-hot lists of ~100 ids
+ * is ~70 MB; a piece of raw text sent by the trainer (p'1) is a few MB. */
+#define REC_NET_MAX_BODY ((size_t)256 << 20)
+/* Rows in one piece or batch frame, and sparse features: bounds of the decoders. */
+#define REC_NET_MAX_ROWS ((int64_t)1 << 24)
+#define REC_NET_MAX_FEATURES 4096
+
+typedef enum rec_msg_type {
+    REC_MSG_JOB = 1,   /* trainer -> worker: the job (spec, vocabularies, files, TSV options) */
+    REC_MSG_JOB_OK,    /* worker -> trainer: the job is ready (empty body) */
+    REC_MSG_PIECE,     /* trainer -> worker: preprocess these lines (read them, or here they are) */
+    REC_MSG_RESULT,    /* worker -> trainer: a piece's rows, as a batch */
+    REC_MSG_ERROR,     /* either way: the request failed (status + message) */
+    REC_MSG_NOJOB,     /* worker -> trainer: unknown job (a restarted worker): send JOB again */
+    REC_MSG_PING,      /* trainer -> worker: are you there (empty body) */
+    REC_MSG_PONG,      /* worker -> trainer */
+    REC_MSG_COUNT
+} rec_msg_type;
+
+const char *rec_msg_name(int type);  /* "JOB", ...; "unknown" */
+
+typedef struct rec_frame_head {
+    uint16_t version;
+    uint16_t type;
+    uint64_t job;
+    uint64_t seq;
+    uint32_t body;     /* body bytes */
+} rec_frame_head;
+
+/* A growable output buffer; the first failed allocation sticks (err) and later puts do nothing. */
+typedef struct rec_wbuf {
+    uint8_t *p;
+    size_t len, cap;
+    rec_status err;
+} rec_wbuf;
+
+void rec_wbuf_free(rec_wbuf *w);
+/* Starts a frame: len = 0, header written with body 0 (rec_frame_end fills it in). */
+void rec_frame_begin(rec_wbuf *w, int type, uint64_t job, uint64_t seq);
+/* Finishes the frame: the body's length into its header. REC_ENOMEM from any put, or
+ * REC_EINVAL when the body is over REC_NET_MAX_BODY. */
+rec_status rec_frame_end(rec_wbuf *w);
+
+/* Checks the header of msg[0..len) (magic, version, type, reserved, body length == len - 32,
+ * at most REC_NET_MAX_BODY) and fills h. `from` names the sender in the message. */
+rec_status rec_frame_head_decode(const void *msg, size_t len, const char *from, rec_frame_head *h);
+
+/* ---- bodies ---- */
+
+/* REC_MSG_JOB: what a worker needs to preprocess a job's pieces as the trainer would. */
+typedef struct rec_net_job {
+    char *spec;               /* the prep spec's JSON text (NUL-terminated) */
+    char *spec_origin;        /* its path on the trainer, for messages */
+    char *vocab_from;         /* "" or the .rshard whose vocabularies the spec uses */
+    uint64_t vocab_digest;    /* a hash of their ids on the trainer (0 without) */
+    rec_tsv_opts tsv;         /* has_label resolved (0 or 1) */
+    int n_parts;              /* the data files, read by the worker at p'2/p'3 */
+    char **parts;
+    uint64_t *part_bytes;     /* their sizes on the trainer (a worker's copy must match) */
+} rec_net_job;
+
+void rec_net_job_encode(rec_wbuf *w, const rec_net_job *j);
+/* Decodes into owned copies (free with rec_net_job_free, also after a failure). */
+rec_status rec_net_job_decode(const uint8_t *body, size_t len, rec_net_job *j);
+void rec_net_job_free(rec_net_job *j);
+/* The job key: a 64-bit hash of every field of the job. */
+uint64_t rec_net_job_key(const rec_net_job *j);
+
+/* REC_MSG_PIECE: whole lines [first_line, first_line + n_lines) of file `part`, bytes
+ * [offset, offset + len) of it; with text (p'1) the bytes come in the frame. */
+typedef struct rec_net_piece {
+    uint32_t part;
+    uint64_t offset, len;
+    int64_t first_line, n_lines;
+    const char *text;         /* NULL: the worker reads the file; else len bytes in the frame */
+} rec_net_piece;
+
+void rec_net_piece_encode(rec_wbuf *w, const rec_net_piece *p);
+/* text points into body. Checks len <= REC_NET_MAX_BODY, n_lines in [1, REC_NET_MAX_ROWS]
+ * and, with text, that it is all there. */
+rec_status rec_net_piece_decode(const uint8_t *body, size_t len, rec_net_piece *p);
+
+/* REC_MSG_RESULT: the piece's rows (bad rows skipped in SKIP mode: `bad` of them) as a batch.
+ * The encoded batch: n, Dn, F, labels, dense rows, then per feature its width, whether it has
+ * weights, nnz, offsets (n+1), ids and weights. */
+void rec_net_result_encode(rec_wbuf *w, int64_t bad, const rec_batch *b);
+/* A view of the batch in place in body (which must be 8-byte aligned and outlive the view):
+ * b's arrays point into it (b->sparse into `sparse`, F entries the caller provides). The
+ * batch must have the job's Dn and F and table_rows[f] > every id of feature f; offsets
+ * start at 0, never decrease and end at nnz. */
+rec_status rec_net_result_decode(const uint8_t *body, size_t len, int32_t n_dense, int32_t n_sparse,
+                                 const int64_t *table_rows, int64_t *bad, rec_batch *b, rec_jagged *sparse);
+
+/* REC_MSG_ERROR: a status and its message. */
+void rec_net_error_encode(rec_wbuf *w, rec_status s, const char *msg);
+rec_status rec_net_error_decode(const uint8_t *body, size_t len, rec_status *s, char *msg, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,406 @@
+/* The frame codec of rectrain's services (net.h). Pure: bytes in, bytes or views out.
+ *
+ * Writing appends fields to a growable buffer; reading walks a cursor that refuses to step
+ * past the end, so a truncated or lying frame is an REC_EFORMAT naming the field, never a
+ * read out of bounds. Integers are little-endian on the wire and in memory (x86-64 and
+ * aarch64 both): fields are memcpy'd, arrays are used in place.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rectrain/core.h"
+#include "rectrain/net.h"
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is little-endian");
+
+static const char *const NAMES[REC_MSG_COUNT] = {"?", "JOB", "JOB_OK", "PIECE", "RESULT", "ERROR", "NOJOB", "PING", "PONG"};
+
+const char *rec_msg_name(int type) { return type > 0 && type < REC_MSG_COUNT ? NAMES[type] : "unknown"; }
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+void rec_wbuf_free(rec_wbuf *w) {
+    free(w->p);
+    memset(w, 0, sizeof *w);
+}
+
+static int reserve(rec_wbuf *w, size_t more) {
+    if (w->err) return 0;
+    if (w->len + more <= w->cap) return 1;
+    size_t cap = w->cap ? w->cap : 4096;
+    while (cap < w->len + more) cap *= 2;
+    uint8_t *p = realloc(w->p, cap);
+    if (!p) {
+        w->err = rec_errorf(REC_ENOMEM, "out of memory building a frame of %zu bytes", w->len + more);
+        return 0;
+    }
+    w->p = p;
+    w->cap = cap;
+    return 1;
+}
+
+static void put(rec_wbuf *w, const void *x, size_t n) {
+    if (n && reserve(w, n)) memcpy(w->p + w->len, x, n), w->len += n;
+}
+static void put_u16(rec_wbuf *w, uint16_t x) { put(w, &x, 2); }
+static void put_u32(rec_wbuf *w, uint32_t x) { put(w, &x, 4); }
+static void put_u64(rec_wbuf *w, uint64_t x) { put(w, &x, 8); }
+static void put_i64(rec_wbuf *w, int64_t x) { put(w, &x, 8); }
+static void put_f64(rec_wbuf *w, double x) { put(w, &x, 8); }
+/* Zero bytes up to the next multiple of 8 (frame-relative: the frame starts at w->p). */
+static void pad8(rec_wbuf *w) {
+    static const uint8_t zero[8];
+    put(w, zero, (8 - w->len % 8) % 8);
+}
+static void put_str(rec_wbuf *w, const char *s) {
+    const size_t n = s ? strlen(s) : 0;
+    put_u32(w, (uint32_t)n);
+    put(w, s, n);
+}
+
+void rec_frame_begin(rec_wbuf *w, int type, uint64_t job, uint64_t seq) {
+    w->len = 0;
+    w->err = REC_OK;
+    put_u32(w, REC_NET_MAGIC);
+    put_u16(w, REC_NET_VERSION);
+    put_u16(w, (uint16_t)type);
+    put_u64(w, job);
+    put_u64(w, seq);
+    put_u32(w, 0);
+    put_u32(w, 0);
+}
+
+rec_status rec_frame_end(rec_wbuf *w) {
+    if (w->err) return w->err;
+    const size_t body = w->len - REC_NET_HEAD;
+    if (body > REC_NET_MAX_BODY)
+        return rec_errorf(REC_EINVAL, "a %s frame of %zu bytes is over the limit of %zu", rec_msg_name(w->p[6]), body,
+                          REC_NET_MAX_BODY);
+    const uint32_t b = (uint32_t)body;
+    memcpy(w->p + 24, &b, 4);
+    return REC_OK;
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t len, pos;
+    const char *what;   /* the frame type, for messages */
+    rec_status err;
+} rbuf;
+
+static int need(rbuf *r, size_t n, const char *field) {
+    if (r->err) return 0;
+    if (n <= r->len - r->pos) return 1;
+    r->err = rec_errorf(REC_EFORMAT, "%s frame: the body ends at byte %zu while %zu bytes of %s were due (truncated "
+                        "or not a rectrain frame)", r->what, r->len, n, field);
+    return 0;
+}
+static void get(rbuf *r, void *x, size_t n, const char *field) {
+    if (need(r, n, field)) memcpy(x, r->p + r->pos, n), r->pos += n;
+    else memset(x, 0, n);
+}
+static uint32_t get_u32(rbuf *r, const char *f) { uint32_t x; get(r, &x, 4, f); return x; }
+static uint64_t get_u64(rbuf *r, const char *f) { uint64_t x; get(r, &x, 8, f); return x; }
+static int64_t get_i64(rbuf *r, const char *f) { int64_t x; get(r, &x, 8, f); return x; }
+static double get_f64(rbuf *r, const char *f) { double x; get(r, &x, 8, f); return x; }
+/* Skips to the next multiple of 8 of the frame (the body starts at frame byte 32). */
+static void skip8(rbuf *r) {
+    const size_t n = (8 - r->pos % 8) % 8;
+    if (need(r, n, "padding")) r->pos += n;
+}
+/* A pointer to n bytes in place, or NULL. */
+static const uint8_t *take(rbuf *r, size_t n, const char *field) {
+    if (!need(r, n, field)) return NULL;
+    const uint8_t *p = r->p + r->pos;
+    r->pos += n;
+    return p;
+}
+/* A length-prefixed string as an owned, NUL-terminated copy (at most `max` bytes, no NUL). */
+static char *get_str(rbuf *r, size_t max, const char *field) {
+    const uint32_t n = get_u32(r, field);
+    if (!r->err && n > max) {
+        r->err = rec_errorf(REC_EFORMAT, "%s frame: %s of %u bytes is over its limit of %zu", r->what, field, n, max);
+        return NULL;
+    }
+    const uint8_t *s = take(r, n, field);
+    if (!s) return NULL;
+    if (memchr(s, 0, n)) {
+        r->err = rec_errorf(REC_EFORMAT, "%s frame: %s holds a NUL byte", r->what, field);
+        return NULL;
+    }
+    char *c = malloc((size_t)n + 1);
+    if (!c) {
+        r->err = rec_errorf(REC_ENOMEM, "out of memory decoding %s", field);
+        return NULL;
+    }
+    memcpy(c, s, n);
+    c[n] = 0;
+    return c;
+}
+static rec_status finish(rbuf *r) {
+    if (r->err) return r->err;
+    if (r->pos != r->len)
+        return rec_errorf(REC_EFORMAT, "%s frame: %zu bytes after its last field (a newer or corrupt sender?)", r->what,
+                          r->len - r->pos);
+    return REC_OK;
+}
+/* The body as a cursor whose positions are frame-relative (alignment is the frame's). */
+static rbuf body_reader(const uint8_t *body, size_t len, const char *what) {
+    return (rbuf){body - REC_NET_HEAD, len + REC_NET_HEAD, REC_NET_HEAD, what, REC_OK};
+}
+
+rec_status rec_frame_head_decode(const void *msg, size_t len, const char *from, rec_frame_head *h) {
+    memset(h, 0, sizeof *h);
+    if (len < REC_NET_HEAD)
+        return rec_errorf(REC_EFORMAT, "%s: a message of %zu bytes, shorter than a frame header (%d)", from, len,
+                          REC_NET_HEAD);
+    const uint8_t *p = msg;
+    uint32_t magic, body, zero;
+    memcpy(&magic, p, 4);
+    memcpy(&h->version, p + 4, 2);
+    memcpy(&h->type, p + 6, 2);
+    memcpy(&h->job, p + 8, 8);
+    memcpy(&h->seq, p + 16, 8);
+    memcpy(&body, p + 24, 4);
+    memcpy(&zero, p + 28, 4);
+    if (magic != REC_NET_MAGIC)
+        return rec_errorf(REC_EFORMAT, "%s: not a rectrain frame (magic %08x; is something else listening there?)", from,
+                          magic);
+    if (h->version != REC_NET_VERSION)
+        return rec_errorf(REC_EFORMAT, "%s: frame version %u, and this build speaks version %d: run the same rectrain "
+                          "on both ends", from, h->version, REC_NET_VERSION);
+    if (h->type == 0 || h->type >= REC_MSG_COUNT)
+        return rec_errorf(REC_EFORMAT, "%s: unknown frame type %u", from, h->type);
+    if (zero != 0) return rec_errorf(REC_EFORMAT, "%s: %s frame with a non-zero reserved field", from, rec_msg_name(h->type));
+    if (body != len - REC_NET_HEAD)
+        return rec_errorf(REC_EFORMAT, "%s: %s frame says its body is %u bytes, and %zu came", from,
+                          rec_msg_name(h->type), body, len - REC_NET_HEAD);
+    if (body > REC_NET_MAX_BODY)
+        return rec_errorf(REC_EFORMAT, "%s: %s frame of %u bytes is over the limit of %zu", from, rec_msg_name(h->type),
+                          body, REC_NET_MAX_BODY);
+    h->body = body;
+    return REC_OK;
+}
+
+/* ---- JOB ---------------------------------------------------------------------------------- */
+
+enum { MAX_SPEC = 16 << 20, MAX_PATH = 4096, MAX_PARTS = 65536 };
+
+void rec_net_job_encode(rec_wbuf *w, const rec_net_job *j) {
+    put_str(w, j->spec);
+    put_str(w, j->spec_origin);
+    put_str(w, j->vocab_from);
+    put_u64(w, j->vocab_digest);
+    put_u32(w, (uint32_t)j->tsv.has_label);
+    put_u32(w, (uint32_t)j->tsv.bad_rows);
+    put_i64(w, j->tsv.max_line);
+    put_u32(w, (uint32_t)j->tsv.short_rows);
+    put_f64(w, j->tsv.max_bad_share);
+    put_u32(w, (uint32_t)j->n_parts);
+    for (int k = 0; k < j->n_parts; k++) {
+        put_str(w, j->parts[k]);
+        put_u64(w, j->part_bytes[k]);
+    }
+}
+
+void rec_net_job_free(rec_net_job *j) {
+    free(j->spec);
+    free(j->spec_origin);
+    free(j->vocab_from);
+    for (int k = 0; j->parts && k < j->n_parts; k++) free(j->parts[k]);
+    free(j->parts);
+    free(j->part_bytes);
+    memset(j, 0, sizeof *j);
+}
+
+rec_status rec_net_job_decode(const uint8_t *body, size_t len, rec_net_job *j) {
+    memset(j, 0, sizeof *j);
+    rbuf r = body_reader(body, len, "JOB");
+    j->spec = get_str(&r, MAX_SPEC, "the spec");
+    j->spec_origin = get_str(&r, MAX_PATH, "the spec's path");
+    j->vocab_from = get_str(&r, MAX_PATH, "the vocabulary path");
+    j->vocab_digest = get_u64(&r, "the vocabulary digest");
+    j->tsv.has_label = (int)get_u32(&r, "has_label");
+    j->tsv.bad_rows = (rec_bad_rows)get_u32(&r, "bad_rows");
+    j->tsv.max_line = get_i64(&r, "max_line");
+    j->tsv.short_rows = (rec_short_rows)get_u32(&r, "short_rows");
+    j->tsv.max_bad_share = get_f64(&r, "max_bad_share");
+    const uint32_t n = get_u32(&r, "the file count");
+    if (!r.err && (j->tsv.has_label < 0 || j->tsv.has_label > 1 || (unsigned)j->tsv.bad_rows > REC_BAD_ROWS_SKIP ||
+                   (unsigned)j->tsv.short_rows > REC_SHORT_ROWS_MISSING || j->tsv.max_line < 1 ||
+                   j->tsv.max_line > ((int64_t)1 << 30) || !(j->tsv.max_bad_share >= 0 && j->tsv.max_bad_share <= 1)))
+        r.err = rec_errorf(REC_EFORMAT, "JOB frame: TSV options out of range (has_label %d, bad_rows %d, short_rows %d, "
+                           "max_line %lld, max_bad_share %g)", j->tsv.has_label, (int)j->tsv.bad_rows,
+                           (int)j->tsv.short_rows, (long long)j->tsv.max_line, j->tsv.max_bad_share);
+    if (!r.err && (n < 1 || n > MAX_PARTS))
+        r.err = rec_errorf(REC_EFORMAT, "JOB frame: %u data files (1 to %d)", n, MAX_PARTS);
+    if (!r.err) {
+        j->parts = calloc(n, sizeof *j->parts);
+        j->part_bytes = calloc(n, sizeof *j->part_bytes);
+        if (!j->parts || !j->part_bytes) r.err = rec_errorf(REC_ENOMEM, "out of memory decoding a JOB frame");
+    }
+    for (uint32_t k = 0; !r.err && k < n; k++) {
+        j->parts[k] = get_str(&r, MAX_PATH, "a data file's path");
+        j->n_parts = (int)k + 1;
+        j->part_bytes[k] = get_u64(&r, "a data file's size");
+    }
+    return finish(&r);
+}
+
+/* FNV-1a over the bytes of x. */
+static uint64_t fnv(uint64_t h, const void *x, size_t n) {
+    const uint8_t *p = x;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+uint64_t rec_net_job_key(const rec_net_job *j) {
+    rec_wbuf w = {0};
+    rec_net_job_encode(&w, j);
+    const uint64_t h = w.err ? 0 : fnv(0xcbf29ce484222325ull, w.p, w.len);
+    rec_wbuf_free(&w);
+    return h;
+}
+
+/* ---- PIECE -------------------------------------------------------------------------------- */
+
+void rec_net_piece_encode(rec_wbuf *w, const rec_net_piece *p) {
+    put_u32(w, p->part);
+    put_u32(w, p->text ? 1 : 0);
+    put_u64(w, p->offset);
+    put_u64(w, p->len);
+    put_i64(w, p->first_line);
+    put_i64(w, p->n_lines);
+    if (p->text) put(w, p->text, p->len);
+}
+
+rec_status rec_net_piece_decode(const uint8_t *body, size_t len, rec_net_piece *p) {
+    memset(p, 0, sizeof *p);
+    rbuf r = body_reader(body, len, "PIECE");
+    p->part = get_u32(&r, "the file index");
+    const uint32_t flags = get_u32(&r, "the flags");
+    p->offset = get_u64(&r, "the offset");
+    p->len = get_u64(&r, "the length");
+    p->first_line = get_i64(&r, "the first line");
+    p->n_lines = get_i64(&r, "the line count");
+    if (!r.err && (flags > 1 || p->len < 1 || p->len > REC_NET_MAX_BODY || p->offset > ((uint64_t)1 << 56) ||
+                   p->first_line < 1 || p->first_line > ((int64_t)1 << 56) || p->n_lines < 1 ||
+                   p->n_lines > REC_NET_MAX_ROWS || (uint64_t)p->n_lines > p->len))
+        r.err = rec_errorf(REC_EFORMAT, "PIECE frame: fields out of range (flags %u, offset %llu, %llu bytes, lines "
+                           "%lld + %lld)", flags, (unsigned long long)p->offset, (unsigned long long)p->len,
+                           (long long)p->first_line, (long long)p->n_lines);
+    if (!r.err && flags) p->text = (const char *)take(&r, p->len, "the piece's text");
+    return finish(&r);
+}
+
+/* ---- RESULT ------------------------------------------------------------------------------- */
+
+void rec_net_result_encode(rec_wbuf *w, int64_t bad, const rec_batch *b) {
+    const int64_t n = b->n;
+    put_i64(w, bad);
+    put_i64(w, n);
+    put_u32(w, (uint32_t)b->n_dense);
+    put_u32(w, (uint32_t)b->n_sparse);
+    put(w, b->label, (size_t)n * sizeof(float));
+    pad8(w);
+    put(w, b->dense, (size_t)(n * b->n_dense) * sizeof(float));
+    pad8(w);
+    for (int32_t f = 0; f < b->n_sparse; f++) {
+        const rec_jagged *j = &b->sparse[f];
+        const int64_t nnz = j->offsets[n];
+        put_u32(w, (uint32_t)j->wide);
+        put_u32(w, j->weights ? 1u : 0u);
+        put_i64(w, nnz);
+        put(w, j->offsets, (size_t)(n + 1) * sizeof(int64_t));
+        put(w, j->ids, (size_t)nnz * (size_t)rec_jagged_id_bytes(j));
+        pad8(w);
+        if (j->weights) put(w, j->weights, (size_t)nnz * sizeof(float));
+        pad8(w);
+    }
+}
+
+/* Bytes of n items of `size`, or SIZE_MAX where that overflows (need() then refuses it). */
+static size_t bytes_of(int64_t n, size_t size) {
+    return n < 0 || (uint64_t)n > SIZE_MAX / size ? SIZE_MAX : (size_t)n * size;
+}
+
+rec_status rec_net_result_decode(const uint8_t *body, size_t len, int32_t n_dense, int32_t n_sparse,
+                                 const int64_t *table_rows, int64_t *bad, rec_batch *b, rec_jagged *sparse) {
+    memset(b, 0, sizeof *b);
+    if ((uintptr_t)body % 8)
+        return rec_errorf(REC_EINVAL, "RESULT frame: the message buffer is not 8-byte aligned");
+    rbuf r = body_reader(body, len, "RESULT");
+    *bad = get_i64(&r, "the bad-row count");
+    const int64_t n = get_i64(&r, "the row count");
+    const uint32_t dn = get_u32(&r, "the dense width"), F = get_u32(&r, "the feature count");
+    if (!r.err && (*bad < 0 || *bad > REC_NET_MAX_ROWS || n < 0 || n > REC_NET_MAX_ROWS))
+        r.err = rec_errorf(REC_EFORMAT, "RESULT frame: %lld rows and %lld bad ones (at most %lld each)", (long long)n,
+                           (long long)*bad, (long long)REC_NET_MAX_ROWS);
+    if (!r.err && (dn != (uint32_t)n_dense || F != (uint32_t)n_sparse))
+        r.err = rec_errorf(REC_EFORMAT, "RESULT frame: %u dense values and %u sparse features per row, and the job's "
+                           "spec makes %d and %d (a worker of another job?)", dn, F, (int)n_dense, (int)n_sparse);
+    if (r.err) return r.err;
+    b->n = b->cap = n;
+    b->n_dense = n_dense;
+    b->n_sparse = n_sparse;
+    b->sparse = sparse;
+    b->label = (float *)take(&r, bytes_of(n, 4), "the labels");
+    skip8(&r);
+    b->dense = (float *)take(&r, bytes_of(n, 4 * (size_t)dn), "the dense values");
+    skip8(&r);
+    for (uint32_t f = 0; !r.err && f < F; f++) {
+        rec_jagged *j = &sparse[f];
+        memset(j, 0, sizeof *j);
+        const uint32_t wide = get_u32(&r, "a feature's id width"), weighted = get_u32(&r, "a feature's weight flag");
+        const int64_t nnz = get_i64(&r, "a feature's id count");
+        if (!r.err && (wide > 1 || weighted > 1 || nnz < 0 || nnz > REC_NET_MAX_ROWS * 64))
+            r.err = rec_errorf(REC_EFORMAT, "RESULT frame: feature %u: width flag %u, weight flag %u, %lld ids", f, wide,
+                               weighted, (long long)nnz);
+        j->wide = (int)wide;
+        j->nnz_cap = nnz;
+        j->offsets = (int64_t *)take(&r, bytes_of(n + 1, 8), "a feature's offsets");
+        j->ids = (void *)take(&r, bytes_of(nnz, wide ? 8 : 4), "a feature's ids");
+        skip8(&r);
+        if (weighted) j->weights = (float *)take(&r, bytes_of(nnz, 4), "a feature's weights");
+        skip8(&r);
+        if (r.err) break;
+        if (j->offsets[0] != 0 || j->offsets[n] != nnz) {
+            r.err = rec_errorf(REC_EFORMAT, "RESULT frame: feature %u: offsets run from %lld to %lld over %lld ids", f,
+                               (long long)j->offsets[0], (long long)j->offsets[n], (long long)nnz);
+            break;
+        }
+        for (int64_t i = 0; i < n; i++)
+            if (j->offsets[i + 1] < j->offsets[i]) {
+                r.err = rec_errorf(REC_EFORMAT, "RESULT frame: feature %u: offsets decrease at row %lld", f, (long long)i);
+                break;
+            }
+        const int64_t rows = table_rows[f];
+        for (int64_t k = 0; !r.err && k < nnz; k++) {
+            const int64_t id = rec_jagged_id(j, k);
+            if (id < 0 || id >= rows)
+                r.err = rec_errorf(REC_EFORMAT, "RESULT frame: feature %u: id %lld outside its table of %lld rows", f,
+                                   (long long)id, (long long)rows);
+        }
+    }
+    return finish(&r);
+}
+
+/* ---- ERROR -------------------------------------------------------------------------------- */
+
+void rec_net_error_encode(rec_wbuf *w, rec_status s, const char *msg) {
+    put_u32(w, (uint32_t)s);
+    put_str(w, msg);
+}
+
+rec_status rec_net_error_decode(const uint8_t *body, size_t len, rec_status *s, char *msg, size_t cap) {
+    rbuf r = body_reader(body, len, "ERROR");
+    const uint32_t code = get_u32(&r, "the status");
+    char *m = get_str(&r, 1 << 16, "the message");
+    *s = code >= 1 && code <= REC_ESTOPPED ? (rec_status)code : REC_EIO;
+    snprintf(msg, cap, "%s", m ? m : "");
+    free(m);
+    return finish(&r);
+}

@@ -1,0 +1,551 @@
+/* The trainer's side of offloading (offload.h): connections to the workers, the counter-based
+ * splitter (FastFlow §5.3), and streams that deliver pieces in order whoever made them.
+ *
+ * Splitter: piece j goes to the workers when floor((j+1) r) > floor(j r) for the ratio r, so
+ * that of any first n pieces floor(n r) are remote and they are spread evenly (the paper's
+ * counters, as a pure function of j: a resumed or re-opened stream splits the same way).
+ *
+ * A stream keeps a window of the next LA pieces. Remote ones are sent to the worker with the
+ * fewest in flight (at most `depth` each); local ones are made on the stream's thread when
+ * their turn comes. Answers arrive out of order into the window; piece j is delivered once,
+ * in order, from whichever source made it:
+ *
+ *   worker states  WAIT (connected, JOB + PING sent) -> UP on any valid answer
+ *                  UP or WAIT -> DOWN when a piece (or the ping) is unanswered for timeout_s,
+ *                  or an answer fails validation; its pieces in flight are made here instead
+ *                  (counted in `redone`) and its late answers dropped (`late`)
+ *                  DOWN -> WAIT every second: a new socket, JOB + PING (a restarted worker
+ *                  comes back; ZeroMQ drops what the old socket had queued)
+ *                  UNFIT: the worker cannot serve this job (cannot read the files, other
+ *                  vocabularies): its message is logged once and it is not asked again
+ *
+ * Every piece of the epoch is thus trained exactly once: delivery is by piece number, a piece
+ * is made here when its worker goes down, and an answer for a piece no longer in flight there
+ * is dropped. The sequence numbers of a stream carry its generation, so answers meant for an
+ * earlier stream (an epoch closed early, a profiling run) are dropped too.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "offload_impl.h"
+#include "rectrain/core.h"
+#include "rectrain/offload.h"
+
+enum { W_WAIT = 0, W_UP, W_DOWN, W_UNFIT };
+#define GEN_SHIFT 40
+#define PROBE_EVERY_S 1.0
+
+typedef struct wconn {
+    char addr[256];
+    void *sock;
+    int state;
+    int inflight;
+    double since;            /* WAIT: when the probe went out; DOWN: when it went down */
+} wconn;
+
+struct rec_offload {
+    rec_offload_opts o;
+    rec_offload_data d;
+    rec_grid *g;
+    rec_net_job job;
+    uint64_t key;
+    rec_wbuf jobframe, ping;
+    void *ctx;
+    wconn *w;
+    int nw;
+    int point;
+    double ratio;
+    uint64_t gen;
+    rec_offload_stats st;
+    int streaming;
+};
+
+const char *rec_offload_point_name(int point) {
+    return point == REC_OFFLOAD_P1 ? "p'1" : point == REC_OFFLOAD_P2 ? "p'2" : point == REC_OFFLOAD_P3 ? "p'3" : "none";
+}
+
+/* ---- connections ----------------------------------------------------------------------------- */
+
+static void wlog(rec_offload *x, const char *fmt, const char *addr, const char *msg) {
+    if (!x->o.log) return;
+    fprintf(x->o.log, fmt, addr, msg);
+    fflush(x->o.log);
+}
+
+/* A new socket to worker i with JOB and PING queued: WAIT. */
+static void connect_worker(rec_offload *x, int i) {
+    wconn *c = &x->w[i];
+    if (c->sock) zmq_close(c->sock);
+    c->sock = rec__zsocket(x->ctx, ZMQ_DEALER);
+    c->inflight = 0;
+    c->since = rec_now();
+    c->state = W_WAIT;
+    if (!c->sock || zmq_connect(c->sock, c->addr) != 0) {
+        c->state = W_UNFIT;
+        wlog(x, "train: offload: worker %s is not a ZeroMQ endpoint (%s); it is left out\n", c->addr,
+             zmq_strerror(zmq_errno()));
+        return;
+    }
+    rec__zsend(c->sock, NULL, &x->jobframe, ZMQ_DONTWAIT);
+    rec__zsend(c->sock, NULL, &x->ping, ZMQ_DONTWAIT);
+}
+
+static void set_down(rec_offload *x, int i, const char *why) {
+    wconn *c = &x->w[i];
+    if (c->state == W_UP) wlog(x, "train: offload: worker %s is down (%s); its pieces are made here\n", c->addr, why);
+    if (c->state != W_UNFIT) c->state = W_DOWN;
+    c->since = rec_now();
+    c->inflight = 0;
+    x->st.worker_downs++;
+}
+
+rec_status rec_offload_open(rec_offload **out, const rec_offload_opts *o, const rec_offload_data *d) {
+    *out = NULL;
+    if (o->n_workers < 1) return rec_errorf(REC_EINVAL, "offload: no workers given (--workers tcp://HOST:PORT,...)");
+    rec_offload *x = calloc(1, sizeof *x);
+    if (!x) return rec_errorf(REC_ENOMEM, "out of memory for offloading");
+    x->o = *o;
+    if (x->o.timeout_s <= 0) x->o.timeout_s = 5;
+    if (x->o.depth <= 0) x->o.depth = 4;
+    x->d = *d;
+    x->point = REC_OFFLOAD_P3;
+    rec_status s = rec_grid_build(&x->g, d->parts, d->n_parts, &d->tsv);
+    char *spec = NULL;
+    size_t spec_len = 0;
+    if (!s) s = rec_read_file(d->spec_path, "prep spec", 16 << 20, &spec, &spec_len);
+    x->job.part_bytes = calloc((size_t)d->n_parts, sizeof(uint64_t));
+    if (!s && !x->job.part_bytes) s = rec_errorf(REC_ENOMEM, "out of memory for offloading");
+    if (!s) {
+        x->job.spec = spec;
+        x->job.spec_origin = (char *)d->spec_path;
+        x->job.vocab_from = (char *)(d->vocab_from ? d->vocab_from : "");
+        x->job.vocab_digest = d->vocabs ? rec__vocab_digest(d->vocabs) : 0;
+        x->job.tsv = d->tsv;
+        x->job.n_parts = d->n_parts;
+        x->job.parts = calloc((size_t)d->n_parts, sizeof(char *));
+        for (int k = 0; x->job.parts && k < d->n_parts; k++) /* absolute: a worker has its own cwd */
+            x->job.parts[k] = realpath(d->parts[k], NULL);
+        for (int k = 0; k < d->n_parts; k++)
+            if (!x->job.parts || !x->job.parts[k]) s = rec_errorf(REC_EIO, "%s: cannot resolve its path", d->parts[k]);
+        for (int k = 0; k < d->n_parts; k++) x->job.part_bytes[k] = rec_grid_bytes(x->g, k);
+        if (!s) x->key = rec_net_job_key(&x->job);
+    }
+    if (!s) {
+        rec_frame_begin(&x->jobframe, REC_MSG_JOB, x->key, 0);
+        rec_net_job_encode(&x->jobframe, &x->job);
+        s = rec_frame_end(&x->jobframe);
+        rec_frame_begin(&x->ping, REC_MSG_PING, x->key, 0);
+        if (!s) s = rec_frame_end(&x->ping);
+    }
+    if (!s) {
+        x->ctx = zmq_ctx_new();
+        x->w = calloc((size_t)o->n_workers, sizeof *x->w);
+        if (!x->ctx || !x->w) s = rec_errorf(REC_EIO, "offload: cannot start ZeroMQ");
+    }
+    for (int i = 0; !s && i < o->n_workers; i++) {
+        if (strlen(o->workers[i]) >= sizeof x->w[i].addr)
+            s = rec_errorf(REC_EINVAL, "offload: worker address %.40s... is too long", o->workers[i]);
+        else snprintf(x->w[i].addr, sizeof x->w[i].addr, "%s", o->workers[i]);
+        x->nw = i + 1;
+        if (!s) connect_worker(x, i);
+    }
+    if (s) {
+        rec_offload_close(x);
+        return s;
+    }
+    *out = x;
+    return REC_OK;
+}
+
+void rec_offload_close(rec_offload *x) {
+    if (!x) return;
+    for (int i = 0; x->w && i < x->nw; i++)
+        if (x->w[i].sock) zmq_close(x->w[i].sock);
+    free(x->w);
+    if (x->ctx) zmq_ctx_term(x->ctx);
+    free(x->job.spec);
+    for (int k = 0; x->job.parts && k < x->d.n_parts; k++) free(x->job.parts[k]);
+    free(x->job.parts);
+    free(x->job.part_bytes);
+    rec_wbuf_free(&x->jobframe);
+    rec_wbuf_free(&x->ping);
+    rec_grid_free(x->g);
+    free(x);
+}
+
+int64_t rec_offload_lines(const rec_offload *x) { return rec_grid_lines(x->g); }
+void rec_offload_set(rec_offload *x, int point, double ratio) {
+    x->point = point >= REC_OFFLOAD_P1 && point <= REC_OFFLOAD_P3 ? point : REC_OFFLOAD_P3;
+    x->ratio = ratio < 0 ? 0 : ratio > 1 ? 1 : ratio;
+}
+int rec_offload_point(const rec_offload *x) { return x->point; }
+double rec_offload_ratio(const rec_offload *x) { return x->ratio; }
+int rec_offload_workers(const rec_offload *x) { return x->nw; }
+void rec_offload_get_stats(const rec_offload *x, rec_offload_stats *s) { *s = x->st; }
+
+/* ---- streams --------------------------------------------------------------------------------- */
+
+enum { S_NONE = 0, S_LOCAL, S_SENT, S_READY };
+
+typedef struct pslot {
+    int64_t j;
+    int state;
+    int worker;
+    double sent;
+    zmq_msg_t msg;           /* S_READY: the answer, which `view` points into */
+    int has_msg;
+    rec_batch view;
+    rec_jagged *sp;          /* (F) */
+} pslot;
+
+struct rec_offload_stream {
+    rec_offload *x;
+    uint64_t gen;
+    int64_t lines;           /* per piece */
+    int64_t n_pieces, next, issued;
+    int la;                  /* window */
+    pslot *win;
+    rec_prep_engine *e;
+    int *fd;                 /* (n_parts) local reads */
+    char *text;
+    size_t text_cap;
+    rec_wbuf w;
+    const rec_batch *parts[257];
+    int held;                /* the slot delivered last (released on the next call), or -1 */
+    int local_only;          /* another stream is open: every piece is made here */
+};
+
+static int is_remote(double r, int64_t j) { return floor((double)(j + 1) * r) > floor((double)j * r); }
+
+static void slot_release(pslot *p) {
+    if (p->has_msg) zmq_msg_close(&p->msg);
+    p->has_msg = 0;
+    p->state = S_NONE;
+}
+
+rec_status rec_offload_stream_open(rec_offload_stream **out, rec_offload *x, int64_t line, int64_t *first_line) {
+    *out = NULL;
+    rec_offload_stream *s = calloc(1, sizeof *s);
+    if (!s) return rec_errorf(REC_ENOMEM, "out of memory for an offload stream");
+    s->x = x;
+    s->local_only = x->streaming; /* the sockets are the first stream's (an evaluation during training) */
+    s->gen = ++x->gen & ((1u << 23) - 1);
+    s->lines = x->point == REC_OFFLOAD_P2 ? REC_OFFLOAD_ELEMENT_LINES : x->d.batch;
+    s->n_pieces = rec_grid_pieces(x->g, s->lines);
+    s->la = 2 * x->o.depth * x->nw + 4;
+    s->held = -1;
+    rec_status st = REC_OK;
+    s->win = calloc((size_t)s->la, sizeof *s->win);
+    s->fd = malloc((size_t)x->d.n_parts * sizeof *s->fd);
+    if (!s->win || !s->fd) st = rec_errorf(REC_ENOMEM, "out of memory for an offload stream");
+    for (int k = 0; !st && k < x->d.n_parts; k++) s->fd[k] = -1;
+    for (int i = 0; !st && i < s->la; i++) {
+        s->win[i].sp = calloc((size_t)x->d.n_sparse + 1, sizeof(rec_jagged));
+        if (!s->win[i].sp) st = rec_errorf(REC_ENOMEM, "out of memory for an offload stream");
+    }
+    if (!st) st = rec_prep_engine_init(&s->e, x->d.plan, x->d.prep_threads, &x->d.tsv, x->d.path);
+    /* the first piece: the one holding `line` (pieces are whole grid cells of one file) */
+    rec_piece p = {0};
+    int64_t lo = 0, hi = s->n_pieces;
+    while (!st && hi - lo > 1) {
+        const int64_t mid = (lo + hi) / 2;
+        rec_grid_piece(x->g, s->lines, mid, &p);
+        if (p.line0 <= line) lo = mid;
+        else hi = mid;
+    }
+    if (st) {
+        rec_offload_stream_close(s);
+        return st;
+    }
+    s->next = s->issued = lo < s->n_pieces ? lo : s->n_pieces;
+    if (s->next < s->n_pieces) rec_grid_piece(x->g, s->lines, s->next, &p);
+    *first_line = s->next < s->n_pieces ? p.line0 : rec_grid_lines(x->g);
+    if (!s->local_only) x->streaming = 1;
+    *out = s;
+    return REC_OK;
+}
+
+void rec_offload_stream_close(rec_offload_stream *s) {
+    if (!s) return;
+    for (int i = 0; s->win && i < s->la; i++) {
+        if (s->win[i].state == S_SENT && s->x->w[s->win[i].worker].inflight > 0) s->x->w[s->win[i].worker].inflight--;
+        slot_release(&s->win[i]);
+        free(s->win[i].sp);
+    }
+    free(s->win);
+    for (int k = 0; s->fd && k < s->x->d.n_parts; k++)
+        if (s->fd[k] >= 0) close(s->fd[k]);
+    free(s->fd);
+    free(s->text);
+    rec_wbuf_free(&s->w);
+    rec_prep_engine_free(s->e);
+    if (!s->local_only) s->x->streaming = 0;
+    free(s);
+}
+
+/* Piece p's bytes from the local file into s->text. */
+static rec_status read_local(rec_offload_stream *s, const rec_piece *p) {
+    const char *path = s->x->d.parts[p->part];
+    if (s->fd[p->part] < 0 && (s->fd[p->part] = open(path, O_RDONLY)) < 0)
+        return rec_errorf(REC_EIO, "%s: cannot open: %s", path, strerror(errno));
+    return rec__read_piece(s->fd[p->part], path, p->offset, p->len, &s->text, &s->text_cap);
+}
+
+/* The up worker with the fewest pieces in flight and room for one more: its index, -1 when
+ * all are full, -2 when none is up or coming up. */
+static int pick_worker(const rec_offload *x) {
+    int best = -1, alive = 0;
+    for (int i = 0; i < x->nw; i++) {
+        const wconn *c = &x->w[i];
+        if (c->state == W_WAIT) alive = 1;
+        if (c->state != W_UP) continue;
+        alive = 1;
+        if (c->inflight < x->o.depth && (best < 0 || c->inflight < x->w[best].inflight)) best = i;
+    }
+    return best >= 0 ? best : alive ? -1 : -2;
+}
+
+/* Sends piece `slot` to worker i (at p'1 with its lines). */
+static rec_status send_piece(rec_offload_stream *s, pslot *slot, int i) {
+    rec_offload *x = s->x;
+    rec_piece p;
+    rec_grid_piece(x->g, s->lines, slot->j, &p);
+    rec_net_piece np = {(uint32_t)p.part, p.offset, p.len, p.first_line, p.n_lines, NULL};
+    if (x->point == REC_OFFLOAD_P1) {
+        REC_TRY(read_local(s, &p));
+        np.text = s->text;
+    }
+    rec_frame_begin(&s->w, REC_MSG_PIECE, x->key, s->gen << GEN_SHIFT | (uint64_t)slot->j);
+    rec_net_piece_encode(&s->w, &np);
+    REC_TRY(rec_frame_end(&s->w));
+    if (rec__zsend(x->w[i].sock, NULL, &s->w, ZMQ_DONTWAIT)) {
+        set_down(x, i, "cannot send to it");
+        slot->state = S_LOCAL;
+        return REC_OK;
+    }
+    x->st.bytes_out += s->w.len;
+    slot->state = S_SENT;
+    slot->worker = i;
+    slot->sent = rec_now();
+    x->w[i].inflight++;
+    return REC_OK;
+}
+
+/* Decides pieces [issued, next + la) in order: local ones are marked, remote ones sent while
+ * a worker has room (the rest wait for the next call). */
+static rec_status issue(rec_offload_stream *s) {
+    rec_offload *x = s->x;
+    while (s->issued < s->n_pieces && s->issued < s->next + s->la) {
+        pslot *slot = &s->win[s->issued % s->la];
+        slot->j = s->issued;
+        if (is_remote(x->ratio, s->issued)) {
+            const int i = pick_worker(x);
+            if (i == -1) break;
+            if (i == -2) slot->state = S_LOCAL;
+            else REC_TRY(send_piece(s, slot, i));
+        } else {
+            slot->state = S_LOCAL;
+        }
+        s->issued++;
+    }
+    return REC_OK;
+}
+
+/* Worker i is down: its pieces in flight are made here. */
+static void worker_lost(rec_offload_stream *s, int i, const char *why) {
+    set_down(s->x, i, why);
+    for (int k = 0; k < s->la; k++)
+        if (s->win[k].state == S_SENT && s->win[k].worker == i) {
+            s->win[k].state = S_LOCAL;
+            s->x->st.redone++;
+        }
+}
+
+/* One message from worker i. Fails only for a data error in the piece being waited for. */
+static rec_status on_answer(rec_offload_stream *s, int i, zmq_msg_t *m) {
+    rec_offload *x = s->x;
+    wconn *c = &x->w[i];
+    rec_frame_head h;
+    x->st.bytes_in += zmq_msg_size(m);
+    char from[300];
+    snprintf(from, sizeof from, "worker %s", c->addr);
+    if (rec_frame_head_decode(zmq_msg_data(m), zmq_msg_size(m), from, &h) || h.job != x->key) {
+        x->st.refused++;
+        worker_lost(s, i, h.job != x->key && h.type ? "answered for another job" : rec_errmsg());
+        return REC_OK;
+    }
+    if (c->state == W_WAIT) {
+        c->state = W_UP;
+        if (x->st.worker_downs) wlog(x, "train: offload: worker %s is up%s\n", c->addr, "");
+    }
+    const uint64_t gen = h.seq >> GEN_SHIFT;
+    const int64_t j = (int64_t)(h.seq & (((uint64_t)1 << GEN_SHIFT) - 1));
+    pslot *slot = j >= s->next && j < s->issued ? &s->win[j % s->la] : NULL;
+    const int mine = slot && gen == s->gen && slot->state == S_SENT && slot->worker == i;
+    if (h.type == REC_MSG_PONG || h.type == REC_MSG_JOB_OK) return REC_OK;
+    if (h.type == REC_MSG_NOJOB) { /* restarted since it took the job: the job again, then the piece */
+        if (!mine) return REC_OK;
+        c->inflight--;
+        rec__zsend(c->sock, NULL, &x->jobframe, ZMQ_DONTWAIT);
+        return send_piece(s, slot, i);
+    }
+    if (h.type == REC_MSG_ERROR) {
+        rec_status code;
+        char msg[1024];
+        if (rec_net_error_decode((const uint8_t *)zmq_msg_data(m) + REC_NET_HEAD, h.body, &code, msg, sizeof msg)) {
+            x->st.refused++;
+            worker_lost(s, i, rec_errmsg());
+            return REC_OK;
+        }
+        if (code == REC_EFORMAT && mine) /* the data: the same error the local pipeline would give */
+            return rec_errorf(REC_EFORMAT, "%s (preprocessed by worker %s)", msg, c->addr);
+        if (c->state != W_UNFIT)
+            wlog(x, "train: offload: worker %s cannot serve this job: %s; it is left out\n", c->addr, msg);
+        worker_lost(s, i, msg);
+        c->state = W_UNFIT;
+        return REC_OK;
+    }
+    if (h.type != REC_MSG_RESULT) {
+        x->st.refused++;
+        worker_lost(s, i, "sent a frame that is not an answer");
+        return REC_OK;
+    }
+    if (!mine) {
+        x->st.late++;
+        return REC_OK;
+    }
+    /* the batch is read in place: keep the message, 8-byte aligned (a copy if it is not) */
+    zmq_msg_init(&slot->msg);
+    const uint8_t *frame = zmq_msg_data(m);
+    if ((uintptr_t)frame % 8 == 0) {
+        zmq_msg_move(&slot->msg, m);
+    } else {
+        zmq_msg_close(&slot->msg);
+        if (zmq_msg_init_size(&slot->msg, zmq_msg_size(m) + 8) != 0) return rec_errorf(REC_ENOMEM, "out of memory");
+        uint8_t *dst = zmq_msg_data(&slot->msg);
+        dst += (8 - (uintptr_t)dst % 8) % 8;
+        memcpy(dst, frame, zmq_msg_size(m));
+        frame = dst;
+    }
+    slot->has_msg = 1;
+    int64_t bad;
+    rec_piece p;
+    rec_grid_piece(x->g, s->lines, j, &p);
+    const rec_status bad_frame = rec_net_result_decode(frame + REC_NET_HEAD, h.body, x->d.n_dense, x->d.n_sparse,
+                                                      x->d.table_rows, &bad, &slot->view, slot->sp);
+    if (bad_frame || slot->view.n + bad != p.n_lines) {
+        char why[1100];
+        snprintf(why, sizeof why, "its answer for piece %lld was refused: %s", (long long)j,
+                 bad_frame ? rec_errmsg() : "rows and bad rows do not add up to the piece's lines");
+        slot_release(slot);
+        slot->state = S_SENT; /* worker_lost makes it local */
+        x->st.refused++;
+        worker_lost(s, i, why);
+        return REC_OK;
+    }
+    slot->has_msg = 1;
+    slot->state = S_READY;
+    c->inflight--;
+    x->st.pieces_remote++;
+    return REC_OK;
+}
+
+/* Waits (up to ~100 ms) for answers, handles them, and checks deadlines and probes. */
+static rec_status pump(rec_offload_stream *s, int wait_ms) {
+    rec_offload *x = s->x;
+    zmq_pollitem_t it[64];
+    int who[64], n = 0;
+    const double now = rec_now();
+    for (int i = 0; i < x->nw && n < 64; i++) {
+        wconn *c = &x->w[i];
+        if (c->state == W_DOWN && now - c->since >= PROBE_EVERY_S) connect_worker(x, i);
+        if (c->state == W_WAIT && now - c->since > x->o.timeout_s) set_down(x, i, "no answer");
+        if (c->state == W_UP || c->state == W_WAIT) {
+            it[n] = (zmq_pollitem_t){c->sock, 0, ZMQ_POLLIN, 0};
+            who[n++] = i;
+        }
+    }
+    for (int k = 0; k < s->la; k++) { /* a piece unanswered past the timeout: its worker is down */
+        pslot *p = &s->win[k];
+        if (p->state == S_SENT && now - p->sent > x->o.timeout_s) {
+            char why[96];
+            snprintf(why, sizeof why, "piece %lld unanswered for %.1f s", (long long)p->j, now - p->sent);
+            worker_lost(s, p->worker, why);
+        }
+    }
+    if (n == 0) {
+        if (wait_ms > 0) usleep((useconds_t)wait_ms * 1000);
+        return REC_OK;
+    }
+    if (zmq_poll(it, n, wait_ms) < 0 && zmq_errno() != EINTR)
+        return rec_errorf(REC_EIO, "offload: poll failed: %s", zmq_strerror(zmq_errno()));
+    for (int k = 0; k < n; k++) {
+        if (!(it[k].revents & ZMQ_POLLIN)) continue;
+        for (int got = 0; got < 64; got++) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, x->w[who[k]].sock, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&m);
+                break;
+            }
+            rec_status st = on_answer(s, who[k], &m);
+            zmq_msg_close(&m);
+            if (st) return st;
+            if (x->w[who[k]].state != W_UP && x->w[who[k]].state != W_WAIT) break;
+        }
+    }
+    return REC_OK;
+}
+
+int rec_offload_wait_workers(rec_offload *x, double seconds) {
+    rec_offload_stream tmp = {.x = x, .la = 0, .gen = 0};
+    const double t0 = rec_now();
+    for (;;) {
+        int up = 0, pending = 0;
+        for (int i = 0; i < x->nw; i++) up += x->w[i].state == W_UP, pending += x->w[i].state == W_WAIT;
+        if (!pending || rec_now() - t0 > seconds) return up;
+        pump(&tmp, 50);
+    }
+}
+
+rec_status rec_offload_stream_next(rec_offload_stream *s, const rec_batch *const **parts, int *n) {
+    rec_offload *x = s->x;
+    *n = 0;
+    *parts = s->parts;
+    if (s->held >= 0) {
+        slot_release(&s->win[s->held]);
+        s->held = -1;
+    }
+    if (s->next >= s->n_pieces) return REC_OK;
+    pslot *slot = &s->win[s->next % s->la];
+    if (s->local_only) slot->state = S_LOCAL, s->issued = s->next + 1;
+    for (; !s->local_only;) {
+        REC_TRY(issue(s));
+        REC_TRY(pump(s, 0));
+        if (s->issued > s->next && (slot->state == S_LOCAL || slot->state == S_READY)) break;
+        REC_TRY(pump(s, 20));
+    }
+    if (slot->state == S_READY) {
+        s->parts[0] = &slot->view;
+        *n = 1;
+        s->held = (int)(s->next % s->la);
+    } else {
+        rec_piece p;
+        rec_grid_piece(x->g, s->lines, s->next, &p);
+        REC_TRY(read_local(s, &p));
+        const rec_text_chunk c = {x->d.parts[p.part], s->text, p.len, p.first_line, p.n_lines};
+        REC_TRY(rec_prep_engine_run(s->e, &c));
+        *n = rec_prep_engine_threads(s->e);
+        for (int t = 0; t < *n; t++) s->parts[t] = rec_prep_engine_batch(s->e, t);
+        slot->state = S_NONE;
+        if (!s->local_only) x->st.pieces_local++;
+    }
+    s->next++;
+    return REC_OK;
+}

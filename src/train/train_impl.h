@@ -1,0 +1,29 @@
+/* Internal to src/train/: the trainer's `--offload auto` (offload_auto.c). */
+#ifndef REC_TRAIN_IMPL_H
+#define REC_TRAIN_IMPL_H
+
+#include <stdio.h>
+
+#include "rectrain/model.h"
+#include "rectrain/offload.h"
+#include "rectrain/train.h"
+
+typedef struct rec_offload_auto_in {
+    rec_dataset *d;          /* the training data, with x attached (rec_dataset_offload) */
+    rec_offload *x;
+    const rec_model_config *cfg; /* bound to d's tables */
+    int threads;
+    int64_t batch;
+    int64_t rows;            /* of d */
+    const char *store;       /* the metric store, or NULL: profile every time, keep nothing */
+    rec_offload_keys keys;
+    double threshold;        /* Gthp/Lthp below which nothing is offloaded */
+} rec_offload_auto_in;
+
+/* Profiles what the store does not hold, decides (Algorithm 1) and stores what it measured.
+ * *reused: the store's bits that were found (offload.h rec_offload_store_load). The split of
+ * in->x is left as it was: the caller applies the decision. */
+rec_status rec__offload_auto(const rec_offload_auto_in *in, rec_offload_metrics *m, rec_offload_decision *dec,
+                             int *reused);
+
+#endif
