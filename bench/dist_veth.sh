@@ -18,12 +18,8 @@ trap cleanup EXIT INT TERM
 export REC_PROGRESS=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # the two hosts
-ip netns add "$NA"; ip netns add "$NB"
-ip link add "v$NA" type veth peer name "v$NB"
-ip link set "v$NA" netns "$NA"; ip link set "v$NB" netns "$NB"
-ip -n "$NA" addr add $A/24 dev "v$NA"; ip -n "$NB" addr add $B/24 dev "v$NB"
-for n in "$NA" "$NB"; do ip -n "$n" link set lo up; done
-ip -n "$NA" link set "v$NA" up; ip -n "$NB" link set "v$NB" up
+. "$(dirname "$0")/netns_pair.sh"
+netns_pair "$NA" "$NB" $A $B
 # mpirun's "rsh agent": enters the namespace of the host it is asked for
 cat > "$W/nsrsh" <<EOF
 #!/bin/sh

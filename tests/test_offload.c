@@ -322,6 +322,34 @@ static void test_worker_faults(void) {
     CHECK(same_file("local.loss", "stall.loss"), "a stalled worker: the same losses");
 }
 
+/* --workers @FILE: a worker listed while the job runs joins it, one unlisted leaves it. */
+static void test_join_leave(void) {
+    const int p = port + 30;
+    FILE *f = fopen(path("workers.txt"), "w");
+    fputs("# no worker yet\n", f);
+    fclose(f);
+    pid_t pid = start_worker(p, "wj.log");
+    pid_t tr = spawn("train --data d.tsv --spec spec.json --config %s/configs/dlrm_small.json --batch 64 --no-shuffle "
+                     "--epochs 4 --loss-log join.loss --json --workers @workers.txt --offload 1 --offload-at p2 "
+                     ">join.out 2>&1", src);
+    usleep(400000);
+    f = fopen(path("workers.txt.tmp"), "w");
+    fprintf(f, "tcp://127.0.0.1:%d  # joined\n", p);
+    fclose(f);
+    rename(path("workers.txt.tmp"), path("workers.txt"));
+    int st;
+    waitpid(tr, &st, 0);
+    stop(pid, SIGTERM);
+    read_out("join.out");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", out);
+    CHECK(strstr(out, "added (workers.txt)") != NULL, "the listed worker joins: %s", out);
+    CHECK(strstr(out, "\"pieces_remote\": 0,") == NULL && strstr(out, "\"pieces_local\": 0,") == NULL,
+          "pieces made here before it joined, and by it after: %s", out);
+    CHECK(run("train --data d.tsv --spec spec.json --config %s/configs/dlrm_small.json --batch 64 --no-shuffle "
+              "--epochs 4 --loss-log join_local.loss", src) == 0, "%s", out);
+    CHECK(same_file("join_local.loss", "join.loss"), "a worker joining mid-epoch: the same losses");
+}
+
 /* Hostile frames at a live worker: each is refused and logged, and it still answers a ping. */
 static void test_hostile(void) {
     const int p = port + 20;
@@ -382,6 +410,7 @@ int main(void) {
     test_policy();
     test_same_training();
     test_worker_faults();
+    test_join_leave();
     test_hostile();
     clirun_cleanup();
     return check_report();

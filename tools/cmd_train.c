@@ -63,7 +63,8 @@ static const char TRAIN_USAGE[] =
     "                     all-to-all-v baseline)\n"
     "Preprocessing on other hosts (README \"Offloading preprocessing to workers\"), TSV data:\n"
     "  --workers LIST     endpoints of rectrain prep-worker processes, comma-separated\n"
-    "                     (tcp://HOST:PORT,...)\n"
+    "                     (tcp://HOST:PORT,...), or @FILE: one per line, read again every\n"
+    "                     second (workers join and leave the running job)\n"
     "  --offload MODE     auto (default with --workers): profile, then offload the share that\n"
     "                     pays (FastFlow); off; or a share of the pieces in [0, 1]\n"
     "  --offload-at P     p1 (the trainer reads, workers preprocess), p2 (workers read and\n"
@@ -97,6 +98,7 @@ static void print_json(const rec_train_report *r) {
         if (r->offload_auto) {
             const rec_offload_metrics *m = &r->offload_metrics;
             const rec_offload_decision *d = &r->offload_decision;
+            printf(", \"redecisions\": %d", r->offload_redecisions);
             printf(", \"from_store\": %d, \"gthp\": %s, \"lthp\": %s, \"pcycle_us\": %s, \"rthp\": [%s, %s, %s], "
                    "\"ocycle_us\": [%s, %s, %s], \"decision\": {\"offload\": %s, \"point\": \"%s\", \"ratio\": %s, "
                    "\"est\": %s, \"upper\": %s, \"lower\": %s}", r->offload_reused, cli_jnum("%.1f", m->gthp),
@@ -193,7 +195,10 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     }
     if (o.plan_shards && o.shard_kind >= 0)
         return cli_usage(cmd, "--plan-shards gives the plan; --shard-kind builds one: give one of them");
-    if (workers) { /* a comma-separated list of endpoints */
+    if (workers && workers[0] == '@') { /* a file of endpoints, read again while the job runs */
+        if (!workers[1]) return cli_usage(cmd, "--workers @FILE: the file is missing");
+        o.workers_file = workers + 1;
+    } else if (workers) { /* a comma-separated list of endpoints */
         if (strlen(workers) >= sizeof worker_buf) return cli_usage(cmd, "--workers: the list is too long");
         snprintf(worker_buf, sizeof worker_buf, "%s", workers);
         for (char *save = NULL, *w = strtok_r(worker_buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {

@@ -79,6 +79,9 @@ const char *rec_offload_point_name(int point); /* "p'1", ... */
 typedef struct rec_offload_opts {
     const char *const *workers; /* endpoints of the workers (tcp://HOST:PORT) */
     int n_workers;
+    /* Or (and) a file of endpoints, one per line ('#' comments), read again every second:
+     * workers listed later join the job, workers no longer listed leave it. */
+    const char *workers_file;
     double timeout_s;        /* a piece unanswered this long marks its worker down (0: 5 s) */
     int depth;               /* pieces in flight per worker (0: 4) */
     FILE *log;               /* workers going down and up; NULL quiet */
@@ -158,6 +161,10 @@ typedef struct rec_offload_decision {
     double upper, lower;     /* Algorithm 1 lines 8-9 */
     char why[256];           /* one line: what decided it */
 } rec_offload_decision;
+
+/* A job's epochs training this share faster or slower than its first epoch after a decision
+ * make `train --offload auto` decide again (the workers, their load or the network changed). */
+#define REC_OFFLOAD_DRIFT 0.25
 
 /* Default of Algorithm 1's SpeedUpThreshold on Gthp/Lthp (FastFlow §4.1: 10%). */
 #define REC_OFFLOAD_SPEEDUP_THRESHOLD 1.1

@@ -320,6 +320,7 @@ typedef struct rec_train_opts {
      * offload_point (REC_OFFLOAD_P*; 0: p'3, or the policy's with auto). */
     const char *const *workers;
     int n_workers;
+    const char *workers_file;    /* endpoints listed in a file, read again every second */
     double offload_ratio;
     int offload_point;
     const char *offload_store;   /* NULL: rec_offload_store_default */
@@ -354,6 +355,7 @@ typedef struct rec_train_report {
     /* with workers: the split trained with, the policy's decision and inputs (auto), and the
      * client's counters */
     int has_offload, offload_auto, offload_reused;
+    int offload_redecisions;     /* decisions taken again after a drift (REC_OFFLOAD_DRIFT) */
     int offload_point;
     double offload_ratio;
     rec_offload_metrics offload_metrics;

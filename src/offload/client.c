@@ -37,7 +37,9 @@
 #include "rectrain/core.h"
 #include "rectrain/offload.h"
 
-enum { W_WAIT = 0, W_UP, W_DOWN, W_UNFIT };
+enum { W_WAIT = 0, W_UP, W_DOWN, W_UNFIT, W_GONE };
+enum { MAX_WORKERS = 64 };
+#define LIST_EVERY_S 1.0
 #define GEN_SHIFT 40
 #define PROBE_EVERY_S 1.0
 
@@ -59,6 +61,7 @@ struct rec_offload {
     void *ctx;
     wconn *w;
     int nw;
+    double list_read;        /* workers_file: when it was last read */
     int point;
     double ratio;
     uint64_t gen;
@@ -105,9 +108,51 @@ static void set_down(rec_offload *x, int i, const char *why) {
     x->st.worker_downs++;
 }
 
+/* workers_file: endpoints one per line (or comma-separated; '#' starts a comment). New ones
+ * are connected; workers no longer listed are let go (GONE: their pieces in flight are made
+ * here by the stream that sees them). A missing or unreadable file changes nothing. */
+static rec_status read_list(rec_offload *x) {
+    x->list_read = rec_now();
+    char *text = NULL;
+    size_t len = 0;
+    if (rec_read_file(x->o.workers_file, "workers file", 1 << 20, &text, &len)) return REC_OK;
+    char seen[MAX_WORKERS] = {0};
+    for (char *ls = NULL, *line = strtok_r(text, "\n", &ls); line; line = strtok_r(NULL, "\n", &ls)) {
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        for (char *save = NULL, *t = strtok_r(line, ", \t\r", &save); t; t = strtok_r(NULL, ", \t\r", &save)) {
+            if (strncmp(t, "tcp://", 6) && strncmp(t, "ipc://", 6)) continue;
+            int i = 0;
+            while (i < x->nw && strcmp(x->w[i].addr, t)) i++;
+            if (i == x->nw) {
+                if (x->nw == MAX_WORKERS || strlen(t) >= sizeof x->w[i].addr) continue;
+                snprintf(x->w[i].addr, sizeof x->w[i].addr, "%s", t);
+                x->nw++;
+                wlog(x, "train: offload: worker %s added (%s)\n", t, x->o.workers_file);
+                connect_worker(x, i);
+            } else if (x->w[i].state == W_GONE) {
+                wlog(x, "train: offload: worker %s added again (%s)\n", t, x->o.workers_file);
+                connect_worker(x, i);
+            }
+            seen[i] = 1;
+        }
+    }
+    free(text);
+    for (int i = 0; i < x->nw; i++)
+        if (!seen[i] && x->w[i].state != W_GONE) {
+            wlog(x, "train: offload: worker %s removed (%s)\n", x->w[i].addr, x->o.workers_file);
+            if (x->w[i].sock) zmq_close(x->w[i].sock);
+            x->w[i].sock = NULL;
+            x->w[i].state = W_GONE;
+        }
+    return REC_OK;
+}
+
 rec_status rec_offload_open(rec_offload **out, const rec_offload_opts *o, const rec_offload_data *d) {
     *out = NULL;
-    if (o->n_workers < 1) return rec_errorf(REC_EINVAL, "offload: no workers given (--workers tcp://HOST:PORT,...)");
+    if (o->n_workers < 1 && !o->workers_file)
+        return rec_errorf(REC_EINVAL, "offload: no workers given (--workers tcp://HOST:PORT,...)");
+    if (o->n_workers > MAX_WORKERS) return rec_errorf(REC_EINVAL, "offload: at most %d workers", MAX_WORKERS);
     rec_offload *x = calloc(1, sizeof *x);
     if (!x) return rec_errorf(REC_ENOMEM, "out of memory for offloading");
     x->o = *o;
@@ -145,7 +190,7 @@ rec_status rec_offload_open(rec_offload **out, const rec_offload_opts *o, const 
     }
     if (!s) {
         x->ctx = zmq_ctx_new();
-        x->w = calloc((size_t)o->n_workers, sizeof *x->w);
+        x->w = calloc(MAX_WORKERS, sizeof *x->w);
         if (!x->ctx || !x->w) s = rec_errorf(REC_EIO, "offload: cannot start ZeroMQ");
     }
     for (int i = 0; !s && i < o->n_workers; i++) {
@@ -155,6 +200,7 @@ rec_status rec_offload_open(rec_offload **out, const rec_offload_opts *o, const 
         x->nw = i + 1;
         if (!s) connect_worker(x, i);
     }
+    if (!s && o->workers_file) s = read_list(x);
     if (s) {
         rec_offload_close(x);
         return s;
@@ -238,7 +284,7 @@ rec_status rec_offload_stream_open(rec_offload_stream **out, rec_offload *x, int
     s->gen = ++x->gen & ((1u << 23) - 1);
     s->lines = x->point == REC_OFFLOAD_P2 ? REC_OFFLOAD_ELEMENT_LINES : x->d.batch;
     s->n_pieces = rec_grid_pieces(x->g, s->lines);
-    s->la = 2 * x->o.depth * x->nw + 4;
+    s->la = 2 * x->o.depth * (x->nw > 4 ? x->nw : 4) + 4;
     s->held = -1;
     rec_status st = REC_OK;
     s->win = calloc((size_t)s->la, sizeof *s->win);
@@ -461,7 +507,13 @@ static rec_status pump(rec_offload_stream *s, int wait_ms) {
     rec_offload *x = s->x;
     zmq_pollitem_t it[64];
     int who[64], n = 0;
+    if (x->o.workers_file && rec_now() - x->list_read >= LIST_EVERY_S) REC_TRY(read_list(x));
     const double now = rec_now();
+    for (int k = 0; k < s->la; k++) /* pieces of workers let go */
+        if (s->win[k].state == S_SENT && x->w[s->win[k].worker].state == W_GONE) {
+            s->win[k].state = S_LOCAL;
+            x->st.redone++;
+        }
     for (int i = 0; i < x->nw && n < 64; i++) {
         wconn *c = &x->w[i];
         if (c->state == W_DOWN && now - c->since >= PROBE_EVERY_S) connect_worker(x, i);

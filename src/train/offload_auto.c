@@ -81,7 +81,7 @@ rec_status rec__offload_auto(const rec_offload_auto_in *in, rec_offload_metrics 
     memset(m, 0, sizeof *m);
     *reused = 0;
     int found = 0;
-    if (in->store) REC_TRY(rec_offload_store_load(in->store, &in->keys, m, &found));
+    if (in->store && !in->again) REC_TRY(rec_offload_store_load(in->store, &in->keys, m, &found));
     const int64_t B = in->batch;
     int64_t steps = in->rows / B - WARM;
     if (steps > STEPS) steps = STEPS;

@@ -18,6 +18,7 @@ typedef struct rec_offload_auto_in {
     const char *store;       /* the metric store, or NULL: profile every time, keep nothing */
     rec_offload_keys keys;
     double threshold;        /* Gthp/Lthp below which nothing is offloaded */
+    int again;               /* measure everything, whatever the store holds (and store it) */
 } rec_offload_auto_in;
 
 /* Profiles what the store does not hold, decides (Algorithm 1) and stores what it measured.

@@ -223,6 +223,7 @@ typedef struct job {
     rec_exec *exec;
     rec_ckpt_meta resumed; /* the checkpoint --resume continues */
     rec_offload *offload;  /* workers preprocess part of the training data (owned by `train`) */
+    double offload_baseline; /* --offload auto: samples/s of the first epoch since the decision */
 } job;
 
 static rec_status open_data(job *j, const char *path, const char *const *paths, int n_paths, rec_dataset **out) {
@@ -372,7 +373,7 @@ static rec_status attach_offload(job *j) {
     if (j->dist)
         return rec_errorf(REC_EINVAL, "--workers: offloading preprocessing is not available under mpirun yet; run the "
                           "job in one process, or prep the data into a shard");
-    const rec_offload_opts oo = {o->workers, o->n_workers, o->worker_timeout, 0, o->log};
+    const rec_offload_opts oo = {o->workers, o->n_workers, o->workers_file, o->worker_timeout, 0, o->log};
     return rec_dataset_offload(j->train, &oo, j->cfg.batch_size, &j->offload);
 }
 
@@ -403,18 +404,21 @@ static rec_status offload_keys(const job *j, rec_offload_keys *k) {
     k->pipeline = fnv(h, rec_dataset_table_rows(j->train), sizeof(int64_t) * (size_t)f);
     h = k->pipeline;
     for (int i = 0; i < j->o->n_workers; i++) h = fnv(h, j->o->workers[i], strlen(j->o->workers[i]) + 1);
+    if (j->o->workers_file) h = fnv(h, j->o->workers_file, strlen(j->o->workers_file));
     k->remote = h;
     return REC_OK;
 }
 
-/* The split to train with: the given ratio, or FastFlow's decision (--offload auto). */
-static rec_status choose_offload(job *j) {
+/* The split to train with: the given ratio, or FastFlow's decision (--offload auto); `again`:
+ * measured afresh, whatever the store holds. */
+static rec_status choose_offload(job *j, int again) {
     const rec_train_opts *o = j->o;
     rec_train_report *rep = j->rep;
     const double timeout = o->worker_timeout > 0 ? o->worker_timeout : 5;
     const int up = rec_offload_wait_workers(j->offload, timeout);
     if (o->log)
-        fprintf(o->log, "train: offload: %d of %d worker%s answered\n", up, o->n_workers, rec_s(o->n_workers));
+        fprintf(o->log, "train: offload: %d of %d worker%s answered\n", up, rec_offload_workers(j->offload),
+                rec_s(rec_offload_workers(j->offload)));
     rep->has_offload = 1;
     if (o->offload_ratio > 0) {
         rep->offload_point = o->offload_point ? o->offload_point : REC_OFFLOAD_P3;
@@ -425,7 +429,7 @@ static rec_status choose_offload(job *j) {
         else rec_offload_store_default(store, sizeof store);
         rec_offload_auto_in in = {j->train, j->offload, &j->cfg, j->threads, j->cfg.batch_size, j->train_rows,
                                   o->offload_store && !o->offload_store[0] ? NULL : store, {0},
-                                  REC_OFFLOAD_SPEEDUP_THRESHOLD};
+                                  REC_OFFLOAD_SPEEDUP_THRESHOLD, again};
         REC_TRY(offload_keys(j, &in.keys));
         const double t0 = rec_now();
         rec_offload_metrics *m = &rep->offload_metrics;
@@ -457,6 +461,23 @@ static rec_status choose_offload(job *j) {
         fprintf(o->log, "train: offload: %.0f%% of the pieces to the workers at %s\n", 100 * rep->offload_ratio,
                 rec_offload_point_name(rep->offload_point ? rep->offload_point : REC_OFFLOAD_P3));
     return REC_OK;
+}
+
+/* --offload auto: an epoch that trained more than REC_OFFLOAD_DRIFT away from the first epoch
+ * since the decision (the workers or the network changed) makes the policy profile and decide
+ * again before the next one. */
+static rec_status check_drift(job *j, double rate) {
+    if (j->offload_baseline <= 0) {
+        j->offload_baseline = rate;
+        return REC_OK;
+    }
+    if (!(rate > 0) || fabs(rate / j->offload_baseline - 1) <= REC_OFFLOAD_DRIFT) return REC_OK;
+    if (j->o->log)
+        fprintf(j->o->log, "train: offload: the epoch trained at %.0f samples/s, %+.0f%% from %.0f: deciding again\n",
+                rate, 100 * (rate / j->offload_baseline - 1), j->offload_baseline);
+    j->rep->offload_redecisions++;
+    j->offload_baseline = 0;
+    return choose_offload(j, 1);
 }
 
 static rec_status setup(job *j) {
@@ -526,7 +547,7 @@ static rec_status setup(job *j) {
     data = rec_dataset_path(j->train); /* the file, or the first of several and how many more */
     if (!rec_dataset_has_label(j->train))
         return rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); training needs labelled rows", data);
-    if (o->n_workers > 0 && o->offload_ratio != 0) REC_TRY(attach_offload(j));
+    if ((o->n_workers > 0 || o->workers_file) && o->offload_ratio != 0) REC_TRY(attach_offload(j));
     int64_t n;
     REC_TRY(rec_dataset_rows(j->train, &n));
     j->train_rows = n;
@@ -581,7 +602,7 @@ static rec_status setup(job *j) {
     if (o->loss_log) REC_TRY(open_loss_log(j, resumed.step));
     if (j->dist) return setup_dist(j);
     REC_TRY(rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads));
-    return j->offload ? choose_offload(j) : REC_OK;
+    return j->offload ? choose_offload(j, 0) : REC_OK;
 }
 
 /* The directory exists: rec_train made it (or read the checkpoint from it, resuming). */
@@ -705,6 +726,8 @@ static rec_status run(job *j) {
         else
             s = rec_loader_open(&l, j->train, row, j->train_rows, B, LOADER_DEPTH);
         double t0 = rec_now(), t_eval = 0, t_ckpt = rep->ckpt_seconds;
+        const double secs0 = rep->train_seconds;
+        const int64_t rows0 = rep->rows;
         const rec_batch *b;
         while (!s && !(s = rec_loader_next(l, &b)) && b) {
             double loss;
@@ -732,7 +755,7 @@ static rec_status run(job *j) {
             row += b->n;
             rows_seen += b->n;
             rep->rows += b->n;
-            if (o->n_workers > 0) rep->rows_checksum += rec_batch_row_hash_sum(b);
+            if (o->n_workers > 0 || o->workers_file) rep->rows_checksum += rec_batch_row_hash_sum(b);
             rep->steps++;
             char extra[96];
             double mean = 0;
@@ -760,6 +783,8 @@ static rec_status run(job *j) {
         rep->wait_seconds += l ? rec_loader_wait_seconds(l) : 0;
         rec_loader_close(l);
         if (!s && !stop && o->ckpt_dir) s = save_ckpt(j, epoch + 1, 0, rows_seen);
+        if (!s && !stop && rep->offload_auto && epoch + 1 < j->cfg.epochs && rep->train_seconds > secs0)
+            s = check_drift(j, (double)(rep->rows - rows0) / (rep->train_seconds - secs0));
         if (!s && o->log)
             fprintf(o->log, "epoch %lld/%d: %lld step%s, loss %.5f, %.0f samples/s\n", (long long)epoch + 1, j->cfg.epochs,
                     (long long)rec_model_steps(j->model), rec_s(rec_model_steps(j->model)), rep->last_loss,
