@@ -83,7 +83,7 @@ typedef struct rec_offload_opts {
      * workers listed later join the job, workers no longer listed leave it. */
     const char *workers_file;
     double timeout_s;        /* a piece unanswered this long marks its worker down (0: 5 s) */
-    int depth;               /* pieces in flight per worker (0: 4) */
+    int depth;               /* batches' worth of pieces in flight per worker (0: 4) */
     FILE *log;               /* workers going down and up; NULL quiet */
 } rec_offload_opts;
 
@@ -134,8 +134,10 @@ void rec_offload_get_stats(const rec_offload *x, rec_offload_stats *s);
 /* A stream: the rows of pieces from the one holding line `line` on, in order, as runs of
  * preprocessed rows. One at a time per rec_offload (a loader's producer thread owns it). */
 typedef struct rec_offload_stream rec_offload_stream;
-/* *first_line: the data set line (= row in FAIL mode) where the stream starts (the piece's). */
-rec_status rec_offload_stream_open(rec_offload_stream **out, rec_offload *x, int64_t line, int64_t *first_line);
+/* *first_line: the data set line (= row in FAIL mode) where the stream starts (the piece's).
+ * The stream ends with the piece holding line end_line - 1 (end_line < 0: the data's end). */
+rec_status rec_offload_stream_open(rec_offload_stream **out, rec_offload *x, int64_t line, int64_t end_line,
+                                   int64_t *first_line);
 /* The next piece's rows as batches parts[0..n) (rows in order); n = 0 at the end. Valid until
  * the next call. */
 rec_status rec_offload_stream_next(rec_offload_stream *s, const rec_batch *const **parts, int *n);

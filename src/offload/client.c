@@ -265,6 +265,7 @@ struct rec_offload_stream {
     const rec_batch *parts[257];
     int held;                /* the slot delivered last (released on the next call), or -1 */
     int local_only;          /* another stream is open: every piece is made here */
+    int depth;               /* pieces in flight per worker */
 };
 
 static int is_remote(double r, int64_t j) { return floor((double)(j + 1) * r) > floor((double)j * r); }
@@ -275,7 +276,8 @@ static void slot_release(pslot *p) {
     p->state = S_NONE;
 }
 
-rec_status rec_offload_stream_open(rec_offload_stream **out, rec_offload *x, int64_t line, int64_t *first_line) {
+rec_status rec_offload_stream_open(rec_offload_stream **out, rec_offload *x, int64_t line, int64_t end_line,
+                                   int64_t *first_line) {
     *out = NULL;
     rec_offload_stream *s = calloc(1, sizeof *s);
     if (!s) return rec_errorf(REC_ENOMEM, "out of memory for an offload stream");
@@ -284,7 +286,10 @@ rec_status rec_offload_stream_open(rec_offload_stream **out, rec_offload *x, int
     s->gen = ++x->gen & ((1u << 23) - 1);
     s->lines = x->point == REC_OFFLOAD_P2 ? REC_OFFLOAD_ELEMENT_LINES : x->d.batch;
     s->n_pieces = rec_grid_pieces(x->g, s->lines);
-    s->la = 2 * x->o.depth * (x->nw > 4 ? x->nw : 4) + 4;
+    /* in flight per worker: `depth` batches' worth of lines, so that a worker has work queued
+     * while this thread makes a local piece */
+    s->depth = (int)((x->o.depth * x->d.batch + s->lines - 1) / s->lines);
+    s->la = 2 * s->depth * (x->nw > 4 ? x->nw : 4) + 4;
     s->held = -1;
     rec_status st = REC_OK;
     s->win = calloc((size_t)s->la, sizeof *s->win);
@@ -310,6 +315,13 @@ rec_status rec_offload_stream_open(rec_offload_stream **out, rec_offload *x, int
         return st;
     }
     s->next = s->issued = lo < s->n_pieces ? lo : s->n_pieces;
+    for (int64_t a = s->next, b = s->n_pieces; !st && end_line >= 0 && a < b;) { /* pieces from end_line on: none */
+        const int64_t mid = a + (b - a) / 2;
+        rec_grid_piece(x->g, s->lines, mid, &p);
+        if (p.line0 < end_line) a = mid + 1;
+        else b = mid;
+        if (a == b) s->n_pieces = a;
+    }
     if (s->next < s->n_pieces) rec_grid_piece(x->g, s->lines, s->next, &p);
     *first_line = s->next < s->n_pieces ? p.line0 : rec_grid_lines(x->g);
     if (!s->local_only) x->streaming = 1;
@@ -345,14 +357,14 @@ static rec_status read_local(rec_offload_stream *s, const rec_piece *p) {
 
 /* The up worker with the fewest pieces in flight and room for one more: its index, -1 when
  * all are full, -2 when none is up or coming up. */
-static int pick_worker(const rec_offload *x) {
+static int pick_worker(const rec_offload *x, int depth) {
     int best = -1, alive = 0;
     for (int i = 0; i < x->nw; i++) {
         const wconn *c = &x->w[i];
         if (c->state == W_WAIT) alive = 1;
         if (c->state != W_UP) continue;
         alive = 1;
-        if (c->inflight < x->o.depth && (best < 0 || c->inflight < x->w[best].inflight)) best = i;
+        if (c->inflight < depth && (best < 0 || c->inflight < x->w[best].inflight)) best = i;
     }
     return best >= 0 ? best : alive ? -1 : -2;
 }
@@ -391,7 +403,7 @@ static rec_status issue(rec_offload_stream *s) {
         pslot *slot = &s->win[s->issued % s->la];
         slot->j = s->issued;
         if (is_remote(x->ratio, s->issued)) {
-            const int i = pick_worker(x);
+            const int i = pick_worker(x, s->depth);
             if (i == -1) break;
             if (i == -2) slot->state = S_LOCAL;
             else REC_TRY(send_piece(s, slot, i));
@@ -502,28 +514,15 @@ static rec_status on_answer(rec_offload_stream *s, int i, zmq_msg_t *m) {
     return REC_OK;
 }
 
-/* Waits (up to ~100 ms) for answers, handles them, and checks deadlines and probes. */
-static rec_status pump(rec_offload_stream *s, int wait_ms) {
+/* Deadlines: a worker that has not answered its probe, or a piece, within the timeout is
+ * down. Checked after the answers at hand are taken, so that time spent elsewhere (the
+ * trainer building its model) never counts against answers that have arrived. */
+static void check_deadlines(rec_offload_stream *s) {
     rec_offload *x = s->x;
-    zmq_pollitem_t it[64];
-    int who[64], n = 0;
-    if (x->o.workers_file && rec_now() - x->list_read >= LIST_EVERY_S) REC_TRY(read_list(x));
     const double now = rec_now();
-    for (int k = 0; k < s->la; k++) /* pieces of workers let go */
-        if (s->win[k].state == S_SENT && x->w[s->win[k].worker].state == W_GONE) {
-            s->win[k].state = S_LOCAL;
-            x->st.redone++;
-        }
-    for (int i = 0; i < x->nw && n < 64; i++) {
-        wconn *c = &x->w[i];
-        if (c->state == W_DOWN && now - c->since >= PROBE_EVERY_S) connect_worker(x, i);
-        if (c->state == W_WAIT && now - c->since > x->o.timeout_s) set_down(x, i, "no answer");
-        if (c->state == W_UP || c->state == W_WAIT) {
-            it[n] = (zmq_pollitem_t){c->sock, 0, ZMQ_POLLIN, 0};
-            who[n++] = i;
-        }
-    }
-    for (int k = 0; k < s->la; k++) { /* a piece unanswered past the timeout: its worker is down */
+    for (int i = 0; i < x->nw; i++)
+        if (x->w[i].state == W_WAIT && now - x->w[i].since > x->o.timeout_s) set_down(x, i, "no answer");
+    for (int k = 0; k < s->la; k++) {
         pslot *p = &s->win[k];
         if (p->state == S_SENT && now - p->sent > x->o.timeout_s) {
             char why[96];
@@ -531,11 +530,27 @@ static rec_status pump(rec_offload_stream *s, int wait_ms) {
             worker_lost(s, p->worker, why);
         }
     }
-    if (n == 0) {
-        if (wait_ms > 0) usleep((useconds_t)wait_ms * 1000);
-        return REC_OK;
-    }
-    if (zmq_poll(it, n, wait_ms) < 0 && zmq_errno() != EINTR)
+}
+
+/* Waits up to wait_ms for answers and takes every one at hand; then reconnects workers that
+ * are due a probe and checks the deadlines. */
+static rec_status pump(rec_offload_stream *s, int wait_ms) {
+    rec_offload *x = s->x;
+    if (x->o.workers_file && rec_now() - x->list_read >= LIST_EVERY_S) REC_TRY(read_list(x));
+    for (int k = 0; k < s->la; k++) /* pieces of workers let go */
+        if (s->win[k].state == S_SENT && x->w[s->win[k].worker].state == W_GONE) {
+            s->win[k].state = S_LOCAL;
+            x->st.redone++;
+        }
+    zmq_pollitem_t it[MAX_WORKERS];
+    int who[MAX_WORKERS], n = 0;
+    for (int i = 0; i < x->nw; i++)
+        if (x->w[i].state == W_UP || x->w[i].state == W_WAIT) {
+            it[n] = (zmq_pollitem_t){x->w[i].sock, 0, ZMQ_POLLIN, 0};
+            who[n++] = i;
+        }
+    if (n == 0 && wait_ms > 0) usleep((useconds_t)wait_ms * 1000);
+    if (n > 0 && zmq_poll(it, n, wait_ms) < 0 && zmq_errno() != EINTR)
         return rec_errorf(REC_EIO, "offload: poll failed: %s", zmq_strerror(zmq_errno()));
     for (int k = 0; k < n; k++) {
         if (!(it[k].revents & ZMQ_POLLIN)) continue;
@@ -552,6 +567,10 @@ static rec_status pump(rec_offload_stream *s, int wait_ms) {
             if (x->w[who[k]].state != W_UP && x->w[who[k]].state != W_WAIT) break;
         }
     }
+    const double now = rec_now();
+    for (int i = 0; i < x->nw; i++)
+        if (x->w[i].state == W_DOWN && now - x->w[i].since >= PROBE_EVERY_S) connect_worker(x, i);
+    check_deadlines(s);
     return REC_OK;
 }
 

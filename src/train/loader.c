@@ -595,7 +595,7 @@ static rec_status produce_tsv(rec_loader *l) {
     const rec_batch *const *parts = l->parts;
     if (l->d->offload) { /* in FAIL mode rows are lines: start at the piece holding `start` */
         const int skip_mode = l->d->tsv.bad_rows == REC_BAD_ROWS_SKIP;
-        REC_TRY(rec_offload_stream_open(&l->os, l->d->offload, skip_mode ? 0 : start, &row));
+        REC_TRY(rec_offload_stream_open(&l->os, l->d->offload, skip_mode ? 0 : start, skip_mode ? -1 : l->row1, &row));
     }
     while (row < l->row1) {
         if (l->os) {
