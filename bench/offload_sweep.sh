@@ -2,12 +2,14 @@
 # Does --offload auto pick the split that pays? (FastFlow's Fig. 9/10 on this machine.)
 # The trainer is pinned to core 0 (--threads 1) and one prep-worker to core 1 (--threads 1),
 # as a GPU host with a remote CPU node would be, scaled down. For one workload it sweeps the
-# remote share 0%, 10%, ..., 100% by hand at p'1, p'2 and p'3, then runs --offload auto twice
-# (the first profiles into a fresh metric store, the second starts from it), and prints the
-# sweep, the best swept throughput, the policy's choice and their ratios (medians of REPS).
+# remote share 0%, 10%, ..., 100% by hand at p'1, p'2 and p'3, runs --offload auto (the first
+# run profiles into a fresh metric store, the later ones start from it), and prints the
+# sweep, the best swept throughput, the policy's choice and their ratios (medians of REPS; the
+# auto runs alternate with local-only runs, and their paired ratio is printed too).
 # Workloads:
-#   heavy     configs/criteo_heavy.json (crosses, n-grams, double hashing, lists of up to 96
-#             ids) on multi-hot rows, the small DLRM: preprocessing is the bottleneck
+#   heavy     configs/criteo_heavy.json (26 lists hashed, 4-grams, hashed again; 24 crosses
+#             of pairs, 3-grams) on multi-hot rows, the small DLRM: preprocessing is the
+#             bottleneck
 #   standard  configs/criteo_standard.json on single-hot rows, the Kaggle DLRM: it is not
 # Usage: bench/offload_sweep.sh heavy|standard [ROWS] [STEPS] [REPS]   (from the repo root)
 set -eu
@@ -17,7 +19,7 @@ R=$(pwd)/build/rectrain
 command -v taskset >/dev/null || { echo "needs taskset (util-linux)" >&2; exit 1; }
 [ "$(nproc)" -ge 2 ] || { echo "needs 2 cores: one for the trainer, one for the worker" >&2; exit 1; }
 case $WL in
-heavy) ROWS=${2:-120000}; STEPS=${3:-80}; SPEC=configs/criteo_heavy.json; CFG=configs/dlrm_small.json; GEN="--scale 0.01 --multi-hot";;
+heavy) ROWS=${2:-80000}; STEPS=${3:-60}; SPEC=configs/criteo_heavy.json; CFG=configs/dlrm_small.json; GEN="--scale 0.01 --multi-hot";;
 standard) ROWS=${2:-400000}; STEPS=${3:-60}; SPEC=configs/criteo_standard.json; CFG=configs/dlrm_kaggle.json; GEN="";;
 *) echo "usage: bench/offload_sweep.sh heavy|standard [ROWS] [STEPS] [REPS]" >&2; exit 2;;
 esac
@@ -38,8 +40,10 @@ run() { # NAME ARGS...: one training run pinned to core 0, its JSON line kept
         --workers "tcp://127.0.0.1:$PORT" --json "$@" 2>"$W/$name.err" | grep '^{"model"' > "$W/$name.json" ||
         { cat "$W/$name.err" >&2; exit 1; }
 }
+run auto_first --offload auto --offload-store "$W/store.json"   # profiles; the runs below reuse its metrics
 for k in $(seq 1 "$REPS"); do
     run "r0_$k" --offload off
+    run "auto_$k" --offload auto --offload-store "$W/store.json"  # right after local only: a paired ratio
     for p in p1 p2 p3; do
         for r in 1 2 3 4 5 6 7 8 9 10; do
             share=$(echo "$r" | awk '{printf "%.1f", $1 / 10}')
@@ -47,8 +51,6 @@ for k in $(seq 1 "$REPS"); do
         done
     done
 done
-run auto_first --offload auto --offload-store "$W/store.json"
-for k in $(seq 1 "$REPS"); do run "auto_$k" --offload auto --offload-store "$W/store.json"; done
 
 python3 - "$W" "$REPS" "$WL" <<'EOF'
 import json, statistics, sys
@@ -71,7 +73,9 @@ first = json.load(open(f"{w}/auto_first.json"))
 a = json.load(open(f"{w}/auto_1.json"))["offload"]
 auto = med("auto")
 d = first["offload"].get("decision", {})
+paired = statistics.median(rate(f"auto_{k}") / rate(f"r0_{k}") for k in range(1, reps + 1))
 print(f"best swept: {best:.0f} samples/s ({best_at}); local only: {local:.0f}")
+print(f"auto / local only, paired runs: median {paired:.3f}")
 print(f"auto: {a['point']} at {100*a['ratio']:.1f}% -> {auto:.0f} samples/s = {auto/best:.2f}x the best swept, "
       f"{auto/local:.2f}x local only")
 m = first["offload"]
@@ -79,5 +83,5 @@ print(f"auto inputs (first run, profiled): Gthp {m['gthp']:.0f}, Lthp {m['lthp']
       f"Rthp {m['rthp']}, Ocycle {m['ocycle_us']} us/row; decision {d}")
 print(json.dumps({"bench": "offload_sweep", "workload": wl, "best": best, "best_at": best_at, "local": local,
                   "auto": auto, "auto_point": a["point"], "auto_ratio": a["ratio"], "auto_vs_best": auto / best,
-                  "auto_vs_local": auto / local}))
+                  "auto_vs_local": auto / local, "auto_vs_local_paired": paired}))
 EOF

@@ -328,7 +328,8 @@ struct rec_loader {
     rec_shard **shards;         /* shard data sets: (n_parts) this loader's own handles */
     rec_batch span;             /* several parts: the rows of one part, for a batch across parts */
     tsv_stream ts;              /* TSV data sets */
-    rec_offload_stream *os;     /* TSV data sets with workers: instead of ts */
+    int pieces;                 /* TSV with workers given a share of it: rows come from os */
+    rec_offload_stream *os;     /* instead of ts */
     const rec_batch *parts[256];/* the run of rows produce_tsv appends next */
 
     /* shuffled order only (sh.block_rows > 0); the producer's alone */
@@ -593,7 +594,7 @@ static rec_status produce_tsv(rec_loader *l) {
     rec_batch *b = NULL;
     int nb = 0, n_parts = 0;         /* nb: the window's blocks filled */
     const rec_batch *const *parts = l->parts;
-    if (l->d->offload) { /* in FAIL mode rows are lines: start at the piece holding `start` */
+    if (l->pieces) { /* in FAIL mode rows are lines: start at the piece holding `start` */
         const int skip_mode = l->d->tsv.bad_rows == REC_BAD_ROWS_SKIP;
         REC_TRY(rec_offload_stream_open(&l->os, l->d->offload, skip_mode ? 0 : start, skip_mode ? -1 : l->row1, &row));
     }
@@ -711,6 +712,8 @@ rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0,
     l->depth = depth;
     if (sh) l->sh = *sh;
     l->skip = skip;
+    /* a split that sends nothing away reads the file as a loader without workers does */
+    l->pieces = d->offload && rec_offload_ratio(d->offload) > 0;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->not_empty, NULL);
     pthread_cond_init(&l->not_full, NULL);
@@ -722,7 +725,7 @@ rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0,
         for (int k = 0; !s && k < d->n_parts; k++) s = rec_shard_open(&l->shards[k], d->parts[k]);
         const int64_t most = sh && sh->block_rows > batch ? sh->block_rows : batch;  /* rows of one read */
         if (!s && d->n_parts > 1) s = rec_batch_init(&l->span, most, d->n_dense, d->n_sparse, 1);
-    } else if (!s && !d->offload) {
+    } else if (!s && !l->pieces) {
         s = tsv_stream_open(&l->ts, d);
     }
     if (!s) {
