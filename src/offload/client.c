@@ -25,6 +25,7 @@
  * earlier stream (an epoch closed early, a profiling run) are dropped too.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <fcntl.h>
 #include <math.h>
@@ -75,9 +76,13 @@ const char *rec_offload_point_name(int point) {
 
 /* ---- connections ----------------------------------------------------------------------------- */
 
-static void wlog(rec_offload *x, const char *fmt, const char *addr, const char *msg) {
+static void wlog(rec_offload *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wlog(rec_offload *x, const char *fmt, ...) {
     if (!x->o.log) return;
-    fprintf(x->o.log, fmt, addr, msg);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(x->o.log, fmt, ap);
+    va_end(ap);
     fflush(x->o.log);
 }
 
@@ -440,7 +445,7 @@ static rec_status on_answer(rec_offload_stream *s, int i, zmq_msg_t *m) {
     }
     if (c->state == W_WAIT) {
         c->state = W_UP;
-        if (x->st.worker_downs) wlog(x, "train: offload: worker %s is up%s\n", c->addr, "");
+        if (x->st.worker_downs) wlog(x, "train: offload: worker %s is up\n", c->addr);
     }
     const uint64_t gen = h.seq >> GEN_SHIFT;
     const int64_t j = (int64_t)(h.seq & (((uint64_t)1 << GEN_SHIFT) - 1));
@@ -461,8 +466,12 @@ static rec_status on_answer(rec_offload_stream *s, int i, zmq_msg_t *m) {
             worker_lost(s, i, rec_errmsg());
             return REC_OK;
         }
-        if (code == REC_EFORMAT && mine) /* the data: the same error the local pipeline would give */
-            return rec_errorf(REC_EFORMAT, "%s (preprocessed by worker %s)", msg, c->addr);
+        if (code == REC_EFORMAT && h.seq != 0) { /* a piece's data (a JOB has seq 0) */
+            if (mine) /* the same error the local pipeline would give */
+                return rec_errorf(REC_EFORMAT, "%s (preprocessed by worker %s)", msg, c->addr);
+            x->st.late++; /* a piece no longer asked of it */
+            return REC_OK;
+        }
         if (c->state != W_UNFIT)
             wlog(x, "train: offload: worker %s cannot serve this job: %s; it is left out\n", c->addr, msg);
         worker_lost(s, i, msg);

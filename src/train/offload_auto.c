@@ -26,7 +26,7 @@
 #include "rectrain/offload.h"
 #include "train_impl.h"
 
-enum { WARM = 2, STEPS = 10 };
+enum { WARM = 3, STEPS = 24 };
 
 static double cpu_seconds(void) {
     struct timespec t;
