@@ -56,6 +56,14 @@ static uint8_t *aligned_copy(const rec_wbuf *w, size_t n) {
     return p;
 }
 
+/* b as a RESULT frame in w, and an aligned copy of it (free it). */
+static uint8_t *encode_result(rec_wbuf *w, const rec_batch *b) {
+    rec_frame_begin(w, REC_MSG_RESULT, 7, 9);
+    rec_net_result_encode(w, 0, b);
+    rec_frame_end(w);
+    return aligned_copy(w, w->len);
+}
+
 static void test_codec(void) {
     rec_batch b;
     make_batch(&b);
@@ -95,19 +103,13 @@ static void test_codec(void) {
     rec_batch bad_b;
     make_batch(&bad_b);
     bad_b.sparse[0].ids32[2] = 10;
-    rec_frame_begin(&w, REC_MSG_RESULT, 7, 9);
-    rec_net_result_encode(&w, 0, &bad_b);
-    rec_frame_end(&w);
     free(m);
-    m = aligned_copy(&w, w.len);
+    m = encode_result(&w, &bad_b);
     CHECK_ERR(decode_result(m, w.len, &v, sp), REC_EFORMAT, "id 10 outside its table of 10 rows");
     bad_b.sparse[0].ids32[2] = 9;
     bad_b.sparse[1].offsets[2] = 1;
-    rec_frame_begin(&w, REC_MSG_RESULT, 7, 9);
-    rec_net_result_encode(&w, 0, &bad_b);
-    rec_frame_end(&w);
     free(m);
-    m = aligned_copy(&w, w.len);
+    m = encode_result(&w, &bad_b);
     CHECK_ERR(decode_result(m, w.len, &v, sp), REC_EFORMAT, "offsets decrease");
     rec_frame_head h;
     int64_t bad;

@@ -165,6 +165,10 @@ double rec_median(double *v, int n);
  * rec_crc32(rec_crc32(0, a, n), b, m) == CRC of a followed by b. A thin wrapper over
  * zlib's crc32_z (hardware-accelerated where zlib is). */
 uint32_t rec_crc32(uint32_t crc, const void *p, size_t n);
+/* 64-bit FNV-1a, chainable alike: start with REC_FNV_SEED. For keys (job and metric-store
+ * hashes), not for integrity (that is what the CRC is for). */
+#define REC_FNV_SEED 0xcbf29ce484222325ull
+uint64_t rec_fnv1a64(uint64_t h, const void *p, size_t n);
 
 /* Writes a w x h image of 8-bit RGB pixels (rgb: h rows of w * 3 bytes, top row first) as a
  * PNG file (charts: `rectrain plan --chart`). REC_EIO naming the path on failure. */

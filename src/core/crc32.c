@@ -6,6 +6,12 @@
 
 #include "rectrain/core.h"
 
+uint64_t rec_fnv1a64(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
 uint32_t rec_crc32(uint32_t crc, const void *p, size_t n) {
     if (n == 0) return crc; /* zlib treats a NULL buffer as "give the initial value" */
     return (uint32_t)crc32_z((uLong)crc, (const Bytef *)p, (z_size_t)n);

@@ -250,17 +250,10 @@ rec_status rec_net_job_decode(const uint8_t *body, size_t len, rec_net_job *j) {
     return finish(&r);
 }
 
-/* FNV-1a over the bytes of x. */
-static uint64_t fnv(uint64_t h, const void *x, size_t n) {
-    const uint8_t *p = x;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 uint64_t rec_net_job_key(const rec_net_job *j) {
     rec_wbuf w = {0};
     rec_net_job_encode(&w, j);
-    const uint64_t h = w.err ? 0 : fnv(0xcbf29ce484222325ull, w.p, w.len);
+    const uint64_t h = w.err ? 0 : rec_fnv1a64(REC_FNV_SEED, w.p, w.len);
     rec_wbuf_free(&w);
     return h;
 }

@@ -92,13 +92,15 @@ static rec_status store_read(const char *path, cJSON **out) {
     return REC_OK;
 }
 
+/* Is r the record of (kind, key)? */
+static int is_record(const cJSON *r, const char *kind, const char *key) {
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(r, "kind"), *v = cJSON_GetObjectItemCaseSensitive(r, "key");
+    return cJSON_IsString(k) && cJSON_IsString(v) && !strcmp(k->valuestring, kind) && !strcmp(v->valuestring, key);
+}
+
 static cJSON *find(cJSON *a, const char *kind, const char *key) {
     cJSON *r;
-    cJSON_ArrayForEach(r, a) {
-        const cJSON *k = cJSON_GetObjectItemCaseSensitive(r, "kind"), *v = cJSON_GetObjectItemCaseSensitive(r, "key");
-        if (cJSON_IsString(k) && cJSON_IsString(v) && !strcmp(k->valuestring, kind) && !strcmp(v->valuestring, key))
-            return r;
-    }
+    cJSON_ArrayForEach(r, a) if (is_record(r, kind, key)) return r;
     return NULL;
 }
 
@@ -155,12 +157,8 @@ static rec_status put_record(cJSON *a, const char *kind, uint64_t key, const cha
 static void drop(cJSON *a, const char *kind, uint64_t key) {
     char hex[17];
     key_hex(key, hex);
-    for (int i = cJSON_GetArraySize(a) - 1; i >= 0; i--) {
-        const cJSON *r = cJSON_GetArrayItem(a, i);
-        const cJSON *k = cJSON_GetObjectItemCaseSensitive(r, "kind"), *v = cJSON_GetObjectItemCaseSensitive(r, "key");
-        if (cJSON_IsString(k) && cJSON_IsString(v) && !strcmp(k->valuestring, kind) && !strcmp(v->valuestring, hex))
-            cJSON_DeleteItemFromArray(a, i);
-    }
+    for (int i = cJSON_GetArraySize(a) - 1; i >= 0; i--)
+        if (is_record(cJSON_GetArrayItem(a, i), kind, hex)) cJSON_DeleteItemFromArray(a, i);
 }
 
 rec_status rec_offload_store_save(const char *path, const rec_offload_keys *k, const rec_offload_metrics *m) {

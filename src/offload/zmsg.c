@@ -8,7 +8,7 @@
 #include "rectrain/core.h"
 
 uint64_t rec__vocab_digest(const rec_vocab_set *v) {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = REC_FNV_SEED;
     for (int32_t k = 0; v && k < v->n; k++) {
         const int64_t n = rec_vocab_size(v->v[k]);
         const int64_t *ids = rec_vocab_ids(v->v[k]);

@@ -377,34 +377,29 @@ static rec_status attach_offload(job *j) {
     return rec_dataset_offload(j->train, &oo, j->cfg.batch_size, &j->offload);
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* The metric store's keys (FastFlow Table 2): the model (its config, batch and threads), the
  * pipeline and model (+ the spec's text and the data's schema), and the workers (+ their
  * endpoints). */
 static rec_status offload_keys(const job *j, rec_offload_keys *k) {
     char *cfg = rec_model_config_to_json(&j->cfg);
     if (!cfg) return rec_errorf(REC_ENOMEM, "out of memory");
-    uint64_t h = fnv(0xcbf29ce484222325ull, cfg, strlen(cfg));
+    uint64_t h = rec_fnv1a64(REC_FNV_SEED, cfg, strlen(cfg));
     free(cfg);
-    h = fnv(h, &j->cfg.batch_size, sizeof j->cfg.batch_size);
-    k->model = fnv(h, &j->threads, sizeof j->threads);
+    h = rec_fnv1a64(h, &j->cfg.batch_size, sizeof j->cfg.batch_size);
+    k->model = rec_fnv1a64(h, &j->threads, sizeof j->threads);
     const char *spec = j->o->spec_path ? j->o->spec_path : j->cfg.prep_spec;
     char *text = NULL;
     size_t len = 0;
     REC_TRY(rec_read_file(spec, "prep spec", 16 << 20, &text, &len));
-    h = fnv(k->model, text, len);
+    h = rec_fnv1a64(k->model, text, len);
     free(text);
     const int32_t dn = rec_dataset_n_dense(j->train), f = rec_dataset_n_sparse(j->train);
-    h = fnv(h, &dn, sizeof dn);
-    h = fnv(h, &f, sizeof f);
-    k->pipeline = fnv(h, rec_dataset_table_rows(j->train), sizeof(int64_t) * (size_t)f);
+    h = rec_fnv1a64(h, &dn, sizeof dn);
+    h = rec_fnv1a64(h, &f, sizeof f);
+    k->pipeline = rec_fnv1a64(h, rec_dataset_table_rows(j->train), sizeof(int64_t) * (size_t)f);
     h = k->pipeline;
-    for (int i = 0; i < j->o->n_workers; i++) h = fnv(h, j->o->workers[i], strlen(j->o->workers[i]) + 1);
-    if (j->o->workers_file) h = fnv(h, j->o->workers_file, strlen(j->o->workers_file));
+    for (int i = 0; i < j->o->n_workers; i++) h = rec_fnv1a64(h, j->o->workers[i], strlen(j->o->workers[i]) + 1);
+    if (j->o->workers_file) h = rec_fnv1a64(h, j->o->workers_file, strlen(j->o->workers_file));
     k->remote = h;
     return REC_OK;
 }
