@@ -359,6 +359,39 @@ static void test_join_leave(void) {
     CHECK(same_file("join_local.loss", "join.loss"), "a worker joining mid-epoch: the same losses");
 }
 
+/* Refusals of the CLI and of the data, each naming what to do. */
+static void test_messages(void) {
+    static const struct { const char *args, *needle; int rc; } U[] = {
+        {"train --data d.tsv --spec spec.json --offload 0.5", "need --workers", 2},
+        {"train --data d.tsv --spec spec.json --workers tcp://127.0.0.1:1 --offload half", "auto, off or a share", 2},
+        {"train --data d.tsv --spec spec.json --workers tcp://127.0.0.1:1 --offload-at p4", "p1, p2 or p3", 2},
+        {"train --data d.tsv --spec spec.json --workers 127.0.0.1:1", "endpoints tcp://HOST:PORT", 2},
+        {"prep-worker --listen 127.0.0.1:1", "--listen takes tcp://HOST:PORT", 2},
+        {"prep-worker --listen tcp://256.1.1.1:1", "cannot listen on tcp://256.1.1.1:1", 1},
+    };
+    for (size_t k = 0; k < sizeof U / sizeof U[0]; k++)
+        CHECK(run("%s", U[k].args) == U[k].rc && strstr(out, U[k].needle), "%s: %s", U[k].args, out);
+    CHECK(run("prep --spec spec.json --in d.tsv --out d.rshard") == 0, "%s", out);
+    CHECK(run("train --data d.rshard --workers tcp://127.0.0.1:1 --offload 0.5") == 1 &&
+              strstr(out, "no preprocessing to offload"), "a shard: %s", out);
+    /* a malformed line preprocessed by a worker fails the run as it would locally, saying who made it */
+    const int p = port + 40;
+    pid_t pid = start_worker(p, "wm.log");
+    FILE *in = fopen(path("d.tsv"), "r"), *o = fopen(path("bad.tsv"), "w");
+    char line[4096];
+    for (int i = 0; i < 3000 && fgets(line, sizeof line, in); i++) fputs(i == 2000 ? "garbage\n" : line, o);
+    fclose(in);
+    fclose(o);
+    CHECK(run("train --data bad.tsv --spec spec.json --config %s/configs/dlrm_small.json --batch 256 --no-shuffle "
+              "--workers tcp://127.0.0.1:%d --offload 1 --offload-at p2", src, p) == 1 &&
+              strstr(out, "bad.tsv:2001: ") && strstr(out, "(preprocessed by worker tcp://127.0.0.1:"),
+          "a worker's data error: %s", out);
+    stop(pid, SIGTERM);
+    /* a line over --max-line, found by the scan that cuts the pieces */
+    CHECK(run("train --data bad.tsv --spec spec.json --max-line 64 --workers tcp://127.0.0.1:%d --offload 1", p) == 1 &&
+              strstr(out, "bad.tsv:1: line is longer than 64 bytes"), "%s", out);
+}
+
 /* Hostile frames at a live worker: each is refused and logged, and it still answers a ping. */
 static void test_hostile(void) {
     const int p = port + 20;
@@ -420,6 +453,7 @@ int main(void) {
     test_same_training();
     test_worker_faults();
     test_join_leave();
+    test_messages();
     test_hostile();
     clirun_cleanup();
     return check_report();
