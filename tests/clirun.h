@@ -95,7 +95,7 @@ static inline int compare_files(const char *a, const char *b, int prefix) {
 static inline int same_file(const char *a, const char *b) { return compare_files(a, b, 0); }
 
 /* The value of "key": in the last line of `out` (a JSON summary), or -1. */
-static double json_num(const char *key) {
+static __attribute__((unused)) double json_num(const char *key) {
     char *last = out + strlen(out);
     while (last > out && last[-1] == '\n') *--last = 0;
     while (last > out && last[-1] != '\n') last--;

@@ -21,6 +21,11 @@ int cmd_eval(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
+int cmd_embserver(int argc, char **argv);
+int cmd_oracle(int argc, char **argv);
+int cmd_cluster(int argc, char **argv);
+/* rectrain train --oracle-cacher ...: training with the lookahead cache (cmd_cache.c). */
+int cmd_train_cached(int argc, char **argv);
 
 /* Prints "rectrain CMD: MESSAGE" for the last error and returns CLI_FAIL, or for
  * REC_ESTOPPED 128 + the signal, as a shell reports one. */

@@ -279,6 +279,8 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
 }
 
 int cmd_train(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--oracle-cacher")) return cmd_train_cached(argc, argv);
     cli_path_list data = {0}, evl = {0};
     const int rc = train_main(argc, argv, &data, &evl);
     cli_paths_free(&data);

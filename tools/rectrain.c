@@ -25,6 +25,9 @@ static const struct {
     {"export", cmd_export, "write a checkpoint's parameters as .npy files"},
     {"plan", cmd_plan, "place embedding tables on N ranks (sharding plans), or simulate plans"},
     {"prep-worker", cmd_worker, "serve preprocessing to trainers that offload it (train --workers)"},
+    {"embserver", cmd_embserver, "hold a shard of the embedding tables for trainers with --oracle-cacher"},
+    {"oracle", cmd_oracle, "plan trainers' embedding caches L batches ahead (Bagpipe's Oracle Cacher)"},
+    {"cluster", cmd_cluster, "run a disaggregated job (servers, oracle, trainer) on this machine"},
     {"bench", cmd_bench, "benchmarks: prep, embed, mlp, train"},
 };
 

@@ -112,6 +112,9 @@ typedef struct rec_model_config {
 
 /* Fills c with the defaults of `kind` (DLRM: the small embedded default model). */
 void rec_model_config_default(rec_model_config *c, rec_model_kind kind);
+/* The model `rectrain train` trains without --config ("dlrm_default"): the small DLRM with
+ * Adagrad (0.01) and row-wise Adagrad (0.05), batch 1024. */
+void rec_model_config_train_default(rec_model_config *c);
 /* Parses and validates a config. Errors are REC_EINVAL "ORIGIN: $.json.path: what is wrong
  * and what to do". Unknown keys are refused. c is overwritten; free with _free. */
 rec_status rec_model_config_parse(rec_model_config *c, const char *json, size_t len,

@@ -47,6 +47,17 @@ typedef enum rec_msg_type {
     REC_MSG_NOJOB,     /* worker -> trainer: unknown job (a restarted worker): send JOB again */
     REC_MSG_PING,      /* trainer -> worker: are you there (empty body) */
     REC_MSG_PONG,      /* worker -> trainer */
+    /* the lookahead cache (cache.h) */
+    REC_MSG_EMB_HELLO, /* trainer -> embedding server: the tables (rec_net_emb_hello) */
+    REC_MSG_EMB_OK,    /* server -> trainer: tables ready (empty body) */
+    REC_MSG_EMB_GET,   /* trainer -> server: rows to read (rec_net_rows, no values) */
+    REC_MSG_EMB_ROWS,  /* server -> trainer: their values and optimizer state */
+    REC_MSG_EMB_PUT,   /* trainer -> server: rows to write back, with values and state */
+    REC_MSG_EMB_PUT_OK,/* server -> trainer (empty body) */
+    REC_MSG_CACHE_HELLO, /* trainer -> oracle (empty body) */
+    REC_MSG_CACHE_INFO,  /* oracle -> trainer: the job (rec_net_cache_info) */
+    REC_MSG_CACHE_NEXT,  /* trainer -> oracle: send batch `seq` (empty body) */
+    REC_MSG_CACHE_STEP,  /* oracle -> trainer: batch `seq` and its cache plan; seq -1: the final flush */
     REC_MSG_COUNT
 } rec_msg_type;
 
@@ -127,6 +138,66 @@ rec_status rec_net_result_decode(const uint8_t *body, size_t len, int32_t n_dens
 /* REC_MSG_ERROR: a status and its message. */
 void rec_net_error_encode(rec_wbuf *w, rec_status s, const char *msg);
 rec_status rec_net_error_decode(const uint8_t *body, size_t len, rec_status *s, char *msg, size_t cap);
+
+/* ---- the lookahead cache's bodies (frame_cache.c) ---- */
+struct rec_centry;
+
+/* REC_MSG_EMB_HELLO: the tables a trainer trains, so that a fresh server makes its share of
+ * them as rec_embed_init would, and a running one checks they are the same. */
+typedef struct rec_net_emb_hello {
+    uint64_t digest;          /* of everything below: the key of the tables */
+    int32_t shard, shards;    /* this server holds the rows r with r mod shards == shard */
+    int32_t F, E;
+    int32_t opt;              /* rec_sparse_opt_kind */
+    float init_acc;
+    uint64_t seed;            /* the embedding seed (rec_embed_config.seed) */
+    const int64_t *rows;      /* (F) in place */
+} rec_net_emb_hello;
+
+void rec_net_emb_hello_encode(rec_wbuf *w, const rec_net_emb_hello *h);
+rec_status rec_net_emb_hello_decode(const uint8_t *body, size_t len, rec_net_emb_hello *h);
+uint64_t rec_net_emb_hello_digest(const rec_net_emb_hello *h);
+
+/* REC_MSG_EMB_GET / _ROWS / _PUT: n rows as (slot, table, row) entries (GET, PUT), then with
+ * values (ROWS, PUT) n E floats and n S floats of optimizer state (S = E, 1 or 0). Entries are
+ * checked against the tables (table < F, row < rows[f], row mod shards == shard). */
+typedef struct rec_net_rows {
+    int64_t n;
+    const struct rec_centry *e;   /* (n) GET, PUT; NULL in ROWS */
+    const float *values;          /* (n, E) ROWS, PUT */
+    const float *state;           /* (n, S) */
+} rec_net_rows;
+
+void rec_net_rows_encode(rec_wbuf *w, const rec_net_rows *r, int with_entries, int E, int S);
+rec_status rec_net_rows_decode(const uint8_t *body, size_t len, const char *what, int with_entries, int with_values,
+                               const rec_net_emb_hello *t, int S, rec_net_rows *r);
+
+/* REC_MSG_CACHE_INFO: what the trainer needs before the first batch. */
+typedef struct rec_net_cache_info {
+    int32_t F, n_dense;
+    int32_t policy, lookahead, depth;
+    int64_t capacity;          /* slots of the trainer's cache */
+    int64_t batch;             /* rows per batch (the last may be shorter) */
+    int64_t batches;           /* batches of the whole job (every epoch) */
+    const int64_t *rows;       /* (F) in place */
+} rec_net_cache_info;
+
+void rec_net_cache_info_encode(rec_wbuf *w, const rec_net_cache_info *c);
+rec_status rec_net_cache_info_decode(const uint8_t *body, size_t len, rec_net_cache_info *c);
+
+/* REC_MSG_CACHE_STEP: the plan (fetch and evict entries) and the batch with its ids replaced
+ * by cache slots (so every id is checked against the capacity). */
+typedef struct rec_net_cache_step {
+    int64_t n_fetch, n_evict;
+    const struct rec_centry *fetch, *evict;
+    rec_batch batch;           /* views into the body (n = 0 for the flush) */
+} rec_net_cache_step;
+
+void rec_net_cache_step_encode(rec_wbuf *w, int64_t n_fetch, const struct rec_centry *fetch, int64_t n_evict,
+                               const struct rec_centry *evict, const rec_batch *slots);
+/* sparse: F entries the caller provides for the batch's features. */
+rec_status rec_net_cache_step_decode(const uint8_t *body, size_t len, const rec_net_cache_info *c, rec_net_cache_step *s,
+                                     rec_jagged *sparse);
 
 #ifdef __cplusplus
 }

@@ -11,10 +11,14 @@
 
 #include "rectrain/core.h"
 #include "rectrain/net.h"
+#include "wire_impl.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is little-endian");
 
-static const char *const NAMES[REC_MSG_COUNT] = {"?", "JOB", "JOB_OK", "PIECE", "RESULT", "ERROR", "NOJOB", "PING", "PONG"};
+static const char *const NAMES[REC_MSG_COUNT] = {"?", "JOB", "JOB_OK", "PIECE", "RESULT", "ERROR", "NOJOB", "PING", "PONG",
+                                                      "EMB_HELLO", "EMB_OK", "EMB_GET", "EMB_ROWS", "EMB_PUT",
+                                                      "EMB_PUT_OK", "CACHE_HELLO", "CACHE_INFO", "CACHE_NEXT",
+                                                      "CACHE_STEP"};
 
 const char *rec_msg_name(int type) { return type > 0 && type < REC_MSG_COUNT ? NAMES[type] : "unknown"; }
 
@@ -23,40 +27,6 @@ const char *rec_msg_name(int type) { return type > 0 && type < REC_MSG_COUNT ? N
 void rec_wbuf_free(rec_wbuf *w) {
     free(w->p);
     memset(w, 0, sizeof *w);
-}
-
-static int reserve(rec_wbuf *w, size_t more) {
-    if (w->err) return 0;
-    if (w->len + more <= w->cap) return 1;
-    size_t cap = w->cap ? w->cap : 4096;
-    while (cap < w->len + more) cap *= 2;
-    uint8_t *p = realloc(w->p, cap);
-    if (!p) {
-        w->err = rec_errorf(REC_ENOMEM, "out of memory building a frame of %zu bytes", w->len + more);
-        return 0;
-    }
-    w->p = p;
-    w->cap = cap;
-    return 1;
-}
-
-static void put(rec_wbuf *w, const void *x, size_t n) {
-    if (n && reserve(w, n)) memcpy(w->p + w->len, x, n), w->len += n;
-}
-static void put_u16(rec_wbuf *w, uint16_t x) { put(w, &x, 2); }
-static void put_u32(rec_wbuf *w, uint32_t x) { put(w, &x, 4); }
-static void put_u64(rec_wbuf *w, uint64_t x) { put(w, &x, 8); }
-static void put_i64(rec_wbuf *w, int64_t x) { put(w, &x, 8); }
-static void put_f64(rec_wbuf *w, double x) { put(w, &x, 8); }
-/* Zero bytes up to the next multiple of 8 (frame-relative: the frame starts at w->p). */
-static void pad8(rec_wbuf *w) {
-    static const uint8_t zero[8];
-    put(w, zero, (8 - w->len % 8) % 8);
-}
-static void put_str(rec_wbuf *w, const char *s) {
-    const size_t n = s ? strlen(s) : 0;
-    put_u32(w, (uint32_t)n);
-    put(w, s, n);
 }
 
 void rec_frame_begin(rec_wbuf *w, int type, uint64_t job, uint64_t seq) {
@@ -80,76 +50,6 @@ rec_status rec_frame_end(rec_wbuf *w) {
     const uint32_t b = (uint32_t)body;
     memcpy(w->p + 24, &b, 4);
     return REC_OK;
-}
-
-/* ---- reading ------------------------------------------------------------------------------ */
-
-typedef struct rbuf {
-    const uint8_t *p;
-    size_t len, pos;
-    const char *what;   /* the frame type, for messages */
-    rec_status err;
-} rbuf;
-
-static int need(rbuf *r, size_t n, const char *field) {
-    if (r->err) return 0;
-    if (n <= r->len - r->pos) return 1;
-    r->err = rec_errorf(REC_EFORMAT, "%s frame: the body ends at byte %zu while %zu bytes of %s were due (truncated "
-                        "or not a rectrain frame)", r->what, r->len, n, field);
-    return 0;
-}
-static void get(rbuf *r, void *x, size_t n, const char *field) {
-    if (need(r, n, field)) memcpy(x, r->p + r->pos, n), r->pos += n;
-    else memset(x, 0, n);
-}
-static uint32_t get_u32(rbuf *r, const char *f) { uint32_t x; get(r, &x, 4, f); return x; }
-static uint64_t get_u64(rbuf *r, const char *f) { uint64_t x; get(r, &x, 8, f); return x; }
-static int64_t get_i64(rbuf *r, const char *f) { int64_t x; get(r, &x, 8, f); return x; }
-static double get_f64(rbuf *r, const char *f) { double x; get(r, &x, 8, f); return x; }
-/* Skips to the next multiple of 8 of the frame (the body starts at frame byte 32). */
-static void skip8(rbuf *r) {
-    const size_t n = (8 - r->pos % 8) % 8;
-    if (need(r, n, "padding")) r->pos += n;
-}
-/* A pointer to n bytes in place, or NULL. */
-static const uint8_t *take(rbuf *r, size_t n, const char *field) {
-    if (!need(r, n, field)) return NULL;
-    const uint8_t *p = r->p + r->pos;
-    r->pos += n;
-    return p;
-}
-/* A length-prefixed string as an owned, NUL-terminated copy (at most `max` bytes, no NUL). */
-static char *get_str(rbuf *r, size_t max, const char *field) {
-    const uint32_t n = get_u32(r, field);
-    if (!r->err && n > max) {
-        r->err = rec_errorf(REC_EFORMAT, "%s frame: %s of %u bytes is over its limit of %zu", r->what, field, n, max);
-        return NULL;
-    }
-    const uint8_t *s = take(r, n, field);
-    if (!s) return NULL;
-    if (memchr(s, 0, n)) {
-        r->err = rec_errorf(REC_EFORMAT, "%s frame: %s holds a NUL byte", r->what, field);
-        return NULL;
-    }
-    char *c = malloc((size_t)n + 1);
-    if (!c) {
-        r->err = rec_errorf(REC_ENOMEM, "out of memory decoding %s", field);
-        return NULL;
-    }
-    memcpy(c, s, n);
-    c[n] = 0;
-    return c;
-}
-static rec_status finish(rbuf *r) {
-    if (r->err) return r->err;
-    if (r->pos != r->len)
-        return rec_errorf(REC_EFORMAT, "%s frame: %zu bytes after its last field (a newer or corrupt sender?)", r->what,
-                          r->len - r->pos);
-    return REC_OK;
-}
-/* The body as a cursor whose positions are frame-relative (alignment is the frame's). */
-static rbuf body_reader(const uint8_t *body, size_t len, const char *what) {
-    return (rbuf){body - REC_NET_HEAD, len + REC_NET_HEAD, REC_NET_HEAD, what, REC_OK};
 }
 
 rec_status rec_frame_head_decode(const void *msg, size_t len, const char *from, rec_frame_head *h) {
@@ -292,8 +192,12 @@ rec_status rec_net_piece_decode(const uint8_t *body, size_t len, rec_net_piece *
 /* ---- RESULT ------------------------------------------------------------------------------- */
 
 void rec_net_result_encode(rec_wbuf *w, int64_t bad, const rec_batch *b) {
-    const int64_t n = b->n;
     put_i64(w, bad);
+    rec__net_put_batch(w, b);
+}
+
+void rec__net_put_batch(rec_wbuf *w, const rec_batch *b) {
+    const int64_t n = b->n;
     put_i64(w, n);
     put_u32(w, (uint32_t)b->n_dense);
     put_u32(w, (uint32_t)b->n_sparse);
@@ -315,11 +219,6 @@ void rec_net_result_encode(rec_wbuf *w, int64_t bad, const rec_batch *b) {
     }
 }
 
-/* Bytes of n items of `size`, or SIZE_MAX where that overflows (need() then refuses it). */
-static size_t bytes_of(int64_t n, size_t size) {
-    return n < 0 || (uint64_t)n > SIZE_MAX / size ? SIZE_MAX : (size_t)n * size;
-}
-
 rec_status rec_net_result_decode(const uint8_t *body, size_t len, int32_t n_dense, int32_t n_sparse,
                                  const int64_t *table_rows, int64_t *bad, rec_batch *b, rec_jagged *sparse) {
     memset(b, 0, sizeof *b);
@@ -327,15 +226,29 @@ rec_status rec_net_result_decode(const uint8_t *body, size_t len, int32_t n_dens
         return rec_errorf(REC_EINVAL, "RESULT frame: the message buffer is not 8-byte aligned");
     rbuf r = body_reader(body, len, "RESULT");
     *bad = get_i64(&r, "the bad-row count");
+    if (!r.err && (*bad < 0 || *bad > REC_NET_MAX_ROWS))
+        r.err = rec_errorf(REC_EFORMAT, "RESULT frame: %lld bad rows (at most %lld)", (long long)*bad,
+                           (long long)REC_NET_MAX_ROWS);
+    rec__net_get_batch(&r, n_dense, n_sparse, table_rows, "the job's spec makes", b, sparse);
+    return finish(&r);
+}
+
+void rec__net_get_batch(rbuf *rp, int32_t n_dense, int32_t n_sparse, const int64_t *table_rows, const char *whose,
+                        rec_batch *b, rec_jagged *sparse) {
+    rbuf r = *rp;
+    memset(b, 0, sizeof *b);
     const int64_t n = get_i64(&r, "the row count");
     const uint32_t dn = get_u32(&r, "the dense width"), F = get_u32(&r, "the feature count");
-    if (!r.err && (*bad < 0 || *bad > REC_NET_MAX_ROWS || n < 0 || n > REC_NET_MAX_ROWS))
-        r.err = rec_errorf(REC_EFORMAT, "RESULT frame: %lld rows and %lld bad ones (at most %lld each)", (long long)n,
-                           (long long)*bad, (long long)REC_NET_MAX_ROWS);
+    if (!r.err && (n < 0 || n > REC_NET_MAX_ROWS))
+        r.err = rec_errorf(REC_EFORMAT, "%s frame: %lld rows (at most %lld)", r.what, (long long)n,
+                           (long long)REC_NET_MAX_ROWS);
     if (!r.err && (dn != (uint32_t)n_dense || F != (uint32_t)n_sparse))
-        r.err = rec_errorf(REC_EFORMAT, "RESULT frame: %u dense values and %u sparse features per row, and the job's "
-                           "spec makes %d and %d (a worker of another job?)", dn, F, (int)n_dense, (int)n_sparse);
-    if (r.err) return r.err;
+        r.err = rec_errorf(REC_EFORMAT, "%s frame: %u dense values and %u sparse features per row, and %s %d and %d (a "
+                           "peer of another job?)", r.what, dn, F, whose, (int)n_dense, (int)n_sparse);
+    if (r.err) {
+        *rp = r;
+        return;
+    }
     b->n = b->cap = n;
     b->n_dense = n_dense;
     b->n_sparse = n_sparse;
@@ -350,7 +263,7 @@ rec_status rec_net_result_decode(const uint8_t *body, size_t len, int32_t n_dens
         const uint32_t wide = get_u32(&r, "a feature's id width"), weighted = get_u32(&r, "a feature's weight flag");
         const int64_t nnz = get_i64(&r, "a feature's id count");
         if (!r.err && (wide > 1 || weighted > 1 || nnz < 0 || nnz > REC_NET_MAX_ROWS * 64))
-            r.err = rec_errorf(REC_EFORMAT, "RESULT frame: feature %u: width flag %u, weight flag %u, %lld ids", f, wide,
+            r.err = rec_errorf(REC_EFORMAT, "%s frame: feature %u: width flag %u, weight flag %u, %lld ids", r.what, f, wide,
                                weighted, (long long)nnz);
         j->wide = (int)wide;
         j->nnz_cap = nnz;
@@ -361,25 +274,26 @@ rec_status rec_net_result_decode(const uint8_t *body, size_t len, int32_t n_dens
         skip8(&r);
         if (r.err) break;
         if (j->offsets[0] != 0 || j->offsets[n] != nnz) {
-            r.err = rec_errorf(REC_EFORMAT, "RESULT frame: feature %u: offsets run from %lld to %lld over %lld ids", f,
+            r.err = rec_errorf(REC_EFORMAT, "%s frame: feature %u: offsets run from %lld to %lld over %lld ids", r.what, f,
                                (long long)j->offsets[0], (long long)j->offsets[n], (long long)nnz);
             break;
         }
         for (int64_t i = 0; i < n; i++)
             if (j->offsets[i + 1] < j->offsets[i]) {
-                r.err = rec_errorf(REC_EFORMAT, "RESULT frame: feature %u: offsets decrease at row %lld", f, (long long)i);
+                r.err = rec_errorf(REC_EFORMAT, "%s frame: feature %u: offsets decrease at row %lld", r.what, f, (long long)i);
                 break;
             }
         const int64_t rows = table_rows[f];
         for (int64_t k = 0; !r.err && k < nnz; k++) {
             const int64_t id = rec_jagged_id(j, k);
             if (id < 0 || id >= rows)
-                r.err = rec_errorf(REC_EFORMAT, "RESULT frame: feature %u: id %lld outside its table of %lld rows", f,
+                r.err = rec_errorf(REC_EFORMAT, "%s frame: feature %u: id %lld outside its table of %lld rows", r.what, f,
                                    (long long)id, (long long)rows);
         }
     }
-    return finish(&r);
+    *rp = r;
 }
+
 
 /* ---- ERROR -------------------------------------------------------------------------------- */
 

@@ -80,6 +80,14 @@ void rec_model_config_default(rec_model_config *c, rec_model_kind kind) {
     c->seed = 1;
 }
 
+void rec_model_config_train_default(rec_model_config *c) {
+    rec_model_config_default(c, REC_MODEL_DLRM);
+    snprintf(c->name, sizeof c->name, "dlrm_default");
+    c->dense_opt = rec_dense_opt_defaults(REC_OPT_ADAGRAD, 0.01f);
+    c->sparse_opt = rec_sparse_opt_defaults(REC_SPARSE_ROWWISE_ADAGRAD, 0.05f);
+    c->batch_size = 1024;
+}
+
 void rec_model_config_free(rec_model_config *c) {
     free(c->table_rows);
     c->table_rows = NULL;

@@ -489,17 +489,8 @@ static rec_status on_answer(rec_offload_stream *s, int i, zmq_msg_t *m) {
     }
     /* the batch is read in place: keep the message, 8-byte aligned (a copy if it is not) */
     zmq_msg_init(&slot->msg);
-    const uint8_t *frame = zmq_msg_data(m);
-    if ((uintptr_t)frame % 8 == 0) {
-        zmq_msg_move(&slot->msg, m);
-    } else {
-        zmq_msg_close(&slot->msg);
-        if (zmq_msg_init_size(&slot->msg, zmq_msg_size(m) + 8) != 0) return rec_errorf(REC_ENOMEM, "out of memory");
-        uint8_t *dst = zmq_msg_data(&slot->msg);
-        dst += (8 - (uintptr_t)dst % 8) % 8;
-        memcpy(dst, frame, zmq_msg_size(m));
-        frame = dst;
-    }
+    const uint8_t *frame;
+    REC_TRY(rec__zmsg_aligned(&slot->msg, m, &frame, NULL));
     slot->has_msg = 1;
     int64_t bad;
     rec_piece p;

@@ -40,12 +40,12 @@ typedef struct wjob {
 
 typedef struct worker {
     const rec_prep_worker_opts *o;
-    void *ctx, *sock;
+    rec_zservice svc;
     wjob jobs[MAX_JOBS];
     rec_wbuf w;
     char *text;              /* a piece read from its file */
     size_t text_cap;
-    int64_t pieces, refused;
+    int64_t pieces, refused;  /* refused: requests that were not served */
 } worker;
 
 static void job_free(wjob *j) {
@@ -182,44 +182,15 @@ static rec_status on_piece(worker *w, wjob *j, const rec_frame_head *h, const ui
     return rec_frame_end(&w->w);
 }
 
-static void log_peer(worker *w, const zmq_msg_t *id, const char *what) {
-    if (!w->o->log) return;
-    char hex[2 * 16 + 1] = "";
-    const uint8_t *p = zmq_msg_data((zmq_msg_t *)id);
-    const size_t n = zmq_msg_size((zmq_msg_t *)id) < 16 ? zmq_msg_size((zmq_msg_t *)id) : 16;
-    for (size_t i = 0; i < n; i++) snprintf(hex + 2 * i, 3, "%02x", p[i]);
-    fprintf(w->o->log, "prep-worker: peer %s: %s\n", hex, what);
-    fflush(w->o->log);
-}
-
 /* One request: [identity][frame]. Anything else is dropped; a frame that fails validation is
  * answered with ERROR when its header could be read. */
-static void serve_one(worker *w) {
-    zmq_msg_t id, m;
-    zmq_msg_init(&id);
-    zmq_msg_init(&m);
-    if (zmq_msg_recv(&id, w->sock, ZMQ_DONTWAIT) < 0) goto out;
-    if (!zmq_msg_more(&id) || zmq_msg_recv(&m, w->sock, 0) < 0) goto out;
-    if (zmq_msg_more(&m)) { /* more parts than a request has: drain them, refuse */
-        zmq_msg_t x;
-        zmq_msg_init(&x);
-        while (zmq_msg_more(&m) && zmq_msg_recv(&x, w->sock, 0) >= 0) zmq_msg_move(&m, &x);
-        zmq_msg_close(&x);
-        w->refused++;
-        log_peer(w, &id, "refused a message of more than one frame");
-        goto out;
-    }
-    rec_frame_head h;
-    rec_status s = rec_frame_head_decode(zmq_msg_data(&m), zmq_msg_size(&m), "request", &h);
-    if (s) {
-        w->refused++;
-        log_peer(w, &id, rec_errmsg());
-        rec_frame_begin(&w->w, REC_MSG_ERROR, 0, 0);
-        rec_net_error_encode(&w->w, s, rec_errmsg());
-        if (!rec_frame_end(&w->w)) rec__zsend(w->sock, &id, &w->w, ZMQ_DONTWAIT);
-        goto out;
-    }
-    const uint8_t *body = (const uint8_t *)zmq_msg_data(&m) + REC_NET_HEAD; /* requests hold no arrays */
+static void serve_one(void *arg) {
+    worker *w = arg;
+    rec_zreq r;
+    if (!rec__zservice_take(&w->svc, &r, &w->w)) return;
+    const rec_frame_head h = r.h;
+    const uint8_t *body = r.body;
+    rec_status s;
     wjob *j = NULL;
     if (h.type == REC_MSG_PING) {
         rec_frame_begin(&w->w, REC_MSG_PONG, h.job, h.seq);
@@ -238,52 +209,27 @@ static void serve_one(worker *w) {
     } else {
         s = rec_errorf(REC_EFORMAT, "a %s frame is not a request", rec_msg_name(h.type));
     }
-    if (s) {
-        if (s == REC_EFORMAT && h.type != REC_MSG_PIECE) w->refused++;
-        char line[1200];
-        snprintf(line, sizeof line, "%s %llu: %s", rec_msg_name(h.type), (unsigned long long)h.seq, rec_errmsg());
-        log_peer(w, &id, line);
-        rec_frame_begin(&w->w, REC_MSG_ERROR, h.job, h.seq);
-        rec_net_error_encode(&w->w, s, rec_errmsg());
-        if (rec_frame_end(&w->w)) goto out;
-    }
-    rec__zsend(w->sock, &id, &w->w, ZMQ_DONTWAIT);
-out:
-    zmq_msg_close(&m);
-    zmq_msg_close(&id);
+    if (s == REC_EFORMAT && h.type != REC_MSG_PIECE) w->refused++;
+    rec__zservice_answer(&w->svc, &r, &w->w, s);
 }
 
 rec_status rec_prep_worker_run(const rec_prep_worker_opts *o) {
     if (o->threads < 1 || o->threads > 256)
         return rec_errorf(REC_EINVAL, "prep-worker: threads must be between 1 and 256 (got %d)", o->threads);
     worker w = {.o = o};
-    w.ctx = zmq_ctx_new();
-    w.sock = w.ctx ? rec__zsocket(w.ctx, ZMQ_ROUTER) : NULL;
-    rec_status s = REC_OK;
-    if (!w.sock) s = rec_errorf(REC_EIO, "prep-worker: cannot create a ZeroMQ socket: %s", zmq_strerror(zmq_errno()));
-    else if (zmq_bind(w.sock, o->listen) != 0)
-        s = rec_errorf(REC_EIO, "prep-worker: cannot listen on %s: %s (an endpoint is tcp://HOST:PORT; is the port "
-                       "taken?)", o->listen, zmq_strerror(zmq_errno()));
+    rec_status s = rec__zservice_open(&w.svc, "prep-worker", o->listen, o->log);
     if (!s && o->log) {
         fprintf(o->log, "prep-worker: listening on %s with %d thread%s\n", o->listen, o->threads, o->threads == 1 ? "" : "s");
         fflush(o->log);
     }
-    while (!s && !(o->stop && *o->stop)) {
-        zmq_pollitem_t it = {w.sock, 0, ZMQ_POLLIN, 0};
-        const int n = zmq_poll(&it, 1, 200);
-        if (n < 0 && zmq_errno() != EINTR) {
-            s = rec_errorf(REC_EIO, "prep-worker: poll failed: %s", zmq_strerror(zmq_errno()));
-            break;
-        }
-        if (n > 0 && (it.revents & ZMQ_POLLIN)) serve_one(&w);
-    }
+    if (!s) s = rec__zservice_run(&w.svc, o->stop, serve_one, &w);
+    w.refused += w.svc.refused;
     if (!s && o->log)
         fprintf(o->log, "prep-worker: stopped after %lld piece%s (%lld frame%s refused)\n", (long long)w.pieces,
                 w.pieces == 1 ? "" : "s", (long long)w.refused, w.refused == 1 ? "" : "s");
     for (int i = 0; i < MAX_JOBS; i++) job_free(&w.jobs[i]);
     rec_wbuf_free(&w.w);
     free(w.text);
-    if (w.sock) zmq_close(w.sock);
-    if (w.ctx) zmq_ctx_term(w.ctx);
+    rec__zservice_close(&w.svc);
     return s;
 }

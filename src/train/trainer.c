@@ -504,11 +504,7 @@ static rec_status setup(job *j) {
     } else if (o->config_path) {
         REC_TRY(rec_model_config_load(&j->cfg, o->config_path));
     } else {
-        rec_model_config_default(&j->cfg, REC_MODEL_DLRM);
-        snprintf(j->cfg.name, sizeof j->cfg.name, "dlrm_default");
-        j->cfg.dense_opt = rec_dense_opt_defaults(REC_OPT_ADAGRAD, 0.01f);
-        j->cfg.sparse_opt = rec_sparse_opt_defaults(REC_SPARSE_ROWWISE_ADAGRAD, 0.05f);
-        j->cfg.batch_size = 1024;
+        rec_model_config_train_default(&j->cfg);
     }
     REC_TRY(choose_order(j, &resumed, ckpt));
     if (o->epochs > 0) j->cfg.epochs = o->epochs;

@@ -1,7 +1,8 @@
 /* libFuzzer target for the wire format of rectrain's services (net.h): every input is a
  * message as a worker or a trainer would receive it. Its header is decoded; when that passes,
  * its body is decoded as the frame type says (JOB, PIECE, RESULT against a fixed 2-dense,
- * 3-feature job, ERROR). A frame that decodes is re-encoded and must decode to the same
+ * 3-feature job, ERROR; the lookahead cache's EMB_HELLO, EMB_GET/ROWS/PUT against server 1 of 2,
+ * CACHE_INFO, CACHE_STEP against a 16-slot cache). A frame that decodes is re-encoded and must decode to the same
  * thing (JOB: the same key; RESULT: the same batch digest). Anything else (a crash, a read out
  * of bounds, UB, a leak, an abort below) is a bug. Seeds: tests/fuzz/seeds/fuzz_frame (one
  * frame of each type, written by the codec). Build and run: scripts/fuzz.sh. */
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rectrain/cache.h"
 #include "rectrain/net.h"
 
 static const int64_t ROWS[3] = {5, 1000, (int64_t)1 << 40};
@@ -58,6 +60,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 abort();
             free(c);
         }
+    } else if (h.type == REC_MSG_EMB_HELLO) {
+        rec_net_emb_hello e;
+        if (rec_net_emb_hello_decode(body, h.body, &e) == REC_OK && rec_net_emb_hello_digest(&e) != e.digest) abort();
+    } else if (h.type == REC_MSG_EMB_GET || h.type == REC_MSG_EMB_ROWS || h.type == REC_MSG_EMB_PUT) {
+        const rec_net_emb_hello t = {0, 1, 2, 3, 4, 2, 0, 0, ROWS};
+        rec_net_rows r;
+        if (rec_net_rows_decode(body, h.body, rec_msg_name(h.type), h.type != REC_MSG_EMB_ROWS, h.type != REC_MSG_EMB_GET,
+                                &t, 1, &r) == REC_OK)
+            for (int64_t i = 0; r.e && i < r.n; i++)
+                if (r.e[i].f < 0 || r.e[i].f > 2 || r.e[i].row % 2 != 1 || r.e[i].row >= ROWS[r.e[i].f]) abort();
+    } else if (h.type == REC_MSG_CACHE_INFO) {
+        rec_net_cache_info c;
+        if (rec_net_cache_info_decode(body, h.body, &c) == REC_OK && (c.capacity < 1 || c.depth > c.lookahead)) abort();
+    } else if (h.type == REC_MSG_CACHE_STEP) {
+        const rec_net_cache_info c = {3, 2, 0, 4, 2, 16, 64, 10, ROWS};
+        rec_net_cache_step st;
+        rec_jagged sp[3];
+        if (rec_net_cache_step_decode(body, h.body, &c, &st, sp) == REC_OK)
+            for (int64_t i = 0; i < st.n_fetch; i++)
+                if (st.fetch[i].slot < 0 || st.fetch[i].slot >= 16) abort();
     } else if (h.type == REC_MSG_ERROR) {
         rec_status s;
         char msg[256];

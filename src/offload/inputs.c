@@ -1,4 +1,4 @@
-/* ZeroMQ helpers of the offload service (offload_impl.h). */
+/* What a job's inputs are on a worker: the vocabulary digest and a piece's bytes (offload_impl.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -16,30 +16,6 @@ uint64_t rec__vocab_digest(const rec_vocab_set *v) {
         for (int64_t i = 0; i < n; i++) h = (h ^ (uint64_t)ids[i]) * 0x100000001b3ull;
     }
     return h;
-}
-
-rec_status rec__zsend(void *sock, const zmq_msg_t *ident, const rec_wbuf *w, int flags) {
-    if (ident) {
-        zmq_msg_t id;
-        zmq_msg_init(&id);
-        zmq_msg_copy(&id, (zmq_msg_t *)ident);
-        if (zmq_msg_send(&id, sock, ZMQ_SNDMORE | flags) < 0) {
-            zmq_msg_close(&id);
-            return rec_errorf(REC_EIO, "cannot send: %s", zmq_strerror(zmq_errno()));
-        }
-    }
-    if (zmq_send(sock, w->p, w->len, flags) < 0) return rec_errorf(REC_EIO, "cannot send: %s", zmq_strerror(zmq_errno()));
-    return REC_OK;
-}
-
-void *rec__zsocket(void *ctx, int type) {
-    void *s = zmq_socket(ctx, type);
-    if (!s) return NULL;
-    const int zero = 0;
-    const int64_t max = REC__ZMQ_MAX_MSG;
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof max);
-    return s;
 }
 
 rec_status rec__read_piece(int fd, const char *path, uint64_t offset, uint64_t len, char **buf, size_t *cap) {

@@ -1,0 +1,138 @@
+/* The deployment config of `rectrain cluster` (cache.h): one JSON object, checked key by key
+ * from a table of what each key may hold. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rectrain/cache.h"
+#include "rectrain/core.h"
+
+typedef enum { K_INT, K_INT64, K_NUM, K_BOOL, K_STR, K_POLICY } kind;
+
+typedef struct key {
+    const char *name;
+    kind k;
+    double lo, hi;
+    size_t off, cap;       /* where it goes in the config; string capacity */
+} key;
+
+#define OFF(f) offsetof(rec_cluster_config, f)
+#define STR(f) OFF(f), sizeof(((rec_cluster_config *)0)->f)
+
+static const key TOP[] = {
+    {"format", K_STR, 0, 0, 0, 0},  /* checked apart */
+    {"version", K_STR, 0, 0, 0, 0}, /* checked apart */
+    {"data", K_STR, 0, 0, STR(data)},
+    {"model", K_STR, 0, 0, STR(model)},
+    {"loss_log", K_STR, 0, 0, STR(loss_log)},
+    {"host", K_STR, 0, 0, STR(host)},
+    {"batch", K_INT64, 0, 1 << 24, OFF(batch), 0},
+    {"epochs", K_INT, 0, 100000, OFF(epochs), 0},
+    {"shuffle", K_BOOL, 0, 1, OFF(shuffle), 0},
+    {"steps", K_INT64, 0, INT32_MAX, OFF(steps), 0},
+    {"embservers", K_INT, 1, 62, OFF(embservers), 0},
+    {"threads", K_INT, 1, 1024, OFF(threads), 0},
+    {"base_port", K_INT, 1024, 65535 - 64, OFF(base_port), 0},
+    {"peer_timeout", K_NUM, 0.1, 86400, OFF(peer_timeout), 0},
+    {"cache", K_STR, 0, 0, 0, 0},   /* an object, below */
+};
+static const key CACHE[] = {
+    {"policy", K_POLICY, 0, 0, OFF(policy), 0},
+    {"rows", K_INT64, 1, INT32_MAX - 1, OFF(cache_rows), 0},
+    {"lookahead", K_INT, 0, 100000, OFF(lookahead), 0},
+    {"prefetch_depth", K_INT, 0, 100000, OFF(depth), 0},
+};
+
+static rec_status bad(const char *origin, const char *path, const char *name, const char *what) {
+    return rec_errorf(REC_EINVAL, "%s: %s.%s: %s", origin, path, name, what);
+}
+
+static rec_status read_keys(rec_cluster_config *c, const cJSON *obj, const key *keys, int n, const char *origin,
+                            const char *path) {
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        const key *k = NULL;
+        for (int i = 0; i < n && !k; i++)
+            if (!strcmp(keys[i].name, it->string)) k = &keys[i];
+        char msg[512];
+        if (!k) {
+            snprintf(msg, sizeof msg, "unknown key (see README \"Disaggregated training\" for the keys)");
+            return bad(origin, path, it->string, msg);
+        }
+        for (const cJSON *jt = it->next; jt; jt = jt->next)
+            if (!strcmp(it->string, jt->string)) return bad(origin, path, it->string, "appears twice");
+        if (!strcmp(k->name, "cache") || !strcmp(k->name, "format") || !strcmp(k->name, "version")) continue;
+        char *dst = (char *)c + k->off;
+        const double x = it->valuedouble;
+        switch (k->k) {
+        case K_STR:
+            if (!cJSON_IsString(it) || !it->valuestring[0] || strlen(it->valuestring) >= k->cap)
+                return bad(origin, path, it->string, "must be a non-empty string (a path or host name)");
+            snprintf(dst, k->cap, "%s", it->valuestring);
+            break;
+        case K_BOOL:
+            if (!cJSON_IsBool(it)) return bad(origin, path, it->string, "must be true or false");
+            *(int *)dst = cJSON_IsTrue(it);
+            break;
+        case K_POLICY:
+            if (!cJSON_IsString(it) || rec_cache_policy_parse(it->valuestring) < 0)
+                return bad(origin, path, it->string, "must be \"bagpipe\", \"none\", \"static\" or \"lru\"");
+            *(int *)dst = rec_cache_policy_parse(it->valuestring);
+            break;
+        default:
+            if (!cJSON_IsNumber(it) || !(x >= k->lo && x <= k->hi) || (k->k != K_NUM && x != floor(x))) {
+                snprintf(msg, sizeof msg, "must be %s in [%g, %g]", k->k == K_NUM ? "a number" : "an integer", k->lo,
+                         k->hi);
+                return bad(origin, path, it->string, msg);
+            }
+            if (k->k == K_INT) *(int *)dst = (int)x;
+            else if (k->k == K_INT64) *(int64_t *)dst = (int64_t)x;
+            else *(double *)dst = x;
+        }
+    }
+    return REC_OK;
+}
+
+rec_status rec_cluster_config_parse(rec_cluster_config *c, const char *json, size_t len, const char *origin) {
+    memset(c, 0, sizeof *c);
+    c->shuffle = 1;
+    c->embservers = 2;
+    c->threads = 1;
+    c->base_port = 5700;
+    c->cache_rows = 1 << 18;
+    snprintf(c->host, sizeof c->host, "127.0.0.1");
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return rec_errorf(REC_EINVAL, "%s: not a JSON object (a cluster config is {\"format\": \"rectrain-cluster\", ...})",
+                          origin);
+    }
+    rec_status s = REC_OK;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (!cJSON_IsString(f) || strcmp(f->valuestring, "rectrain-cluster"))
+        s = rec_errorf(REC_EINVAL, "%s: $.format: must be \"rectrain-cluster\"", origin);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "version");
+    if (!s && (!cJSON_IsNumber(v) || v->valuedouble != 1))
+        s = rec_errorf(REC_EINVAL, "%s: $.version: must be 1 (this rectrain reads version 1)", origin);
+    if (!s) s = read_keys(c, root, TOP, (int)(sizeof TOP / sizeof TOP[0]), origin, "$");
+    const cJSON *cache = cJSON_GetObjectItemCaseSensitive(root, "cache");
+    if (!s && cache && !cJSON_IsObject(cache)) s = bad(origin, "$", "cache", "must be an object");
+    if (!s && cache) s = read_keys(c, cache, CACHE, (int)(sizeof CACHE / sizeof CACHE[0]), origin, "$.cache");
+    if (!s && !c->data[0]) s = rec_errorf(REC_EINVAL, "%s: $.data: required (the training .rshard)", origin);
+    if (!s && c->policy != REC_CACHE_BAGPIPE && (c->lookahead || c->depth))
+        s = rec_errorf(REC_EINVAL, "%s: $.cache: \"lookahead\" and \"prefetch_depth\" are for the bagpipe policy", origin);
+    if (!s && c->lookahead && c->depth > c->lookahead)
+        s = rec_errorf(REC_EINVAL, "%s: $.cache.prefetch_depth: %d is over the lookahead %d", origin, c->depth, c->lookahead);
+    cJSON_Delete(root);
+    return s;
+}
+
+rec_status rec_cluster_config_load(rec_cluster_config *c, const char *path) {
+    char *text;
+    size_t len;
+    REC_TRY(rec_read_file(path, "cluster config", 1 << 20, &text, &len));
+    rec_status s = rec_cluster_config_parse(c, text, len, path);
+    free(text);
+    return s;
+}

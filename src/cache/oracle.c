@@ -1,0 +1,360 @@
+/* The Oracle Cacher (`rectrain oracle`, cache.h; Bagpipe §3.4): reads the training batches in
+ * the trainer's order, plans the trainer's cache with the planner and serves a trainer each
+ * batch with its plan (CACHE_STEP), on request (CACHE_NEXT), in order.
+ *
+ * The data is read by two loaders L batches apart: the one ahead shows batches to the planner
+ * (rec_cplan_look), the other gives the batch being planned, so no window of batches is held.
+ * A trainer's CACHE_HELLO starts the job over (a restarted trainer); the plan of the last
+ * batch sent is kept and sent again when asked twice (a lost answer).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../net/zmq_impl.h"
+#include "rectrain/cache.h"
+#include "rectrain/core.h"
+#include "rectrain/model.h"
+#include "rectrain/train.h"
+
+/* Batches of every epoch in the trainer's order, one loader at a time. */
+typedef struct source {
+    rec_dataset *d;
+    int64_t rows, batch, taken, limit;
+    int epoch, epochs, shuffle;
+    uint64_t seed;
+    rec_loader *l;
+} source;
+
+static void source_close(source *s) {
+    rec_loader_close(s->l);
+    s->l = NULL;
+}
+
+static void source_start(source *s, rec_dataset *d, int64_t rows, const rec_oracle_opts *o, const rec_model_config *c,
+                         int64_t limit) {
+    *s = (source){d, rows, o->batch ? o->batch : c->batch_size, 0, limit, 0, o->epochs ? o->epochs : c->epochs,
+                  o->shuffle, c->seed, NULL};
+}
+
+/* The next batch, or *b = NULL after the last. */
+static rec_status source_next(source *s, const rec_batch **b) {
+    *b = NULL;
+    while (s->taken < s->limit && s->epoch < s->epochs) {
+        if (!s->l) {
+            rec_shuffle sh = {s->seed, s->epoch, REC_SHUFFLE_BLOCK_ROWS, REC_SHUFFLE_BUFFER_BLOCKS};
+            REC_TRY(rec_loader_open_order(&s->l, s->d, 0, s->rows, s->batch, 4, s->shuffle ? &sh : NULL, 0));
+        }
+        REC_TRY(rec_loader_next(s->l, b));
+        if (*b) {
+            s->taken++;
+            return REC_OK;
+        }
+        source_close(s);
+        s->epoch++;
+    }
+    return REC_OK;
+}
+
+typedef struct oracle {
+    const rec_oracle_opts *o;
+    rec_model_config cfg;
+    rec_dataset *d;
+    int64_t rows, total;     /* data rows; batches of the job */
+    int F;
+    const int64_t *table_rows;
+    rec_cplan_opts po;
+    int32_t *hot_f;
+    int64_t *hot_row;
+    rec_cplan *p;
+    source ahead, cur;
+    int64_t next;            /* the next batch to plan */
+    rec_jagged *view;        /* (F) a batch's features with slots for ids */
+    rec_wbuf w, last;        /* the frame being built; the last plan sent */
+    int64_t last_seq;
+    double plan_s;
+    rec_zservice svc;
+} oracle;
+
+static rec_status job_start(oracle *r) {
+    rec_cplan_free(r->p);
+    r->p = NULL;
+    source_close(&r->ahead);
+    source_close(&r->cur);
+    REC_TRY(rec_cplan_init(&r->p, &r->po));
+    source_start(&r->ahead, r->d, r->rows, r->o, &r->cfg, r->total);
+    source_start(&r->cur, r->d, r->rows, r->o, &r->cfg, r->total);
+    r->next = 0;
+    r->last_seq = -1;
+    r->plan_s = 0;
+    return REC_OK;
+}
+
+/* Plans batch r->next into r->w as a CACHE_STEP frame (the flush after the last). */
+static rec_status plan_next(oracle *r) {
+    const double t0 = rec_now();
+    rec_cstep st;
+    const rec_batch *b = NULL;
+    if (r->next < r->total) {
+        while (rec_cplan_pending(r->p) < rec_cplan_window(r->p)) {
+            const rec_batch *a;
+            REC_TRY(source_next(&r->ahead, &a));
+            if (!a) break;
+            REC_TRY(rec_cplan_look(r->p, a));
+        }
+        REC_TRY(source_next(&r->cur, &b));
+        if (!b) return rec_errorf(REC_EIO, "oracle: %s ended before batch %lld", r->o->data_path, (long long)r->next);
+        REC_TRY(rec_cplan_step(r->p, b, &st));
+    } else {
+        REC_TRY(rec_cplan_flush(r->p, &st));
+    }
+    rec_batch v = {0};
+    if (b) {
+        v = *b;
+        v.sparse = r->view;
+        for (int f = 0; f < r->F; f++)
+            r->view[f] = (rec_jagged){.offsets = b->sparse[f].offsets, .ids32 = st.slots[f],
+                                      .weights = b->sparse[f].weights, .wide = 0};
+    } else {
+        v.n_sparse = r->F;
+        v.n_dense = (int32_t)r->cfg.n_dense;
+        v.sparse = r->view;
+        static int64_t zero = 0;
+        for (int f = 0; f < r->F; f++) r->view[f] = (rec_jagged){.offsets = &zero, .wide = 0};
+    }
+    rec_frame_begin(&r->w, REC_MSG_CACHE_STEP, 0, (uint64_t)r->next);
+    rec_net_cache_step_encode(&r->w, st.n_fetch, st.fetch, st.n_evict, st.evict, &v);
+    REC_TRY(rec_frame_end(&r->w));
+    r->plan_s += rec_now() - t0;
+    r->next++;
+    return REC_OK;
+}
+
+typedef struct hotc {
+    int32_t c, f;
+    int64_t row;
+} hotc;
+
+static int cmp_hot(const void *a, const void *b) {
+    const hotc *x = a, *y = b;
+    if (x->c != y->c) return y->c - x->c;
+    if (x->f != y->f) return x->f - y->f;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
+/* STATIC (FAE-like): the most used rows over the first batches, as many as the capacity
+ * leaves beside the most distinct rows one of those batches had. */
+static rec_status pick_hot(oracle *r) {
+    const int64_t nb = r->o->hot_batches > 0 ? r->o->hot_batches : 256;
+    int32_t **cnt = calloc((size_t)r->F, sizeof(int32_t *)), **seen = calloc((size_t)r->F, sizeof(int32_t *));
+    rec_status s = cnt && seen ? REC_OK : rec_errorf(REC_ENOMEM, "oracle: out of memory");
+    for (int f = 0; !s && f < r->F; f++)
+        if (!(cnt[f] = calloc((size_t)r->table_rows[f], sizeof(int32_t))) ||
+            !(seen[f] = calloc((size_t)r->table_rows[f], sizeof(int32_t))))
+            s = rec_errorf(REC_ENOMEM, "oracle: out of memory counting ids");
+    source src;
+    source_start(&src, r->d, r->rows, r->o, &r->cfg, nb < r->total ? nb : r->total);
+    int64_t most = 0;
+    int32_t x = 0;
+    const rec_batch *b;
+    while (!s && !(s = source_next(&src, &b)) && b) {
+        int64_t distinct = 0;
+        x++;
+        for (int f = 0; f < r->F; f++)
+            for (int64_t k = 0; k < rec_batch_nnz(b, f); k++) {
+                const int64_t id = rec_jagged_id(&b->sparse[f], k);
+                if (id < 0 || id >= r->table_rows[f]) continue; /* the planner names it later */
+                cnt[f][id]++;
+                if (seen[f][id] != x) seen[f][id] = x, distinct++;
+            }
+        if (distinct > most) most = distinct;
+    }
+    source_close(&src);
+    const int64_t H = r->po.capacity - most;
+    if (!s && H < 1)
+        s = rec_errorf(REC_EINVAL, "the trainer cache of %lld rows leaves no room for hot rows beside a batch's %lld "
+                       "distinct ones; give a larger --cache-rows", (long long)r->po.capacity, (long long)most);
+    /* the used rows by count, down; the first H are hot */
+    int64_t used = 0;
+    for (int f = 0; !s && f < r->F; f++)
+        for (int64_t i = 0; i < r->table_rows[f]; i++) used += cnt[f][i] > 0;
+    hotc *all = s ? NULL : malloc(sizeof(hotc) * (size_t)(used + 1));
+    if (!s && !all) s = rec_errorf(REC_ENOMEM, "oracle: out of memory");
+    int64_t n = 0;
+    for (int f = 0; !s && f < r->F; f++)
+        for (int64_t i = 0; i < r->table_rows[f]; i++)
+            if (cnt[f][i] > 0) all[n++] = (hotc){cnt[f][i], f, i};
+    if (!s) qsort(all, (size_t)n, sizeof(hotc), cmp_hot);
+    const int64_t keep = H < n ? H : n;
+    if (!s && (!(r->hot_f = malloc(sizeof(int32_t) * (size_t)(keep + 1))) ||
+               !(r->hot_row = malloc(sizeof(int64_t) * (size_t)(keep + 1)))))
+        s = rec_errorf(REC_ENOMEM, "oracle: out of memory");
+    for (int64_t i = 0; !s && i < keep; i++) r->hot_f[i] = all[i].f, r->hot_row[i] = all[i].row;
+    if (!s) {
+        r->po.hot_f = r->hot_f, r->po.hot_row = r->hot_row, r->po.n_hot = keep;
+        if (r->o->log)
+            fprintf(r->o->log, "oracle: static cache: %lld hot rows (of %lld used in %d batches; %lld slots for a "
+                    "batch's others)\n", (long long)keep, (long long)n, x, (long long)most);
+    }
+    free(all);
+    for (int f = 0; f < r->F; f++) free(cnt ? cnt[f] : NULL), free(seen ? seen[f] : NULL);
+    free(cnt), free(seen);
+    return s;
+}
+
+/* Runs the planner over the first batches with lookahead L: 1 when the capacity holds it. */
+static rec_status fits(oracle *r, int L, int64_t batches, int *ok) {
+    rec_cplan_opts po = r->po;
+    po.lookahead = L;
+    po.depth = r->o->depth > 0 ? (r->o->depth < L ? r->o->depth : L) : (L < 4 ? L : 4);
+    rec_cplan *p;
+    REC_TRY(rec_cplan_init(&p, &po));
+    source a, c;
+    source_start(&a, r->d, r->rows, r->o, &r->cfg, batches);
+    source_start(&c, r->d, r->rows, r->o, &r->cfg, batches);
+    rec_status s = REC_OK;
+    *ok = 1;
+    for (int64_t x = 0; !s && x < batches && *ok; x++) {
+        const rec_batch *b;
+        while (!s && rec_cplan_pending(p) < rec_cplan_window(p)) {
+            s = source_next(&a, &b);
+            if (s || !b) break;
+            s = rec_cplan_look(p, b);
+        }
+        if (!s) s = source_next(&c, &b);
+        if (s || !b) break;
+        rec_cstep st;
+        s = rec_cplan_step(p, b, &st);
+        if (s == REC_EINVAL && strstr(rec_errmsg(), "too small")) s = REC_OK, *ok = 0;
+    }
+    source_close(&a);
+    source_close(&c);
+    rec_cplan_free(p);
+    return s;
+}
+
+/* Bagpipe §4: "keeps prefetching until it detects the cache is full ... selects the number of
+ * batches prefetched so far as the L": the largest power of two (up to 1024) whose plan of the
+ * first 3 L batches fits the capacity. */
+static rec_status choose_lookahead(oracle *r) {
+    int best = 0;
+    for (int L = 1; L <= 1024; L *= 2) {
+        int ok;
+        REC_TRY(fits(r, L, 3 * (int64_t)L < r->total ? 3 * (int64_t)L : r->total, &ok));
+        if (!ok) break;
+        best = L;
+        if (3 * (int64_t)L >= r->total) break;
+    }
+    if (!best)
+        return rec_errorf(REC_EINVAL, "the trainer cache of %lld rows cannot hold one batch's rows; give a larger "
+                          "--cache-rows", (long long)r->po.capacity);
+    r->po.lookahead = best;
+    r->po.depth = r->o->depth > 0 ? (r->o->depth < best ? r->o->depth : best) : (best < 4 ? best : 4);
+    if (r->o->log) fprintf(r->o->log, "oracle: lookahead %d batches (the largest that fits the cache)\n", best);
+    return REC_OK;
+}
+
+static rec_status setup(oracle *r) {
+    const rec_oracle_opts *o = r->o;
+    if (o->config_path) REC_TRY(rec_model_config_load(&r->cfg, o->config_path));
+    else rec_model_config_train_default(&r->cfg);
+    rec_dataset_opts dopt = {.path = o->data_path, .prep_threads = 1};
+    REC_TRY(rec_dataset_open(&r->d, &dopt));
+    if (strcmp(o->data_path + (strlen(o->data_path) > 7 ? strlen(o->data_path) - 7 : 0), ".rshard"))
+        return rec_errorf(REC_EINVAL, "oracle: %s: give a .rshard (rectrain prep makes one)", o->data_path);
+    REC_TRY(rec_dataset_rows(r->d, &r->rows));
+    r->F = rec_dataset_n_sparse(r->d);
+    r->table_rows = rec_dataset_table_rows(r->d);
+    r->cfg.n_dense = rec_dataset_n_dense(r->d);
+    const int64_t B = o->batch ? o->batch : r->cfg.batch_size;
+    const int E = o->epochs ? o->epochs : r->cfg.epochs;
+    if (r->rows < 1) return rec_errorf(REC_EINVAL, "oracle: %s holds no rows", o->data_path);
+    r->total = (r->rows + B - 1) / B * E;
+    if (o->max_batches > 0 && o->max_batches < r->total) r->total = o->max_batches;
+    r->po = (rec_cplan_opts){o->policy, r->F, r->table_rows, o->capacity, o->lookahead, 1, NULL, NULL, 0};
+    if (!(r->view = calloc((size_t)r->F, sizeof(rec_jagged)))) return rec_errorf(REC_ENOMEM, "oracle: out of memory");
+    if (o->policy == REC_CACHE_STATIC) REC_TRY(pick_hot(r));
+    if (o->policy == REC_CACHE_BAGPIPE && o->lookahead == 0) REC_TRY(choose_lookahead(r));
+    else if (o->policy == REC_CACHE_BAGPIPE)
+        r->po.depth = o->depth > 0 ? o->depth : (o->lookahead < 4 ? o->lookahead : 4);
+    rec_cplan *probe; /* the options' errors now, not at the first trainer */
+    REC_TRY(rec_cplan_init(&probe, &r->po));
+    rec_cplan_free(probe);
+    return REC_OK;
+}
+
+static void serve_one(void *arg) {
+    oracle *r = arg;
+    rec_zreq q;
+    if (!rec__zservice_take(&r->svc, &q, &r->w)) return;
+    rec_status s = REC_OK;
+    const rec_wbuf *reply = &r->w;
+    if (q.h.type == REC_MSG_CACHE_HELLO) {
+        s = job_start(r);
+        if (!s) {
+            const rec_net_cache_info ci = {r->F, r->cfg.n_dense, r->po.policy, r->po.policy == REC_CACHE_BAGPIPE ? r->po.lookahead : 1,
+                                           r->po.depth, r->po.capacity, r->o->batch ? r->o->batch : r->cfg.batch_size,
+                                           r->total, r->table_rows};
+            rec_frame_begin(&r->w, REC_MSG_CACHE_INFO, 0, 0);
+            rec_net_cache_info_encode(&r->w, &ci);
+            s = rec_frame_end(&r->w);
+        }
+        if (!s) rec__zservice_log(&r->svc, &q.id, "a trainer started the job");
+    } else if (q.h.type == REC_MSG_CACHE_NEXT && !r->p) {
+        s = rec_errorf(REC_EINVAL, "CACHE_NEXT before CACHE_HELLO");
+    } else if (q.h.type == REC_MSG_CACHE_NEXT && (int64_t)q.h.seq == r->last_seq) {
+        reply = &r->last; /* asked again */
+    } else if (q.h.type == REC_MSG_CACHE_NEXT && (int64_t)q.h.seq == r->next && r->next <= r->total) {
+        s = plan_next(r);
+        if (!s) {
+            rec_wbuf t = r->last;
+            r->last = r->w, r->w = t;
+            r->last_seq = (int64_t)q.h.seq;
+            reply = &r->last;
+            if (r->next > r->total && r->o->log) {
+                rec_cplan_stats ps;
+                rec_cplan_get_stats(r->p, &ps);
+                fprintf(r->o->log, "oracle: %lld batches planned (%s", (long long)ps.batches, rec_cache_policy_name(r->po.policy));
+                if (r->po.policy == REC_CACHE_BAGPIPE) fprintf(r->o->log, ", L %d, depth %d", r->po.lookahead, r->po.depth);
+                fprintf(r->o->log, "): %lld rows fetched, %lld written back, peak %lld of %lld slots; %.0f samples/s "
+                        "planned\n", (long long)ps.fetched, (long long)ps.evicted, (long long)ps.peak_slots,
+                        (long long)r->po.capacity, r->plan_s > 0 ? (double)r->cur.taken * (double)r->cur.batch / r->plan_s : 0.0);
+                fflush(r->o->log);
+            }
+        }
+    } else if (q.h.type == REC_MSG_CACHE_NEXT) {
+        s = rec_errorf(REC_EINVAL, "batch %lld asked for; the next is %lld (of %lld): send CACHE_HELLO to start over",
+                       (long long)q.h.seq, (long long)r->next, (long long)r->total);
+    } else {
+        s = rec_errorf(REC_EFORMAT, "a %s frame is not a request to the oracle", rec_msg_name(q.h.type));
+    }
+    if (!s && reply != &r->w) { /* the answer is the last plan */
+        rec__zsend(r->svc.sock, &q.id, reply, ZMQ_DONTWAIT);
+        rec__zreq_close(&q);
+        return;
+    }
+    rec__zservice_answer(&r->svc, &q, &r->w, s);
+}
+
+rec_status rec_oracle_run(const rec_oracle_opts *o) {
+    oracle r = {.o = o, .last_seq = -1};
+    rec_status s = setup(&r);
+    if (!s) s = rec__zservice_open(&r.svc, "oracle", o->listen, o->log);
+    if (!s && o->log) {
+        fprintf(o->log, "oracle: listening on %s: %lld batches of %s, %s cache of %lld rows\n", o->listen,
+                (long long)r.total, o->data_path, rec_cache_policy_name(o->policy), (long long)o->capacity);
+        fflush(o->log);
+    }
+    if (!s) s = rec__zservice_run(&r.svc, o->stop, serve_one, &r);
+    source_close(&r.ahead);
+    source_close(&r.cur);
+    rec_cplan_free(r.p);
+    free(r.view), free(r.hot_f), free(r.hot_row);
+    rec_wbuf_free(&r.w);
+    rec_wbuf_free(&r.last);
+    rec_dataset_close(r.d);
+    rec_model_config_free(&r.cfg);
+    rec__zservice_close(&r.svc);
+    return s;
+}

@@ -1,0 +1,628 @@
+/* The trainer of disaggregated training (cache.h; Bagpipe §3.4 "Trainers"): a model without
+ * tables, a cache of C rows, and two threads.
+ *
+ *   training thread     waits until batch x's rows are in the cache, pools them (rows of the
+ *                       batch are cache slots: the oracle sent the batch with slots for ids),
+ *                       runs the dense model, sums each slot's gradient in position order and
+ *                       steps the rows in the cache with the sparse optimizer, as rec_embed
+ *                       would (the same bits), then marks x done.
+ *   maintenance thread  owns every socket: asks the oracle for plans ahead, fetches batch x's
+ *                       rows into their slots once x - depth is done (GET per server), writes
+ *                       back the rows a plan evicts once its batch is done (PUT per server).
+ * They never touch the same slot at once (Bagpipe §3.4, "lock-free"): the planner gives a
+ * fetch only slots freed `depth` batches earlier, and evicts rows after their last use. The
+ * mutex guards the counters only (done, ready); an inproc socket wakes the maintenance thread.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../net/zmq_impl.h"
+#include "rectrain/cache.h"
+#include "rectrain/core.h"
+#include "rectrain/model.h"
+#include "rectrain/nn.h"
+
+/* A plan received from the oracle: its message (the batch's arrays point into it). */
+typedef struct plan {
+    zmq_msg_t msg;
+    int have;
+    rec_net_cache_step st;
+    rec_jagged *sparse;      /* (F) */
+} plan;
+
+typedef struct ctrainer {
+    const rec_cache_train_opts *o;
+    rec_cache_train_report *rep;
+    rec_model_config cfg;
+    rec_model *m;
+    rec_net_cache_info info;
+    int64_t *rows;           /* (F) info.rows' copy */
+    int F, E, S;
+    int64_t C, total;        /* cache slots; batches of the job (the flush is batch `total`) */
+    float *values, *state;   /* (C, E), (C, S) */
+    float *grad;             /* (C, E) gradients of the touched slots */
+    int64_t *stamp;          /* (C) the step + 1 that last touched a slot */
+    int32_t *touched;        /* (C) */
+    float *dlogits;          /* (B) */
+    /* sockets: all the maintenance thread's once it runs */
+    void *ctx, *osock, **ssock, *wake_m, *wake_t;
+    double timeout;
+    int Q;                   /* plans held: depth + 2 */
+    plan *ring;
+    /* shared, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t ready, done, want;
+    int finished, failed;
+    rec_status merr;
+    char merrmsg[1024];
+    /* the maintenance thread's */
+    int64_t requested, received, evicted;
+    int64_t acks;            /* PUTs not yet acknowledged */
+    rec_wbuf w;
+    int64_t *by_srv;         /* (C) fetch or evict entry positions grouped by server */
+    int64_t *srv_n;          /* (servers + 1) */
+} ctrainer;
+
+static double timeout_of(const ctrainer *t) { return t->timeout; }
+
+/* ---- messages ------------------------------------------------------------------------------ */
+
+/* Receives one message from sock within the deadline into m (initialised), 8-byte aligned, and
+ * decodes its header; *body is the frame's body. REC_EIO naming `who` when it stays silent,
+ * the peer's ERROR as its status and message. */
+static rec_status recv_frame(ctrainer *t, void *sock, const char *who, zmq_msg_t *m, rec_frame_head *h,
+                             const uint8_t **body) {
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    const int n = zmq_poll(&it, 1, (long)(timeout_of(t) * 1000));
+    if (n < 0) return rec_errorf(REC_EIO, "poll failed: %s", zmq_strerror(zmq_errno()));
+    if (n == 0) return rec_errorf(REC_EIO, "%s did not answer in %.0f s (is it running? --peer-timeout)", who, timeout_of(t));
+    zmq_msg_t raw;
+    zmq_msg_init(&raw);
+    if (zmq_msg_recv(&raw, sock, 0) < 0) {
+        zmq_msg_close(&raw);
+        return rec_errorf(REC_EIO, "receiving from %s: %s", who, zmq_strerror(zmq_errno()));
+    }
+    const uint8_t *frame;
+    size_t len;
+    rec_status a = rec__zmsg_aligned(m, &raw, &frame, &len);
+    zmq_msg_close(&raw);
+    REC_TRY(a);
+    REC_TRY(rec_frame_head_decode(frame, len, who, h));
+    *body = frame + REC_NET_HEAD;
+    if (h->type == REC_MSG_ERROR) {
+        rec_status s;
+        char msg[900];
+        REC_TRY(rec_net_error_decode(*body, h->body, &s, msg, sizeof msg));
+        return rec_errorf(s, "%s: %s", who, msg);
+    }
+    return REC_OK;
+}
+
+static rec_status send_empty(ctrainer *t, void *sock, int type, uint64_t seq) {
+    rec_frame_begin(&t->w, type, 0, seq);
+    REC_TRY(rec_frame_end(&t->w));
+    return rec__zsend(sock, NULL, &t->w, 0);
+}
+
+static const char *srv_name(const ctrainer *t, int k, char *buf, size_t cap) {
+    snprintf(buf, cap, "embedding server %d (%s)", k, t->o->servers[k]);
+    return buf;
+}
+
+/* ---- the maintenance thread ------------------------------------------------------------------ */
+
+static int server_of(const ctrainer *t, int64_t row) { return (int)(row % t->o->n_servers); }
+
+/* Groups entries e (n) by server into by_srv, server k's at [srv_n[k], srv_n[k + 1]). */
+static void group(ctrainer *t, const rec_centry *e, int64_t n) {
+    const int N = t->o->n_servers;
+    int64_t at[64];
+    memset(t->srv_n, 0, sizeof(int64_t) * (size_t)(N + 1));
+    for (int64_t i = 0; i < n; i++) t->srv_n[server_of(t, e[i].row) + 1]++;
+    for (int k = 0; k < N; k++) t->srv_n[k + 1] += t->srv_n[k], at[k] = t->srv_n[k];
+    for (int64_t i = 0; i < n; i++) t->by_srv[at[server_of(t, e[i].row)]++] = i;
+}
+
+/* A message from a server other than the awaited ROWS: a PUT's acknowledgment. */
+static rec_status on_server_msg(ctrainer *t, int k, zmq_msg_t *m, const rec_frame_head *h, int *rows) {
+    char who[300];
+    *rows = 0;
+    if (h->type == REC_MSG_EMB_PUT_OK) {
+        t->acks--;
+        return REC_OK;
+    }
+    if (h->type == REC_MSG_EMB_ROWS) {
+        *rows = 1;
+        return REC_OK;
+    }
+    return rec_errorf(REC_EFORMAT, "%s sent a %s frame", srv_name(t, k, who, sizeof who), rec_msg_name(h->type));
+}
+
+/* Receives from server k until its ROWS answer (acknowledgments before it are counted) or,
+ * with want_rows 0, one message. The ROWS message stays in m. */
+static rec_status server_recv(ctrainer *t, int k, int want_rows, zmq_msg_t *m, rec_frame_head *h, const uint8_t **body) {
+    char who[300];
+    for (;;) {
+        zmq_msg_close(m);
+        zmq_msg_init(m);
+        REC_TRY(recv_frame(t, t->ssock[k], srv_name(t, k, who, sizeof who), m, h, body));
+        int rows;
+        REC_TRY(on_server_msg(t, k, m, h, &rows));
+        if (rows && !want_rows) return rec_errorf(REC_EFORMAT, "%s sent rows nobody asked for", who);
+        if (rows || !want_rows) return REC_OK;
+    }
+}
+
+/* One message from server k (an acknowledgment). */
+static rec_status take_one(ctrainer *t, int k) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    rec_frame_head h;
+    const uint8_t *body;
+    rec_status s = server_recv(t, k, 0, &m, &h, &body);
+    zmq_msg_close(&m);
+    return s;
+}
+
+/* Batch x's fetches: a GET per server, the rows into their slots. */
+static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
+    const rec_net_cache_step *st = &p->st;
+    const int N = t->o->n_servers, E = t->E, S = t->S;
+    group(t, st->fetch, st->n_fetch);
+    rec_centry *tmp = NULL;
+    rec_status s = REC_OK;
+    if (st->n_fetch && !(tmp = malloc(sizeof(rec_centry) * (size_t)st->n_fetch)))
+        return rec_errorf(REC_ENOMEM, "trainer: out of memory");
+    for (int k = 0; !s && k < N; k++) {
+        const int64_t a = t->srv_n[k], n = t->srv_n[k + 1] - a;
+        if (!n) continue;
+        for (int64_t i = 0; i < n; i++) tmp[a + i] = st->fetch[t->by_srv[a + i]];
+        const rec_net_rows q = {n, tmp + a, NULL, NULL};
+        rec_frame_begin(&t->w, REC_MSG_EMB_GET, 0, (uint64_t)x);
+        rec_net_rows_encode(&t->w, &q, 1, E, S);
+        s = rec_frame_end(&t->w);
+        if (!s) s = rec__zsend(t->ssock[k], NULL, &t->w, 0);
+    }
+    for (int k = 0; !s && k < N; k++) {
+        const int64_t a = t->srv_n[k], n = t->srv_n[k + 1] - a;
+        if (!n) continue;
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        rec_frame_head h;
+        const uint8_t *body;
+        s = server_recv(t, k, 1, &m, &h, &body);
+        rec_net_rows r;
+        if (!s) {
+            char who[300];
+            rec_net_emb_hello tabs = {.F = t->F, .E = E, .shards = N, .shard = k, .rows = t->rows};
+            s = rec_net_rows_decode(body, h.body, "EMB_ROWS", 0, 1, &tabs, S, &r);
+            if (!s && r.n != n)
+                s = rec_errorf(REC_EFORMAT, "%s answered %lld rows for %lld", srv_name(t, k, who, sizeof who),
+                               (long long)r.n, (long long)n);
+        }
+        for (int64_t i = 0; !s && i < n; i++) {
+            const int32_t slot = tmp[a + i].slot;
+            memcpy(t->values + (size_t)slot * E, r.values + (size_t)i * E, sizeof(float) * (size_t)E);
+            if (S) memcpy(t->state + (size_t)slot * S, r.state + (size_t)i * S, sizeof(float) * (size_t)S);
+        }
+        zmq_msg_close(&m);
+    }
+    free(tmp);
+    const double bytes = 4.0 * (double)(E + S) * (double)st->n_fetch;
+    if (critical) t->rep->fetch_crit_rows += st->n_fetch, t->rep->fetch_crit_bytes += bytes;
+    else t->rep->fetch_bg_rows += st->n_fetch, t->rep->fetch_bg_bytes += bytes;
+    return s;
+}
+
+/* Batch x's evictions: the rows from their slots, a PUT per server (acknowledged later). */
+static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
+    const rec_net_cache_step *st = &p->st;
+    const int N = t->o->n_servers, E = t->E, S = t->S;
+    group(t, st->evict, st->n_evict);
+    for (int k = 0; k < N; k++) {
+        const int64_t a = t->srv_n[k], n = t->srv_n[k + 1] - a;
+        if (!n) continue;
+        rec_frame_begin(&t->w, REC_MSG_EMB_PUT, 0, (uint64_t)x);
+        rec_wbuf *w = &t->w;
+        /* rec_net_rows_encode's layout, the rows gathered from their slots */
+        const int64_t cnt = n;
+        rec_net_rows hdr = {cnt, NULL, NULL, NULL};
+        rec_net_rows_encode(w, &hdr, 0, E, S);
+        const size_t need = sizeof(rec_centry) * (size_t)n + sizeof(float) * (size_t)(n * (E + S));
+        if (!w->err && w->cap < w->len + need) {
+            size_t cap = w->cap;
+            while (cap < w->len + need) cap *= 2;
+            uint8_t *q = realloc(w->p, cap);
+            if (!q) return rec_errorf(REC_ENOMEM, "trainer: out of memory for %lld rows", (long long)n);
+            w->p = q, w->cap = cap;
+        }
+        REC_TRY(w->err);
+        rec_centry *ce = (rec_centry *)(void *)(w->p + w->len);
+        float *val = (float *)(ce + n), *sv = val + (size_t)n * E;
+        for (int64_t i = 0; i < n; i++) {
+            const rec_centry *e = &st->evict[t->by_srv[a + i]];
+            ce[i] = *e;
+            memcpy(val + (size_t)i * E, t->values + (size_t)e->slot * E, sizeof(float) * (size_t)E);
+            if (S) memcpy(sv + (size_t)i * S, t->state + (size_t)e->slot * S, sizeof(float) * (size_t)S);
+        }
+        w->len += need;
+        REC_TRY(rec_frame_end(w));
+        REC_TRY(rec__zsend(t->ssock[k], NULL, w, 0));
+        t->acks++;
+    }
+    t->rep->write_rows += st->n_evict;
+    t->rep->write_bytes += 4.0 * (double)(E + S) * (double)st->n_evict;
+    return REC_OK;
+}
+
+static void plan_release(plan *p) {
+    if (p->have) zmq_msg_close(&p->msg);
+    p->have = 0;
+}
+
+/* The oracle's answer to a CACHE_NEXT: the plan of batch t->received. */
+static rec_status on_oracle(ctrainer *t) {
+    plan *p = &t->ring[t->received % t->Q];
+    zmq_msg_init(&p->msg);
+    rec_frame_head h;
+    const uint8_t *body;
+    rec_status s = recv_frame(t, t->osock, "the oracle", &p->msg, &h, &body);
+    if (!s && (h.type != REC_MSG_CACHE_STEP || (int64_t)h.seq != t->received))
+        s = rec_errorf(REC_EFORMAT, "the oracle sent %s %lld while batch %lld's plan was due", rec_msg_name(h.type),
+                       (long long)h.seq, (long long)t->received);
+    if (!s) s = rec_net_cache_step_decode(body, h.body, &t->info, &p->st,
+                                          p->sparse);
+    if (!s && t->received < t->total && p->st.batch.n < 1)
+        s = rec_errorf(REC_EFORMAT, "the oracle's plan of batch %lld has no rows", (long long)t->received);
+    if (s) {
+        zmq_msg_close(&p->msg);
+        return s;
+    }
+    p->have = 1;
+    t->received++;
+    return REC_OK;
+}
+
+static void fail(ctrainer *t, rec_status s) {
+    pthread_mutex_lock(&t->mu);
+    t->failed = 1;
+    t->merr = s;
+    snprintf(t->merrmsg, sizeof t->merrmsg, "%s", rec_errmsg());
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+static void *maintain(void *arg) {
+    ctrainer *t = arg;
+    rec_status s = REC_OK;
+    int64_t fetched = -1; /* the last batch whose rows are in */
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
+        const int64_t done = t->done, want = t->want;
+        const int stop = t->failed;
+        pthread_mutex_unlock(&t->mu);
+        if (stop) break;
+        int worked = 0;
+        /* write-backs first: a later fetch may reuse the slots, or read the rows */
+        while (!s && t->evicted < done) {
+            plan *p = &t->ring[(t->evicted + 1) % t->Q];
+            s = write_back(t, p, t->evicted + 1);
+            plan_release(p);
+            t->evicted++;
+            worked = 1;
+        }
+        /* the flush, once the last batch is done */
+        if (!s && done == t->total - 1 && t->evicted == t->total - 1 && t->received > t->total) {
+            plan *p = &t->ring[t->total % t->Q];
+            s = write_back(t, p, t->total);
+            plan_release(p);
+            t->evicted = t->total;
+            while (!s && t->acks > 0) { /* every write-back acknowledged: the servers hold the model */
+                zmq_pollitem_t its[62];
+                const int N = t->o->n_servers;
+                for (int k = 0; k < N; k++) its[k] = (zmq_pollitem_t){t->ssock[k], 0, ZMQ_POLLIN, 0};
+                if (zmq_poll(its, N, (long)(t->timeout * 1000)) == 0)
+                    s = rec_errorf(REC_EIO, "%lld write-back(s) were not acknowledged in %.0f s", (long long)t->acks,
+                                   t->timeout);
+                for (int k = 0; !s && k < N; k++)
+                    if (its[k].revents & ZMQ_POLLIN) s = take_one(t, k);
+            }
+            if (!s) {
+                pthread_mutex_lock(&t->mu);
+                t->finished = 1;
+                pthread_cond_broadcast(&t->cv);
+                pthread_mutex_unlock(&t->mu);
+            }
+            break;
+        }
+        /* plans ahead: as many as the ring holds */
+        while (!s && t->requested <= t->total && t->requested - t->evicted - 1 < t->Q) {
+            s = send_empty(t, t->osock, REC_MSG_CACHE_NEXT, (uint64_t)t->requested);
+            t->requested++;
+        }
+        /* the next batch's rows, `depth` batches ahead of training at most */
+        const int64_t x = fetched + 1;
+        if (!s && x < t->total && x < t->received && x <= done + t->info.depth) {
+            s = fetch(t, &t->ring[x % t->Q], x, x <= done + 1 || want >= x);
+            if (!s) {
+                fetched = x;
+                pthread_mutex_lock(&t->mu);
+                t->ready = x;
+                pthread_cond_broadcast(&t->cv);
+                pthread_mutex_unlock(&t->mu);
+            }
+            worked = 1;
+        }
+        if (s) break;
+        /* wait for the oracle, an acknowledgment or the training thread */
+        const int N = t->o->n_servers;
+        zmq_pollitem_t its[64];
+        its[0] = (zmq_pollitem_t){t->osock, 0, ZMQ_POLLIN, 0};
+        its[1] = (zmq_pollitem_t){t->wake_m, 0, ZMQ_POLLIN, 0};
+        for (int k = 0; k < N; k++) its[2 + k] = (zmq_pollitem_t){t->ssock[k], 0, ZMQ_POLLIN, 0};
+        const int n = zmq_poll(its, 2 + N, worked ? 0 : (long)(t->timeout * 1000));
+        if (n < 0 && zmq_errno() != EINTR) {
+            s = rec_errorf(REC_EIO, "trainer: poll failed: %s", zmq_strerror(zmq_errno()));
+            break;
+        }
+        if (n == 0 && !worked && t->requested > t->received) {
+            s = rec_errorf(REC_EIO, "the oracle (%s) did not answer in %.0f s (is it running?)", t->o->oracle, t->timeout);
+            break;
+        }
+        if (its[0].revents & ZMQ_POLLIN) s = on_oracle(t);
+        if (!s && (its[1].revents & ZMQ_POLLIN)) {
+            char c[16];
+            while (zmq_recv(t->wake_m, c, sizeof c, ZMQ_DONTWAIT) >= 0) {}
+        }
+        for (int k = 0; !s && k < N; k++)
+            if (its[2 + k].revents & ZMQ_POLLIN) s = take_one(t, k);
+        if (s) break;
+    }
+    if (s) fail(t, s);
+    return NULL;
+}
+
+/* ---- the training thread ----------------------------------------------------------------------- */
+
+/* One step on batch b (ids are slots): pool from the cache, dense forward and backward, each
+ * touched slot's gradient summed in position order (as backward.c sums a row) and stepped. */
+static rec_status step(ctrainer *t, const rec_batch *b, int64_t x, double *loss) {
+    const int F = t->F, E = t->E, S = t->S;
+    const rec_model_config *c = &t->cfg;
+    float *out = rec_model_pooled(t->m, 0);
+    for (int f = 0; f < F; f++) {
+        const rec_jagged *j = &b->sparse[f];
+        rec_embed_pool_bags(t->values, t->C, E, c->pooling, j->offsets, j->ids32, j->weights, b->n, out + (size_t)f * E,
+                            F * E);
+    }
+    const float *logits;
+    REC_TRY(rec_model_forward_pooled(t->m, b, &logits));
+    REC_TRY(rec_bce_forward_backward((int)b->n, logits, b->label, loss, t->dlogits));
+    REC_TRY(rec_model_backward(t->m, b, t->dlogits));
+    const float *demb = rec_model_emb_grad(t->m, 0);
+    int64_t nt = 0;
+    for (int64_t i = 0; i < b->n; i++)
+        for (int f = 0; f < F; f++) {
+            const rec_jagged *j = &b->sparse[f];
+            const int64_t lo = j->offsets[i], hi = j->offsets[i + 1];
+            const float *d = demb + (size_t)i * F * E + (size_t)f * E;
+            for (int64_t k = lo; k < hi; k++) {
+                const int32_t s = j->ids32[k];
+                float *g = t->grad + (size_t)s * E;
+                if (t->stamp[s] != x + 1) {
+                    t->stamp[s] = x + 1;
+                    memset(g, 0, sizeof(float) * (size_t)E);
+                    t->touched[nt++] = s;
+                }
+                float coef = j->weights ? j->weights[k] : 1.0f;
+                if (c->pooling == REC_POOL_MEAN) coef /= (float)(hi - lo);
+                for (int e = 0; e < E; e++) g[e] = fmaf(d[e], coef, g[e]);
+            }
+        }
+    const double scale = rec_lr_scale(&c->schedule, rec_model_steps(t->m));
+    const float lr = (float)(c->sparse_opt.lr * scale);
+    for (int64_t i = 0; i < nt; i++) {
+        const int32_t s = t->touched[i];
+        rec_sparse_opt_step(&c->sparse_opt, lr, t->grad + (size_t)s * E, E, 0, E, t->values + (size_t)s * E,
+                            S ? t->state + (size_t)s * S : NULL);
+    }
+    REC_TRY(rec_model_update_dense(t->m, scale));
+    rec_model_set_steps(t->m, rec_model_steps(t->m) + 1);
+    return REC_OK;
+}
+
+/* ---- setup ------------------------------------------------------------------------------------- */
+
+static void *dealer(ctrainer *t, const char *ep) {
+    void *s = rec__zsocket(t->ctx, ZMQ_DEALER);
+    if (s && zmq_connect(s, ep) != 0) {
+        zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+static rec_status setup(ctrainer *t) {
+    const rec_cache_train_opts *o = t->o;
+    t->timeout = o->timeout > 0 ? o->timeout : 10;
+    if (o->n_servers < 1 || o->n_servers > 62)
+        return rec_errorf(REC_EINVAL, "give 1 to 62 embedding servers with --embservers (got %d)", o->n_servers);
+    if (!(t->ctx = zmq_ctx_new())) return rec_errorf(REC_EIO, "cannot create a ZeroMQ context");
+    if (!(t->osock = dealer(t, o->oracle)))
+        return rec_errorf(REC_EINVAL, "--oracle-cacher %s: %s (an endpoint is tcp://HOST:PORT)", o->oracle, zmq_strerror(zmq_errno()));
+    /* the job, from the oracle */
+    REC_TRY(send_empty(t, t->osock, REC_MSG_CACHE_HELLO, 0));
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    rec_frame_head h;
+    char who[300];
+    snprintf(who, sizeof who, "the oracle (%s)", o->oracle);
+    const uint8_t *body;
+    rec_status s = recv_frame(t, t->osock, who, &m, &h, &body);
+    if (!s && h.type != REC_MSG_CACHE_INFO) s = rec_errorf(REC_EFORMAT, "%s answered %s to CACHE_HELLO", who, rec_msg_name(h.type));
+    if (!s) s = rec_net_cache_info_decode(body, h.body, &t->info);
+    if (!s && !(t->rows = malloc(sizeof(int64_t) * (size_t)t->info.F))) s = rec_errorf(REC_ENOMEM, "trainer: out of memory");
+    if (!s) memcpy(t->rows, t->info.rows, sizeof(int64_t) * (size_t)t->info.F);
+    zmq_msg_close(&m);
+    REC_TRY(s);
+    t->info.rows = t->rows;
+    t->F = t->info.F;
+    t->C = t->info.capacity;
+    t->total = t->info.batches;
+    /* the model, bound to the oracle's data */
+    if (o->config_path) REC_TRY(rec_model_config_load(&t->cfg, o->config_path));
+    else rec_model_config_train_default(&t->cfg);
+    REC_TRY(rec_model_config_bind(&t->cfg, t->info.n_dense, t->F, t->rows, who));
+    if (t->cfg.kind != REC_MODEL_DLRM && t->cfg.kind != REC_MODEL_DCN)
+        return rec_errorf(REC_EINVAL, "model %s is %s, whose first-order tables the cache does not hold; train DLRM or DCN "
+                          "with --oracle-cacher", t->cfg.name, rec_model_kind_name(t->cfg.kind));
+    t->cfg.batch_size = t->info.batch;
+    REC_TRY(rec_model_init_sharded(&t->m, &t->cfg, (int)t->info.batch, o->threads > 0 ? o->threads : rec_cpu_count()));
+    t->E = t->cfg.emb_dim;
+    t->S = rec_cache_state_floats(t->cfg.sparse_opt.kind, t->E);
+    REC_TRY(rec_alloc((void **)&t->values, sizeof(float) * (size_t)(t->C * t->E), "the trainer cache"));
+    REC_TRY(rec_alloc((void **)&t->state, sizeof(float) * (size_t)(t->C * t->S) + 64, "the trainer cache's state"));
+    REC_TRY(rec_alloc((void **)&t->grad, sizeof(float) * (size_t)(t->C * t->E), "the cache's gradients"));
+    t->stamp = calloc((size_t)t->C, sizeof(int64_t));
+    t->touched = malloc(sizeof(int32_t) * (size_t)t->C);
+    t->by_srv = malloc(sizeof(int64_t) * (size_t)t->C);
+    t->srv_n = malloc(sizeof(int64_t) * (size_t)(o->n_servers + 1));
+    t->dlogits = malloc(sizeof(float) * (size_t)t->info.batch);
+    t->Q = t->info.depth + 2;
+    t->ring = calloc((size_t)t->Q, sizeof(plan));
+    t->ssock = calloc((size_t)o->n_servers, sizeof(void *));
+    if (!t->stamp || !t->touched || !t->by_srv || !t->srv_n || !t->dlogits || !t->ring || !t->ssock)
+        return rec_errorf(REC_ENOMEM, "trainer: out of memory");
+    for (int q = 0; q < t->Q; q++)
+        if (!(t->ring[q].sparse = calloc((size_t)t->F, sizeof(rec_jagged)))) return rec_errorf(REC_ENOMEM, "trainer: out of memory");
+    /* the servers: each makes (or checks) its shard of the tables */
+    rec_net_emb_hello eh = {0, 0, o->n_servers, t->F, t->E, t->cfg.sparse_opt.kind, t->cfg.sparse_opt.init_acc,
+                            rec_mix64(t->cfg.seed + 1), t->rows};
+    for (int k = 0; k < o->n_servers; k++) {
+        if (!(t->ssock[k] = dealer(t, o->servers[k])))
+            return rec_errorf(REC_EINVAL, "--embservers %s: %s (an endpoint is tcp://HOST:PORT)", o->servers[k],
+                              zmq_strerror(zmq_errno()));
+        eh.shard = k;
+        eh.digest = rec_net_emb_hello_digest(&eh);
+        rec_frame_begin(&t->w, REC_MSG_EMB_HELLO, 0, 0);
+        rec_net_emb_hello_encode(&t->w, &eh);
+        REC_TRY(rec_frame_end(&t->w));
+        REC_TRY(rec__zsend(t->ssock[k], NULL, &t->w, 0));
+    }
+    for (int k = 0; k < o->n_servers; k++) {
+        zmq_msg_init(&m);
+        s = recv_frame(t, t->ssock[k], srv_name(t, k, who, sizeof who), &m, &h, &body);
+        if (!s && h.type != REC_MSG_EMB_OK) s = rec_errorf(REC_EFORMAT, "%s answered %s to EMB_HELLO", who, rec_msg_name(h.type));
+        zmq_msg_close(&m);
+        REC_TRY(s);
+    }
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://rec-cache-%p", (void *)t);
+    t->wake_m = zmq_socket(t->ctx, ZMQ_PAIR);
+    t->wake_t = zmq_socket(t->ctx, ZMQ_PAIR);
+    if (!t->wake_m || !t->wake_t || zmq_bind(t->wake_m, ep) != 0 || zmq_connect(t->wake_t, ep) != 0)
+        return rec_errorf(REC_EIO, "trainer: cannot make its inproc socket: %s", zmq_strerror(zmq_errno()));
+    return REC_OK;
+}
+
+static void teardown(ctrainer *t) {
+    for (int q = 0; t->ring && q < t->Q; q++) plan_release(&t->ring[q]), free(t->ring[q].sparse);
+    free(t->ring);
+    for (int k = 0; t->ssock && k < t->o->n_servers; k++)
+        if (t->ssock[k]) zmq_close(t->ssock[k]);
+    free(t->ssock);
+    if (t->osock) zmq_close(t->osock);
+    if (t->wake_m) zmq_close(t->wake_m);
+    if (t->wake_t) zmq_close(t->wake_t);
+    if (t->ctx) zmq_ctx_term(t->ctx);
+    rec_model_free(t->m);
+    rec_model_config_free(&t->cfg);
+    rec_free(t->values), rec_free(t->state), rec_free(t->grad);
+    free(t->stamp), free(t->touched), free(t->by_srv), free(t->srv_n), free(t->dlogits), free(t->rows);
+    rec_wbuf_free(&t->w);
+}
+
+enum { LOSS_WINDOW = 100 };
+
+rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report *rep) {
+    memset(rep, 0, sizeof *rep);
+    ctrainer t = {.o = o, .rep = rep, .ready = -1, .done = -1, .want = -1, .evicted = -1};
+    pthread_mutex_init(&t.mu, NULL);
+    pthread_cond_init(&t.cv, NULL);
+    rec_status s = setup(&t);
+    FILE *ll = NULL;
+    if (!s && o->loss_log && !(ll = fopen(o->loss_log, "w")))
+        s = rec_errorf(REC_EIO, "cannot write the loss log %s: %s", o->loss_log, strerror(errno));
+    pthread_t th;
+    int started = 0;
+    if (!s) {
+        rep->policy = t.info.policy, rep->lookahead = t.info.lookahead, rep->depth = t.info.depth, rep->capacity = t.C;
+        if (o->log)
+            fprintf(o->log, "train: %lld batches from the oracle, %s cache of %lld rows (L %d, depth %d), %d embedding "
+                    "server%s\n", (long long)t.total, rec_cache_policy_name(t.info.policy), (long long)t.C,
+                    t.info.lookahead, t.info.depth, o->n_servers, o->n_servers == 1 ? "" : "s");
+        if (pthread_create(&th, NULL, maintain, &t) != 0) s = rec_errorf(REC_EIO, "trainer: cannot start a thread");
+        else started = 1;
+    }
+    double window[LOSS_WINDOW] = {0};
+    const double t0 = rec_now();
+    for (int64_t x = 0; !s && x < t.total; x++) {
+        if (o->stop && *o->stop) {
+            s = rec_errorf(REC_ESTOPPED, "stopped at batch %lld: the servers miss the updates of the rows still cached",
+                           (long long)x);
+            break;
+        }
+        const double w0 = rec_now();
+        pthread_mutex_lock(&t.mu);
+        t.want = x;
+        while (t.ready < x && !t.failed) pthread_cond_wait(&t.cv, &t.mu);
+        const int failed = t.failed;
+        pthread_mutex_unlock(&t.mu);
+        rep->stall_seconds += rec_now() - w0;
+        if (failed) break;
+        const rec_batch *b = &t.ring[x % t.Q].st.batch;
+        const int64_t n = b->n; /* the plan is released once x is done */
+        double loss;
+        s = step(&t, b, x, &loss);
+        if (s) break;
+        if (!isfinite(loss)) {
+            s = rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates", (long long)x + 1, loss);
+            break;
+        }
+        pthread_mutex_lock(&t.mu);
+        t.done = x;
+        pthread_mutex_unlock(&t.mu);
+        zmq_send(t.wake_t, "", 0, ZMQ_DONTWAIT);
+        if (ll) fprintf(ll, "%lld %.9g\n", (long long)rec_model_steps(t.m), loss);
+        window[x % LOSS_WINDOW] = loss;
+        rep->steps++;
+        rep->rows += n;
+    }
+    if (!s && started) { /* the flush: every cached row back on its server */
+        pthread_mutex_lock(&t.mu);
+        while (!t.finished && !t.failed) pthread_cond_wait(&t.cv, &t.mu);
+        pthread_mutex_unlock(&t.mu);
+    }
+    rep->train_seconds = rec_now() - t0;
+    if (started) {
+        pthread_mutex_lock(&t.mu);
+        if (!t.finished) t.failed = 1; /* stops the maintenance thread */
+        pthread_mutex_unlock(&t.mu);
+        zmq_send(t.wake_t, "", 0, ZMQ_DONTWAIT);
+        pthread_join(th, NULL);
+    }
+    if (!s && t.merr) s = rec_errorf(t.merr, "%s", t.merrmsg);
+    if (ll) fclose(ll);
+    const int64_t k = rep->steps < LOSS_WINDOW ? rep->steps : LOSS_WINDOW;
+    for (int64_t i = 0; i < k; i++) rep->last_loss += window[i] / (double)k;
+    rep->samples_per_s = rep->train_seconds > 0 ? (double)rep->rows / rep->train_seconds : 0;
+    teardown(&t);
+    pthread_mutex_destroy(&t.mu);
+    pthread_cond_destroy(&t.cv);
+    return s;
+}

@@ -1,0 +1,173 @@
+/* The lookahead cache's frame bodies (net.h, cache.h): embedding server requests and the Oracle
+ * Cacher's plans. Decoders check every count against what is left and every entry against the
+ * tables before anything uses it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "rectrain/cache.h"
+#include "rectrain/core.h"
+#include "rectrain/net.h"
+#include "wire_impl.h"
+
+_Static_assert(sizeof(rec_centry) == 16, "a cache entry is 16 bytes on the wire");
+
+/* ---- EMB_HELLO ---------------------------------------------------------------------------- */
+
+uint64_t rec_net_emb_hello_digest(const rec_net_emb_hello *h) {
+    uint64_t v[7] = {(uint64_t)h->shard, (uint64_t)h->shards, (uint64_t)h->F, (uint64_t)h->E, (uint64_t)h->opt, 0, h->seed};
+    memcpy(&v[5], &h->init_acc, sizeof h->init_acc);
+    uint64_t d = rec_fnv1a64(REC_FNV_SEED, v, sizeof v);
+    return rec_fnv1a64(d, h->rows, sizeof(int64_t) * (size_t)h->F);
+}
+
+void rec_net_emb_hello_encode(rec_wbuf *w, const rec_net_emb_hello *h) {
+    put_u64(w, h->digest);
+    put_u32(w, (uint32_t)h->shard);
+    put_u32(w, (uint32_t)h->shards);
+    put_u32(w, (uint32_t)h->F);
+    put_u32(w, (uint32_t)h->E);
+    put_u32(w, (uint32_t)h->opt);
+    put(w, &h->init_acc, 4);
+    put_u64(w, h->seed);
+    put(w, h->rows, sizeof(int64_t) * (size_t)h->F);
+}
+
+rec_status rec_net_emb_hello_decode(const uint8_t *body, size_t len, rec_net_emb_hello *h) {
+    memset(h, 0, sizeof *h);
+    rbuf r = body_reader(body, len, "EMB_HELLO");
+    h->digest = get_u64(&r, "the digest");
+    h->shard = (int32_t)get_u32(&r, "the shard");
+    h->shards = (int32_t)get_u32(&r, "the shard count");
+    h->F = (int32_t)get_u32(&r, "the table count");
+    h->E = (int32_t)get_u32(&r, "the dim");
+    h->opt = (int32_t)get_u32(&r, "the optimizer");
+    get(&r, &h->init_acc, 4, "the initial accumulator");
+    h->seed = get_u64(&r, "the seed");
+    if (!r.err && (h->shards < 1 || h->shards > 4096 || h->shard < 0 || h->shard >= h->shards || h->F < 1 ||
+                   h->F > REC_NET_MAX_FEATURES || h->E < 1 || h->E > 4096 || h->opt < 0 || h->opt > 2 ||
+                   !(h->init_acc >= 0)))
+        r.err = rec_errorf(REC_EFORMAT, "EMB_HELLO frame: shard %d of %d, %d tables of dim %d, optimizer %d, initial "
+                           "accumulator %g: out of range", h->shard, h->shards, h->F, h->E, h->opt, (double)h->init_acc);
+    h->rows = (const int64_t *)take(&r, bytes_of(h->F, 8), "the table sizes");
+    for (int f = 0; !r.err && f < h->F; f++)
+        if (h->rows[f] < 1 || h->rows[f] >= (INT64_C(1) << 40))
+            r.err = rec_errorf(REC_EFORMAT, "EMB_HELLO frame: table %d has %lld rows (1 to 2^40)", f, (long long)h->rows[f]);
+    if (!r.err && rec_net_emb_hello_digest(h) != h->digest)
+        r.err = rec_errorf(REC_EFORMAT, "EMB_HELLO frame: its digest does not match its fields (corrupt)");
+    return finish(&r);
+}
+
+/* ---- EMB_GET / EMB_ROWS / EMB_PUT --------------------------------------------------------- */
+
+void rec_net_rows_encode(rec_wbuf *w, const rec_net_rows *r, int with_entries, int E, int S) {
+    put_i64(w, r->n);
+    if (with_entries) put(w, r->e, sizeof(rec_centry) * (size_t)r->n);
+    if (r->values) put(w, r->values, sizeof(float) * (size_t)(r->n * E));
+    if (r->values && S) put(w, r->state, sizeof(float) * (size_t)(r->n * S));
+}
+
+rec_status rec_net_rows_decode(const uint8_t *body, size_t len, const char *what, int with_entries, int with_values,
+                               const rec_net_emb_hello *t, int S, rec_net_rows *out) {
+    memset(out, 0, sizeof *out);
+    if ((uintptr_t)body % 8) return rec_errorf(REC_EINVAL, "%s frame: the message buffer is not 8-byte aligned", what);
+    rbuf r = body_reader(body, len, what);
+    const int64_t n = get_i64(&r, "the row count");
+    if (!r.err && (n < 0 || n > REC_NET_MAX_ROWS * 64))
+        r.err = rec_errorf(REC_EFORMAT, "%s frame: %lld rows", what, (long long)n);
+    out->n = n;
+    if (with_entries) out->e = (const rec_centry *)take(&r, bytes_of(n, sizeof(rec_centry)), "the entries");
+    for (int64_t i = 0; !r.err && with_entries && i < n; i++) {
+        const rec_centry *e = &out->e[i];
+        if (e->f < 0 || e->f >= t->F || e->row < 0 || e->row >= t->rows[e->f] || e->row % t->shards != t->shard)
+            r.err = rec_errorf(REC_EFORMAT, "%s frame: entry %lld is table %d row %lld, which is not on server %d of %d",
+                               what, (long long)i, e->f, (long long)e->row, t->shard, t->shards);
+    }
+    if (with_values) {
+        out->values = (const float *)take(&r, bytes_of(n, sizeof(float) * (size_t)t->E), "the values");
+        if (S) out->state = (const float *)take(&r, bytes_of(n, sizeof(float) * (size_t)S), "the optimizer state");
+    }
+    return finish(&r);
+}
+
+/* ---- CACHE_INFO --------------------------------------------------------------------------- */
+
+void rec_net_cache_info_encode(rec_wbuf *w, const rec_net_cache_info *c) {
+    put_u32(w, (uint32_t)c->F);
+    put_u32(w, (uint32_t)c->n_dense);
+    put_u32(w, (uint32_t)c->policy);
+    put_u32(w, (uint32_t)c->lookahead);
+    put_u32(w, (uint32_t)c->depth);
+    put_u32(w, 0);
+    put_i64(w, c->capacity);
+    put_i64(w, c->batch);
+    put_i64(w, c->batches);
+    put(w, c->rows, sizeof(int64_t) * (size_t)c->F);
+}
+
+rec_status rec_net_cache_info_decode(const uint8_t *body, size_t len, rec_net_cache_info *c) {
+    memset(c, 0, sizeof *c);
+    rbuf r = body_reader(body, len, "CACHE_INFO");
+    c->F = (int32_t)get_u32(&r, "the table count");
+    c->n_dense = (int32_t)get_u32(&r, "the dense width");
+    c->policy = (int32_t)get_u32(&r, "the policy");
+    c->lookahead = (int32_t)get_u32(&r, "the lookahead");
+    c->depth = (int32_t)get_u32(&r, "the prefetch depth");
+    (void)get_u32(&r, "padding");
+    c->capacity = get_i64(&r, "the capacity");
+    c->batch = get_i64(&r, "the batch size");
+    c->batches = get_i64(&r, "the batch count");
+    if (!r.err && (c->F < 1 || c->F > REC_NET_MAX_FEATURES || c->n_dense < 0 || c->n_dense > 1 << 16 || c->policy < 0 ||
+                   c->policy >= REC_CACHE_POLICIES || c->depth < 1 || c->lookahead < c->depth || c->capacity < 1 ||
+                   c->capacity >= INT32_MAX || c->batch < 1 || c->batch > REC_NET_MAX_ROWS || c->batches < 0))
+        r.err = rec_errorf(REC_EFORMAT, "CACHE_INFO frame: %d tables, %d dense, policy %d, lookahead %d, depth %d, "
+                           "capacity %lld, batch %lld, %lld batches: out of range", c->F, c->n_dense, c->policy,
+                           c->lookahead, c->depth, (long long)c->capacity, (long long)c->batch, (long long)c->batches);
+    c->rows = (const int64_t *)take(&r, bytes_of(c->F, 8), "the table sizes");
+    for (int f = 0; !r.err && f < c->F; f++)
+        if (c->rows[f] < 1 || c->rows[f] >= (INT64_C(1) << 40))
+            r.err = rec_errorf(REC_EFORMAT, "CACHE_INFO frame: table %d has %lld rows", f, (long long)c->rows[f]);
+    return finish(&r);
+}
+
+/* ---- CACHE_STEP --------------------------------------------------------------------------- */
+
+void rec_net_cache_step_encode(rec_wbuf *w, int64_t n_fetch, const rec_centry *fetch, int64_t n_evict,
+                               const rec_centry *evict, const rec_batch *slots) {
+    put_i64(w, n_fetch);
+    put_i64(w, n_evict);
+    put(w, fetch, sizeof(rec_centry) * (size_t)n_fetch);
+    put(w, evict, sizeof(rec_centry) * (size_t)n_evict);
+    rec__net_put_batch(w, slots);
+}
+
+static void check_entries(rbuf *r, const rec_centry *e, int64_t n, const rec_net_cache_info *c, const char *which) {
+    for (int64_t i = 0; !r->err && i < n; i++)
+        if (e[i].slot < 0 || e[i].slot >= c->capacity || e[i].f < 0 || e[i].f >= c->F || e[i].row < 0 ||
+            e[i].row >= c->rows[e[i].f])
+            r->err = rec_errorf(REC_EFORMAT, "CACHE_STEP frame: %s entry %lld is slot %d, table %d, row %lld: outside "
+                                "the cache (%lld slots) or the tables", which, (long long)i, e[i].slot, e[i].f,
+                                (long long)e[i].row, (long long)c->capacity);
+}
+
+rec_status rec_net_cache_step_decode(const uint8_t *body, size_t len, const rec_net_cache_info *c, rec_net_cache_step *s,
+                                     rec_jagged *sparse) {
+    memset(s, 0, sizeof *s);
+    if ((uintptr_t)body % 8) return rec_errorf(REC_EINVAL, "CACHE_STEP frame: the message buffer is not 8-byte aligned");
+    rbuf r = body_reader(body, len, "CACHE_STEP");
+    s->n_fetch = get_i64(&r, "the fetch count");
+    s->n_evict = get_i64(&r, "the evict count");
+    if (!r.err && (s->n_fetch < 0 || s->n_fetch > c->capacity || s->n_evict < 0 || s->n_evict > c->capacity))
+        r.err = rec_errorf(REC_EFORMAT, "CACHE_STEP frame: %lld fetches and %lld evictions for a cache of %lld rows",
+                           (long long)s->n_fetch, (long long)s->n_evict, (long long)c->capacity);
+    s->fetch = (const rec_centry *)take(&r, bytes_of(s->n_fetch, sizeof(rec_centry)), "the fetches");
+    s->evict = (const rec_centry *)take(&r, bytes_of(s->n_evict, sizeof(rec_centry)), "the evictions");
+    check_entries(&r, s->fetch, s->n_fetch, c, "fetch");
+    check_entries(&r, s->evict, s->n_evict, c, "evict");
+    int64_t *cap = NULL;
+    if (!r.err && !(cap = malloc(sizeof(int64_t) * (size_t)c->F)))
+        r.err = rec_errorf(REC_ENOMEM, "out of memory decoding a CACHE_STEP");
+    for (int f = 0; cap && f < c->F; f++) cap[f] = c->capacity;
+    if (!r.err) rec__net_get_batch(&r, c->n_dense, c->F, cap, "the oracle's job has", &s->batch, sparse);
+    free(cap);
+    return finish(&r);
+}

@@ -1,0 +1,165 @@
+/* ZeroMQ helpers of rectrain's services (zmq_impl.h): sockets, sends, and the one way a
+ * service takes a request off its ROUTER socket. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rectrain/core.h"
+#include "zmq_impl.h"
+
+rec_status rec__zsend(void *sock, const zmq_msg_t *ident, const rec_wbuf *w, int flags) {
+    if (ident) {
+        zmq_msg_t id;
+        zmq_msg_init(&id);
+        zmq_msg_copy(&id, (zmq_msg_t *)ident);
+        if (zmq_msg_send(&id, sock, ZMQ_SNDMORE | flags) < 0) {
+            zmq_msg_close(&id);
+            return rec_errorf(REC_EIO, "cannot send: %s", zmq_strerror(zmq_errno()));
+        }
+    }
+    if (zmq_send(sock, w->p, w->len, flags) < 0) return rec_errorf(REC_EIO, "cannot send: %s", zmq_strerror(zmq_errno()));
+    return REC_OK;
+}
+
+void *rec__zsocket(void *ctx, int type) {
+    void *s = zmq_socket(ctx, type);
+    if (!s) return NULL;
+    const int zero = 0;
+    const int64_t max = REC__ZMQ_MAX_MSG;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof max);
+    return s;
+}
+
+rec_status rec__zmsg_aligned(zmq_msg_t *dst, zmq_msg_t *src, const uint8_t **frame, size_t *len) {
+    const uint8_t *f = zmq_msg_data(src);
+    if (len) *len = zmq_msg_size(src);
+    if ((uintptr_t)f % 8 == 0) {
+        zmq_msg_move(dst, src);
+        *frame = zmq_msg_data(dst);
+        return REC_OK;
+    }
+    zmq_msg_close(dst);
+    if (zmq_msg_init_size(dst, zmq_msg_size(src) + 8) != 0) {
+        zmq_msg_init(dst);
+        return rec_errorf(REC_ENOMEM, "out of memory for a message of %zu bytes", zmq_msg_size(src));
+    }
+    uint8_t *d = zmq_msg_data(dst);
+    d += (8 - (uintptr_t)d % 8) % 8;
+    memcpy(d, f, zmq_msg_size(src));
+    *frame = d;
+    return REC_OK;
+}
+
+int rec__zreq_recv(void *sock, rec_zreq *r, rec_wbuf *w, const char **why) {
+    *why = NULL;
+    zmq_msg_init(&r->id);
+    zmq_msg_init(&r->m);
+    r->body = NULL;
+    if (zmq_msg_recv(&r->id, sock, ZMQ_DONTWAIT) < 0) return 0;
+    if (!zmq_msg_more(&r->id)) return 0;
+    zmq_msg_t raw;
+    zmq_msg_init(&raw);
+    if (zmq_msg_recv(&raw, sock, 0) < 0) {
+        zmq_msg_close(&raw);
+        return 0;
+    }
+    if (zmq_msg_more(&raw)) { /* more parts than a request has: drain them, refuse */
+        zmq_msg_t x;
+        zmq_msg_init(&x);
+        while (zmq_msg_more(&raw) && zmq_msg_recv(&x, sock, 0) >= 0) zmq_msg_move(&raw, &x);
+        zmq_msg_close(&x);
+        zmq_msg_close(&raw);
+        *why = "refused a message of more than one frame";
+        return 0;
+    }
+    const uint8_t *frame;
+    size_t len;
+    rec_status s = rec__zmsg_aligned(&r->m, &raw, &frame, &len);
+    zmq_msg_close(&raw);
+    if (!s) s = rec_frame_head_decode(frame, len, "request", &r->h);
+    if (s) {
+        *why = rec_errmsg();
+        rec_frame_begin(w, REC_MSG_ERROR, 0, 0);
+        rec_net_error_encode(w, s, rec_errmsg());
+        if (!rec_frame_end(w)) rec__zsend(sock, &r->id, w, ZMQ_DONTWAIT);
+        return 0;
+    }
+    r->body = frame + REC_NET_HEAD;
+    return 1;
+}
+
+void rec__zreq_close(rec_zreq *r) {
+    zmq_msg_close(&r->m);
+    zmq_msg_close(&r->id);
+}
+
+rec_status rec__zreq_error(void *sock, rec_zreq *r, rec_wbuf *w, rec_status s) {
+    rec_frame_begin(w, REC_MSG_ERROR, r->h.job, r->h.seq);
+    rec_net_error_encode(w, s, rec_errmsg());
+    REC_TRY(rec_frame_end(w));
+    return rec__zsend(sock, &r->id, w, ZMQ_DONTWAIT);
+}
+
+/* The first 16 bytes of a routing identity in hex. */
+static void peer_name(const zmq_msg_t *id, char *buf, size_t cap) {
+    const uint8_t *p = zmq_msg_data((zmq_msg_t *)id);
+    const size_t n = zmq_msg_size((zmq_msg_t *)id) < 16 ? zmq_msg_size((zmq_msg_t *)id) : 16;
+    size_t at = 0;
+    if (cap) buf[0] = 0;
+    for (size_t i = 0; i < n && at + 3 <= cap; i++, at += 2) snprintf(buf + at, 3, "%02x", p[i]);
+}
+
+void rec__zservice_log(const rec_zservice *v, const zmq_msg_t *id, const char *what) {
+    if (!v->log) return;
+    char hex[33];
+    peer_name(id, hex, sizeof hex);
+    fprintf(v->log, "%s: peer %s: %s\n", v->name, hex, what);
+    fflush(v->log);
+}
+
+rec_status rec__zservice_open(rec_zservice *v, const char *name, const char *listen, FILE *log) {
+    *v = (rec_zservice){name, log, zmq_ctx_new(), NULL, 0};
+    v->sock = v->ctx ? rec__zsocket(v->ctx, ZMQ_ROUTER) : NULL;
+    if (!v->sock) return rec_errorf(REC_EIO, "%s: cannot create a ZeroMQ socket: %s", name, zmq_strerror(zmq_errno()));
+    if (zmq_bind(v->sock, listen) != 0)
+        return rec_errorf(REC_EIO, "%s: cannot listen on %s: %s (an endpoint is tcp://HOST:PORT; is the port taken?)",
+                          name, listen, zmq_strerror(zmq_errno()));
+    return REC_OK;
+}
+
+rec_status rec__zservice_run(rec_zservice *v, const volatile sig_atomic_t *stop, void (*serve)(void *), void *arg) {
+    while (!(stop && *stop)) {
+        zmq_pollitem_t it = {v->sock, 0, ZMQ_POLLIN, 0};
+        const int n = zmq_poll(&it, 1, 200);
+        if (n < 0 && zmq_errno() != EINTR) return rec_errorf(REC_EIO, "%s: poll failed: %s", v->name, zmq_strerror(zmq_errno()));
+        if (n > 0 && (it.revents & ZMQ_POLLIN)) serve(arg);
+    }
+    return REC_OK;
+}
+
+void rec__zservice_close(rec_zservice *v) {
+    if (v->sock) zmq_close(v->sock);
+    if (v->ctx) zmq_ctx_term(v->ctx);
+    v->sock = v->ctx = NULL;
+}
+
+int rec__zservice_take(rec_zservice *v, rec_zreq *r, rec_wbuf *w) {
+    const char *why;
+    if (rec__zreq_recv(v->sock, r, w, &why)) return 1;
+    if (why) v->refused++, rec__zservice_log(v, &r->id, why);
+    rec__zreq_close(r);
+    return 0;
+}
+
+void rec__zservice_answer(rec_zservice *v, rec_zreq *r, rec_wbuf *w, rec_status s) {
+    if (s) {
+        char line[1200];
+        snprintf(line, sizeof line, "%s %llu: %s", rec_msg_name(r->h.type), (unsigned long long)r->h.seq, rec_errmsg());
+        rec__zservice_log(v, &r->id, line);
+        rec__zreq_error(v->sock, r, w, s);
+    } else {
+        rec__zsend(v->sock, &r->id, w, ZMQ_DONTWAIT);
+    }
+    rec__zreq_close(r);
+}

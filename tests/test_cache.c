@@ -1,0 +1,509 @@
+/* Disaggregated training with the lookahead cache (cache.h): the planner on Bagpipe's worked
+ * example and, simulated slot by slot, on random skewed batches for every policy; its
+ * refusals; the frames of the embedding servers and the oracle; then servers, oracle and
+ * trainer on loopback (`rectrain cluster`): the same losses as one process for every policy,
+ * Bagpipe's critical path the smallest, and live services that refuse hostile frames. */
+#include <signal.h>
+#include <sys/stat.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "clirun.h"
+#include "rectrain/cache.h"
+#include "rectrain/core.h"
+#include "rectrain/net.h"
+#include "rectrain/train.h"
+
+/* ---- the planner ------------------------------------------------------------------------------ */
+
+/* A batch of `n` rows of F features, row r of feature f holding ids[f][r * L .. r * L + L). */
+static void make_batch(rec_batch *b, int n, int F, int L, const int64_t *const *ids) {
+    rec_batch_init(b, n, 1, F, L);
+    b->n = n;
+    for (int r = 0; r < n; r++) b->label[r] = 0, b->dense[r] = 0;
+    for (int f = 0; f < F; f++) {
+        rec_batch_reserve_nnz(b, f, (int64_t)n * L, 0);
+        for (int r = 0; r <= n; r++) b->sparse[f].offsets[r] = (int64_t)r * L;
+        for (int k = 0; k < n * L; k++) b->sparse[f].ids64[k] = ids[f][k];
+    }
+}
+
+static int has(const rec_centry *e, int64_t n, int64_t row) {
+    for (int64_t i = 0; i < n; i++)
+        if (e[i].row == row) return 1;
+    return 0;
+}
+
+/* Bagpipe Figure 6: L = 2, batches {3, 9}, {3, 4}, {3, 6}, {6, 1}. */
+static void test_worked_example(void) {
+    static const int64_t B[4][2] = {{3, 9}, {3, 4}, {3, 6}, {6, 1}};
+    static const int64_t FETCH[4][2] = {{3, 9}, {4, -1}, {6, -1}, {1, -1}};
+    static const int64_t EVICT[4][2] = {{9, -1}, {4, -1}, {3, -1}, {6, 1}};
+    const int64_t rows = 10;
+    rec_cplan_opts o = {REC_CACHE_BAGPIPE, 1, &rows, 8, 2, 1, NULL, NULL, 0};
+    rec_cplan *p;
+    CHECK(rec_cplan_init(&p, &o) == REC_OK, "%s", rec_errmsg());
+    rec_batch b[4];
+    for (int x = 0; x < 4; x++) {
+        const int64_t *ids[1] = {B[x]};
+        make_batch(&b[x], 1, 1, 2, ids);
+    }
+    int looked = 0, ok = 1;
+    for (int x = 0; x < 4; x++) {
+        while (looked < 4 && rec_cplan_pending(p) < rec_cplan_window(p)) rec_cplan_look(p, &b[looked++]);
+        rec_cstep st;
+        CHECK(rec_cplan_step(p, &b[x], &st) == REC_OK, "%s", rec_errmsg());
+        const int nf = FETCH[x][1] < 0 ? 1 : 2, ne = EVICT[x][1] < 0 ? 1 : 2;
+        ok &= st.batch == x && st.n_fetch == nf && st.n_evict == ne;
+        for (int i = 0; i < nf; i++) ok &= has(st.fetch, st.n_fetch, FETCH[x][i]);
+        for (int i = 0; i < ne; i++) ok &= has(st.evict, st.n_evict, EVICT[x][i]);
+        CHECK(ok, "batch %d of Figure 6: %lld fetched, %lld evicted", x + 1, (long long)st.n_fetch, (long long)st.n_evict);
+    }
+    rec_cstep st;
+    CHECK(rec_cplan_flush(p, &st) == REC_OK && st.n_evict == 0, "nothing left after Figure 6's last batch");
+    for (int x = 0; x < 4; x++) rec_batch_free(&b[x]);
+    rec_cplan_free(p);
+}
+
+/* Random batches whose ids follow a steep power law, as Criteo's do. */
+enum { SIM_F = 3, SIM_B = 16, SIM_BATCHES = 60 };
+static const int64_t SIM_ROWS[SIM_F] = {50, 1000, 7};
+
+static void random_batches(rec_batch *b, uint64_t seed) {
+    rec_rng g;
+    rec_rng_seed(&g, seed, 0);
+    int64_t *ids[SIM_F];
+    for (int f = 0; f < SIM_F; f++) ids[f] = malloc(sizeof(int64_t) * SIM_B * 2);
+    for (int x = 0; x < SIM_BATCHES; x++) {
+        for (int f = 0; f < SIM_F; f++)
+            for (int k = 0; k < SIM_B * 2; k++) {
+                const double u = rec_rng_uniform(&g);
+                ids[f][k] = (int64_t)((double)SIM_ROWS[f] * u * u * u * u);
+            }
+        make_batch(&b[x], SIM_B, SIM_F, 2, (const int64_t *const *)ids);
+    }
+    for (int f = 0; f < SIM_F; f++) free(ids[f]);
+}
+
+static int64_t key_of(int f, int64_t row) { return (int64_t)f * 100000 + row; }
+
+/* Runs the planner over the batches and checks, slot by slot, what a trainer would see:
+ * fetches go to empty slots freed `depth` batches before at least and never read a row
+ * written back less than `depth` batches before; every id's slot holds its row when its batch
+ * trains; evictions name the row the slot holds; Bagpipe evicts a row exactly when no batch
+ * of the window uses it again; the flush leaves the cache empty. Returns the rows fetched. */
+static int64_t simulate(const rec_cplan_opts *o, const rec_batch *b, int *bad) {
+    rec_cplan *p;
+    if (rec_cplan_init(&p, o)) {
+        *bad = 1;
+        return -1;
+    }
+    const int64_t C = o->capacity;
+    int64_t *held = malloc(sizeof(int64_t) * (size_t)C), *free_at = calloc((size_t)C, sizeof(int64_t));
+    int64_t *gone = malloc(sizeof(int64_t) * 300000);
+    for (int64_t s = 0; s < C; s++) held[s] = -1;
+    for (int i = 0; i < 300000; i++) gone[i] = -1000000;
+    const int depth = o->policy == REC_CACHE_BAGPIPE ? o->depth : 1, L = o->lookahead;
+    int looked = 0, stale = 0, wrong = 0, early = 0, twice = 0, window = 0;
+    int64_t fetched = 0;
+    for (int x = 0; x < SIM_BATCHES && !*bad; x++) {
+        while (looked < SIM_BATCHES && rec_cplan_pending(p) < rec_cplan_window(p))
+            if (rec_cplan_look(p, &b[looked++])) *bad = 1;
+        rec_cstep st;
+        if (rec_cplan_step(p, &b[x], &st)) {
+            *bad = 1;
+            break;
+        }
+        for (int64_t i = 0; i < st.n_fetch; i++) {
+            const rec_centry *e = &st.fetch[i];
+            const int64_t k = key_of(e->f, e->row);
+            early += held[e->slot] != -1 || free_at[e->slot] > x;
+            stale += gone[k] + depth > x;
+            for (int64_t s = 0; s < C; s++) twice += held[s] == k;
+            held[e->slot] = k;
+        }
+        fetched += st.n_fetch;
+        for (int f = 0; f < SIM_F; f++)
+            for (int64_t q = 0; q < rec_batch_nnz(&b[x], f); q++)
+                wrong += held[st.slots[f][q]] != key_of(f, b[x].sparse[f].ids64[q]);
+        for (int64_t i = 0; i < st.n_evict; i++) {
+            const rec_centry *e = &st.evict[i];
+            const int64_t k = key_of(e->f, e->row);
+            wrong += held[e->slot] != k;
+            held[e->slot] = -1;
+            free_at[e->slot] = x + depth;
+            gone[k] = x;
+        }
+        if (o->policy == REC_CACHE_BAGPIPE) /* evicted iff not used again in the window */
+            for (int f = 0; f < SIM_F; f++)
+                for (int64_t q = 0; q < rec_batch_nnz(&b[x], f); q++) {
+                    const int64_t row = b[x].sparse[f].ids64[q];
+                    int used = 0;
+                    for (int y = x + 1; y < x + L && y < SIM_BATCHES && !used; y++)
+                        for (int64_t t = 0; t < rec_batch_nnz(&b[y], f) && !used; t++) used = b[y].sparse[f].ids64[t] == row;
+                    window += used == (gone[key_of(f, row)] == x);
+                }
+    }
+    rec_cstep st;
+    if (!*bad && !rec_cplan_flush(p, &st)) {
+        for (int64_t i = 0; i < st.n_evict; i++) wrong += held[st.evict[i].slot] != key_of(st.evict[i].f, st.evict[i].row),
+                                                 held[st.evict[i].slot] = -1;
+        for (int64_t s = 0; s < C; s++) wrong += held[s] != -1;
+    }
+    rec_cplan_stats ps;
+    rec_cplan_get_stats(p, &ps);
+    *bad |= stale || wrong || early || twice || window || ps.peak_slots > C;
+    if (*bad)
+        fprintf(stderr, "  %s L %d depth %d: stale %d wrong %d early %d twice %d window %d peak %lld\n",
+                rec_cache_policy_name(o->policy), L, depth, stale, wrong, early, twice, window, (long long)ps.peak_slots);
+    free(held), free(free_at), free(gone);
+    rec_cplan_free(p);
+    return fetched;
+}
+
+static void test_invariants(void) {
+    rec_batch b[SIM_BATCHES];
+    random_batches(b, 7);
+    int32_t hot_f[20];
+    int64_t hot_row[20];
+    for (int i = 0; i < 20; i++) hot_f[i] = i % 2, hot_row[i] = i / 2; /* the hottest ids of tables 0 and 1 */
+    int bad = 0;
+    rec_cplan_opts o = {REC_CACHE_NONE, SIM_F, SIM_ROWS, 400, 1, 1, NULL, NULL, 0};
+    const int64_t none = simulate(&o, b, &bad);
+    CHECK(!bad && none > 0, "no cache: every invariant holds (%s)", rec_errmsg());
+    o.policy = REC_CACHE_LRU;
+    bad = 0;
+    const int64_t lru = simulate(&o, b, &bad);
+    CHECK(!bad && lru < none, "LRU: every invariant holds, fewer fetches (%lld) than no cache (%lld)", (long long)lru,
+          (long long)none);
+    o.policy = REC_CACHE_STATIC, o.hot_f = hot_f, o.hot_row = hot_row, o.n_hot = 20;
+    bad = 0;
+    const int64_t stat = simulate(&o, b, &bad);
+    CHECK(!bad && stat < none, "static: every invariant holds, fewer fetches (%lld)", (long long)stat);
+    o = (rec_cplan_opts){REC_CACHE_BAGPIPE, SIM_F, SIM_ROWS, 400, 1, 1, NULL, NULL, 0};
+    static const int LD[][2] = {{1, 1}, {2, 1}, {2, 2}, {5, 3}, {8, 8}, {30, 4}};
+    int64_t prev = INT64_MAX;
+    for (size_t i = 0; i < sizeof LD / sizeof LD[0]; i++) {
+        o.lookahead = LD[i][0], o.depth = LD[i][1];
+        bad = 0;
+        const int64_t n = simulate(&o, b, &bad);
+        CHECK(!bad && n <= prev, "bagpipe L %d depth %d: every invariant holds; %lld fetches, no more than a shorter "
+              "window's", o.lookahead, o.depth, (long long)n);
+        if (LD[i][0] == 1) CHECK(n == none, "lookahead 1 is no cache (%lld vs %lld)", (long long)n, (long long)none);
+        prev = n;
+    }
+    /* a window over every batch fetches each distinct row once */
+    o.lookahead = SIM_BATCHES, o.depth = 4, o.capacity = 1100;
+    bad = 0;
+    const int64_t all = simulate(&o, b, &bad);
+    int64_t distinct = 0;
+    for (int f = 0; f < SIM_F; f++)
+        for (int64_t r = 0; r < SIM_ROWS[f]; r++) {
+            int used = 0;
+            for (int x = 0; x < SIM_BATCHES && !used; x++)
+                for (int64_t q = 0; q < rec_batch_nnz(&b[x], f) && !used; q++) used = b[x].sparse[f].ids64[q] == r;
+            distinct += used;
+        }
+    CHECK(!bad && all == distinct, "a window of every batch fetches each of the %lld rows once (%lld)", (long long)distinct,
+          (long long)all);
+    for (int x = 0; x < SIM_BATCHES; x++) rec_batch_free(&b[x]);
+}
+
+static void test_planner_refusals(void) {
+    const int64_t rows[1] = {10};
+    rec_cplan *p = NULL;
+    rec_cplan_opts o = {9, 1, rows, 8, 2, 1, NULL, NULL, 0};
+    CHECK_ERR(rec_cplan_init(&p, &o), REC_EINVAL, "bagpipe, none, static or lru");
+    o.policy = REC_CACHE_BAGPIPE, o.capacity = 0;
+    CHECK_ERR(rec_cplan_init(&p, &o), REC_EINVAL, "--cache-rows");
+    o.capacity = 8, o.lookahead = 0;
+    CHECK_ERR(rec_cplan_init(&p, &o), REC_EINVAL, "--lookahead");
+    o.lookahead = 2, o.depth = 3;
+    CHECK_ERR(rec_cplan_init(&p, &o), REC_EINVAL, "before its last write-back");
+    o.depth = 1, o.policy = REC_CACHE_STATIC, o.n_hot = 1;
+    const int32_t hf = 0;
+    const int64_t hr = 10;
+    o.hot_f = &hf, o.hot_row = &hr;
+    CHECK_ERR(rec_cplan_init(&p, &o), REC_EINVAL, "outside the tables");
+    o = (rec_cplan_opts){REC_CACHE_BAGPIPE, 1, rows, 3, 2, 1, NULL, NULL, 0};
+    CHECK(rec_cplan_init(&p, &o) == REC_OK, "%s", rec_errmsg());
+    const int64_t bad_ids[4] = {1, 12, 0, 0}, many[4] = {1, 2, 3, 4};
+    rec_batch b;
+    const int64_t *ids[1] = {bad_ids};
+    make_batch(&b, 2, 1, 2, ids);
+    CHECK_ERR(rec_cplan_look(p, &b), REC_EINVAL, "row 0: table 0 has id 12, outside its 10 rows");
+    rec_batch_free(&b);
+    ids[0] = many;
+    make_batch(&b, 2, 1, 2, ids);
+    CHECK(rec_cplan_look(p, &b) == REC_OK, "%s", rec_errmsg());
+    rec_cstep st;
+    rec_batch other;
+    make_batch(&other, 1, 1, 2, ids);
+    rec_status s = rec_cplan_step(p, &other, &st);
+    CHECK_ERR(s, REC_EINVAL, "the data changed between the two reads");
+    s = rec_cplan_step(p, &b, &st);
+    CHECK_ERR(s, REC_EINVAL, "too small for batch 0 (4 distinct rows");
+    rec_batch_free(&b);
+    rec_batch_free(&other);
+    rec_cplan_free(p);
+}
+
+/* ---- the frames ------------------------------------------------------------------------------- */
+
+/* An 8-byte aligned copy of w's frame. */
+static uint8_t *aligned(const rec_wbuf *w) {
+    uint8_t *p = aligned_alloc(64, (w->len + 64) / 64 * 64);
+    memcpy(p, w->p, w->len);
+    return p;
+}
+
+static void test_frames(void) {
+    const int64_t rows[2] = {10, 7};
+    rec_wbuf w = {0};
+    /* EMB_HELLO: round trip, corrupt digest, every truncation */
+    rec_net_emb_hello h = {0, 1, 2, 2, 4, 2, 0.5f, 99, rows}, g;
+    h.digest = rec_net_emb_hello_digest(&h);
+    rec_frame_begin(&w, REC_MSG_EMB_HELLO, 0, 0);
+    rec_net_emb_hello_encode(&w, &h);
+    CHECK(rec_frame_end(&w) == REC_OK, "%s", rec_errmsg());
+    uint8_t *m = aligned(&w);
+    const size_t body = w.len - REC_NET_HEAD;
+    CHECK(rec_net_emb_hello_decode(m + REC_NET_HEAD, body, &g) == REC_OK && g.shard == 1 && g.rows[1] == 7 &&
+          g.seed == 99, "EMB_HELLO round trip: %s", rec_errmsg());
+    int refused = 0;
+    for (size_t n = 0; n < body; n++) refused += rec_net_emb_hello_decode(m + REC_NET_HEAD, n, &g) == REC_EFORMAT;
+    CHECK(refused == (int)body, "every truncated EMB_HELLO is refused (%d of %zu)", refused, body);
+    m[REC_NET_HEAD + 12] ^= 1; /* the table count, under the digest */
+    CHECK(rec_net_emb_hello_decode(m + REC_NET_HEAD, body, &g) == REC_EFORMAT, "a corrupt EMB_HELLO is refused");
+    free(m);
+    /* EMB_GET / EMB_PUT: rows of another shard are refused */
+    const rec_centry e[2] = {{0, 0, 3}, {1, 1, 5}}, off[1] = {{0, 0, 4}};
+    const float vals[2 * 4] = {1, 2, 3, 4, 5, 6, 7, 8}, st[2] = {9, 10};
+    rec_net_rows q = {2, e, vals, st}, r;
+    rec_frame_begin(&w, REC_MSG_EMB_PUT, 0, 0);
+    rec_net_rows_encode(&w, &q, 1, 4, 1);
+    rec_frame_end(&w);
+    m = aligned(&w);
+    CHECK(rec_net_rows_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, "EMB_PUT", 1, 1, &h, 1, &r) == REC_OK &&
+          r.n == 2 && r.values[7] == 8 && r.state[1] == 10, "EMB_PUT round trip: %s", rec_errmsg());
+    CHECK_ERR(rec_net_rows_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD - 4, "EMB_PUT", 1, 1, &h, 1, &r), REC_EFORMAT,
+              "truncated");
+    free(m);
+    q = (rec_net_rows){1, off, NULL, NULL};
+    rec_frame_begin(&w, REC_MSG_EMB_GET, 0, 0);
+    rec_net_rows_encode(&w, &q, 1, 4, 1);
+    rec_frame_end(&w);
+    m = aligned(&w);
+    CHECK_ERR(rec_net_rows_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, "EMB_GET", 1, 0, &h, 1, &r), REC_EFORMAT,
+              "not on server 1 of 2");
+    free(m);
+    /* CACHE_INFO and CACHE_STEP */
+    rec_net_cache_info ci = {2, 1, REC_CACHE_BAGPIPE, 4, 2, 16, 2, 9, rows}, cd;
+    rec_frame_begin(&w, REC_MSG_CACHE_INFO, 0, 0);
+    rec_net_cache_info_encode(&w, &ci);
+    rec_frame_end(&w);
+    m = aligned(&w);
+    CHECK(rec_net_cache_info_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, &cd) == REC_OK && cd.capacity == 16 &&
+          cd.rows[1] == 7 && cd.batches == 9, "CACHE_INFO round trip: %s", rec_errmsg());
+    free(m);
+    const int64_t s0[4] = {0, 15, 3, 3}, s1[4] = {2, 2, 1, 0};
+    const int64_t *ids[2] = {s0, s1};
+    rec_batch b;
+    make_batch(&b, 2, 2, 2, ids);
+    rec_batch_fit_ids(&b, (const int64_t[]){16, 16});
+    const rec_centry fe[1] = {{15, 0, 9}}, ev[1] = {{3, 1, 6}};
+    rec_frame_begin(&w, REC_MSG_CACHE_STEP, 0, 0);
+    rec_net_cache_step_encode(&w, 1, fe, 1, ev, &b);
+    rec_frame_end(&w);
+    m = aligned(&w);
+    rec_net_cache_step cs;
+    rec_jagged sp[2];
+    const size_t sb = w.len - REC_NET_HEAD;
+    CHECK(rec_net_cache_step_decode(m + REC_NET_HEAD, sb, &ci, &cs, sp) == REC_OK && cs.n_fetch == 1 &&
+          cs.evict[0].row == 6 && cs.batch.n == 2 && cs.batch.sparse[0].ids32[1] == 15,
+          "CACHE_STEP round trip: %s", rec_errmsg());
+    refused = 0;
+    for (size_t n = 0; n < sb; n++) refused += rec_net_cache_step_decode(m + REC_NET_HEAD, n, &ci, &cs, sp) == REC_EFORMAT;
+    CHECK(refused == (int)sb, "every truncated CACHE_STEP is refused (%d of %zu)", refused, sb);
+    ci.capacity = 15; /* slot 15 is now outside the cache */
+    CHECK_ERR(rec_net_cache_step_decode(m + REC_NET_HEAD, sb, &ci, &cs, sp), REC_EFORMAT, "outside the cache");
+    free(m);
+    rec_batch_free(&b);
+    rec_wbuf_free(&w);
+}
+
+/* ---- services on loopback ------------------------------------------------------------------------ */
+
+static int port;
+
+#ifdef REC_SANITIZED
+enum { SYN_ROWS = 4000 };
+#else
+enum { SYN_ROWS = 12000 };
+#endif
+
+static void write_cluster(const char *name, const char *extra) {
+    FILE *f = fopen(path(name), "w");
+    if (!f) return;
+    fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"syn/train.rshard\", \"model\": "
+               "\"%s/configs/dlrm_small.json\", \"batch\": 256, \"epochs\": 1, \"shuffle\": false, \"embservers\": 2, "
+               "\"threads\": 1, \"base_port\": %d%s}\n", src, port, extra);
+    fclose(f);
+}
+
+/* The losses of one process, then of the cluster for every policy: the same bits. */
+static void test_same_training(void) {
+    char syn[600];
+    snprintf(syn, sizeof syn, "%s/syn", dir);
+    mkdir(syn, 0755);
+    CHECK(rec_synth_dataset(syn, SYN_ROWS, 0.002, 2, NULL) == REC_OK, "%s", rec_errmsg());
+    CHECK(run("train --data syn/train.rshard --config %s/configs/dlrm_small.json --batch 256 --epochs 1 --no-shuffle "
+              "--threads 1 --loss-log local.loss", src) == 0, "%s", out);
+    write_cluster("c.json", ", \"cache\": {\"rows\": 6000}");
+    static const char *const POL[] = {"bagpipe", "none", "static", "lru"};
+    double crit[4];
+    for (int k = 0; k < 4; k++) {
+        char loss[64];
+        snprintf(loss, sizeof loss, "%s.loss", POL[k]);
+        CHECK(run("cluster c.json --policy %s --loss-log %s --json", POL[k], loss) == 0, "%s", out);
+        CHECK(same_file("local.loss", loss), "the %s cache trains as one process does (loss logs differ)", POL[k]);
+        const char *j = strstr(out, "\"fetch_crit_bytes\": ");
+        crit[k] = j ? atof(j + 20) : -1;
+    }
+    CHECK(crit[0] >= 0 && crit[0] < crit[1] && crit[0] < crit[2] && crit[0] < crit[3],
+          "bagpipe's critical-path bytes per step are the fewest: %.0f vs %.0f, %.0f, %.0f", crit[0], crit[1], crit[2],
+          crit[3]);
+    CHECK(strstr(out, "embserver: stopped after") != NULL, "the cluster stops its services: %s", out);
+}
+
+static void *dealer(void *ctx, int p) {
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", p);
+    zmq_connect(s, ep);
+    const int tmo = 5000, zero = 0;
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    return s;
+}
+
+/* Counts the answers of each type among the next n. */
+static void answers(void *s, int n, int *count) {
+    memset(count, 0, sizeof(int) * REC_MSG_COUNT);
+    for (int k = 0; k < n; k++) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, s, 0) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        rec_frame_head h;
+        if (!rec_frame_head_decode(zmq_msg_data(&m), zmq_msg_size(&m), "test", &h)) count[h.type]++;
+        zmq_msg_close(&m);
+    }
+}
+
+static void test_hostile(void) {
+    const int p = port + 10;
+    pid_t es = spawn("embserver --listen tcp://127.0.0.1:%d 2>es.log", p);
+    pid_t orc = spawn("oracle --listen tcp://127.0.0.1:%d --data syn/train.rshard --cache-rows 5000 --batch 256 2>or.log",
+                      p + 1);
+    void *ctx = zmq_ctx_new(), *s = dealer(ctx, p), *o = dealer(ctx, p + 1);
+    rec_wbuf w = {0};
+    int c[REC_MSG_COUNT];
+    /* the server: junk, a cut header, another version, GET before HELLO, a cut HELLO, then PING */
+    zmq_send(s, "GET / HTTP/1.0\r\n\r\n", 18, 0);
+    rec_frame_begin(&w, REC_MSG_PING, 0, 1);
+    rec_frame_end(&w);
+    zmq_send(s, w.p, 10, 0);
+    uint8_t v9[REC_NET_HEAD];
+    memcpy(v9, w.p, REC_NET_HEAD);
+    v9[4] = 9;
+    zmq_send(s, v9, sizeof v9, 0);
+    const rec_centry e[1] = {{0, 0, 0}};
+    rec_net_rows q = {1, e, NULL, NULL};
+    rec_frame_begin(&w, REC_MSG_EMB_GET, 0, 2);
+    rec_net_rows_encode(&w, &q, 1, 4, 0);
+    rec_frame_end(&w);
+    zmq_send(s, w.p, w.len, 0);
+    rec_frame_begin(&w, REC_MSG_EMB_HELLO, 0, 3);
+    zmq_send(s, w.p, w.len, 0); /* a header with an empty body: cut short */
+    rec_frame_begin(&w, REC_MSG_PING, 0, 4);
+    rec_frame_end(&w);
+    zmq_send(s, w.p, w.len, 0);
+    answers(s, 6, c);
+    CHECK(c[REC_MSG_ERROR] == 5 && c[REC_MSG_PONG] == 1, "the server refuses 5 frames and answers the PING (%d, %d)",
+          c[REC_MSG_ERROR], c[REC_MSG_PONG]);
+    /* the oracle: a plan before HELLO, a request that is not one, then HELLO */
+    rec_frame_begin(&w, REC_MSG_CACHE_NEXT, 0, 0);
+    rec_frame_end(&w);
+    zmq_send(o, w.p, w.len, 0);
+    rec_frame_begin(&w, REC_MSG_EMB_ROWS, 0, 0);
+    rec_frame_end(&w);
+    zmq_send(o, w.p, w.len, 0);
+    rec_frame_begin(&w, REC_MSG_CACHE_HELLO, 0, 0);
+    rec_frame_end(&w);
+    zmq_send(o, w.p, w.len, 0);
+    rec_frame_begin(&w, REC_MSG_CACHE_NEXT, 0, 5);
+    rec_frame_end(&w);
+    zmq_send(o, w.p, w.len, 0);
+    answers(o, 4, c);
+    CHECK(c[REC_MSG_ERROR] == 3 && c[REC_MSG_CACHE_INFO] == 1, "the oracle refuses 3 requests and starts a job (%d, %d)",
+          c[REC_MSG_ERROR], c[REC_MSG_CACHE_INFO]);
+    zmq_close(s);
+    zmq_close(o);
+    zmq_ctx_term(ctx);
+    rec_wbuf_free(&w);
+    kill(es, SIGTERM), kill(orc, SIGTERM);
+    waitpid(es, NULL, 0), waitpid(orc, NULL, 0);
+    read_out("es.log");
+    CHECK(strstr(out, "not a rectrain frame") && strstr(out, "frame version 9") && strstr(out, "before EMB_HELLO") &&
+          strstr(out, "stopped after"), "the server logs its refusals and ends normally: %s", out);
+    read_out("or.log");
+    CHECK(strstr(out, "CACHE_NEXT before CACHE_HELLO") && strstr(out, "batch 5 asked for; the next is 0"),
+          "the oracle logs its refusals: %s", out);
+}
+
+/* The commands' refusals, with their messages. */
+static void test_refusals(void) {
+    CHECK(run("oracle --cache-rows 10") == 2 && strstr(out, "--data is required"), "%s", out);
+    CHECK(run("oracle --data syn/train.rshard") == 2 && strstr(out, "--cache-rows is required"), "%s", out);
+    CHECK(run("oracle --data syn/train.rshard --cache-rows 9 --policy fifo") == 2 && strstr(out, "bagpipe, none"), "%s", out);
+    CHECK(run("oracle --data syn/train.rshard --cache-rows 9 --lookahead 2 --prefetch-depth 3") == 2 &&
+          strstr(out, "before its last write-back"), "%s", out);
+    CHECK(run("oracle --data syn/train.rshard --cache-rows 9 --policy lru --lookahead 2") == 2 &&
+          strstr(out, "are for --policy bagpipe"), "%s", out);
+    CHECK(run("oracle --data syn/train.rshard --cache-rows 9 --batch 256 --listen tcp://127.0.0.1:%d", port + 20) == 1 &&
+          strstr(out, "cannot hold one batch's rows"), "a cache too small for a batch: %s", out);
+    CHECK(run("oracle --data syn/train.rshard --cache-rows 9 --policy static --batch 256 --listen tcp://127.0.0.1:%d",
+              port + 20) == 1 && strstr(out, "no room for hot rows"), "%s", out);
+    CHECK(run("train --oracle-cacher tcp://127.0.0.1:1") == 2 && strstr(out, "needs --embservers"), "%s", out);
+    CHECK(run("train --oracle-cacher tcp://127.0.0.1:1 --embservers tcp://127.0.0.1:2 --data x.rshard") == 2 &&
+          strstr(out, "the oracle gives the data"), "%s", out);
+    CHECK(run("train --oracle-cacher tcp://127.0.0.1:%d --embservers tcp://127.0.0.1:%d --peer-timeout 0.5", port + 21,
+              port + 22) == 1 && strstr(out, "did not answer in"), "a missing oracle is named: %s", out);
+    write_cluster("bad1.json", ", \"cache\": {\"rows\": 10, \"size\": 3}");
+    CHECK(run("cluster bad1.json") == 1 && strstr(out, "bad1.json: $.cache.size: unknown key"), "%s", out);
+    write_cluster("bad2.json", ", \"steps\": -1");
+    CHECK(run("cluster bad2.json") == 1 && strstr(out, "$.steps: must be an integer in [0, 2.14748e+09]"), "%s", out);
+    write_cluster("bad3.json", ", \"cache\": {\"policy\": \"lru\", \"lookahead\": 4}");
+    CHECK(run("cluster bad3.json") == 1 && strstr(out, "are for the bagpipe policy"), "%s", out);
+    CHECK(run("cluster") == 2 && strstr(out, "CONFIG.json"), "%s", out);
+}
+
+int main(void) {
+    test_worked_example();
+    test_invariants();
+    test_planner_refusals();
+    test_frames();
+    int rc = clirun_setup("rectrain_cache");
+    if (rc) return rc == 77 ? check_report() : rc;
+    port = 21000 + (int)(getpid() % 20000);
+    test_same_training();
+    test_hostile();
+    test_refusals();
+    clirun_cleanup();
+    return check_report();
+}

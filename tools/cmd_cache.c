@@ -1,0 +1,180 @@
+/* rectrain embserver, rectrain oracle, and rectrain train --oracle-cacher: disaggregated training
+ * with a lookahead cache (cache.h; README "Disaggregated training"). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "rectrain/cache.h"
+#include "rectrain/core.h"
+
+static int check_endpoint(const char *cmd, const char *opt, const char *ep) {
+    if (strncmp(ep, "tcp://", 6) && strncmp(ep, "ipc://", 6))
+        return cli_usage(cmd, "%s takes tcp://HOST:PORT (or ipc://PATH), got '%s'", opt, ep);
+    return CLI_OK;
+}
+
+static const char EMBSERVER_USAGE[] =
+    "usage: rectrain embserver [--listen ENDPOINT]\n"
+    "\n"
+    "Holds one shard of a job's embedding tables (rows r with r mod S == its index among the\n"
+    "trainer's --embservers) and serves the rows to trainers started with --oracle-cacher.\n"
+    "The first trainer's tables are made as one process would initialise them. Runs until\n"
+    "Ctrl-C.\n"
+    "\n"
+    "  --listen ENDPOINT  where to listen (default tcp://127.0.0.1:5600, loopback only)\n";
+
+int cmd_embserver(int argc, char **argv) {
+    const char *cmd = "embserver";
+    rec_embserver_opts o = {"tcp://127.0.0.1:5600", &cli_stop, stderr};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = CLI_OK;
+        if (cli_is_help(a)) {
+            fputs(EMBSERVER_USAGE, stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--listen")) {
+            rc = cli_str(cmd, argc, argv, &i, &o.listen);
+        } else {
+            return cli_usage(cmd, "unknown option '%s'", a);
+        }
+        if (rc != CLI_OK) return rc;
+    }
+    if (check_endpoint(cmd, "--listen", o.listen)) return CLI_USAGE;
+    cli_catch_stop("");
+    rec_status s = rec_embserver_run(&o);
+    return s ? cli_fail(cmd, s) : CLI_OK;
+}
+
+static const char ORACLE_USAGE[] =
+    "usage: rectrain oracle --data TRAIN.rshard --cache-rows C [options]\n"
+    "\n"
+    "The Oracle Cacher (Bagpipe): reads the training batches in the trainer's order, looks L\n"
+    "batches ahead to decide which embedding rows the trainer prefetches and how long it keeps\n"
+    "them, and serves each batch with that plan to a trainer (train --oracle-cacher).\n"
+    "\n"
+    "  --data FILE        training data (.rshard)\n"
+    "  --config FILE      model config: batch size, epochs, seed (default: the small DLRM)\n"
+    "  --batch B          rows per batch (default: the config's)\n"
+    "  --epochs E         epochs (default: the config's)\n"
+    "  --shuffle 0|1      1 (default): the order `rectrain train` shuffles into; 0 file order\n"
+    "  --steps N          plan the first N batches only\n"
+    "  --cache-rows C     rows the trainer's cache holds\n"
+    "  --policy P         bagpipe (default), or a baseline: none (fetch every row every step),\n"
+    "                     static (the hottest rows stay, FAE-like), lru\n"
+    "  --lookahead L      batches examined ahead (default: the largest that fits the cache)\n"
+    "  --prefetch-depth D batches a prefetch may run ahead of training (default min(L, 4))\n"
+    "  --hot-batches N    static: batches whose id counts pick the hot rows (default 256)\n"
+    "  --listen ENDPOINT  where to listen (default tcp://127.0.0.1:5650, loopback only)\n";
+
+int cmd_oracle(int argc, char **argv) {
+    const char *cmd = "oracle";
+    rec_oracle_opts o = {.listen = "tcp://127.0.0.1:5650", .shuffle = 1, .stop = &cli_stop, .log = stderr};
+    const char *policy = "bagpipe";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = CLI_OK;
+        if (cli_is_help(a)) {
+            fputs(ORACLE_USAGE, stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--listen")) rc = cli_str(cmd, argc, argv, &i, &o.listen);
+        else if (!strcmp(a, "--data")) rc = cli_str(cmd, argc, argv, &i, &o.data_path);
+        else if (!strcmp(a, "--config")) rc = cli_str(cmd, argc, argv, &i, &o.config_path);
+        else if (!strcmp(a, "--batch")) rc = cli_i64(cmd, argc, argv, &i, 1, 1 << 24, &o.batch);
+        else if (!strcmp(a, "--epochs")) rc = cli_int(cmd, argc, argv, &i, 1, 100000, &o.epochs);
+        else if (!strcmp(a, "--shuffle")) rc = cli_int(cmd, argc, argv, &i, 0, 1, &o.shuffle);
+        else if (!strcmp(a, "--steps")) rc = cli_i64(cmd, argc, argv, &i, 1, INT32_MAX, &o.max_batches);
+        else if (!strcmp(a, "--cache-rows")) rc = cli_i64(cmd, argc, argv, &i, 1, INT32_MAX - 1, &o.capacity);
+        else if (!strcmp(a, "--policy")) rc = cli_str(cmd, argc, argv, &i, &policy);
+        else if (!strcmp(a, "--lookahead")) rc = cli_int(cmd, argc, argv, &i, 1, 100000, &o.lookahead);
+        else if (!strcmp(a, "--prefetch-depth")) rc = cli_int(cmd, argc, argv, &i, 1, 100000, &o.depth);
+        else if (!strcmp(a, "--hot-batches")) rc = cli_i64(cmd, argc, argv, &i, 1, INT32_MAX, &o.hot_batches);
+        else return cli_usage(cmd, "unknown option '%s'", a);
+        if (rc != CLI_OK) return rc;
+    }
+    if (!o.data_path) return cli_usage(cmd, "--data is required");
+    if (!o.capacity) return cli_usage(cmd, "--cache-rows is required (the rows the trainer's cache holds)");
+    if ((o.policy = rec_cache_policy_parse(policy)) < 0)
+        return cli_usage(cmd, "--policy takes bagpipe, none, static or lru, got '%s'", policy);
+    if (o.policy != REC_CACHE_BAGPIPE && (o.lookahead || o.depth))
+        return cli_usage(cmd, "--lookahead and --prefetch-depth are for --policy bagpipe");
+    if (o.policy != REC_CACHE_STATIC && o.hot_batches) return cli_usage(cmd, "--hot-batches is for --policy static");
+    if (o.lookahead && o.depth > o.lookahead)
+        return cli_usage(cmd, "--prefetch-depth %d is over --lookahead %d: a prefetch so far ahead could read a row "
+                         "before its last write-back", o.depth, o.lookahead);
+    if (check_endpoint(cmd, "--listen", o.listen)) return CLI_USAGE;
+    cli_catch_stop("");
+    rec_status s = rec_oracle_run(&o);
+    return s ? cli_fail(cmd, s) : CLI_OK;
+}
+
+static const char TRAIN_CACHED_USAGE[] =
+    "usage: rectrain train --oracle-cacher ENDPOINT --embservers LIST [--config CFG.json] [options]\n"
+    "\n"
+    "Trains with the embedding tables on `rectrain embserver` processes and a cache planned by\n"
+    "`rectrain oracle` (which also gives the batches): Bagpipe's disaggregated training.\n"
+    "\n"
+    "  --oracle-cacher EP the Oracle Cacher's endpoint (rectrain oracle)\n"
+    "  --embservers LIST  the embedding servers' endpoints, comma-separated, in shard order\n"
+    "  --config FILE      model config (DLRM or DCN; default: the small DLRM)\n"
+    "  --threads T        threads of the dense layers (default: all CPUs)\n"
+    "  --loss-log FILE    write \"step loss\" per step\n"
+    "  --peer-timeout S   seconds the oracle or a server may stay silent (default 10)\n"
+    "  --json             print a JSON summary as the last line of stdout\n";
+
+int cmd_train_cached(int argc, char **argv) {
+    const char *cmd = "train";
+    rec_cache_train_opts o = {.stop = &cli_stop, .log = stderr};
+    const char *servers = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = CLI_OK;
+        if (cli_is_help(a)) {
+            fputs(TRAIN_CACHED_USAGE, stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--oracle-cacher")) rc = cli_str(cmd, argc, argv, &i, &o.oracle);
+        else if (!strcmp(a, "--embservers")) rc = cli_str(cmd, argc, argv, &i, &servers);
+        else if (!strcmp(a, "--config")) rc = cli_str(cmd, argc, argv, &i, &o.config_path);
+        else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 1024, &o.threads);
+        else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &o.loss_log);
+        else if (!strcmp(a, "--peer-timeout")) rc = cli_double(cmd, argc, argv, &i, 0.1, 86400, &o.timeout);
+        else if (!strcmp(a, "--json")) json = 1;
+        else
+            return cli_usage(cmd, "'%s' is not an option of training with --oracle-cacher (the oracle gives the data, batch "
+                             "and epochs; see rectrain train --oracle-cacher X --help)", a);
+        if (rc != CLI_OK) return rc;
+    }
+    if (!servers) return cli_usage(cmd, "--oracle-cacher needs --embservers (the embedding servers' endpoints)");
+    if (check_endpoint(cmd, "--oracle-cacher", o.oracle)) return CLI_USAGE;
+    char buf[4096];
+    const char *v[64];
+    if (strlen(servers) >= sizeof buf) return cli_usage(cmd, "--embservers: the list is too long");
+    snprintf(buf, sizeof buf, "%s", servers);
+    for (char *sv, *w = strtok_r(buf, ",", &sv); w; w = strtok_r(NULL, ",", &sv)) {
+        if (o.n_servers == 62) return cli_usage(cmd, "--embservers: at most 62 servers");
+        if (check_endpoint(cmd, "--embservers", w)) return CLI_USAGE;
+        v[o.n_servers++] = w;
+    }
+    if (!o.n_servers) return cli_usage(cmd, "--embservers: no endpoint in '%s'", servers);
+    o.servers = v;
+    cli_catch_stop("");
+    rec_cache_train_report r;
+    rec_status s = rec_cache_train(&o, &r);
+    if (s) return cli_fail(cmd, s);
+    const double n = r.steps > 0 ? (double)r.steps : 1;
+    fprintf(stderr, "train: %lld steps, %.0f samples/s, loss %.5f; stalled %.3f s; per step: %.0f rows fetched on the "
+            "critical path, %.0f ahead, %.0f written back\n", (long long)r.steps, r.samples_per_s, r.last_loss,
+            r.stall_seconds, (double)r.fetch_crit_rows / n, (double)r.fetch_bg_rows / n, (double)r.write_rows / n);
+    if (json)
+        printf("{\"steps\": %lld, \"rows\": %lld, \"seconds\": %s, \"samples_per_s\": %s, \"loss\": %s, \"stall_s\": %s, "
+               "\"policy\": \"%s\", \"capacity\": %lld, \"lookahead\": %d, \"depth\": %d, \"per_step\": {\"fetch_crit_rows\": %s, "
+               "\"fetch_bg_rows\": %s, \"write_rows\": %s, \"fetch_crit_bytes\": %s, \"fetch_bg_bytes\": %s, "
+               "\"write_bytes\": %s}}\n", (long long)r.steps, (long long)r.rows, cli_jnum("%.3f", r.train_seconds),
+               cli_jnum("%.1f", r.samples_per_s), cli_jnum("%.6f", r.last_loss), cli_jnum("%.3f", r.stall_seconds),
+               rec_cache_policy_name(r.policy), (long long)r.capacity, r.lookahead, r.depth,
+               cli_jnum("%.1f", (double)r.fetch_crit_rows / n), cli_jnum("%.1f", (double)r.fetch_bg_rows / n),
+               cli_jnum("%.1f", (double)r.write_rows / n), cli_jnum("%.1f", r.fetch_crit_bytes / n),
+               cli_jnum("%.1f", r.fetch_bg_bytes / n), cli_jnum("%.1f", r.write_bytes / n));
+    return CLI_OK;
+}

@@ -1,0 +1,138 @@
+/* rectrain cluster: a whole disaggregated deployment on this machine (cache.h) — the embedding
+ * servers, the oracle and the trainer, started, waited for and stopped by one command. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "rectrain/cache.h"
+#include "rectrain/core.h"
+
+static const char CLUSTER_USAGE[] =
+    "usage: rectrain cluster CONFIG.json [--policy P] [--cache-rows C] [--lookahead L]\n"
+    "                        [--base-port P] [--loss-log FILE] [--json]\n"
+    "\n"
+    "Starts the embedding servers, the Oracle Cacher and a trainer of a disaggregated job on\n"
+    "this machine (README \"Disaggregated training\" describes CONFIG.json), waits for the\n"
+    "training to finish and stops the services. The options override the config's.\n"
+    "\n"
+    "  --policy P         bagpipe, none, static or lru (the bench's baselines)\n"
+    "  --cache-rows C     rows of the trainer's cache\n"
+    "  --lookahead L      bagpipe's lookahead (0: the largest the cache holds)\n"
+    "  --base-port P      servers on P, P+1, ...; the oracle after them\n"
+    "  --loss-log FILE    the trainer's \"step loss\" log\n"
+    "  --json             the trainer's JSON summary as the last line of stdout\n";
+
+/* Starts this program with argv (NULL-terminated); its stdout to /dev/null unless keep_out. */
+static pid_t start(char *const *argv, int keep_out) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!keep_out && !freopen("/dev/null", "w", stdout)) _exit(127);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void stop_all(pid_t *pids, int n) {
+    for (int i = 0; i < n; i++)
+        if (pids[i] > 0) kill(pids[i], SIGTERM);
+    for (int i = 0; i < n; i++)
+        if (pids[i] > 0) waitpid(pids[i], NULL, 0);
+}
+
+int cmd_cluster(int argc, char **argv) {
+    const char *cmd = "cluster", *cfg_path = NULL, *policy = NULL, *loss = NULL;
+    int64_t rows = 0;
+    int lookahead = -1, port = 0, json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = CLI_OK;
+        if (cli_is_help(a)) {
+            fputs(CLUSTER_USAGE, stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--policy")) rc = cli_str(cmd, argc, argv, &i, &policy);
+        else if (!strcmp(a, "--cache-rows")) rc = cli_i64(cmd, argc, argv, &i, 1, INT32_MAX - 1, &rows);
+        else if (!strcmp(a, "--lookahead")) rc = cli_int(cmd, argc, argv, &i, 0, 100000, &lookahead);
+        else if (!strcmp(a, "--base-port")) rc = cli_int(cmd, argc, argv, &i, 1024, 65535 - 64, &port);
+        else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &loss);
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (a[0] == '-') return cli_usage(cmd, "unknown option '%s'", a);
+        else if (cfg_path) return cli_usage(cmd, "one CONFIG.json, got '%s' and '%s'", cfg_path, a);
+        else cfg_path = a;
+        if (rc != CLI_OK) return rc;
+    }
+    if (!cfg_path) return cli_usage(cmd, "give the deployment's CONFIG.json");
+    rec_cluster_config c;
+    rec_status s = rec_cluster_config_load(&c, cfg_path);
+    if (s) return cli_fail(cmd, s);
+    if (policy && (c.policy = rec_cache_policy_parse(policy)) < 0)
+        return cli_usage(cmd, "--policy takes bagpipe, none, static or lru, got '%s'", policy);
+    if (policy && c.policy != REC_CACHE_BAGPIPE) c.lookahead = c.depth = 0;
+    if (rows) c.cache_rows = rows;
+    if (lookahead >= 0) c.lookahead = lookahead;
+    if (c.lookahead && c.depth > c.lookahead) c.depth = c.lookahead;
+    if (port) c.base_port = port;
+    if (loss) snprintf(c.loss_log, sizeof c.loss_log, "%s", loss);
+    if (c.policy != REC_CACHE_BAGPIPE && lookahead > 0) return cli_usage(cmd, "--lookahead is for --policy bagpipe");
+
+    enum { MAXP = 64 };
+    pid_t pids[MAXP] = {0};
+    int np = 0;
+    char ep[64][300], servers[64 * 300 + 64] = "", oracle[300];
+    for (int k = 0; k < c.embservers; k++) {
+        snprintf(ep[k], sizeof ep[k], "tcp://%s:%d", c.host, c.base_port + k);
+        snprintf(servers + strlen(servers), sizeof servers - strlen(servers), "%s%s", k ? "," : "", ep[k]);
+        char *av[] = {"rectrain", "embserver", "--listen", ep[k], NULL};
+        pids[np++] = start(av, 0);
+    }
+    snprintf(oracle, sizeof oracle, "tcp://%s:%d", c.host, c.base_port + c.embservers);
+    char b_batch[32], b_epochs[32], b_shuffle[8], b_steps[32], b_rows[32], b_la[32], b_depth[32], b_thr[32], b_tmo[32];
+    snprintf(b_batch, sizeof b_batch, "%lld", (long long)c.batch);
+    snprintf(b_epochs, sizeof b_epochs, "%d", c.epochs);
+    snprintf(b_shuffle, sizeof b_shuffle, "%d", c.shuffle);
+    snprintf(b_steps, sizeof b_steps, "%lld", (long long)c.steps);
+    snprintf(b_rows, sizeof b_rows, "%lld", (long long)c.cache_rows);
+    snprintf(b_la, sizeof b_la, "%d", c.lookahead);
+    snprintf(b_depth, sizeof b_depth, "%d", c.depth);
+    snprintf(b_thr, sizeof b_thr, "%d", c.threads);
+    snprintf(b_tmo, sizeof b_tmo, "%g", c.peer_timeout > 0 ? c.peer_timeout : 10.0);
+    char *oa[40] = {"rectrain", "oracle", "--listen", oracle, "--data", c.data, "--cache-rows", b_rows,
+                    "--shuffle", b_shuffle, "--policy", (char *)rec_cache_policy_name(c.policy)};
+    int n = 12;
+    if (c.model[0]) oa[n++] = "--config", oa[n++] = c.model;
+    if (c.batch) oa[n++] = "--batch", oa[n++] = b_batch;
+    if (c.epochs) oa[n++] = "--epochs", oa[n++] = b_epochs;
+    if (c.steps) oa[n++] = "--steps", oa[n++] = b_steps;
+    if (c.lookahead) oa[n++] = "--lookahead", oa[n++] = b_la;
+    if (c.depth) oa[n++] = "--prefetch-depth", oa[n++] = b_depth;
+    oa[n] = NULL;
+    pids[np++] = start(oa, 0);
+    char *ta[40] = {"rectrain", "train", "--oracle-cacher", oracle, "--embservers", servers, "--threads", b_thr,
+                    "--peer-timeout", b_tmo};
+    n = 10;
+    if (c.model[0]) ta[n++] = "--config", ta[n++] = c.model;
+    if (c.loss_log[0]) ta[n++] = "--loss-log", ta[n++] = c.loss_log;
+    if (json) ta[n++] = "--json";
+    ta[n] = NULL;
+    fprintf(stderr, "cluster: %d embedding server%s (%s), oracle %s (%s cache of %lld rows), 1 trainer\n", c.embservers,
+            c.embservers == 1 ? "" : "s", servers, oracle, rec_cache_policy_name(c.policy), (long long)c.cache_rows);
+    cli_catch_stop("");
+    pid_t tr = start(ta, 1);
+    int st = 0;
+    while (waitpid(tr, &st, 0) < 0 && errno == EINTR) {
+        if (cli_stop) kill(tr, SIGTERM);
+    }
+    stop_all(pids, np);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "rectrain cluster: the trainer failed (%s %d)\n", WIFEXITED(st) ? "exit status" : "signal",
+                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
