@@ -11,7 +11,7 @@
 
 int cmd_bench(int argc, char **argv) {
     if (argc < 2 || cli_is_help(argv[1])) {
-        fputs("usage: rectrain bench prep|embed|mlp|train|loader [options]   (rectrain bench NAME --help)\n", argc < 2 ? stderr : stdout);
+        fputs("usage: rectrain bench prep|embed|mlp|train|loader|oracle|link [options]   (rectrain bench NAME --help)\n", argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
     if (!strcmp(argv[1], "prep")) return bench_prep(argc - 1, argv + 1);
@@ -19,7 +19,9 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(argv[1], "embed")) return bench_embed(argc - 1, argv + 1);
     if (!strcmp(argv[1], "mlp")) return bench_mlp(argc - 1, argv + 1);
     if (!strcmp(argv[1], "loader")) return bench_loader(argc - 1, argv + 1);
-    return cli_usage("bench", "unknown benchmark '%s' (available: prep, embed, mlp, train, loader)", argv[1]);
+    if (!strcmp(argv[1], "oracle")) return bench_oracle(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "link")) return bench_link(argc - 1, argv + 1);
+    return cli_usage("bench", "unknown benchmark '%s' (available: prep, embed, mlp, train, loader, oracle, link)", argv[1]);
 }
 
 rec_status bench_load_config(rec_model_config *c, const char *path) {

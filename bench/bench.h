@@ -11,6 +11,9 @@ int bench_train(int argc, char **argv);
 int bench_embed(int argc, char **argv);
 int bench_mlp(int argc, char **argv);
 int bench_loader(int argc, char **argv);
+int bench_oracle(int argc, char **argv);
+/* Not a benchmark: the link emulator the cache benchmark puts between processes. */
+int bench_link(int argc, char **argv);
 
 /* The model config the dense benchmarks run by default, read from the current directory. */
 #define BENCH_DEFAULT_CONFIG "configs/dlrm_kaggle.json"

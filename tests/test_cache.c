@@ -360,14 +360,15 @@ static void test_same_training(void) {
     mkdir(syn, 0755);
     CHECK(rec_synth_dataset(syn, SYN_ROWS, 0.002, 2, NULL) == REC_OK, "%s", rec_errmsg());
     CHECK(run("train --data syn/train.rshard --config %s/configs/dlrm_small.json --batch 256 --epochs 1 --no-shuffle "
-              "--threads 1 --loss-log local.loss", src) == 0, "%s", out);
+              "--threads 1 --loss-log local.loss --ckpt local_ck", src) == 0, "%s", out);
     write_cluster("c.json", ", \"cache\": {\"rows\": 6000}");
     static const char *const POL[] = {"bagpipe", "none", "static", "lru"};
     double crit[4];
     for (int k = 0; k < 4; k++) {
         char loss[64];
         snprintf(loss, sizeof loss, "%s.loss", POL[k]);
-        CHECK(run("cluster c.json --policy %s --loss-log %s --json", POL[k], loss) == 0, "%s", out);
+        CHECK(run("cluster c.json --policy %s --loss-log %s --json%s", POL[k], loss, k ? "" : " --ckpt bp_ck") == 0, "%s",
+              out);
         CHECK(same_file("local.loss", loss), "the %s cache trains as one process does (loss logs differ)", POL[k]);
         const char *j = strstr(out, "\"fetch_crit_bytes\": ");
         crit[k] = j ? atof(j + 20) : -1;
@@ -376,6 +377,13 @@ static void test_same_training(void) {
           "bagpipe's critical-path bytes per step are the fewest: %.0f vs %.0f, %.0f, %.0f", crit[0], crit[1], crit[2],
           crit[3]);
     CHECK(strstr(out, "embserver: stopped after") != NULL, "the cluster stops its services: %s", out);
+    /* the model it leaves, tables gathered from the servers: every parameter has the same bits */
+    CHECK(run("export --ckpt local_ck --out local_npy") == 0 && run("export --ckpt bp_ck --out bp_npy") == 0, "%s", out);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd %s && n=0; for f in local_npy/*.npy; do cmp -s $f bp_npy/${f#local_npy/} || exit 1; "
+             "n=$((n+1)); done; echo $n", dir);
+    CHECK(check_capture(cmd, out, sizeof out) == 0 && atoi(out) >= 20, "the final model equals one process's, "
+          "parameter by parameter (%s)", out);
 }
 
 static void *dealer(void *ctx, int p) {

@@ -119,6 +119,8 @@ static const char TRAIN_CACHED_USAGE[] =
     "  --config FILE      model config (DLRM or DCN; default: the small DLRM)\n"
     "  --threads T        threads of the dense layers (default: all CPUs)\n"
     "  --loss-log FILE    write \"step loss\" per step\n"
+    "  --ckpt DIR         at the end, save the whole model (dense part and the servers'\n"
+    "                     tables) as DIR/model.rckpt, for rectrain eval and export\n"
     "  --peer-timeout S   seconds the oracle or a server may stay silent (default 10)\n"
     "  --json             print a JSON summary as the last line of stdout\n";
 
@@ -138,6 +140,7 @@ int cmd_train_cached(int argc, char **argv) {
         else if (!strcmp(a, "--config")) rc = cli_str(cmd, argc, argv, &i, &o.config_path);
         else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 1024, &o.threads);
         else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &o.loss_log);
+        else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);
         else if (!strcmp(a, "--peer-timeout")) rc = cli_double(cmd, argc, argv, &i, 0.1, 86400, &o.timeout);
         else if (!strcmp(a, "--json")) json = 1;
         else

@@ -15,7 +15,8 @@
 
 static const char CLUSTER_USAGE[] =
     "usage: rectrain cluster CONFIG.json [--policy P] [--cache-rows C] [--lookahead L]\n"
-    "                        [--base-port P] [--loss-log FILE] [--json]\n"
+    "                        [--base-port P] [--loss-log FILE] [--ckpt DIR] [--link GBIT,US]\n"
+    "                        [--json]\n"
     "\n"
     "Starts the embedding servers, the Oracle Cacher and a trainer of a disaggregated job on\n"
     "this machine (README \"Disaggregated training\" describes CONFIG.json), waits for the\n"
@@ -26,6 +27,9 @@ static const char CLUSTER_USAGE[] =
     "  --lookahead L      bagpipe's lookahead (0: the largest the cache holds)\n"
     "  --base-port P      servers on P, P+1, ...; the oracle after them\n"
     "  --loss-log FILE    the trainer's \"step loss\" log\n"
+    "  --ckpt DIR         the trained model, whole, as DIR/model.rckpt\n"
+    "  --link GBIT,US     reach the servers through an emulated link (rectrain bench link) of\n"
+    "                     GBIT Gbit/s (0: unlimited) and US microseconds one way\n"
     "  --json             the trainer's JSON summary as the last line of stdout\n";
 
 /* Starts this program with argv (NULL-terminated); its stdout to /dev/null unless keep_out. */
@@ -47,7 +51,7 @@ static void stop_all(pid_t *pids, int n) {
 }
 
 int cmd_cluster(int argc, char **argv) {
-    const char *cmd = "cluster", *cfg_path = NULL, *policy = NULL, *loss = NULL;
+    const char *cmd = "cluster", *cfg_path = NULL, *policy = NULL, *loss = NULL, *link = NULL, *ckpt = NULL;
     int64_t rows = 0;
     int lookahead = -1, port = 0, json = 0;
     for (int i = 1; i < argc; i++) {
@@ -61,6 +65,8 @@ int cmd_cluster(int argc, char **argv) {
         else if (!strcmp(a, "--lookahead")) rc = cli_int(cmd, argc, argv, &i, 0, 100000, &lookahead);
         else if (!strcmp(a, "--base-port")) rc = cli_int(cmd, argc, argv, &i, 1024, 65535 - 64, &port);
         else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &loss);
+        else if (!strcmp(a, "--link")) rc = cli_str(cmd, argc, argv, &i, &link);
+        else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
         else if (!strcmp(a, "--json")) json = 1;
         else if (a[0] == '-') return cli_usage(cmd, "unknown option '%s'", a);
         else if (cfg_path) return cli_usage(cmd, "one CONFIG.json, got '%s' and '%s'", cfg_path, a);
@@ -79,17 +85,38 @@ int cmd_cluster(int argc, char **argv) {
     if (c.lookahead && c.depth > c.lookahead) c.depth = c.lookahead;
     if (port) c.base_port = port;
     if (loss) snprintf(c.loss_log, sizeof c.loss_log, "%s", loss);
+    if (ckpt) snprintf(c.ckpt, sizeof c.ckpt, "%s", ckpt);
     if (c.policy != REC_CACHE_BAGPIPE && lookahead > 0) return cli_usage(cmd, "--lookahead is for --policy bagpipe");
+    if (link) {
+        char *end;
+        c.link_gbit = strtod(link, &end);
+        if (end == link || *end != ',' || !(c.link_gbit >= 0)) return cli_usage(cmd, "--link takes GBIT,US (e.g. 1,100)");
+        const char *us = end + 1;
+        c.link_latency_us = strtod(us, &end);
+        if (end == us || *end || !(c.link_latency_us >= 0)) return cli_usage(cmd, "--link takes GBIT,US (e.g. 1,100)");
+        c.link = 1;
+    }
 
     enum { MAXP = 64 };
     pid_t pids[MAXP] = {0};
     int np = 0;
     char ep[64][300], servers[64 * 300 + 64] = "", oracle[300];
+    char gbit[32], lat[32];
+    snprintf(gbit, sizeof gbit, "%g", c.link_gbit);
+    snprintf(lat, sizeof lat, "%g", c.link_latency_us);
     for (int k = 0; k < c.embservers; k++) {
         snprintf(ep[k], sizeof ep[k], "tcp://%s:%d", c.host, c.base_port + k);
-        snprintf(servers + strlen(servers), sizeof servers - strlen(servers), "%s%s", k ? "," : "", ep[k]);
         char *av[] = {"rectrain", "embserver", "--listen", ep[k], NULL};
         pids[np++] = start(av, 0);
+        if (c.link) { /* the trainer's way to server k: through the link */
+            char lp[16], to[300];
+            snprintf(lp, sizeof lp, "%d", c.base_port + 32 + k);
+            snprintf(to, sizeof to, "%s:%d", c.host, c.base_port + k);
+            char *la[] = {"rectrain", "bench", "link", "--listen", lp, "--to", to, "--gbit", gbit, "--latency-us", lat, NULL};
+            pids[np++] = start(la, 0);
+            snprintf(ep[k], sizeof ep[k], "tcp://127.0.0.1:%d", c.base_port + 32 + k);
+        }
+        snprintf(servers + strlen(servers), sizeof servers - strlen(servers), "%s%s", k ? "," : "", ep[k]);
     }
     snprintf(oracle, sizeof oracle, "tcp://%s:%d", c.host, c.base_port + c.embservers);
     char b_batch[32], b_epochs[32], b_shuffle[8], b_steps[32], b_rows[32], b_la[32], b_depth[32], b_thr[32], b_tmo[32];
@@ -118,10 +145,13 @@ int cmd_cluster(int argc, char **argv) {
     n = 10;
     if (c.model[0]) ta[n++] = "--config", ta[n++] = c.model;
     if (c.loss_log[0]) ta[n++] = "--loss-log", ta[n++] = c.loss_log;
+    if (c.ckpt[0]) ta[n++] = "--ckpt", ta[n++] = c.ckpt;
     if (json) ta[n++] = "--json";
     ta[n] = NULL;
-    fprintf(stderr, "cluster: %d embedding server%s (%s), oracle %s (%s cache of %lld rows), 1 trainer\n", c.embservers,
+    fprintf(stderr, "cluster: %d embedding server%s (%s), oracle %s (%s cache of %lld rows), 1 trainer", c.embservers,
             c.embservers == 1 ? "" : "s", servers, oracle, rec_cache_policy_name(c.policy), (long long)c.cache_rows);
+    if (c.link) fprintf(stderr, "; servers behind a %g Gbit/s, %g us link", c.link_gbit, c.link_latency_us);
+    fputc('\n', stderr);
     cli_catch_stop("");
     pid_t tr = start(ta, 1);
     int st = 0;

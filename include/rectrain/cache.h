@@ -161,6 +161,7 @@ typedef struct rec_cache_train_opts {
     const char *config_path;     /* NULL: the default model */
     int threads;                 /* 0: all CPUs */
     const char *loss_log;        /* "step loss" lines */
+    const char *ckpt_dir;        /* at the end, the whole model as DIR/model.rckpt (eval, export) */
     double timeout;              /* seconds a peer may stay silent (0: 10) */
     const volatile sig_atomic_t *stop;
     FILE *log;
@@ -188,15 +189,20 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
  *    "batch": 1024, "epochs": 1, "shuffle": true, "steps": 0,
  *    "cache": {"policy": "bagpipe", "rows": 262144, "lookahead": 0, "prefetch_depth": 0},
  *    "embservers": 2, "threads": 1, "host": "127.0.0.1", "base_port": 5700,
- *    "peer_timeout": 10, "loss_log": "cluster.loss"}
- * Servers listen on base_port + k, the oracle on base_port + embservers. Paths are relative to
+ *    "peer_timeout": 10, "loss_log": "cluster.loss", "ckpt": "run1",
+ *    "link": {"gbit": 1, "latency_us": 100}}
+ * Servers listen on base_port + k, the oracle on base_port + embservers. With "link", the
+ * trainer reaches each server through `rectrain bench link` (an emulated link of that
+ * bandwidth and one-way latency) listening on base_port + 32 + k. Paths are relative to
  * the working directory. 0 (or absent) batch / epochs / lookahead / prefetch_depth: the
  * model's or the oracle's default. */
 typedef struct rec_cluster_config {
-    char data[1024], model[1024], loss_log[1024], host[256];
+    char data[1024], model[1024], loss_log[1024], ckpt[1024], host[256];
     int64_t batch, steps, cache_rows;
     int epochs, shuffle, policy, lookahead, depth, embservers, threads, base_port;
     double peer_timeout;
+    int link;                /* put an emulated link between the trainer and the servers */
+    double link_gbit, link_latency_us;
 } rec_cluster_config;
 
 /* Parses and validates; REC_EINVAL "ORIGIN: $.path: what is wrong" (unknown keys refused). */

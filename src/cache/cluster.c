@@ -27,6 +27,7 @@ static const key TOP[] = {
     {"data", K_STR, 0, 0, STR(data)},
     {"model", K_STR, 0, 0, STR(model)},
     {"loss_log", K_STR, 0, 0, STR(loss_log)},
+    {"ckpt", K_STR, 0, 0, STR(ckpt)},
     {"host", K_STR, 0, 0, STR(host)},
     {"batch", K_INT64, 0, 1 << 24, OFF(batch), 0},
     {"epochs", K_INT, 0, 100000, OFF(epochs), 0},
@@ -37,6 +38,11 @@ static const key TOP[] = {
     {"base_port", K_INT, 1024, 65535 - 64, OFF(base_port), 0},
     {"peer_timeout", K_NUM, 0.1, 86400, OFF(peer_timeout), 0},
     {"cache", K_STR, 0, 0, 0, 0},   /* an object, below */
+    {"link", K_STR, 0, 0, 0, 0},    /* an object, below */
+};
+static const key LINK[] = {
+    {"gbit", K_NUM, 0, 1000, OFF(link_gbit), 0},
+    {"latency_us", K_NUM, 0, 1e7, OFF(link_latency_us), 0},
 };
 static const key CACHE[] = {
     {"policy", K_POLICY, 0, 0, OFF(policy), 0},
@@ -62,7 +68,9 @@ static rec_status read_keys(rec_cluster_config *c, const cJSON *obj, const key *
         }
         for (const cJSON *jt = it->next; jt; jt = jt->next)
             if (!strcmp(it->string, jt->string)) return bad(origin, path, it->string, "appears twice");
-        if (!strcmp(k->name, "cache") || !strcmp(k->name, "format") || !strcmp(k->name, "version")) continue;
+        if (!strcmp(k->name, "cache") || !strcmp(k->name, "link") || !strcmp(k->name, "format") ||
+            !strcmp(k->name, "version"))
+            continue;
         char *dst = (char *)c + k->off;
         const double x = it->valuedouble;
         switch (k->k) {
@@ -119,6 +127,10 @@ rec_status rec_cluster_config_parse(rec_cluster_config *c, const char *json, siz
     const cJSON *cache = cJSON_GetObjectItemCaseSensitive(root, "cache");
     if (!s && cache && !cJSON_IsObject(cache)) s = bad(origin, "$", "cache", "must be an object");
     if (!s && cache) s = read_keys(c, cache, CACHE, (int)(sizeof CACHE / sizeof CACHE[0]), origin, "$.cache");
+    const cJSON *link = cJSON_GetObjectItemCaseSensitive(root, "link");
+    if (!s && link && !cJSON_IsObject(link)) s = bad(origin, "$", "link", "must be an object");
+    c->link_gbit = 1, c->link_latency_us = 100;
+    if (!s && link) c->link = 1, s = read_keys(c, link, LINK, (int)(sizeof LINK / sizeof LINK[0]), origin, "$.link");
     if (!s && !c->data[0]) s = rec_errorf(REC_EINVAL, "%s: $.data: required (the training .rshard)", origin);
     if (!s && c->policy != REC_CACHE_BAGPIPE && (c->lookahead || c->depth))
         s = rec_errorf(REC_EINVAL, "%s: $.cache: \"lookahead\" and \"prefetch_depth\" are for the bagpipe policy", origin);

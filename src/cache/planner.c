@@ -2,7 +2,7 @@
  * slots assigned here, and the NONE / STATIC / LRU baselines on the same slots.
  *
  * State per table row: latest (the last window batch using it, -1 none) and slot (-1 when not
- * cached), 8 bytes a row; per slot its (table, row). The window keeps each batch's distinct
+ * cached), side by side in 8 bytes (one cache miss for both); per slot its (table, row). The window keeps each batch's distinct
  * rows only, as keys table << 40 | row; the batch itself is given again to rec_cplan_step
  * (the oracle reads the data twice, L batches apart, rather than holding L batches). Free
  * slots wait in a FIFO with the batch from which they may be reused (freed after t: t + depth),
@@ -18,6 +18,14 @@
 #define KEY_ROW(k) ((int64_t)((k) & ((UINT64_C(1) << KEY_SHIFT) - 1)))
 #define KEY_F(k) ((int32_t)((k) >> KEY_SHIFT))
 
+typedef struct rowst {
+    int32_t latest, slot;
+} rowst;
+
+/* Ids ahead whose row state the loops prefetch (random reads over up to 8 bytes x 33.8M rows on
+ * the Kaggle tables: bench oracle). */
+#define PF_IDS 32
+
 typedef struct wbatch {
     int64_t batch, ids;      /* its number and id count (checked against the batch planned) */
     int64_t n, cap;
@@ -28,7 +36,7 @@ struct rec_cplan {
     rec_cplan_opts o;
     int64_t *rows;           /* (F) */
     int W, depth;            /* window, and the reuse delay of a freed slot */
-    int32_t **latest, **slot_of;  /* (F)(R_f) */
+    rowst **rs;              /* (F)(R_f) */
     uint8_t **hot;           /* STATIC: (F)(R_f) 1 for a hot row; NULL otherwise */
     int32_t *slot_f;         /* (C) the row a slot holds, f = -1 when empty */
     int64_t *slot_row;
@@ -61,12 +69,11 @@ int rec_cache_policy_parse(const char *name) {
 void rec_cplan_free(rec_cplan *p) {
     if (!p) return;
     for (int f = 0; f < p->o.F; f++) {
-        if (p->latest) free(p->latest[f]);
-        if (p->slot_of) free(p->slot_of[f]);
+        if (p->rs) free(p->rs[f]);
         if (p->hot) free(p->hot[f]);
         if (p->slots) free(p->slots[f]);
     }
-    free(p->latest), free(p->slot_of), free(p->hot), free(p->slots), free(p->slots_cap);
+    free(p->rs), free(p->hot), free(p->slots), free(p->slots_cap);
     for (int i = 0; p->win && i < p->W; i++) free(p->win[i].keys);
     free(p->win), free(p->rows), free(p->slot_f), free(p->slot_row), free(p->fq_slot), free(p->fq_from);
     free(p->prev), free(p->next), free(p->fetch), free(p->evict);
@@ -96,8 +103,7 @@ rec_status rec_cplan_init(rec_cplan **out, const rec_cplan_opts *o) {
     p->W = bag ? o->lookahead : o->policy == REC_CACHE_LRU ? 2 : 1;
     p->depth = bag ? o->depth : 1;
     const int64_t C = o->capacity;
-    int ok = (p->rows = malloc(sizeof(int64_t) * (size_t)o->F)) && (p->latest = calloc((size_t)o->F, sizeof(int32_t *))) &&
-             (p->slot_of = calloc((size_t)o->F, sizeof(int32_t *))) && (p->slots = calloc((size_t)o->F, sizeof(int32_t *))) &&
+    int ok = (p->rows = malloc(sizeof(int64_t) * (size_t)o->F)) && (p->rs = calloc((size_t)o->F, sizeof(rowst *))) && (p->slots = calloc((size_t)o->F, sizeof(int32_t *))) &&
              (p->slots_cap = calloc((size_t)o->F, sizeof(int64_t))) && (p->win = calloc((size_t)p->W, sizeof(wbatch))) &&
              (p->slot_f = malloc(sizeof(int32_t) * (size_t)C)) && (p->slot_row = malloc(sizeof(int64_t) * (size_t)C)) &&
              (p->fq_slot = malloc(sizeof(int32_t) * (size_t)C)) && (p->fq_from = malloc(sizeof(int64_t) * (size_t)C));
@@ -106,12 +112,10 @@ rec_status rec_cplan_init(rec_cplan **out, const rec_cplan_opts *o) {
     if (ok && o->policy == REC_CACHE_STATIC) ok = (p->hot = calloc((size_t)o->F, sizeof(uint8_t *))) != NULL;
     for (int f = 0; ok && f < o->F; f++) {
         p->rows[f] = o->rows[f];
-        ok = (p->latest[f] = malloc(sizeof(int32_t) * (size_t)o->rows[f])) &&
-             (p->slot_of[f] = malloc(sizeof(int32_t) * (size_t)o->rows[f])) &&
+        ok = (p->rs[f] = malloc(sizeof(rowst) * (size_t)o->rows[f])) &&
              (!p->hot || (p->hot[f] = calloc((size_t)o->rows[f], 1)));
         if (ok) {
-            memset(p->latest[f], 0xff, sizeof(int32_t) * (size_t)o->rows[f]);
-            memset(p->slot_of[f], 0xff, sizeof(int32_t) * (size_t)o->rows[f]);
+            memset(p->rs[f], 0xff, sizeof(rowst) * (size_t)o->rows[f]);
         }
     }
     if (!ok) {
@@ -176,14 +180,19 @@ rec_status rec_cplan_look(rec_cplan *p, const rec_batch *b) {
     for (int f = 0; f < p->o.F; f++) {
         const rec_jagged *j = &b->sparse[f];
         const int64_t nnz = rec_batch_nnz(b, f);
-        int32_t *lat = p->latest[f];
-        for (int64_t k = 0; k < nnz; k++) {
-            const int64_t r = rec_jagged_id(j, k);
-            if (lat[r] != x) { /* first use in this batch; later uses extend its TTL (Alg. 1 line 10) */
-                lat[r] = x;
-                w->keys[n++] = (uint64_t)f << KEY_SHIFT | (uint64_t)r;
-            }
+        rowst *rs = p->rs[f];
+        const uint64_t tf = (uint64_t)f << KEY_SHIFT;
+#define LOOK_LOOP(IDS)                                                                                  \
+        for (int64_t k = 0; k < nnz; k++) {                                                             \
+            if (k + PF_IDS < nnz) __builtin_prefetch(&rs[IDS[k + PF_IDS]], 1);                          \
+            const int64_t r = IDS[k];                                                                   \
+            if (rs[r].latest != x) { /* first use in this batch; later uses extend its TTL (line 10) */ \
+                rs[r].latest = x;                                                                       \
+                w->keys[n++] = tf | (uint64_t)r;                                                        \
+            }                                                                                           \
         }
+        if (j->wide) LOOK_LOOP(j->ids64) else LOOK_LOOP(j->ids32)
+#undef LOOK_LOOP
     }
     w->batch = x;
     w->ids = ids;
@@ -218,18 +227,21 @@ static int32_t take_slot(rec_cplan *p, int64_t x) {
     return s;
 }
 
-static rec_status evict(rec_cplan *p, int32_t s, int64_t from) {
-    const int32_t f = p->slot_f[s];
-    const int64_t r = p->slot_row[s];
-    REC_TRY(grow((void **)&p->evict, &p->evict_cap, p->n_evict + 1, sizeof(rec_centry)));
-    p->evict[p->n_evict++] = (rec_centry){s, f, r};
-    p->slot_of[f][r] = -1;
-    p->slot_f[s] = -1;
+/* Frees the slot of entry e, reusable by batches >= from. */
+static void release(rec_cplan *p, const rec_centry *e, int64_t from) {
+    p->rs[e->f][e->row].slot = -1;
+    p->slot_f[e->slot] = -1;
     const int64_t at = (p->fq_head + p->fq_n) % p->o.capacity;
-    p->fq_slot[at] = s;
+    p->fq_slot[at] = e->slot;
     p->fq_from[at] = from;
     p->fq_n++;
-    if (p->prev) lru_unlink(p, s);
+    if (p->prev) lru_unlink(p, e->slot);
+}
+
+static rec_status evict(rec_cplan *p, int32_t s, int64_t from) {
+    REC_TRY(grow((void **)&p->evict, &p->evict_cap, p->n_evict + 1, sizeof(rec_centry)));
+    p->evict[p->n_evict] = (rec_centry){s, p->slot_f[s], p->slot_row[s]};
+    release(p, &p->evict[p->n_evict++], from);
     return REC_OK;
 }
 
@@ -247,13 +259,13 @@ static rec_status lru_make_room(rec_cplan *p, int64_t x) {
     const wbatch *nx = &p->win[(p->w_head + 1) % p->W];
     int64_t miss = 0;
     for (int64_t i = 0; i < nx->n; i++) {
-        const int32_t s = p->slot_of[KEY_F(nx->keys[i])][KEY_ROW(nx->keys[i])];
+        const int32_t s = p->rs[KEY_F(nx->keys[i])][KEY_ROW(nx->keys[i])].slot;
         if (s < 0) miss++;
         else lru_unlink(p, s), lru_front(p, s);
     }
     while (p->fq_n < miss) {
         const int32_t v = p->lru;
-        if (v < 0 || p->latest[p->slot_f[v]][p->slot_row[v]] == nx->batch) return too_small(p, x + 1, nx->n);
+        if (v < 0 || p->rs[p->slot_f[v]][p->slot_row[v]].latest == nx->batch) return too_small(p, x + 1, nx->n);
         REC_TRY(evict(p, v, x + 1));
     }
     return REC_OK;
@@ -271,14 +283,17 @@ rec_status rec_cplan_step(rec_cplan *p, const rec_batch *b, rec_cstep *st) {
                           "changed between the two reads", (long long)x, (long long)w->ids, (long long)ids);
     p->n_fetch = p->n_evict = 0;
     REC_TRY(grow((void **)&p->fetch, &p->fetch_cap, w->n, sizeof(rec_centry)));
-    /* fetches (Alg. 1 lines 18-20) */
+    REC_TRY(grow((void **)&p->evict, &p->evict_cap, w->n, sizeof(rec_centry)));
+    /* fetches (Alg. 1 lines 18-20), and which rows leave after x (lines 21-23: no later window
+     * batch uses them), applied once the ids are mapped */
     for (int64_t i = 0; i < w->n; i++) {
         const int32_t f = KEY_F(w->keys[i]);
         const int64_t r = KEY_ROW(w->keys[i]);
-        int32_t s = p->slot_of[f][r];
+        if (i + PF_IDS < w->n) __builtin_prefetch(&p->rs[KEY_F(w->keys[i + PF_IDS])][KEY_ROW(w->keys[i + PF_IDS])], 1);
+        int32_t s = p->rs[f][r].slot;
         if (s < 0) {
             if ((s = take_slot(p, x)) < 0) return too_small(p, x, w->n);
-            p->slot_of[f][r] = s;
+            p->rs[f][r].slot = s;
             p->slot_f[s] = f;
             p->slot_row[s] = r;
             p->fetch[p->n_fetch++] = (rec_centry){s, f, r};
@@ -286,6 +301,14 @@ rec_status rec_cplan_step(rec_cplan *p, const rec_batch *b, rec_cstep *st) {
         } else if (p->prev) {
             lru_unlink(p, s), lru_front(p, s);
         }
+        int go;
+        switch (p->o.policy) {
+        case REC_CACHE_BAGPIPE: go = p->rs[f][r].latest == x; break;
+        case REC_CACHE_STATIC: go = !p->hot[f][r]; break;
+        case REC_CACHE_LRU: go = 0; break;
+        default: go = 1; break;
+        }
+        if (go) p->evict[p->n_evict++] = (rec_centry){s, f, r};
     }
     const int64_t taken = p->o.capacity - p->fq_n;
     if (taken > p->st.peak_slots) p->st.peak_slots = taken;
@@ -294,26 +317,17 @@ rec_status rec_cplan_step(rec_cplan *p, const rec_batch *b, rec_cstep *st) {
         const rec_jagged *j = &b->sparse[f];
         const int64_t nnz = rec_batch_nnz(b, f);
         REC_TRY(grow((void **)&p->slots[f], &p->slots_cap[f], nnz, sizeof(int32_t)));
-        const int32_t *so = p->slot_of[f];
+        const rowst *rs = p->rs[f];
         int32_t *o = p->slots[f];
-        if (j->wide)
-            for (int64_t k = 0; k < nnz; k++) o[k] = so[j->ids64[k]];
-        else
-            for (int64_t k = 0; k < nnz; k++) o[k] = so[j->ids32[k]];
-    }
-    /* evictions (lines 21-23): the rows no later window batch uses, after x */
-    for (int64_t i = 0; i < w->n; i++) {
-        const int32_t f = KEY_F(w->keys[i]);
-        const int64_t r = KEY_ROW(w->keys[i]);
-        int go;
-        switch (p->o.policy) {
-        case REC_CACHE_BAGPIPE: go = p->latest[f][r] == x; break;
-        case REC_CACHE_STATIC: go = !p->hot[f][r]; break;
-        case REC_CACHE_LRU: go = 0; break;
-        default: go = 1; break;
+#define MAP_LOOP(IDS)                                                           \
+        for (int64_t k = 0; k < nnz; k++) {                                     \
+            if (k + PF_IDS < nnz) __builtin_prefetch(&rs[IDS[k + PF_IDS]], 0);  \
+            o[k] = rs[IDS[k]].slot;                                             \
         }
-        if (go) REC_TRY(evict(p, p->slot_of[f][r], x + p->depth));
+        if (j->wide) MAP_LOOP(j->ids64) else MAP_LOOP(j->ids32)
+#undef MAP_LOOP
     }
+    for (int64_t i = 0; i < p->n_evict; i++) release(p, &p->evict[i], x + p->depth);
     if (p->o.policy == REC_CACHE_LRU) REC_TRY(lru_make_room(p, x));
     p->st.batches++;
     p->st.fetched += p->n_fetch;

@@ -25,6 +25,7 @@
 #include "rectrain/core.h"
 #include "rectrain/model.h"
 #include "rectrain/nn.h"
+#include "rectrain/train.h"
 
 /* A plan received from the oracle: its message (the batch's arrays point into it). */
 typedef struct plan {
@@ -547,6 +548,80 @@ static void teardown(ctrainer *t) {
     rec_wbuf_free(&t->w);
 }
 
+/* ---- the trained model ------------------------------------------------------------------------ */
+
+/* Rows [r0, r0 + n) of server k's share of table f (rows k, k + S, ...), read into the whole
+ * model's table T and state St. */
+static rec_status gather(ctrainer *t, int k, int f, int64_t i0, int64_t n, float *T, float *St) {
+    const int E = t->E, S = t->S, N = t->o->n_servers;
+    rec_centry *e = malloc(sizeof(rec_centry) * (size_t)n);
+    if (!e) return rec_errorf(REC_ENOMEM, "trainer: out of memory gathering the tables");
+    for (int64_t i = 0; i < n; i++) e[i] = (rec_centry){0, f, (i0 + i) * N + k};
+    const rec_net_rows q = {n, e, NULL, NULL};
+    rec_frame_begin(&t->w, REC_MSG_EMB_GET, 0, 0);
+    rec_net_rows_encode(&t->w, &q, 1, E, S);
+    rec_status s = rec_frame_end(&t->w);
+    if (!s) s = rec__zsend(t->ssock[k], NULL, &t->w, 0);
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    rec_frame_head h;
+    const uint8_t *body;
+    rec_net_rows r;
+    if (!s) s = server_recv(t, k, 1, &m, &h, &body);
+    rec_net_emb_hello tabs = {.F = t->F, .E = E, .shards = N, .shard = k, .rows = t->rows};
+    if (!s) s = rec_net_rows_decode(body, h.body, "EMB_ROWS", 0, 1, &tabs, S, &r);
+    if (!s && r.n != n) s = rec_errorf(REC_EFORMAT, "embedding server %d answered %lld rows for %lld", k, (long long)r.n,
+                                       (long long)n);
+    for (int64_t i = 0; !s && i < n; i++) {
+        memcpy(T + (size_t)e[i].row * E, r.values + (size_t)i * E, sizeof(float) * (size_t)E);
+        if (S) memcpy(St + (size_t)e[i].row * S, r.state + (size_t)i * S, sizeof(float) * (size_t)S);
+    }
+    zmq_msg_close(&m);
+    free(e);
+    return s;
+}
+
+/* The whole model (the trainer's dense part, the servers' tables, all optimizer state) as a
+ * checkpoint DIR/model.rckpt that rectrain eval and export read. After the flush. */
+static rec_status save_model(ctrainer *t, const char *dir) {
+    rec_model *full;
+    REC_TRY(rec_model_init(&full, &t->cfg, (int)t->info.batch, 1));
+    const rec_tensor *ts;
+    const int n = rec_model_tensors(t->m, &ts);
+    rec_status s = REC_OK;
+    for (int i = 0; !s && i < n; i++) {
+        const rec_tensor *d = rec_model_tensor(full, ts[i].name);
+        if (!d || rec_tensor_numel(d) != rec_tensor_numel(&ts[i]))
+            s = rec_errorf(REC_EINVAL, "trainer: the whole model has no tensor %s of the trainer's size", ts[i].name);
+        else memcpy(d->data, ts[i].data, sizeof(float) * (size_t)rec_tensor_numel(d));
+    }
+    const int64_t CHUNK = 1 << 20;
+    for (int f = 0; !s && f < t->F; f++) {
+        char name[64];
+        snprintf(name, sizeof name, "emb.%d.weight", f);
+        const rec_tensor *T = rec_model_tensor(full, name);
+        snprintf(name, sizeof name, "opt.emb.%d", f);
+        const rec_tensor *St = rec_model_tensor(full, name);
+        if (!T || (t->S && !St)) s = rec_errorf(REC_EINVAL, "trainer: the whole model lacks table %d", f);
+        for (int k = 0; !s && k < t->o->n_servers; k++) {
+            const int64_t mine = (t->rows[f] - k + t->o->n_servers - 1) / t->o->n_servers;
+            for (int64_t i = 0; !s && i < mine; i += CHUNK)
+                s = gather(t, k, f, i, mine - i < CHUNK ? mine - i : CHUNK, T->data, St ? St->data : NULL);
+        }
+    }
+    if (!s) {
+        rec_model_set_steps(full, rec_model_steps(t->m));
+        rec_ckpt_meta meta = {.step = rec_model_steps(t->m), .rows_seen = t->rep->rows, .seed = t->cfg.seed};
+        char path[1200];
+        rec_ckpt_path(dir, path, sizeof path);
+        s = rec_mkdir_p(dir, "checkpoint directory");
+        if (!s) s = rec_ckpt_save(path, full, &meta);
+        if (!s && t->o->log) fprintf(t->o->log, "train: saved the whole model (tables from the servers) to %s\n", path);
+    }
+    rec_model_free(full);
+    return s;
+}
+
 enum { LOSS_WINDOW = 100 };
 
 rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report *rep) {
@@ -617,6 +692,7 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
         pthread_join(th, NULL);
     }
     if (!s && t.merr) s = rec_errorf(t.merr, "%s", t.merrmsg);
+    if (!s && o->ckpt_dir) s = save_model(&t, o->ckpt_dir);
     if (ll) fclose(ll);
     const int64_t k = rep->steps < LOSS_WINDOW ? rep->steps : LOSS_WINDOW;
     for (int64_t i = 0; i < k; i++) rep->last_loss += window[i] / (double)k;
