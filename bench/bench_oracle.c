@@ -132,7 +132,9 @@ int bench_oracle(int argc, char **argv) {
                     for (int f = 0; f < F; f++)
                         view[f] = (rec_jagged){.offsets = bx->sparse[f].offsets, .ids32 = st.slots[f], .wide = 0};
                     rec_frame_begin(&w, REC_MSG_CACHE_STEP, 0, (uint64_t)x);
-                    rec_net_cache_step_encode(&w, st.n_fetch, st.fetch, st.n_evict, st.evict, &v);
+                    const rec_net_cache_step cs = {.n_fetch = st.n_fetch, .n_evict = st.n_evict, .fetch = st.fetch,
+                                                   .evict = st.evict, .batch = v};
+                    rec_net_cache_step_encode(&w, &cs);
                     s = rec_frame_end(&w);
                 }
             }

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "rectrain/cache.h"
 #include "rectrain/core.h"
+#include "rectrain/dist.h"
 
 static int check_endpoint(const char *cmd, const char *opt, const char *ep) {
     if (strncmp(ep, "tcp://", 6) && strncmp(ep, "ipc://", 6))
@@ -113,6 +114,7 @@ static const char TRAIN_CACHED_USAGE[] =
     "\n"
     "Trains with the embedding tables on `rectrain embserver` processes and a cache planned by\n"
     "`rectrain oracle` (which also gives the batches): Bagpipe's disaggregated training.\n"
+    "Under mpirun, N trainers train slices of each batch with an LRPP cache.\n"
     "\n"
     "  --oracle-cacher EP the Oracle Cacher's endpoint (rectrain oracle)\n"
     "  --embservers LIST  the embedding servers' endpoints, comma-separated, in shard order\n"
@@ -164,7 +166,10 @@ int cmd_train_cached(int argc, char **argv) {
     cli_catch_stop("");
     rec_cache_train_report r;
     rec_status s = rec_cache_train(&o, &r);
+    if (s && rec_dist_launched() && r.trainers > 1) rec_dist_abort(r.rank, rec_errmsg()); /* no rank left waiting */
+    if (rec_dist_launched()) rec_dist_finalize();
     if (s) return cli_fail(cmd, s);
+    if (r.rank > 0) return CLI_OK;
     const double n = r.steps > 0 ? (double)r.steps : 1;
     fprintf(stderr, "train: %lld steps, %.0f samples/s, loss %.5f; stalled %.3f s; per step: %.0f rows fetched on the "
             "critical path, %.0f ahead, %.0f written back\n", (long long)r.steps, r.samples_per_s, r.last_loss,

@@ -1,6 +1,7 @@
 /* rectrain cluster: a whole disaggregated deployment on this machine (cache.h) — the embedding
  * servers, the oracle and the trainer, started, waited for and stopped by one command. */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +19,8 @@ static const char CLUSTER_USAGE[] =
     "                        [--base-port P] [--loss-log FILE] [--ckpt DIR] [--link GBIT,US]\n"
     "                        [--json]\n"
     "\n"
-    "Starts the embedding servers, the Oracle Cacher and a trainer of a disaggregated job on\n"
-    "this machine (README \"Disaggregated training\" describes CONFIG.json), waits for the\n"
+    "Starts the embedding servers, the Oracle Cacher and the trainers (several: under mpirun) of\n"
+    "a disaggregated job on this machine (README \"Disaggregated training\" describes CONFIG.json), waits for the\n"
     "training to finish and stops the services. The options override the config's.\n"
     "\n"
     "  --policy P         bagpipe, none, static or lru (the bench's baselines)\n"
@@ -32,16 +33,32 @@ static const char CLUSTER_USAGE[] =
     "                     GBIT Gbit/s (0: unlimited) and US microseconds one way\n"
     "  --json             the trainer's JSON summary as the last line of stdout\n";
 
-/* Starts this program with argv (NULL-terminated); its stdout to /dev/null unless keep_out. */
-static pid_t start(char *const *argv, int keep_out) {
+/* Starts this program with argv (NULL-terminated), or with `via` (mpirun) in front of it; its
+ * stdout to /dev/null unless keep_out. */
+static pid_t start_via(char *const *via, int n_via, char *const *argv, int keep_out) {
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return -1;
+    self[n] = 0;
     pid_t pid = fork();
     if (pid == 0) {
         if (!keep_out && !freopen("/dev/null", "w", stdout)) _exit(127);
-        execv("/proc/self/exe", argv);
+        if (!n_via) execv(self, argv);
+        char *av[96];
+        int k = 0;
+        for (int i = 0; i < n_via && k < 90; i++) av[k++] = via[i];
+        av[k++] = self;
+        for (int i = 1; argv[i] && k < 95; i++) av[k++] = argv[i];
+        av[k] = NULL;
+        execvp(via[0], av);
+        fprintf(stderr, "rectrain cluster: cannot run %s: %s (scripts/install-deps.sh installs openmpi-bin)\n", via[0],
+                strerror(errno));
         _exit(127);
     }
     return pid;
 }
+
+static pid_t start(char *const *argv, int keep_out) { return start_via(NULL, 0, argv, keep_out); }
 
 static void stop_all(pid_t *pids, int n) {
     for (int i = 0; i < n; i++)
@@ -148,12 +165,16 @@ int cmd_cluster(int argc, char **argv) {
     if (c.ckpt[0]) ta[n++] = "--ckpt", ta[n++] = c.ckpt;
     if (json) ta[n++] = "--json";
     ta[n] = NULL;
-    fprintf(stderr, "cluster: %d embedding server%s (%s), oracle %s (%s cache of %lld rows), 1 trainer", c.embservers,
-            c.embservers == 1 ? "" : "s", servers, oracle, rec_cache_policy_name(c.policy), (long long)c.cache_rows);
+    fprintf(stderr, "cluster: %d embedding server%s (%s), oracle %s (%s cache of %lld rows), %d trainer%s", c.embservers,
+            c.embservers == 1 ? "" : "s", servers, oracle, rec_cache_policy_name(c.policy), (long long)c.cache_rows,
+            c.trainers, c.trainers == 1 ? "" : "s");
     if (c.link) fprintf(stderr, "; servers behind a %g Gbit/s, %g us link", c.link_gbit, c.link_latency_us);
     fputc('\n', stderr);
     cli_catch_stop("");
-    pid_t tr = start(ta, 1);
+    char ntr[16];
+    snprintf(ntr, sizeof ntr, "%d", c.trainers);
+    char *mpirun[] = {"mpirun", "-np", ntr, "--oversubscribe", "--bind-to", "none"};
+    pid_t tr = c.trainers > 1 ? start_via(mpirun, 6, ta, 1) : start(ta, 1);
     int st = 0;
     while (waitpid(tr, &st, 0) < 0 && errno == EINTR) {
         if (cli_stop) kill(tr, SIGTERM);

@@ -6,10 +6,11 @@
  *   Oracle Cacher      `rectrain oracle`: reads the training batches L ahead, plans every
  *                      trainer cache slot (the planner below) and sends each batch with its
  *                      plan to the trainer.
- *   trainer            `rectrain train --oracle-cacher EP --embservers EP,...`: a model without tables
- *                      (rec_model_init_sharded) and a cache of C rows; a maintenance thread
- *                      loads the rows a plan fetches and writes back the rows it evicts, the
- *                      training thread pools and updates rows in the cache only.
+ *   trainers           `[mpirun -np N] rectrain train --oracle-cacher EP --embservers EP,...`: a
+ *                      model without tables (rec_model_init_sharded) and a cache of C rows; a
+ *                      maintenance thread loads the rows a plan fetches and writes back the rows
+ *                      it evicts, the training thread pools and updates rows in the cache only;
+ *                      N trainers share rows as LRPP (src/cache/cache_impl.h) over MPI.
  *
  * The planner (Bagpipe §3.1, Algorithm 1). Batches are numbered 0, 1, ... in training order.
  * With lookahead L the window holds the current batch x and the next L-1; each row (f, r)
@@ -80,6 +81,12 @@ typedef struct rec_centry {
     int32_t f;
     int64_t row;
 } rec_centry;
+
+/* A row's latest value moving between trainers (LRPP): its slot, and the other trainer. */
+typedef struct rec_cmove {
+    int32_t slot;
+    int32_t peer;
+} rec_cmove;
 
 /* The plan of one batch. The arrays belong to the planner, valid until its next call. */
 typedef struct rec_cstep {
@@ -153,7 +160,7 @@ typedef struct rec_oracle_opts {
  * restarted one starts over) until *stop. */
 rec_status rec_oracle_run(const rec_oracle_opts *o);
 
-/* ---- the trainer (`rectrain train --oracle-cacher EP --embservers EP,...`) ----------------------- */
+/* ---- the trainer (`[mpirun -np N] rectrain train --oracle-cacher EP --embservers EP,...`) ---- */
 typedef struct rec_cache_train_opts {
     const char *oracle;
     const char *const *servers;  /* in shard order */
@@ -173,6 +180,7 @@ typedef struct rec_cache_train_report {
     double stall_seconds;        /* training waiting for its batch's rows */
     int policy, lookahead, depth;
     int64_t capacity;
+    int rank, trainers;          /* under mpirun: this trainer's rank of N */
     /* rows and bytes (values and state) moved: fetched on the critical path (when the training
      * thread has no other batch to train: the one before is done, or it waits), fetched ahead
      * (while earlier batches train), written back */
@@ -188,18 +196,20 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
  *    "data": "train.rshard", "model": "configs/dlrm_small.json",
  *    "batch": 1024, "epochs": 1, "shuffle": true, "steps": 0,
  *    "cache": {"policy": "bagpipe", "rows": 262144, "lookahead": 0, "prefetch_depth": 0},
- *    "embservers": 2, "threads": 1, "host": "127.0.0.1", "base_port": 5700,
+ *    "embservers": 2, "trainers": 1, "threads": 1, "host": "127.0.0.1", "base_port": 5700,
  *    "peer_timeout": 10, "loss_log": "cluster.loss", "ckpt": "run1",
  *    "link": {"gbit": 1, "latency_us": 100}}
  * Servers listen on base_port + k, the oracle on base_port + embservers. With "link", the
  * trainer reaches each server through `rectrain bench link` (an emulated link of that
- * bandwidth and one-way latency) listening on base_port + 32 + k. Paths are relative to
+ * bandwidth and one-way latency) listening on base_port + 32 + k. Several trainers run under
+ * `mpirun -np N` (Open MPI's; as root it needs OMPI_ALLOW_RUN_AS_ROOT=1 and
+ * OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment). Paths are relative to
  * the working directory. 0 (or absent) batch / epochs / lookahead / prefetch_depth: the
  * model's or the oracle's default. */
 typedef struct rec_cluster_config {
     char data[1024], model[1024], loss_log[1024], ckpt[1024], host[256];
     int64_t batch, steps, cache_rows;
-    int epochs, shuffle, policy, lookahead, depth, embservers, threads, base_port;
+    int epochs, shuffle, policy, lookahead, depth, embservers, trainers, threads, base_port;
     double peer_timeout;
     int link;                /* put an emulated link between the trainer and the servers */
     double link_gbit, link_latency_us;

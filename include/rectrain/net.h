@@ -54,7 +54,7 @@ typedef enum rec_msg_type {
     REC_MSG_EMB_ROWS,  /* server -> trainer: their values and optimizer state */
     REC_MSG_EMB_PUT,   /* trainer -> server: rows to write back, with values and state */
     REC_MSG_EMB_PUT_OK,/* server -> trainer (empty body) */
-    REC_MSG_CACHE_HELLO, /* trainer -> oracle (empty body) */
+    REC_MSG_CACHE_HELLO, /* trainer -> oracle: its rank and the trainers' count (two u32) */
     REC_MSG_CACHE_INFO,  /* oracle -> trainer: the job (rec_net_cache_info) */
     REC_MSG_CACHE_NEXT,  /* trainer -> oracle: send batch `seq` (empty body) */
     REC_MSG_CACHE_STEP,  /* oracle -> trainer: batch `seq` and its cache plan; seq -1: the final flush */
@@ -141,6 +141,7 @@ rec_status rec_net_error_decode(const uint8_t *body, size_t len, rec_status *s, 
 
 /* ---- the lookahead cache's bodies (frame_cache.c) ---- */
 struct rec_centry;
+struct rec_cmove;
 
 /* REC_MSG_EMB_HELLO: the tables a trainer trains, so that a fresh server makes its share of
  * them as rec_embed_init would, and a running one checks they are the same. */
@@ -172,12 +173,16 @@ void rec_net_rows_encode(rec_wbuf *w, const rec_net_rows *r, int with_entries, i
 rec_status rec_net_rows_decode(const uint8_t *body, size_t len, const char *what, int with_entries, int with_values,
                                const rec_net_emb_hello *t, int S, rec_net_rows *r);
 
+void rec_net_cache_hello_encode(rec_wbuf *w, int rank, int ranks);
+rec_status rec_net_cache_hello_decode(const uint8_t *body, size_t len, int *rank, int *ranks);
+
 /* REC_MSG_CACHE_INFO: what the trainer needs before the first batch. */
 typedef struct rec_net_cache_info {
     int32_t F, n_dense;
     int32_t policy, lookahead, depth;
+    int32_t trainers, rank;    /* the job's trainers (<= 64), and this one's rank */
     int64_t capacity;          /* slots of the trainer's cache */
-    int64_t batch;             /* rows per batch (the last may be shorter) */
+    int64_t batch;             /* rows per global batch (the last may be shorter) */
     int64_t batches;           /* batches of the whole job (every epoch) */
     const int64_t *rows;       /* (F) in place */
 } rec_net_cache_info;
@@ -185,17 +190,20 @@ typedef struct rec_net_cache_info {
 void rec_net_cache_info_encode(rec_wbuf *w, const rec_net_cache_info *c);
 rec_status rec_net_cache_info_decode(const uint8_t *body, size_t len, rec_net_cache_info *c);
 
-/* REC_MSG_CACHE_STEP: the plan (fetch and evict entries) and the batch with its ids replaced
- * by cache slots (so every id is checked against the capacity). */
+/* REC_MSG_CACHE_STEP: a trainer's part of a batch's plan (cache_impl.h, LRPP) and its slice of
+ * the batch with ids replaced by cache slots (so every id is checked against the capacity). */
 typedef struct rec_net_cache_step {
-    int64_t n_fetch, n_evict;
+    int64_t n_fetch, n_evict, n_pre_send, n_pre_recv, n_shared, n_apply, n_post_send, n_post_recv;
     const struct rec_centry *fetch, *evict;
+    const struct rec_cmove *pre_send, *pre_recv, *post_send, *post_recv;
+    const int32_t *shared, *apply;
     rec_batch batch;           /* views into the body (n = 0 for the flush) */
 } rec_net_cache_step;
 
-void rec_net_cache_step_encode(rec_wbuf *w, int64_t n_fetch, const struct rec_centry *fetch, int64_t n_evict,
-                               const struct rec_centry *evict, const rec_batch *slots);
-/* sparse: F entries the caller provides for the batch's features. */
+/* Encodes s, its batch as given (a slice, ids being slots). */
+void rec_net_cache_step_encode(rec_wbuf *w, const rec_net_cache_step *s);
+/* sparse: F entries the caller provides for the batch's features. Moves name another trainer
+ * of c's; slots are below the capacity; entries are in the tables. */
 rec_status rec_net_cache_step_decode(const uint8_t *body, size_t len, const rec_net_cache_info *c, rec_net_cache_step *s,
                                      rec_jagged *sparse);
 

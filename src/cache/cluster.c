@@ -34,6 +34,7 @@ static const key TOP[] = {
     {"shuffle", K_BOOL, 0, 1, OFF(shuffle), 0},
     {"steps", K_INT64, 0, INT32_MAX, OFF(steps), 0},
     {"embservers", K_INT, 1, 62, OFF(embservers), 0},
+    {"trainers", K_INT, 1, 64, OFF(trainers), 0},
     {"threads", K_INT, 1, 1024, OFF(threads), 0},
     {"base_port", K_INT, 1024, 65535 - 64, OFF(base_port), 0},
     {"peer_timeout", K_NUM, 0.1, 86400, OFF(peer_timeout), 0},
@@ -106,6 +107,7 @@ rec_status rec_cluster_config_parse(rec_cluster_config *c, const char *json, siz
     memset(c, 0, sizeof *c);
     c->shuffle = 1;
     c->embservers = 2;
+    c->trainers = 1;
     c->threads = 1;
     c->base_port = 5700;
     c->cache_rows = 1 << 18;

@@ -4,8 +4,10 @@
  *
  * The data is read by two loaders L batches apart: the one ahead shows batches to the planner
  * (rec_cplan_look), the other gives the batch being planned, so no window of batches is held.
- * A trainer's CACHE_HELLO starts the job over (a restarted trainer); the plan of the last
- * batch sent is kept and sent again when asked twice (a lost answer).
+ * The job starts when all its trainers have said CACHE_HELLO (each its rank of N); a HELLO
+ * during a job starts it over (a restarted trainer). Each batch's plan is split among the
+ * trainers (lrpp.c) and each trainer's frame kept until a few batches later, so trainers
+ * asking at their own pace, or twice (a lost answer), get it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "../net/zmq_impl.h"
+#include "cache_impl.h"
 #include "rectrain/cache.h"
 #include "rectrain/core.h"
 #include "rectrain/model.h"
@@ -57,6 +60,8 @@ static rec_status source_next(source *s, const rec_batch **b) {
     return REC_OK;
 }
 
+enum { KEPT = 16 }; /* batches whose frames stay (> 2 x the trainers' plans in flight: depth + 2) */
+
 typedef struct oracle {
     const rec_oracle_opts *o;
     rec_model_config cfg;
@@ -71,22 +76,33 @@ typedef struct oracle {
     source ahead, cur;
     int64_t next;            /* the next batch to plan */
     rec_jagged *view;        /* (F) a batch's features with slots for ids */
-    rec_wbuf w, last;        /* the frame being built; the last plan sent */
-    int64_t last_seq;
+    rec_wbuf w;              /* replies other than plans */
     double plan_s;
     rec_zservice svc;
+    /* the trainers: N of them once all said HELLO (`said` of them so far, identities kept) */
+    int N, said;
+    int hello[64];
+    zmq_msg_t who[64];
+    rec_lrpp *lrpp;
+    rec_batch slice;         /* a trainer's rows of the batch */
+    /* the plans of the last KEPT batches, one frame per trainer */
+    int64_t kept_seq[KEPT];
+    rec_wbuf *kept;          /* (KEPT, N) */
 } oracle;
 
 static rec_status job_start(oracle *r) {
     rec_cplan_free(r->p);
     r->p = NULL;
+    rec__lrpp_free(r->lrpp);
+    r->lrpp = NULL;
+    for (int i = 0; i < KEPT; i++) r->kept_seq[i] = -1;
+    REC_TRY(rec__lrpp_init(&r->lrpp, r->N, r->po.capacity));
     source_close(&r->ahead);
     source_close(&r->cur);
     REC_TRY(rec_cplan_init(&r->p, &r->po));
     source_start(&r->ahead, r->d, r->rows, r->o, &r->cfg, r->total);
     source_start(&r->cur, r->d, r->rows, r->o, &r->cfg, r->total);
     r->next = 0;
-    r->last_seq = -1;
     r->plan_s = 0;
     return REC_OK;
 }
@@ -123,9 +139,37 @@ static rec_status plan_next(oracle *r) {
         static int64_t zero = 0;
         for (int f = 0; f < r->F; f++) r->view[f] = (rec_jagged){.offsets = &zero, .wide = 0};
     }
-    rec_frame_begin(&r->w, REC_MSG_CACHE_STEP, 0, (uint64_t)r->next);
-    rec_net_cache_step_encode(&r->w, st.n_fetch, st.fetch, st.n_evict, st.evict, &v);
-    REC_TRY(rec_frame_end(&r->w));
+    /* each trainer's part and rows [t B / N, (t + 1) B / N); one trainer takes the plan whole */
+    int64_t n_shared = 0;
+    const int32_t *shared = NULL;
+    if (r->N > 1) {
+        REC_TRY(rec__lrpp_split(r->lrpp, b ? &v : NULL, &st));
+        shared = rec__lrpp_shared(r->lrpp, &n_shared);
+    }
+    const int k = (int)(r->next % KEPT);
+    r->kept_seq[k] = -1;
+    for (int t = 0; t < r->N; t++) {
+        rec_net_cache_step cs = {.n_fetch = st.n_fetch, .n_evict = st.n_evict, .fetch = st.fetch, .evict = st.evict,
+                                 .batch = v};
+        if (r->N > 1) {
+            const rec_lrpp_part *pt = rec__lrpp_part(r->lrpp, t);
+            cs = (rec_net_cache_step){pt->n_fetch, pt->n_evict, pt->n_pre_send, pt->n_pre_recv, n_shared, pt->n_apply,
+                                      pt->n_post_send, pt->n_post_recv, pt->fetch, pt->evict, pt->pre_send,
+                                      pt->pre_recv, pt->post_send, pt->post_recv, shared, pt->apply, v};
+        }
+        if (r->N > 1 && b) { /* the slice, its offsets from 0 */
+            const int64_t r0 = t * v.n / r->N, r1 = (t + 1) * v.n / r->N;
+            r->slice.n = 0;
+            for (int f = 0; f < r->F; f++) r->slice.sparse[f].offsets[0] = 0;
+            REC_TRY(rec_batch_append_rows(&r->slice, &v, r0, r1 - r0));
+            cs.batch = r->slice;
+        }
+        rec_wbuf *w = &r->kept[k * r->N + t];
+        rec_frame_begin(w, REC_MSG_CACHE_STEP, 0, (uint64_t)r->next);
+        rec_net_cache_step_encode(w, &cs);
+        REC_TRY(rec_frame_end(w));
+    }
+    r->kept_seq[k] = r->next;
     r->plan_s += rec_now() - t0;
     r->next++;
     return REC_OK;
@@ -274,6 +318,8 @@ static rec_status setup(oracle *r) {
     if (o->max_batches > 0 && o->max_batches < r->total) r->total = o->max_batches;
     r->po = (rec_cplan_opts){o->policy, r->F, r->table_rows, o->capacity, o->lookahead, 1, NULL, NULL, 0};
     if (!(r->view = calloc((size_t)r->F, sizeof(rec_jagged)))) return rec_errorf(REC_ENOMEM, "oracle: out of memory");
+    REC_TRY(rec_batch_init(&r->slice, B, (int32_t)r->cfg.n_dense, r->F, 1));
+    for (int f = 0; f < r->F; f++) REC_TRY(rec_batch_set_wide(&r->slice, f, 0));
     if (o->policy == REC_CACHE_STATIC) REC_TRY(pick_hot(r));
     if (o->policy == REC_CACHE_BAGPIPE && o->lookahead == 0) REC_TRY(choose_lookahead(r));
     else if (o->policy == REC_CACHE_BAGPIPE)
@@ -284,61 +330,106 @@ static rec_status setup(oracle *r) {
     return REC_OK;
 }
 
+static void log_done(oracle *r) {
+    if (!r->o->log) return;
+    rec_cplan_stats ps;
+    rec_cplan_get_stats(r->p, &ps);
+    fprintf(r->o->log, "oracle: %lld batches planned for %d trainer%s (%s", (long long)ps.batches, r->N,
+            r->N == 1 ? "" : "s", rec_cache_policy_name(r->po.policy));
+    if (r->po.policy == REC_CACHE_BAGPIPE) fprintf(r->o->log, ", L %d, depth %d", r->po.lookahead, r->po.depth);
+    fprintf(r->o->log, "): %lld rows fetched, %lld written back, peak %lld of %lld slots; %.0f samples/s planned\n",
+            (long long)ps.fetched, (long long)ps.evicted, (long long)ps.peak_slots, (long long)r->po.capacity,
+            r->plan_s > 0 ? (double)r->cur.taken * (double)r->cur.batch / r->plan_s : 0.0);
+    fflush(r->o->log);
+}
+
+/* A trainer's HELLO: gathered until all N said it, then the job starts and each gets its INFO. */
+static rec_status on_hello(oracle *r, rec_zreq *q) {
+    int rank, ranks;
+    REC_TRY(rec_net_cache_hello_decode(q->body, q->h.body, &rank, &ranks));
+    if (r->p || ranks != r->N) { /* a new job (or a restarted trainer): gather again */
+        for (int t = 0; t < r->N; t++)
+            if (r->hello[t]) zmq_msg_close(&r->who[t]), r->hello[t] = 0;
+        rec_cplan_free(r->p);
+        r->p = NULL;
+        r->N = ranks, r->said = 0;
+        rec_wbuf *k = realloc(r->kept, sizeof(rec_wbuf) * (size_t)(KEPT * ranks));
+        if (!k) return rec_errorf(REC_ENOMEM, "oracle: out of memory for %d trainers", ranks);
+        r->kept = k;
+        for (int i = 0; i < KEPT * ranks; i++) r->kept[i] = (rec_wbuf){0};
+    }
+    if (r->hello[rank]) zmq_msg_close(&r->who[rank]);
+    else r->said++;
+    r->hello[rank] = 1;
+    zmq_msg_init(&r->who[rank]);
+    zmq_msg_copy(&r->who[rank], &q->id);
+    char line[96];
+    snprintf(line, sizeof line, "trainer %d of %d said hello (%d of %d)", rank, ranks, r->said, ranks);
+    rec__zservice_log(&r->svc, &q->id, line);
+    if (r->said < r->N) return REC_OK;
+    REC_TRY(job_start(r));
+    for (int t = 0; t < r->N; t++) {
+        const rec_net_cache_info ci = {r->F, r->cfg.n_dense, r->po.policy,
+                                       r->po.policy == REC_CACHE_BAGPIPE ? r->po.lookahead : 1, r->po.depth, r->N, t,
+                                       r->po.capacity, r->o->batch ? r->o->batch : r->cfg.batch_size, r->total,
+                                       r->table_rows};
+        rec_frame_begin(&r->w, REC_MSG_CACHE_INFO, 0, 0);
+        rec_net_cache_info_encode(&r->w, &ci);
+        REC_TRY(rec_frame_end(&r->w));
+        REC_TRY(rec__zsend(r->svc.sock, &r->who[t], &r->w, ZMQ_DONTWAIT));
+    }
+    if (r->o->log) {
+        fprintf(r->o->log, "oracle: %d trainer%s started the job\n", r->N, r->N == 1 ? "" : "s");
+        fflush(r->o->log);
+    }
+    return REC_OK;
+}
+
+/* The trainer asking: its rank, from the identity it said HELLO with; -1 when unknown. */
+static int rank_of(const oracle *r, const zmq_msg_t *id) {
+    for (int t = 0; t < r->N; t++)
+        if (r->hello[t] && zmq_msg_size((zmq_msg_t *)&r->who[t]) == zmq_msg_size((zmq_msg_t *)id) &&
+            !memcmp(zmq_msg_data((zmq_msg_t *)&r->who[t]), zmq_msg_data((zmq_msg_t *)id), zmq_msg_size((zmq_msg_t *)id)))
+            return t;
+    return -1;
+}
+
 static void serve_one(void *arg) {
     oracle *r = arg;
     rec_zreq q;
     if (!rec__zservice_take(&r->svc, &q, &r->w)) return;
     rec_status s = REC_OK;
-    const rec_wbuf *reply = &r->w;
     if (q.h.type == REC_MSG_CACHE_HELLO) {
-        s = job_start(r);
+        s = on_hello(r, &q);
         if (!s) {
-            const rec_net_cache_info ci = {r->F, r->cfg.n_dense, r->po.policy, r->po.policy == REC_CACHE_BAGPIPE ? r->po.lookahead : 1,
-                                           r->po.depth, r->po.capacity, r->o->batch ? r->o->batch : r->cfg.batch_size,
-                                           r->total, r->table_rows};
-            rec_frame_begin(&r->w, REC_MSG_CACHE_INFO, 0, 0);
-            rec_net_cache_info_encode(&r->w, &ci);
-            s = rec_frame_end(&r->w);
-        }
-        if (!s) rec__zservice_log(&r->svc, &q.id, "a trainer started the job");
-    } else if (q.h.type == REC_MSG_CACHE_NEXT && !r->p) {
-        s = rec_errorf(REC_EINVAL, "CACHE_NEXT before CACHE_HELLO");
-    } else if (q.h.type == REC_MSG_CACHE_NEXT && (int64_t)q.h.seq == r->last_seq) {
-        reply = &r->last; /* asked again */
-    } else if (q.h.type == REC_MSG_CACHE_NEXT && (int64_t)q.h.seq == r->next && r->next <= r->total) {
-        s = plan_next(r);
-        if (!s) {
-            rec_wbuf t = r->last;
-            r->last = r->w, r->w = t;
-            r->last_seq = (int64_t)q.h.seq;
-            reply = &r->last;
-            if (r->next > r->total && r->o->log) {
-                rec_cplan_stats ps;
-                rec_cplan_get_stats(r->p, &ps);
-                fprintf(r->o->log, "oracle: %lld batches planned (%s", (long long)ps.batches, rec_cache_policy_name(r->po.policy));
-                if (r->po.policy == REC_CACHE_BAGPIPE) fprintf(r->o->log, ", L %d, depth %d", r->po.lookahead, r->po.depth);
-                fprintf(r->o->log, "): %lld rows fetched, %lld written back, peak %lld of %lld slots; %.0f samples/s "
-                        "planned\n", (long long)ps.fetched, (long long)ps.evicted, (long long)ps.peak_slots,
-                        (long long)r->po.capacity, r->plan_s > 0 ? (double)r->cur.taken * (double)r->cur.batch / r->plan_s : 0.0);
-                fflush(r->o->log);
-            }
+            rec__zreq_close(&q);
+            return;
         }
     } else if (q.h.type == REC_MSG_CACHE_NEXT) {
-        s = rec_errorf(REC_EINVAL, "batch %lld asked for; the next is %lld (of %lld): send CACHE_HELLO to start over",
-                       (long long)q.h.seq, (long long)r->next, (long long)r->total);
+        const int t = rank_of(r, &q.id);
+        const int64_t x = (int64_t)q.h.seq;
+        if (!r->p || t < 0) {
+            s = rec_errorf(REC_EINVAL, "CACHE_NEXT before CACHE_HELLO (or before every trainer said it)");
+        } else if (x == r->next && x <= r->total) {
+            s = plan_next(r);
+            if (!s && r->next > r->total) log_done(r);
+        } else if (x > r->total || x < r->next - KEPT || x > r->next || r->kept_seq[x % KEPT] != x) {
+            s = rec_errorf(REC_EINVAL, "batch %lld asked for; the next is %lld (of %lld): send CACHE_HELLO to start over",
+                           (long long)x, (long long)r->next, (long long)r->total);
+        }
+        if (!s) { /* its frame of batch x, kept */
+            rec__zsend(r->svc.sock, &q.id, &r->kept[(x % KEPT) * r->N + t], ZMQ_DONTWAIT);
+            rec__zreq_close(&q);
+            return;
+        }
     } else {
         s = rec_errorf(REC_EFORMAT, "a %s frame is not a request to the oracle", rec_msg_name(q.h.type));
-    }
-    if (!s && reply != &r->w) { /* the answer is the last plan */
-        rec__zsend(r->svc.sock, &q.id, reply, ZMQ_DONTWAIT);
-        rec__zreq_close(&q);
-        return;
     }
     rec__zservice_answer(&r->svc, &q, &r->w, s);
 }
 
 rec_status rec_oracle_run(const rec_oracle_opts *o) {
-    oracle r = {.o = o, .last_seq = -1};
+    oracle r = {.o = o};
     rec_status s = setup(&r);
     if (!s) s = rec__zservice_open(&r.svc, "oracle", o->listen, o->log);
     if (!s && o->log) {
@@ -352,7 +443,12 @@ rec_status rec_oracle_run(const rec_oracle_opts *o) {
     rec_cplan_free(r.p);
     free(r.view), free(r.hot_f), free(r.hot_row);
     rec_wbuf_free(&r.w);
-    rec_wbuf_free(&r.last);
+    for (int i = 0; r.kept && i < KEPT * r.N; i++) rec_wbuf_free(&r.kept[i]);
+    free(r.kept);
+    for (int t = 0; t < r.N; t++)
+        if (r.hello[t]) zmq_msg_close(&r.who[t]);
+    rec__lrpp_free(r.lrpp);
+    rec_batch_free(&r.slice);
     rec_dataset_close(r.d);
     rec_model_config_free(&r.cfg);
     rec__zservice_close(&r.svc);

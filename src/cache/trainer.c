@@ -12,17 +12,27 @@
  * They never touch the same slot at once (Bagpipe §3.4, "lock-free"): the planner gives a
  * fetch only slots freed `depth` batches earlier, and evicts rows after their last use. The
  * mutex guards the counters only (done, ready); an inproc socket wakes the maintenance thread.
+ *
+ * Under mpirun, N trainers train slices of each batch (cache_impl.h, LRPP): before a step
+ * the rows a trainer lacks come from the trainers holding them (an all-to-all-v on the
+ * training thread), the dense gradients and the shared rows' gradients are summed over the
+ * trainers (reduced in rank order at rank 0 and broadcast, so every holder steps the same
+ * bits), a row one trainer uses is stepped by it alone, and after the step the rows to evict
+ * go to their owners. The maintenance thread never calls MPI.
  */
 #include <errno.h>
 #include <math.h>
+#include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../dist/mpi_check.h"
 #include "../net/zmq_impl.h"
 #include "rectrain/cache.h"
 #include "rectrain/core.h"
+#include "rectrain/dist.h"
 #include "rectrain/model.h"
 #include "rectrain/nn.h"
 #include "rectrain/train.h"
@@ -67,6 +77,13 @@ typedef struct ctrainer {
     rec_wbuf w;
     int64_t *by_srv;         /* (C) fetch or evict entry positions grouped by server */
     int64_t *srv_n;          /* (servers + 1) */
+    /* the trainers (MPI): this one's rank of N, and the training thread's buffers */
+    int rank, N;
+    int *cnt;                /* (4 N) send / receive counts and displacements, in floats */
+    float *xbuf;             /* rows sent and received, shared gradients */
+    int64_t xcap;
+    int64_t *sh_stamp;       /* (C) the step + 1 that made a slot shared */
+    int32_t *sh_pos;         /* (C) its position among the shared rows */
 } ctrainer;
 
 static double timeout_of(const ctrainer *t) { return t->timeout; }
@@ -317,13 +334,9 @@ static void *maintain(void *arg) {
             t->evicted++;
             worked = 1;
         }
-        /* the flush, once the last batch is done */
-        if (!s && done == t->total - 1 && t->evicted == t->total - 1 && t->received > t->total) {
-            plan *p = &t->ring[t->total % t->Q];
-            s = write_back(t, p, t->total);
-            plan_release(p);
-            t->evicted = t->total;
-            while (!s && t->acks > 0) { /* every write-back acknowledged: the servers hold the model */
+        /* after the flush (batch `total`, written back above): every write-back acknowledged */
+        if (!s && t->evicted == t->total) {
+            while (!s && t->acks > 0) {
                 zmq_pollitem_t its[62];
                 const int N = t->o->n_servers;
                 for (int k = 0; k < N; k++) its[k] = (zmq_pollitem_t){t->ssock[k], 0, ZMQ_POLLIN, 0};
@@ -348,8 +361,8 @@ static void *maintain(void *arg) {
         }
         /* the next batch's rows, `depth` batches ahead of training at most */
         const int64_t x = fetched + 1;
-        if (!s && x < t->total && x < t->received && x <= done + t->info.depth) {
-            s = fetch(t, &t->ring[x % t->Q], x, x <= done + 1 || want >= x);
+        if (!s && x <= t->total && x < t->received && x <= done + t->info.depth) { /* x == total: the flush */
+            if (x < t->total) s = fetch(t, &t->ring[x % t->Q], x, x <= done + 1 || want >= x);
             if (!s) {
                 fetched = x;
                 pthread_mutex_lock(&t->mu);
@@ -390,11 +403,61 @@ static void *maintain(void *arg) {
 
 /* ---- the training thread ----------------------------------------------------------------------- */
 
-/* One step on batch b (ids are slots): pool from the cache, dense forward and backward, each
- * touched slot's gradient summed in position order (as backward.c sums a row) and stepped. */
-static rec_status step(ctrainer *t, const rec_batch *b, int64_t x, double *loss) {
-    const int F = t->F, E = t->E, S = t->S;
+static rec_status grow_x(ctrainer *t, int64_t floats) {
+    if (floats <= t->xcap) return REC_OK;
+    float *q = realloc(t->xbuf, sizeof(float) * (size_t)floats);
+    if (!q) return rec_errorf(REC_ENOMEM, "trainer: out of memory for %lld floats of rows", (long long)floats);
+    t->xbuf = q;
+    t->xcap = floats;
+    return REC_OK;
+}
+
+/* Rows (values and state) to other trainers and from them (LRPP moves), one all-to-all-v: a
+ * peer's rows in the order of the lists, which the oracle wrote alike on both sides. */
+static rec_status exchange(ctrainer *t, const rec_cmove *send, int64_t ns, const rec_cmove *recv, int64_t nr) {
+    const int N = t->N, W = t->E + t->S;
+    int *sc = t->cnt, *sd = sc + N, *rc = sd + N, *rd = rc + N;
+    memset(sc, 0, sizeof(int) * (size_t)N);
+    memset(rc, 0, sizeof(int) * (size_t)N);
+    for (int64_t i = 0; i < ns; i++) sc[send[i].peer] += W;
+    for (int64_t i = 0; i < nr; i++) rc[recv[i].peer] += W;
+    int64_t at = 0;
+    for (int p = 0; p < N; p++) sd[p] = (int)at, at += sc[p];
+    const int64_t sn = at;
+    for (int p = 0; p < N; p++) rd[p] = (int)(at - sn), at += rc[p];
+    REC_TRY(grow_x(t, at + 1));
+    float *buf = t->xbuf;
+    for (int p = 0, k = 0; p < N; p++)
+        for (int64_t i = 0; i < ns; i++)
+            if (send[i].peer == p) {
+                const int32_t s = send[i].slot;
+                memcpy(buf + (size_t)k * W, t->values + (size_t)s * t->E, sizeof(float) * (size_t)t->E);
+                if (t->S) memcpy(buf + (size_t)k * W + t->E, t->state + (size_t)s * t->S, sizeof(float) * (size_t)t->S);
+                k++;
+            }
+    MPI_TRY(MPI_Alltoallv(buf, sc, sd, MPI_FLOAT, buf + sn, rc, rd, MPI_FLOAT, MPI_COMM_WORLD));
+    for (int p = 0, k = 0; p < N; p++)
+        for (int64_t i = 0; i < nr; i++)
+            if (recv[i].peer == p) {
+                const int32_t s = recv[i].slot;
+                const float *row = buf + sn + (size_t)k * W;
+                memcpy(t->values + (size_t)s * t->E, row, sizeof(float) * (size_t)t->E);
+                if (t->S) memcpy(t->state + (size_t)s * t->S, row + t->E, sizeof(float) * (size_t)t->S);
+                k++;
+            }
+    return REC_OK;
+}
+
+/* One step on batch b (this trainer's slice; ids are slots): the rows it lacks from the other
+ * trainers, pooling from the cache, dense forward and backward, each touched slot's gradient
+ * summed in position order (as backward.c sums a row); shared slots' gradients summed over the
+ * trainers; every slot stepped by those holding it; the rows to evict to their owners. One
+ * trainer: the one-process arithmetic exactly (rec_bce_forward_backward over the batch). */
+static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, double *loss, int64_t *global_n) {
+    const rec_batch *b = &p->batch;
+    const int F = t->F, E = t->E, S = t->S, N = t->N;
     const rec_model_config *c = &t->cfg;
+    if (N > 1) REC_TRY(exchange(t, p->pre_send, p->n_pre_send, p->pre_recv, p->n_pre_recv));
     float *out = rec_model_pooled(t->m, 0);
     for (int f = 0; f < F; f++) {
         const rec_jagged *j = &b->sparse[f];
@@ -403,8 +466,25 @@ static rec_status step(ctrainer *t, const rec_batch *b, int64_t x, double *loss)
     }
     const float *logits;
     REC_TRY(rec_model_forward_pooled(t->m, b, &logits));
-    REC_TRY(rec_bce_forward_backward((int)b->n, logits, b->label, loss, t->dlogits));
+    *global_n = b->n;
+    if (N == 1) {
+        REC_TRY(rec_bce_forward_backward((int)b->n, logits, b->label, loss, t->dlogits));
+    } else { /* the loss over the global batch: this slice's part of the mean, and its gradient */
+        double v[2] = {0, (double)b->n};
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        *global_n = (int64_t)v[1];
+        for (int64_t i = 0; i < b->n; i++) {
+            const double z = logits[i], y = b->label[i];
+            v[0] += (z > 0 ? z : 0) - z * y + log1p(exp(-fabs(z)));
+            t->dlogits[i] = (float)((1.0 / (1.0 + exp(-z)) - y) / v[1]);
+        }
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &v[0], 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        *loss = v[0] / v[1];
+    }
     REC_TRY(rec_model_backward(t->m, b, t->dlogits));
+    if (N > 1)
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, rec_model_dense_grads(t->m), (int)rec_model_n_dense_params(t->m), MPI_FLOAT,
+                              MPI_SUM, MPI_COMM_WORLD));
     const float *demb = rec_model_emb_grad(t->m, 0);
     int64_t nt = 0;
     for (int64_t i = 0; i < b->n; i++)
@@ -427,13 +507,32 @@ static rec_status step(ctrainer *t, const rec_batch *b, int64_t x, double *loss)
         }
     const double scale = rec_lr_scale(&c->schedule, rec_model_steps(t->m));
     const float lr = (float)(c->sparse_opt.lr * scale);
-    for (int64_t i = 0; i < nt; i++) {
+    if (p->n_shared) { /* shared rows: gradients summed in rank order at rank 0, the sums to all */
+        REC_TRY(grow_x(t, 2 * p->n_shared * E + 1));
+        float *mine = t->xbuf, *sum = t->xbuf + p->n_shared * E;
+        for (int64_t i = 0; i < p->n_shared; i++) {
+            const int32_t s = p->shared[i];
+            t->sh_stamp[s] = x + 1, t->sh_pos[s] = (int32_t)i;
+            if (t->stamp[s] == x + 1) memcpy(mine + i * E, t->grad + (size_t)s * E, sizeof(float) * (size_t)E);
+            else memset(mine + i * E, 0, sizeof(float) * (size_t)E);
+        }
+        MPI_TRY(MPI_Reduce(mine, sum, (int)(p->n_shared * E), MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
+        MPI_TRY(MPI_Bcast(sum, (int)(p->n_shared * E), MPI_FLOAT, 0, MPI_COMM_WORLD));
+        for (int64_t i = 0; i < p->n_apply; i++) {
+            const int32_t s = p->apply[i];
+            rec_sparse_opt_step(&c->sparse_opt, lr, sum + (size_t)t->sh_pos[s] * E, E, 0, E, t->values + (size_t)s * E,
+                                S ? t->state + (size_t)s * S : NULL);
+        }
+    }
+    for (int64_t i = 0; i < nt; i++) { /* the rows only this trainer uses */
         const int32_t s = t->touched[i];
+        if (p->n_shared && t->sh_stamp[s] == x + 1) continue;
         rec_sparse_opt_step(&c->sparse_opt, lr, t->grad + (size_t)s * E, E, 0, E, t->values + (size_t)s * E,
                             S ? t->state + (size_t)s * S : NULL);
     }
     REC_TRY(rec_model_update_dense(t->m, scale));
     rec_model_set_steps(t->m, rec_model_steps(t->m) + 1);
+    if (N > 1) REC_TRY(exchange(t, p->post_send, p->n_post_send, p->post_recv, p->n_post_recv));
     return REC_OK;
 }
 
@@ -456,8 +555,14 @@ static rec_status setup(ctrainer *t) {
     if (!(t->ctx = zmq_ctx_new())) return rec_errorf(REC_EIO, "cannot create a ZeroMQ context");
     if (!(t->osock = dealer(t, o->oracle)))
         return rec_errorf(REC_EINVAL, "--oracle-cacher %s: %s (an endpoint is tcp://HOST:PORT)", o->oracle, zmq_strerror(zmq_errno()));
-    /* the job, from the oracle */
-    REC_TRY(send_empty(t, t->osock, REC_MSG_CACHE_HELLO, 0));
+    t->rank = 0, t->N = 1;
+    if (rec_dist_launched()) REC_TRY(rec_dist_init(&t->rank, &t->N));
+    if (t->N > 64) return rec_errorf(REC_EINVAL, "at most 64 trainers (mpirun started %d)", t->N);
+    /* the job, from the oracle (once every trainer has said hello) */
+    rec_frame_begin(&t->w, REC_MSG_CACHE_HELLO, 0, 0);
+    rec_net_cache_hello_encode(&t->w, t->rank, t->N);
+    REC_TRY(rec_frame_end(&t->w));
+    REC_TRY(rec__zsend(t->osock, NULL, &t->w, 0));
     zmq_msg_t m;
     zmq_msg_init(&m);
     rec_frame_head h;
@@ -471,6 +576,9 @@ static rec_status setup(ctrainer *t) {
     if (!s) memcpy(t->rows, t->info.rows, sizeof(int64_t) * (size_t)t->info.F);
     zmq_msg_close(&m);
     REC_TRY(s);
+    if (t->info.trainers != t->N || t->info.rank != t->rank)
+        return rec_errorf(REC_EINVAL, "%s answered rank %d of %d trainers to trainer %d of %d", who, t->info.rank,
+                          t->info.trainers, t->rank, t->N);
     t->info.rows = t->rows;
     t->F = t->info.F;
     t->C = t->info.capacity;
@@ -483,7 +591,8 @@ static rec_status setup(ctrainer *t) {
         return rec_errorf(REC_EINVAL, "model %s is %s, whose first-order tables the cache does not hold; train DLRM or DCN "
                           "with --oracle-cacher", t->cfg.name, rec_model_kind_name(t->cfg.kind));
     t->cfg.batch_size = t->info.batch;
-    REC_TRY(rec_model_init_sharded(&t->m, &t->cfg, (int)t->info.batch, o->threads > 0 ? o->threads : rec_cpu_count()));
+    const int64_t slice = (t->info.batch + t->N - 1) / t->N; /* the most rows of a trainer's slice */
+    REC_TRY(rec_model_init_sharded(&t->m, &t->cfg, (int)slice, o->threads > 0 ? o->threads : rec_cpu_count()));
     t->E = t->cfg.emb_dim;
     t->S = rec_cache_state_floats(t->cfg.sparse_opt.kind, t->E);
     REC_TRY(rec_alloc((void **)&t->values, sizeof(float) * (size_t)(t->C * t->E), "the trainer cache"));
@@ -493,11 +602,15 @@ static rec_status setup(ctrainer *t) {
     t->touched = malloc(sizeof(int32_t) * (size_t)t->C);
     t->by_srv = malloc(sizeof(int64_t) * (size_t)t->C);
     t->srv_n = malloc(sizeof(int64_t) * (size_t)(o->n_servers + 1));
-    t->dlogits = malloc(sizeof(float) * (size_t)t->info.batch);
+    t->dlogits = malloc(sizeof(float) * (size_t)slice);
+    t->cnt = malloc(sizeof(int) * 4 * (size_t)t->N);
+    t->sh_stamp = calloc((size_t)t->C, sizeof(int64_t));
+    t->sh_pos = malloc(sizeof(int32_t) * (size_t)t->C);
     t->Q = t->info.depth + 2;
     t->ring = calloc((size_t)t->Q, sizeof(plan));
     t->ssock = calloc((size_t)o->n_servers, sizeof(void *));
-    if (!t->stamp || !t->touched || !t->by_srv || !t->srv_n || !t->dlogits || !t->ring || !t->ssock)
+    if (!t->stamp || !t->touched || !t->by_srv || !t->srv_n || !t->dlogits || !t->ring || !t->ssock || !t->cnt ||
+        !t->sh_stamp || !t->sh_pos)
         return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     for (int q = 0; q < t->Q; q++)
         if (!(t->ring[q].sparse = calloc((size_t)t->F, sizeof(rec_jagged)))) return rec_errorf(REC_ENOMEM, "trainer: out of memory");
@@ -545,6 +658,7 @@ static void teardown(ctrainer *t) {
     rec_model_config_free(&t->cfg);
     rec_free(t->values), rec_free(t->state), rec_free(t->grad);
     free(t->stamp), free(t->touched), free(t->by_srv), free(t->srv_n), free(t->dlogits), free(t->rows);
+    free(t->cnt), free(t->xbuf), free(t->sh_stamp), free(t->sh_pos);
     rec_wbuf_free(&t->w);
 }
 
@@ -637,7 +751,8 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
     int started = 0;
     if (!s) {
         rep->policy = t.info.policy, rep->lookahead = t.info.lookahead, rep->depth = t.info.depth, rep->capacity = t.C;
-        if (o->log)
+        rep->rank = t.rank, rep->trainers = t.N;
+        if (o->log && t.rank == 0)
             fprintf(o->log, "train: %lld batches from the oracle, %s cache of %lld rows (L %d, depth %d), %d embedding "
                     "server%s\n", (long long)t.total, rec_cache_policy_name(t.info.policy), (long long)t.C,
                     t.info.lookahead, t.info.depth, o->n_servers, o->n_servers == 1 ? "" : "s");
@@ -646,7 +761,7 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
     }
     double window[LOSS_WINDOW] = {0};
     const double t0 = rec_now();
-    for (int64_t x = 0; !s && x < t.total; x++) {
+    for (int64_t x = 0; !s && x <= t.total; x++) { /* batch `total` is the flush */
         if (o->stop && *o->stop) {
             s = rec_errorf(REC_ESTOPPED, "stopped at batch %lld: the servers miss the updates of the rows still cached",
                            (long long)x);
@@ -658,14 +773,15 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
         while (t.ready < x && !t.failed) pthread_cond_wait(&t.cv, &t.mu);
         const int failed = t.failed;
         pthread_mutex_unlock(&t.mu);
-        rep->stall_seconds += rec_now() - w0;
+        if (x < t.total) rep->stall_seconds += rec_now() - w0;
         if (failed) break;
-        const rec_batch *b = &t.ring[x % t.Q].st.batch;
-        const int64_t n = b->n; /* the plan is released once x is done */
-        double loss;
-        s = step(&t, b, x, &loss);
+        const rec_net_cache_step *p = &t.ring[x % t.Q].st; /* released once x is done */
+        double loss = 0;
+        int64_t n = 0;
+        if (x < t.total) s = step(&t, p, x, &loss, &n);
+        else if (t.N > 1) s = exchange(&t, p->post_send, p->n_post_send, p->post_recv, p->n_post_recv);
         if (s) break;
-        if (!isfinite(loss)) {
+        if (x < t.total && !isfinite(loss)) {
             s = rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates", (long long)x + 1, loss);
             break;
         }
@@ -673,7 +789,8 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
         t.done = x;
         pthread_mutex_unlock(&t.mu);
         zmq_send(t.wake_t, "", 0, ZMQ_DONTWAIT);
-        if (ll) fprintf(ll, "%lld %.9g\n", (long long)rec_model_steps(t.m), loss);
+        if (x == t.total) break;
+        if (ll && t.rank == 0) fprintf(ll, "%lld %.9g\n", (long long)rec_model_steps(t.m), loss);
         window[x % LOSS_WINDOW] = loss;
         rep->steps++;
         rep->rows += n;
@@ -692,7 +809,12 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
         pthread_join(th, NULL);
     }
     if (!s && t.merr) s = rec_errorf(t.merr, "%s", t.merrmsg);
-    if (!s && o->ckpt_dir) s = save_model(&t, o->ckpt_dir);
+    if (t.N > 1) { /* every trainer's flush acknowledged before the model is read back; one verdict */
+        int bad = s != REC_OK, any = 0;
+        if (MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) any = 1;
+        if (!s && any) s = rec_errorf(REC_EIO, "another trainer failed (see its message)");
+    }
+    if (!s && o->ckpt_dir && t.rank == 0) s = save_model(&t, o->ckpt_dir);
     if (ll) fclose(ll);
     const int64_t k = rep->steps < LOSS_WINDOW ? rep->steps : LOSS_WINDOW;
     for (int64_t i = 0; i < k; i++) rep->last_loss += window[i] / (double)k;

@@ -2,6 +2,7 @@
  * Cacher's plans. Decoders check every count against what is left and every entry against the
  * tables before anything uses it. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rectrain/cache.h"
@@ -89,6 +90,22 @@ rec_status rec_net_rows_decode(const uint8_t *body, size_t len, const char *what
     return finish(&r);
 }
 
+/* ---- CACHE_HELLO ------------------------------------------------------------------------- */
+
+void rec_net_cache_hello_encode(rec_wbuf *w, int rank, int ranks) {
+    put_u32(w, (uint32_t)rank);
+    put_u32(w, (uint32_t)ranks);
+}
+
+rec_status rec_net_cache_hello_decode(const uint8_t *body, size_t len, int *rank, int *ranks) {
+    rbuf r = body_reader(body, len, "CACHE_HELLO");
+    *rank = (int)get_u32(&r, "the rank");
+    *ranks = (int)get_u32(&r, "the trainer count");
+    if (!r.err && (*ranks < 1 || *ranks > 64 || *rank < 0 || *rank >= *ranks))
+        r.err = rec_errorf(REC_EFORMAT, "CACHE_HELLO frame: rank %d of %d trainers (1 to 64)", *rank, *ranks);
+    return finish(&r);
+}
+
 /* ---- CACHE_INFO --------------------------------------------------------------------------- */
 
 void rec_net_cache_info_encode(rec_wbuf *w, const rec_net_cache_info *c) {
@@ -97,6 +114,8 @@ void rec_net_cache_info_encode(rec_wbuf *w, const rec_net_cache_info *c) {
     put_u32(w, (uint32_t)c->policy);
     put_u32(w, (uint32_t)c->lookahead);
     put_u32(w, (uint32_t)c->depth);
+    put_u32(w, (uint32_t)c->trainers);
+    put_u32(w, (uint32_t)c->rank);
     put_u32(w, 0);
     put_i64(w, c->capacity);
     put_i64(w, c->batch);
@@ -112,16 +131,20 @@ rec_status rec_net_cache_info_decode(const uint8_t *body, size_t len, rec_net_ca
     c->policy = (int32_t)get_u32(&r, "the policy");
     c->lookahead = (int32_t)get_u32(&r, "the lookahead");
     c->depth = (int32_t)get_u32(&r, "the prefetch depth");
+    c->trainers = (int32_t)get_u32(&r, "the trainer count");
+    c->rank = (int32_t)get_u32(&r, "the rank");
     (void)get_u32(&r, "padding");
     c->capacity = get_i64(&r, "the capacity");
     c->batch = get_i64(&r, "the batch size");
     c->batches = get_i64(&r, "the batch count");
     if (!r.err && (c->F < 1 || c->F > REC_NET_MAX_FEATURES || c->n_dense < 0 || c->n_dense > 1 << 16 || c->policy < 0 ||
                    c->policy >= REC_CACHE_POLICIES || c->depth < 1 || c->lookahead < c->depth || c->capacity < 1 ||
-                   c->capacity >= INT32_MAX || c->batch < 1 || c->batch > REC_NET_MAX_ROWS || c->batches < 0))
+                   c->capacity >= INT32_MAX || c->batch < 1 || c->batch > REC_NET_MAX_ROWS || c->batches < 0 ||
+                   c->trainers < 1 || c->trainers > 64 || c->rank < 0 || c->rank >= c->trainers))
         r.err = rec_errorf(REC_EFORMAT, "CACHE_INFO frame: %d tables, %d dense, policy %d, lookahead %d, depth %d, "
-                           "capacity %lld, batch %lld, %lld batches: out of range", c->F, c->n_dense, c->policy,
-                           c->lookahead, c->depth, (long long)c->capacity, (long long)c->batch, (long long)c->batches);
+                           "capacity %lld, batch %lld, %lld batches, rank %d of %d: out of range", c->F, c->n_dense,
+                           c->policy, c->lookahead, c->depth, (long long)c->capacity, (long long)c->batch,
+                           (long long)c->batches, c->rank, c->trainers);
     c->rows = (const int64_t *)take(&r, bytes_of(c->F, 8), "the table sizes");
     for (int f = 0; !r.err && f < c->F; f++)
         if (c->rows[f] < 1 || c->rows[f] >= (INT64_C(1) << 40))
@@ -131,13 +154,20 @@ rec_status rec_net_cache_info_decode(const uint8_t *body, size_t len, rec_net_ca
 
 /* ---- CACHE_STEP --------------------------------------------------------------------------- */
 
-void rec_net_cache_step_encode(rec_wbuf *w, int64_t n_fetch, const rec_centry *fetch, int64_t n_evict,
-                               const rec_centry *evict, const rec_batch *slots) {
-    put_i64(w, n_fetch);
-    put_i64(w, n_evict);
-    put(w, fetch, sizeof(rec_centry) * (size_t)n_fetch);
-    put(w, evict, sizeof(rec_centry) * (size_t)n_evict);
-    rec__net_put_batch(w, slots);
+void rec_net_cache_step_encode(rec_wbuf *w, const rec_net_cache_step *s) {
+    const int64_t n[8] = {s->n_fetch, s->n_evict, s->n_pre_send, s->n_pre_recv, s->n_shared, s->n_apply, s->n_post_send,
+                          s->n_post_recv};
+    for (int i = 0; i < 8; i++) put_i64(w, n[i]);
+    put(w, s->fetch, sizeof(rec_centry) * (size_t)s->n_fetch);
+    put(w, s->evict, sizeof(rec_centry) * (size_t)s->n_evict);
+    put(w, s->pre_send, sizeof(rec_cmove) * (size_t)s->n_pre_send);
+    put(w, s->pre_recv, sizeof(rec_cmove) * (size_t)s->n_pre_recv);
+    put(w, s->post_send, sizeof(rec_cmove) * (size_t)s->n_post_send);
+    put(w, s->post_recv, sizeof(rec_cmove) * (size_t)s->n_post_recv);
+    put(w, s->shared, sizeof(int32_t) * (size_t)s->n_shared);
+    put(w, s->apply, sizeof(int32_t) * (size_t)s->n_apply);
+    pad8(w);
+    rec__net_put_batch(w, &s->batch);
 }
 
 static void check_entries(rbuf *r, const rec_centry *e, int64_t n, const rec_net_cache_info *c, const char *which) {
@@ -149,20 +179,51 @@ static void check_entries(rbuf *r, const rec_centry *e, int64_t n, const rec_net
                                 (long long)e[i].row, (long long)c->capacity);
 }
 
+static void check_moves(rbuf *r, const rec_cmove *m, int64_t n, const rec_net_cache_info *c, const char *which) {
+    for (int64_t i = 0; !r->err && i < n; i++)
+        if (m[i].slot < 0 || m[i].slot >= c->capacity || m[i].peer < 0 || m[i].peer >= c->trainers || m[i].peer == c->rank)
+            r->err = rec_errorf(REC_EFORMAT, "CACHE_STEP frame: %s move %lld is slot %d with trainer %d: outside the "
+                                "cache (%lld slots) or not another of the %d trainers", which, (long long)i, m[i].slot,
+                                m[i].peer, (long long)c->capacity, c->trainers);
+}
+
+static void check_slots(rbuf *r, const int32_t *s, int64_t n, const rec_net_cache_info *c, const char *which) {
+    for (int64_t i = 0; !r->err && i < n; i++)
+        if (s[i] < 0 || s[i] >= c->capacity)
+            r->err = rec_errorf(REC_EFORMAT, "CACHE_STEP frame: %s slot %lld is %d, outside the cache (%lld slots)", which,
+                                (long long)i, s[i], (long long)c->capacity);
+}
+
 rec_status rec_net_cache_step_decode(const uint8_t *body, size_t len, const rec_net_cache_info *c, rec_net_cache_step *s,
                                      rec_jagged *sparse) {
     memset(s, 0, sizeof *s);
     if ((uintptr_t)body % 8) return rec_errorf(REC_EINVAL, "CACHE_STEP frame: the message buffer is not 8-byte aligned");
     rbuf r = body_reader(body, len, "CACHE_STEP");
-    s->n_fetch = get_i64(&r, "the fetch count");
-    s->n_evict = get_i64(&r, "the evict count");
-    if (!r.err && (s->n_fetch < 0 || s->n_fetch > c->capacity || s->n_evict < 0 || s->n_evict > c->capacity))
-        r.err = rec_errorf(REC_EFORMAT, "CACHE_STEP frame: %lld fetches and %lld evictions for a cache of %lld rows",
-                           (long long)s->n_fetch, (long long)s->n_evict, (long long)c->capacity);
+    int64_t *n[8] = {&s->n_fetch, &s->n_evict, &s->n_pre_send, &s->n_pre_recv, &s->n_shared, &s->n_apply, &s->n_post_send,
+                     &s->n_post_recv};
+    for (int i = 0; i < 8; i++) {
+        *n[i] = get_i64(&r, "a list's length");
+        if (!r.err && (*n[i] < 0 || *n[i] > c->capacity * (i >= 2 && i != 4 && i != 5 ? c->trainers : 1)))
+            r.err = rec_errorf(REC_EFORMAT, "CACHE_STEP frame: a list of %lld for a cache of %lld rows", (long long)*n[i],
+                               (long long)c->capacity);
+    }
     s->fetch = (const rec_centry *)take(&r, bytes_of(s->n_fetch, sizeof(rec_centry)), "the fetches");
     s->evict = (const rec_centry *)take(&r, bytes_of(s->n_evict, sizeof(rec_centry)), "the evictions");
+    s->pre_send = (const rec_cmove *)take(&r, bytes_of(s->n_pre_send, sizeof(rec_cmove)), "the rows to send");
+    s->pre_recv = (const rec_cmove *)take(&r, bytes_of(s->n_pre_recv, sizeof(rec_cmove)), "the rows to receive");
+    s->post_send = (const rec_cmove *)take(&r, bytes_of(s->n_post_send, sizeof(rec_cmove)), "the rows to hand back");
+    s->post_recv = (const rec_cmove *)take(&r, bytes_of(s->n_post_recv, sizeof(rec_cmove)), "the rows to take back");
+    s->shared = (const int32_t *)take(&r, bytes_of(s->n_shared, 4), "the shared rows");
+    s->apply = (const int32_t *)take(&r, bytes_of(s->n_apply, 4), "the rows to step");
+    skip8(&r);
     check_entries(&r, s->fetch, s->n_fetch, c, "fetch");
     check_entries(&r, s->evict, s->n_evict, c, "evict");
+    check_moves(&r, s->pre_send, s->n_pre_send, c, "send");
+    check_moves(&r, s->pre_recv, s->n_pre_recv, c, "receive");
+    check_moves(&r, s->post_send, s->n_post_send, c, "hand-back");
+    check_moves(&r, s->post_recv, s->n_post_recv, c, "take-back");
+    check_slots(&r, s->shared, s->n_shared, c, "shared");
+    check_slots(&r, s->apply, s->n_apply, c, "step");
     int64_t *cap = NULL;
     if (!r.err && !(cap = malloc(sizeof(int64_t) * (size_t)c->F)))
         r.err = rec_errorf(REC_ENOMEM, "out of memory decoding a CACHE_STEP");

@@ -70,16 +70,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 &t, 1, &r) == REC_OK)
             for (int64_t i = 0; r.e && i < r.n; i++)
                 if (r.e[i].f < 0 || r.e[i].f > 2 || r.e[i].row % 2 != 1 || r.e[i].row >= ROWS[r.e[i].f]) abort();
+    } else if (h.type == REC_MSG_CACHE_HELLO) {
+        int rank, ranks;
+        if (rec_net_cache_hello_decode(body, h.body, &rank, &ranks) == REC_OK && (rank < 0 || rank >= ranks)) abort();
     } else if (h.type == REC_MSG_CACHE_INFO) {
         rec_net_cache_info c;
         if (rec_net_cache_info_decode(body, h.body, &c) == REC_OK && (c.capacity < 1 || c.depth > c.lookahead)) abort();
     } else if (h.type == REC_MSG_CACHE_STEP) {
-        const rec_net_cache_info c = {3, 2, 0, 4, 2, 16, 64, 10, ROWS};
+        const rec_net_cache_info c = {3, 2, 0, 4, 2, 2, 0, 16, 64, 10, ROWS};
         rec_net_cache_step st;
         rec_jagged sp[3];
-        if (rec_net_cache_step_decode(body, h.body, &c, &st, sp) == REC_OK)
+        if (rec_net_cache_step_decode(body, h.body, &c, &st, sp) == REC_OK) {
             for (int64_t i = 0; i < st.n_fetch; i++)
                 if (st.fetch[i].slot < 0 || st.fetch[i].slot >= 16) abort();
+            for (int64_t i = 0; i < st.n_pre_send; i++)
+                if (st.pre_send[i].peer != 1) abort();
+        }
     } else if (h.type == REC_MSG_ERROR) {
         rec_status s;
         char msg[256];
