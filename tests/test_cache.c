@@ -264,7 +264,7 @@ static void test_frames(void) {
     const int64_t rows[2] = {10, 7};
     rec_wbuf w = {0};
     /* EMB_HELLO: round trip, corrupt digest, every truncation */
-    rec_net_emb_hello h = {0, 1, 2, 2, 4, 2, 0.5f, 99, rows}, g;
+    rec_net_emb_hello h = {0, 1, 2, 2, 4, 2, 0.5f, 99, rows, 0}, g;
     h.digest = rec_net_emb_hello_digest(&h);
     rec_frame_begin(&w, REC_MSG_EMB_HELLO, 0, 0);
     rec_net_emb_hello_encode(&w, &h);
@@ -525,7 +525,7 @@ static void test_hostile(void) {
     rec_frame_end(&w);
     zmq_send(o, w.p, w.len, 0);
     rec_frame_begin(&w, REC_MSG_CACHE_HELLO, 0, 0);
-    rec_net_cache_hello_encode(&w, 0, 1);
+    rec_net_cache_hello_encode(&w, 0, 1, 0);
     rec_frame_end(&w);
     zmq_send(o, w.p, w.len, 0);
     rec_frame_begin(&w, REC_MSG_CACHE_NEXT, 0, 5);

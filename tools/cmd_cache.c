@@ -16,18 +16,21 @@ static int check_endpoint(const char *cmd, const char *opt, const char *ep) {
 }
 
 static const char EMBSERVER_USAGE[] =
-    "usage: rectrain embserver [--listen ENDPOINT]\n"
+    "usage: rectrain embserver [--listen ENDPOINT] [--ckpt DIR [--ckpt-every K]]\n"
     "\n"
     "Holds one shard of a job's embedding tables (rows r with r mod S == its index among the\n"
     "trainer's --embservers) and serves the rows to trainers started with --oracle-cacher.\n"
     "The first trainer's tables are made as one process would initialise them. Runs until\n"
     "Ctrl-C.\n"
     "\n"
-    "  --listen ENDPOINT  where to listen (default tcp://127.0.0.1:5600, loopback only)\n";
+    "  --listen ENDPOINT  where to listen (default tcp://127.0.0.1:5600, loopback only)\n"
+    "  --ckpt DIR         for --durable jobs: save the shard every K commits (default 100) in\n"
+    "                     DIR, and start from the newest save there (a restarted server); a\n"
+    "                     trainer started with --resume then rolls the job back to that step\n";
 
 int cmd_embserver(int argc, char **argv) {
     const char *cmd = "embserver";
-    rec_embserver_opts o = {"tcp://127.0.0.1:5600", &cli_stop, stderr};
+    rec_embserver_opts o = {.listen = "tcp://127.0.0.1:5600", .ckpt_every = 100, .stop = &cli_stop, .log = stderr};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
@@ -36,6 +39,10 @@ int cmd_embserver(int argc, char **argv) {
             return CLI_OK;
         } else if (!strcmp(a, "--listen")) {
             rc = cli_str(cmd, argc, argv, &i, &o.listen);
+        } else if (!strcmp(a, "--ckpt")) {
+            rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);
+        } else if (!strcmp(a, "--ckpt-every")) {
+            rc = cli_i64(cmd, argc, argv, &i, 1, INT32_MAX, &o.ckpt_every);
         } else {
             return cli_usage(cmd, "unknown option '%s'", a);
         }
@@ -123,6 +130,9 @@ static const char TRAIN_CACHED_USAGE[] =
     "  --loss-log FILE    write \"step loss\" per step\n"
     "  --ckpt DIR         at the end, save the whole model (dense part and the servers'\n"
     "                     tables) as DIR/model.rckpt, for rectrain eval and export\n"
+    "  --durable          commit every step on the servers (the touched rows written through,\n"
+    "                     the dense state to the first server): a killed trainer loses one step\n"
+    "  --resume           a restarted trainer: go on from the servers' last committed step\n"
     "  --peer-timeout S   seconds the oracle or a server may stay silent (default 10)\n"
     "  --json             print a JSON summary as the last line of stdout\n";
 
@@ -145,6 +155,8 @@ int cmd_train_cached(int argc, char **argv) {
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);
         else if (!strcmp(a, "--peer-timeout")) rc = cli_double(cmd, argc, argv, &i, 0.1, 86400, &o.timeout);
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--durable")) o.durable = 1;
+        else if (!strcmp(a, "--resume")) o.resume = o.durable = 1;
         else
             return cli_usage(cmd, "'%s' is not an option of training with --oracle-cacher (the oracle gives the data, batch "
                              "and epochs; see rectrain train --oracle-cacher X --help)", a);

@@ -131,6 +131,8 @@ int rec_cache_state_floats(int opt, int E);
 /* ---- the embedding server (`rectrain embserver`) ---------------------------------------- */
 typedef struct rec_embserver_opts {
     const char *listen;      /* a ZeroMQ endpoint, e.g. tcp://127.0.0.1:5600 */
+    const char *ckpt_dir;    /* durable jobs: snapshots of the shard here (NULL: none) */
+    int64_t ckpt_every;      /* a snapshot every this many commits */
     const volatile sig_atomic_t *stop;  /* set by a signal handler: the server returns */
     FILE *log;               /* a line when the tables are made, per refused frame, at the end */
 } rec_embserver_opts;
@@ -169,6 +171,8 @@ typedef struct rec_cache_train_opts {
     int threads;                 /* 0: all CPUs */
     const char *loss_log;        /* "step loss" lines */
     const char *ckpt_dir;        /* at the end, the whole model as DIR/model.rckpt (eval, export) */
+    int durable;                 /* commit every step on the servers: a killed trainer resumes (one trainer) */
+    int resume;                  /* go on from the servers' last committed step (a restarted trainer) */
     double timeout;              /* seconds a peer may stay silent (0: 10) */
     const volatile sig_atomic_t *stop;
     FILE *log;

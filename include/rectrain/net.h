@@ -49,15 +49,20 @@ typedef enum rec_msg_type {
     REC_MSG_PONG,      /* worker -> trainer */
     /* the lookahead cache (cache.h) */
     REC_MSG_EMB_HELLO, /* trainer -> embedding server: the tables (rec_net_emb_hello) */
-    REC_MSG_EMB_OK,    /* server -> trainer: tables ready (empty body) */
+    REC_MSG_EMB_OK,    /* server -> trainer: done; to HELLO: its state (rec_net_emb_state) */
     REC_MSG_EMB_GET,   /* trainer -> server: rows to read (rec_net_rows, no values) */
     REC_MSG_EMB_ROWS,  /* server -> trainer: their values and optimizer state */
     REC_MSG_EMB_PUT,   /* trainer -> server: rows to write back, with values and state */
     REC_MSG_EMB_PUT_OK,/* server -> trainer (empty body) */
-    REC_MSG_CACHE_HELLO, /* trainer -> oracle: its rank and the trainers' count (two u32) */
+    REC_MSG_CACHE_HELLO, /* trainer -> oracle: its rank, the trainers' count, the first batch */
     REC_MSG_CACHE_INFO,  /* oracle -> trainer: the job (rec_net_cache_info) */
     REC_MSG_CACHE_NEXT,  /* trainer -> oracle: send batch `seq` (empty body) */
     REC_MSG_CACHE_STEP,  /* oracle -> trainer: batch `seq` and its cache plan; seq -1: the final flush */
+    REC_MSG_EMB_COMMIT,  /* trainer -> server: step `seq` is whole (server 0: with the dense state) */
+    REC_MSG_EMB_ROLLBACK,/* trainer -> server: undo every write after step `seq` */
+    REC_MSG_EMB_DENSE_GET,/* trainer -> server: the dense state of the last commit */
+    REC_MSG_EMB_DENSE,   /* server -> trainer: that state (f32 array), `seq` its step */
+    REC_MSG_EMB_RESTORE, /* trainer -> server: load the snapshot of step `seq` (--ckpt) */
     REC_MSG_COUNT
 } rec_msg_type;
 
@@ -153,6 +158,8 @@ typedef struct rec_net_emb_hello {
     float init_acc;
     uint64_t seed;            /* the embedding seed (rec_embed_config.seed) */
     const int64_t *rows;      /* (F) in place */
+    int32_t durable;          /* keep each write undoable until its step is committed (not in
+                                 the digest: the tables are the same) */
 } rec_net_emb_hello;
 
 void rec_net_emb_hello_encode(rec_wbuf *w, const rec_net_emb_hello *h);
@@ -173,8 +180,22 @@ void rec_net_rows_encode(rec_wbuf *w, const rec_net_rows *r, int with_entries, i
 rec_status rec_net_rows_decode(const uint8_t *body, size_t len, const char *what, int with_entries, int with_values,
                                const rec_net_emb_hello *t, int S, rec_net_rows *r);
 
-void rec_net_cache_hello_encode(rec_wbuf *w, int rank, int ranks);
-rec_status rec_net_cache_hello_decode(const uint8_t *body, size_t len, int *rank, int *ranks);
+/* REC_MSG_CACHE_HELLO: trainer `rank` of `ranks` starts (or, restarted, resumes) at batch `start`. */
+void rec_net_cache_hello_encode(rec_wbuf *w, int rank, int ranks, int64_t start);
+rec_status rec_net_cache_hello_decode(const uint8_t *body, size_t len, int *rank, int *ranks, int64_t *start);
+
+/* EMB_OK's body answering EMB_HELLO: what the server holds. */
+typedef struct rec_net_emb_state {
+    int64_t committed;       /* the last step committed (EMB_COMMIT), -1 none */
+    int32_t written;         /* 1: rows were written since the tables were made */
+    int32_t durable;         /* 1: writes are undoable (the HELLO asked for it) */
+    int64_t snap[2];         /* the steps of its snapshots, newest first (-1 none) */
+} rec_net_emb_state;
+void rec_net_emb_state_encode(rec_wbuf *w, const rec_net_emb_state *s);
+rec_status rec_net_emb_state_decode(const uint8_t *body, size_t len, rec_net_emb_state *s);
+/* EMB_COMMIT and EMB_DENSE: n floats (n may be 0: a commit without dense state). */
+void rec_net_floats_encode(rec_wbuf *w, const float *v, int64_t n);
+rec_status rec_net_floats_decode(const uint8_t *body, size_t len, const char *what, const float **v, int64_t *n);
 
 /* REC_MSG_CACHE_INFO: what the trainer needs before the first batch. */
 typedef struct rec_net_cache_info {

@@ -8,12 +8,28 @@
  * GET answers the rows' values and state; PUT overwrites them and is acknowledged. Requests
  * are served one at a time in arrival order, so a trainer's PUT before its GET on the same
  * connection is seen by that GET.
+ *
+ * Durable jobs (the HELLO says so): every PUT of step s (its `seq`) first logs the rows' old
+ * values, until COMMIT(s') with s' >= s drops them; ROLLBACK(c) puts back, newest first, every
+ * row written after step c. The trainer's commit of a step is the COMMIT that carries its
+ * dense state to server 0, so a trainer restarted after a kill finds the last whole step there
+ * (DENSE_GET) and rolls every server back to it.
+ *
+ * With --ckpt DIR the server also saves its shard (rows, state, dense state) at the commit of
+ * every step s with (s + 1) mod K == 0 (the same steps on every server) as DIR/shard-STEP.rsnap (written whole or not at all; the last two kept), and starts
+ * from the newest one that reads back whole: a server killed and restarted is at that step, and
+ * a resumed trainer has every server RESTORE the same step.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../net/zmq_impl.h"
 #include "rectrain/cache.h"
@@ -32,6 +48,14 @@ typedef struct server {
     float *values;           /* (local rows, E) */
     float *state;            /* (local rows, S) */
     int64_t gets, puts, rows_out, rows_in, refused;
+    /* durable jobs */
+    int durable, written;
+    int64_t committed;       /* -1: nothing committed */
+    float *undo;             /* entries of (step, local row) + the old E + S floats */
+    int64_t undo_n, undo_cap;/* entries */
+    float *dense;            /* the dense state of the last commit (server 0) */
+    int64_t dense_n;
+    int64_t snap[2];         /* the steps of the snapshots kept, newest first (-1 none) */
 } server;
 
 int rec_cache_state_floats(int opt, int E) {
@@ -40,6 +64,9 @@ int rec_cache_state_floats(int opt, int E) {
 
 static void server_drop(server *v) {
     rec_free(v->values), rec_free(v->state);
+    free(v->undo), free(v->dense);
+    v->undo = v->dense = NULL;
+    v->undo_n = v->undo_cap = v->dense_n = 0;
     free(v->rows), free(v->off);
     v->values = v->state = NULL;
     v->rows = v->off = NULL;
@@ -79,6 +106,9 @@ static rec_status make_tables(server *v, const rec_net_emb_hello *h) {
     v->t.rows = v->rows;
     v->S = S;
     v->ready = 1;
+    v->durable = h->durable;
+    v->written = 0;
+    v->committed = -1;
     return REC_OK;
 }
 
@@ -90,6 +120,9 @@ static rec_status on_hello(server *v, const rec_zreq *r) {
             return rec_errorf(REC_EINVAL, "this server holds shard %d of %d of other tables (%d of dim %d); give the "
                               "trainer the endpoints in shard order, or restart the server for new tables", v->t.shard,
                               v->t.shards, v->t.F, v->t.E);
+        if (h.durable && !v->durable && v->written)
+            return rec_errorf(REC_EINVAL, "this server's rows were written by a job that was not durable: restart it");
+        v->durable = h.durable;
         return REC_OK;
     }
     rec_status s = make_tables(v, &h);
@@ -143,7 +176,26 @@ static rec_status on_get(server *v, const rec_zreq *r) {
 static rec_status on_put(server *v, const rec_zreq *r) {
     rec_net_rows q;
     REC_TRY(rec_net_rows_decode(r->body, r->h.body, "EMB_PUT", 1, 1, &v->t, v->S, &q));
-    const int E = v->t.E, S = v->S;
+    const int E = v->t.E, S = v->S, W = 2 + E + S; /* an undo entry: step, local row (as 2 floats' bits), the old row */
+    const int64_t step = (int64_t)r->h.seq;
+    if (v->durable && step <= v->committed)
+        return rec_errorf(REC_EINVAL, "a write of step %lld, and step %lld is committed", (long long)step,
+                          (long long)v->committed);
+    if (v->durable && v->undo_n + q.n > v->undo_cap) {
+        int64_t cap = v->undo_cap ? v->undo_cap : 4096;
+        while (cap < v->undo_n + q.n) cap *= 2;
+        float *u = realloc(v->undo, sizeof(float) * (size_t)(cap * W));
+        if (!u) return rec_errorf(REC_ENOMEM, "embserver: out of memory for the undo log of %lld rows", (long long)cap);
+        v->undo = u, v->undo_cap = cap;
+    }
+    for (int64_t i = 0; v->durable && i < q.n; i++) {
+        float *u = v->undo + (size_t)(v->undo_n++ * W);
+        const int32_t key[2] = {(int32_t)step, (int32_t)(v->off[q.e[i].f] + q.e[i].row / v->t.shards)};
+        memcpy(u, key, sizeof key);
+        memcpy(u + 2, value_of(v, &q.e[i]), sizeof(float) * (size_t)E);
+        if (S) memcpy(u + 2 + E, state_of(v, &q.e[i]), sizeof(float) * (size_t)S);
+    }
+    v->written = 1;
     for (int64_t i = 0; i < q.n; i++) {
         memcpy(value_of(v, &q.e[i]), q.values + (size_t)i * E, sizeof(float) * (size_t)E);
         if (S) memcpy(state_of(v, &q.e[i]), q.state + (size_t)i * S, sizeof(float) * (size_t)S);
@@ -151,6 +203,212 @@ static rec_status on_put(server *v, const rec_zreq *r) {
     v->puts++;
     v->rows_in += q.n;
     rec_frame_begin(&v->w, REC_MSG_EMB_PUT_OK, r->h.job, r->h.seq);
+    return rec_frame_end(&v->w);
+}
+
+/* ---- snapshots (--ckpt DIR) ---------------------------------------------------------------- */
+
+#define SNAP_MAGIC "RTSNAP01"
+
+typedef struct snap_head {
+    uint64_t digest, seed;
+    int32_t shard, shards, F, E, opt, S, durable, pad;
+    float init_acc, pad2;
+    int64_t committed, n_rows, dense_n;
+} snap_head;
+
+static void snap_path(const server *v, int64_t step, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/shard-%lld.rsnap", v->o->ckpt_dir, (long long)step);
+}
+
+/* DIR/shard-STEP.rsnap: magic | head | rows (F) | CRC of both | values | state | dense | CRC. */
+static rec_status snap_write(server *v) {
+    const int64_t n = v->off[v->t.F];
+    const snap_head h = {v->t.digest, v->t.seed, v->t.shard, v->t.shards, v->t.F, v->t.E, v->t.opt, v->S, 1, 0,
+                         v->t.init_acc, 0, v->committed, n, v->dense_n};
+    char path[1200];
+    snap_path(v, v->committed, path, sizeof path);
+    rec_atomic_file a;
+    REC_TRY(rec_atomic_open(&a, path));
+    uint32_t crc = rec_crc32(rec_crc32(0, &h, sizeof h), v->rows, sizeof(int64_t) * (size_t)v->t.F);
+    const struct { const void *p; size_t n; } part[] = {
+        {SNAP_MAGIC, 8}, {&h, sizeof h}, {v->rows, sizeof(int64_t) * (size_t)v->t.F}, {&crc, 4}};
+    int ok = 1;
+    for (size_t i = 0; ok && i < sizeof part / sizeof part[0]; i++) ok = write(a.fd, part[i].p, part[i].n) == (ssize_t)part[i].n;
+    const struct { const float *p; int64_t n; } data[] = {{v->values, n * v->t.E}, {v->state, n * v->S}, {v->dense, v->dense_n}};
+    uint32_t dcrc = 0;
+    for (size_t i = 0; ok && i < 3; i++)
+        for (int64_t at = 0; ok && at < data[i].n;) {
+            const int64_t k = data[i].n - at < (1 << 24) ? data[i].n - at : (1 << 24);
+            ok = write(a.fd, data[i].p + at, sizeof(float) * (size_t)k) == (ssize_t)(sizeof(float) * (size_t)k);
+            dcrc = rec_crc32(dcrc, data[i].p + at, sizeof(float) * (size_t)k);
+            at += k;
+        }
+    if (ok) ok = write(a.fd, &dcrc, 4) == 4;
+    if (!ok) {
+        rec_atomic_abort(&a);
+        return rec_errorf(REC_EIO, "embserver: cannot write %s: %s", path, strerror(errno));
+    }
+    REC_TRY(rec_atomic_commit(&a));
+    if (v->snap[1] >= 0 && v->snap[1] != v->committed) { /* keep two */
+        snap_path(v, v->snap[1], path, sizeof path);
+        remove(path);
+    }
+    if (v->snap[0] != v->committed) v->snap[1] = v->snap[0];
+    v->snap[0] = v->committed;
+    return REC_OK;
+}
+
+/* Loads DIR/shard-STEP.rsnap into the server (its tables made anew from the file's head),
+ * checking both CRCs; REC_EFORMAT naming the file when it does not read back whole. */
+static rec_status snap_read(server *v, int64_t step) {
+    char path[1200];
+    snap_path(v, step, path, sizeof path);
+    const int fd = open(path, O_RDONLY);
+    if (fd < 0) return rec_errorf(REC_EIO, "embserver: no snapshot %s: %s", path, strerror(errno));
+    struct stat st;
+    const size_t len = fstat(fd, &st) == 0 ? (size_t)st.st_size : 0;
+    const uint8_t *m = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (m == MAP_FAILED) return rec_errorf(REC_EIO, "embserver: cannot read %s", path);
+    rec_status s = REC_OK;
+    snap_head h;
+    size_t at = 8 + sizeof h;
+    if (len < at || memcmp(m, SNAP_MAGIC, 8)) s = rec_errorf(REC_EFORMAT, "%s: not an embedding server snapshot", path);
+    if (!s) memcpy(&h, m + 8, sizeof h);
+    if (!s && (h.F < 1 || h.F > REC_NET_MAX_FEATURES || h.E < 1 || h.E > 4096 || h.S < 0 || h.S > h.E || h.n_rows < 0 ||
+               h.dense_n < 0 || h.shards < 1 || h.shard < 0 || h.shard >= h.shards))
+        s = rec_errorf(REC_EFORMAT, "%s: a corrupt head", path);
+    const size_t rows_at = at;
+    if (!s) at += sizeof(int64_t) * (size_t)h.F + 4;
+    const size_t data = !s ? sizeof(float) * (size_t)(h.n_rows * (h.E + h.S) + h.dense_n) : 0;
+    if (!s && len != at + data + 4) s = rec_errorf(REC_EFORMAT, "%s: %zu bytes, not the %zu its head says (cut short?)", path,
+                                                   len, at + data + 4);
+    uint32_t c1, c2;
+    if (!s) {
+        memcpy(&c1, m + at - 4, 4), memcpy(&c2, m + at + data, 4);
+        if (rec_crc32(0, m + 8, at - 12) != c1 || rec_crc32(0, m + at, data) != c2)
+            s = rec_errorf(REC_EFORMAT, "%s: a CRC does not match (corrupt)", path);
+    }
+    if (!s) {
+        server_drop(v);
+        const rec_net_emb_hello t = {h.digest, h.shard, h.shards, h.F, h.E, h.opt, h.init_acc, h.seed,
+                                     (const int64_t *)(const void *)(m + rows_at), 1};
+        v->rows = malloc(sizeof(int64_t) * (size_t)h.F);
+        v->off = malloc(sizeof(int64_t) * (size_t)(h.F + 1));
+        if (!v->rows || !v->off) s = rec_errorf(REC_ENOMEM, "embserver: out of memory");
+        int64_t n = 0;
+        for (int f = 0; !s && f < h.F; f++) {
+            memcpy(&v->rows[f], m + rows_at + 8 * (size_t)f, 8);
+            v->off[f] = n;
+            n += (v->rows[f] - h.shard + h.shards - 1) / h.shards;
+        }
+        if (!s && n != h.n_rows) s = rec_errorf(REC_EFORMAT, "%s: %lld rows, and its tables make %lld", path,
+                                                (long long)h.n_rows, (long long)n);
+        if (!s) v->off[h.F] = n;
+        if (!s) s = rec_alloc((void **)&v->values, sizeof(float) * (size_t)(n * h.E) + 64, "the shard's rows");
+        if (!s) s = rec_alloc((void **)&v->state, sizeof(float) * (size_t)(n * h.S) + 64, "the shard's state");
+        if (!s && h.dense_n && !(v->dense = malloc(sizeof(float) * (size_t)h.dense_n)))
+            s = rec_errorf(REC_ENOMEM, "embserver: out of memory");
+        if (!s) {
+            const float *d = (const float *)(const void *)(m + at);
+            memcpy(v->values, d, sizeof(float) * (size_t)(n * h.E));
+            memcpy(v->state, d + n * h.E, sizeof(float) * (size_t)(n * h.S));
+            if (h.dense_n) memcpy(v->dense, d + n * (h.E + h.S), sizeof(float) * (size_t)h.dense_n);
+            v->dense_n = h.dense_n;
+            v->t = t;
+            v->t.rows = v->rows;
+            v->S = h.S;
+            v->ready = v->durable = v->written = 1;
+            v->committed = h.committed;
+            v->undo_n = 0;
+        } else {
+            server_drop(v);
+        }
+    }
+    munmap((void *)m, len);
+    return s;
+}
+
+/* At start: the newest snapshots in DIR that read back whole (two steps at most). */
+static void snap_find(server *v) {
+    v->snap[0] = v->snap[1] = -1;
+    DIR *d = opendir(v->o->ckpt_dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long long step;
+        char tail[8];
+        if (sscanf(e->d_name, "shard-%lld.%7s", &step, tail) != 2 || strcmp(tail, "rsnap") || step < 0) continue;
+        if (step > v->snap[0]) v->snap[1] = v->snap[0], v->snap[0] = step;
+        else if (step > v->snap[1]) v->snap[1] = step;
+    }
+    if (d) closedir(d);
+    for (int i = 0; i < 2; i++) {
+        if (v->snap[i] < 0) continue;
+        if (!snap_read(v, v->snap[i])) {
+            if (v->o->log) {
+                fprintf(v->o->log, "embserver: restarted from %s/shard-%lld.rsnap (step %lld, shard %d of %d)\n",
+                        v->o->ckpt_dir, (long long)v->snap[i], (long long)v->snap[i], v->t.shard, v->t.shards);
+                fflush(v->o->log);
+            }
+            if (i == 1) v->snap[0] = v->snap[1], v->snap[1] = -1;
+            return;
+        }
+        if (v->o->log) fprintf(v->o->log, "embserver: %s; trying an older snapshot\n", rec_errmsg());
+    }
+    v->snap[0] = v->snap[1] = -1;
+}
+
+/* COMMIT(s): the undo of steps <= s is dropped; server 0 keeps the dense state sent along. */
+static rec_status on_commit(server *v, const rec_zreq *r) {
+    const float *d;
+    int64_t n;
+    REC_TRY(rec_net_floats_decode(r->body, r->h.body, "EMB_COMMIT", &d, &n));
+    const int64_t step = (int64_t)r->h.seq;
+    if (!v->durable) return rec_errorf(REC_EINVAL, "COMMIT to a server of a job that is not durable");
+    if (step < v->committed)
+        return rec_errorf(REC_EINVAL, "COMMIT of step %lld after step %lld", (long long)step, (long long)v->committed);
+    if (n) {
+        float *c = realloc(v->dense, sizeof(float) * (size_t)n);
+        if (!c) return rec_errorf(REC_ENOMEM, "embserver: out of memory for %lld dense floats", (long long)n);
+        memcpy(c, d, sizeof(float) * (size_t)n);
+        v->dense = c, v->dense_n = n;
+    }
+    const int W = 2 + v->t.E + v->S;
+    int64_t keep = 0;
+    for (int64_t i = 0; i < v->undo_n; i++) {
+        int32_t key[2];
+        memcpy(key, v->undo + (size_t)(i * W), sizeof key);
+        if (key[0] > step) memmove(v->undo + (size_t)(keep++ * W), v->undo + (size_t)(i * W), sizeof(float) * (size_t)W);
+    }
+    v->undo_n = keep;
+    v->committed = step;
+    if (v->o->ckpt_dir && (step + 1) % v->o->ckpt_every == 0) REC_TRY(snap_write(v)); /* the same steps on every server */
+    rec_frame_begin(&v->w, REC_MSG_EMB_OK, r->h.job, r->h.seq);
+    return rec_frame_end(&v->w);
+}
+
+/* ROLLBACK(c): every row written after step c gets back its value before, newest first. */
+static rec_status on_rollback(server *v, const rec_zreq *r) {
+    const int64_t c = (int64_t)r->h.seq;
+    if (!v->durable) return rec_errorf(REC_EINVAL, "ROLLBACK on a server of a job that is not durable");
+    const int E = v->t.E, S = v->S, W = 2 + E + S;
+    int64_t undone = 0;
+    for (int64_t i = v->undo_n - 1; i >= 0; i--) {
+        const float *u = v->undo + (size_t)(i * W);
+        int32_t key[2];
+        memcpy(key, u, sizeof key);
+        if (key[0] <= c) continue;
+        memcpy(v->values + (size_t)key[1] * E, u + 2, sizeof(float) * (size_t)E);
+        if (S) memcpy(v->state + (size_t)key[1] * S, u + 2 + E, sizeof(float) * (size_t)S);
+        undone++;
+    }
+    v->undo_n = 0;
+    v->committed = c;
+    if (v->o->log) {
+        fprintf(v->o->log, "embserver: rolled back to step %lld (%lld row writes undone)\n", (long long)c, (long long)undone);
+        fflush(v->o->log);
+    }
+    rec_frame_begin(&v->w, REC_MSG_EMB_OK, r->h.job, r->h.seq);
     return rec_frame_end(&v->w);
 }
 
@@ -166,15 +424,38 @@ static void serve_one(void *arg) {
     } else if (t == REC_MSG_EMB_HELLO) {
         s = on_hello(v, &r);
         if (!s) {
+            const rec_net_emb_state st = {v->committed, v->written, v->durable, {v->snap[0], v->snap[1]}};
             rec_frame_begin(&v->w, REC_MSG_EMB_OK, r.h.job, r.h.seq);
+            rec_net_emb_state_encode(&v->w, &st);
             s = rec_frame_end(&v->w);
         }
-    } else if ((t == REC_MSG_EMB_GET || t == REC_MSG_EMB_PUT) && !v->ready) {
+    } else if ((t == REC_MSG_EMB_GET || t == REC_MSG_EMB_PUT || t == REC_MSG_EMB_COMMIT || t == REC_MSG_EMB_ROLLBACK ||
+                t == REC_MSG_EMB_DENSE_GET || t == REC_MSG_EMB_RESTORE) && !v->ready) {
         s = rec_errorf(REC_EINVAL, "%s before EMB_HELLO: this server holds no tables yet", rec_msg_name(t));
     } else if (t == REC_MSG_EMB_GET) {
         s = on_get(v, &r);
     } else if (t == REC_MSG_EMB_PUT) {
         s = on_put(v, &r);
+    } else if (t == REC_MSG_EMB_COMMIT) {
+        s = on_commit(v, &r);
+    } else if (t == REC_MSG_EMB_ROLLBACK) {
+        s = on_rollback(v, &r);
+    } else if (t == REC_MSG_EMB_RESTORE) {
+        const int64_t step = (int64_t)r.h.seq;
+        if (!v->o->ckpt_dir) s = rec_errorf(REC_EINVAL, "RESTORE: this server keeps no snapshots (start it with --ckpt DIR)");
+        else if (step != v->snap[0] && step != v->snap[1])
+            s = rec_errorf(REC_EINVAL, "RESTORE of step %lld: this server keeps the snapshots of steps %lld and %lld",
+                           (long long)step, (long long)v->snap[0], (long long)v->snap[1]);
+        else s = snap_read(v, step);
+        if (!s) {
+            if (v->o->log) fprintf(v->o->log, "embserver: restored the snapshot of step %lld\n", (long long)step);
+            rec_frame_begin(&v->w, REC_MSG_EMB_OK, r.h.job, r.h.seq);
+            s = rec_frame_end(&v->w);
+        }
+    } else if (t == REC_MSG_EMB_DENSE_GET) {
+        rec_frame_begin(&v->w, REC_MSG_EMB_DENSE, r.h.job, (uint64_t)v->committed);
+        rec_net_floats_encode(&v->w, v->dense, v->dense_n);
+        s = rec_frame_end(&v->w);
     } else {
         s = rec_errorf(REC_EFORMAT, "a %s frame is not a request to an embedding server", rec_msg_name(t));
     }
@@ -183,7 +464,11 @@ static void serve_one(void *arg) {
 }
 
 rec_status rec_embserver_run(const rec_embserver_opts *o) {
-    server v = {.o = o};
+    server v = {.o = o, .committed = -1, .snap = {-1, -1}};
+    if (o->ckpt_dir && o->ckpt_every < 1)
+        return rec_errorf(REC_EINVAL, "embserver: --ckpt-every must be 1 or more (got %lld)", (long long)o->ckpt_every);
+    if (o->ckpt_dir) REC_TRY(rec_mkdir_p(o->ckpt_dir, "snapshot directory"));
+    if (o->ckpt_dir) snap_find(&v);
     rec_status s = rec__zservice_open(&v.svc, "embserver", o->listen, o->log);
     if (!s && o->log) {
         fprintf(o->log, "embserver: listening on %s\n", o->listen);

@@ -28,6 +28,7 @@ typedef struct source {
     int epoch, epochs, shuffle;
     uint64_t seed;
     rec_loader *l;
+    int64_t skip;            /* rows of the first epoch opened to skip (a resumed job) */
 } source;
 
 static void source_close(source *s) {
@@ -35,10 +36,14 @@ static void source_close(source *s) {
     s->l = NULL;
 }
 
+/* Batches [first, limit) of the job: the batches of epoch e are those of rec_shuffle epoch e. */
 static void source_start(source *s, rec_dataset *d, int64_t rows, const rec_oracle_opts *o, const rec_model_config *c,
-                         int64_t limit) {
-    *s = (source){d, rows, o->batch ? o->batch : c->batch_size, 0, limit, 0, o->epochs ? o->epochs : c->epochs,
-                  o->shuffle, c->seed, NULL};
+                         int64_t first, int64_t limit) {
+    *s = (source){d, rows, o->batch ? o->batch : c->batch_size, first, limit, 0, o->epochs ? o->epochs : c->epochs,
+                  o->shuffle, c->seed, NULL, 0};
+    const int64_t per_epoch = (rows + s->batch - 1) / s->batch;
+    s->epoch = (int)(first / per_epoch);
+    s->skip = first % per_epoch * s->batch;
 }
 
 /* The next batch, or *b = NULL after the last. */
@@ -47,7 +52,9 @@ static rec_status source_next(source *s, const rec_batch **b) {
     while (s->taken < s->limit && s->epoch < s->epochs) {
         if (!s->l) {
             rec_shuffle sh = {s->seed, s->epoch, REC_SHUFFLE_BLOCK_ROWS, REC_SHUFFLE_BUFFER_BLOCKS};
-            REC_TRY(rec_loader_open_order(&s->l, s->d, 0, s->rows, s->batch, 4, s->shuffle ? &sh : NULL, 0));
+            if (s->shuffle) REC_TRY(rec_loader_open_order(&s->l, s->d, 0, s->rows, s->batch, 4, &sh, s->skip));
+            else REC_TRY(rec_loader_open(&s->l, s->d, s->skip, s->rows, s->batch, 4)); /* file order: from row skip */
+            s->skip = 0;
         }
         REC_TRY(rec_loader_next(s->l, b));
         if (*b) {
@@ -81,6 +88,7 @@ typedef struct oracle {
     rec_zservice svc;
     /* the trainers: N of them once all said HELLO (`said` of them so far, identities kept) */
     int N, said;
+    int64_t start;           /* the first batch (a restarted trainer resumes a job) */
     int hello[64];
     zmq_msg_t who[64];
     rec_lrpp *lrpp;
@@ -100,9 +108,9 @@ static rec_status job_start(oracle *r) {
     source_close(&r->ahead);
     source_close(&r->cur);
     REC_TRY(rec_cplan_init(&r->p, &r->po));
-    source_start(&r->ahead, r->d, r->rows, r->o, &r->cfg, r->total);
-    source_start(&r->cur, r->d, r->rows, r->o, &r->cfg, r->total);
-    r->next = 0;
+    source_start(&r->ahead, r->d, r->rows, r->o, &r->cfg, r->start, r->total);
+    source_start(&r->cur, r->d, r->rows, r->o, &r->cfg, r->start, r->total);
+    r->next = r->start;
     r->plan_s = 0;
     return REC_OK;
 }
@@ -198,7 +206,7 @@ static rec_status pick_hot(oracle *r) {
             !(seen[f] = calloc((size_t)r->table_rows[f], sizeof(int32_t))))
             s = rec_errorf(REC_ENOMEM, "oracle: out of memory counting ids");
     source src;
-    source_start(&src, r->d, r->rows, r->o, &r->cfg, nb < r->total ? nb : r->total);
+    source_start(&src, r->d, r->rows, r->o, &r->cfg, 0, nb < r->total ? nb : r->total);
     int64_t most = 0;
     int32_t x = 0;
     const rec_batch *b;
@@ -255,8 +263,8 @@ static rec_status fits(oracle *r, int L, int64_t batches, int *ok) {
     rec_cplan *p;
     REC_TRY(rec_cplan_init(&p, &po));
     source a, c;
-    source_start(&a, r->d, r->rows, r->o, &r->cfg, batches);
-    source_start(&c, r->d, r->rows, r->o, &r->cfg, batches);
+    source_start(&a, r->d, r->rows, r->o, &r->cfg, 0, batches);
+    source_start(&c, r->d, r->rows, r->o, &r->cfg, 0, batches);
     rec_status s = REC_OK;
     *ok = 1;
     for (int64_t x = 0; !s && x < batches && *ok; x++) {
@@ -346,13 +354,20 @@ static void log_done(oracle *r) {
 /* A trainer's HELLO: gathered until all N said it, then the job starts and each gets its INFO. */
 static rec_status on_hello(oracle *r, rec_zreq *q) {
     int rank, ranks;
-    REC_TRY(rec_net_cache_hello_decode(q->body, q->h.body, &rank, &ranks));
+    int64_t start;
+    REC_TRY(rec_net_cache_hello_decode(q->body, q->h.body, &rank, &ranks, &start));
+    if (start > r->total)
+        return rec_errorf(REC_EINVAL, "a trainer resumes at batch %lld, and the job has %lld", (long long)start,
+                          (long long)r->total);
+    if (r->said && !r->p && start != r->start)
+        return rec_errorf(REC_EINVAL, "trainer %d starts at batch %lld and another at %lld: resume them from the same "
+                          "commit", rank, (long long)start, (long long)r->start);
     if (r->p || ranks != r->N) { /* a new job (or a restarted trainer): gather again */
         for (int t = 0; t < r->N; t++)
             if (r->hello[t]) zmq_msg_close(&r->who[t]), r->hello[t] = 0;
         rec_cplan_free(r->p);
         r->p = NULL;
-        r->N = ranks, r->said = 0;
+        r->N = ranks, r->said = 0, r->start = start;
         rec_wbuf *k = realloc(r->kept, sizeof(rec_wbuf) * (size_t)(KEPT * ranks));
         if (!k) return rec_errorf(REC_ENOMEM, "oracle: out of memory for %d trainers", ranks);
         r->kept = k;
@@ -379,7 +394,8 @@ static rec_status on_hello(oracle *r, rec_zreq *q) {
         REC_TRY(rec__zsend(r->svc.sock, &r->who[t], &r->w, ZMQ_DONTWAIT));
     }
     if (r->o->log) {
-        fprintf(r->o->log, "oracle: %d trainer%s started the job\n", r->N, r->N == 1 ? "" : "s");
+        fprintf(r->o->log, "oracle: %d trainer%s started the job at batch %lld\n", r->N, r->N == 1 ? "" : "s",
+                (long long)r->start);
         fflush(r->o->log);
     }
     return REC_OK;
@@ -413,7 +429,7 @@ static void serve_one(void *arg) {
         } else if (x == r->next && x <= r->total) {
             s = plan_next(r);
             if (!s && r->next > r->total) log_done(r);
-        } else if (x > r->total || x < r->next - KEPT || x > r->next || r->kept_seq[x % KEPT] != x) {
+        } else if (x > r->total || x < r->next - KEPT || x > r->next || x < r->start || r->kept_seq[x % KEPT] != x) {
             s = rec_errorf(REC_EINVAL, "batch %lld asked for; the next is %lld (of %lld): send CACHE_HELLO to start over",
                            (long long)x, (long long)r->next, (long long)r->total);
         }

@@ -43,7 +43,18 @@ typedef struct plan {
     int have;
     rec_net_cache_step st;
     rec_jagged *sparse;      /* (F) */
+    /* durable: the rows the step touched and their new values, and the dense state after it */
+    rec_centry *dur_e;
+    float *dur_v, *dur_dense;
+    int64_t dur_n, dur_cap;
 } plan;
+
+/* A step written through and not yet committed: PUTs not yet acknowledged, its dense state. */
+typedef struct commit {
+    int64_t step;            /* -1: free */
+    int64_t pending;
+    float *dense;            /* (P) */
+} commit;
 
 typedef struct ctrainer {
     const rec_cache_train_opts *o;
@@ -68,6 +79,7 @@ typedef struct ctrainer {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int64_t ready, done, want;
+    int64_t committed;       /* durable: the last step server 0 acknowledged committing */
     int finished, failed;
     rec_status merr;
     char merrmsg[1024];
@@ -84,6 +96,14 @@ typedef struct ctrainer {
     int64_t xcap;
     int64_t *sh_stamp;       /* (C) the step + 1 that made a slot shared */
     int32_t *sh_pos;         /* (C) its position among the shared rows */
+    /* durable jobs: each step's touched rows written through and committed (EMB_COMMIT) */
+    int32_t *slot_f;         /* (C) the row a slot holds, from the fetches */
+    int64_t *slot_row;
+    int64_t P;               /* floats of the dense state: every tensor of the model without tables */
+    commit *cm;              /* (Q) in step order from cm_head */
+    int64_t cm_head, cm_n;
+    int64_t start;           /* the first batch (a resumed job: the committed step + 1) */
+    int64_t n_touched;       /* slots the last step touched (touched[]) */
 } ctrainer;
 
 static double timeout_of(const ctrainer *t) { return t->timeout; }
@@ -150,8 +170,18 @@ static void group(ctrainer *t, const rec_centry *e, int64_t n) {
 static rec_status on_server_msg(ctrainer *t, int k, zmq_msg_t *m, const rec_frame_head *h, int *rows) {
     char who[300];
     *rows = 0;
-    if (h->type == REC_MSG_EMB_PUT_OK) {
+    if (h->type == REC_MSG_EMB_PUT_OK || h->type == REC_MSG_EMB_OK) {
         t->acks--;
+        if (h->type == REC_MSG_EMB_OK && k == 0) { /* server 0 committed step seq: the commit point */
+            pthread_mutex_lock(&t->mu);
+            t->committed = (int64_t)h->seq;
+            pthread_cond_broadcast(&t->cv);
+            pthread_mutex_unlock(&t->mu);
+        }
+        for (int64_t i = 0; h->type == REC_MSG_EMB_PUT_OK && i < t->cm_n; i++) { /* a written-through step's */
+            commit *c = &t->cm[(t->cm_head + i) % t->Q];
+            if (c->step == (int64_t)h->seq) c->pending--;
+        }
         return REC_OK;
     }
     if (h->type == REC_MSG_EMB_ROWS) {
@@ -225,6 +255,7 @@ static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
         }
         for (int64_t i = 0; !s && i < n; i++) {
             const int32_t slot = tmp[a + i].slot;
+            t->slot_f[slot] = tmp[a + i].f, t->slot_row[slot] = tmp[a + i].row;
             memcpy(t->values + (size_t)slot * E, r.values + (size_t)i * E, sizeof(float) * (size_t)E);
             if (S) memcpy(t->state + (size_t)slot * S, r.state + (size_t)i * S, sizeof(float) * (size_t)S);
         }
@@ -237,11 +268,23 @@ static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
     return s;
 }
 
-/* Batch x's evictions: the rows from their slots, a PUT per server (acknowledged later). */
+/* Batch x's evictions: the rows from their slots, a PUT per server (acknowledged later). A
+ * durable job writes through instead every row x touched, with the values x left (copied by
+ * the training thread), and keeps x's dense state for its commit. */
 static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
     const rec_net_cache_step *st = &p->st;
     const int N = t->o->n_servers, E = t->E, S = t->S;
-    group(t, st->evict, st->n_evict);
+    const int dur = t->o->durable && x < t->total;
+    if (t->o->durable && !dur) return REC_OK; /* the flush: every row is on the servers already */
+    const rec_centry *ents = dur ? p->dur_e : st->evict;
+    const int64_t nents = dur ? p->dur_n : st->n_evict;
+    commit *c = NULL;
+    if (dur) {
+        c = &t->cm[(t->cm_head + t->cm_n++) % t->Q];
+        c->step = x, c->pending = 0;
+        memcpy(c->dense, p->dur_dense, sizeof(float) * (size_t)t->P);
+    }
+    group(t, ents, nents);
     for (int k = 0; k < N; k++) {
         const int64_t a = t->srv_n[k], n = t->srv_n[k + 1] - a;
         if (!n) continue;
@@ -263,18 +306,41 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
         rec_centry *ce = (rec_centry *)(void *)(w->p + w->len);
         float *val = (float *)(ce + n), *sv = val + (size_t)n * E;
         for (int64_t i = 0; i < n; i++) {
-            const rec_centry *e = &st->evict[t->by_srv[a + i]];
+            const int64_t j = t->by_srv[a + i];
+            const rec_centry *e = &ents[j];
             ce[i] = *e;
-            memcpy(val + (size_t)i * E, t->values + (size_t)e->slot * E, sizeof(float) * (size_t)E);
-            if (S) memcpy(sv + (size_t)i * S, t->state + (size_t)e->slot * S, sizeof(float) * (size_t)S);
+            const float *v = dur ? p->dur_v + (size_t)j * (E + S) : t->values + (size_t)e->slot * E;
+            const float *sv0 = dur ? v + E : t->state + (size_t)e->slot * S;
+            memcpy(val + (size_t)i * E, v, sizeof(float) * (size_t)E);
+            if (S) memcpy(sv + (size_t)i * S, sv0, sizeof(float) * (size_t)S);
         }
         w->len += need;
         REC_TRY(rec_frame_end(w));
         REC_TRY(rec__zsend(t->ssock[k], NULL, w, 0));
         t->acks++;
+        if (c) c->pending++;
     }
-    t->rep->write_rows += st->n_evict;
-    t->rep->write_bytes += 4.0 * (double)(E + S) * (double)st->n_evict;
+    t->rep->write_rows += nents;
+    t->rep->write_bytes += 4.0 * (double)(E + S) * (double)nents;
+    return REC_OK;
+}
+
+/* Commits, in step order, each written-through step whose PUTs are all acknowledged: server 0
+ * takes its dense state (the commit point), the others drop their undo of it. */
+static rec_status commit_ready(ctrainer *t) {
+    while (t->cm_n && t->cm[t->cm_head].pending == 0) {
+        commit *c = &t->cm[t->cm_head];
+        for (int k = 0; k < t->o->n_servers; k++) {
+            rec_frame_begin(&t->w, REC_MSG_EMB_COMMIT, 0, (uint64_t)c->step);
+            rec_net_floats_encode(&t->w, c->dense, k == 0 ? t->P : 0);
+            REC_TRY(rec_frame_end(&t->w));
+            REC_TRY(rec__zsend(t->ssock[k], NULL, &t->w, 0));
+            t->acks++;
+        }
+        c->step = -1;
+        t->cm_head = (t->cm_head + 1) % t->Q;
+        t->cm_n--;
+    }
     return REC_OK;
 }
 
@@ -318,7 +384,7 @@ static void fail(ctrainer *t, rec_status s) {
 static void *maintain(void *arg) {
     ctrainer *t = arg;
     rec_status s = REC_OK;
-    int64_t fetched = -1; /* the last batch whose rows are in */
+    int64_t fetched = t->start - 1; /* the last batch whose rows are in */
     for (;;) {
         pthread_mutex_lock(&t->mu);
         const int64_t done = t->done, want = t->want;
@@ -334,9 +400,10 @@ static void *maintain(void *arg) {
             t->evicted++;
             worked = 1;
         }
+        if (!s) s = commit_ready(t);
         /* after the flush (batch `total`, written back above): every write-back acknowledged */
         if (!s && t->evicted == t->total) {
-            while (!s && t->acks > 0) {
+            while (!s && (t->acks > 0 || t->cm_n > 0)) {
                 zmq_pollitem_t its[62];
                 const int N = t->o->n_servers;
                 for (int k = 0; k < N; k++) its[k] = (zmq_pollitem_t){t->ssock[k], 0, ZMQ_POLLIN, 0};
@@ -345,6 +412,7 @@ static void *maintain(void *arg) {
                                    t->timeout);
                 for (int k = 0; !s && k < N; k++)
                     if (its[k].revents & ZMQ_POLLIN) s = take_one(t, k);
+                if (!s) s = commit_ready(t);
             }
             if (!s) {
                 pthread_mutex_lock(&t->mu);
@@ -533,7 +601,130 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
     REC_TRY(rec_model_update_dense(t->m, scale));
     rec_model_set_steps(t->m, rec_model_steps(t->m) + 1);
     if (N > 1) REC_TRY(exchange(t, p->post_send, p->n_post_send, p->post_recv, p->n_post_recv));
+    t->n_touched = nt;
     return REC_OK;
+}
+
+/* Durable: what step x leaves for its write-through and commit (the maintenance thread sends it
+ * once x is done, while the next steps change the cache): the touched rows, the dense state. */
+static rec_status keep_step(ctrainer *t, plan *p) {
+    const int W = t->E + t->S;
+    if (t->n_touched > p->dur_cap) {
+        rec_centry *e = realloc(p->dur_e, sizeof(rec_centry) * (size_t)t->n_touched);
+        if (e) p->dur_e = e;
+        float *v = realloc(p->dur_v, sizeof(float) * (size_t)(t->n_touched * W));
+        if (v) p->dur_v = v;
+        if (!e || !v) return rec_errorf(REC_ENOMEM, "trainer: out of memory keeping a step's rows");
+        p->dur_cap = t->n_touched;
+    }
+    if (!p->dur_dense && !(p->dur_dense = malloc(sizeof(float) * (size_t)(t->P + 1))))
+        return rec_errorf(REC_ENOMEM, "trainer: out of memory keeping the dense state");
+    for (int64_t i = 0; i < t->n_touched; i++) {
+        const int32_t s = t->touched[i];
+        p->dur_e[i] = (rec_centry){s, t->slot_f[s], t->slot_row[s]};
+        memcpy(p->dur_v + (size_t)i * W, t->values + (size_t)s * t->E, sizeof(float) * (size_t)t->E);
+        if (t->S) memcpy(p->dur_v + (size_t)i * W + t->E, t->state + (size_t)s * t->S, sizeof(float) * (size_t)t->S);
+    }
+    p->dur_n = t->n_touched;
+    const rec_tensor *ts;
+    const int n = rec_model_tensors(t->m, &ts);
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(p->dur_dense + at, ts[i].data, sizeof(float) * (size_t)rec_tensor_numel(&ts[i]));
+        at += rec_tensor_numel(&ts[i]);
+    }
+    return REC_OK;
+}
+
+/* ---- resuming a durable job ------------------------------------------------------------------- */
+
+static const char *o_name(const ctrainer *t, int k) {
+    static char buf[300];
+    snprintf(buf, sizeof buf, "embedding server %d (%s)", k, t->o->servers[k]);
+    return buf;
+}
+
+/* A restarted trainer: the job goes on from step c, the last one server 0 committed. Every
+ * server undoes what came after it; the dense state comes from server 0; the oracle starts
+ * again at batch c + 1 (with an empty cache here, which changes no number). */
+static rec_status resume(ctrainer *t, const rec_net_emb_state *st) {
+    char who[300];
+    const int N = t->o->n_servers;
+    int64_t c = st[0].committed, low = c;
+    int undo = 1; /* every server can undo back to c: it committed c or the step before */
+    for (int k = 0; k < N; k++) {
+        undo &= st[k].committed == c || st[k].committed == c - 1;
+        if (st[k].committed < low) low = st[k].committed;
+    }
+    if (!undo) { /* a server restarted from its snapshot: everyone goes back to that step */
+        c = low;
+        for (int k = 0; k < N; k++)
+            if (st[k].snap[0] != c && st[k].snap[1] != c)
+                return rec_errorf(REC_EINVAL, "--resume: %s restarted at step %lld, and %s keeps snapshots of steps %lld "
+                                  "and %lld only: the job cannot go back to one step on every server", srv_name(t, 0, who,
+                                  sizeof who), (long long)c, o_name(t, k), (long long)st[k].snap[0], (long long)st[k].snap[1]);
+    }
+    if (c < 0)
+        return rec_errorf(REC_EINVAL, "--resume: %s has no committed step to resume from (was the job run with "
+                          "--durable?)", srv_name(t, 0, who, sizeof who));
+    for (int k = 0; k < N; k++) {
+        rec_frame_begin(&t->w, undo ? REC_MSG_EMB_ROLLBACK : REC_MSG_EMB_RESTORE, 0, (uint64_t)c);
+        REC_TRY(rec_frame_end(&t->w));
+        REC_TRY(rec__zsend(t->ssock[k], NULL, &t->w, 0));
+    }
+    rec_frame_begin(&t->w, REC_MSG_EMB_DENSE_GET, 0, (uint64_t)c); /* server 0: after its rollback */
+    REC_TRY(rec_frame_end(&t->w));
+    REC_TRY(rec__zsend(t->ssock[0], NULL, &t->w, 0));
+    rec_status s = REC_OK;
+    for (int k = 0; !s && k < N; k++) {
+        for (int r = 0; !s && r < (k == 0 ? 2 : 1); r++) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            rec_frame_head h;
+            const uint8_t *body;
+            s = recv_frame(t, t->ssock[k], srv_name(t, k, who, sizeof who), &m, &h, &body);
+            if (!s && k == 0 && r == 1) { /* the dense state of step c */
+                const float *v;
+                int64_t n;
+                if (h.type != REC_MSG_EMB_DENSE) s = rec_errorf(REC_EFORMAT, "%s answered %s", who, rec_msg_name(h.type));
+                if (!s) s = rec_net_floats_decode(body, h.body, "EMB_DENSE", &v, &n);
+                if (!s && (n != t->P || (int64_t)h.seq != c))
+                    s = rec_errorf(REC_EINVAL, "%s holds %lld dense floats of step %lld, and this model has %lld (of "
+                                   "step %lld): resume with the same --config", who, (long long)n, (long long)h.seq,
+                                   (long long)t->P, (long long)c);
+                const rec_tensor *ts;
+                const int nts = rec_model_tensors(t->m, &ts);
+                for (int i = 0, at = 0; !s && i < nts; at += (int)rec_tensor_numel(&ts[i]), i++)
+                    memcpy(ts[i].data, v + at, sizeof(float) * (size_t)rec_tensor_numel(&ts[i]));
+            } else if (!s && h.type != REC_MSG_EMB_OK) {
+                s = rec_errorf(REC_EFORMAT, "%s answered %s to %s", who, rec_msg_name(h.type), undo ? "ROLLBACK" : "RESTORE");
+            }
+            zmq_msg_close(&m);
+        }
+    }
+    REC_TRY(s);
+    rec_model_set_steps(t->m, c + 1);
+    t->start = c + 1;
+    if (t->o->log) {
+        fprintf(t->o->log, "train: resumed at step %lld, the last one %s; the servers %s\n", (long long)c + 1,
+                undo ? "committed" : "every server holds a snapshot of",
+                undo ? "rolled back to it" : "restored their snapshots of it");
+        fflush(t->o->log);
+    }
+    /* the oracle, again, from batch c + 1 */
+    rec_frame_begin(&t->w, REC_MSG_CACHE_HELLO, 0, 0);
+    rec_net_cache_hello_encode(&t->w, t->rank, t->N, t->start);
+    REC_TRY(rec_frame_end(&t->w));
+    REC_TRY(rec__zsend(t->osock, NULL, &t->w, 0));
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    rec_frame_head h;
+    const uint8_t *body;
+    snprintf(who, sizeof who, "the oracle (%s)", t->o->oracle);
+    s = recv_frame(t, t->osock, who, &m, &h, &body);
+    if (!s && h.type != REC_MSG_CACHE_INFO) s = rec_errorf(REC_EFORMAT, "%s answered %s to CACHE_HELLO", who, rec_msg_name(h.type));
+    zmq_msg_close(&m);
+    return s;
 }
 
 /* ---- setup ------------------------------------------------------------------------------------- */
@@ -559,8 +750,10 @@ static rec_status setup(ctrainer *t) {
     if (rec_dist_launched()) REC_TRY(rec_dist_init(&t->rank, &t->N));
     if (t->N > 64) return rec_errorf(REC_EINVAL, "at most 64 trainers (mpirun started %d)", t->N);
     /* the job, from the oracle (once every trainer has said hello) */
+    if ((o->durable || o->resume) && t->N > 1)
+        return rec_errorf(REC_EINVAL, "--durable and --resume take one trainer (mpirun started %d)", t->N);
     rec_frame_begin(&t->w, REC_MSG_CACHE_HELLO, 0, 0);
-    rec_net_cache_hello_encode(&t->w, t->rank, t->N);
+    rec_net_cache_hello_encode(&t->w, t->rank, t->N, 0);
     REC_TRY(rec_frame_end(&t->w));
     REC_TRY(rec__zsend(t->osock, NULL, &t->w, 0));
     zmq_msg_t m;
@@ -609,14 +802,23 @@ static rec_status setup(ctrainer *t) {
     t->Q = t->info.depth + 2;
     t->ring = calloc((size_t)t->Q, sizeof(plan));
     t->ssock = calloc((size_t)o->n_servers, sizeof(void *));
+    t->slot_f = malloc(sizeof(int32_t) * (size_t)t->C);
+    t->slot_row = malloc(sizeof(int64_t) * (size_t)t->C);
+    t->cm = calloc((size_t)t->Q, sizeof(commit));
     if (!t->stamp || !t->touched || !t->by_srv || !t->srv_n || !t->dlogits || !t->ring || !t->ssock || !t->cnt ||
-        !t->sh_stamp || !t->sh_pos)
+        !t->sh_stamp || !t->sh_pos || !t->slot_f || !t->slot_row || !t->cm)
         return rec_errorf(REC_ENOMEM, "trainer: out of memory");
+    const rec_tensor *ts;
+    const int nts = rec_model_tensors(t->m, &ts);
+    for (int i = 0; i < nts; i++) t->P += rec_tensor_numel(&ts[i]);
+    for (int q = 0; o->durable && q < t->Q; q++)
+        if (!(t->cm[q].dense = malloc(sizeof(float) * (size_t)(t->P + 1))))
+            return rec_errorf(REC_ENOMEM, "trainer: out of memory for the dense state");
     for (int q = 0; q < t->Q; q++)
         if (!(t->ring[q].sparse = calloc((size_t)t->F, sizeof(rec_jagged)))) return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     /* the servers: each makes (or checks) its shard of the tables */
     rec_net_emb_hello eh = {0, 0, o->n_servers, t->F, t->E, t->cfg.sparse_opt.kind, t->cfg.sparse_opt.init_acc,
-                            rec_mix64(t->cfg.seed + 1), t->rows};
+                            rec_mix64(t->cfg.seed + 1), t->rows, o->durable || o->resume};
     for (int k = 0; k < o->n_servers; k++) {
         if (!(t->ssock[k] = dealer(t, o->servers[k])))
             return rec_errorf(REC_EINVAL, "--embservers %s: %s (an endpoint is tcp://HOST:PORT)", o->servers[k],
@@ -628,13 +830,21 @@ static rec_status setup(ctrainer *t) {
         REC_TRY(rec_frame_end(&t->w));
         REC_TRY(rec__zsend(t->ssock[k], NULL, &t->w, 0));
     }
+    rec_net_emb_state states[62];
     for (int k = 0; k < o->n_servers; k++) {
         zmq_msg_init(&m);
+        rec_net_emb_state es = {0};
         s = recv_frame(t, t->ssock[k], srv_name(t, k, who, sizeof who), &m, &h, &body);
         if (!s && h.type != REC_MSG_EMB_OK) s = rec_errorf(REC_EFORMAT, "%s answered %s to EMB_HELLO", who, rec_msg_name(h.type));
+        if (!s) s = rec_net_emb_state_decode(body, h.body, &es);
         zmq_msg_close(&m);
         REC_TRY(s);
+        if (!o->resume && es.written)
+            return rec_errorf(REC_EINVAL, "%s holds tables an earlier job trained%s: restart it for a new job%s", who,
+                              es.committed >= 0 ? " (durably)" : "", es.committed >= 0 ? ", or add --resume" : "");
+        states[k] = es;
     }
+    if (o->resume) REC_TRY(resume(t, states));
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://rec-cache-%p", (void *)t);
     t->wake_m = zmq_socket(t->ctx, ZMQ_PAIR);
@@ -645,7 +855,12 @@ static rec_status setup(ctrainer *t) {
 }
 
 static void teardown(ctrainer *t) {
-    for (int q = 0; t->ring && q < t->Q; q++) plan_release(&t->ring[q]), free(t->ring[q].sparse);
+    for (int q = 0; t->ring && q < t->Q; q++) {
+        plan *p = &t->ring[q];
+        plan_release(p), free(p->sparse), free(p->dur_e), free(p->dur_v), free(p->dur_dense);
+    }
+    for (int q = 0; t->cm && q < t->Q; q++) free(t->cm[q].dense);
+    free(t->cm), free(t->slot_f), free(t->slot_row);
     free(t->ring);
     for (int k = 0; t->ssock && k < t->o->n_servers; k++)
         if (t->ssock[k]) zmq_close(t->ssock[k]);
@@ -738,15 +953,42 @@ static rec_status save_model(ctrainer *t, const char *dir) {
 
 enum { LOSS_WINDOW = 100 };
 
+/* The loss log: written afresh, or for a resumed job (first step `start` + 1) its lines up to
+ * step `start` kept and the rest dropped (the steps redone). */
+static rec_status open_log(const char *path, int64_t start, FILE **out) {
+    char *keep = NULL;
+    size_t klen = 0;
+    if (start > 0) {
+        FILE *f = fopen(path, "r");
+        char line[256];
+        FILE *mem = open_memstream(&keep, &klen);
+        while (f && mem && fgets(line, sizeof line, f)) {
+            const long long step = strtoll(line, NULL, 10);
+            if (step >= 1 && step <= start) fputs(line, mem);
+        }
+        if (f) fclose(f);
+        if (mem) fclose(mem);
+    }
+    *out = fopen(path, "w");
+    if (!*out) {
+        free(keep);
+        return rec_errorf(REC_EIO, "cannot write the loss log %s: %s", path, strerror(errno));
+    }
+    if (keep) fwrite(keep, 1, klen, *out);
+    free(keep);
+    return REC_OK;
+}
+
 rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report *rep) {
     memset(rep, 0, sizeof *rep);
     ctrainer t = {.o = o, .rep = rep, .ready = -1, .done = -1, .want = -1, .evicted = -1};
     pthread_mutex_init(&t.mu, NULL);
     pthread_cond_init(&t.cv, NULL);
     rec_status s = setup(&t);
+    t.ready = t.done = t.evicted = t.committed = t.start - 1;
+    t.requested = t.received = t.start;
     FILE *ll = NULL;
-    if (!s && o->loss_log && !(ll = fopen(o->loss_log, "w")))
-        s = rec_errorf(REC_EIO, "cannot write the loss log %s: %s", o->loss_log, strerror(errno));
+    if (!s && o->loss_log && t.rank == 0) s = open_log(o->loss_log, t.start, &ll);
     pthread_t th;
     int started = 0;
     if (!s) {
@@ -761,7 +1003,7 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
     }
     double window[LOSS_WINDOW] = {0};
     const double t0 = rec_now();
-    for (int64_t x = 0; !s && x <= t.total; x++) { /* batch `total` is the flush */
+    for (int64_t x = t.start; !s && x <= t.total; x++) { /* batch `total` is the flush */
         if (o->stop && *o->stop) {
             s = rec_errorf(REC_ESTOPPED, "stopped at batch %lld: the servers miss the updates of the rows still cached",
                            (long long)x);
@@ -780,6 +1022,12 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
         int64_t n = 0;
         if (x < t.total) s = step(&t, p, x, &loss, &n);
         else if (t.N > 1) s = exchange(&t, p->post_send, p->n_post_send, p->post_recv, p->n_post_recv);
+        if (!s && o->durable && x < t.total) s = keep_step(&t, &t.ring[x % t.Q]);
+        if (!s && o->durable && x - 1 >= t.start) { /* a kill now redoes one step at most: x - 1 is committed */
+            pthread_mutex_lock(&t.mu);
+            while (t.committed < x - 1 && !t.failed) pthread_cond_wait(&t.cv, &t.mu);
+            pthread_mutex_unlock(&t.mu);
+        }
         if (s) break;
         if (x < t.total && !isfinite(loss)) {
             s = rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates", (long long)x + 1, loss);
@@ -791,7 +1039,8 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
         zmq_send(t.wake_t, "", 0, ZMQ_DONTWAIT);
         if (x == t.total) break;
         if (ll && t.rank == 0) fprintf(ll, "%lld %.9g\n", (long long)rec_model_steps(t.m), loss);
-        window[x % LOSS_WINDOW] = loss;
+        if (ll) fflush(ll);
+        window[rep->steps % LOSS_WINDOW] = loss;
         rep->steps++;
         rep->rows += n;
     }
@@ -816,7 +1065,7 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
     }
     if (!s && o->ckpt_dir && t.rank == 0) s = save_model(&t, o->ckpt_dir);
     if (ll) fclose(ll);
-    const int64_t k = rep->steps < LOSS_WINDOW ? rep->steps : LOSS_WINDOW;
+    const int64_t k = rep->steps < LOSS_WINDOW ? rep->steps : LOSS_WINDOW; /* the window's last k */
     for (int64_t i = 0; i < k; i++) rep->last_loss += window[i] / (double)k;
     rep->samples_per_s = rep->train_seconds > 0 ? (double)rep->rows / rep->train_seconds : 0;
     teardown(&t);

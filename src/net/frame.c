@@ -18,7 +18,8 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is li
 static const char *const NAMES[REC_MSG_COUNT] = {"?", "JOB", "JOB_OK", "PIECE", "RESULT", "ERROR", "NOJOB", "PING", "PONG",
                                                       "EMB_HELLO", "EMB_OK", "EMB_GET", "EMB_ROWS", "EMB_PUT",
                                                       "EMB_PUT_OK", "CACHE_HELLO", "CACHE_INFO", "CACHE_NEXT",
-                                                      "CACHE_STEP"};
+                                                      "CACHE_STEP", "EMB_COMMIT", "EMB_ROLLBACK", "EMB_DENSE_GET",
+                                                      "EMB_DENSE", "EMB_RESTORE"};
 
 const char *rec_msg_name(int type) { return type > 0 && type < REC_MSG_COUNT ? NAMES[type] : "unknown"; }
 

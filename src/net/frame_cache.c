@@ -30,6 +30,8 @@ void rec_net_emb_hello_encode(rec_wbuf *w, const rec_net_emb_hello *h) {
     put_u32(w, (uint32_t)h->opt);
     put(w, &h->init_acc, 4);
     put_u64(w, h->seed);
+    put_u32(w, (uint32_t)h->durable);
+    put_u32(w, 0);
     put(w, h->rows, sizeof(int64_t) * (size_t)h->F);
 }
 
@@ -44,7 +46,9 @@ rec_status rec_net_emb_hello_decode(const uint8_t *body, size_t len, rec_net_emb
     h->opt = (int32_t)get_u32(&r, "the optimizer");
     get(&r, &h->init_acc, 4, "the initial accumulator");
     h->seed = get_u64(&r, "the seed");
-    if (!r.err && (h->shards < 1 || h->shards > 4096 || h->shard < 0 || h->shard >= h->shards || h->F < 1 ||
+    h->durable = (int32_t)get_u32(&r, "the durable flag");
+    (void)get_u32(&r, "padding");
+    if (!r.err && (h->durable < 0 || h->durable > 1 || h->shards < 1 || h->shards > 4096 || h->shard < 0 || h->shard >= h->shards || h->F < 1 ||
                    h->F > REC_NET_MAX_FEATURES || h->E < 1 || h->E > 4096 || h->opt < 0 || h->opt > 2 ||
                    !(h->init_acc >= 0)))
         r.err = rec_errorf(REC_EFORMAT, "EMB_HELLO frame: shard %d of %d, %d tables of dim %d, optimizer %d, initial "
@@ -92,17 +96,57 @@ rec_status rec_net_rows_decode(const uint8_t *body, size_t len, const char *what
 
 /* ---- CACHE_HELLO ------------------------------------------------------------------------- */
 
-void rec_net_cache_hello_encode(rec_wbuf *w, int rank, int ranks) {
+void rec_net_cache_hello_encode(rec_wbuf *w, int rank, int ranks, int64_t start) {
     put_u32(w, (uint32_t)rank);
     put_u32(w, (uint32_t)ranks);
+    put_i64(w, start);
 }
 
-rec_status rec_net_cache_hello_decode(const uint8_t *body, size_t len, int *rank, int *ranks) {
+rec_status rec_net_cache_hello_decode(const uint8_t *body, size_t len, int *rank, int *ranks, int64_t *start) {
     rbuf r = body_reader(body, len, "CACHE_HELLO");
     *rank = (int)get_u32(&r, "the rank");
     *ranks = (int)get_u32(&r, "the trainer count");
-    if (!r.err && (*ranks < 1 || *ranks > 64 || *rank < 0 || *rank >= *ranks))
-        r.err = rec_errorf(REC_EFORMAT, "CACHE_HELLO frame: rank %d of %d trainers (1 to 64)", *rank, *ranks);
+    *start = get_i64(&r, "the first batch");
+    if (!r.err && (*ranks < 1 || *ranks > 64 || *rank < 0 || *rank >= *ranks || *start < 0))
+        r.err = rec_errorf(REC_EFORMAT, "CACHE_HELLO frame: rank %d of %d trainers (1 to 64), from batch %lld", *rank,
+                           *ranks, (long long)*start);
+    return finish(&r);
+}
+
+/* ---- EMB_OK (state), EMB_COMMIT / EMB_DENSE (floats) -------------------------------------- */
+
+void rec_net_emb_state_encode(rec_wbuf *w, const rec_net_emb_state *s) {
+    put_i64(w, s->committed);
+    put_u32(w, (uint32_t)s->written);
+    put_u32(w, (uint32_t)s->durable);
+    put_i64(w, s->snap[0]);
+    put_i64(w, s->snap[1]);
+}
+
+rec_status rec_net_emb_state_decode(const uint8_t *body, size_t len, rec_net_emb_state *s) {
+    rbuf r = body_reader(body, len, "EMB_OK");
+    s->committed = get_i64(&r, "the committed step");
+    s->written = (int32_t)get_u32(&r, "the written flag");
+    s->durable = (int32_t)get_u32(&r, "the durable flag");
+    s->snap[0] = get_i64(&r, "the newest snapshot");
+    s->snap[1] = get_i64(&r, "the older snapshot");
+    if (!r.err && (s->snap[0] < -1 || s->snap[1] < -1 || s->committed < -1 || s->written < 0 || s->written > 1 || s->durable < 0 || s->durable > 1))
+        r.err = rec_errorf(REC_EFORMAT, "EMB_OK frame: committed step %lld, flags %d %d", (long long)s->committed,
+                           s->written, s->durable);
+    return finish(&r);
+}
+
+void rec_net_floats_encode(rec_wbuf *w, const float *v, int64_t n) {
+    put_i64(w, n);
+    put(w, v, sizeof(float) * (size_t)n);
+}
+
+rec_status rec_net_floats_decode(const uint8_t *body, size_t len, const char *what, const float **v, int64_t *n) {
+    rbuf r = body_reader(body, len, what);
+    *n = get_i64(&r, "the float count");
+    if (!r.err && (*n < 0 || *n > (int64_t)(REC_NET_MAX_BODY / 4)))
+        r.err = rec_errorf(REC_EFORMAT, "%s frame: %lld floats", what, (long long)*n);
+    *v = (const float *)take(&r, bytes_of(*n, 4), "the floats");
     return finish(&r);
 }
 

@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         rec_net_emb_hello e;
         if (rec_net_emb_hello_decode(body, h.body, &e) == REC_OK && rec_net_emb_hello_digest(&e) != e.digest) abort();
     } else if (h.type == REC_MSG_EMB_GET || h.type == REC_MSG_EMB_ROWS || h.type == REC_MSG_EMB_PUT) {
-        const rec_net_emb_hello t = {0, 1, 2, 3, 4, 2, 0, 0, ROWS};
+        const rec_net_emb_hello t = {0, 1, 2, 3, 4, 2, 0, 0, ROWS, 0};
         rec_net_rows r;
         if (rec_net_rows_decode(body, h.body, rec_msg_name(h.type), h.type != REC_MSG_EMB_ROWS, h.type != REC_MSG_EMB_GET,
                                 &t, 1, &r) == REC_OK)
@@ -72,7 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (r.e[i].f < 0 || r.e[i].f > 2 || r.e[i].row % 2 != 1 || r.e[i].row >= ROWS[r.e[i].f]) abort();
     } else if (h.type == REC_MSG_CACHE_HELLO) {
         int rank, ranks;
-        if (rec_net_cache_hello_decode(body, h.body, &rank, &ranks) == REC_OK && (rank < 0 || rank >= ranks)) abort();
+        int64_t start;
+        if (rec_net_cache_hello_decode(body, h.body, &rank, &ranks, &start) == REC_OK && (rank < 0 || rank >= ranks)) abort();
     } else if (h.type == REC_MSG_CACHE_INFO) {
         rec_net_cache_info c;
         if (rec_net_cache_info_decode(body, h.body, &c) == REC_OK && (c.capacity < 1 || c.depth > c.lookahead)) abort();
