@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "clirun.h"
@@ -381,6 +383,12 @@ static void test_same_training(void) {
         const char *j = strstr(out, "\"fetch_crit_bytes\": ");
         crit[k] = j ? atof(j + 20) : -1;
     }
+    write_cluster("cd.json", ", \"cache\": {\"rows\": 6000}, \"durable\": {\"dir\": \"snaps\", \"every\": 10}");
+    CHECK(run("cluster cd.json --loss-log durable.loss") == 0, "%s", out);
+    char ls[600];
+    snprintf(ls, sizeof ls, "ls %s/snaps/server-1/*.rsnap >/dev/null 2>&1", dir);
+    CHECK(same_file("local.loss", "durable.loss") && system(ls) == 0,
+          "a durable cluster trains alike and its servers keep snapshots: %s", out);
     CHECK(crit[0] >= 0 && crit[0] < crit[1] && crit[0] < crit[2] && crit[0] < crit[3],
           "bagpipe's critical-path bytes per step are the fewest: %.0f vs %.0f, %.0f, %.0f", crit[0], crit[1], crit[2],
           crit[3]);
@@ -453,6 +461,81 @@ static void test_two_trainers(void) {
     const double gap = loss_gap("one.loss", "two.loss", STEPS2);
     CHECK(gap <= 1e-4, "two trainers keep within 1e-4 of one process over %d steps (worst %.3g)", STEPS2, gap);
     CHECK(same_file("exec2.loss", "two.loss"), "two trainers train bitwise as the 2-rank MPI executor");
+}
+
+static int lines_of(const char *name) {
+    FILE *f = fopen(path(name), "r");
+    int n = 0;
+    for (int c; f && (c = fgetc(f)) != EOF;) n += c == '\n';
+    if (f) fclose(f);
+    return n;
+}
+
+/* Waits (at most 60 s) until the loss log has `n` lines. */
+static int wait_lines(const char *name, int n) {
+    for (int i = 0; i < 6000; i++) {
+        if (lines_of(name) >= n) return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* Do the exports of two checkpoints hold the same bits, parameter by parameter? */
+static int same_models(const char *a, const char *b) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd %s && rm -rf xa xb && %s export --ckpt %s --out xa >/dev/null 2>&1 && %s export --ckpt %s "
+             "--out xb >/dev/null 2>&1 && for f in xa/*.npy; do cmp -s $f xb/${f#xa/} || exit 1; done", dir, cli, a, cli, b);
+    return system(cmd) == 0;
+}
+
+/* kill -9 of the trainer, then of an embedding server, at random steps of a durable job: the
+ * job resumes (--resume; a restarted server from its snapshot), redoes at most one step after
+ * the trainer's death, and ends with the losses and the model of a run without faults. */
+static void test_faults(void) {
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    CHECK(run("train --data syn/train.rshard --config %s/configs/dlrm_small.json --batch 64 --epochs 1 --no-shuffle "
+              "--threads 1 --loss-log f_one.loss --ckpt f_one", src) == 0, "%s", out);
+    const int steps = lines_of("f_one.loss"), p = port + 60;
+    char tr[1024];
+    snprintf(tr, sizeof tr, "train --oracle-cacher tcp://127.0.0.1:%d --embservers tcp://127.0.0.1:%d,tcp://127.0.0.1:%d "
+             "--config %s/configs/dlrm_small.json --threads 1 --peer-timeout 2 --loss-log f.loss --ckpt f_ck", p + 2, p,
+             p + 1, src);
+    for (int fault = 0; fault < 2; fault++) { /* 0: the trainer, 1: server 1 */
+        char sh[512];
+        snprintf(sh, sizeof sh, "cd %s && rm -rf fs0 fs1 f.loss f_ck", dir);
+        CHECK(system(sh) == 0, "cleaning up");
+        pid_t s0 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt fs0 --ckpt-every 10 2>fs0.log", p);
+        pid_t s1 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt fs1 --ckpt-every 10 2>fs1.log", p + 1);
+        pid_t orc = spawn("oracle --listen tcp://127.0.0.1:%d --data syn/train.rshard --config %s/configs/dlrm_small.json "
+                          "--batch 64 --shuffle 0 --cache-rows 5000 2>f_or.log", p + 2, src);
+        pid_t t1 = spawn("%s --durable >f1.out 2>&1", tr);
+        const int at = 15 + rand() % (steps / 2);
+        CHECK(wait_lines("f.loss", at), "the durable run reaches step %d", at);
+        kill(fault ? s1 : t1, SIGKILL);
+        const int logged = lines_of("f.loss");
+        int st;
+        waitpid(t1, &st, 0); /* the trainer: killed, or failing on the silent server */
+        if (fault) {
+            waitpid(s1, NULL, 0);
+            read_out("f1.out");
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(out, "embedding server 1"),
+                  "the trainer names the dead server: %s", out);
+            s1 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt fs1 --ckpt-every 10 2>>fs1.log", p + 1);
+        }
+        CHECK(run("%s --resume", tr) == 0, "resumed after the %s's kill: %s", fault ? "server" : "trainer", out);
+        const char *r = strstr(out, "resumed at step ");
+        const int from = r ? atoi(r + 16) : -1;
+        if (!fault)
+            CHECK(from >= 0 && logged - from <= 1, "a trainer killed after step %d resumes at step %d: one step redone "
+                  "at most", logged, from);
+        else
+            CHECK(from >= 0 && from % 10 == 0 && strstr(out, "restored their snapshots"), "a server killed after step %d: "
+                  "the job goes back to the snapshot of step %d", logged, from);
+        CHECK(same_file("f_one.loss", "f.loss"), "the %s's kill: the losses of the run without faults", fault ? "server's" : "trainer's");
+        CHECK(same_models("f_one", "f_ck"), "the %s's kill: the model of the run without faults", fault ? "server's" : "trainer's");
+        kill(s0, SIGTERM), kill(s1, SIGTERM), kill(orc, SIGTERM);
+        waitpid(s0, NULL, 0), waitpid(s1, NULL, 0), waitpid(orc, NULL, 0);
+    }
 }
 
 static void *dealer(void *ctx, int p) {
@@ -586,6 +669,7 @@ int main(void) {
     port = 21000 + (int)(getpid() % 20000);
     test_same_training();
     test_two_trainers();
+    test_faults();
     test_hostile();
     test_refusals();
     clirun_cleanup();

@@ -123,7 +123,11 @@ int cmd_cluster(int argc, char **argv) {
     snprintf(lat, sizeof lat, "%g", c.link_latency_us);
     for (int k = 0; k < c.embservers; k++) {
         snprintf(ep[k], sizeof ep[k], "tcp://%s:%d", c.host, c.base_port + k);
-        char *av[] = {"rectrain", "embserver", "--listen", ep[k], NULL};
+        char sdir[1100], every[32];
+        snprintf(sdir, sizeof sdir, "%s/server-%d", c.durable_dir, k);
+        snprintf(every, sizeof every, "%lld", (long long)c.durable_every);
+        char *av[] = {"rectrain", "embserver", "--listen", ep[k], c.durable_dir[0] ? "--ckpt" : NULL, sdir, "--ckpt-every",
+                      every, NULL};
         pids[np++] = start(av, 0);
         if (c.link) { /* the trainer's way to server k: through the link */
             char lp[16], to[300];
@@ -163,6 +167,7 @@ int cmd_cluster(int argc, char **argv) {
     if (c.model[0]) ta[n++] = "--config", ta[n++] = c.model;
     if (c.loss_log[0]) ta[n++] = "--loss-log", ta[n++] = c.loss_log;
     if (c.ckpt[0]) ta[n++] = "--ckpt", ta[n++] = c.ckpt;
+    if (c.durable_dir[0]) ta[n++] = "--durable";
     if (json) ta[n++] = "--json";
     ta[n] = NULL;
     fprintf(stderr, "cluster: %d embedding server%s (%s), oracle %s (%s cache of %lld rows), %d trainer%s", c.embservers,

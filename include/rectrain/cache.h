@@ -202,10 +202,12 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
  *    "cache": {"policy": "bagpipe", "rows": 262144, "lookahead": 0, "prefetch_depth": 0},
  *    "embservers": 2, "trainers": 1, "threads": 1, "host": "127.0.0.1", "base_port": 5700,
  *    "peer_timeout": 10, "loss_log": "cluster.loss", "ckpt": "run1",
- *    "link": {"gbit": 1, "latency_us": 100}}
+ *    "link": {"gbit": 1, "latency_us": 100},
+ *    "durable": {"dir": "snapshots", "every": 100}}
  * Servers listen on base_port + k, the oracle on base_port + embservers. With "link", the
  * trainer reaches each server through `rectrain bench link` (an emulated link of that
- * bandwidth and one-way latency) listening on base_port + 32 + k. Several trainers run under
+ * bandwidth and one-way latency) listening on base_port + 32 + k. With "durable", the trainer
+ * commits every step and server k snapshots into DIR/server-k every `every` steps. Several trainers run under
  * `mpirun -np N` (Open MPI's; as root it needs OMPI_ALLOW_RUN_AS_ROOT=1 and
  * OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment). Paths are relative to
  * the working directory. 0 (or absent) batch / epochs / lookahead / prefetch_depth: the
@@ -216,6 +218,8 @@ typedef struct rec_cluster_config {
     int epochs, shuffle, policy, lookahead, depth, embservers, trainers, threads, base_port;
     double peer_timeout;
     int link;                /* put an emulated link between the trainer and the servers */
+    char durable_dir[1024];  /* "" or the servers' snapshot directories' parent */
+    int64_t durable_every;
     double link_gbit, link_latency_us;
 } rec_cluster_config;
 

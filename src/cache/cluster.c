@@ -40,6 +40,11 @@ static const key TOP[] = {
     {"peer_timeout", K_NUM, 0.1, 86400, OFF(peer_timeout), 0},
     {"cache", K_STR, 0, 0, 0, 0},   /* an object, below */
     {"link", K_STR, 0, 0, 0, 0},    /* an object, below */
+    {"durable", K_STR, 0, 0, 0, 0}, /* an object, below */
+};
+static const key DURABLE[] = {
+    {"dir", K_STR, 0, 0, STR(durable_dir)},
+    {"every", K_INT64, 1, INT32_MAX, OFF(durable_every), 0},
 };
 static const key LINK[] = {
     {"gbit", K_NUM, 0, 1000, OFF(link_gbit), 0},
@@ -69,7 +74,7 @@ static rec_status read_keys(rec_cluster_config *c, const cJSON *obj, const key *
         }
         for (const cJSON *jt = it->next; jt; jt = jt->next)
             if (!strcmp(it->string, jt->string)) return bad(origin, path, it->string, "appears twice");
-        if (!strcmp(k->name, "cache") || !strcmp(k->name, "link") || !strcmp(k->name, "format") ||
+        if (!strcmp(k->name, "cache") || !strcmp(k->name, "link") || !strcmp(k->name, "durable") || !strcmp(k->name, "format") ||
             !strcmp(k->name, "version"))
             continue;
         char *dst = (char *)c + k->off;
@@ -133,6 +138,11 @@ rec_status rec_cluster_config_parse(rec_cluster_config *c, const char *json, siz
     if (!s && link && !cJSON_IsObject(link)) s = bad(origin, "$", "link", "must be an object");
     c->link_gbit = 1, c->link_latency_us = 100;
     if (!s && link) c->link = 1, s = read_keys(c, link, LINK, (int)(sizeof LINK / sizeof LINK[0]), origin, "$.link");
+    const cJSON *dur = cJSON_GetObjectItemCaseSensitive(root, "durable");
+    c->durable_every = 100;
+    if (!s && dur && !cJSON_IsObject(dur)) s = bad(origin, "$", "durable", "must be an object");
+    if (!s && dur) s = read_keys(c, dur, DURABLE, (int)(sizeof DURABLE / sizeof DURABLE[0]), origin, "$.durable");
+    if (!s && dur && !c->durable_dir[0]) s = rec_errorf(REC_EINVAL, "%s: $.durable.dir: required (where servers keep snapshots)", origin);
     if (!s && !c->data[0]) s = rec_errorf(REC_EINVAL, "%s: $.data: required (the training .rshard)", origin);
     if (!s && c->policy != REC_CACHE_BAGPIPE && (c->lookahead || c->depth))
         s = rec_errorf(REC_EINVAL, "%s: $.cache: \"lookahead\" and \"prefetch_depth\" are for the bagpipe policy", origin);

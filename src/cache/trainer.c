@@ -173,6 +173,15 @@ static rec_status on_server_msg(ctrainer *t, int k, zmq_msg_t *m, const rec_fram
     if (h->type == REC_MSG_EMB_PUT_OK || h->type == REC_MSG_EMB_OK) {
         t->acks--;
         if (h->type == REC_MSG_EMB_OK && k == 0) { /* server 0 committed step seq: the commit point */
+            /* the others drop their undo of it (and snapshot it) before any write of a later
+             * step reaches them: those wait for the training thread, which waits for this */
+            for (int j = 1; j < t->o->n_servers; j++) {
+                rec_frame_begin(&t->w, REC_MSG_EMB_COMMIT, 0, h->seq);
+                rec_net_floats_encode(&t->w, NULL, 0);
+                REC_TRY(rec_frame_end(&t->w));
+                REC_TRY(rec__zsend(t->ssock[j], NULL, &t->w, 0));
+                t->acks++;
+            }
             pthread_mutex_lock(&t->mu);
             t->committed = (int64_t)h->seq;
             pthread_cond_broadcast(&t->cv);
@@ -326,17 +335,16 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
 }
 
 /* Commits, in step order, each written-through step whose PUTs are all acknowledged: server 0
- * takes its dense state (the commit point), the others drop their undo of it. */
+ * takes its dense state (the commit point); its acknowledgment commits the step on the others
+ * (on_server_msg). */
 static rec_status commit_ready(ctrainer *t) {
     while (t->cm_n && t->cm[t->cm_head].pending == 0) {
         commit *c = &t->cm[t->cm_head];
-        for (int k = 0; k < t->o->n_servers; k++) {
-            rec_frame_begin(&t->w, REC_MSG_EMB_COMMIT, 0, (uint64_t)c->step);
-            rec_net_floats_encode(&t->w, c->dense, k == 0 ? t->P : 0);
-            REC_TRY(rec_frame_end(&t->w));
-            REC_TRY(rec__zsend(t->ssock[k], NULL, &t->w, 0));
-            t->acks++;
-        }
+        rec_frame_begin(&t->w, REC_MSG_EMB_COMMIT, 0, (uint64_t)c->step);
+        rec_net_floats_encode(&t->w, c->dense, t->P);
+        REC_TRY(rec_frame_end(&t->w));
+        REC_TRY(rec__zsend(t->ssock[0], NULL, &t->w, 0));
+        t->acks++;
         c->step = -1;
         t->cm_head = (t->cm_head + 1) % t->Q;
         t->cm_n--;

@@ -2,7 +2,7 @@
  * message as a worker or a trainer would receive it. Its header is decoded; when that passes,
  * its body is decoded as the frame type says (JOB, PIECE, RESULT against a fixed 2-dense,
  * 3-feature job, ERROR; the lookahead cache's EMB_HELLO, EMB_GET/ROWS/PUT against server 1 of 2,
- * CACHE_INFO, CACHE_STEP against a 16-slot cache). A frame that decodes is re-encoded and must decode to the same
+ * CACHE_INFO, CACHE_STEP against a 16-slot cache, EMB_OK's state, EMB_COMMIT and EMB_DENSE). A frame that decodes is re-encoded and must decode to the same
  * thing (JOB: the same key; RESULT: the same batch digest). Anything else (a crash, a read out
  * of bounds, UB, a leak, an abort below) is a bug. Seeds: tests/fuzz/seeds/fuzz_frame (one
  * frame of each type, written by the codec). Build and run: scripts/fuzz.sh. */
@@ -70,6 +70,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 &t, 1, &r) == REC_OK)
             for (int64_t i = 0; r.e && i < r.n; i++)
                 if (r.e[i].f < 0 || r.e[i].f > 2 || r.e[i].row % 2 != 1 || r.e[i].row >= ROWS[r.e[i].f]) abort();
+    } else if (h.type == REC_MSG_EMB_OK) {
+        rec_net_emb_state es;
+        if (rec_net_emb_state_decode(body, h.body, &es) == REC_OK && es.committed < -1) abort();
+    } else if (h.type == REC_MSG_EMB_COMMIT || h.type == REC_MSG_EMB_DENSE) {
+        const float *v;
+        int64_t n;
+        if (rec_net_floats_decode(body, h.body, rec_msg_name(h.type), &v, &n) == REC_OK &&
+            (n < 0 || (n && (const uint8_t *)(v + n) > m + size)))
+            abort();
     } else if (h.type == REC_MSG_CACHE_HELLO) {
         int rank, ranks;
         int64_t start;
