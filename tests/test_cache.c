@@ -498,7 +498,7 @@ static void test_faults(void) {
     const int steps = lines_of("f_one.loss"), p = port + 60;
     char tr[1024];
     snprintf(tr, sizeof tr, "train --oracle-cacher tcp://127.0.0.1:%d --embservers tcp://127.0.0.1:%d,tcp://127.0.0.1:%d "
-             "--config %s/configs/dlrm_small.json --threads 1 --peer-timeout 2 --loss-log f.loss --ckpt f_ck", p + 2, p,
+             "--config %s/configs/dlrm_small.json --threads 1 --peer-timeout 5 --loss-log f.loss --ckpt f_ck", p + 2, p,
              p + 1, src);
     for (int fault = 0; fault < 2; fault++) { /* 0: the trainer, 1: server 1 */
         char sh[512];
