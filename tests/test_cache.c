@@ -459,6 +459,7 @@ static void test_two_trainers(void) {
     }
     CHECK(run("cluster c2.json --loss-log two.loss") == 0, "%s", out);
     const double gap = loss_gap("one.loss", "two.loss", STEPS2);
+    printf("two trainers: worst relative loss gap to one process %.3g over %d steps\n", gap, STEPS2);
     CHECK(gap <= 1e-4, "two trainers keep within 1e-4 of one process over %d steps (worst %.3g)", STEPS2, gap);
     CHECK(same_file("exec2.loss", "two.loss"), "two trainers train bitwise as the 2-rank MPI executor");
 }
