@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds every libFuzzer target tests/fuzz/fuzz_*.c with clang (fuzzer + ASan + UBSan) against
 # the library sources under src/, and runs each for SECONDS (default 600) with a corpus in
-# build-fuzz/corpus/NAME. Exits non-zero if any target fails to build or finds a crash.
+# build-fuzz/corpus/NAME, as many at a time as there are cores. Exits non-zero if any target
+# fails to build or finds a crash.
 #   scripts/fuzz.sh [SECONDS]
 # Needs clang, libclang-rt-dev and libomp-dev (REC_FUZZ=1 scripts/install-deps.sh). CC
 # overrides clang. Seeds: tests/fuzz/seeds/NAME/* when that folder exists; fuzz_tsv also gets
@@ -75,7 +76,10 @@ seed_tsv() {
     printf '\003' >"$dir/empty"
 }
 
-for name in $built; do
+# One target: its corpus from the seeds, SECONDS_PER_TARGET of fuzzing; a failure leaves
+# $OUT/NAME.failed (targets run JOBS at a time, one core each).
+run_one() {
+    name=$1
     corpus=$OUT/corpus/$name
     art=$OUT/artifacts/$name
     mkdir -p "$corpus" "$art"
@@ -95,9 +99,21 @@ for name in $built; do
         -print_final_stats=1 -artifact_prefix="$art/" "$corpus" >"$OUT/$name.log" 2>&1; then
         echo "fuzz.sh: $name FAILED (log: $OUT/$name.log, inputs: $art/)" >&2
         tail -40 "$OUT/$name.log" >&2
-        status=1
+        touch "$OUT/$name.failed"
     else
         echo "fuzz.sh: $name ok ($(grep -o 'stat::number_of_executed_units: [0-9]*' "$OUT/$name.log" | grep -o '[0-9]*$') runs)" >&2
     fi
+}
+
+rm -f "$OUT"/*.failed
+n=0
+for name in $built; do
+    run_one "$name" &
+    n=$((n + 1))
+    if [ "$n" -ge "$JOBS" ]; then wait; n=0; fi
+done
+wait
+for name in $built; do
+    if [ -e "$OUT/$name.failed" ]; then status=1; fi
 done
 exit $status
