@@ -464,6 +464,30 @@ static void test_two_trainers(void) {
     CHECK(same_file("exec2.loss", "two.loss"), "two trainers train bitwise as the 2-rank MPI executor");
 }
 
+/* Raw TSV through the data processors: the oracle sends every piece to a prep-worker (the
+ * cluster starts it) and the trainer's losses are one process's on the same TSV. */
+static void test_data_processors(void) {
+    write_spec("spec3.json", 40, 30);
+    CHECK(run("gen --rows %d --out raw.tsv", SYN_ROWS) == 0, "%s", out);
+    CHECK(run("train --data raw.tsv --spec spec3.json --config %s/configs/dlrm_small.json --batch 256 --epochs 1 "
+              "--no-shuffle --threads 1 --loss-log raw_one.loss", src) == 0, "%s", out);
+    FILE *f = fopen(path("c3.json"), "w");
+    if (f) {
+        fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"raw.tsv\", \"spec\": \"spec3.json\", "
+                   "\"prep_workers\": 1, \"model\": \"%s/configs/dlrm_small.json\", \"batch\": 256, \"shuffle\": false, "
+                   "\"base_port\": %d, \"peer_timeout\": 60, \"cache\": {\"rows\": 6000}}\n", src, port + 80);
+        fclose(f);
+    }
+    CHECK(run("cluster c3.json --loss-log raw_cl.loss") == 0, "%s", out);
+    const char *pw = strstr(out, "prep-worker: stopped after ");
+    CHECK(same_file("raw_one.loss", "raw_cl.loss") && pw && atoi(pw + 27) > 0,
+          "raw data preprocessed by a data processor trains as one process does: %s", out);
+    CHECK(run("oracle --data syn/train.rshard --cache-rows 99 --workers tcp://127.0.0.1:1 --listen tcp://127.0.0.1:%d",
+              port + 81) == 1 && strstr(out, "is a shard already"), "%s", out);
+    CHECK(run("oracle --data raw.tsv --cache-rows 99 --listen tcp://127.0.0.1:%d", port + 81) == 1 &&
+          strstr(out, "give its prep spec with --spec"), "%s", out);
+}
+
 static int lines_of(const char *name) {
     FILE *f = fopen(path(name), "r");
     int n = 0;
@@ -671,6 +695,7 @@ int main(void) {
     test_same_training();
     test_two_trainers();
     test_faults();
+    test_data_processors();
     test_hostile();
     test_refusals();
     clirun_cleanup();

@@ -15,6 +15,22 @@ static int check_endpoint(const char *cmd, const char *opt, const char *ep) {
     return CLI_OK;
 }
 
+/* LIST's comma-separated endpoints into v (at most max), their text in buf; a usage error
+ * naming opt when one is not an endpoint or there are too many. */
+static int endpoints(const char *cmd, const char *opt, const char *list, char *buf, size_t cap, const char **v, int max,
+                     int *n) {
+    *n = 0;
+    if (strlen(list) >= cap) return cli_usage(cmd, "%s: the list is too long", opt);
+    snprintf(buf, cap, "%s", list);
+    for (char *sv, *w = strtok_r(buf, ",", &sv); w; w = strtok_r(NULL, ",", &sv)) {
+        if (*n == max) return cli_usage(cmd, "%s: at most %d endpoints", opt, max);
+        if (check_endpoint(cmd, opt, w)) return CLI_USAGE;
+        v[(*n)++] = w;
+    }
+    if (!*n) return cli_usage(cmd, "%s: no endpoint in '%s'", opt, list);
+    return CLI_OK;
+}
+
 static const char EMBSERVER_USAGE[] =
     "usage: rectrain embserver [--listen ENDPOINT] [--ckpt DIR [--ckpt-every K]]\n"
     "\n"
@@ -61,7 +77,11 @@ static const char ORACLE_USAGE[] =
     "batches ahead to decide which embedding rows the trainer prefetches and how long it keeps\n"
     "them, and serves each batch with that plan to a trainer (train --oracle-cacher).\n"
     "\n"
-    "  --data FILE        training data (.rshard)\n"
+    "  --data FILE        training data: a .rshard, or raw Criteo .tsv/.gz with --spec\n"
+    "  --spec SPEC.json   raw data's prep spec (default: the config's train.prep_spec)\n"
+    "  --vocab-from SHARD the vocabularies of a spec's categorify ops\n"
+    "  --workers LIST     raw data: prep-worker endpoints that preprocess every batch (the data\n"
+    "                     processors); without, the oracle preprocesses on its own thread\n"
     "  --config FILE      model config: batch size, epochs, seed (default: the small DLRM)\n"
     "  --batch B          rows per batch (default: the config's)\n"
     "  --epochs E         epochs (default: the config's)\n"
@@ -78,7 +98,7 @@ static const char ORACLE_USAGE[] =
 int cmd_oracle(int argc, char **argv) {
     const char *cmd = "oracle";
     rec_oracle_opts o = {.listen = "tcp://127.0.0.1:5650", .shuffle = 1, .stop = &cli_stop, .log = stderr};
-    const char *policy = "bagpipe";
+    const char *policy = "bagpipe", *workers = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
@@ -87,6 +107,9 @@ int cmd_oracle(int argc, char **argv) {
             return CLI_OK;
         } else if (!strcmp(a, "--listen")) rc = cli_str(cmd, argc, argv, &i, &o.listen);
         else if (!strcmp(a, "--data")) rc = cli_str(cmd, argc, argv, &i, &o.data_path);
+        else if (!strcmp(a, "--spec")) rc = cli_str(cmd, argc, argv, &i, &o.spec_path);
+        else if (!strcmp(a, "--vocab-from")) rc = cli_str(cmd, argc, argv, &i, &o.vocab_from);
+        else if (!strcmp(a, "--workers")) rc = cli_str(cmd, argc, argv, &i, &workers);
         else if (!strcmp(a, "--config")) rc = cli_str(cmd, argc, argv, &i, &o.config_path);
         else if (!strcmp(a, "--batch")) rc = cli_i64(cmd, argc, argv, &i, 1, 1 << 24, &o.batch);
         else if (!strcmp(a, "--epochs")) rc = cli_int(cmd, argc, argv, &i, 1, 100000, &o.epochs);
@@ -111,6 +134,10 @@ int cmd_oracle(int argc, char **argv) {
         return cli_usage(cmd, "--prefetch-depth %d is over --lookahead %d: a prefetch so far ahead could read a row "
                          "before its last write-back", o.depth, o.lookahead);
     if (check_endpoint(cmd, "--listen", o.listen)) return CLI_USAGE;
+    char buf[4096];
+    const char *v[64];
+    if (workers && endpoints(cmd, "--workers", workers, buf, sizeof buf, v, 64, &o.n_workers)) return CLI_USAGE;
+    o.workers = v;
     cli_catch_stop("");
     rec_status s = rec_oracle_run(&o);
     return s ? cli_fail(cmd, s) : CLI_OK;
@@ -165,15 +192,8 @@ int cmd_train_cached(int argc, char **argv) {
     if (!servers) return cli_usage(cmd, "--oracle-cacher needs --embservers (the embedding servers' endpoints)");
     if (check_endpoint(cmd, "--oracle-cacher", o.oracle)) return CLI_USAGE;
     char buf[4096];
-    const char *v[64];
-    if (strlen(servers) >= sizeof buf) return cli_usage(cmd, "--embservers: the list is too long");
-    snprintf(buf, sizeof buf, "%s", servers);
-    for (char *sv, *w = strtok_r(buf, ",", &sv); w; w = strtok_r(NULL, ",", &sv)) {
-        if (o.n_servers == 62) return cli_usage(cmd, "--embservers: at most 62 servers");
-        if (check_endpoint(cmd, "--embservers", w)) return CLI_USAGE;
-        v[o.n_servers++] = w;
-    }
-    if (!o.n_servers) return cli_usage(cmd, "--embservers: no endpoint in '%s'", servers);
+    const char *v[62];
+    if (endpoints(cmd, "--embservers", servers, buf, sizeof buf, v, 62, &o.n_servers)) return CLI_USAGE;
     o.servers = v;
     cli_catch_stop("");
     rec_cache_train_report r;

@@ -140,6 +140,14 @@ int cmd_cluster(int argc, char **argv) {
         snprintf(servers + strlen(servers), sizeof servers - strlen(servers), "%s%s", k ? "," : "", ep[k]);
     }
     snprintf(oracle, sizeof oracle, "tcp://%s:%d", c.host, c.base_port + c.embservers);
+    char wlist[16 * 300] = "";
+    for (int k = 0; k < c.prep_workers; k++) { /* the data processors */
+        char wep[300];
+        snprintf(wep, sizeof wep, "tcp://%s:%d", c.host, c.base_port + 48 + k);
+        snprintf(wlist + strlen(wlist), sizeof wlist - strlen(wlist), "%s%s", k ? "," : "", wep);
+        char *wa[] = {"rectrain", "prep-worker", "--listen", wep, "--threads", "1", NULL};
+        pids[np++] = start(wa, 0);
+    }
     char b_batch[32], b_epochs[32], b_shuffle[8], b_steps[32], b_rows[32], b_la[32], b_depth[32], b_thr[32], b_tmo[32];
     snprintf(b_batch, sizeof b_batch, "%lld", (long long)c.batch);
     snprintf(b_epochs, sizeof b_epochs, "%d", c.epochs);
@@ -159,6 +167,8 @@ int cmd_cluster(int argc, char **argv) {
     if (c.steps) oa[n++] = "--steps", oa[n++] = b_steps;
     if (c.lookahead) oa[n++] = "--lookahead", oa[n++] = b_la;
     if (c.depth) oa[n++] = "--prefetch-depth", oa[n++] = b_depth;
+    if (c.spec[0]) oa[n++] = "--spec", oa[n++] = c.spec;
+    if (c.prep_workers) oa[n++] = "--workers", oa[n++] = wlist;
     oa[n] = NULL;
     pids[np++] = start(oa, 0);
     char *ta[40] = {"rectrain", "train", "--oracle-cacher", oracle, "--embservers", servers, "--threads", b_thr,

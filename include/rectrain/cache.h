@@ -143,7 +143,13 @@ rec_status rec_embserver_run(const rec_embserver_opts *o);
 /* ---- the Oracle Cacher (`rectrain oracle`) -------------------------------------------------- */
 typedef struct rec_oracle_opts {
     const char *listen;
-    const char *data_path;   /* the training data, a .rshard */
+    const char *data_path;   /* the training data: a .rshard, or a Criteo .tsv/.gz with spec_path */
+    const char *spec_path;   /* TSV: the prep spec (default: the config's train.prep_spec) */
+    const char *vocab_from;  /* TSV: the shard of the spec's vocabularies */
+    /* TSV: the data processors (`rectrain prep-worker`) that preprocess every batch (Bagpipe's
+     * DataProcessors; FastFlow's offload at p'3, all of it), or none: the oracle's own thread */
+    const char *const *workers;
+    int n_workers;
     const char *config_path; /* the model config (batch, epochs, seed); NULL: the default */
     int64_t batch;           /* 0: the config's */
     int epochs;              /* 0: the config's */
@@ -203,7 +209,8 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
  *    "embservers": 2, "trainers": 1, "threads": 1, "host": "127.0.0.1", "base_port": 5700,
  *    "peer_timeout": 10, "loss_log": "cluster.loss", "ckpt": "run1",
  *    "link": {"gbit": 1, "latency_us": 100},
- *    "durable": {"dir": "snapshots", "every": 100}}
+ *    "durable": {"dir": "snapshots", "every": 100},
+ *    "spec": "configs/criteo_standard.json", "prep_workers": 1}   (raw .tsv data)
  * Servers listen on base_port + k, the oracle on base_port + embservers. With "link", the
  * trainer reaches each server through `rectrain bench link` (an emulated link of that
  * bandwidth and one-way latency) listening on base_port + 32 + k. With "durable", the trainer
@@ -213,7 +220,8 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
  * the working directory. 0 (or absent) batch / epochs / lookahead / prefetch_depth: the
  * model's or the oracle's default. */
 typedef struct rec_cluster_config {
-    char data[1024], model[1024], loss_log[1024], ckpt[1024], host[256];
+    char data[1024], model[1024], loss_log[1024], ckpt[1024], host[256], spec[1024];
+    int prep_workers;        /* raw data: prep-workers the cluster starts, which preprocess it */
     int64_t batch, steps, cache_rows;
     int epochs, shuffle, policy, lookahead, depth, embservers, trainers, threads, base_port;
     double peer_timeout;

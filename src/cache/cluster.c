@@ -28,6 +28,8 @@ static const key TOP[] = {
     {"model", K_STR, 0, 0, STR(model)},
     {"loss_log", K_STR, 0, 0, STR(loss_log)},
     {"ckpt", K_STR, 0, 0, STR(ckpt)},
+    {"spec", K_STR, 0, 0, STR(spec)},
+    {"prep_workers", K_INT, 0, 16, OFF(prep_workers), 0},
     {"host", K_STR, 0, 0, STR(host)},
     {"batch", K_INT64, 0, 1 << 24, OFF(batch), 0},
     {"epochs", K_INT, 0, 100000, OFF(epochs), 0},

@@ -4,6 +4,8 @@
  *
  * The data is read by two loaders L batches apart: the one ahead shows batches to the planner
  * (rec_cplan_look), the other gives the batch being planned, so no window of batches is held.
+ * Raw TSV is preprocessed on the way (two data sets, one per loader), by the data processors
+ * (prep workers, every piece sent to them) when there are some.
  * The job starts when all its trainers have said CACHE_HELLO (each its rank of N); a HELLO
  * during a job starts it over (a restarted trainer). Each batch's plan is split among the
  * trainers (lrpp.c) and each trainer's frame kept until a few batches later, so trainers
@@ -19,6 +21,7 @@
 #include "rectrain/cache.h"
 #include "rectrain/core.h"
 #include "rectrain/model.h"
+#include "rectrain/offload.h"
 #include "rectrain/train.h"
 
 /* Batches of every epoch in the trainer's order, one loader at a time. */
@@ -72,7 +75,7 @@ enum { KEPT = 16 }; /* batches whose frames stay (> 2 x the trainers' plans in f
 typedef struct oracle {
     const rec_oracle_opts *o;
     rec_model_config cfg;
-    rec_dataset *d;
+    rec_dataset *d, *d2;     /* the loader ahead's and the planned batches' (the same for a shard) */
     int64_t rows, total;     /* data rows; batches of the job */
     int F;
     const int64_t *table_rows;
@@ -109,7 +112,7 @@ static rec_status job_start(oracle *r) {
     source_close(&r->cur);
     REC_TRY(rec_cplan_init(&r->p, &r->po));
     source_start(&r->ahead, r->d, r->rows, r->o, &r->cfg, r->start, r->total);
-    source_start(&r->cur, r->d, r->rows, r->o, &r->cfg, r->start, r->total);
+    source_start(&r->cur, r->d2, r->rows, r->o, &r->cfg, r->start, r->total);
     r->next = r->start;
     r->plan_s = 0;
     return REC_OK;
@@ -264,7 +267,7 @@ static rec_status fits(oracle *r, int L, int64_t batches, int *ok) {
     REC_TRY(rec_cplan_init(&p, &po));
     source a, c;
     source_start(&a, r->d, r->rows, r->o, &r->cfg, 0, batches);
-    source_start(&c, r->d, r->rows, r->o, &r->cfg, 0, batches);
+    source_start(&c, r->d2, r->rows, r->o, &r->cfg, 0, batches);
     rec_status s = REC_OK;
     *ok = 1;
     for (int64_t x = 0; !s && x < batches && *ok; x++) {
@@ -311,10 +314,28 @@ static rec_status setup(oracle *r) {
     const rec_oracle_opts *o = r->o;
     if (o->config_path) REC_TRY(rec_model_config_load(&r->cfg, o->config_path));
     else rec_model_config_train_default(&r->cfg);
+    const size_t pl = strlen(o->data_path);
+    const int shard = pl > 7 && !strcmp(o->data_path + pl - 7, ".rshard");
     rec_dataset_opts dopt = {.path = o->data_path, .prep_threads = 1};
+    dopt.tsv.has_label = -1;
+    if (!shard) {
+        dopt.spec_path = o->spec_path ? o->spec_path : r->cfg.prep_spec[0] ? r->cfg.prep_spec : NULL;
+        dopt.vocab_from = o->vocab_from;
+        if (!dopt.spec_path)
+            return rec_errorf(REC_EINVAL, "oracle: %s is raw data: give its prep spec with --spec (or a .rshard)",
+                              o->data_path);
+    } else if (o->n_workers) {
+        return rec_errorf(REC_EINVAL, "oracle: --workers preprocess raw data, and %s is a shard already", o->data_path);
+    }
     REC_TRY(rec_dataset_open(&r->d, &dopt));
-    if (strcmp(o->data_path + (strlen(o->data_path) > 7 ? strlen(o->data_path) - 7 : 0), ".rshard"))
-        return rec_errorf(REC_EINVAL, "oracle: %s: give a .rshard (rectrain prep makes one)", o->data_path);
+    r->d2 = r->d;
+    if (!shard) REC_TRY(rec_dataset_open(&r->d2, &dopt));
+    for (int k = 0; !shard && o->n_workers && k < 2; k++) { /* the data processors make every batch */
+        const rec_offload_opts oo = {o->workers, o->n_workers, NULL, 0, 0, o->log};
+        rec_offload *x;
+        REC_TRY(rec_dataset_offload(k ? r->d2 : r->d, &oo, o->batch ? o->batch : r->cfg.batch_size, &x));
+        rec_offload_set(x, REC_OFFLOAD_P3, 1.0);
+    }
     REC_TRY(rec_dataset_rows(r->d, &r->rows));
     r->F = rec_dataset_n_sparse(r->d);
     r->table_rows = rec_dataset_table_rows(r->d);
@@ -465,6 +486,7 @@ rec_status rec_oracle_run(const rec_oracle_opts *o) {
         if (r.hello[t]) zmq_msg_close(&r.who[t]);
     rec__lrpp_free(r.lrpp);
     rec_batch_free(&r.slice);
+    if (r.d2 != r.d) rec_dataset_close(r.d2);
     rec_dataset_close(r.d);
     rec_model_config_free(&r.cfg);
     rec__zservice_close(&r.svc);
