@@ -621,6 +621,27 @@ static void test_hostile(void) {
     answers(s, 6, c);
     CHECK(c[REC_MSG_ERROR] == 5 && c[REC_MSG_PONG] == 1, "the server refuses 5 frames and answers the PING (%d, %d)",
           c[REC_MSG_ERROR], c[REC_MSG_PONG]);
+    /* tables too large to make; then real tables (durable), and a commit out of order */
+    const int64_t huge[2] = {INT64_C(1) << 39, 3}, small[2] = {10, 3};
+    rec_net_emb_hello eh = {0, 0, 1, 2, 8, 0, 0, 1, huge, 1};
+    eh.digest = rec_net_emb_hello_digest(&eh);
+    rec_frame_begin(&w, REC_MSG_EMB_HELLO, 0, 5);
+    rec_net_emb_hello_encode(&w, &eh);
+    rec_frame_end(&w);
+    zmq_send(s, w.p, w.len, 0);
+    eh.rows = small;
+    eh.digest = rec_net_emb_hello_digest(&eh);
+    rec_frame_begin(&w, REC_MSG_EMB_HELLO, 0, 6);
+    rec_net_emb_hello_encode(&w, &eh);
+    rec_frame_end(&w);
+    zmq_send(s, w.p, w.len, 0);
+    rec_frame_begin(&w, REC_MSG_EMB_COMMIT, 0, 7);
+    rec_net_floats_encode(&w, NULL, 0);
+    rec_frame_end(&w);
+    zmq_send(s, w.p, w.len, 0);
+    answers(s, 3, c);
+    CHECK(c[REC_MSG_ERROR] == 2 && c[REC_MSG_EMB_OK] == 1, "the server refuses too large tables and a commit out of "
+          "order (%d, %d)", c[REC_MSG_ERROR], c[REC_MSG_EMB_OK]);
     /* the oracle: a plan before HELLO, a request that is not one, a HELLO cut short, a HELLO of
      * one trainer (the job starts), a plan far ahead */
     rec_frame_begin(&w, REC_MSG_CACHE_NEXT, 0, 0);
@@ -650,7 +671,8 @@ static void test_hostile(void) {
     waitpid(es, NULL, 0), waitpid(orc, NULL, 0);
     read_out("es.log");
     CHECK(strstr(out, "not a rectrain frame") && strstr(out, "frame version 9") && strstr(out, "before EMB_HELLO") &&
-          strstr(out, "stopped after"), "the server logs its refusals and ends normally: %s", out);
+          strstr(out, "over 2^40") && strstr(out, "steps commit one after another") && strstr(out, "stopped after"),
+          "the server logs its refusals and ends normally: %s", out);
     read_out("or.log");
     CHECK(strstr(out, "CACHE_NEXT before CACHE_HELLO") && strstr(out, "batch 5 asked for; the next is 0") &&
           strstr(out, "bytes of the rank were due"),

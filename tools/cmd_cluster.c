@@ -114,7 +114,7 @@ int cmd_cluster(int argc, char **argv) {
         c.link = 1;
     }
 
-    enum { MAXP = 64 };
+    enum { MAXP = 2 * 62 + 16 + 2 }; /* servers, their links, prep-workers, the oracle */
     pid_t pids[MAXP] = {0};
     int np = 0;
     char ep[64][300], servers[64 * 300 + 64] = "", oracle[300];
@@ -131,11 +131,11 @@ int cmd_cluster(int argc, char **argv) {
         pids[np++] = start(av, 0);
         if (c.link) { /* the trainer's way to server k: through the link */
             char lp[16], to[300];
-            snprintf(lp, sizeof lp, "%d", c.base_port + 32 + k);
+            snprintf(lp, sizeof lp, "%d", c.base_port + c.embservers + 1 + k);
             snprintf(to, sizeof to, "%s:%d", c.host, c.base_port + k);
             char *la[] = {"rectrain", "bench", "link", "--listen", lp, "--to", to, "--gbit", gbit, "--latency-us", lat, NULL};
             pids[np++] = start(la, 0);
-            snprintf(ep[k], sizeof ep[k], "tcp://127.0.0.1:%d", c.base_port + 32 + k);
+            snprintf(ep[k], sizeof ep[k], "tcp://127.0.0.1:%d", c.base_port + c.embservers + 1 + k);
         }
         snprintf(servers + strlen(servers), sizeof servers - strlen(servers), "%s%s", k ? "," : "", ep[k]);
     }
@@ -143,7 +143,7 @@ int cmd_cluster(int argc, char **argv) {
     char wlist[16 * 300] = "";
     for (int k = 0; k < c.prep_workers; k++) { /* the data processors */
         char wep[300];
-        snprintf(wep, sizeof wep, "tcp://%s:%d", c.host, c.base_port + 48 + k);
+        snprintf(wep, sizeof wep, "tcp://%s:%d", c.host, c.base_port + 2 * c.embservers + 1 + k);
         snprintf(wlist + strlen(wlist), sizeof wlist - strlen(wlist), "%s%s", k ? "," : "", wep);
         char *wa[] = {"rectrain", "prep-worker", "--listen", wep, "--threads", "1", NULL};
         pids[np++] = start(wa, 0);

@@ -211,9 +211,9 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
  *    "link": {"gbit": 1, "latency_us": 100},
  *    "durable": {"dir": "snapshots", "every": 100},
  *    "spec": "configs/criteo_standard.json", "prep_workers": 1}   (raw .tsv data)
- * Servers listen on base_port + k, the oracle on base_port + embservers. With "link", the
- * trainer reaches each server through `rectrain bench link` (an emulated link of that
- * bandwidth and one-way latency) listening on base_port + 32 + k. With "durable", the trainer
+ * Servers listen on base_port + k (k < S), the oracle on base_port + S. With "link", the
+ * trainer reaches server k through `rectrain bench link` (an emulated link of that bandwidth
+ * and one-way latency) on base_port + S + 1 + k; prep-workers take base_port + 2 S + 1 + i. With "durable", the trainer
  * commits every step and server k snapshots into DIR/server-k every `every` steps. Several trainers run under
  * `mpirun -np N` (Open MPI's; as root it needs OMPI_ALLOW_RUN_AS_ROOT=1 and
  * OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment). Paths are relative to

@@ -190,6 +190,7 @@ typedef struct rec_net_emb_state {
     int32_t written;         /* 1: rows were written since the tables were made */
     int32_t durable;         /* 1: writes are undoable (the HELLO asked for it) */
     int64_t snap[2];         /* the steps of its snapshots, newest first (-1 none) */
+    int32_t restored;        /* 1: restarted from a snapshot (the job must go back to its step) */
 } rec_net_emb_state;
 void rec_net_emb_state_encode(rec_wbuf *w, const rec_net_emb_state *s);
 rec_status rec_net_emb_state_decode(const uint8_t *body, size_t len, rec_net_emb_state *s);

@@ -38,7 +38,7 @@ static const key TOP[] = {
     {"embservers", K_INT, 1, 62, OFF(embservers), 0},
     {"trainers", K_INT, 1, 64, OFF(trainers), 0},
     {"threads", K_INT, 1, 1024, OFF(threads), 0},
-    {"base_port", K_INT, 1024, 65535 - 64, OFF(base_port), 0},
+    {"base_port", K_INT, 1024, 65535 - 160, OFF(base_port), 0},
     {"peer_timeout", K_NUM, 0.1, 86400, OFF(peer_timeout), 0},
     {"cache", K_STR, 0, 0, 0, 0},   /* an object, below */
     {"link", K_STR, 0, 0, 0, 0},    /* an object, below */

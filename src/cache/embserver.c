@@ -36,6 +36,8 @@
 #include "rectrain/core.h"
 #include "rectrain/embed.h"
 
+enum { UNDO_KEY = 4 }; /* floats of an undo entry's (step, local row) as two int64s */
+
 typedef struct server {
     const rec_embserver_opts *o;
     rec_zservice svc;
@@ -56,6 +58,8 @@ typedef struct server {
     float *dense;            /* the dense state of the last commit (server 0) */
     int64_t dense_n;
     int64_t snap[2];         /* the steps of the snapshots kept, newest first (-1 none) */
+    int greeted;             /* a HELLO came since this process started (a restarted one needs it) */
+    int restored;            /* the tables came from a snapshot at start: the job must go back to it */
 } server;
 
 int rec_cache_state_floats(int opt, int E) {
@@ -123,6 +127,7 @@ static rec_status on_hello(server *v, const rec_zreq *r) {
         if (h.durable && !v->durable && v->written)
             return rec_errorf(REC_EINVAL, "this server's rows were written by a job that was not durable: restart it");
         v->durable = h.durable;
+        v->greeted = 1;
         return REC_OK;
     }
     rec_status s = make_tables(v, &h);
@@ -130,6 +135,7 @@ static rec_status on_hello(server *v, const rec_zreq *r) {
         server_drop(v);
         return s;
     }
+    v->greeted = 1;
     if (v->o->log) {
         fprintf(v->o->log, "embserver: shard %d of %d: %lld rows of %d tables, dim %d (%.1f MB)\n", h.shard, h.shards,
                 (long long)v->off[h.F], h.F, h.E, 4.0 * (double)v->off[h.F] * (h.E + v->S) / 1e6);
@@ -154,6 +160,9 @@ static rec_status on_get(server *v, const rec_zreq *r) {
     /* the body: n, values, state (rec_net_rows_encode's layout, written in place) */
     rec_net_rows hdr = {n, NULL, NULL, NULL};
     rec_net_rows_encode(&v->w, &hdr, 0, E, S);
+    if (n > (int64_t)(REC_NET_MAX_BODY / 4 / (size_t)(E + S)) - 4)
+        return rec_errorf(REC_EINVAL, "a GET of %lld rows: the answer would be over %zu bytes; ask in parts",
+                          (long long)n, REC_NET_MAX_BODY);
     const size_t at = v->w.len, bytes = sizeof(float) * (size_t)(n * (E + S));
     if (!v->w.err && v->w.cap < at + bytes) {
         size_t cap = v->w.cap;
@@ -176,7 +185,7 @@ static rec_status on_get(server *v, const rec_zreq *r) {
 static rec_status on_put(server *v, const rec_zreq *r) {
     rec_net_rows q;
     REC_TRY(rec_net_rows_decode(r->body, r->h.body, "EMB_PUT", 1, 1, &v->t, v->S, &q));
-    const int E = v->t.E, S = v->S, W = 2 + E + S; /* an undo entry: step, local row (as 2 floats' bits), the old row */
+    const int E = v->t.E, S = v->S, W = UNDO_KEY + E + S; /* an undo entry: step and local row (int64s), the old row */
     const int64_t step = (int64_t)r->h.seq;
     if (v->durable && step <= v->committed)
         return rec_errorf(REC_EINVAL, "a write of step %lld, and step %lld is committed", (long long)step,
@@ -190,10 +199,10 @@ static rec_status on_put(server *v, const rec_zreq *r) {
     }
     for (int64_t i = 0; v->durable && i < q.n; i++) {
         float *u = v->undo + (size_t)(v->undo_n++ * W);
-        const int32_t key[2] = {(int32_t)step, (int32_t)(v->off[q.e[i].f] + q.e[i].row / v->t.shards)};
+        const int64_t key[2] = {step, v->off[q.e[i].f] + q.e[i].row / v->t.shards};
         memcpy(u, key, sizeof key);
-        memcpy(u + 2, value_of(v, &q.e[i]), sizeof(float) * (size_t)E);
-        if (S) memcpy(u + 2 + E, state_of(v, &q.e[i]), sizeof(float) * (size_t)S);
+        memcpy(u + UNDO_KEY, value_of(v, &q.e[i]), sizeof(float) * (size_t)E);
+        if (S) memcpy(u + UNDO_KEY + E, state_of(v, &q.e[i]), sizeof(float) * (size_t)S);
     }
     v->written = 1;
     for (int64_t i = 0; i < q.n; i++) {
@@ -351,6 +360,7 @@ static void snap_find(server *v) {
                 fflush(v->o->log);
             }
             if (i == 1) v->snap[0] = v->snap[1], v->snap[1] = -1;
+            v->restored = 1;
             return;
         }
         if (v->o->log) fprintf(v->o->log, "embserver: %s; trying an older snapshot\n", rec_errmsg());
@@ -365,18 +375,19 @@ static rec_status on_commit(server *v, const rec_zreq *r) {
     REC_TRY(rec_net_floats_decode(r->body, r->h.body, "EMB_COMMIT", &d, &n));
     const int64_t step = (int64_t)r->h.seq;
     if (!v->durable) return rec_errorf(REC_EINVAL, "COMMIT to a server of a job that is not durable");
-    if (step < v->committed)
-        return rec_errorf(REC_EINVAL, "COMMIT of step %lld after step %lld", (long long)step, (long long)v->committed);
+    if (step != v->committed + 1)
+        return rec_errorf(REC_EINVAL, "COMMIT of step %lld after step %lld: steps commit one after another",
+                          (long long)step, (long long)v->committed);
     if (n) {
         float *c = realloc(v->dense, sizeof(float) * (size_t)n);
         if (!c) return rec_errorf(REC_ENOMEM, "embserver: out of memory for %lld dense floats", (long long)n);
         memcpy(c, d, sizeof(float) * (size_t)n);
         v->dense = c, v->dense_n = n;
     }
-    const int W = 2 + v->t.E + v->S;
+    const int W = UNDO_KEY + v->t.E + v->S;
     int64_t keep = 0;
     for (int64_t i = 0; i < v->undo_n; i++) {
-        int32_t key[2];
+        int64_t key[2];
         memcpy(key, v->undo + (size_t)(i * W), sizeof key);
         if (key[0] > step) memmove(v->undo + (size_t)(keep++ * W), v->undo + (size_t)(i * W), sizeof(float) * (size_t)W);
     }
@@ -391,19 +402,20 @@ static rec_status on_commit(server *v, const rec_zreq *r) {
 static rec_status on_rollback(server *v, const rec_zreq *r) {
     const int64_t c = (int64_t)r->h.seq;
     if (!v->durable) return rec_errorf(REC_EINVAL, "ROLLBACK on a server of a job that is not durable");
-    const int E = v->t.E, S = v->S, W = 2 + E + S;
+    const int E = v->t.E, S = v->S, W = UNDO_KEY + E + S;
     int64_t undone = 0;
     for (int64_t i = v->undo_n - 1; i >= 0; i--) {
         const float *u = v->undo + (size_t)(i * W);
-        int32_t key[2];
+        int64_t key[2];
         memcpy(key, u, sizeof key);
         if (key[0] <= c) continue;
-        memcpy(v->values + (size_t)key[1] * E, u + 2, sizeof(float) * (size_t)E);
-        if (S) memcpy(v->state + (size_t)key[1] * S, u + 2 + E, sizeof(float) * (size_t)S);
+        memcpy(v->values + (size_t)key[1] * E, u + UNDO_KEY, sizeof(float) * (size_t)E);
+        if (S) memcpy(v->state + (size_t)key[1] * S, u + UNDO_KEY + E, sizeof(float) * (size_t)S);
         undone++;
     }
     v->undo_n = 0;
     v->committed = c;
+    v->restored = 0;
     if (v->o->log) {
         fprintf(v->o->log, "embserver: rolled back to step %lld (%lld row writes undone)\n", (long long)c, (long long)undone);
         fflush(v->o->log);
@@ -424,14 +436,16 @@ static void serve_one(void *arg) {
     } else if (t == REC_MSG_EMB_HELLO) {
         s = on_hello(v, &r);
         if (!s) {
-            const rec_net_emb_state st = {v->committed, v->written, v->durable, {v->snap[0], v->snap[1]}};
+            const rec_net_emb_state st = {v->committed, v->written, v->durable, {v->snap[0], v->snap[1]}, v->restored};
             rec_frame_begin(&v->w, REC_MSG_EMB_OK, r.h.job, r.h.seq);
             rec_net_emb_state_encode(&v->w, &st);
             s = rec_frame_end(&v->w);
         }
     } else if ((t == REC_MSG_EMB_GET || t == REC_MSG_EMB_PUT || t == REC_MSG_EMB_COMMIT || t == REC_MSG_EMB_ROLLBACK ||
-                t == REC_MSG_EMB_DENSE_GET || t == REC_MSG_EMB_RESTORE) && !v->ready) {
-        s = rec_errorf(REC_EINVAL, "%s before EMB_HELLO: this server holds no tables yet", rec_msg_name(t));
+                t == REC_MSG_EMB_DENSE_GET || t == REC_MSG_EMB_RESTORE) && (!v->ready || !v->greeted)) {
+        s = rec_errorf(REC_EINVAL, "%s before EMB_HELLO: %s", rec_msg_name(t),
+                       v->ready ? "this server restarted from a snapshot; the trainer must say HELLO again (--resume)"
+                                : "this server holds no tables yet");
     } else if (t == REC_MSG_EMB_GET) {
         s = on_get(v, &r);
     } else if (t == REC_MSG_EMB_PUT) {
@@ -448,6 +462,7 @@ static void serve_one(void *arg) {
                            (long long)step, (long long)v->snap[0], (long long)v->snap[1]);
         else s = snap_read(v, step);
         if (!s) {
+            v->restored = 0;
             if (v->o->log) fprintf(v->o->log, "embserver: restored the snapshot of step %lld\n", (long long)step);
             rec_frame_begin(&v->w, REC_MSG_EMB_OK, r.h.job, r.h.seq);
             s = rec_frame_end(&v->w);

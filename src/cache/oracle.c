@@ -388,6 +388,7 @@ static rec_status on_hello(oracle *r, rec_zreq *q) {
             if (r->hello[t]) zmq_msg_close(&r->who[t]), r->hello[t] = 0;
         rec_cplan_free(r->p);
         r->p = NULL;
+        for (int i = 0; r->kept && i < KEPT * r->N; i++) rec_wbuf_free(&r->kept[i]);
         r->N = ranks, r->said = 0, r->start = start;
         rec_wbuf *k = realloc(r->kept, sizeof(rec_wbuf) * (size_t)(KEPT * ranks));
         if (!k) return rec_errorf(REC_ENOMEM, "oracle: out of memory for %d trainers", ranks);

@@ -104,6 +104,8 @@ typedef struct ctrainer {
     int64_t cm_head, cm_n;
     int64_t start;           /* the first batch (a resumed job: the committed step + 1) */
     int64_t n_touched;       /* slots the last step touched (touched[]) */
+    int64_t slice;           /* the most rows of this trainer's part of a batch */
+    int64_t rows_per_frame;  /* rows of one GET or PUT at most (its frame under REC_NET_MAX_BODY) */
 } ctrainer;
 
 static double timeout_of(const ctrainer *t) { return t->timeout; }
@@ -235,41 +237,42 @@ static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
     rec_status s = REC_OK;
     if (st->n_fetch && !(tmp = malloc(sizeof(rec_centry) * (size_t)st->n_fetch)))
         return rec_errorf(REC_ENOMEM, "trainer: out of memory");
-    for (int k = 0; !s && k < N; k++) {
-        const int64_t a = t->srv_n[k], n = t->srv_n[k + 1] - a;
-        if (!n) continue;
-        for (int64_t i = 0; i < n; i++) tmp[a + i] = st->fetch[t->by_srv[a + i]];
-        const rec_net_rows q = {n, tmp + a, NULL, NULL};
-        rec_frame_begin(&t->w, REC_MSG_EMB_GET, 0, (uint64_t)x);
-        rec_net_rows_encode(&t->w, &q, 1, E, S);
-        s = rec_frame_end(&t->w);
-        if (!s) s = rec__zsend(t->ssock[k], NULL, &t->w, 0);
-    }
-    for (int k = 0; !s && k < N; k++) {
-        const int64_t a = t->srv_n[k], n = t->srv_n[k + 1] - a;
-        if (!n) continue;
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        rec_frame_head h;
-        const uint8_t *body;
-        s = server_recv(t, k, 1, &m, &h, &body);
-        rec_net_rows r;
-        if (!s) {
-            char who[300];
-            rec_net_emb_hello tabs = {.F = t->F, .E = E, .shards = N, .shard = k, .rows = t->rows};
-            s = rec_net_rows_decode(body, h.body, "EMB_ROWS", 0, 1, &tabs, S, &r);
-            if (!s && r.n != n)
-                s = rec_errorf(REC_EFORMAT, "%s answered %lld rows for %lld", srv_name(t, k, who, sizeof who),
-                               (long long)r.n, (long long)n);
+    const int64_t R = t->rows_per_frame; /* rows a GET asks for at most: its answer fits a frame */
+    for (int k = 0; !s && k < N; k++)
+        for (int64_t a = t->srv_n[k]; !s && a < t->srv_n[k + 1]; a += R) {
+            const int64_t n = t->srv_n[k + 1] - a < R ? t->srv_n[k + 1] - a : R;
+            for (int64_t i = 0; i < n; i++) tmp[a + i] = st->fetch[t->by_srv[a + i]];
+            const rec_net_rows q = {n, tmp + a, NULL, NULL};
+            rec_frame_begin(&t->w, REC_MSG_EMB_GET, 0, (uint64_t)x);
+            rec_net_rows_encode(&t->w, &q, 1, E, S);
+            s = rec_frame_end(&t->w);
+            if (!s) s = rec__zsend(t->ssock[k], NULL, &t->w, 0);
         }
-        for (int64_t i = 0; !s && i < n; i++) {
-            const int32_t slot = tmp[a + i].slot;
-            t->slot_f[slot] = tmp[a + i].f, t->slot_row[slot] = tmp[a + i].row;
-            memcpy(t->values + (size_t)slot * E, r.values + (size_t)i * E, sizeof(float) * (size_t)E);
-            if (S) memcpy(t->state + (size_t)slot * S, r.state + (size_t)i * S, sizeof(float) * (size_t)S);
+    for (int k = 0; !s && k < N; k++)
+        for (int64_t a = t->srv_n[k]; !s && a < t->srv_n[k + 1]; a += R) {
+            const int64_t n = t->srv_n[k + 1] - a < R ? t->srv_n[k + 1] - a : R;
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            rec_frame_head h;
+            const uint8_t *body;
+            s = server_recv(t, k, 1, &m, &h, &body);
+            rec_net_rows r;
+            if (!s) {
+                char who[300];
+                rec_net_emb_hello tabs = {.F = t->F, .E = E, .shards = N, .shard = k, .rows = t->rows};
+                s = rec_net_rows_decode(body, h.body, "EMB_ROWS", 0, 1, &tabs, S, &r);
+                if (!s && r.n != n)
+                    s = rec_errorf(REC_EFORMAT, "%s answered %lld rows for %lld", srv_name(t, k, who, sizeof who),
+                                   (long long)r.n, (long long)n);
+            }
+            for (int64_t i = 0; !s && i < n; i++) {
+                const int32_t slot = tmp[a + i].slot;
+                t->slot_f[slot] = tmp[a + i].f, t->slot_row[slot] = tmp[a + i].row;
+                memcpy(t->values + (size_t)slot * E, r.values + (size_t)i * E, sizeof(float) * (size_t)E);
+                if (S) memcpy(t->state + (size_t)slot * S, r.state + (size_t)i * S, sizeof(float) * (size_t)S);
+            }
+            zmq_msg_close(&m);
         }
-        zmq_msg_close(&m);
-    }
     free(tmp);
     const double bytes = 4.0 * (double)(E + S) * (double)st->n_fetch;
     if (critical) t->rep->fetch_crit_rows += st->n_fetch, t->rep->fetch_crit_bytes += bytes;
@@ -294,9 +297,9 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
         memcpy(c->dense, p->dur_dense, sizeof(float) * (size_t)t->P);
     }
     group(t, ents, nents);
-    for (int k = 0; k < N; k++) {
-        const int64_t a = t->srv_n[k], n = t->srv_n[k + 1] - a;
-        if (!n) continue;
+    for (int k = 0; k < N; k++)
+        for (int64_t a = t->srv_n[k]; a < t->srv_n[k + 1]; a += t->rows_per_frame) {
+        const int64_t n = t->srv_n[k + 1] - a < t->rows_per_frame ? t->srv_n[k + 1] - a : t->rows_per_frame;
         rec_frame_begin(&t->w, REC_MSG_EMB_PUT, 0, (uint64_t)x);
         rec_wbuf *w = &t->w;
         /* rec_net_rows_encode's layout, the rows gathered from their slots */
@@ -328,7 +331,7 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
         REC_TRY(rec__zsend(t->ssock[k], NULL, w, 0));
         t->acks++;
         if (c) c->pending++;
-    }
+        }
     t->rep->write_rows += nents;
     t->rep->write_bytes += 4.0 * (double)(E + S) * (double)nents;
     return REC_OK;
@@ -360,6 +363,13 @@ static void plan_release(plan *p) {
 /* The oracle's answer to a CACHE_NEXT: the plan of batch t->received. */
 static rec_status on_oracle(ctrainer *t) {
     plan *p = &t->ring[t->received % t->Q];
+    if (t->received >= t->requested || p->have) { /* nothing asked, or the ring's slot still in use */
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        zmq_msg_recv(&m, t->osock, ZMQ_DONTWAIT);
+        zmq_msg_close(&m);
+        return rec_errorf(REC_EFORMAT, "the oracle sent a plan nobody asked for (batch %lld)", (long long)t->received);
+    }
     zmq_msg_init(&p->msg);
     rec_frame_head h;
     const uint8_t *body;
@@ -369,8 +379,9 @@ static rec_status on_oracle(ctrainer *t) {
                        (long long)h.seq, (long long)t->received);
     if (!s) s = rec_net_cache_step_decode(body, h.body, &t->info, &p->st,
                                           p->sparse);
-    if (!s && t->received < t->total && p->st.batch.n < 1)
-        s = rec_errorf(REC_EFORMAT, "the oracle's plan of batch %lld has no rows", (long long)t->received);
+    if (!s && t->received < t->total && (p->st.batch.n < 1 || p->st.batch.n > t->slice))
+        s = rec_errorf(REC_EFORMAT, "the oracle's plan of batch %lld has %lld rows (1 to %lld)", (long long)t->received,
+                       (long long)p->st.batch.n, (long long)t->slice);
     if (s) {
         zmq_msg_close(&p->msg);
         return s;
@@ -462,6 +473,11 @@ static void *maintain(void *arg) {
         }
         if (n == 0 && !worked && t->requested > t->received) {
             s = rec_errorf(REC_EIO, "the oracle (%s) did not answer in %.0f s (is it running?)", t->o->oracle, t->timeout);
+            break;
+        }
+        if (n == 0 && !worked && (t->acks > 0 || t->cm_n > 0)) {
+            s = rec_errorf(REC_EIO, "%lld write-back(s) to the embedding servers were not acknowledged in %.0f s (is one "
+                           "down? a --durable job resumes with --resume)", (long long)t->acks, t->timeout);
             break;
         }
         if (its[0].revents & ZMQ_POLLIN) s = on_oracle(t);
@@ -596,6 +612,8 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
         MPI_TRY(MPI_Bcast(sum, (int)(p->n_shared * E), MPI_FLOAT, 0, MPI_COMM_WORLD));
         for (int64_t i = 0; i < p->n_apply; i++) {
             const int32_t s = p->apply[i];
+            if (t->sh_stamp[s] != x + 1)
+                return rec_errorf(REC_EFORMAT, "the oracle's plan of batch %lld steps slot %d, which is not shared", (long long)x, s);
             rec_sparse_opt_step(&c->sparse_opt, lr, sum + (size_t)t->sh_pos[s] * E, E, 0, E, t->values + (size_t)s * E,
                                 S ? t->state + (size_t)s * S : NULL);
         }
@@ -661,7 +679,7 @@ static rec_status resume(ctrainer *t, const rec_net_emb_state *st) {
     int64_t c = st[0].committed, low = c;
     int undo = 1; /* every server can undo back to c: it committed c or the step before */
     for (int k = 0; k < N; k++) {
-        undo &= st[k].committed == c || st[k].committed == c - 1;
+        undo &= (st[k].committed == c || st[k].committed == c - 1) && !st[k].restored;
         if (st[k].committed < low) low = st[k].committed;
     }
     if (!undo) { /* a server restarted from its snapshot: everyone goes back to that step */
@@ -756,6 +774,7 @@ static rec_status setup(ctrainer *t) {
         return rec_errorf(REC_EINVAL, "--oracle-cacher %s: %s (an endpoint is tcp://HOST:PORT)", o->oracle, zmq_strerror(zmq_errno()));
     t->rank = 0, t->N = 1;
     if (rec_dist_launched()) REC_TRY(rec_dist_init(&t->rank, &t->N));
+    t->rep->rank = t->rank, t->rep->trainers = t->N; /* a failure below must end every rank */
     if (t->N > 64) return rec_errorf(REC_EINVAL, "at most 64 trainers (mpirun started %d)", t->N);
     /* the job, from the oracle (once every trainer has said hello) */
     if ((o->durable || o->resume) && t->N > 1)
@@ -793,9 +812,11 @@ static rec_status setup(ctrainer *t) {
                           "with --oracle-cacher", t->cfg.name, rec_model_kind_name(t->cfg.kind));
     t->cfg.batch_size = t->info.batch;
     const int64_t slice = (t->info.batch + t->N - 1) / t->N; /* the most rows of a trainer's slice */
+    t->slice = slice;
     REC_TRY(rec_model_init_sharded(&t->m, &t->cfg, (int)slice, o->threads > 0 ? o->threads : rec_cpu_count()));
     t->E = t->cfg.emb_dim;
     t->S = rec_cache_state_floats(t->cfg.sparse_opt.kind, t->E);
+    t->rows_per_frame = (int64_t)(REC_NET_MAX_BODY / (sizeof(rec_centry) + 4 * (size_t)(t->E + t->S))) - 64;
     REC_TRY(rec_alloc((void **)&t->values, sizeof(float) * (size_t)(t->C * t->E), "the trainer cache"));
     REC_TRY(rec_alloc((void **)&t->state, sizeof(float) * (size_t)(t->C * t->S) + 64, "the trainer cache's state"));
     REC_TRY(rec_alloc((void **)&t->grad, sizeof(float) * (size_t)(t->C * t->E), "the cache's gradients"));
@@ -932,7 +953,7 @@ static rec_status save_model(ctrainer *t, const char *dir) {
             s = rec_errorf(REC_EINVAL, "trainer: the whole model has no tensor %s of the trainer's size", ts[i].name);
         else memcpy(d->data, ts[i].data, sizeof(float) * (size_t)rec_tensor_numel(d));
     }
-    const int64_t CHUNK = 1 << 20;
+    const int64_t fit = (int64_t)(REC_NET_MAX_BODY / 4 / (size_t)(t->E + t->S)) - 64, CHUNK = fit < (1 << 20) ? fit : 1 << 20;
     for (int f = 0; !s && f < t->F; f++) {
         char name[64];
         snprintf(name, sizeof name, "emb.%d.weight", f);

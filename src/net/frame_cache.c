@@ -57,6 +57,10 @@ rec_status rec_net_emb_hello_decode(const uint8_t *body, size_t len, rec_net_emb
     for (int f = 0; !r.err && f < h->F; f++)
         if (h->rows[f] < 1 || h->rows[f] >= (INT64_C(1) << 40))
             r.err = rec_errorf(REC_EFORMAT, "EMB_HELLO frame: table %d has %lld rows (1 to 2^40)", f, (long long)h->rows[f]);
+    double values = 0; /* every table's rows are drawn at init: bound the work and the shard */
+    for (int f = 0; !r.err && f < h->F; f++) values += (double)h->rows[f] * h->E;
+    if (!r.err && values > 0x1p40)
+        r.err = rec_errorf(REC_EFORMAT, "EMB_HELLO frame: %.3g table values, over 2^40", values);
     if (!r.err && rec_net_emb_hello_digest(h) != h->digest)
         r.err = rec_errorf(REC_EFORMAT, "EMB_HELLO frame: its digest does not match its fields (corrupt)");
     return finish(&r);
@@ -121,6 +125,8 @@ void rec_net_emb_state_encode(rec_wbuf *w, const rec_net_emb_state *s) {
     put_u32(w, (uint32_t)s->durable);
     put_i64(w, s->snap[0]);
     put_i64(w, s->snap[1]);
+    put_u32(w, (uint32_t)s->restored);
+    put_u32(w, 0);
 }
 
 rec_status rec_net_emb_state_decode(const uint8_t *body, size_t len, rec_net_emb_state *s) {
@@ -130,7 +136,9 @@ rec_status rec_net_emb_state_decode(const uint8_t *body, size_t len, rec_net_emb
     s->durable = (int32_t)get_u32(&r, "the durable flag");
     s->snap[0] = get_i64(&r, "the newest snapshot");
     s->snap[1] = get_i64(&r, "the older snapshot");
-    if (!r.err && (s->snap[0] < -1 || s->snap[1] < -1 || s->committed < -1 || s->written < 0 || s->written > 1 || s->durable < 0 || s->durable > 1))
+    s->restored = (int32_t)get_u32(&r, "the restored flag");
+    (void)get_u32(&r, "padding");
+    if (!r.err && (s->restored < 0 || s->restored > 1 || s->snap[0] < -1 || s->snap[1] < -1 || s->committed < -1 || s->written < 0 || s->written > 1 || s->durable < 0 || s->durable > 1))
         r.err = rec_errorf(REC_EFORMAT, "EMB_OK frame: committed step %lld, flags %d %d", (long long)s->committed,
                            s->written, s->durable);
     return finish(&r);
@@ -182,7 +190,8 @@ rec_status rec_net_cache_info_decode(const uint8_t *body, size_t len, rec_net_ca
     c->batch = get_i64(&r, "the batch size");
     c->batches = get_i64(&r, "the batch count");
     if (!r.err && (c->F < 1 || c->F > REC_NET_MAX_FEATURES || c->n_dense < 0 || c->n_dense > 1 << 16 || c->policy < 0 ||
-                   c->policy >= REC_CACHE_POLICIES || c->depth < 1 || c->lookahead < c->depth || c->capacity < 1 ||
+                   c->policy >= REC_CACHE_POLICIES || c->depth < 1 || c->depth > 100000 || c->lookahead < c->depth ||
+                   c->lookahead > 100000 || c->capacity < 1 ||
                    c->capacity >= INT32_MAX || c->batch < 1 || c->batch > REC_NET_MAX_ROWS || c->batches < 0 ||
                    c->trainers < 1 || c->trainers > 64 || c->rank < 0 || c->rank >= c->trainers))
         r.err = rec_errorf(REC_EFORMAT, "CACHE_INFO frame: %d tables, %d dense, policy %d, lookahead %d, depth %d, "
@@ -274,5 +283,8 @@ rec_status rec_net_cache_step_decode(const uint8_t *body, size_t len, const rec_
     for (int f = 0; cap && f < c->F; f++) cap[f] = c->capacity;
     if (!r.err) rec__net_get_batch(&r, c->n_dense, c->F, cap, "the oracle's job has", &s->batch, sparse);
     free(cap);
+    for (int f = 0; !r.err && f < c->F; f++)
+        if (s->batch.sparse[f].wide)
+            r.err = rec_errorf(REC_EFORMAT, "CACHE_STEP frame: feature %d has 64-bit ids; cache slots are 32-bit", f);
     return finish(&r);
 }
