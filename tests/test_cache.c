@@ -679,6 +679,69 @@ static void test_hostile(void) {
           "the oracle logs its refusals: %s", out);
 }
 
+/* A trainer facing a hostile oracle: a valid job, then a plan of more rows than a batch has,
+ * is refused with a message (not a write past its buffers). */
+static void test_hostile_oracle(void) {
+    const int p = port + 90;
+    pid_t es = spawn("embserver --listen tcp://127.0.0.1:%d 2>ho_es.log", p);
+    void *ctx = zmq_ctx_new(), *o = zmq_socket(ctx, ZMQ_ROUTER);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", p + 1);
+    const int zero = 0, tmo = 20000;
+    zmq_setsockopt(o, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(o, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    CHECK(zmq_bind(o, ep) == 0, "binding the fake oracle");
+    pid_t tr = spawn("train --oracle-cacher tcp://127.0.0.1:%d --embservers tcp://127.0.0.1:%d --threads 1 "
+                     "--peer-timeout 20 >ho_tr.out 2>&1", p + 1, p);
+    rec_wbuf w = {0};
+    const int64_t rows[2] = {10, 7};
+    int served = 0;
+    for (int k = 0; k < 4 && served < 2; k++) { /* HELLO -> INFO; NEXT 0 -> a plan of 9 rows for batches of 4 */
+        zmq_msg_t id, m;
+        zmq_msg_init(&id), zmq_msg_init(&m);
+        if (zmq_msg_recv(&id, o, 0) < 0 || zmq_msg_recv(&m, o, 0) < 0) {
+            zmq_msg_close(&id), zmq_msg_close(&m);
+            break;
+        }
+        rec_frame_head h;
+        if (!rec_frame_head_decode(zmq_msg_data(&m), zmq_msg_size(&m), "trainer", &h)) {
+            if (h.type == REC_MSG_CACHE_HELLO) {
+                const rec_net_cache_info ci = {2, 1, REC_CACHE_NONE, 1, 1, 1, 0, 64, 4, 3, rows};
+                rec_frame_begin(&w, REC_MSG_CACHE_INFO, 0, 0);
+                rec_net_cache_info_encode(&w, &ci);
+            } else if (h.type == REC_MSG_CACHE_NEXT && h.seq == 0) {
+                int64_t ids0[9 * 1], ids1[9 * 1];
+                for (int i = 0; i < 9; i++) ids0[i] = i % 5, ids1[i] = 5 + i % 3;
+                const int64_t *ids[2] = {ids0, ids1};
+                rec_batch b;
+                make_batch(&b, 9, 2, 1, ids);
+                rec_batch_fit_ids(&b, (const int64_t[]){64, 64});
+                const rec_net_cache_step st = {.batch = b};
+                rec_frame_begin(&w, REC_MSG_CACHE_STEP, 0, 0);
+                rec_net_cache_step_encode(&w, &st);
+                rec_batch_free(&b);
+            } else {
+                rec_frame_begin(&w, REC_MSG_PING, 0, 0);
+            }
+            rec_frame_end(&w);
+            zmq_msg_send(&id, o, ZMQ_SNDMORE);
+            zmq_send(o, w.p, w.len, 0);
+            served += h.type == REC_MSG_CACHE_HELLO || h.type == REC_MSG_CACHE_NEXT;
+        }
+        zmq_msg_close(&id), zmq_msg_close(&m);
+    }
+    int st = 0;
+    waitpid(tr, &st, 0);
+    read_out("ho_tr.out");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(out, "has 9 rows (1 to 4)"),
+          "a plan of too many rows is refused: %s", out);
+    zmq_close(o);
+    zmq_ctx_term(ctx);
+    rec_wbuf_free(&w);
+    kill(es, SIGTERM);
+    waitpid(es, NULL, 0);
+}
+
 /* The commands' refusals, with their messages. */
 static void test_refusals(void) {
     CHECK(run("oracle --cache-rows 10") == 2 && strstr(out, "--data is required"), "%s", out);
@@ -719,6 +782,7 @@ int main(void) {
     test_faults();
     test_data_processors();
     test_hostile();
+    test_hostile_oracle();
     test_refusals();
     clirun_cleanup();
     return check_report();
