@@ -84,6 +84,9 @@ typedef struct rec_wbuf {
 } rec_wbuf;
 
 void rec_wbuf_free(rec_wbuf *w);
+/* n bytes appended to w, uninitialised, for the caller to fill in place (NULL after a failed
+ * allocation, which sticks in w->err). */
+void *rec_wbuf_grab(rec_wbuf *w, size_t n);
 /* Starts a frame: len = 0, header written with body 0 (rec_frame_end fills it in). */
 void rec_frame_begin(rec_wbuf *w, int type, uint64_t job, uint64_t seq);
 /* Finishes the frame: the body's length into its header. REC_ENOMEM from any put, or

@@ -163,20 +163,11 @@ static rec_status on_get(server *v, const rec_zreq *r) {
     if (n > (int64_t)(REC_NET_MAX_BODY / 4 / (size_t)(E + S)) - 4)
         return rec_errorf(REC_EINVAL, "a GET of %lld rows: the answer would be over %zu bytes; ask in parts",
                           (long long)n, REC_NET_MAX_BODY);
-    const size_t at = v->w.len, bytes = sizeof(float) * (size_t)(n * (E + S));
-    if (!v->w.err && v->w.cap < at + bytes) {
-        size_t cap = v->w.cap;
-        while (cap < at + bytes) cap *= 2;
-        uint8_t *p = realloc(v->w.p, cap);
-        if (!p) return rec_errorf(REC_ENOMEM, "embserver: out of memory for %lld rows", (long long)n);
-        v->w.p = p, v->w.cap = cap;
-    }
+    float *out = rec_wbuf_grab(&v->w, sizeof(float) * (size_t)(n * (E + S)));
     if (v->w.err) return v->w.err;
-    float *out = (float *)(void *)(v->w.p + at);
     for (int64_t i = 0; i < n; i++) memcpy(out + (size_t)i * E, value_of(v, &q.e[i]), sizeof(float) * (size_t)E);
     out += (size_t)n * E;
     for (int64_t i = 0; S && i < n; i++) memcpy(out + (size_t)i * S, state_of(v, &q.e[i]), sizeof(float) * (size_t)S);
-    v->w.len = at + bytes;
     v->gets++;
     v->rows_out += n;
     return rec_frame_end(&v->w);

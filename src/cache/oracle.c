@@ -118,21 +118,28 @@ static rec_status job_start(oracle *r) {
     return REC_OK;
 }
 
+/* The planner's next step: batches shown to the window from `ahead` until it is full, then the
+ * next batch of `cur` planned into *st; *b = NULL when `cur` has ended. */
+static rec_status plan_one(rec_cplan *p, source *ahead, source *cur, const rec_batch **b, rec_cstep *st) {
+    *b = NULL;
+    while (rec_cplan_pending(p) < rec_cplan_window(p)) {
+        const rec_batch *a;
+        REC_TRY(source_next(ahead, &a));
+        if (!a) break;
+        REC_TRY(rec_cplan_look(p, a));
+    }
+    REC_TRY(source_next(cur, b));
+    return *b ? rec_cplan_step(p, *b, st) : REC_OK;
+}
+
 /* Plans batch r->next into r->w as a CACHE_STEP frame (the flush after the last). */
 static rec_status plan_next(oracle *r) {
     const double t0 = rec_now();
     rec_cstep st;
     const rec_batch *b = NULL;
     if (r->next < r->total) {
-        while (rec_cplan_pending(r->p) < rec_cplan_window(r->p)) {
-            const rec_batch *a;
-            REC_TRY(source_next(&r->ahead, &a));
-            if (!a) break;
-            REC_TRY(rec_cplan_look(r->p, a));
-        }
-        REC_TRY(source_next(&r->cur, &b));
+        REC_TRY(plan_one(r->p, &r->ahead, &r->cur, &b, &st));
         if (!b) return rec_errorf(REC_EIO, "oracle: %s ended before batch %lld", r->o->data_path, (long long)r->next);
-        REC_TRY(rec_cplan_step(r->p, b, &st));
     } else {
         REC_TRY(rec_cplan_flush(r->p, &st));
     }
@@ -258,11 +265,17 @@ static rec_status pick_hot(oracle *r) {
     return s;
 }
 
+/* The prefetch depth at lookahead L: --prefetch-depth (at most L), else min(L, 4). */
+static int depth_for(const rec_oracle_opts *o, int L) {
+    const int d = o->depth > 0 ? o->depth : 4;
+    return d < L ? d : L;
+}
+
 /* Runs the planner over the first batches with lookahead L: 1 when the capacity holds it. */
 static rec_status fits(oracle *r, int L, int64_t batches, int *ok) {
     rec_cplan_opts po = r->po;
     po.lookahead = L;
-    po.depth = r->o->depth > 0 ? (r->o->depth < L ? r->o->depth : L) : (L < 4 ? L : 4);
+    po.depth = depth_for(r->o, L);
     rec_cplan *p;
     REC_TRY(rec_cplan_init(&p, &po));
     source a, c;
@@ -272,15 +285,9 @@ static rec_status fits(oracle *r, int L, int64_t batches, int *ok) {
     *ok = 1;
     for (int64_t x = 0; !s && x < batches && *ok; x++) {
         const rec_batch *b;
-        while (!s && rec_cplan_pending(p) < rec_cplan_window(p)) {
-            s = source_next(&a, &b);
-            if (s || !b) break;
-            s = rec_cplan_look(p, b);
-        }
-        if (!s) s = source_next(&c, &b);
-        if (s || !b) break;
         rec_cstep st;
-        s = rec_cplan_step(p, b, &st);
+        s = plan_one(p, &a, &c, &b, &st);
+        if (!b) break;
         if (s == REC_EINVAL && strstr(rec_errmsg(), "too small")) s = REC_OK, *ok = 0;
     }
     source_close(&a);
@@ -305,7 +312,7 @@ static rec_status choose_lookahead(oracle *r) {
         return rec_errorf(REC_EINVAL, "the trainer cache of %lld rows cannot hold one batch's rows; give a larger "
                           "--cache-rows", (long long)r->po.capacity);
     r->po.lookahead = best;
-    r->po.depth = r->o->depth > 0 ? (r->o->depth < best ? r->o->depth : best) : (best < 4 ? best : 4);
+    r->po.depth = depth_for(r->o, best);
     if (r->o->log) fprintf(r->o->log, "oracle: lookahead %d batches (the largest that fits the cache)\n", best);
     return REC_OK;
 }
@@ -352,7 +359,7 @@ static rec_status setup(oracle *r) {
     if (o->policy == REC_CACHE_STATIC) REC_TRY(pick_hot(r));
     if (o->policy == REC_CACHE_BAGPIPE && o->lookahead == 0) REC_TRY(choose_lookahead(r));
     else if (o->policy == REC_CACHE_BAGPIPE)
-        r->po.depth = o->depth > 0 ? o->depth : (o->lookahead < 4 ? o->lookahead : 4);
+        r->po.depth = depth_for(o, o->lookahead);
     rec_cplan *probe; /* the options' errors now, not at the first trainer */
     REC_TRY(rec_cplan_init(&probe, &r->po));
     rec_cplan_free(probe);

@@ -88,6 +88,7 @@ typedef struct ctrainer {
     int64_t acks;            /* PUTs not yet acknowledged */
     rec_wbuf w;
     int64_t *by_srv;         /* (C) fetch or evict entry positions grouped by server */
+    rec_centry *fetch_tmp;   /* (C) a batch's fetches in server order */
     int64_t *srv_n;          /* (servers + 1) */
     /* the trainers (MPI): this one's rank of N, and the training thread's buffers */
     int rank, N;
@@ -108,8 +109,6 @@ typedef struct ctrainer {
     int64_t rows_per_frame;  /* rows of one GET or PUT at most (its frame under REC_NET_MAX_BODY) */
 } ctrainer;
 
-static double timeout_of(const ctrainer *t) { return t->timeout; }
-
 /* ---- messages ------------------------------------------------------------------------------ */
 
 /* Receives one message from sock within the deadline into m (initialised), 8-byte aligned, and
@@ -118,9 +117,9 @@ static double timeout_of(const ctrainer *t) { return t->timeout; }
 static rec_status recv_frame(ctrainer *t, void *sock, const char *who, zmq_msg_t *m, rec_frame_head *h,
                              const uint8_t **body) {
     zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-    const int n = zmq_poll(&it, 1, (long)(timeout_of(t) * 1000));
+    const int n = zmq_poll(&it, 1, (long)(t->timeout * 1000));
     if (n < 0) return rec_errorf(REC_EIO, "poll failed: %s", zmq_strerror(zmq_errno()));
-    if (n == 0) return rec_errorf(REC_EIO, "%s did not answer in %.0f s (is it running? --peer-timeout)", who, timeout_of(t));
+    if (n == 0) return rec_errorf(REC_EIO, "%s did not answer in %.0f s (is it running? --peer-timeout)", who, t->timeout);
     zmq_msg_t raw;
     zmq_msg_init(&raw);
     if (zmq_msg_recv(&raw, sock, 0) < 0) {
@@ -233,10 +232,8 @@ static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
     const rec_net_cache_step *st = &p->st;
     const int N = t->o->n_servers, E = t->E, S = t->S;
     group(t, st->fetch, st->n_fetch);
-    rec_centry *tmp = NULL;
+    rec_centry *tmp = t->fetch_tmp; /* the entries in server order (n_fetch <= C) */
     rec_status s = REC_OK;
-    if (st->n_fetch && !(tmp = malloc(sizeof(rec_centry) * (size_t)st->n_fetch)))
-        return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     const int64_t R = t->rows_per_frame; /* rows a GET asks for at most: its answer fits a frame */
     for (int k = 0; !s && k < N; k++)
         for (int64_t a = t->srv_n[k]; !s && a < t->srv_n[k + 1]; a += R) {
@@ -273,7 +270,6 @@ static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
             }
             zmq_msg_close(&m);
         }
-    free(tmp);
     const double bytes = 4.0 * (double)(E + S) * (double)st->n_fetch;
     if (critical) t->rep->fetch_crit_rows += st->n_fetch, t->rep->fetch_crit_bytes += bytes;
     else t->rep->fetch_bg_rows += st->n_fetch, t->rep->fetch_bg_bytes += bytes;
@@ -307,15 +303,8 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
         rec_net_rows hdr = {cnt, NULL, NULL, NULL};
         rec_net_rows_encode(w, &hdr, 0, E, S);
         const size_t need = sizeof(rec_centry) * (size_t)n + sizeof(float) * (size_t)(n * (E + S));
-        if (!w->err && w->cap < w->len + need) {
-            size_t cap = w->cap;
-            while (cap < w->len + need) cap *= 2;
-            uint8_t *q = realloc(w->p, cap);
-            if (!q) return rec_errorf(REC_ENOMEM, "trainer: out of memory for %lld rows", (long long)n);
-            w->p = q, w->cap = cap;
-        }
+        rec_centry *ce = rec_wbuf_grab(w, need);
         REC_TRY(w->err);
-        rec_centry *ce = (rec_centry *)(void *)(w->p + w->len);
         float *val = (float *)(ce + n), *sv = val + (size_t)n * E;
         for (int64_t i = 0; i < n; i++) {
             const int64_t j = t->by_srv[a + i];
@@ -326,7 +315,6 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
             memcpy(val + (size_t)i * E, v, sizeof(float) * (size_t)E);
             if (S) memcpy(sv + (size_t)i * S, sv0, sizeof(float) * (size_t)S);
         }
-        w->len += need;
         REC_TRY(rec_frame_end(w));
         REC_TRY(rec__zsend(t->ssock[k], NULL, w, 0));
         t->acks++;
@@ -664,11 +652,6 @@ static rec_status keep_step(ctrainer *t, plan *p) {
 
 /* ---- resuming a durable job ------------------------------------------------------------------- */
 
-static const char *o_name(const ctrainer *t, int k) {
-    static char buf[300];
-    snprintf(buf, sizeof buf, "embedding server %d (%s)", k, t->o->servers[k]);
-    return buf;
-}
 
 /* A restarted trainer: the job goes on from step c, the last one server 0 committed. Every
  * server undoes what came after it; the dense state comes from server 0; the oracle starts
@@ -684,11 +667,16 @@ static rec_status resume(ctrainer *t, const rec_net_emb_state *st) {
     }
     if (!undo) { /* a server restarted from its snapshot: everyone goes back to that step */
         c = low;
+        int lk = 0;
+        while (st[lk].committed != c) lk++;
         for (int k = 0; k < N; k++)
-            if (st[k].snap[0] != c && st[k].snap[1] != c)
+            if (st[k].snap[0] != c && st[k].snap[1] != c) {
+                char other[300];
                 return rec_errorf(REC_EINVAL, "--resume: %s restarted at step %lld, and %s keeps snapshots of steps %lld "
-                                  "and %lld only: the job cannot go back to one step on every server", srv_name(t, 0, who,
-                                  sizeof who), (long long)c, o_name(t, k), (long long)st[k].snap[0], (long long)st[k].snap[1]);
+                                  "and %lld only: the job cannot go back to one step on every server",
+                                  srv_name(t, lk, who, sizeof who), (long long)c, srv_name(t, k, other, sizeof other),
+                                  (long long)st[k].snap[0], (long long)st[k].snap[1]);
+            }
     }
     if (c < 0)
         return rec_errorf(REC_EINVAL, "--resume: %s has no committed step to resume from (was the job run with "
@@ -823,6 +811,7 @@ static rec_status setup(ctrainer *t) {
     t->stamp = calloc((size_t)t->C, sizeof(int64_t));
     t->touched = malloc(sizeof(int32_t) * (size_t)t->C);
     t->by_srv = malloc(sizeof(int64_t) * (size_t)t->C);
+    t->fetch_tmp = malloc(sizeof(rec_centry) * (size_t)t->C);
     t->srv_n = malloc(sizeof(int64_t) * (size_t)(o->n_servers + 1));
     t->dlogits = malloc(sizeof(float) * (size_t)slice);
     t->cnt = malloc(sizeof(int) * 4 * (size_t)t->N);
@@ -835,7 +824,7 @@ static rec_status setup(ctrainer *t) {
     t->slot_row = malloc(sizeof(int64_t) * (size_t)t->C);
     t->cm = calloc((size_t)t->Q, sizeof(commit));
     if (!t->stamp || !t->touched || !t->by_srv || !t->srv_n || !t->dlogits || !t->ring || !t->ssock || !t->cnt ||
-        !t->sh_stamp || !t->sh_pos || !t->slot_f || !t->slot_row || !t->cm)
+        !t->sh_stamp || !t->sh_pos || !t->slot_f || !t->slot_row || !t->cm || !t->fetch_tmp)
         return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     const rec_tensor *ts;
     const int nts = rec_model_tensors(t->m, &ts);
@@ -901,7 +890,7 @@ static void teardown(ctrainer *t) {
     rec_model_free(t->m);
     rec_model_config_free(&t->cfg);
     rec_free(t->values), rec_free(t->state), rec_free(t->grad);
-    free(t->stamp), free(t->touched), free(t->by_srv), free(t->srv_n), free(t->dlogits), free(t->rows);
+    free(t->stamp), free(t->touched), free(t->by_srv), free(t->fetch_tmp), free(t->srv_n), free(t->dlogits), free(t->rows);
     free(t->cnt), free(t->xbuf), free(t->sh_stamp), free(t->sh_pos);
     rec_wbuf_free(&t->w);
 }

@@ -30,6 +30,13 @@ void rec_wbuf_free(rec_wbuf *w) {
     memset(w, 0, sizeof *w);
 }
 
+void *rec_wbuf_grab(rec_wbuf *w, size_t n) {
+    if (!reserve(w, n)) return NULL;
+    void *p = w->p + w->len;
+    w->len += n;
+    return p;
+}
+
 void rec_frame_begin(rec_wbuf *w, int type, uint64_t job, uint64_t seq) {
     w->len = 0;
     w->err = REC_OK;
@@ -230,11 +237,12 @@ rec_status rec_net_result_decode(const uint8_t *body, size_t len, int32_t n_dens
     if (!r.err && (*bad < 0 || *bad > REC_NET_MAX_ROWS))
         r.err = rec_errorf(REC_EFORMAT, "RESULT frame: %lld bad rows (at most %lld)", (long long)*bad,
                            (long long)REC_NET_MAX_ROWS);
-    rec__net_get_batch(&r, n_dense, n_sparse, table_rows, "the job's spec makes", b, sparse);
+    rec__net_get_batch(&r, n_dense, n_sparse, table_rows, 0, "the job's spec makes", b, sparse);
     return finish(&r);
 }
 
-void rec__net_get_batch(rbuf *rp, int32_t n_dense, int32_t n_sparse, const int64_t *table_rows, const char *whose,
+void rec__net_get_batch(rbuf *rp, int32_t n_dense, int32_t n_sparse, const int64_t *table_rows, int64_t all_rows,
+                        const char *whose,
                         rec_batch *b, rec_jagged *sparse) {
     rbuf r = *rp;
     memset(b, 0, sizeof *b);
@@ -284,7 +292,7 @@ void rec__net_get_batch(rbuf *rp, int32_t n_dense, int32_t n_sparse, const int64
                 r.err = rec_errorf(REC_EFORMAT, "%s frame: feature %u: offsets decrease at row %lld", r.what, f, (long long)i);
                 break;
             }
-        const int64_t rows = table_rows[f];
+        const int64_t rows = table_rows ? table_rows[f] : all_rows;
         for (int64_t k = 0; !r.err && k < nnz; k++) {
             const int64_t id = rec_jagged_id(j, k);
             if (id < 0 || id >= rows)

@@ -277,12 +277,7 @@ rec_status rec_net_cache_step_decode(const uint8_t *body, size_t len, const rec_
     check_moves(&r, s->post_recv, s->n_post_recv, c, "take-back");
     check_slots(&r, s->shared, s->n_shared, c, "shared");
     check_slots(&r, s->apply, s->n_apply, c, "step");
-    int64_t *cap = NULL;
-    if (!r.err && !(cap = malloc(sizeof(int64_t) * (size_t)c->F)))
-        r.err = rec_errorf(REC_ENOMEM, "out of memory decoding a CACHE_STEP");
-    for (int f = 0; cap && f < c->F; f++) cap[f] = c->capacity;
-    if (!r.err) rec__net_get_batch(&r, c->n_dense, c->F, cap, "the oracle's job has", &s->batch, sparse);
-    free(cap);
+    if (!r.err) rec__net_get_batch(&r, c->n_dense, c->F, NULL, c->capacity, "the oracle's job has", &s->batch, sparse);
     for (int f = 0; !r.err && f < c->F; f++)
         if (s->batch.sparse[f].wide)
             r.err = rec_errorf(REC_EFORMAT, "CACHE_STEP frame: feature %d has 64-bit ids; cache slots are 32-bit", f);

@@ -121,9 +121,10 @@ static inline size_t bytes_of(int64_t n, size_t size) {
 
 /* A batch's fields (RESULT, CACHE_STEP): n, Dn, F, labels, dense rows, then per feature its
  * width, whether it has weights, nnz, offsets (n+1), ids and weights; decoded in place with
- * every id checked against table_rows[f] (`whose` names the side that fixes Dn and F). */
+ * every id checked against table_rows[f], or against all_rows for every feature when table_rows
+ * is NULL (`whose` names the side that fixes Dn and F). */
 void rec__net_put_batch(rec_wbuf *w, const rec_batch *b);
-void rec__net_get_batch(rbuf *r, int32_t n_dense, int32_t n_sparse, const int64_t *table_rows, const char *whose,
-                        rec_batch *b, rec_jagged *sparse);
+void rec__net_get_batch(rbuf *r, int32_t n_dense, int32_t n_sparse, const int64_t *table_rows, int64_t all_rows,
+                        const char *whose, rec_batch *b, rec_jagged *sparse);
 
 #endif
