@@ -557,6 +557,9 @@ static void test_faults(void) {
             CHECK(from >= 0 && from % 10 == 0 && strstr(out, "restored their snapshots"), "a server killed after step %d: "
                   "the job goes back to the snapshot of step %d", logged, from);
         CHECK(same_file("f_one.loss", "f.loss"), "the %s's kill: the losses of the run without faults", fault ? "server's" : "trainer's");
+        if (!fault) /* the servers hold this job now: a new one is refused, naming the way out */
+            CHECK(run("%s", tr) == 1 && strstr(out, "holds tables an earlier job trained (durably): restart it for a new "
+                  "job, or add --resume"), "%s", out);
         CHECK(same_models("f_one", "f_ck"), "the %s's kill: the model of the run without faults", fault ? "server's" : "trainer's");
         kill(s0, SIGTERM), kill(s1, SIGTERM), kill(orc, SIGTERM);
         waitpid(s0, NULL, 0), waitpid(s1, NULL, 0), waitpid(orc, NULL, 0);
