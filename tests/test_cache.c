@@ -303,14 +303,23 @@ static void test_frames(void) {
               "not on server 1 of 2");
     free(m);
     /* CACHE_INFO and CACHE_STEP */
-    rec_net_cache_info ci = {2, 1, REC_CACHE_BAGPIPE, 4, 2, 2, 0, 16, 2, 9, rows}, cd;
+    rec_net_cache_info ci = {2, 1, REC_CACHE_BAGPIPE, 4, 2, 2, 0, 16, 2, 9, rows, 3, 5}, cd;
     rec_frame_begin(&w, REC_MSG_CACHE_INFO, 0, 0);
     rec_net_cache_info_encode(&w, &ci);
     rec_frame_end(&w);
     m = aligned(&w);
     CHECK(rec_net_cache_info_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, &cd) == REC_OK && cd.capacity == 16 &&
-          cd.rows[1] == 7 && cd.batches == 9 && cd.trainers == 2, "CACHE_INFO round trip: %s", rec_errmsg());
+          cd.rows[1] == 7 && cd.batches == 9 && cd.trainers == 2 && cd.table0 == 3 && cd.tables == 5,
+          "CACHE_INFO round trip: %s", rec_errmsg());
     free(m);
+    ci.table0 = 4; /* tables 4 and 5 of 5 */
+    rec_frame_begin(&w, REC_MSG_CACHE_INFO, 0, 0);
+    rec_net_cache_info_encode(&w, &ci);
+    rec_frame_end(&w);
+    m = aligned(&w);
+    CHECK_ERR(rec_net_cache_info_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, &cd), REC_EFORMAT, "tables 4 to 5 of 5");
+    free(m);
+    ci.table0 = 0, ci.tables = 0;
     const int64_t s0[4] = {0, 15, 3, 3}, s1[4] = {2, 2, 1, 0};
     const int64_t *ids[2] = {s0, s1};
     rec_batch b;
@@ -393,13 +402,49 @@ static void test_same_training(void) {
           "bagpipe's critical-path bytes per step are the fewest: %.0f vs %.0f, %.0f, %.0f", crit[0], crit[1], crit[2],
           crit[3]);
     CHECK(strstr(out, "embserver: stopped after") != NULL, "the cluster stops its services: %s", out);
-    /* the model it leaves, tables gathered from the servers: every parameter has the same bits */
-    CHECK(run("export --ckpt local_ck --out local_npy") == 0 && run("export --ckpt bp_ck --out bp_npy") == 0, "%s", out);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "cd %s && n=0; for f in local_npy/*.npy; do cmp -s $f bp_npy/${f#local_npy/} || exit 1; "
-             "n=$((n+1)); done; echo $n", dir);
-    CHECK(check_capture(cmd, out, sizeof out) == 0 && atoi(out) >= 20, "the final model equals one process's, "
-          "parameter by parameter (%s)", out);
+    /* three oracles, each planning a third of the tables into a third of the cache (Bagpipe
+     * §3.4, partitioned by table): the same bits again */
+    write_cluster("cp.json", ", \"oracles\": 3, \"cache\": {\"rows\": 9000}");
+    CHECK(run("cluster cp.json --loss-log parts.loss --ckpt parts_ck") == 0, "%s", out);
+    CHECK(same_file("local.loss", "parts.loss"), "three oracles split by table train as one process does: %s", out);
+    /* the models they leave, tables gathered from the servers: every parameter has the same bits */
+    CHECK(run("export --ckpt local_ck --out local_npy") == 0, "%s", out);
+    static const char *const CK[] = {"bp", "parts"};
+    for (int k = 0; k < 2; k++) {
+        CHECK(run("export --ckpt %s_ck --out %s_npy", CK[k], CK[k]) == 0, "%s", out);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "cd %s && n=0; for f in local_npy/*.npy; do cmp -s $f %s_npy/${f#local_npy/} || exit 1; "
+                 "n=$((n+1)); done; echo $n", dir, CK[k]);
+        CHECK(check_capture(cmd, out, sizeof out) == 0 && atoi(out) >= 20, "the final model (%s) equals one process's, "
+              "parameter by parameter (%s)", CK[k], out);
+    }
+}
+
+/* Oracles partitioned by table that do not make one job: ranges out of order, tables missing,
+ * other data; and --tables out of the data's. */
+static void test_partition_refusals(void) {
+    const int p = port + 100;
+    const char *O = "oracle --data syn/train.rshard --cache-rows 5000 --shuffle 0";
+    pid_t a = spawn("%s --tables 0:13 --batch 256 --listen tcp://127.0.0.1:%d 2>pa.log", O, p);
+    pid_t b = spawn("%s --tables 13:26 --batch 256 --listen tcp://127.0.0.1:%d 2>pb.log", O, p + 1);
+    pid_t c = spawn("%s --tables 13:26 --batch 128 --listen tcp://127.0.0.1:%d 2>pc.log", O, p + 2);
+    pid_t es = spawn("embserver --listen tcp://127.0.0.1:%d 2>pe.log", p + 3);
+    char tr[512];
+    snprintf(tr, sizeof tr, "train --config %s/configs/dlrm_small.json --embservers tcp://127.0.0.1:%d --peer-timeout 5 "
+             "--oracle-cacher ", src, p + 3);
+    CHECK(run("%stcp://127.0.0.1:%d,tcp://127.0.0.1:%d", tr, p + 1, p) == 1 &&
+          strstr(out, "plans tables 13 to 25, and the next of the job's 26 are 0 on"), "out of order: %s", out);
+    CHECK(run("%stcp://127.0.0.1:%d", tr, p) == 1 && strstr(out, "plan tables 0 to 12 of 26: start one for the others "
+          "(oracle --tables 13:26)"), "a range missing: %s", out);
+    CHECK(run("%stcp://127.0.0.1:%d,tcp://127.0.0.1:%d", tr, p, p + 2) == 1 && strstr(out, "plan different jobs") &&
+          strstr(out, "batches of 256 and 128"), "another batch size: %s", out);
+    kill(a, SIGTERM), kill(b, SIGTERM), kill(c, SIGTERM), kill(es, SIGTERM);
+    waitpid(a, NULL, 0), waitpid(b, NULL, 0), waitpid(c, NULL, 0), waitpid(es, NULL, 0);
+    CHECK(run("%s --tables 20:30 --listen tcp://127.0.0.1:%d", O, p) == 1 &&
+          strstr(out, "--tables 20:30: syn/train.rshard has tables 0 to 25"), "%s", out);
+    CHECK(run("%s --tables 5:5", O) == 2 && strstr(out, "0 <= LO < HI"), "%s", out);
+    CHECK(run("%s --tables 2/2", O) == 2 && strstr(out, "0 <= J < K"), "%s", out);
+    CHECK(run("%s --tables 1-3", O) == 2 && strstr(out, "or J/K"), "%s", out);
 }
 
 /* The worst relative difference of two loss logs over their first n losses (INFINITY when one
@@ -450,18 +495,24 @@ static void test_two_trainers(void) {
     snprintf(cmd, sizeof cmd, "cd %s && timeout 300 mpirun -np 2 --oversubscribe --bind-to none %s train --data d2.rshard "
              "--config rw.json --steps %d --no-shuffle --threads 1 --loss-log exec2.loss >/dev/null 2>&1", dir, cli, STEPS2);
     CHECK(system(cmd) == 0, "the 2-rank MPI run");
-    f = fopen(path("c2.json"), "w");
-    if (f) {
-        fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"d2.rshard\", \"model\": \"rw.json\", "
-                   "\"steps\": %d, \"shuffle\": false, \"trainers\": 2, \"embservers\": 2, \"base_port\": %d, "
-                   "\"peer_timeout\": 60, \"cache\": {\"rows\": 20000}}\n", STEPS2, port + 40);
-        fclose(f);
+    /* one oracle, then two, each half the tables (their shared rows must line up on both trainers) */
+    for (int oracles = 1; oracles <= 2; oracles++) {
+        f = fopen(path("c2.json"), "w");
+        if (f) {
+            fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"d2.rshard\", \"model\": "
+                       "\"rw.json\", \"steps\": %d, \"shuffle\": false, \"trainers\": 2, \"oracles\": %d, "
+                       "\"embservers\": 2, \"base_port\": %d, \"peer_timeout\": 60, \"cache\": {\"rows\": 20000}}\n",
+                    STEPS2, oracles, port + 40);
+            fclose(f);
+        }
+        CHECK(run("cluster c2.json --loss-log two.loss") == 0, "%s", out);
+        const double gap = loss_gap("one.loss", "two.loss", STEPS2);
+        printf("two trainers, %d oracle(s): worst relative loss gap to one process %.3g over %d steps\n", oracles, gap,
+               STEPS2);
+        CHECK(gap <= 1e-4, "two trainers keep within 1e-4 of one process over %d steps (worst %.3g)", STEPS2, gap);
+        CHECK(same_file("exec2.loss", "two.loss"), "two trainers (%d oracle(s)) train bitwise as the 2-rank MPI executor",
+              oracles);
     }
-    CHECK(run("cluster c2.json --loss-log two.loss") == 0, "%s", out);
-    const double gap = loss_gap("one.loss", "two.loss", STEPS2);
-    printf("two trainers: worst relative loss gap to one process %.3g over %d steps\n", gap, STEPS2);
-    CHECK(gap <= 1e-4, "two trainers keep within 1e-4 of one process over %d steps (worst %.3g)", STEPS2, gap);
-    CHECK(same_file("exec2.loss", "two.loss"), "two trainers train bitwise as the 2-rank MPI executor");
 }
 
 /* Raw TSV through the data processors: the oracle sends every piece to a prep-worker (the
@@ -556,11 +607,11 @@ static void test_faults(void) {
         else
             CHECK(from >= 0 && from % 10 == 0 && strstr(out, "restored their snapshots"), "a server killed after step %d: "
                   "the job goes back to the snapshot of step %d", logged, from);
-        CHECK(same_file("f_one.loss", "f.loss"), "the %s's kill: the losses of the run without faults", fault ? "server's" : "trainer's");
+        CHECK(same_file("f_one.loss", "f.loss"), "the %s's kill: the losses of the run without faults", fault ? "server" : "trainer");
         if (!fault) /* the servers hold this job now: a new one is refused, naming the way out */
             CHECK(run("%s", tr) == 1 && strstr(out, "holds tables an earlier job trained (durably): restart it for a new "
                   "job, or add --resume"), "%s", out);
-        CHECK(same_models("f_one", "f_ck"), "the %s's kill: the model of the run without faults", fault ? "server's" : "trainer's");
+        CHECK(same_models("f_one", "f_ck"), "the %s's kill: the model of the run without faults", fault ? "server" : "trainer");
         kill(s0, SIGTERM), kill(s1, SIGTERM), kill(orc, SIGTERM);
         waitpid(s0, NULL, 0), waitpid(s1, NULL, 0), waitpid(orc, NULL, 0);
     }
@@ -709,7 +760,7 @@ static void test_hostile_oracle(void) {
         rec_frame_head h;
         if (!rec_frame_head_decode(zmq_msg_data(&m), zmq_msg_size(&m), "trainer", &h)) {
             if (h.type == REC_MSG_CACHE_HELLO) {
-                const rec_net_cache_info ci = {2, 1, REC_CACHE_NONE, 1, 1, 1, 0, 64, 4, 3, rows};
+                const rec_net_cache_info ci = {2, 1, REC_CACHE_NONE, 1, 1, 1, 0, 64, 4, 3, rows, 0, 0};
                 rec_frame_begin(&w, REC_MSG_CACHE_INFO, 0, 0);
                 rec_net_cache_info_encode(&w, &ci);
             } else if (h.type == REC_MSG_CACHE_NEXT && h.seq == 0) {
@@ -781,6 +832,7 @@ int main(void) {
     if (rc) return rc == 77 ? check_report() : rc;
     port = 21000 + (int)(getpid() % 20000);
     test_same_training();
+    test_partition_refusals();
     test_two_trainers();
     test_faults();
     test_data_processors();

@@ -93,12 +93,15 @@ static const char ORACLE_USAGE[] =
     "  --lookahead L      batches examined ahead (default: the largest that fits the cache)\n"
     "  --prefetch-depth D batches a prefetch may run ahead of training (default min(L, 4))\n"
     "  --hot-batches N    static: batches whose id counts pick the hot rows (default 256)\n"
+    "  --tables LO:HI     plan tables LO to HI-1 only: one of several oracles partitioned by table,\n"
+    "                     each with its own --cache-rows (the trainer lists them in table order);\n"
+    "                     J/K: part J (from 0) of K, the tables split evenly\n"
     "  --listen ENDPOINT  where to listen (default tcp://127.0.0.1:5650, loopback only)\n";
 
 int cmd_oracle(int argc, char **argv) {
     const char *cmd = "oracle";
     rec_oracle_opts o = {.listen = "tcp://127.0.0.1:5650", .shuffle = 1, .stop = &cli_stop, .log = stderr};
-    const char *policy = "bagpipe", *workers = NULL;
+    const char *policy = "bagpipe", *workers = NULL, *tables = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
@@ -120,6 +123,7 @@ int cmd_oracle(int argc, char **argv) {
         else if (!strcmp(a, "--lookahead")) rc = cli_int(cmd, argc, argv, &i, 1, 100000, &o.lookahead);
         else if (!strcmp(a, "--prefetch-depth")) rc = cli_int(cmd, argc, argv, &i, 1, 100000, &o.depth);
         else if (!strcmp(a, "--hot-batches")) rc = cli_i64(cmd, argc, argv, &i, 1, INT32_MAX, &o.hot_batches);
+        else if (!strcmp(a, "--tables")) rc = cli_str(cmd, argc, argv, &i, &tables);
         else return cli_usage(cmd, "unknown option '%s'", a);
         if (rc != CLI_OK) return rc;
     }
@@ -134,6 +138,17 @@ int cmd_oracle(int argc, char **argv) {
         return cli_usage(cmd, "--prefetch-depth %d is over --lookahead %d: a prefetch so far ahead could read a row "
                          "before its last write-back", o.depth, o.lookahead);
     if (check_endpoint(cmd, "--listen", o.listen)) return CLI_USAGE;
+    if (tables) {
+        int used = 0;
+        if (sscanf(tables, "%d/%d%n", &o.part, &o.parts, &used) == 2 && !tables[used]) {
+            if (o.part < 0 || o.parts < 1 || o.part >= o.parts || o.parts > REC_CACHE_MAX_ORACLES)
+                return cli_usage(cmd, "--tables J/K takes 0 <= J < K <= %d, got '%s'", REC_CACHE_MAX_ORACLES, tables);
+        } else if (sscanf(tables, "%d:%d%n", &o.table_lo, &o.table_hi, &used) != 2 || tables[used] || o.table_lo < 0 ||
+                   o.table_hi <= o.table_lo) {
+            return cli_usage(cmd, "--tables takes LO:HI with 0 <= LO < HI (tables LO to HI-1), or J/K (part J of K), got "
+                             "'%s'", tables);
+        }
+    }
     char buf[4096];
     const char *v[64];
     if (workers && endpoints(cmd, "--workers", workers, buf, sizeof buf, v, 64, &o.n_workers)) return CLI_USAGE;
@@ -144,13 +159,14 @@ int cmd_oracle(int argc, char **argv) {
 }
 
 static const char TRAIN_CACHED_USAGE[] =
-    "usage: rectrain train --oracle-cacher ENDPOINT --embservers LIST [--config CFG.json] [options]\n"
+    "usage: rectrain train --oracle-cacher LIST --embservers LIST [--config CFG.json] [options]\n"
     "\n"
     "Trains with the embedding tables on `rectrain embserver` processes and a cache planned by\n"
     "`rectrain oracle` (which also gives the batches): Bagpipe's disaggregated training.\n"
     "Under mpirun, N trainers train slices of each batch with an LRPP cache.\n"
     "\n"
-    "  --oracle-cacher EP the Oracle Cacher's endpoint (rectrain oracle)\n"
+    "  --oracle-cacher EP the Oracle Cacher's endpoint (rectrain oracle); several, comma-separated\n"
+    "                     and in table order, when oracles split the tables (oracle --tables)\n"
     "  --embservers LIST  the embedding servers' endpoints, comma-separated, in shard order\n"
     "  --config FILE      model config (DLRM or DCN; default: the small DLRM)\n"
     "  --threads T        threads of the dense layers (default: all CPUs)\n"
@@ -166,7 +182,7 @@ static const char TRAIN_CACHED_USAGE[] =
 int cmd_train_cached(int argc, char **argv) {
     const char *cmd = "train";
     rec_cache_train_opts o = {.stop = &cli_stop, .log = stderr};
-    const char *servers = NULL;
+    const char *servers = NULL, *oracles = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -174,7 +190,7 @@ int cmd_train_cached(int argc, char **argv) {
         if (cli_is_help(a)) {
             fputs(TRAIN_CACHED_USAGE, stdout);
             return CLI_OK;
-        } else if (!strcmp(a, "--oracle-cacher")) rc = cli_str(cmd, argc, argv, &i, &o.oracle);
+        } else if (!strcmp(a, "--oracle-cacher")) rc = cli_str(cmd, argc, argv, &i, &oracles);
         else if (!strcmp(a, "--embservers")) rc = cli_str(cmd, argc, argv, &i, &servers);
         else if (!strcmp(a, "--config")) rc = cli_str(cmd, argc, argv, &i, &o.config_path);
         else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 1024, &o.threads);
@@ -190,11 +206,12 @@ int cmd_train_cached(int argc, char **argv) {
         if (rc != CLI_OK) return rc;
     }
     if (!servers) return cli_usage(cmd, "--oracle-cacher needs --embservers (the embedding servers' endpoints)");
-    if (check_endpoint(cmd, "--oracle-cacher", o.oracle)) return CLI_USAGE;
-    char buf[4096];
-    const char *v[62];
+    char buf[4096], obuf[4096];
+    const char *v[62], *ov[REC_CACHE_MAX_ORACLES];
+    if (endpoints(cmd, "--oracle-cacher", oracles, obuf, sizeof obuf, ov, REC_CACHE_MAX_ORACLES, &o.n_oracles))
+        return CLI_USAGE;
     if (endpoints(cmd, "--embservers", servers, buf, sizeof buf, v, 62, &o.n_servers)) return CLI_USAGE;
-    o.servers = v;
+    o.servers = v, o.oracles = ov;
     cli_catch_stop("");
     rec_cache_train_report r;
     rec_status s = rec_cache_train(&o, &r);

@@ -26,7 +26,7 @@ static const char CLUSTER_USAGE[] =
     "  --policy P         bagpipe, none, static or lru (the bench's baselines)\n"
     "  --cache-rows C     rows of the trainer's cache\n"
     "  --lookahead L      bagpipe's lookahead (0: the largest the cache holds)\n"
-    "  --base-port P      servers on P, P+1, ...; the oracle after them\n"
+    "  --base-port P      servers on P, P+1, ...; the oracles after them\n"
     "  --loss-log FILE    the trainer's \"step loss\" log\n"
     "  --ckpt DIR         the trained model, whole, as DIR/model.rckpt\n"
     "  --link GBIT,US     reach the servers through an emulated link (rectrain bench link) of\n"
@@ -114,10 +114,11 @@ int cmd_cluster(int argc, char **argv) {
         c.link = 1;
     }
 
-    enum { MAXP = 2 * 62 + 16 + 2 }; /* servers, their links, prep-workers, the oracle */
+    enum { MAXP = 2 * 62 + 16 + REC_CACHE_MAX_ORACLES + 1 }; /* servers, their links, prep-workers, the oracles */
     pid_t pids[MAXP] = {0};
     int np = 0;
-    char ep[64][300], servers[64 * 300 + 64] = "", oracle[300];
+    const int S = c.embservers, K = c.oracles;
+    char ep[64][300], servers[64 * 300 + 64] = "", oracle[REC_CACHE_MAX_ORACLES][300], oracles[REC_CACHE_MAX_ORACLES * 300 + 64] = "";
     char gbit[32], lat[32];
     snprintf(gbit, sizeof gbit, "%g", c.link_gbit);
     snprintf(lat, sizeof lat, "%g", c.link_latency_us);
@@ -131,19 +132,18 @@ int cmd_cluster(int argc, char **argv) {
         pids[np++] = start(av, 0);
         if (c.link) { /* the trainer's way to server k: through the link */
             char lp[16], to[300];
-            snprintf(lp, sizeof lp, "%d", c.base_port + c.embservers + 1 + k);
+            snprintf(lp, sizeof lp, "%d", c.base_port + S + K + k);
             snprintf(to, sizeof to, "%s:%d", c.host, c.base_port + k);
             char *la[] = {"rectrain", "bench", "link", "--listen", lp, "--to", to, "--gbit", gbit, "--latency-us", lat, NULL};
             pids[np++] = start(la, 0);
-            snprintf(ep[k], sizeof ep[k], "tcp://127.0.0.1:%d", c.base_port + c.embservers + 1 + k);
+            snprintf(ep[k], sizeof ep[k], "tcp://127.0.0.1:%d", c.base_port + S + K + k);
         }
         snprintf(servers + strlen(servers), sizeof servers - strlen(servers), "%s%s", k ? "," : "", ep[k]);
     }
-    snprintf(oracle, sizeof oracle, "tcp://%s:%d", c.host, c.base_port + c.embservers);
     char wlist[16 * 300] = "";
     for (int k = 0; k < c.prep_workers; k++) { /* the data processors */
         char wep[300];
-        snprintf(wep, sizeof wep, "tcp://%s:%d", c.host, c.base_port + 2 * c.embservers + 1 + k);
+        snprintf(wep, sizeof wep, "tcp://%s:%d", c.host, c.base_port + 2 * S + K + k);
         snprintf(wlist + strlen(wlist), sizeof wlist - strlen(wlist), "%s%s", k ? "," : "", wep);
         char *wa[] = {"rectrain", "prep-worker", "--listen", wep, "--threads", "1", NULL};
         pids[np++] = start(wa, 0);
@@ -153,14 +153,16 @@ int cmd_cluster(int argc, char **argv) {
     snprintf(b_epochs, sizeof b_epochs, "%d", c.epochs);
     snprintf(b_shuffle, sizeof b_shuffle, "%d", c.shuffle);
     snprintf(b_steps, sizeof b_steps, "%lld", (long long)c.steps);
-    snprintf(b_rows, sizeof b_rows, "%lld", (long long)c.cache_rows);
+    snprintf(b_rows, sizeof b_rows, "%lld", (long long)(c.cache_rows / K > 0 ? c.cache_rows / K : 1));
     snprintf(b_la, sizeof b_la, "%d", c.lookahead);
     snprintf(b_depth, sizeof b_depth, "%d", c.depth);
     snprintf(b_thr, sizeof b_thr, "%d", c.threads);
     snprintf(b_tmo, sizeof b_tmo, "%g", c.peer_timeout > 0 ? c.peer_timeout : 10.0);
-    char *oa[40] = {"rectrain", "oracle", "--listen", oracle, "--data", c.data, "--cache-rows", b_rows,
+    char *oa[40] = {"rectrain", "oracle", "--listen", NULL, "--data", c.data, "--cache-rows", b_rows,
                     "--shuffle", b_shuffle, "--policy", (char *)rec_cache_policy_name(c.policy)};
     int n = 12;
+    char part[32];
+    if (K > 1) oa[n++] = "--tables", oa[n++] = part;
     if (c.model[0]) oa[n++] = "--config", oa[n++] = c.model;
     if (c.batch) oa[n++] = "--batch", oa[n++] = b_batch;
     if (c.epochs) oa[n++] = "--epochs", oa[n++] = b_epochs;
@@ -170,8 +172,14 @@ int cmd_cluster(int argc, char **argv) {
     if (c.spec[0]) oa[n++] = "--spec", oa[n++] = c.spec;
     if (c.prep_workers) oa[n++] = "--workers", oa[n++] = wlist;
     oa[n] = NULL;
-    pids[np++] = start(oa, 0);
-    char *ta[40] = {"rectrain", "train", "--oracle-cacher", oracle, "--embservers", servers, "--threads", b_thr,
+    for (int j = 0; j < K; j++) { /* oracle j plans part j of the tables */
+        snprintf(oracle[j], sizeof oracle[j], "tcp://%s:%d", c.host, c.base_port + S + j);
+        snprintf(oracles + strlen(oracles), sizeof oracles - strlen(oracles), "%s%s", j ? "," : "", oracle[j]);
+        snprintf(part, sizeof part, "%d/%d", j, K);
+        oa[3] = oracle[j];
+        pids[np++] = start(oa, 0);
+    }
+    char *ta[40] = {"rectrain", "train", "--oracle-cacher", oracles, "--embservers", servers, "--threads", b_thr,
                     "--peer-timeout", b_tmo};
     n = 10;
     if (c.model[0]) ta[n++] = "--config", ta[n++] = c.model;
@@ -180,9 +188,9 @@ int cmd_cluster(int argc, char **argv) {
     if (c.durable_dir[0]) ta[n++] = "--durable";
     if (json) ta[n++] = "--json";
     ta[n] = NULL;
-    fprintf(stderr, "cluster: %d embedding server%s (%s), oracle %s (%s cache of %lld rows), %d trainer%s", c.embservers,
-            c.embservers == 1 ? "" : "s", servers, oracle, rec_cache_policy_name(c.policy), (long long)c.cache_rows,
-            c.trainers, c.trainers == 1 ? "" : "s");
+    fprintf(stderr, "cluster: %d embedding server%s (%s), oracle%s %s (%s cache of %lld rows), %d trainer%s", S,
+            S == 1 ? "" : "s", servers, K == 1 ? "" : "s", oracles, rec_cache_policy_name(c.policy),
+            (long long)c.cache_rows, c.trainers, c.trainers == 1 ? "" : "s");
     if (c.link) fprintf(stderr, "; servers behind a %g Gbit/s, %g us link", c.link_gbit, c.link_latency_us);
     fputc('\n', stderr);
     cli_catch_stop("");

@@ -5,7 +5,8 @@
  *                      with their optimizer state; they answer GET and PUT of rows.
  *   Oracle Cacher      `rectrain oracle`: reads the training batches L ahead, plans every
  *                      trainer cache slot (the planner below) and sends each batch with its
- *                      plan to the trainer.
+ *                      plan to the trainer. Several oracles may split the tables (Bagpipe
+ *                      §3.4, "partitioned"): each plans its tables into its own slots.
  *   trainers           `[mpirun -np N] rectrain train --oracle-cacher EP --embservers EP,...`: a
  *                      model without tables (rec_model_init_sharded) and a cache of C rows; a
  *                      maintenance thread loads the rows a plan fetches and writes back the rows
@@ -160,6 +161,9 @@ typedef struct rec_oracle_opts {
     int lookahead;           /* BAGPIPE: L (0: the largest that fits the capacity on the first batches) */
     int depth;               /* BAGPIPE: prefetch depth (0: min(L, 4)) */
     int64_t hot_batches;     /* STATIC: batches whose id counts pick the hot rows (0: 256) */
+    int table_lo, table_hi;  /* plan tables [lo, hi) only, one of several oracles partitioned by
+                              * table (Bagpipe §3.4); hi 0: every table */
+    int part, parts;         /* or (parts > 0) part J of K: tables [J T / K, (J + 1) T / K) of T */
     const volatile sig_atomic_t *stop;
     FILE *log;
 } rec_oracle_opts;
@@ -168,9 +172,12 @@ typedef struct rec_oracle_opts {
  * restarted one starts over) until *stop. */
 rec_status rec_oracle_run(const rec_oracle_opts *o);
 
-/* ---- the trainer (`[mpirun -np N] rectrain train --oracle-cacher EP --embservers EP,...`) ---- */
+/* ---- the trainer (`[mpirun -np N] rectrain train --oracle-cacher EP[,EP...] --embservers EP,...`) ---- */
+enum { REC_CACHE_MAX_ORACLES = 16 };
+
 typedef struct rec_cache_train_opts {
-    const char *oracle;
+    const char *const *oracles;  /* the Oracle Cachers, in table order (several: partitioned by table) */
+    int n_oracles;
     const char *const *servers;  /* in shard order */
     int n_servers;
     const char *config_path;     /* NULL: the default model */
@@ -206,14 +213,15 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
  *    "data": "train.rshard", "model": "configs/dlrm_small.json",
  *    "batch": 1024, "epochs": 1, "shuffle": true, "steps": 0,
  *    "cache": {"policy": "bagpipe", "rows": 262144, "lookahead": 0, "prefetch_depth": 0},
- *    "embservers": 2, "trainers": 1, "threads": 1, "host": "127.0.0.1", "base_port": 5700,
+ *    "embservers": 2, "trainers": 1, "oracles": 1, "threads": 1, "host": "127.0.0.1", "base_port": 5700,
  *    "peer_timeout": 10, "loss_log": "cluster.loss", "ckpt": "run1",
  *    "link": {"gbit": 1, "latency_us": 100},
  *    "durable": {"dir": "snapshots", "every": 100},
  *    "spec": "configs/criteo_standard.json", "prep_workers": 1}   (raw .tsv data)
- * Servers listen on base_port + k (k < S), the oracle on base_port + S. With "link", the
- * trainer reaches server k through `rectrain bench link` (an emulated link of that bandwidth
- * and one-way latency) on base_port + S + 1 + k; prep-workers take base_port + 2 S + 1 + i. With "durable", the trainer
+ * Servers listen on base_port + k (k < S), the K oracles on base_port + S + j. With "link",
+ * the trainer reaches server k through `rectrain bench link` (an emulated link of that
+ * bandwidth and one-way latency) on base_port + S + K + k; prep-workers take
+ * base_port + 2 S + K + i. With "durable", the trainer
  * commits every step and server k snapshots into DIR/server-k every `every` steps. Several trainers run under
  * `mpirun -np N` (Open MPI's; as root it needs OMPI_ALLOW_RUN_AS_ROOT=1 and
  * OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment). Paths are relative to
@@ -225,6 +233,8 @@ typedef struct rec_cluster_config {
     int64_t batch, steps, cache_rows;
     int epochs, shuffle, policy, lookahead, depth, embservers, trainers, threads, base_port;
     double peer_timeout;
+    int oracles;             /* Oracle Cachers, each part of the tables (oracle --tables J/K) and
+                              * cache_rows / oracles of the cache */
     int link;                /* put an emulated link between the trainer and the servers */
     char durable_dir[1024];  /* "" or the servers' snapshot directories' parent */
     int64_t durable_every;

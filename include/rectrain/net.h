@@ -210,6 +210,8 @@ typedef struct rec_net_cache_info {
     int64_t batch;             /* rows per global batch (the last may be shorter) */
     int64_t batches;           /* batches of the whole job (every epoch) */
     const int64_t *rows;       /* (F) in place */
+    int32_t table0, tables;    /* the oracle plans tables [table0, table0 + F) of the job's `tables`
+                                * (one of several partitioned by table); encoded tables 0: F */
 } rec_net_cache_info;
 
 void rec_net_cache_info_encode(rec_wbuf *w, const rec_net_cache_info *c);

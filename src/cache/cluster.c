@@ -37,6 +37,7 @@ static const key TOP[] = {
     {"steps", K_INT64, 0, INT32_MAX, OFF(steps), 0},
     {"embservers", K_INT, 1, 62, OFF(embservers), 0},
     {"trainers", K_INT, 1, 64, OFF(trainers), 0},
+    {"oracles", K_INT, 1, REC_CACHE_MAX_ORACLES, OFF(oracles), 0},
     {"threads", K_INT, 1, 1024, OFF(threads), 0},
     {"base_port", K_INT, 1024, 65535 - 160, OFF(base_port), 0},
     {"peer_timeout", K_NUM, 0.1, 86400, OFF(peer_timeout), 0},
@@ -115,6 +116,7 @@ rec_status rec_cluster_config_parse(rec_cluster_config *c, const char *json, siz
     c->shuffle = 1;
     c->embservers = 2;
     c->trainers = 1;
+    c->oracles = 1;
     c->threads = 1;
     c->base_port = 5700;
     c->cache_rows = 1 << 18;

@@ -10,6 +10,8 @@
  * during a job starts it over (a restarted trainer). Each batch's plan is split among the
  * trainers (lrpp.c) and each trainer's frame kept until a few batches later, so trainers
  * asking at their own pace, or twice (a lost answer), get it.
+ * Oracles partitioned by table (--tables; Bagpipe §3.4) each see only their tables of every
+ * batch and plan them into their own cache slots; the trainer merges their plans.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,7 +26,8 @@
 #include "rectrain/offload.h"
 #include "rectrain/train.h"
 
-/* Batches of every epoch in the trainer's order, one loader at a time. */
+/* Batches of every epoch in the trainer's order, one loader at a time, each seen through the
+ * oracle's tables (its partition). */
 typedef struct source {
     rec_dataset *d;
     int64_t rows, batch, taken, limit;
@@ -32,6 +35,8 @@ typedef struct source {
     uint64_t seed;
     rec_loader *l;
     int64_t skip;            /* rows of the first epoch opened to skip (a resumed job) */
+    int lo, F;               /* the tables seen: [lo, lo + F) */
+    rec_batch view;
 } source;
 
 static void source_close(source *s) {
@@ -41,9 +46,9 @@ static void source_close(source *s) {
 
 /* Batches [first, limit) of the job: the batches of epoch e are those of rec_shuffle epoch e. */
 static void source_start(source *s, rec_dataset *d, int64_t rows, const rec_oracle_opts *o, const rec_model_config *c,
-                         int64_t first, int64_t limit) {
+                         int64_t first, int64_t limit, int lo, int F) {
     *s = (source){d, rows, o->batch ? o->batch : c->batch_size, first, limit, 0, o->epochs ? o->epochs : c->epochs,
-                  o->shuffle, c->seed, NULL, 0};
+                  o->shuffle, c->seed, NULL, 0, lo, F, {0}};
     const int64_t per_epoch = (rows + s->batch - 1) / s->batch;
     s->epoch = (int)(first / per_epoch);
     s->skip = first % per_epoch * s->batch;
@@ -62,6 +67,10 @@ static rec_status source_next(source *s, const rec_batch **b) {
         REC_TRY(rec_loader_next(s->l, b));
         if (*b) {
             s->taken++;
+            s->view = **b;
+            s->view.sparse += s->lo;
+            s->view.n_sparse = s->F;
+            *b = &s->view;
             return REC_OK;
         }
         source_close(s);
@@ -77,7 +86,7 @@ typedef struct oracle {
     rec_model_config cfg;
     rec_dataset *d, *d2;     /* the loader ahead's and the planned batches' (the same for a shard) */
     int64_t rows, total;     /* data rows; batches of the job */
-    int F;
+    int F, lo, tables;       /* its tables [lo, lo + F) of the data's `tables` */
     const int64_t *table_rows;
     rec_cplan_opts po;
     int32_t *hot_f;
@@ -111,8 +120,8 @@ static rec_status job_start(oracle *r) {
     source_close(&r->ahead);
     source_close(&r->cur);
     REC_TRY(rec_cplan_init(&r->p, &r->po));
-    source_start(&r->ahead, r->d, r->rows, r->o, &r->cfg, r->start, r->total);
-    source_start(&r->cur, r->d2, r->rows, r->o, &r->cfg, r->start, r->total);
+    source_start(&r->ahead, r->d, r->rows, r->o, &r->cfg, r->start, r->total, r->lo, r->F);
+    source_start(&r->cur, r->d2, r->rows, r->o, &r->cfg, r->start, r->total, r->lo, r->F);
     r->next = r->start;
     r->plan_s = 0;
     return REC_OK;
@@ -216,7 +225,7 @@ static rec_status pick_hot(oracle *r) {
             !(seen[f] = calloc((size_t)r->table_rows[f], sizeof(int32_t))))
             s = rec_errorf(REC_ENOMEM, "oracle: out of memory counting ids");
     source src;
-    source_start(&src, r->d, r->rows, r->o, &r->cfg, 0, nb < r->total ? nb : r->total);
+    source_start(&src, r->d, r->rows, r->o, &r->cfg, 0, nb < r->total ? nb : r->total, r->lo, r->F);
     int64_t most = 0;
     int32_t x = 0;
     const rec_batch *b;
@@ -279,8 +288,8 @@ static rec_status fits(oracle *r, int L, int64_t batches, int *ok) {
     rec_cplan *p;
     REC_TRY(rec_cplan_init(&p, &po));
     source a, c;
-    source_start(&a, r->d, r->rows, r->o, &r->cfg, 0, batches);
-    source_start(&c, r->d2, r->rows, r->o, &r->cfg, 0, batches);
+    source_start(&a, r->d, r->rows, r->o, &r->cfg, 0, batches, r->lo, r->F);
+    source_start(&c, r->d2, r->rows, r->o, &r->cfg, 0, batches, r->lo, r->F);
     rec_status s = REC_OK;
     *ok = 1;
     for (int64_t x = 0; !s && x < batches && *ok; x++) {
@@ -344,8 +353,17 @@ static rec_status setup(oracle *r) {
         rec_offload_set(x, REC_OFFLOAD_P3, 1.0);
     }
     REC_TRY(rec_dataset_rows(r->d, &r->rows));
-    r->F = rec_dataset_n_sparse(r->d);
-    r->table_rows = rec_dataset_table_rows(r->d);
+    r->tables = rec_dataset_n_sparse(r->d);
+    if (o->parts > r->tables)
+        return rec_errorf(REC_EINVAL, "oracle: --tables %d/%d: %s has %d tables, fewer than the parts", o->part, o->parts,
+                          o->data_path, r->tables);
+    r->lo = o->parts ? o->part * r->tables / o->parts : o->table_lo;
+    const int hi = o->parts ? (o->part + 1) * r->tables / o->parts : o->table_hi ? o->table_hi : r->tables;
+    if (r->lo < 0 || hi <= r->lo || hi > r->tables)
+        return rec_errorf(REC_EINVAL, "oracle: --tables %d:%d: %s has tables 0 to %d (give LO:HI, 0 <= LO < HI <= %d)",
+                          r->lo, hi, o->data_path, r->tables - 1, r->tables);
+    r->F = hi - r->lo;
+    r->table_rows = rec_dataset_table_rows(r->d) + r->lo;
     r->cfg.n_dense = rec_dataset_n_dense(r->d);
     const int64_t B = o->batch ? o->batch : r->cfg.batch_size;
     const int E = o->epochs ? o->epochs : r->cfg.epochs;
@@ -416,7 +434,7 @@ static rec_status on_hello(oracle *r, rec_zreq *q) {
         const rec_net_cache_info ci = {r->F, r->cfg.n_dense, r->po.policy,
                                        r->po.policy == REC_CACHE_BAGPIPE ? r->po.lookahead : 1, r->po.depth, r->N, t,
                                        r->po.capacity, r->o->batch ? r->o->batch : r->cfg.batch_size, r->total,
-                                       r->table_rows};
+                                       r->table_rows, r->lo, r->tables};
         rec_frame_begin(&r->w, REC_MSG_CACHE_INFO, 0, 0);
         rec_net_cache_info_encode(&r->w, &ci);
         REC_TRY(rec_frame_end(&r->w));
@@ -478,8 +496,9 @@ rec_status rec_oracle_run(const rec_oracle_opts *o) {
     rec_status s = setup(&r);
     if (!s) s = rec__zservice_open(&r.svc, "oracle", o->listen, o->log);
     if (!s && o->log) {
-        fprintf(o->log, "oracle: listening on %s: %lld batches of %s, %s cache of %lld rows\n", o->listen,
-                (long long)r.total, o->data_path, rec_cache_policy_name(o->policy), (long long)o->capacity);
+        fprintf(o->log, "oracle: listening on %s: %lld batches of %s, tables %d to %d of %d, %s cache of %lld rows\n",
+                o->listen, (long long)r.total, o->data_path, r.lo, r.lo + r.F - 1, r.tables,
+                rec_cache_policy_name(o->policy), (long long)o->capacity);
         fflush(o->log);
     }
     if (!s) s = rec__zservice_run(&r.svc, o->stop, serve_one, &r);

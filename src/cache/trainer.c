@@ -6,7 +6,8 @@
  *                       runs the dense model, sums each slot's gradient in position order and
  *                       steps the rows in the cache with the sparse optimizer, as rec_embed
  *                       would (the same bits), then marks x done.
- *   maintenance thread  owns every socket: asks the oracle for plans ahead, fetches batch x's
+ *   maintenance thread  owns every socket: asks the oracles for plans ahead (several split the
+ *                       tables: their parts of a batch's plan merged into one), fetches batch x's
  *                       rows into their slots once x - depth is done (GET per server), writes
  *                       back the rows a plan evicts once its batch is done (PUT per server).
  * They never touch the same slot at once (Bagpipe §3.4, "lock-free"): the planner gives a
@@ -37,12 +38,15 @@
 #include "rectrain/nn.h"
 #include "rectrain/train.h"
 
-/* A plan received from the oracle: its message (the batch's arrays point into it). */
+/* A batch's plan: each oracle's part, a message the part's arrays point into, and the whole. */
 typedef struct plan {
-    zmq_msg_t msg;
-    int have;
-    rec_net_cache_step st;
-    rec_jagged *sparse;      /* (F) */
+    zmq_msg_t msg[REC_CACHE_MAX_ORACLES];
+    rec_net_cache_step part[REC_CACHE_MAX_ORACLES];
+    uint64_t have;           /* the parts received: bit k, oracle k's */
+    rec_net_cache_step st;   /* the parts merged (one oracle: its part) */
+    rec_jagged *sparse;      /* (F) the batch's features, each part's tables at their place */
+    void *lists;             /* several oracles: the merged lists of st */
+    size_t lists_cap;
     /* durable: the rows the step touched and their new values, and the dense state after it */
     rec_centry *dur_e;
     float *dur_v, *dur_dense;
@@ -56,13 +60,24 @@ typedef struct commit {
     float *dense;            /* (P) */
 } commit;
 
+/* One Oracle Cacher: its tables and slots among the job's (several: partitioned by table). */
+typedef struct opart {
+    void *sock;
+    char who[300];
+    rec_net_cache_info info; /* its INFO; rows point into the trainer's */
+    int32_t slot0;           /* its first slot of the cache */
+    int64_t received;        /* plans received from it */
+} opart;
+
 typedef struct ctrainer {
     const rec_cache_train_opts *o;
     rec_cache_train_report *rep;
     rec_model_config cfg;
     rec_model *m;
-    rec_net_cache_info info;
-    int64_t *rows;           /* (F) info.rows' copy */
+    rec_net_cache_info info; /* the job: every oracle's tables and slots */
+    int64_t *rows;           /* (F) the tables' rows, from the oracles */
+    opart *op;               /* (K) the oracles in table order */
+    int K;
     int F, E, S;
     int64_t C, total;        /* cache slots; batches of the job (the flush is batch `total`) */
     float *values, *state;   /* (C, E), (C, S) */
@@ -71,7 +86,7 @@ typedef struct ctrainer {
     int32_t *touched;        /* (C) */
     float *dlogits;          /* (B) */
     /* sockets: all the maintenance thread's once it runs */
-    void *ctx, *osock, **ssock, *wake_m, *wake_t;
+    void *ctx, **ssock, *wake_m, *wake_t;
     double timeout;
     int Q;                   /* plans held: depth + 2 */
     plan *ring;
@@ -344,38 +359,112 @@ static rec_status commit_ready(ctrainer *t) {
 }
 
 static void plan_release(plan *p) {
-    if (p->have) zmq_msg_close(&p->msg);
+    for (int k = 0; k < REC_CACHE_MAX_ORACLES; k++)
+        if (p->have >> k & 1) zmq_msg_close(&p->msg[k]);
     p->have = 0;
 }
 
-/* The oracle's answer to a CACHE_NEXT: the plan of batch t->received. */
-static rec_status on_oracle(ctrainer *t) {
-    plan *p = &t->ring[t->received % t->Q];
-    if (t->received >= t->requested || p->have) { /* nothing asked, or the ring's slot still in use */
+static rec_centry *put_entries(rec_centry *to, const rec_centry *e, int64_t n, const opart *o) {
+    for (int64_t i = 0; i < n; i++) to[i] = (rec_centry){e[i].slot + o->slot0, e[i].f + o->info.table0, e[i].row};
+    return to + n;
+}
+
+static rec_cmove *put_moves(rec_cmove *to, const rec_cmove *m, int64_t n, const opart *o) {
+    for (int64_t i = 0; i < n; i++) to[i] = (rec_cmove){m[i].slot + o->slot0, m[i].peer};
+    return to + n;
+}
+
+static int32_t *put_slots(int32_t *to, const int32_t *v, int64_t n, const opart *o) {
+    for (int64_t i = 0; i < n; i++) to[i] = v[i] + o->slot0;
+    return to + n;
+}
+
+/* Batch x's plan whole, every oracle's part in: their lists one after another in oracle order
+ * (the same on every trainer, so the shared rows line up), slots and tables made the job's.
+ * The oracles read the same batch; the labels and dense values must agree. */
+static rec_status merge(ctrainer *t, plan *p, int64_t x) {
+    rec_net_cache_step *st = &p->st;
+    *st = p->part[0];
+    st->batch.sparse = p->sparse, st->batch.n_sparse = t->F;
+    if (t->K > 1) {
+        rec_net_cache_step n = {0};
+        for (int k = 0; k < t->K; k++) {
+            const rec_net_cache_step *q = &p->part[k];
+            n.n_fetch += q->n_fetch, n.n_evict += q->n_evict, n.n_pre_send += q->n_pre_send;
+            n.n_pre_recv += q->n_pre_recv, n.n_shared += q->n_shared, n.n_apply += q->n_apply;
+            n.n_post_send += q->n_post_send, n.n_post_recv += q->n_post_recv;
+        }
+        const size_t need = sizeof(rec_centry) * (size_t)(n.n_fetch + n.n_evict) +
+                            sizeof(rec_cmove) * (size_t)(n.n_pre_send + n.n_pre_recv + n.n_post_send + n.n_post_recv) +
+                            sizeof(int32_t) * (size_t)(n.n_shared + n.n_apply) + 8;
+        if (need > p->lists_cap) {
+            void *q = realloc(p->lists, need);
+            if (!q) return rec_errorf(REC_ENOMEM, "trainer: out of memory merging the oracles' plans");
+            p->lists = q, p->lists_cap = need;
+        }
+        rec_centry *fe = p->lists, *ev = fe + n.n_fetch;
+        rec_cmove *ps = (rec_cmove *)(ev + n.n_evict), *pr = ps + n.n_pre_send, *qs = pr + n.n_pre_recv,
+                  *qr = qs + n.n_post_send;
+        int32_t *sh = (int32_t *)(qr + n.n_post_recv), *ap = sh + n.n_shared;
+        n.fetch = fe, n.evict = ev, n.pre_send = ps, n.pre_recv = pr, n.post_send = qs, n.post_recv = qr;
+        n.shared = sh, n.apply = ap;
+        for (int k = 0; k < t->K; k++) {
+            const rec_net_cache_step *q = &p->part[k];
+            const opart *o = &t->op[k];
+            fe = put_entries(fe, q->fetch, q->n_fetch, o), ev = put_entries(ev, q->evict, q->n_evict, o);
+            ps = put_moves(ps, q->pre_send, q->n_pre_send, o), pr = put_moves(pr, q->pre_recv, q->n_pre_recv, o);
+            qs = put_moves(qs, q->post_send, q->n_post_send, o), qr = put_moves(qr, q->post_recv, q->n_post_recv, o);
+            sh = put_slots(sh, q->shared, q->n_shared, o), ap = put_slots(ap, q->apply, q->n_apply, o);
+            const rec_batch *a = &st->batch, *b = &q->batch;
+            if (b->n != a->n || (a->n && (memcmp(a->label, b->label, sizeof(float) * (size_t)a->n) ||
+                                          memcmp(a->dense, b->dense, sizeof(float) * (size_t)(a->n * a->n_dense)))))
+                return rec_errorf(REC_EINVAL, "%s and %s sent different rows as batch %lld: start the oracles with the "
+                                  "same --data, --config, --batch, --epochs and --shuffle", t->op[0].who, o->who,
+                                  (long long)x);
+        }
+        n.batch = st->batch;
+        *st = n;
+    }
+    if (x < t->total && (st->batch.n < 1 || st->batch.n > t->slice))
+        return rec_errorf(REC_EFORMAT, "the oracle's plan of batch %lld has %lld rows (1 to %lld)", (long long)x,
+                          (long long)st->batch.n, (long long)t->slice);
+    return REC_OK;
+}
+
+/* Oracle k's answer to a CACHE_NEXT: its part of the plan of the next batch it owes; the
+ * plan is whole (t->received advances) once every oracle's part is in. */
+static rec_status on_oracle(ctrainer *t, int k) {
+    opart *o = &t->op[k];
+    const int64_t x = o->received;
+    plan *p = &t->ring[x % t->Q];
+    if (x >= t->requested || (p->have >> k & 1)) { /* nothing asked, or the ring's slot still in use */
         zmq_msg_t m;
         zmq_msg_init(&m);
-        zmq_msg_recv(&m, t->osock, ZMQ_DONTWAIT);
+        zmq_msg_recv(&m, o->sock, ZMQ_DONTWAIT);
         zmq_msg_close(&m);
-        return rec_errorf(REC_EFORMAT, "the oracle sent a plan nobody asked for (batch %lld)", (long long)t->received);
+        return rec_errorf(REC_EFORMAT, "%s sent a plan nobody asked for (batch %lld)", o->who, (long long)x);
     }
-    zmq_msg_init(&p->msg);
+    zmq_msg_t *m = &p->msg[k];
+    zmq_msg_init(m);
     rec_frame_head h;
     const uint8_t *body;
-    rec_status s = recv_frame(t, t->osock, "the oracle", &p->msg, &h, &body);
-    if (!s && (h.type != REC_MSG_CACHE_STEP || (int64_t)h.seq != t->received))
-        s = rec_errorf(REC_EFORMAT, "the oracle sent %s %lld while batch %lld's plan was due", rec_msg_name(h.type),
-                       (long long)h.seq, (long long)t->received);
-    if (!s) s = rec_net_cache_step_decode(body, h.body, &t->info, &p->st,
-                                          p->sparse);
-    if (!s && t->received < t->total && (p->st.batch.n < 1 || p->st.batch.n > t->slice))
-        s = rec_errorf(REC_EFORMAT, "the oracle's plan of batch %lld has %lld rows (1 to %lld)", (long long)t->received,
-                       (long long)p->st.batch.n, (long long)t->slice);
+    rec_status s = recv_frame(t, o->sock, o->who, m, &h, &body);
+    if (!s && (h.type != REC_MSG_CACHE_STEP || (int64_t)h.seq != x))
+        s = rec_errorf(REC_EFORMAT, "%s sent %s %lld while batch %lld's plan was due", o->who, rec_msg_name(h.type),
+                       (long long)h.seq, (long long)x);
+    rec_jagged *sp = p->sparse + o->info.table0;
+    if (!s) s = rec_net_cache_step_decode(body, h.body, &o->info, &p->part[k], sp);
     if (s) {
-        zmq_msg_close(&p->msg);
+        zmq_msg_close(m);
         return s;
     }
-    p->have = 1;
-    t->received++;
+    for (int f = 0; o->slot0 && f < o->info.F; f++) /* its slots, the job's (in the message, which is ours) */
+        for (int64_t i = 0; i < sp[f].offsets[p->part[k].batch.n]; i++) sp[f].ids32[i] += o->slot0;
+    p->have |= UINT64_C(1) << k;
+    o->received++;
+    if (p->have + 1 != UINT64_C(1) << t->K) return REC_OK;
+    REC_TRY(merge(t, p, x));
+    t->received = x + 1; /* parts come in batch order from each oracle: plans are whole in order */
     return REC_OK;
 }
 
@@ -431,7 +520,7 @@ static void *maintain(void *arg) {
         }
         /* plans ahead: as many as the ring holds */
         while (!s && t->requested <= t->total && t->requested - t->evicted - 1 < t->Q) {
-            s = send_empty(t, t->osock, REC_MSG_CACHE_NEXT, (uint64_t)t->requested);
+            for (int k = 0; !s && k < t->K; k++) s = send_empty(t, t->op[k].sock, REC_MSG_CACHE_NEXT, (uint64_t)t->requested);
             t->requested++;
         }
         /* the next batch's rows, `depth` batches ahead of training at most */
@@ -448,33 +537,36 @@ static void *maintain(void *arg) {
             worked = 1;
         }
         if (s) break;
-        /* wait for the oracle, an acknowledgment or the training thread */
-        const int N = t->o->n_servers;
-        zmq_pollitem_t its[64];
-        its[0] = (zmq_pollitem_t){t->osock, 0, ZMQ_POLLIN, 0};
-        its[1] = (zmq_pollitem_t){t->wake_m, 0, ZMQ_POLLIN, 0};
-        for (int k = 0; k < N; k++) its[2 + k] = (zmq_pollitem_t){t->ssock[k], 0, ZMQ_POLLIN, 0};
-        const int n = zmq_poll(its, 2 + N, worked ? 0 : (long)(t->timeout * 1000));
+        /* wait for an oracle, an acknowledgment or the training thread */
+        const int N = t->o->n_servers, K = t->K;
+        zmq_pollitem_t its[1 + REC_CACHE_MAX_ORACLES + 62];
+        its[0] = (zmq_pollitem_t){t->wake_m, 0, ZMQ_POLLIN, 0};
+        for (int k = 0; k < K; k++) its[1 + k] = (zmq_pollitem_t){t->op[k].sock, 0, ZMQ_POLLIN, 0};
+        for (int k = 0; k < N; k++) its[1 + K + k] = (zmq_pollitem_t){t->ssock[k], 0, ZMQ_POLLIN, 0};
+        const int n = zmq_poll(its, 1 + K + N, worked ? 0 : (long)(t->timeout * 1000));
         if (n < 0 && zmq_errno() != EINTR) {
             s = rec_errorf(REC_EIO, "trainer: poll failed: %s", zmq_strerror(zmq_errno()));
             break;
         }
-        if (n == 0 && !worked && t->requested > t->received) {
-            s = rec_errorf(REC_EIO, "the oracle (%s) did not answer in %.0f s (is it running?)", t->o->oracle, t->timeout);
-            break;
-        }
+        for (int k = 0; n == 0 && !worked && k < K; k++)
+            if (t->requested > t->op[k].received) {
+                s = rec_errorf(REC_EIO, "%s did not answer in %.0f s (is it running?)", t->op[k].who, t->timeout);
+                break;
+            }
+        if (s) break;
         if (n == 0 && !worked && (t->acks > 0 || t->cm_n > 0)) {
             s = rec_errorf(REC_EIO, "%lld write-back(s) to the embedding servers were not acknowledged in %.0f s (is one "
                            "down? a --durable job resumes with --resume)", (long long)t->acks, t->timeout);
             break;
         }
-        if (its[0].revents & ZMQ_POLLIN) s = on_oracle(t);
-        if (!s && (its[1].revents & ZMQ_POLLIN)) {
+        if (its[0].revents & ZMQ_POLLIN) {
             char c[16];
             while (zmq_recv(t->wake_m, c, sizeof c, ZMQ_DONTWAIT) >= 0) {}
         }
+        for (int k = 0; !s && k < K; k++)
+            if (its[1 + k].revents & ZMQ_POLLIN) s = on_oracle(t, k);
         for (int k = 0; !s && k < N; k++)
-            if (its[2 + k].revents & ZMQ_POLLIN) s = take_one(t, k);
+            if (its[1 + K + k].revents & ZMQ_POLLIN) s = take_one(t, k);
         if (s) break;
     }
     if (s) fail(t, s);
@@ -650,6 +742,81 @@ static rec_status keep_step(ctrainer *t, plan *p) {
     return REC_OK;
 }
 
+/* ---- the job, from the oracles ------------------------------------------------------------------ */
+
+/* Oracle k's INFO into o->info (its table sizes into t->rows), checked against the job so far
+ * (*job, from the oracles before it): one range of tables each, in table order; the same data
+ * and trainers. */
+static rec_status oracle_info(ctrainer *t, int k, rec_net_cache_info *job) {
+    opart *o = &t->op[k];
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    rec_frame_head h;
+    const uint8_t *body;
+    rec_net_cache_info *ci = &o->info;
+    rec_status s = recv_frame(t, o->sock, o->who, &m, &h, &body);
+    if (!s && h.type != REC_MSG_CACHE_INFO)
+        s = rec_errorf(REC_EFORMAT, "%s answered %s to CACHE_HELLO", o->who, rec_msg_name(h.type));
+    if (!s) s = rec_net_cache_info_decode(body, h.body, ci);
+    if (!s && (ci->trainers != t->N || ci->rank != t->rank))
+        s = rec_errorf(REC_EINVAL, "%s answered rank %d of %d trainers to trainer %d of %d", o->who, ci->rank,
+                       ci->trainers, t->rank, t->N);
+    const int tables = k ? job->F : ci->tables;
+    if (!s && k && (ci->n_dense != job->n_dense || ci->policy != job->policy || ci->batch != job->batch ||
+                    ci->batches != job->batches || ci->tables != tables))
+        s = rec_errorf(REC_EINVAL, "%s and %s plan different jobs (%d and %d tables, %s and %s, batches of %lld and "
+                       "%lld, %lld and %lld of them): start the oracles with the same options but --tables and "
+                       "--cache-rows", t->op[0].who, o->who, tables, ci->tables, rec_cache_policy_name(job->policy),
+                       rec_cache_policy_name(ci->policy), (long long)job->batch, (long long)ci->batch,
+                       (long long)job->batches, (long long)ci->batches);
+    const int next = k ? t->op[k - 1].info.table0 + t->op[k - 1].info.F : 0;
+    if (!s && ci->table0 != next)
+        s = rec_errorf(REC_EINVAL, "%s plans tables %d to %d, and the next of the job's %d are %d on: give --oracle-cacher "
+                       "one oracle per range of tables, in table order (oracle --tables LO:HI)", o->who, ci->table0,
+                       ci->table0 + ci->F - 1, tables, next);
+    if (!s && !t->rows && !(t->rows = malloc(sizeof(int64_t) * (size_t)tables)))
+        s = rec_errorf(REC_ENOMEM, "trainer: out of memory");
+    if (!s) memcpy(t->rows + ci->table0, ci->rows, sizeof(int64_t) * (size_t)ci->F);
+    ci->rows = s ? NULL : t->rows + ci->table0;
+    zmq_msg_close(&m);
+    REC_TRY(s);
+    o->slot0 = (int32_t)(k ? job->capacity : 0);
+    if (!k) {
+        *job = *ci;
+        job->F = job->tables = ci->tables, job->table0 = 0, job->rows = t->rows, job->capacity = 0;
+    }
+    if (job->capacity + ci->capacity >= INT32_MAX)
+        return rec_errorf(REC_EINVAL, "the oracles' caches hold %lld rows together (at most %d)",
+                          (long long)(job->capacity + ci->capacity), INT32_MAX - 1);
+    job->capacity += ci->capacity;
+    if (ci->depth < job->depth) job->depth = ci->depth; /* a fetch no earlier than every plan allows */
+    if (ci->lookahead < job->lookahead) job->lookahead = ci->lookahead;
+    return REC_OK;
+}
+
+/* CACHE_HELLO (this trainer's rank of N, the first batch) to every oracle, and the job from
+ * their INFOs into t->info; a resumed job's must be the one this trainer was set up for. */
+static rec_status say_hello(ctrainer *t, int64_t start) {
+    for (int k = 0; k < t->K; k++) {
+        rec_frame_begin(&t->w, REC_MSG_CACHE_HELLO, 0, 0);
+        rec_net_cache_hello_encode(&t->w, t->rank, t->N, start);
+        REC_TRY(rec_frame_end(&t->w));
+        REC_TRY(rec__zsend(t->op[k].sock, NULL, &t->w, 0));
+    }
+    rec_net_cache_info job = {0};
+    for (int k = 0; k < t->K; k++) REC_TRY(oracle_info(t, k, &job));
+    const rec_net_cache_info *o = &t->op[t->K - 1].info;
+    if (o->table0 + o->F != job.F)
+        return rec_errorf(REC_EINVAL, "the oracles on --oracle-cacher plan tables 0 to %d of %d: start one for the others "
+                          "(oracle --tables %d:%d)", o->table0 + o->F - 1, job.F, o->table0 + o->F, job.F);
+    if (t->C && (job.F != t->F || job.capacity != t->C || job.depth != t->info.depth || job.batch != t->info.batch ||
+                 job.batches != t->total))
+        return rec_errorf(REC_EINVAL, "the oracles answered another job than the one this trainer started (tables, "
+                          "cache, depth or batches): restart them with the job's options");
+    t->info = job;
+    return REC_OK;
+}
+
 /* ---- resuming a durable job ------------------------------------------------------------------- */
 
 
@@ -725,20 +892,7 @@ static rec_status resume(ctrainer *t, const rec_net_emb_state *st) {
                 undo ? "rolled back to it" : "restored their snapshots of it");
         fflush(t->o->log);
     }
-    /* the oracle, again, from batch c + 1 */
-    rec_frame_begin(&t->w, REC_MSG_CACHE_HELLO, 0, 0);
-    rec_net_cache_hello_encode(&t->w, t->rank, t->N, t->start);
-    REC_TRY(rec_frame_end(&t->w));
-    REC_TRY(rec__zsend(t->osock, NULL, &t->w, 0));
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    rec_frame_head h;
-    const uint8_t *body;
-    snprintf(who, sizeof who, "the oracle (%s)", t->o->oracle);
-    s = recv_frame(t, t->osock, who, &m, &h, &body);
-    if (!s && h.type != REC_MSG_CACHE_INFO) s = rec_errorf(REC_EFORMAT, "%s answered %s to CACHE_HELLO", who, rec_msg_name(h.type));
-    zmq_msg_close(&m);
-    return s;
+    return say_hello(t, t->start); /* the oracles, again, from batch c + 1 */
 }
 
 /* ---- setup ------------------------------------------------------------------------------------- */
@@ -757,37 +911,30 @@ static rec_status setup(ctrainer *t) {
     t->timeout = o->timeout > 0 ? o->timeout : 10;
     if (o->n_servers < 1 || o->n_servers > 62)
         return rec_errorf(REC_EINVAL, "give 1 to 62 embedding servers with --embservers (got %d)", o->n_servers);
+    if (o->n_oracles < 1 || o->n_oracles > REC_CACHE_MAX_ORACLES)
+        return rec_errorf(REC_EINVAL, "give 1 to %d oracles with --oracle-cacher (got %d)", REC_CACHE_MAX_ORACLES,
+                          o->n_oracles);
     if (!(t->ctx = zmq_ctx_new())) return rec_errorf(REC_EIO, "cannot create a ZeroMQ context");
-    if (!(t->osock = dealer(t, o->oracle)))
-        return rec_errorf(REC_EINVAL, "--oracle-cacher %s: %s (an endpoint is tcp://HOST:PORT)", o->oracle, zmq_strerror(zmq_errno()));
+    t->K = o->n_oracles;
+    if (!(t->op = calloc((size_t)t->K, sizeof(opart)))) return rec_errorf(REC_ENOMEM, "trainer: out of memory");
+    for (int k = 0; k < t->K; k++) {
+        opart *p = &t->op[k];
+        if (t->K == 1) snprintf(p->who, sizeof p->who, "the oracle (%s)", o->oracles[k]);
+        else snprintf(p->who, sizeof p->who, "oracle %d (%s)", k, o->oracles[k]);
+        if (!(p->sock = dealer(t, o->oracles[k])))
+            return rec_errorf(REC_EINVAL, "--oracle-cacher %s: %s (an endpoint is tcp://HOST:PORT)", o->oracles[k],
+                              zmq_strerror(zmq_errno()));
+    }
     t->rank = 0, t->N = 1;
     if (rec_dist_launched()) REC_TRY(rec_dist_init(&t->rank, &t->N));
     t->rep->rank = t->rank, t->rep->trainers = t->N; /* a failure below must end every rank */
     if (t->N > 64) return rec_errorf(REC_EINVAL, "at most 64 trainers (mpirun started %d)", t->N);
-    /* the job, from the oracle (once every trainer has said hello) */
+    /* the job, from the oracles (once every trainer has said hello) */
     if ((o->durable || o->resume) && t->N > 1)
         return rec_errorf(REC_EINVAL, "--durable and --resume take one trainer (mpirun started %d)", t->N);
-    rec_frame_begin(&t->w, REC_MSG_CACHE_HELLO, 0, 0);
-    rec_net_cache_hello_encode(&t->w, t->rank, t->N, 0);
-    REC_TRY(rec_frame_end(&t->w));
-    REC_TRY(rec__zsend(t->osock, NULL, &t->w, 0));
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    rec_frame_head h;
+    REC_TRY(say_hello(t, 0));
     char who[300];
-    snprintf(who, sizeof who, "the oracle (%s)", o->oracle);
-    const uint8_t *body;
-    rec_status s = recv_frame(t, t->osock, who, &m, &h, &body);
-    if (!s && h.type != REC_MSG_CACHE_INFO) s = rec_errorf(REC_EFORMAT, "%s answered %s to CACHE_HELLO", who, rec_msg_name(h.type));
-    if (!s) s = rec_net_cache_info_decode(body, h.body, &t->info);
-    if (!s && !(t->rows = malloc(sizeof(int64_t) * (size_t)t->info.F))) s = rec_errorf(REC_ENOMEM, "trainer: out of memory");
-    if (!s) memcpy(t->rows, t->info.rows, sizeof(int64_t) * (size_t)t->info.F);
-    zmq_msg_close(&m);
-    REC_TRY(s);
-    if (t->info.trainers != t->N || t->info.rank != t->rank)
-        return rec_errorf(REC_EINVAL, "%s answered rank %d of %d trainers to trainer %d of %d", who, t->info.rank,
-                          t->info.trainers, t->rank, t->N);
-    t->info.rows = t->rows;
+    snprintf(who, sizeof who, "%s", t->op[0].who);
     t->F = t->info.F;
     t->C = t->info.capacity;
     t->total = t->info.batches;
@@ -850,9 +997,12 @@ static rec_status setup(ctrainer *t) {
     }
     rec_net_emb_state states[62];
     for (int k = 0; k < o->n_servers; k++) {
+        zmq_msg_t m;
+        rec_frame_head h;
+        const uint8_t *body;
         zmq_msg_init(&m);
         rec_net_emb_state es = {0};
-        s = recv_frame(t, t->ssock[k], srv_name(t, k, who, sizeof who), &m, &h, &body);
+        rec_status s = recv_frame(t, t->ssock[k], srv_name(t, k, who, sizeof who), &m, &h, &body);
         if (!s && h.type != REC_MSG_EMB_OK) s = rec_errorf(REC_EFORMAT, "%s answered %s to EMB_HELLO", who, rec_msg_name(h.type));
         if (!s) s = rec_net_emb_state_decode(body, h.body, &es);
         zmq_msg_close(&m);
@@ -875,7 +1025,7 @@ static rec_status setup(ctrainer *t) {
 static void teardown(ctrainer *t) {
     for (int q = 0; t->ring && q < t->Q; q++) {
         plan *p = &t->ring[q];
-        plan_release(p), free(p->sparse), free(p->dur_e), free(p->dur_v), free(p->dur_dense);
+        plan_release(p), free(p->sparse), free(p->lists), free(p->dur_e), free(p->dur_v), free(p->dur_dense);
     }
     for (int q = 0; t->cm && q < t->Q; q++) free(t->cm[q].dense);
     free(t->cm), free(t->slot_f), free(t->slot_row);
@@ -883,7 +1033,9 @@ static void teardown(ctrainer *t) {
     for (int k = 0; t->ssock && k < t->o->n_servers; k++)
         if (t->ssock[k]) zmq_close(t->ssock[k]);
     free(t->ssock);
-    if (t->osock) zmq_close(t->osock);
+    for (int k = 0; t->op && k < t->K; k++)
+        if (t->op[k].sock) zmq_close(t->op[k].sock);
+    free(t->op);
     if (t->wake_m) zmq_close(t->wake_m);
     if (t->wake_t) zmq_close(t->wake_t);
     if (t->ctx) zmq_ctx_term(t->ctx);
@@ -1005,6 +1157,7 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
     rec_status s = setup(&t);
     t.ready = t.done = t.evicted = t.committed = t.start - 1;
     t.requested = t.received = t.start;
+    for (int k = 0; t.op && k < t.K; k++) t.op[k].received = t.start;
     FILE *ll = NULL;
     if (!s && o->loss_log && t.rank == 0) s = open_log(o->loss_log, t.start, &ll);
     pthread_t th;

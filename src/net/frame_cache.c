@@ -168,6 +168,8 @@ void rec_net_cache_info_encode(rec_wbuf *w, const rec_net_cache_info *c) {
     put_u32(w, (uint32_t)c->depth);
     put_u32(w, (uint32_t)c->trainers);
     put_u32(w, (uint32_t)c->rank);
+    put_u32(w, (uint32_t)c->table0);
+    put_u32(w, (uint32_t)(c->tables ? c->tables : c->F));
     put_u32(w, 0);
     put_i64(w, c->capacity);
     put_i64(w, c->batch);
@@ -185,6 +187,8 @@ rec_status rec_net_cache_info_decode(const uint8_t *body, size_t len, rec_net_ca
     c->depth = (int32_t)get_u32(&r, "the prefetch depth");
     c->trainers = (int32_t)get_u32(&r, "the trainer count");
     c->rank = (int32_t)get_u32(&r, "the rank");
+    c->table0 = (int32_t)get_u32(&r, "the first table");
+    c->tables = (int32_t)get_u32(&r, "the job's tables");
     (void)get_u32(&r, "padding");
     c->capacity = get_i64(&r, "the capacity");
     c->batch = get_i64(&r, "the batch size");
@@ -193,11 +197,12 @@ rec_status rec_net_cache_info_decode(const uint8_t *body, size_t len, rec_net_ca
                    c->policy >= REC_CACHE_POLICIES || c->depth < 1 || c->depth > 100000 || c->lookahead < c->depth ||
                    c->lookahead > 100000 || c->capacity < 1 ||
                    c->capacity >= INT32_MAX || c->batch < 1 || c->batch > REC_NET_MAX_ROWS || c->batches < 0 ||
-                   c->trainers < 1 || c->trainers > 64 || c->rank < 0 || c->rank >= c->trainers))
-        r.err = rec_errorf(REC_EFORMAT, "CACHE_INFO frame: %d tables, %d dense, policy %d, lookahead %d, depth %d, "
-                           "capacity %lld, batch %lld, %lld batches, rank %d of %d: out of range", c->F, c->n_dense,
-                           c->policy, c->lookahead, c->depth, (long long)c->capacity, (long long)c->batch,
-                           (long long)c->batches, c->rank, c->trainers);
+                   c->trainers < 1 || c->trainers > 64 || c->rank < 0 || c->rank >= c->trainers || c->table0 < 0 ||
+                   c->tables > REC_NET_MAX_FEATURES || c->table0 > c->tables - c->F))
+        r.err = rec_errorf(REC_EFORMAT, "CACHE_INFO frame: tables %d to %d of %d, %d dense, policy %d, lookahead %d, "
+                           "depth %d, capacity %lld, batch %lld, %lld batches, rank %d of %d: out of range", c->table0,
+                           c->table0 + c->F - 1, c->tables, c->n_dense, c->policy, c->lookahead, c->depth,
+                           (long long)c->capacity, (long long)c->batch, (long long)c->batches, c->rank, c->trainers);
     c->rows = (const int64_t *)take(&r, bytes_of(c->F, 8), "the table sizes");
     for (int f = 0; !r.err && f < c->F; f++)
         if (c->rows[f] < 1 || c->rows[f] >= (INT64_C(1) << 40))
