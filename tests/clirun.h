@@ -36,6 +36,15 @@ static int run(const char *fmt, ...) {
     return check_capture(cmd, out, sizeof out);
 }
 
+static inline pid_t spawn_command(const char *cmd) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
 /* Starts `rectrain ARGS` (formatted, with its own redirections) in the scratch directory
  * without waiting; returns its pid (the shell execs it, so signals reach rectrain). */
 static inline pid_t spawn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -45,12 +54,19 @@ static inline pid_t spawn(const char *fmt, ...) {
     va_start(ap, fmt);
     cli_command(cmd, sizeof cmd, fmt, ap, "");
     va_end(ap);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
+    return spawn_command(cmd);
+}
+
+/* The same for any command line CMD (formatted; e.g. `mpirun ... rectrain ...`). */
+static inline pid_t spawn_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline pid_t spawn_sh(const char *fmt, ...) {
+    char cmd[2048], full[2600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    snprintf(full, sizeof full, "cd %s && exec %s", dir, cmd);
+    return spawn_command(full);
 }
 
 static char *path(const char *name) {

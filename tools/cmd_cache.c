@@ -175,7 +175,8 @@ static const char TRAIN_CACHED_USAGE[] =
     "                     tables) as DIR/model.rckpt, for rectrain eval and export\n"
     "  --durable          commit every step on the servers (the touched rows written through,\n"
     "                     the dense state to the first server): a killed trainer loses one step\n"
-    "  --resume           a restarted trainer: go on from the servers' last committed step\n"
+    "  --resume           a restarted job (every trainer of its mpirun): go on from the\n"
+    "                     servers' last committed step\n"
     "  --peer-timeout S   seconds the oracle or a server may stay silent (default 10)\n"
     "  --json             print a JSON summary as the last line of stdout\n";
 

@@ -184,8 +184,8 @@ typedef struct rec_cache_train_opts {
     int threads;                 /* 0: all CPUs */
     const char *loss_log;        /* "step loss" lines */
     const char *ckpt_dir;        /* at the end, the whole model as DIR/model.rckpt (eval, export) */
-    int durable;                 /* commit every step on the servers: a killed trainer resumes (one trainer) */
-    int resume;                  /* go on from the servers' last committed step (a restarted trainer) */
+    int durable;                 /* commit every step on the servers: a killed trainer resumes */
+    int resume;                  /* go on from the servers' last committed step (restarted trainers) */
     double timeout;              /* seconds a peer may stay silent (0: 10) */
     const volatile sig_atomic_t *stop;
     FILE *log;

@@ -359,6 +359,28 @@ static void snap_find(server *v) {
     v->snap[0] = v->snap[1] = -1;
 }
 
+static void swap_floats(float *a, float *b, int n) {
+    for (int i = 0; i < n; i++) {
+        const float x = a[i];
+        a[i] = b[i], b[i] = x;
+    }
+}
+
+/* Swaps each undo entry's row with the table's: newest first (back to the committed step), or
+ * oldest first (forward again, to the same bits). A snapshot is written in between: it holds
+ * the committed step alone, though other trainers' writes of the next step may have come
+ * before its COMMIT. */
+static void swap_undo(server *v, int back) {
+    const int E = v->t.E, S = v->S, W = UNDO_KEY + E + S;
+    for (int64_t k = 0; k < v->undo_n; k++) {
+        float *u = v->undo + (size_t)((back ? v->undo_n - 1 - k : k) * W);
+        int64_t key[2];
+        memcpy(key, u, sizeof key);
+        swap_floats(v->values + (size_t)key[1] * E, u + UNDO_KEY, E);
+        if (S) swap_floats(v->state + (size_t)key[1] * S, u + UNDO_KEY + E, S);
+    }
+}
+
 /* COMMIT(s): the undo of steps <= s is dropped; server 0 keeps the dense state sent along. */
 static rec_status on_commit(server *v, const rec_zreq *r) {
     const float *d;
@@ -384,7 +406,12 @@ static rec_status on_commit(server *v, const rec_zreq *r) {
     }
     v->undo_n = keep;
     v->committed = step;
-    if (v->o->ckpt_dir && (step + 1) % v->o->ckpt_every == 0) REC_TRY(snap_write(v)); /* the same steps on every server */
+    if (v->o->ckpt_dir && (step + 1) % v->o->ckpt_every == 0) { /* the same steps on every server */
+        swap_undo(v, 1);
+        rec_status s = snap_write(v);
+        swap_undo(v, 0);
+        REC_TRY(s);
+    }
     rec_frame_begin(&v->w, REC_MSG_EMB_OK, r->h.job, r->h.seq);
     return rec_frame_end(&v->w);
 }

@@ -20,6 +20,11 @@
  * trainers (reduced in rank order at rank 0 and broadcast, so every holder steps the same
  * bits), a row one trainer uses is stepped by it alone, and after the step the rows to evict
  * go to their owners. The maintenance thread never calls MPI.
+ *
+ * A durable job (--durable) writes through every row a step changed (N trainers: each the rows
+ * it stepped) and commits the step on the servers once every trainer's writes of it are
+ * acknowledged (sync_commit), before the next step ends: a killed job resumes (--resume) from
+ * the last commit, one step redone at most.
  */
 #include <errno.h>
 #include <math.h>
@@ -95,12 +100,15 @@ typedef struct ctrainer {
     pthread_cond_t cv;
     int64_t ready, done, want;
     int64_t committed;       /* durable: the last step server 0 acknowledged committing */
+    int64_t acked;           /* durable: the last step whose writes (and every earlier one's) are acknowledged */
+    int64_t synced;          /* durable, N trainers: the last step every trainer's writes of are acknowledged */
     int finished, failed;
     rec_status merr;
     char merrmsg[1024];
     /* the maintenance thread's */
     int64_t requested, received, evicted;
-    int64_t acks;            /* PUTs not yet acknowledged */
+    int64_t acks;            /* PUTs and COMMITs not yet acknowledged */
+    int64_t *srv_acks;       /* (servers) of them, each server's */
     rec_wbuf w;
     int64_t *by_srv;         /* (C) fetch or evict entry positions grouped by server */
     rec_centry *fetch_tmp;   /* (C) a batch's fetches in server order */
@@ -123,6 +131,8 @@ typedef struct ctrainer {
     int64_t slice;           /* the most rows of this trainer's part of a batch */
     int64_t rows_per_frame;  /* rows of one GET or PUT at most (its frame under REC_NET_MAX_BODY) */
 } ctrainer;
+
+_Static_assert(sizeof(rec_centry) == 4 * sizeof(float), "a row's name fills 4 floats of a move");
 
 /* ---- messages ------------------------------------------------------------------------------ */
 
@@ -187,7 +197,7 @@ static rec_status on_server_msg(ctrainer *t, int k, zmq_msg_t *m, const rec_fram
     char who[300];
     *rows = 0;
     if (h->type == REC_MSG_EMB_PUT_OK || h->type == REC_MSG_EMB_OK) {
-        t->acks--;
+        t->acks--, t->srv_acks[k]--;
         if (h->type == REC_MSG_EMB_OK && k == 0) { /* server 0 committed step seq: the commit point */
             /* the others drop their undo of it (and snapshot it) before any write of a later
              * step reaches them: those wait for the training thread, which waits for this */
@@ -196,7 +206,7 @@ static rec_status on_server_msg(ctrainer *t, int k, zmq_msg_t *m, const rec_fram
                 rec_net_floats_encode(&t->w, NULL, 0);
                 REC_TRY(rec_frame_end(&t->w));
                 REC_TRY(rec__zsend(t->ssock[j], NULL, &t->w, 0));
-                t->acks++;
+                t->acks++, t->srv_acks[j]++;
             }
             pthread_mutex_lock(&t->mu);
             t->committed = (int64_t)h->seq;
@@ -332,7 +342,7 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
         }
         REC_TRY(rec_frame_end(w));
         REC_TRY(rec__zsend(t->ssock[k], NULL, w, 0));
-        t->acks++;
+        t->acks++, t->srv_acks[k]++;
         if (c) c->pending++;
         }
     t->rep->write_rows += nents;
@@ -340,22 +350,43 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
     return REC_OK;
 }
 
-/* Commits, in step order, each written-through step whose PUTs are all acknowledged: server 0
- * takes its dense state (the commit point); its acknowledgment commits the step on the others
- * (on_server_msg). */
+/* Commits, in step order, each written-through step whose PUTs are all acknowledged (N
+ * trainers: every trainer's, `synced`): server 0 takes its dense state (the commit point) from
+ * trainer 0; its acknowledgment commits the step on the others (on_server_msg). */
 static rec_status commit_ready(ctrainer *t) {
-    while (t->cm_n && t->cm[t->cm_head].pending == 0) {
+    int64_t acked = t->evicted < t->total ? t->evicted : t->total - 1; /* the last step written through */
+    for (int64_t i = 0; i < t->cm_n; i++)
+        if (t->cm[(t->cm_head + i) % t->Q].pending) {
+            acked = t->cm[(t->cm_head + i) % t->Q].step - 1;
+            break;
+        }
+    pthread_mutex_lock(&t->mu);
+    if (acked > t->acked) t->acked = acked, pthread_cond_broadcast(&t->cv);
+    const int64_t synced = t->N > 1 ? t->synced : acked;
+    pthread_mutex_unlock(&t->mu);
+    while (t->cm_n && t->cm[t->cm_head].pending == 0 && t->cm[t->cm_head].step <= synced) {
         commit *c = &t->cm[t->cm_head];
-        rec_frame_begin(&t->w, REC_MSG_EMB_COMMIT, 0, (uint64_t)c->step);
-        rec_net_floats_encode(&t->w, c->dense, t->P);
-        REC_TRY(rec_frame_end(&t->w));
-        REC_TRY(rec__zsend(t->ssock[0], NULL, &t->w, 0));
-        t->acks++;
+        if (t->rank == 0) {
+            rec_frame_begin(&t->w, REC_MSG_EMB_COMMIT, 0, (uint64_t)c->step);
+            rec_net_floats_encode(&t->w, c->dense, t->P);
+            REC_TRY(rec_frame_end(&t->w));
+            REC_TRY(rec__zsend(t->ssock[0], NULL, &t->w, 0));
+            t->acks++, t->srv_acks[0]++;
+        }
         c->step = -1;
         t->cm_head = (t->cm_head + 1) % t->Q;
         t->cm_n--;
     }
     return REC_OK;
+}
+
+/* A server silent on writes it was sent, named. */
+static rec_status unacked(ctrainer *t) {
+    int k = 0;
+    while (k < t->o->n_servers - 1 && !t->srv_acks[k]) k++;
+    char who[300];
+    return rec_errorf(REC_EIO, "%s did not acknowledge %lld write(s) in %.0f s (is it down? a --durable job resumes "
+                      "with --resume)", srv_name(t, k, who, sizeof who), (long long)t->srv_acks[k], t->timeout);
 }
 
 static void plan_release(plan *p) {
@@ -484,6 +515,9 @@ static void *maintain(void *arg) {
     for (;;) {
         pthread_mutex_lock(&t->mu);
         const int64_t done = t->done, want = t->want;
+        /* durable, N trainers: a row another trainer wrote through is read once that write is
+         * acknowledged (rows written at step `synced` or before) */
+        const int64_t safe = t->o->durable && t->N > 1 && t->synced < done ? t->synced : done;
         const int stop = t->failed;
         pthread_mutex_unlock(&t->mu);
         if (stop) break;
@@ -503,9 +537,7 @@ static void *maintain(void *arg) {
                 zmq_pollitem_t its[62];
                 const int N = t->o->n_servers;
                 for (int k = 0; k < N; k++) its[k] = (zmq_pollitem_t){t->ssock[k], 0, ZMQ_POLLIN, 0};
-                if (zmq_poll(its, N, (long)(t->timeout * 1000)) == 0)
-                    s = rec_errorf(REC_EIO, "%lld write-back(s) were not acknowledged in %.0f s", (long long)t->acks,
-                                   t->timeout);
+                if (zmq_poll(its, N, (long)(t->timeout * 1000)) == 0) s = unacked(t);
                 for (int k = 0; !s && k < N; k++)
                     if (its[k].revents & ZMQ_POLLIN) s = take_one(t, k);
                 if (!s) s = commit_ready(t);
@@ -525,7 +557,7 @@ static void *maintain(void *arg) {
         }
         /* the next batch's rows, `depth` batches ahead of training at most */
         const int64_t x = fetched + 1;
-        if (!s && x <= t->total && x < t->received && x <= done + t->info.depth) { /* x == total: the flush */
+        if (!s && x <= t->total && x < t->received && x <= safe + t->info.depth) { /* x == total: the flush */
             if (x < t->total) s = fetch(t, &t->ring[x % t->Q], x, x <= done + 1 || want >= x);
             if (!s) {
                 fetched = x;
@@ -554,9 +586,8 @@ static void *maintain(void *arg) {
                 break;
             }
         if (s) break;
-        if (n == 0 && !worked && (t->acks > 0 || t->cm_n > 0)) {
-            s = rec_errorf(REC_EIO, "%lld write-back(s) to the embedding servers were not acknowledged in %.0f s (is one "
-                           "down? a --durable job resumes with --resume)", (long long)t->acks, t->timeout);
+        if (n == 0 && !worked && t->acks > 0) { /* (steps waiting for other trainers wait for the training thread) */
+            s = unacked(t);
             break;
         }
         if (its[0].revents & ZMQ_POLLIN) {
@@ -584,38 +615,44 @@ static rec_status grow_x(ctrainer *t, int64_t floats) {
     return REC_OK;
 }
 
-/* Rows (values and state) to other trainers and from them (LRPP moves), one all-to-all-v: a
- * peer's rows in the order of the lists, which the oracle wrote alike on both sides. */
+/* Rows to other trainers and from them (LRPP moves), one all-to-all-v: a peer's rows in the
+ * order of the lists, which the oracle wrote alike on both sides. A row travels with its name
+ * (table and row: a durable job writes it through wherever it is stepped), its values and state. */
 static rec_status exchange(ctrainer *t, const rec_cmove *send, int64_t ns, const rec_cmove *recv, int64_t nr) {
-    const int N = t->N, W = t->E + t->S;
-    int *sc = t->cnt, *sd = sc + N, *rc = sd + N, *rd = rc + N;
+    const int N = t->N, E = t->E, S = t->S, W = 4 + E + S; /* floats of a row: the name in the first 4 */
+    int *sc = t->cnt, *sd = sc + N, *rc = sd + N, *rd = rc + N; /* in bytes */
     memset(sc, 0, sizeof(int) * (size_t)N);
     memset(rc, 0, sizeof(int) * (size_t)N);
-    for (int64_t i = 0; i < ns; i++) sc[send[i].peer] += W;
-    for (int64_t i = 0; i < nr; i++) rc[recv[i].peer] += W;
+    for (int64_t i = 0; i < ns; i++) sc[send[i].peer] += 4 * W;
+    for (int64_t i = 0; i < nr; i++) rc[recv[i].peer] += 4 * W;
     int64_t at = 0;
     for (int p = 0; p < N; p++) sd[p] = (int)at, at += sc[p];
     const int64_t sn = at;
     for (int p = 0; p < N; p++) rd[p] = (int)(at - sn), at += rc[p];
-    REC_TRY(grow_x(t, at + 1));
-    float *buf = t->xbuf;
+    if (at >= INT32_MAX) return rec_errorf(REC_EINVAL, "trainer: %lld bytes of rows to move at once (MPI counts)", (long long)at);
+    REC_TRY(grow_x(t, at / 4 + 1));
+    float *buf = t->xbuf, *got = t->xbuf + sn / 4;
     for (int p = 0, k = 0; p < N; p++)
         for (int64_t i = 0; i < ns; i++)
             if (send[i].peer == p) {
                 const int32_t s = send[i].slot;
-                memcpy(buf + (size_t)k * W, t->values + (size_t)s * t->E, sizeof(float) * (size_t)t->E);
-                if (t->S) memcpy(buf + (size_t)k * W + t->E, t->state + (size_t)s * t->S, sizeof(float) * (size_t)t->S);
-                k++;
+                float *row = buf + (size_t)k++ * W;
+                const rec_centry name = {s, t->slot_f[s], t->slot_row[s]};
+                memcpy(row, &name, sizeof name);
+                memcpy(row + 4, t->values + (size_t)s * E, sizeof(float) * (size_t)E);
+                if (S) memcpy(row + 4 + E, t->state + (size_t)s * S, sizeof(float) * (size_t)S);
             }
-    MPI_TRY(MPI_Alltoallv(buf, sc, sd, MPI_FLOAT, buf + sn, rc, rd, MPI_FLOAT, MPI_COMM_WORLD));
+    MPI_TRY(MPI_Alltoallv(buf, sc, sd, MPI_BYTE, got, rc, rd, MPI_BYTE, MPI_COMM_WORLD));
     for (int p = 0, k = 0; p < N; p++)
         for (int64_t i = 0; i < nr; i++)
             if (recv[i].peer == p) {
                 const int32_t s = recv[i].slot;
-                const float *row = buf + sn + (size_t)k * W;
-                memcpy(t->values + (size_t)s * t->E, row, sizeof(float) * (size_t)t->E);
-                if (t->S) memcpy(t->state + (size_t)s * t->S, row + t->E, sizeof(float) * (size_t)t->S);
-                k++;
+                const float *row = got + (size_t)k++ * W;
+                rec_centry name;
+                memcpy(&name, row, sizeof name);
+                t->slot_f[s] = name.f, t->slot_row[s] = name.row;
+                memcpy(t->values + (size_t)s * E, row + 4, sizeof(float) * (size_t)E);
+                if (S) memcpy(t->state + (size_t)s * S, row + 4 + E, sizeof(float) * (size_t)S);
             }
     return REC_OK;
 }
@@ -706,6 +743,10 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
     }
     REC_TRY(rec_model_update_dense(t->m, scale));
     rec_model_set_steps(t->m, rec_model_steps(t->m) + 1);
+    for (int64_t i = 0; i < p->n_apply; i++) { /* shared rows stepped here, unused here: changed all the same */
+        const int32_t s = p->apply[i];
+        if (t->stamp[s] != x + 1) t->stamp[s] = x + 1, t->touched[nt++] = s;
+    }
     if (N > 1) REC_TRY(exchange(t, p->post_send, p->n_post_send, p->post_recv, p->n_post_recv));
     t->n_touched = nt;
     return REC_OK;
@@ -820,16 +861,16 @@ static rec_status say_hello(ctrainer *t, int64_t start) {
 /* ---- resuming a durable job ------------------------------------------------------------------- */
 
 
-/* A restarted trainer: the job goes on from step c, the last one server 0 committed. Every
- * server undoes what came after it; the dense state comes from server 0; the oracle starts
- * again at batch c + 1 (with an empty cache here, which changes no number). */
-static rec_status resume(ctrainer *t, const rec_net_emb_state *st) {
+/* Trainer 0 of a restarted job: it goes on from step *out, the last one server 0 committed.
+ * Every server undoes what came after it; the dense state comes from server 0. */
+static rec_status resume_servers(ctrainer *t, const rec_net_emb_state *st, int64_t *out) {
     char who[300];
     const int N = t->o->n_servers;
     int64_t c = st[0].committed, low = c;
-    int undo = 1; /* every server can undo back to c: it committed c or the step before */
+    int undo = 1; /* every server can undo back to c: it has every write of c and before, and the
+                   * undo of every later one (its commit of c may not have come yet) */
     for (int k = 0; k < N; k++) {
-        undo &= (st[k].committed == c || st[k].committed == c - 1) && !st[k].restored;
+        undo &= st[k].committed <= c && !st[k].restored;
         if (st[k].committed < low) low = st[k].committed;
     }
     if (!undo) { /* a server restarted from its snapshot: everyone goes back to that step */
@@ -884,15 +925,32 @@ static rec_status resume(ctrainer *t, const rec_net_emb_state *st) {
         }
     }
     REC_TRY(s);
-    rec_model_set_steps(t->m, c + 1);
-    t->start = c + 1;
+    *out = c;
     if (t->o->log) {
         fprintf(t->o->log, "train: resumed at step %lld, the last one %s; the servers %s\n", (long long)c + 1,
                 undo ? "committed" : "every server holds a snapshot of",
                 undo ? "rolled back to it" : "restored their snapshots of it");
         fflush(t->o->log);
     }
-    return say_hello(t, t->start); /* the oracles, again, from batch c + 1 */
+    return REC_OK;
+}
+
+/* A restarted job (every trainer restarts: mpirun ends them all when one dies) goes on from
+ * the step trainer 0 agreed with the servers, with its dense state; the oracles start again at
+ * the batch after it (with empty caches, which changes no number). */
+static rec_status resume(ctrainer *t, const rec_net_emb_state *st) {
+    int64_t c = -1;
+    if (t->rank == 0) REC_TRY(resume_servers(t, st, &c));
+    if (t->N > 1) {
+        MPI_TRY(MPI_Bcast(&c, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
+        const rec_tensor *ts;
+        const int n = rec_model_tensors(t->m, &ts);
+        for (int i = 0; i < n; i++)
+            MPI_TRY(MPI_Bcast(ts[i].data, (int)rec_tensor_numel(&ts[i]), MPI_FLOAT, 0, MPI_COMM_WORLD));
+    }
+    rec_model_set_steps(t->m, c + 1);
+    t->start = c + 1;
+    return say_hello(t, t->start);
 }
 
 /* ---- setup ------------------------------------------------------------------------------------- */
@@ -930,8 +988,6 @@ static rec_status setup(ctrainer *t) {
     t->rep->rank = t->rank, t->rep->trainers = t->N; /* a failure below must end every rank */
     if (t->N > 64) return rec_errorf(REC_EINVAL, "at most 64 trainers (mpirun started %d)", t->N);
     /* the job, from the oracles (once every trainer has said hello) */
-    if ((o->durable || o->resume) && t->N > 1)
-        return rec_errorf(REC_EINVAL, "--durable and --resume take one trainer (mpirun started %d)", t->N);
     REC_TRY(say_hello(t, 0));
     char who[300];
     snprintf(who, sizeof who, "%s", t->op[0].who);
@@ -960,6 +1016,7 @@ static rec_status setup(ctrainer *t) {
     t->by_srv = malloc(sizeof(int64_t) * (size_t)t->C);
     t->fetch_tmp = malloc(sizeof(rec_centry) * (size_t)t->C);
     t->srv_n = malloc(sizeof(int64_t) * (size_t)(o->n_servers + 1));
+    t->srv_acks = calloc((size_t)o->n_servers, sizeof(int64_t));
     t->dlogits = malloc(sizeof(float) * (size_t)slice);
     t->cnt = malloc(sizeof(int) * 4 * (size_t)t->N);
     t->sh_stamp = calloc((size_t)t->C, sizeof(int64_t));
@@ -970,7 +1027,7 @@ static rec_status setup(ctrainer *t) {
     t->slot_f = malloc(sizeof(int32_t) * (size_t)t->C);
     t->slot_row = malloc(sizeof(int64_t) * (size_t)t->C);
     t->cm = calloc((size_t)t->Q, sizeof(commit));
-    if (!t->stamp || !t->touched || !t->by_srv || !t->srv_n || !t->dlogits || !t->ring || !t->ssock || !t->cnt ||
+    if (!t->stamp || !t->touched || !t->by_srv || !t->srv_n || !t->srv_acks || !t->dlogits || !t->ring || !t->ssock || !t->cnt ||
         !t->sh_stamp || !t->sh_pos || !t->slot_f || !t->slot_row || !t->cm || !t->fetch_tmp)
         return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     const rec_tensor *ts;
@@ -1042,7 +1099,7 @@ static void teardown(ctrainer *t) {
     rec_model_free(t->m);
     rec_model_config_free(&t->cfg);
     rec_free(t->values), rec_free(t->state), rec_free(t->grad);
-    free(t->stamp), free(t->touched), free(t->by_srv), free(t->fetch_tmp), free(t->srv_n), free(t->dlogits), free(t->rows);
+    free(t->stamp), free(t->touched), free(t->by_srv), free(t->fetch_tmp), free(t->srv_n), free(t->srv_acks), free(t->dlogits), free(t->rows);
     free(t->cnt), free(t->xbuf), free(t->sh_stamp), free(t->sh_pos);
     rec_wbuf_free(&t->w);
 }
@@ -1121,6 +1178,28 @@ static rec_status save_model(ctrainer *t, const char *dir) {
     return s;
 }
 
+/* Durable: step c committed before the next is done, so a kill redoes one step at most. N
+ * trainers: once each has its own writes of c acknowledged (a barrier), trainer 0 commits it. */
+static rec_status sync_commit(ctrainer *t, int64_t c) {
+    if (t->N > 1) {
+        pthread_mutex_lock(&t->mu);
+        while (t->acked < c && !t->failed) pthread_cond_wait(&t->cv, &t->mu);
+        const int failed = t->failed;
+        pthread_mutex_unlock(&t->mu);
+        if (failed) return REC_OK; /* the loop ends on it */
+        MPI_TRY(MPI_Barrier(MPI_COMM_WORLD));
+        pthread_mutex_lock(&t->mu);
+        t->synced = c;
+        pthread_mutex_unlock(&t->mu);
+        zmq_send(t->wake_t, "", 0, ZMQ_DONTWAIT);
+        if (t->rank) return REC_OK;
+    }
+    pthread_mutex_lock(&t->mu);
+    while (t->committed < c && !t->failed) pthread_cond_wait(&t->cv, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+    return REC_OK;
+}
+
 enum { LOSS_WINDOW = 100 };
 
 /* The loss log: written afresh, or for a resumed job (first step `start` + 1) its lines up to
@@ -1155,7 +1234,7 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
     pthread_mutex_init(&t.mu, NULL);
     pthread_cond_init(&t.cv, NULL);
     rec_status s = setup(&t);
-    t.ready = t.done = t.evicted = t.committed = t.start - 1;
+    t.ready = t.done = t.evicted = t.committed = t.acked = t.synced = t.start - 1;
     t.requested = t.received = t.start;
     for (int k = 0; t.op && k < t.K; k++) t.op[k].received = t.start;
     FILE *ll = NULL;
@@ -1194,11 +1273,7 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
         if (x < t.total) s = step(&t, p, x, &loss, &n);
         else if (t.N > 1) s = exchange(&t, p->post_send, p->n_post_send, p->post_recv, p->n_post_recv);
         if (!s && o->durable && x < t.total) s = keep_step(&t, &t.ring[x % t.Q]);
-        if (!s && o->durable && x - 1 >= t.start) { /* a kill now redoes one step at most: x - 1 is committed */
-            pthread_mutex_lock(&t.mu);
-            while (t.committed < x - 1 && !t.failed) pthread_cond_wait(&t.cv, &t.mu);
-            pthread_mutex_unlock(&t.mu);
-        }
+        if (!s && o->durable && x - 1 >= t.start) s = sync_commit(&t, x - 1);
         if (s) break;
         if (x < t.total && !isfinite(loss)) {
             s = rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates", (long long)x + 1, loss);
@@ -1229,11 +1304,9 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
         pthread_join(th, NULL);
     }
     if (!s && t.merr) s = rec_errorf(t.merr, "%s", t.merrmsg);
-    if (t.N > 1) { /* every trainer's flush acknowledged before the model is read back; one verdict */
-        int bad = s != REC_OK, any = 0;
-        if (MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) any = 1;
-        if (!s && any) s = rec_errorf(REC_EIO, "another trainer failed (see its message)");
-    }
+    /* every trainer's flush acknowledged before the model is read back (a failed trainer ends
+     * them all: rectrain train aborts the MPI job) */
+    if (!s && t.N > 1 && MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) s = rec_errorf(REC_EIO, "trainer: MPI_Barrier failed");
     if (!s && o->ckpt_dir && t.rank == 0) s = save_model(&t, o->ckpt_dir);
     if (ll) fclose(ll);
     const int64_t k = rep->steps < LOSS_WINDOW ? rep->steps : LOSS_WINDOW; /* the window's last k */

@@ -85,9 +85,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (rec_net_cache_hello_decode(body, h.body, &rank, &ranks, &start) == REC_OK && (rank < 0 || rank >= ranks)) abort();
     } else if (h.type == REC_MSG_CACHE_INFO) {
         rec_net_cache_info c;
-        if (rec_net_cache_info_decode(body, h.body, &c) == REC_OK && (c.capacity < 1 || c.depth > c.lookahead)) abort();
+        if (rec_net_cache_info_decode(body, h.body, &c) == REC_OK &&
+            (c.capacity < 1 || c.depth > c.lookahead || c.table0 < 0 || c.table0 + c.F > c.tables))
+            abort();
     } else if (h.type == REC_MSG_CACHE_STEP) {
-        const rec_net_cache_info c = {3, 2, 0, 4, 2, 2, 0, 16, 64, 10, ROWS};
+        const rec_net_cache_info c = {3, 2, 0, 4, 2, 2, 0, 16, 64, 10, ROWS, 0, 0};
         rec_net_cache_step st;
         rec_jagged sp[3];
         if (rec_net_cache_step_decode(body, h.body, &c, &st, sp) == REC_OK) {
