@@ -24,7 +24,9 @@ build-asan/Makefile: | deps
 	$(call configure,build-asan,-DCMAKE_BUILD_TYPE=Debug -DREC_SANITIZE=ON)
 
 build: $(BUILD)/Makefile
-	cmake --build $(BUILD) -j $(JOBS)
+	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
+	@echo "rectrain: built $(BUILD)/rectrain"
+
 
 # The main job on the embedded default: generate 1M synthetic Criteo rows in a temporary
 # directory, preprocess them, train the small default DLRM and print its AUC beside the oracle's.
@@ -35,7 +37,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: build-asan/Makefile
-	cmake --build build-asan -j $(JOBS)
+	@cmake --build build-asan -j $(JOBS) -- --no-print-directory
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 bench: build

@@ -23,10 +23,13 @@ fi
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
-INC="-I$ROOT/include -I$ROOT/tests"
+# the TensorBoard event protobufs, generated as the CMake build does
+mkdir -p "$OUT/proto"
+protoc-c --c_out="$OUT/proto" --proto_path="$ROOT/src/train/proto" tb_event.proto
+INC="-I$ROOT/include -I$ROOT/tests -I$OUT/proto $(pkg-config --cflags cairo libprotobuf-c)"
 for d in $(find "$ROOT/src" -type d); do INC="$INC -I$d"; done
 CFLAGS="-std=gnu11 -O1 -g -fno-omit-frame-pointer -march=x86-64-v3 -fopenmp -Wno-unused-parameter $SAN $INC"
-LIBS="-lz -lcjson -lm -lpthread"
+LIBS="-lz -lcjson -lm -lpthread $(pkg-config --libs cairo libprotobuf-c)"
 
 mkdir -p "$OUT/obj" "$OUT/bin"
 rm -f "$OUT/obj"/*.o "$OUT/libfuzz.a"
@@ -34,7 +37,7 @@ export CC CFLAGS OUT ROOT
 # Library objects, instrumented for coverage. A source that does not compile (someone's
 # work in progress, or one that needs an optional dependency) is reported and left out;
 # a target that needs it then fails to link, which counts as a failure.
-find "$ROOT/src" -name '*.c' | sort | xargs -P "$JOBS" -I{} sh -c '
+{ find "$ROOT/src" -name '*.c'; echo "$OUT/proto/tb_event.pb-c.c"; } | sort | xargs -P "$JOBS" -I{} sh -c '
     src={}; obj="$OUT/obj/$(echo "${src#$ROOT/src/}" | tr / _ | sed "s/\.c$/.o/")"
     $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$src" -o "$obj" 2>"$obj.log" ||
         echo "fuzz.sh: warning: $src does not compile, left out (see $obj.log)" >&2'

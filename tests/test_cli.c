@@ -581,7 +581,7 @@ static void test_data_lists(void) {
           "a shard and a TSV: %s", out);
 }
 
-/* README "Train on the real Criteo data": the Terabyte recipe hashes ids modulo 40M as
+/* docs/criteo.md: the Terabyte recipe hashes ids modulo 40M as
  * facebookresearch/dlrm's --max-ind-range does before counting its vocabularies, so ids 1 and
  * 40000001 share a row; its model config trains on what the spec gives. */
 static void test_terabyte_recipe(void) {

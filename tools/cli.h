@@ -18,6 +18,8 @@ int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_worker(int argc, char **argv);

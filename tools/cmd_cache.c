@@ -1,5 +1,5 @@
 /* rectrain embserver, rectrain oracle, and rectrain train --oracle-cacher: disaggregated training
- * with a lookahead cache (cache.h; README "Disaggregated training"). */
+ * with a lookahead cache (cache.h; docs/bagpipe.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

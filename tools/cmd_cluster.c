@@ -20,7 +20,7 @@ static const char CLUSTER_USAGE[] =
     "                        [--json]\n"
     "\n"
     "Starts the embedding servers, the Oracle Cacher and the trainers (several: under mpirun) of\n"
-    "a disaggregated job on this machine (README \"Disaggregated training\" describes CONFIG.json), waits for the\n"
+    "a disaggregated job on this machine (docs/bagpipe.md describes CONFIG.json), waits for the\n"
     "training to finish and stops the services. The options override the config's.\n"
     "\n"
     "  --policy P         bagpipe, none, static or lru (the bench's baselines)\n"

@@ -1,8 +1,10 @@
 /* rectrain train / eval / export: training jobs, evaluation of checkpoints, .npy export. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "rectrain/core.h"
@@ -49,19 +51,28 @@ static const char TRAIN_USAGE[] =
     "                     a line per row of the --eval file, or of --data with --holdout\n"
     "  --loss-log FILE    write \"step loss\" for every step (with --resume: the lines after the\n"
     "                     resumed step are dropped first, so the log is that of one run)\n"
+    "  --metrics FILE     JSON lines as the run goes: training loss, learning rate and samples/s\n"
+    "                     every --log-every steps, every evaluation, the final calibration curve\n"
+    "  --tensorboard DIR  the same scalars as a TensorBoard event file in DIR (tensorboard\n"
+    "                     --logdir DIR shows them)\n"
+    "  --plot DIR         at the end, PNG charts in DIR: loss.png, eval.png, calibration.png\n"
+    "                     (the embedded default job: rectrain-charts)\n"
+    "  --log-every N      steps between training records of --metrics/--tensorboard (default 100)\n"
+    "  --progress-every S when stderr is not a terminal: a progress line (rate, ETA, loss) every\n"
+    "                     S seconds (default 30; REC_PROGRESS_EVERY; REC_PROGRESS=0: none)\n"
     "  --tune             tune the embedding engine's per-table plan on the first steps\n"
     "                     (at most 174; results are unchanged, only speed)\n"
     "  --plan FILE        embedding plan: load FILE if it fits the tables; with --tune, retune\n"
     "                     when FILE is missing or was tuned on other data, and write it\n"
     "  --rows N           embedded default only: rows to generate (default 1M)\n"
     "  --json             print a JSON summary as the last line of stdout\n"
-    "Under mpirun -np N (README \"Training on several processes and hosts\"):\n"
+    "Under mpirun -np N (docs/distributed.md):\n"
     "  --plan-shards FILE the sharding plan (rectrain plan --out) for N ranks\n"
     "  --shard-kind K     without --plan-shards: build a plan of kind K at the start from the\n"
     "                     training data: oper (default), greedy, table, row, column, replicated\n"
     "  --fetch M          gets (default: one-sided MPI gets of remote rows) or alltoall (the\n"
     "                     all-to-all-v baseline)\n"
-    "Preprocessing on other hosts (README \"Offloading preprocessing to workers\"), TSV data:\n"
+    "Preprocessing on other hosts (docs/offload.md), TSV data:\n"
     "  --workers LIST     endpoints of rectrain prep-worker processes, comma-separated\n"
     "                     (tcp://HOST:PORT,...), or @FILE: one per line, read again every\n"
     "                     second (workers join and leave the running job)\n"
@@ -133,7 +144,7 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     memset(&o, 0, sizeof o);
     o.tsv.has_label = -1;
     o.offload_ratio = -1;
-    const char *workers = NULL, *offload = NULL, *offload_at = NULL;
+    const char *workers = NULL, *offload = NULL, *offload_at = NULL, *progress_every = NULL;
     static char worker_buf[4096];
     static const char *worker_v[64];
     o.eval_every = -1;
@@ -168,6 +179,11 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
         else if (!strcmp(a, "--npy")) rc = cli_str(cmd, argc, argv, &i, &o.npy_dir);
         else if (!strcmp(a, "--oracle")) rc = cli_str(cmd, argc, argv, &i, &o.oracle_path);
         else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &o.loss_log);
+        else if (!strcmp(a, "--metrics")) rc = cli_str(cmd, argc, argv, &i, &o.metrics_path);
+        else if (!strcmp(a, "--tensorboard")) rc = cli_str(cmd, argc, argv, &i, &o.tensorboard_dir);
+        else if (!strcmp(a, "--plot")) rc = cli_str(cmd, argc, argv, &i, &o.plot_dir);
+        else if (!strcmp(a, "--log-every")) rc = cli_i64(cmd, argc, argv, &i, 1, (int64_t)1 << 50, &o.log_every);
+        else if (!strcmp(a, "--progress-every")) rc = cli_str(cmd, argc, argv, &i, &progress_every);
         else if (!strcmp(a, "--tune")) o.tune = 1;
         else if (!strcmp(a, "--plan")) rc = cli_str(cmd, argc, argv, &i, &o.plan_path);
         else if (!strcmp(a, "--rows")) rc = cli_i64(cmd, argc, argv, &i, 1000, (int64_t)1 << 40, &o.gen_rows);
@@ -242,6 +258,14 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
         return cli_usage(cmd, "--oracle needs --eval FILE or --holdout F (it gives the ceiling AUC of the rows evaluated)");
     if (o.ckpt_every && !o.ckpt_dir) return cli_usage(cmd, "--ckpt-every needs --ckpt DIR");
     if (o.gen_rows && o.data_path) return cli_usage(cmd, "--rows applies to the embedded default only (no --data)");
+    if (progress_every) {
+        char *end;
+        const double sec = strtod(progress_every, &end);
+        if (end == progress_every || *end || !(sec > 0))
+            return cli_usage(cmd, "--progress-every takes seconds > 0 (got '%s')", progress_every);
+        setenv("REC_PROGRESS_EVERY", progress_every, 1);
+    }
+    if (!o.data_path && !o.plot_dir) o.plot_dir = "rectrain-charts"; /* the embedded default job */
     rec_train_report r;
     o.stop = &cli_stop;
     const char *env_rank = getenv("OMPI_COMM_WORLD_RANK"); /* under mpirun rank 0 speaks for the job */
@@ -347,83 +371,180 @@ static void warn_trained(const char *data, const rec_ckpt_meta *meta, int64_t r0
             (long long)trained, (long long)(n - r0), (long long)r0, (long long)t, data, hint);
 }
 
-/* rectrain eval with the list of --data in `data` (freed by the caller). */
-static int eval_main(int argc, char **argv, cli_path_list *data) {
-    const char *cmd = "eval", *ckpt = NULL;
+/* What eval and predict score: a checkpoint's model and a data set bound to it. */
+typedef struct scoring {
+    const char *ckpt;
+    cli_path_list data;
     rec_dataset_opts d;
-    memset(&d, 0, sizeof d);
-    d.tsv.has_label = -1;
-    d.prep_threads = 1;
-    int64_t batch = 4096;
-    int threads = 0, json = 0;
+    int64_t batch;
+    int threads, json;
+    char path[1100];         /* the checkpoint file */
+    rec_model_config c;
+    int have_c;
+    rec_model *m;
+    rec_dataset *ds;
+    rec_ckpt_meta meta;
+} scoring;
+
+static void scoring_init(scoring *x) {
+    memset(x, 0, sizeof *x);
+    x->d.tsv.has_label = -1;
+    x->d.prep_threads = 1;
+    x->batch = 4096;
+}
+
+/* One of the options eval and predict share at argv[*i]; -1 when it is none of them. */
+static int scoring_option(scoring *x, const char *cmd, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "--ckpt")) return cli_str(cmd, argc, argv, i, &x->ckpt);
+    if (!strcmp(a, "--data")) return cli_paths(cmd, argc, argv, i, &x->data);
+    if (!strcmp(a, "--spec")) return cli_str(cmd, argc, argv, i, &x->d.spec_path);
+    if (!strcmp(a, "--vocab-from")) return cli_str(cmd, argc, argv, i, &x->d.vocab_from);
+    if (!strcmp(a, "--batch")) return cli_i64(cmd, argc, argv, i, 1, 1 << 20, &x->batch);
+    if (!strcmp(a, "--threads")) return cli_int(cmd, argc, argv, i, 1, 256, &x->threads);
+    if (!strcmp(a, "--json")) return x->json = 1, CLI_OK;
+    const int rc = cli_tsv_option(cmd, argc, argv, i, &x->d.tsv);
+    return rc < 0 ? -1 : rc;
+}
+
+/* Reads the checkpoint's config, opens the data (with the config's prep spec when it is raw),
+ * binds the model to it and loads the parameters. */
+static rec_status scoring_open(scoring *x) {
+    x->d.path = x->data.v[0];
+    x->d.paths = x->data.v;
+    x->d.n_paths = x->data.n;
+    resolve_ckpt(x->ckpt, x->path, sizeof x->path);
+    REC_TRY(rec_ckpt_read_config(x->path, &x->c, NULL));
+    x->have_c = 1;
+    if (!x->d.spec_path && x->c.prep_spec[0]) x->d.spec_path = x->c.prep_spec;
+    REC_TRY(rec_dataset_open(&x->ds, &x->d));
+    rec_model_config probe = x->c; /* binding only checks: the tables are listed */
+    REC_TRY(rec_model_config_bind(&probe, rec_dataset_n_dense(x->ds), rec_dataset_n_sparse(x->ds),
+                                  rec_dataset_table_rows(x->ds), rec_dataset_path(x->ds)));
+    REC_TRY(rec_model_init(&x->m, &x->c, (int)x->batch, x->threads > 0 ? x->threads : rec_cpu_count()));
+    return rec_dist_ckpt_load(x->path, x->m, &x->meta);
+}
+
+static void scoring_close(scoring *x) {
+    rec_model_free(x->m);
+    rec_dataset_close(x->ds);
+    if (x->have_c) rec_model_config_free(&x->c);
+    cli_paths_free(&x->data);
+}
+
+static int eval_main(int argc, char **argv, scoring *x) {
+    const char *cmd = "eval";
     double holdout = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
         if (cli_is_help(a)) { fputs(EVAL_USAGE, stdout); return CLI_OK; }
-        else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
-        else if (!strcmp(a, "--data")) rc = cli_paths(cmd, argc, argv, &i, data);
-        else if (!strcmp(a, "--spec")) rc = cli_str(cmd, argc, argv, &i, &d.spec_path);
-        else if (!strcmp(a, "--vocab-from")) rc = cli_str(cmd, argc, argv, &i, &d.vocab_from);
         else if (!strcmp(a, "--holdout")) rc = cli_double(cmd, argc, argv, &i, 1e-9, 1, &holdout);
-        else if (!strcmp(a, "--batch")) rc = cli_i64(cmd, argc, argv, &i, 1, 1 << 20, &batch);
-        else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 256, &threads);
-        else if (!strcmp(a, "--json")) json = 1;
-        else if ((rc = cli_tsv_option(cmd, argc, argv, &i, &d.tsv)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
+        else if ((rc = scoring_option(x, cmd, argc, argv, &i)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
-    d.path = data->n ? data->v[0] : NULL;
-    d.paths = data->v;
-    d.n_paths = data->n;
-    if (!ckpt || !d.path) return cli_usage(cmd, "--ckpt and --data are required");
-    char path[1100];
-    resolve_ckpt(ckpt, path, sizeof path);
-    rec_model_config c;
-    rec_model *m = NULL;
-    rec_dataset *ds = NULL;
-    rec_metrics x;
-    int64_t n = 0;
-    rec_status s = rec_ckpt_read_config(path, &c, NULL);
-    if (s) return cli_fail(cmd, s);
-    if (!d.spec_path && c.prep_spec[0]) d.spec_path = c.prep_spec;
-    s = rec_dataset_open(&ds, &d);
-    if (!s && !rec_dataset_has_label(ds))
-        s = rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); evaluation needs labelled rows", rec_dataset_path(ds));
-    if (!s) {
-        rec_model_config probe = c;  /* binding only checks: the tables are listed */
-        s = rec_model_config_bind(&probe, rec_dataset_n_dense(ds), rec_dataset_n_sparse(ds), rec_dataset_table_rows(ds), rec_dataset_path(ds));
-    }
-    if (!s) s = rec_model_init(&m, &c, (int)batch, threads > 0 ? threads : rec_cpu_count());
-    rec_ckpt_meta meta;
-    if (!s) s = rec_dist_ckpt_load(path, m, &meta);
-    if (!s) s = rec_dataset_rows(ds, &n);
-    int64_t r0 = holdout > 0 ? n - (int64_t)floor((double)n * holdout) : 0, trained = 0;
-    if (!s) s = trained_rows_in(ds, &meta, r0, n, &trained);
-    if (!s && trained) warn_trained(rec_dataset_path(ds), &meta, r0, n, trained);
-    double t0 = rec_now();
-    if (!s) s = rec_evaluate(m, ds, r0, n, batch, &x);
-    double secs = rec_now() - t0;
-    rec_model_free(m);
-    rec_dataset_close(ds);
-    rec_model_config_free(&c);
+    if (!x->ckpt || !x->data.n) return cli_usage(cmd, "--ckpt and --data are required");
+    rec_metrics m;
+    int64_t n = 0, trained = 0;
+    rec_status s = scoring_open(x);
+    if (!s && !rec_dataset_has_label(x->ds))
+        s = rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); evaluation needs labelled rows (rectrain "
+                       "predict scores it)", rec_dataset_path(x->ds));
+    if (!s) s = rec_dataset_rows(x->ds, &n);
+    const int64_t r0 = holdout > 0 ? n - (int64_t)floor((double)n * holdout) : 0;
+    if (!s) s = trained_rows_in(x->ds, &x->meta, r0, n, &trained);
+    if (!s && trained) warn_trained(rec_dataset_path(x->ds), &x->meta, r0, n, trained);
+    const double t0 = rec_now();
+    if (!s) s = rec_evaluate(x->m, x->ds, r0, n, x->batch, &m);
+    const double secs = rec_now() - t0;
     if (s) return cli_fail(cmd, s);
     printf("auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  ctr %.4f  (%lld row%s, step %lld)\n",
-           x.auc, x.logloss, x.ne, x.accuracy, x.calibration, x.ctr, (long long)x.n, rec_s(x.n), (long long)meta.step);
-    if (json)
+           m.auc, m.logloss, m.ne, m.accuracy, m.calibration, m.ctr, (long long)m.n, rec_s(m.n), (long long)x->meta.step);
+    if (x->json)
         printf("{\"rows\": %lld, \"auc\": %s, \"logloss\": %s, \"ne\": %s, \"accuracy\": %s, "
                "\"calibration\": %s, \"ctr\": %s, \"seconds\": %s, \"samples_per_s\": %s, \"step\": %lld, "
                "\"trained_rows_evaluated\": %lld}\n",
-               (long long)x.n, cli_jnum("%.6f", x.auc), cli_jnum("%.6f", x.logloss), cli_jnum("%.6f", x.ne),
-               cli_jnum("%.6f", x.accuracy), cli_jnum("%.6f", x.calibration), cli_jnum("%.6f", x.ctr),
-               cli_jnum("%.3f", secs), cli_jnum("%.1f", secs > 0 ? x.n / secs : 0.0), (long long)meta.step,
+               (long long)m.n, cli_jnum("%.6f", m.auc), cli_jnum("%.6f", m.logloss), cli_jnum("%.6f", m.ne),
+               cli_jnum("%.6f", m.accuracy), cli_jnum("%.6f", m.calibration), cli_jnum("%.6f", m.ctr),
+               cli_jnum("%.3f", secs), cli_jnum("%.1f", secs > 0 ? m.n / secs : 0.0), (long long)x->meta.step,
                (long long)trained);
     return CLI_OK;
 }
 
 int cmd_eval(int argc, char **argv) {
-    cli_path_list data = {0};
-    const int rc = eval_main(argc, argv, &data);
-    cli_paths_free(&data);
+    scoring x;
+    scoring_init(&x);
+    const int rc = eval_main(argc, argv, &x);
+    scoring_close(&x);
+    return rc;
+}
+
+static const char PREDICT_USAGE[] =
+    "usage: rectrain predict --ckpt CKPT --data DATA --out PREDS.tsv [--batch B] [--json]\n"
+    "\n"
+    "Scores every row of DATA with a checkpoint: its click probability, one line a row in input\n"
+    "order (\"P\", or \"P<TAB>LABEL\" when DATA has labels). DATA may be the label-less Criteo\n"
+    "test format. Streams; the file appears whole when done (written as PREDS.tsv.tmp first).\n"
+    "\n"
+    "  --ckpt PATH        checkpoint directory or file\n"
+    "  --data FILES       .rshard, or .tsv/.gz (the checkpoint's prep spec, or --spec)\n"
+    "  --out FILE         where the probabilities go (- for stdout)\n"
+    "  --spec FILE        prep spec for .tsv data\n"
+    "  --vocab-from FILE  .rshard with the vocabularies of a categorify spec\n"
+    "  --batch B          rows per forward pass (default 4096)\n"
+    "  --threads T        threads (default: all CPUs)\n"
+    "  --json             print a JSON summary as the last line of stdout (with AUC and\n"
+    "                     logloss when DATA has labels)\n"
+    "TSV data:\n"
+    CLI_TSV_HELP;
+
+static int predict_main(int argc, char **argv, scoring *x) {
+    const char *cmd = "predict", *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = CLI_OK;
+        if (cli_is_help(a)) { fputs(PREDICT_USAGE, stdout); return CLI_OK; }
+        else if (!strcmp(a, "--out")) rc = cli_str(cmd, argc, argv, &i, &out);
+        else if ((rc = scoring_option(x, cmd, argc, argv, &i)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
+        if (rc) return rc;
+    }
+    if (!x->ckpt || !x->data.n || !out) return cli_usage(cmd, "--ckpt, --data and --out are required");
+    const int to_stdout = !strcmp(out, "-");
+    rec_status s = REC_OK;
+    for (int i = 0; !to_stdout && !s && i < x->data.n; i++) s = rec_check_distinct("--out", out, "--data", x->data.v[i]);
+    if (!s) s = scoring_open(x);
+    rec_atomic_file a = {.fd = -1};
+    FILE *f = to_stdout ? stdout : NULL;
+    if (!s && !to_stdout && !(s = rec_atomic_open(&a, out)) && !(f = fdopen(dup(a.fd), "w")))
+        s = rec_errorf(REC_EIO, "cannot write %s: %s", out, strerror(errno));
+    rec_predict_report r;
+    const double t0 = rec_now();
+    if (!s) s = rec_predict(x->m, x->ds, x->batch, f, &r);
+    const double secs = rec_now() - t0;
+    if (f && f != stdout && fclose(f) != 0 && !s) s = rec_errorf(REC_EIO, "writing %s failed: %s", out, strerror(errno));
+    if (!to_stdout) s = s ? (rec_atomic_abort(&a), s) : rec_atomic_commit(&a);
+    if (s) return cli_fail(cmd, s);
+    fprintf(stderr, "predict: %lld row%s of %s scored with %s (step %lld), mean probability %.4f", (long long)r.rows,
+            rec_s(r.rows), rec_dataset_path(x->ds), x->path, (long long)x->meta.step, r.mean_p);
+    if (r.labelled) fprintf(stderr, "; auc %.5f, logloss %.5f", r.m.auc, r.m.logloss);
+    fprintf(stderr, " -> %s\n", to_stdout ? "stdout" : out);
+    if (x->json) {
+        printf("{\"rows\": %lld, \"mean_p\": %s, \"labelled\": %s, \"seconds\": %s, \"samples_per_s\": %s, "
+               "\"step\": %lld", (long long)r.rows, cli_jnum("%.6f", r.mean_p), r.labelled ? "true" : "false",
+               cli_jnum("%.3f", secs), cli_jnum("%.1f", secs > 0 ? r.rows / secs : 0.0), (long long)x->meta.step);
+        if (r.labelled)
+            printf(", \"auc\": %s, \"logloss\": %s, \"ctr\": %s", cli_jnum("%.6f", r.m.auc),
+                   cli_jnum("%.6f", r.m.logloss), cli_jnum("%.6f", r.m.ctr));
+        printf("}\n");
+    }
+    return CLI_OK;
+}
+
+int cmd_predict(int argc, char **argv) {
+    scoring x;
+    scoring_init(&x);
+    const int rc = predict_main(argc, argv, &x);
+    scoring_close(&x);
     return rc;
 }
 

@@ -22,6 +22,8 @@ static const struct {
     {"inspect", cmd_inspect, "describe a .tsv or .rshard file: schema, rows, cardinality, skew"},
     {"train", cmd_train, "train a model (no arguments: the embedded default job)"},
     {"eval", cmd_eval, "evaluate a checkpoint on a data set (AUC, logloss, NE, ...)"},
+    {"predict", cmd_predict, "score rows with a checkpoint: a click probability per row"},
+    {"plot", cmd_plot, "draw PNG charts of a run's metrics (train --metrics) or of a table"},
     {"export", cmd_export, "write a checkpoint's parameters as .npy files"},
     {"plan", cmd_plan, "place embedding tables on N ranks (sharding plans), or simulate plans"},
     {"prep-worker", cmd_worker, "serve preprocessing to trainers that offload it (train --workers)"},

@@ -21,7 +21,7 @@ extern "C" {
  * ids[offsets[b] .. offsets[b+1]), 32-bit or 64-bit as `wide` says. A feature whose table has
  * at most 2^31 rows holds its ids as int32_t (rec_ids_wide), which halves the id stream every
  * consumer reads (the embedding forward reads 10.4M ids per batch of RecFlex's model A, and
- * runs 5-8% faster on A, C and E with them narrow: README, "Embedding engine"); a
+ * runs 5-8% faster on A, C and E with them narrow: docs/embedding.md); a
  * feature starts wide (rec_batch_init) and its producer narrows it (rec_batch_set_wide),
  * as a shard stores it. Hot loops specialise on the width; others read through rec_jagged_id. */
 typedef struct rec_jagged {

@@ -1,6 +1,6 @@
 /* rectrain — disaggregated training with a lookahead cache (Bagpipe, SOSP'23).
  *
- * Roles (each its own process; README "Disaggregated training"):
+ * Roles (each its own process; docs/bagpipe.md):
  *   embedding servers  `rectrain embserver`: the tables, row r of a table on server r mod S,
  *                      with their optimizer state; they answer GET and PUT of rows.
  *   Oracle Cacher      `rectrain oracle`: reads the training batches L ahead, plans every
@@ -208,7 +208,7 @@ typedef struct rec_cache_train_report {
 rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report *rep);
 
 /* ---- a deployment on one machine (`rectrain cluster CONFIG.json`) ------------------------
- * The JSON (README "Disaggregated training"), every key optional but "data":
+ * The JSON (docs/bagpipe.md), every key optional but "data":
  *   {"format": "rectrain-cluster", "version": 1,
  *    "data": "train.rshard", "model": "configs/dlrm_small.json",
  *    "batch": 1024, "epochs": 1, "shuffle": true, "steps": 0,

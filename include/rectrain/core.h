@@ -130,9 +130,11 @@ rec_status rec_pool_run(rec_pool *p, int64_t n_tasks, rec_task_fn fn, void *ctx)
 /* Number of CPUs this process may run on (sched_getaffinity), at least 1. */
 int rec_cpu_count(void);
 
-/* ---- progress line ----------------------------------------------------------------------
- * A one-line status ("prep  1.2M/4.0M rows  310 MB/s  ETA 9s") redrawn at most 10 times a
- * second on stderr when stderr is a terminal, silent otherwise (or when REC_PROGRESS=0). */
+/* ---- progress ----------------------------------------------------------------------------
+ * "prep  1.2M/4.0M rows  310 MB/s  ETA 9s": on a terminal, one line redrawn at most 10 times a
+ * second on stderr; otherwise (a log file, a pipe) a whole line every REC_PROGRESS_EVERY
+ * seconds (default 30), so a log shows the rate, ETA and loss as the job goes. REC_PROGRESS=0
+ * silences both. */
 typedef struct rec_progress {
     const char *label;
     const char *unit;
@@ -140,14 +142,18 @@ typedef struct rec_progress {
     double done;
     double t_start;
     double t_last;
+    double every;      /* lines mode: seconds between lines; 0 on a terminal */
     int enabled;
+    int drawn;         /* a terminal line is on screen */
 } rec_progress;
 
 void rec_progress_init(rec_progress *p, const char *label, const char *unit, double total);
 /* Sets the units done so far and, if `extra` is not NULL, a short trailing note
  * (e.g. "loss 0.4512"). Cheap enough to call per batch. */
 void rec_progress_update(rec_progress *p, double done, const char *extra);
-/* Clears the line. */
+/* Clears a terminal line before other output (the next update draws it again). */
+void rec_progress_clear(rec_progress *p);
+/* Clears the line for good. */
 void rec_progress_finish(rec_progress *p);
 
 /* ---- machine ceilings -------------------------------------------------------------------
@@ -165,6 +171,8 @@ double rec_median(double *v, int n);
  * rec_crc32(rec_crc32(0, a, n), b, m) == CRC of a followed by b. A thin wrapper over
  * zlib's crc32_z (hardware-accelerated where zlib is). */
 uint32_t rec_crc32(uint32_t crc, const void *p, size_t n);
+/* CRC-32C (Castagnoli; TFRecord framing), chained alike: crc 0 to start. */
+uint32_t rec_crc32c(uint32_t crc, const void *p, size_t n);
 /* 64-bit FNV-1a, chainable alike: start with REC_FNV_SEED. For keys (job and metric-store
  * hashes), not for integrity (that is what the CRC is for). */
 #define REC_FNV_SEED 0xcbf29ce484222325ull

@@ -79,7 +79,7 @@ double rec_lr_scale(const rec_lr_schedule *s, int64_t step);
 
 enum { REC_MLP_MAX_LAYERS = 16, REC_MODEL_NAME_MAX = 64 };
 
-/* A model as a JSON config describes it (files under configs/; format in README "Model configs").
+/* A model as a JSON config describes it (files under configs/; format in docs/models.md).
  * The tables' rows come from the data ("tables": "data", table_rows == NULL until
  * rec_model_config_bind) or are listed in the config and checked against the data. */
 typedef struct rec_model_config {

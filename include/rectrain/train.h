@@ -32,11 +32,18 @@ extern "C" {
  *   calibration  mean predicted probability / mean label (1 = calibrated)
  * Labels are 0/1 (soft labels count as their value in logloss, ctr and calibration, as
  * label > 0.5 in auc and accuracy). */
+enum { REC_CALIB_BUCKETS = 10 };
+
 typedef struct rec_metrics {
     int64_t n;
     double auc, logloss, ne, accuracy, calibration;
     double ctr;          /* mean label */
     double mean_pred;    /* mean predicted probability */
+    /* the calibration curve: the rows in REC_CALIB_BUCKETS groups of equal size by predicted
+     * probability, each with its mean prediction and observed CTR (rec_eval_acc_finish only) */
+    int n_buckets;
+    double bucket_pred[REC_CALIB_BUCKETS], bucket_ctr[REC_CALIB_BUCKETS];
+    int64_t bucket_n[REC_CALIB_BUCKETS];
 } rec_metrics;
 
 typedef struct rec_eval_acc rec_eval_acc;
@@ -50,6 +57,8 @@ rec_status rec_eval_acc_add(rec_eval_acc *a, int64_t n, const float *logits, con
 rec_status rec_eval_acc_finish(rec_eval_acc *a, rec_metrics *out);
 /* The same metrics from plain arrays, double precision, O(n^2) AUC: the reference. */
 void rec_metrics_ref(int64_t n, const double *scores, const double *labels, rec_metrics *out);
+/* The click probability of a logit: 1 / (1 + e^-z), without overflow. */
+double rec_sigmoid(double z);
 
 /* ---- data sets and the loading pipeline ---------------------------------------------------
  * A data set is a preprocessed .rshard (memory-mapped) or a raw Criteo .tsv/.gz streamed
@@ -297,6 +306,13 @@ typedef struct rec_train_opts {
     const char *loss_log;      /* write "step loss" per step to this file; with `resume`, its lines
                                   after the resumed step are dropped first (a line that is not
                                   "STEP LOSS" is refused with its number) */
+    const char *metrics_path;  /* JSON lines (rec_scalars): the training loss, learning rate and
+                                  samples/s every log_every steps, every evaluation, and the final
+                                  evaluation's calibration curve */
+    const char *tensorboard_dir; /* the same scalars as a TensorBoard event file in DIR */
+    const char *plot_dir;      /* at the end, PNG charts of them in DIR (plot.h), with the metrics
+                                  in DIR/metrics.jsonl when metrics_path is NULL */
+    int64_t log_every;         /* steps between training records (0: 100) */
     int64_t gen_rows;          /* embedded default: rows to generate (0 = 1M) */
     int tune;                  /* tune the embedding plan on the first steps (embed.h, tuner) */
     const char *plan_path;     /* embedding plan: load it if it exists and fits the tables (with
@@ -379,6 +395,39 @@ void rec_synth_dataset_remove(const char *dir);
  * max_batch). */
 rec_status rec_evaluate(rec_model *m, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
                         rec_metrics *out);
+
+/* ---- what a run reports as it goes ---------------------------------------------------------
+ * Named scalars per step, written as they come to JSON lines (--metrics FILE: {"step": 100,
+ * "group": "train", "loss": 0.45, ...}, a non-finite value as null) and to a TensorBoard event
+ * file (--tensorboard DIR: DIR/events.out.tfevents.TIME.HOST, a scalar "GROUP/NAME" each, as
+ * TensorFlow's summary writer frames them). Either may be absent. */
+typedef struct rec_scalars rec_scalars;
+
+rec_status rec_scalars_open(rec_scalars **out, const char *jsonl_path, const char *tb_dir);
+/* One record of step `step`: n scalars under `group` ("train", "eval"). */
+rec_status rec_scalars_write(rec_scalars *s, int64_t step, const char *group, int n, const char *const *names,
+                             const double *values);
+/* A calibration curve (JSON lines only): {"step": S, "group": "calibration", "buckets":
+ * [[mean predicted, observed CTR, rows], ...]}. */
+rec_status rec_scalars_write_calibration(rec_scalars *s, int64_t step, const rec_metrics *m);
+/* The event file's path ("" without one). */
+const char *rec_scalars_tb_path(const rec_scalars *s);
+/* Flushes and closes; REC_EIO naming the file when a write failed. NULL is a no-op. */
+rec_status rec_scalars_close(rec_scalars *s);
+
+/* rec_predict: every row's click probability P = rec_sigmoid(logit), rounded to float. */
+typedef struct rec_predict_report {
+    int64_t rows;
+    int labelled;            /* the data has labels: `m` holds their metrics (as rec_evaluate's) */
+    double mean_p;
+    rec_metrics m;
+} rec_predict_report;
+
+/* Scores every row of d in order, in batches of `batch` (<= the model's max_batch), writing a
+ * line per row to out: "P" or, for labelled data, "P<TAB>LABEL" (P printed with %.9g, which
+ * reads back as the same float). Streams: memory does not grow with the rows (but for the
+ * metrics of labelled data, 8 bytes a row). */
+rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, rec_predict_report *rep);
 
 #ifdef __cplusplus
 }

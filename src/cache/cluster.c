@@ -72,7 +72,7 @@ static rec_status read_keys(rec_cluster_config *c, const cJSON *obj, const key *
             if (!strcmp(keys[i].name, it->string)) k = &keys[i];
         char msg[512];
         if (!k) {
-            snprintf(msg, sizeof msg, "unknown key (see README \"Disaggregated training\" for the keys)");
+            snprintf(msg, sizeof msg, "unknown key (see docs/bagpipe.md for the keys)");
             return bad(origin, path, it->string, msg);
         }
         for (const cJSON *jt = it->next; jt; jt = jt->next)

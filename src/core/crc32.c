@@ -1,7 +1,9 @@
 /* CRC-32 over byte ranges, used by every checksummed binary format (.rshard, checkpoints).
  * zlib is already a dependency (gzip input); its crc32_z is table-driven with braiding and is
  * faster than a hand-written slice-by-8, so this is only a wrapper that keeps zlib's types out
- * of the public header. */
+ * of the public header. CRC-32C (TensorBoard's records) is SSE4.2's crc32 instruction. */
+#include <nmmintrin.h>
+#include <string.h>
 #include <zlib.h>
 
 #include "rectrain/core.h"
@@ -15,4 +17,16 @@ uint64_t rec_fnv1a64(uint64_t h, const void *p, size_t n) {
 uint32_t rec_crc32(uint32_t crc, const void *p, size_t n) {
     if (n == 0) return crc; /* zlib treats a NULL buffer as "give the initial value" */
     return (uint32_t)crc32_z((uLong)crc, (const Bytef *)p, (z_size_t)n);
+}
+
+uint32_t rec_crc32c(uint32_t crc, const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t c = ~crc;
+    for (; n >= 8; n -= 8, b += 8) {
+        uint64_t v;
+        memcpy(&v, b, 8);
+        c = _mm_crc32_u64(c, v);
+    }
+    for (; n; n--) c = _mm_crc32_u8((uint32_t)c, *b++);
+    return ~(uint32_t)c;
 }

@@ -198,10 +198,10 @@ rec_status rec_net_cache_info_decode(const uint8_t *body, size_t len, rec_net_ca
                    c->lookahead > 100000 || c->capacity < 1 ||
                    c->capacity >= INT32_MAX || c->batch < 1 || c->batch > REC_NET_MAX_ROWS || c->batches < 0 ||
                    c->trainers < 1 || c->trainers > 64 || c->rank < 0 || c->rank >= c->trainers || c->table0 < 0 ||
-                   c->tables > REC_NET_MAX_FEATURES || c->table0 > c->tables - c->F))
-        r.err = rec_errorf(REC_EFORMAT, "CACHE_INFO frame: tables %d to %d of %d, %d dense, policy %d, lookahead %d, "
+                   c->tables < 1 || c->tables > REC_NET_MAX_FEATURES || c->table0 > c->tables - c->F))
+        r.err = rec_errorf(REC_EFORMAT, "CACHE_INFO frame: tables %d to %lld of %d, %d dense, policy %d, lookahead %d, "
                            "depth %d, capacity %lld, batch %lld, %lld batches, rank %d of %d: out of range", c->table0,
-                           c->table0 + c->F - 1, c->tables, c->n_dense, c->policy, c->lookahead, c->depth,
+                           (long long)c->table0 + c->F - 1, c->tables, c->n_dense, c->policy, c->lookahead, c->depth,
                            (long long)c->capacity, (long long)c->batch, (long long)c->batches, c->rank, c->trainers);
     c->rows = (const int64_t *)take(&r, bytes_of(c->F, 8), "the table sizes");
     for (int f = 0; !r.err && f < c->F; f++)

@@ -126,7 +126,7 @@ static rec_status check_keys(const parser *p, const cJSON *obj, const char *path
     for (const cJSON *it = obj->child; it; it = it->next) {
         int ok = 0;
         for (const char *const *a = allowed; *a && !ok; a++) ok = !strcmp(*a, it->string);
-        if (!ok) return fail(p, path, "unknown key \"%s\" (allowed here: see README \"Model configs\")", it->string);
+        if (!ok) return fail(p, path, "unknown key \"%s\" (allowed here: see docs/models.md)", it->string);
         for (const cJSON *jt = it->next; jt; jt = jt->next)
             if (!strcmp(it->string, jt->string)) return fail(p, path, "key \"%s\" appears twice", it->string);
     }

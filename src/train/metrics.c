@@ -172,6 +172,32 @@ static rec_status auc_sorted(rec_eval_acc *a, double *auc) {
     return REC_OK;
 }
 
+static inline float key_float(uint32_t k) {
+    const uint32_t u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* The calibration curve from auc_sorted's items (sorted by score): REC_CALIB_BUCKETS groups of
+ * equal size, each with its mean predicted probability and observed CTR. */
+static void calibration_curve(const rec_eval_acc *a, rec_metrics *m) {
+    const int64_t n = a->n;
+    const int B = n < REC_CALIB_BUCKETS ? (int)n : REC_CALIB_BUCKETS;
+    m->n_buckets = B;
+    for (int b = 0; b < B; b++) {
+        const int64_t lo = n * b / B, hi = n * (b + 1) / B;
+        double p = 0, y = 0;
+        for (int64_t i = lo; i < hi; i++) {
+            p += rec_sigmoid(key_float((uint32_t)(a->items[i] >> 1)));
+            y += (double)(a->items[i] & 1);
+        }
+        m->bucket_pred[b] = p / (double)(hi - lo);
+        m->bucket_ctr[b] = y / (double)(hi - lo);
+        m->bucket_n[b] = hi - lo;
+    }
+}
+
 /* Binary entropy in nats; NaN outside (0, 1), where ne is undefined. */
 static double entropy(double p) {
     if (!(p > 0.0 && p < 1.0)) return NAN;
@@ -179,7 +205,7 @@ static double entropy(double p) {
 }
 
 /* Sigmoid without overflow: exp only ever sees -|z|. */
-static double sigmoid_stable(double z) {
+double rec_sigmoid(double z) {
     double e = exp(-fabs(z));
     return z >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
 }
@@ -197,12 +223,14 @@ rec_status rec_eval_acc_finish(rec_eval_acc *a, rec_metrics *out) {
         const double z = a->logits[i], y = a->labels[i];
         loss += fmax(z, 0.0) - z * y + log1p(exp(-fabs(z)));
         label += y;
-        pred += sigmoid_stable(z);
+        pred += rec_sigmoid(z);
         correct += (z > 0.0) == (y > 0.5);
     }
     rec_metrics m;
+    memset(&m, 0, sizeof m);
     m.n = n;
     REC_TRY(auc_sorted(a, &m.auc));
+    calibration_curve(a, &m);
     m.logloss = loss / (double)n;
     m.ctr = label / (double)n;
     m.mean_pred = pred / (double)n;
@@ -220,6 +248,7 @@ rec_status rec_eval_acc_finish(rec_eval_acc *a, rec_metrics *out) {
  * accuracy compares the probability with 1/2. Writes NaN metrics for n <= 0. */
 void rec_metrics_ref(int64_t n, const double *scores, const double *labels, rec_metrics *out) {
     rec_metrics m;
+    memset(&m, 0, sizeof m);
     m.n = n;
     if (n <= 0) {
         m.auc = m.logloss = m.ne = m.accuracy = m.calibration = m.ctr = m.mean_pred = NAN;

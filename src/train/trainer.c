@@ -21,6 +21,7 @@
 
 #include "rectrain/core.h"
 #include "rectrain/ingest.h"
+#include "rectrain/plot.h"
 #include "rectrain/train.h"
 #include "train_impl.h"
 
@@ -41,6 +42,37 @@ rec_status rec_evaluate(rec_model *m, rec_dataset *d, int64_t row0, int64_t row1
         if (!s) s = rec_eval_acc_add(acc, b->n, logits, b->label);
     }
     if (!s) s = rec_eval_acc_finish(acc, out);
+    rec_loader_close(l);
+    rec_eval_acc_free(acc);
+    return s;
+}
+
+rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, rec_predict_report *rep) {
+    memset(rep, 0, sizeof *rep);
+    int64_t n;
+    REC_TRY(rec_dataset_rows(d, &n));
+    rep->labelled = rec_dataset_has_label(d);
+    rec_eval_acc *acc = NULL;
+    rec_loader *l = NULL;
+    rec_status s = rep->labelled ? rec_eval_acc_init(&acc, n) : REC_OK;
+    if (!s) s = rec_loader_open(&l, d, 0, n, batch, LOADER_DEPTH);
+    const rec_batch *b;
+    double sum = 0;
+    while (!s && !(s = rec_loader_next(l, &b)) && b) {
+        const float *logits;
+        s = rec_model_forward(m, b, &logits);
+        for (int64_t i = 0; !s && i < b->n; i++) {
+            const float p = (float)rec_sigmoid(logits[i]);
+            sum += p;
+            if (rep->labelled) fprintf(out, "%.9g\t%g\n", p, b->label[i]);
+            else fprintf(out, "%.9g\n", p);
+        }
+        if (!s && acc) s = rec_eval_acc_add(acc, b->n, logits, b->label);
+        if (!s && ferror(out)) s = rec_errorf(REC_EIO, "writing the predictions failed: %s", strerror(errno));
+        rep->rows += s ? 0 : b->n;
+    }
+    if (!s && acc && rep->rows) s = rec_eval_acc_finish(acc, &rep->m);
+    rep->mean_p = rep->rows ? sum / (double)rep->rows : 0;
     rec_loader_close(l);
     rec_eval_acc_free(acc);
     return s;
@@ -206,6 +238,8 @@ typedef struct job {
     int64_t train_rows, eval_row0, eval_row1;  /* eval range within `eval` */
     rec_model *model;
     FILE *loss_log;
+    rec_scalars *scalars;  /* --metrics, --tensorboard, --plot */
+    char metrics_path[1100];
     char tmpdir[512];
     char data_path[1024], prob_path[1024];
     const char *oracle_path;
@@ -683,6 +717,30 @@ static rec_status finish_plan(job *j) {
     return REC_OK;
 }
 
+/* The training scalars since the last record: mean loss, and rows and time for samples/s. */
+typedef struct train_sum {
+    double loss;
+    int64_t steps, rows;
+    double t;
+} train_sum;
+
+static rec_status put_train(job *j, int64_t step, train_sum *t) {
+    const double now = rec_now(), rows = (double)(j->rep->rows - t->rows);
+    const double v[3] = {t->loss / (double)t->steps, j->cfg.dense_opt.lr * rec_lr_scale(&j->cfg.schedule, step),
+                         now > t->t ? rows / (now - t->t) : 0};
+    static const char *const NAMES[3] = {"loss", "lr", "samples_per_s"};
+    *t = (train_sum){0, 0, j->rep->rows, now};
+    return rec_scalars_write(j->scalars, step, "train", 3, NAMES, v);
+}
+
+/* An evaluation's metrics (the final one's with its calibration curve). */
+static rec_status put_eval(job *j, int64_t step, const rec_metrics *m, int final) {
+    const double v[5] = {m->auc, m->logloss, m->ne, m->accuracy, m->calibration};
+    static const char *const NAMES[5] = {"auc", "logloss", "ne", "accuracy", "calibration"};
+    REC_TRY(rec_scalars_write(j->scalars, step, "eval", 5, NAMES, v));
+    return final ? rec_scalars_write_calibration(j->scalars, step, m) : REC_OK;
+}
+
 static rec_status run(job *j) {
     const rec_train_opts *o = j->o;
     rec_train_report *rep = j->rep;
@@ -703,8 +761,11 @@ static rec_status run(job *j) {
     }
     rec_progress pg;
     double total = (double)j->cfg.epochs * j->train_rows;
+    if (o->max_steps > 0 && (double)meta.rows_seen + (double)o->max_steps * B < total) /* --steps ends it sooner */
+        total = (double)meta.rows_seen + (double)o->max_steps * B;
     rec_progress_init(&pg, "train", "rows", total);
     double flops = rec_model_flops_per_sample(j->model), window[LOSS_WINDOW] = {0};
+    train_sum rec_sum = {0, 0, rep->rows, rec_now()};
     int64_t rows_seen = meta.rows_seen, n_loss = 0;
     rec_status s = REC_OK;
     int stop = 0;
@@ -733,7 +794,7 @@ static rec_status run(job *j) {
             }
             if (j->plan_pending) s = start_plan(j, b);
             if (!s) s = j->exec ? rec_exec_train_step(j->exec, b, &loss) : rec_model_train_step(j->model, b, &loss);
-            if (!s && j->tuning) s = finish_plan(j);
+            if (!s && j->tuning) rec_progress_clear(&pg), s = finish_plan(j);
             if (s) break;
             if (!isfinite(loss)) {
                 s = rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates",
@@ -742,6 +803,8 @@ static rec_status run(job *j) {
             }
             int64_t step = rec_model_steps(j->model);
             if (j->loss_log) fprintf(j->loss_log, "%lld %.9g\n", (long long)step, loss);
+            rec_sum.loss += loss, rec_sum.steps++;
+            if (j->scalars && step % (o->log_every > 0 ? o->log_every : 100) == 0) s = put_train(j, step, &rec_sum);
             window[n_loss++ % LOSS_WINDOW] = loss;
             row += b->n;
             rows_seen += b->n;
@@ -759,7 +822,9 @@ static rec_status run(job *j) {
                 double te = rec_now();
                 rec_metrics mm;
                 s = evaluate(j->exec, j->rank, j->model, j->eval, j->eval_row0, j->eval_row1, B, &mm);
+                rec_progress_clear(&pg);
                 if (!s) print_metrics(o->log, "eval", step, &mm);
+                if (!s) s = put_eval(j, step, &mm, 0);
                 t_eval += rec_now() - te;
             }
             if (!s && o->ckpt_dir && o->ckpt_every > 0 && step % o->ckpt_every == 0)
@@ -776,6 +841,7 @@ static rec_status run(job *j) {
         if (!s && !stop && o->ckpt_dir) s = save_ckpt(j, epoch + 1, 0, rows_seen);
         if (!s && !stop && rep->offload_auto && epoch + 1 < j->cfg.epochs && rep->train_seconds > secs0)
             s = check_drift(j, (double)(rep->rows - rows0) / (rep->train_seconds - secs0));
+        rec_progress_clear(&pg);
         if (!s && o->log)
             fprintf(o->log, "epoch %lld/%d: %lld step%s, loss %.5f, %.0f samples/s\n", (long long)epoch + 1, j->cfg.epochs,
                     (long long)rec_model_steps(j->model), rec_s(rec_model_steps(j->model)), rep->last_loss,
@@ -798,9 +864,11 @@ static rec_status run(job *j) {
         }
         return REC_OK;
     }
+    if (rec_sum.steps && j->scalars) REC_TRY(put_train(j, rec_model_steps(j->model), &rec_sum));
     if (j->eval) {
         REC_TRY(evaluate(j->exec, j->rank, j->model, j->eval, j->eval_row0, j->eval_row1, B, &rep->eval));
         rep->has_eval = 1; /* reported by the caller, once (rectrain train prints it on stdout) */
+        REC_TRY(put_eval(j, rec_model_steps(j->model), &rep->eval, 1));
         if (j->oracle_path) {
             REC_TRY(oracle_auc(j->oracle_path, j->eval, j->eval_row0, j->eval_row1, &rep->oracle_auc));
             rep->has_oracle = 1;
@@ -812,11 +880,11 @@ static rec_status run(job *j) {
 
 /* No file the job writes (loss log, plan when tuning, checkpoint `ckpt`) may be one it reads. */
 static rec_status check_outputs(const rec_train_opts *o, const char *ckpt) {
-    const char *out_opt[3] = {"--loss-log", "--plan", "--ckpt"};
-    const char *out[3] = {o->loss_log, o->tune ? o->plan_path : NULL, ckpt};
+    const char *out_opt[4] = {"--loss-log", "--plan", "--ckpt", "--metrics"};
+    const char *out[4] = {o->loss_log, o->tune ? o->plan_path : NULL, ckpt, o->metrics_path};
     const char *in_opt[7] = {"--data", "--eval", "--spec", "--config", "--vocab-from", "--oracle", "--plan"};
     const char *in[7] = {o->data_path, o->eval_path, o->spec_path, o->config_path, o->vocab_from, o->oracle_path, o->plan_path};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         for (int k = 0; k < 7; k++)
             if (out[i] != in[k]) REC_TRY(rec_check_distinct(out_opt[i], out[i], in_opt[k], in[k]));
         for (int k = 1; k < o->n_data; k++) REC_TRY(rec_check_distinct(out_opt[i], out[i], "--data", o->data_paths[k]));
@@ -874,7 +942,9 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
         j.dist = 1;
         rep->ranks = j.ranks;
         rep->rank = j.rank;
-        if (j.rank != 0) mine.log = NULL, mine.loss_log = NULL, mine.npy_dir = NULL;
+        if (j.rank != 0)
+            mine.log = NULL, mine.loss_log = NULL, mine.npy_dir = NULL, mine.metrics_path = NULL,
+            mine.tensorboard_dir = NULL, mine.plot_dir = NULL;
     }
     if (o->resume && o->overwrite)
         return rec_errorf(REC_EINVAL, "--resume continues the checkpoint and --overwrite starts over: give one of them");
@@ -886,6 +956,12 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
      * not after the training it would have kept. */
     if (o->ckpt_dir && !o->resume) REC_TRY(rec_mkdir_p(o->ckpt_dir, "checkpoint directory"));
     if (o->npy_dir) REC_TRY(rec_export_check(o->npy_dir, o->overwrite));
+    if (o->plot_dir) REC_TRY(rec_mkdir_p(o->plot_dir, "--plot directory"));
+    if (o->metrics_path) snprintf(j.metrics_path, sizeof j.metrics_path, "%s", o->metrics_path);
+    else if (o->plot_dir) snprintf(j.metrics_path, sizeof j.metrics_path, "%s/metrics.jsonl", o->plot_dir);
+    if (j.metrics_path[0] || o->tensorboard_dir)
+        REC_TRY(rec_scalars_open(&j.scalars, j.metrics_path[0] ? j.metrics_path : NULL, o->tensorboard_dir));
+    if (o->tensorboard_dir && o->log) fprintf(o->log, "train: TensorBoard events in %s\n", rec_scalars_tb_path(j.scalars));
     j.o = o;
     j.rep = rep;
     j.threads = o->threads > 0 ? o->threads : rec_cpu_count();
@@ -906,6 +982,9 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     }
     if (j.offload) rec_offload_get_stats(j.offload, &rep->offload);
     if (j.loss_log && fclose(j.loss_log) != 0 && !s) s = rec_errorf(REC_EIO, "%s: write failed", o->loss_log);
+    rec_status sc = rec_scalars_close(j.scalars);
+    if (!s) s = sc;
+    if (!s && o->plot_dir && !rep->stopped_by) s = rec_plot_run(j.metrics_path, o->plot_dir, o->log);
     /* After a failure the window is left: freeing it is collective and would wait for ranks that
      * are not coming; the caller ends the job (rec_dist_abort). */
     if (!s) rec_exec_free(j.exec);

@@ -1,4 +1,4 @@
-/* libFuzzer target for the model config (model.h, README "Model configs"): any bytes go to
+/* libFuzzer target for the model config (model.h, docs/models.md): any bytes go to
  * rec_model_config_parse. A rejection must name the input ("fuzz.json: ..."). A config that
  * parses is bound to Criteo-shaped data (13 dense values, 26 tables of 1..1000 rows, or as
  * many tables as the config lists, of its sizes); one that binds must have the invariants the

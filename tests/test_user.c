@@ -1,0 +1,317 @@
+/* What a user of the trainer sees, end to end through the CLI: predictions (rectrain predict
+ * against the model's own forward pass and eval's AUC, the label-less test format, refusals);
+ * a run's metrics as JSON lines and as a TensorBoard event file (read back here: TFRecord
+ * framing, CRC-32C, the Event protobufs); progress lines in a log; PNG charts.
+ * Skipped (77) when REC_CLI, the path of the built `rectrain`, is not set (CTest sets it). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "clirun.h"
+#include "rectrain/core.h"
+#include "rectrain/model.h"
+#include "rectrain/train.h"
+#include "tb_event.pb-c.h"
+
+enum { ROWS = 4000 };
+
+/* A small trained model: data d.rshard (and its TSV d.tsv, spec spec.json: small tables),
+ * checkpoint ck. */
+static void make_model(void) {
+    write_spec("spec.json", 200, 50);
+    CHECK(run("gen --rows %d --out d.tsv", ROWS) == 0, "%s", out);
+    CHECK(run("prep --spec spec.json --in d.tsv --out d.rshard") == 0, "%s", out);
+    CHECK(run("train --data d.rshard --config %s/configs/dlrm_small.json --batch 256 --epochs 1 --threads 1 --ckpt ck",
+              src) == 0, "%s", out);
+}
+
+/* The model's own probabilities of d.rshard's rows, in order (the library's forward pass). */
+static float *model_probs(int64_t *n) {
+    rec_model_config c;
+    memset(&c, 0, sizeof c);
+    rec_model *m = NULL;
+    rec_dataset *d = NULL;
+    rec_loader *l = NULL;
+    rec_ckpt_meta meta;
+    float *p = malloc(sizeof(float) * ROWS);
+    *n = 0;
+    rec_dataset_opts o = {.path = path("d.rshard"), .prep_threads = 1};
+    rec_status s = rec_ckpt_read_config(path("ck/model.rckpt"), &c, NULL);
+    if (!s) s = rec_model_init(&m, &c, 256, 1);
+    if (!s) s = rec_ckpt_load(path("ck/model.rckpt"), m, &meta);
+    if (!s) s = rec_dataset_open(&d, &o);
+    if (!s) s = rec_loader_open(&l, d, 0, ROWS, 256, 2);
+    const rec_batch *b;
+    while (!s && !(s = rec_loader_next(l, &b)) && b) {
+        const float *z;
+        s = rec_model_forward(m, b, &z);
+        for (int64_t i = 0; !s && i < b->n && *n < ROWS; i++) p[(*n)++] = (float)rec_sigmoid(z[i]);
+    }
+    CHECK(s == REC_OK, "the model's forward pass: %s", rec_errmsg());
+    rec_loader_close(l);
+    rec_dataset_close(d);
+    rec_model_free(m);
+    rec_model_config_free(&c);
+    return p;
+}
+
+/* predict: eval's logits through the sigmoid, row for row; the AUC of its file is eval's; the
+ * label-less test format gives the same probabilities. */
+static void test_predict(void) {
+    CHECK(run("predict --ckpt ck --data d.rshard --out p.tsv --batch 256 --threads 1 --json") == 0, "%s", out);
+    const double auc_json = json_num("auc");
+    CHECK(json_num("rows") == ROWS, "predict scores every row: %s", out);
+    CHECK(run("eval --ckpt ck --data d.rshard --json") == 0, "%s", out);
+    const double auc_eval = json_num("auc");
+    int64_t n;
+    float *want = model_probs(&n);
+    double *score = malloc(sizeof(double) * ROWS), *label = malloc(sizeof(double) * ROWS);
+    FILE *f = fopen(path("p.tsv"), "r");
+    int rows = 0, same = 1;
+    float p;
+    double y;
+    while (f && rows < ROWS && fscanf(f, "%f\t%lf", &p, &y) == 2) {
+        if (rows >= n || p != want[rows]) same = 0;
+        score[rows] = p, label[rows] = y;
+        rows++;
+    }
+    if (f) fclose(f);
+    CHECK(rows == ROWS && n == ROWS && same, "predict's %d probabilities are the model's sigmoid(logit), row for row",
+          rows);
+    rec_metrics m;
+    rec_metrics_ref(rows, score, label, &m);
+    printf("predict: AUC of its file %.6f, eval's %.6f\n", m.auc, auc_eval);
+    CHECK(fabs(m.auc - auc_eval) < 2e-6 && fabs(auc_json - auc_eval) < 2e-6,
+          "the AUC of predict's file (%.6f) is eval's (%.6f)", m.auc, auc_eval);
+    free(want), free(score), free(label);
+    /* the Criteo test format: no label column */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd %s && cut -f2- d.tsv > t.tsv && cut -f1 p.tsv > p1.tsv", dir);
+    CHECK(system(cmd) == 0, "making the label-less file");
+    CHECK(run("predict --ckpt ck --data t.tsv --spec spec.json --out pt.tsv --batch 256 --threads 1") == 0, "%s", out);
+    CHECK(same_file("p1.tsv", "pt.tsv"), "the label-less test format gives the same probabilities");
+    /* refusals */
+    CHECK(run("predict --ckpt ck --data d.rshard") == 2 && strstr(out, "--out are required"), "%s", out);
+    CHECK(run("predict --ckpt ck --data d.rshard --out d.rshard") == 1 && strstr(out, "--out"), "%s", out);
+    CHECK(run("predict --ckpt ck --data t.tsv --out x.tsv") == 1 && strstr(out, "give a prep spec"), "%s", out);
+    CHECK(run("predict --ckpt nothing --data d.rshard --out x.tsv") == 1 && access(path("x.tsv"), F_OK) != 0,
+          "a missing checkpoint leaves no file: %s", out);
+    CHECK(run("eval --ckpt ck --data t.tsv --spec spec.json") == 1 &&
+          strstr(out, "rectrain predict scores it"), "eval of label-less data points to predict: %s", out);
+}
+
+/* The scalars of a TensorBoard event file: tag, step, value (at most cap); -1 when a record
+ * is torn or its CRC is wrong, or the first event is not the file version. */
+typedef struct tb_scalar {
+    char tag[64];
+    int64_t step;
+    float v;
+} tb_scalar;
+
+static uint32_t masked(const void *p, size_t n) {
+    const uint32_t c = rec_crc32c(0, p, n);
+    return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+static int read_events(const char *file, tb_scalar *out, int cap) {
+    FILE *f = fopen(file, "rb");
+    int n = 0, first = 1, bad = !f;
+    uint8_t head[12], buf[4096];
+    while (!bad && fread(head, 1, 12, f) == 12) {
+        uint64_t len;
+        uint32_t hc, dc;
+        memcpy(&len, head, 8), memcpy(&hc, head + 8, 4);
+        if (hc != masked(head, 8) || len > sizeof buf || fread(buf, 1, len, f) != len || fread(&dc, 1, 4, f) != 4 ||
+            dc != masked(buf, len)) {
+            bad = 1;
+            break;
+        }
+        RecTb__Event *ev = rec_tb__event__unpack(NULL, len, buf);
+        if (!ev) bad = 1;
+        else if (first) bad = ev->what_case != REC_TB__EVENT__WHAT_FILE_VERSION || strcmp(ev->file_version, "brain.Event:2");
+        else if (ev->what_case == REC_TB__EVENT__WHAT_SUMMARY && ev->summary->n_value == 1 && n < cap) {
+            snprintf(out[n].tag, sizeof out[n].tag, "%s", ev->summary->value[0]->tag);
+            out[n].step = ev->step, out[n].v = ev->summary->value[0]->simple_value;
+            n++;
+        }
+        first = 0;
+        if (ev) rec_tb__event__free_unpacked(ev, NULL);
+    }
+    if (f) fclose(f);
+    return bad ? -1 : n;
+}
+
+/* train --metrics / --tensorboard / --plot: the same scalars in the JSON lines and the event
+ * file (the tags the dlrm reference logs: loss, AUC, learning rate, samples/s), charts drawn. */
+static void test_metrics(void) {
+    CHECK(run("train --data d.rshard --config %s/configs/dlrm_small.json --batch 256 --epochs 1 --threads 1 --holdout "
+              "0.25 --eval-every 6 --log-every 4 --metrics m.jsonl --tensorboard tb --plot charts --loss-log l.log", src) == 0,
+          "%s", out);
+    CHECK(strstr(out, "charts: charts/loss.png, charts/eval.png, charts/calibration.png") != NULL,
+          "the run says where its charts are: %s", out);
+    for (int k = 0; k < 3; k++) {
+        static const char *const PNG[3] = {"charts/loss.png", "charts/eval.png", "charts/calibration.png"};
+        FILE *f = fopen(path(PNG[k]), "rb");
+        unsigned char sig[8] = {0};
+        CHECK(f && fread(sig, 1, 8, f) == 8 && !memcmp(sig, "\x89PNG\r\n\x1a\n", 8), "%s is a PNG", PNG[k]);
+        if (f) fclose(f);
+    }
+    /* the JSON lines: every 4th step's mean loss (the loss log's), every evaluation */
+    FILE *f = fopen(path("m.jsonl"), "r"), *lf = fopen(path("l.log"), "r");
+    double losses[64] = {0}, sum = 0;
+    long long st;
+    int nl = 0, trains = 0, evals = 0, calib = 0, same_loss = 1;
+    while (lf && nl < 64 && fscanf(lf, "%lld %lf", &st, &losses[nl]) == 2) nl++;
+    char line[2048];
+    double jl[16] = {0}, ja[16] = {0};
+    long long js[16] = {0}, es[16] = {0};
+    while (f && fgets(line, sizeof line, f)) {
+        long long step = atoll(strstr(line, "\"step\": ") ? strstr(line, "\"step\": ") + 8 : "-1");
+        if (strstr(line, "\"group\": \"train\"") && trains < 16) {
+            js[trains] = step, jl[trains] = atof(strstr(line, "\"loss\": ") + 8);
+            sum = 0;
+            const long long from = trains ? js[trains - 1] : 0;
+            for (long long k = from; k < step && k < nl; k++) sum += losses[k];
+            if (fabs(sum / (double)(step - from) - jl[trains]) > 1e-6 * fabs(jl[trains])) same_loss = 0;
+            trains++;
+        } else if (strstr(line, "\"group\": \"eval\"") && evals < 16) {
+            es[evals] = step, ja[evals] = atof(strstr(line, "\"auc\": ") + 7);
+            evals++;
+        } else if (strstr(line, "\"group\": \"calibration\"")) {
+            calib++;
+        }
+    }
+    if (f) fclose(f);
+    if (lf) fclose(lf);
+    const int steps = nl;
+    CHECK(trains == steps / 4 + (steps % 4 != 0) && same_loss, "a training record every 4 steps and at the end (%d of "
+          "%d steps), each the mean loss of its steps", trains, steps);
+    CHECK(evals == steps / 6 + 1 && calib == 1, "a record per evaluation (%d) and one calibration curve (%d)", evals, calib);
+    /* the event file: the same values under "train/..." and "eval/..." tags */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "ls %s/tb/events.out.tfevents.* 2>/dev/null | head -1", dir);
+    char ev[1024] = "";
+    check_capture(cmd, ev, sizeof ev);
+    ev[strcspn(ev, "\n")] = 0;
+    tb_scalar sc[256];
+    const int n = read_events(ev, sc, 256);
+    int loss_tags = 0, auc_tags = 0, lr_tags = 0, rate_tags = 0, match = 1;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(sc[i].tag, "train/loss")) {
+            match &= loss_tags < trains && sc[i].step == js[loss_tags] && sc[i].v == (float)jl[loss_tags];
+            loss_tags++;
+        } else if (!strcmp(sc[i].tag, "eval/auc")) {
+            match &= auc_tags < evals && sc[i].step == es[auc_tags] && fabsf(sc[i].v - (float)ja[auc_tags]) < 1e-6f;
+            auc_tags++;
+        }
+        lr_tags += !strcmp(sc[i].tag, "train/lr") && sc[i].v > 0;
+        rate_tags += !strcmp(sc[i].tag, "train/samples_per_s") && sc[i].v > 0;
+    }
+    printf("tensorboard: %d scalars read back from %s\n", n, ev);
+    CHECK(n > 0 && loss_tags == trains && auc_tags == evals && lr_tags == trains && rate_tags == trains && match,
+          "the event file holds the records' values under train/loss (%d), train/lr (%d), train/samples_per_s (%d), "
+          "eval/auc (%d)", loss_tags, lr_tags, rate_tags, auc_tags);
+    /* rectrain plot on the same metrics, and on a table; refusals */
+    CHECK(run("plot --metrics m.jsonl --out charts2") == 0 && access(path("charts2/calibration.png"), F_OK) == 0, "%s", out);
+    FILE *t = fopen(path("t.tsv"), "w");
+    if (t) fputs("config\trectrain\tpeer\nsmall\t100\t40\nlarge\t80\t30\n", t), fclose(t);
+    CHECK(run("plot --table t.tsv --out bars.png --title \"Throughput\" --ylabel samples/s") == 0 &&
+          access(path("bars.png"), F_OK) == 0, "%s", out);
+    t = fopen(path("bad.tsv"), "w");
+    if (t) fputs("config\trectrain\nsmall\tfast\n", t), fclose(t);
+    CHECK(run("plot --table bad.tsv --out b.png") == 1 && strstr(out, "bad.tsv:2: column 2 (rectrain) is 'fast', not a "
+          "number"), "%s", out);
+    CHECK(run("plot --metrics l.log --out c3") == 1 && strstr(out, "l.log:1: not a metrics record"), "%s", out);
+    CHECK(run("plot --metrics m.jsonl --table t.tsv --out x") == 2 && strstr(out, "one of them"), "%s", out);
+    CHECK(run("plot --table t.tsv --out x.jpg") == 2 && strstr(out, "names a .png"), "%s", out);
+    CHECK(run("train --data d.rshard --steps 2 --metrics d.rshard") == 1 && strstr(out, "--metrics"), "%s", out);
+}
+
+/* A run piped to a file: a progress line at the interval, the epoch summary on its own line,
+ * the ETA counted to --steps. */
+static void test_progress(void) {
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cd %s && %s train --data d.rshard --config %s/configs/dlrm_small.json --batch 16 --epochs 1 "
+             "--threads 1 --steps 60 --progress-every 0.02 2> prog.log >/dev/null", dir, cli, src);
+    CHECK(system(cmd) == 0, "the piped run");
+    FILE *f = fopen(path("prog.log"), "r");
+    char line[512];
+    int lines = 0, to_steps = 1, glued = 0, summary = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "train  ", 7)) {
+            lines++;
+            to_steps &= strstr(line, "/960 rows") != NULL; /* 60 steps of 16 rows */
+        }
+        glued += strchr(line, '\r') != NULL || (strstr(line, "rows/s") && strstr(line, "epoch 1/1:"));
+        summary += !strncmp(line, "epoch 1/1: 60 steps", 19);
+    }
+    if (f) fclose(f);
+    printf("progress: %d lines in the log\n", lines);
+    CHECK(lines >= 2 && to_steps && !glued && summary == 1, "progress lines in a log (%d), counted to --steps, and the "
+          "epoch summary on its own line", lines);
+}
+
+/* The embedded default job writes its charts and says where. */
+static void test_default_charts(void) {
+    CHECK(run("train --rows 20000 --threads 1") == 0 && strstr(out, "charts: rectrain-charts/loss.png") &&
+          access(path("rectrain-charts/calibration.png"), F_OK) == 0, "%s", out);
+}
+
+/* The README's walk from a Criteo file to predictions, run as written: every line of the first
+ * sh block under "## From a Criteo file to predictions", `rectrain` being the built one. (Not
+ * under the sanitizers: it checks the README's text; the same commands run there elsewhere.) */
+static void test_readme_walk(void) {
+#ifdef REC_SANITIZED
+    printf("README walk: skipped under the sanitizers\n");
+#else
+    char readme[600];
+    snprintf(readme, sizeof readme, "%s/README.md", src);
+    FILE *f = fopen(readme, "r");
+    char line[1024], cmd[2048];
+    int in_section = 0, in_block = 0, ran = 0, ok = 1;
+    snprintf(cmd, sizeof cmd, "cd %s && ln -sf %s/configs configs", dir, src);
+    CHECK(system(cmd) == 0, "linking configs/");
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "## ", 3)) in_section = strstr(line, "From a Criteo file to predictions") != NULL;
+        if (!in_section) continue;
+        if (!strncmp(line, "```", 3)) {
+            if (in_block) break;
+            in_block = 1;
+            continue;
+        }
+        if (!in_block) continue;
+        line[strcspn(line, "#\n")] = 0; /* the comment off */
+        if (strncmp(line, "rectrain ", 9)) continue;
+        snprintf(cmd, sizeof cmd, "cd %s && REC_PROGRESS=0 %s %s > walk.out 2>&1", dir, cli, line + 9);
+        const int rc = system(cmd);
+        if (rc != 0) {
+            read_out("walk.out");
+            printf("README walk: `%s` failed:\n%s\n", line, out);
+            ok = 0;
+            break;
+        }
+        ran++;
+    }
+    if (f) fclose(f);
+    CHECK(ok && ran == 4 && access(path("preds.tsv"), F_OK) == 0 && access(path("charts/loss.png"), F_OK) == 0 &&
+          access(path("model/model.rckpt"), F_OK) == 0, "the README's walk runs as written (%d commands): a model, its "
+          "charts, predictions", ran);
+#endif
+}
+
+int main(void) {
+    int rc = clirun_setup("rectrain_user");
+    if (rc) return rc == 77 ? check_report() : rc;
+    make_model();
+    test_predict();
+    test_metrics();
+    test_progress();
+    test_default_charts();
+    test_readme_walk();
+    clirun_cleanup();
+    return check_report();
+}
