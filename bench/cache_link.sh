@@ -13,6 +13,7 @@
 # Bagpipe's setting (GPUs train the dense part fast). The trainer trains with one thread.
 # Every configuration runs REPS times, in turns; medians. The last line is JSON.
 # Usage: bench/cache_link.sh [ROWS] [BATCH] [STEPS] [REPS] [CACHE]   (repo root)
+# CHART=FILE.png: also the step time per policy as a bar chart.
 set -eu
 ROWS=${1:-300000}; BATCH=${2:-512}; STEPS=${3:-300}; REPS=${4:-3}; CACHE=${5:-1048576}
 R=$(pwd)/build/rectrain
@@ -74,6 +75,12 @@ b = res["bagpipe"]["ms_per_step"]
 print(f"bagpipe (L {res['bagpipe']['lookahead']}): {res['none']['ms_per_step']/b:.2f}x faster than no cache, "
       f"{res['static']['ms_per_step']/b:.2f}x static, {res['lru']['ms_per_step']/b:.2f}x lru; "
       f"{b/res['ideal']['ms_per_step']:.2f}x the ideal's step time")
+with open(f"{w}/chart.tsv", "w") as c:
+    c.write("policy\tms per step\n" + "".join(f"{p}\t{res[p]['ms_per_step']:.3f}\n" for p in res))
 print(json.dumps({"bench": "cache_link", "batch": batch, "cache_rows": cache, "policies": res,
                   "speedup_vs_none": res["none"]["ms_per_step"] / b, "vs_ideal": b / res["ideal"]["ms_per_step"]}))
 PYEOF
+if [ -n "${CHART:-}" ]; then
+    "$R" plot --table "$W/chart.tsv" --out "$CHART" --ylabel "ms per step" \
+        --title "Embedding servers behind 1 Gbit/s, 100 us: step time by cache policy"
+fi

@@ -4,6 +4,7 @@
 # models A-E; then the whole table: naive / uniform / separately tuned / tuned, and the ratios
 # the embedding issue asks for (geometric means over A-E).
 # Usage: bench/embed_vs_pytorch.sh [MODELS="kaggle A B C D E"] [REPS=3]   (from the repo root)
+# CHART=FILE.png: also the tuned forward+backward time beside PyTorch's, per model, as a bar chart.
 set -eu
 MODELS=${1:-"kaggle A B C D E"}; REPS=${2:-3}
 R=build/rectrain
@@ -29,3 +30,9 @@ awk 'NR == 1 { next }
        if ($1 != "kaggle") { n++; gu += log($3 / $5); gub += log($6 / $8); gs += log($4 / $5); gsb += log($7 / $8); go += log($12) } }
      END { if (n) printf "geomean over A-E (%d models): tuned vs best uniform fwd %.3fx, fwd+bwd %.3fx; tuned vs separately tuned fwd %.3fx, fwd+bwd %.3fx; per-table oracle vs best uniform fwd %.3fx\n",
                          n, exp(gu / n), exp(gub / n), exp(gs / n), exp(gsb / n), exp(go / n) }' "$W/t"
+if [ -n "${CHART:-}" ]; then
+    awk 'BEGIN { print "model\trectrain (tuned)\tPyTorch EmbeddingBag" } NR > 1 { printf "%s\t%.4f\t%.4f\n", $1, $8 * 1e3, $9 * 1e3 }' \
+        "$W/t" > "$W/chart.tsv"
+    $R plot --table "$W/chart.tsv" --out "$CHART" --title "Embedding forward+backward per batch (2 threads, SGD)" \
+        --ylabel "ms per batch"
+fi

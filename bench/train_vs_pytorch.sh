@@ -6,6 +6,7 @@
 #  2. speed: the Kaggle-shaped DLRM with the Kaggle table sizes, STEPS steps at batch 2048 on 2
 #     threads, samples/s of both and the ratio.
 # Usage: bench/train_vs_pytorch.sh [ROWS=1000000] [SCALE=0.05] [STEPS=100]   (from the repo root)
+# CHART=FILE.png: also both throughputs as a bar chart.
 set -eu
 ROWS=${1:-1000000}; SCALE=${2:-0.05}; STEPS=${3:-100}
 R=build/rectrain
@@ -51,3 +52,7 @@ printf '\n%-28s %12s %12s\n' "" rectrain pytorch
 printf '%-28s %12s %12s   (oracle %s)\n' "test AUC (same rows)" "$rt_auc" "$pt_auc" "$oracle"
 printf '%-28s %12s %12s   (ratio %s)\n' "samples/s, Kaggle DLRM" "$rt_sps" "$pt_sps" "$(echo "$rt_sps $pt_sps" | awk '{printf "%.2f", $1 / $2}')"
 echo "{\"rectrain_auc\": $rt_auc, \"pytorch_auc\": $pt_auc, \"oracle_auc\": $oracle, \"auc_diff\": $(echo "$rt_auc $pt_auc" | awk '{printf "%.6f", $1 - $2}'), \"rectrain_samples_per_s\": $rt_sps, \"pytorch_samples_per_s\": $pt_sps}"
+if [ -n "${CHART:-}" ]; then
+    printf 'model\trectrain\tPyTorch\nKaggle DLRM, batch 2048\t%s\t%s\n' "$rt_sps" "$pt_sps" > "$W/chart.tsv"
+    $R plot --table "$W/chart.tsv" --out "$CHART" --title "Training throughput, 2 threads" --ylabel "samples/s"
+fi

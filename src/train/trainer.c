@@ -239,6 +239,7 @@ typedef struct job {
     rec_model *model;
     FILE *loss_log;
     rec_scalars *scalars;  /* --metrics, --tensorboard, --plot */
+    double eval_seconds;   /* spent in periodic evaluations */
     char metrics_path[1100];
     char tmpdir[512];
     char data_path[1024], prob_path[1024];
@@ -717,19 +718,23 @@ static rec_status finish_plan(job *j) {
     return REC_OK;
 }
 
-/* The training scalars since the last record: mean loss, and rows and time for samples/s. */
+/* The training scalars since the last record: mean loss, and rows and training time (less
+ * evaluations and checkpoints) for samples/s. */
 typedef struct train_sum {
     double loss;
     int64_t steps, rows;
-    double t;
+    double t, aside;         /* when it began; seconds of evaluations and saves by then */
 } train_sum;
+
+static double aside_seconds(const job *j) { return j->eval_seconds + j->rep->ckpt_seconds; }
 
 static rec_status put_train(job *j, int64_t step, train_sum *t) {
     const double now = rec_now(), rows = (double)(j->rep->rows - t->rows);
+    const double secs = now - t->t - (aside_seconds(j) - t->aside);
     const double v[3] = {t->loss / (double)t->steps, j->cfg.dense_opt.lr * rec_lr_scale(&j->cfg.schedule, step),
-                         now > t->t ? rows / (now - t->t) : 0};
+                         secs > 0 ? rows / secs : 0};
     static const char *const NAMES[3] = {"loss", "lr", "samples_per_s"};
-    *t = (train_sum){0, 0, j->rep->rows, now};
+    *t = (train_sum){0, 0, j->rep->rows, now, aside_seconds(j)};
     return rec_scalars_write(j->scalars, step, "train", 3, NAMES, v);
 }
 
@@ -765,7 +770,7 @@ static rec_status run(job *j) {
         total = (double)meta.rows_seen + (double)o->max_steps * B;
     rec_progress_init(&pg, "train", "rows", total);
     double flops = rec_model_flops_per_sample(j->model), window[LOSS_WINDOW] = {0};
-    train_sum rec_sum = {0, 0, rep->rows, rec_now()};
+    train_sum rec_sum = {0, 0, rep->rows, rec_now(), aside_seconds(j)};
     int64_t rows_seen = meta.rows_seen, n_loss = 0;
     rec_status s = REC_OK;
     int stop = 0;
@@ -826,6 +831,7 @@ static rec_status run(job *j) {
                 if (!s) print_metrics(o->log, "eval", step, &mm);
                 if (!s) s = put_eval(j, step, &mm, 0);
                 t_eval += rec_now() - te;
+                j->eval_seconds += rec_now() - te;
             }
             if (!s && o->ckpt_dir && o->ckpt_every > 0 && step % o->ckpt_every == 0)
                 s = save_ckpt(j, epoch, row, rows_seen);
