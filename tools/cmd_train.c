@@ -56,7 +56,7 @@ static const char TRAIN_USAGE[] =
     "  --tensorboard DIR  the same scalars as a TensorBoard event file in DIR (tensorboard\n"
     "                     --logdir DIR shows them)\n"
     "  --plot DIR         at the end, PNG charts in DIR: loss.png, eval.png, calibration.png\n"
-    "                     (the embedded default job: rectrain-charts)\n"
+    "                     (the embedded default job: rectrain-charts, evaluating every 200 steps)\n"
     "  --log-every N      steps between training records of --metrics/--tensorboard (default 100)\n"
     "  --progress-every S when stderr is not a terminal: a progress line (rate, ETA, loss) every\n"
     "                     S seconds (default 30; REC_PROGRESS_EVERY; REC_PROGRESS=0: none)\n"
@@ -265,7 +265,8 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
             return cli_usage(cmd, "--progress-every takes seconds > 0 (got '%s')", progress_every);
         setenv("REC_PROGRESS_EVERY", progress_every, 1);
     }
-    if (!o.data_path && !o.plot_dir) o.plot_dir = "rectrain-charts"; /* the embedded default job */
+    if (!o.data_path && !o.plot_dir) o.plot_dir = "rectrain-charts"; /* the embedded default job: charts */
+    if (!o.data_path && o.eval_every < 0) o.eval_every = 200;          /* with AUC along the way */
     rec_train_report r;
     o.stop = &cli_stop;
     const char *env_rank = getenv("OMPI_COMM_WORLD_RANK"); /* under mpirun rank 0 speaks for the job */

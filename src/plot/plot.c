@@ -53,7 +53,10 @@ static void range_of(const chart *c, int xaxis, int right, double *lo, double *h
         if (!xaxis && s->style == BARS) *lo = fmin(*lo, 0); /* bars stand on zero */
     }
     if (!isfinite(*lo)) *lo = 0, *hi = 1;
-    if (*hi - *lo < 1e-12 * fmax(1, fabs(*hi))) *lo -= 0.5, *hi += 0.5;
+    if (*hi - *lo < 1e-12 * fmax(1, fabs(*hi))) { /* one value: a margin of a tenth of it around it */
+        const double pad = fmax(fabs(*hi) * 0.1, xaxis ? 1 : 1e-3);
+        *lo -= pad, *hi += pad;
+    }
     const double st = tick_step(*lo, *hi);
     *lo = floor(*lo / st) * st, *hi = ceil(*hi / st) * st;
 }
@@ -62,8 +65,10 @@ static void text(cairo_t *cr, double x, double y, const char *t, double size, do
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
     cairo_set_font_size(cr, size);
     cairo_text_extents_t e;
+    cairo_font_extents_t f; /* vertical placement by the font's box, so that labels line up */
     cairo_text_extents(cr, t, &e);
-    cairo_move_to(cr, x - e.width * ax - e.x_bearing, y - e.height * ay - e.y_bearing);
+    cairo_font_extents(cr, &f);
+    cairo_move_to(cr, x - e.width * ax - e.x_bearing, y - (f.ascent + f.descent) * ay + f.ascent);
     cairo_show_text(cr, t);
 }
 
@@ -78,7 +83,7 @@ static rec_status draw(const chart *c, const char *png) {
     cairo_surface_t *sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
     cairo_t *cr = cairo_create(sf);
     const int bars = c->ncat > 0, two = c->y2label != NULL;
-    const double L = 90, R = W - (two ? 90 : 30), T = 60, B = H - 70;
+    const double L = 90, R = W - (two ? 90 : 30), T = 64, B = H - 70;
     double x0, x1, y0, y1, z0 = 0, z1 = 1;
     if (bars) x0 = -0.5, x1 = c->ncat - 0.5;
     else range_of(c, 1, 0, &x0, &x1);
@@ -178,7 +183,7 @@ static rec_status draw(const chart *c, const char *png) {
     }
     /* titles and the legend */
     cairo_set_source_rgb(cr, 0, 0, 0);
-    text(cr, W / 2.0, 22, c->title, 18, 0.5, 0, 1);
+    text(cr, W / 2.0, 12, c->title, 18, 0.5, 0, 1);
     text(cr, (L + R) / 2, H - 22, c->xlabel, 14, 0.5, 1, 0);
     cairo_save(cr);
     cairo_translate(cr, 22, (T + B) / 2), cairo_rotate(cr, -M_PI / 2);
@@ -190,28 +195,27 @@ static rec_status draw(const chart *c, const char *png) {
         text(cr, 0, 0, c->y2label, 14, 0.5, 0.5, 0);
         cairo_restore(cr);
     }
-    if (c->ns > 1 || c->diagonal) {
-        const int rows = c->ns + c->diagonal;
-        double lw = 0;
+    if (c->ns > 1 || c->diagonal) { /* one row under the title, centred: it hides no data */
+        const int n = c->ns + c->diagonal;
+        const char *name[MAX_SERIES + 1];
+        double w[MAX_SERIES + 1], total = 0;
         cairo_set_font_size(cr, 13);
-        for (int i = 0; i < c->ns; i++) {
+        for (int i = 0; i < n; i++) {
+            name[i] = i == c->ns ? "perfect calibration" : c->s[i].name;
             cairo_text_extents_t e;
-            cairo_text_extents(cr, c->s[i].name, &e);
-            lw = fmax(lw, e.width);
+            cairo_text_extents(cr, name[i], &e);
+            w[i] = 24 + e.x_advance + 24;
+            total += w[i];
         }
-        lw = fmax(lw, 150);
-        const double lx = R - lw - 50, ly = T + 10;
-        cairo_set_source_rgba(cr, 1, 1, 1, 0.9);
-        cairo_rectangle(cr, lx, ly, lw + 40, rows * 20 + 8);
-        cairo_fill(cr);
-        for (int i = 0; i < rows; i++) {
-            const int diag = i == c->ns;
-            if (diag) cairo_set_source_rgb(cr, 0.5, 0.5, 0.5);
+        double x = (W - total) / 2;
+        for (int i = 0; i < n; i++) {
+            if (i == c->ns) cairo_set_source_rgb(cr, 0.5, 0.5, 0.5);
             else cairo_set_source_rgb(cr, COLORS[i][0], COLORS[i][1], COLORS[i][2]);
-            cairo_rectangle(cr, lx + 6, ly + 8 + i * 20, 18, 10);
+            cairo_rectangle(cr, x, 39, 18, 10);
             cairo_fill(cr);
             cairo_set_source_rgb(cr, 0, 0, 0);
-            text(cr, lx + 30, ly + 13 + i * 20, diag ? "perfect calibration" : c->s[i].name, 13, 0, 0.5, 0);
+            text(cr, x + 24, 44, name[i], 13, 0, 0.5, 0);
+            x += w[i];
         }
     }
 #undef PX
