@@ -1,0 +1,48 @@
+#!/bin/sh
+# rectrain's embedding engine vs FBGEMM's CPU table-batched embedding (dev/fbgemm_embed.py: the
+# kernels TorchRec runs on CPU) on the same tables, batches and SGD, in one run, for the Kaggle
+# DLRM and RecFlex's models A-E: per model the tuned forward and forward+backward+update of
+# `rectrain bench embed` beside FBGEMM's with fp32 tables (and fp16 tables, which FBGEMM's CPU
+# TBE also trains), the ratios, and their geometric means.
+# The peer runs in its own virtual environment, made on the first run: torch and fbgemm-gpu-cpu
+# from PyPI (several GB with torch's CUDA libraries), in REC_FBGEMM_VENV (default
+# ~/.cache/rectrain/fbgemm-venv). None of it is a dependency of rectrain.
+# Usage: bench/embed_vs_fbgemm.sh [MODELS="kaggle A B C D E"] [REPS=3]   (from the repo root)
+# CHART=FILE.png: also the forward+backward+update times as a bar chart.
+set -eu
+MODELS=${1:-"kaggle A B C D E"}; REPS=${2:-3}
+R=build/rectrain
+[ -x "$R" ] || { echo "build first: make build" >&2; exit 1; }
+V=${REC_FBGEMM_VENV:-$HOME/.cache/rectrain/fbgemm-venv}
+if ! "$V/bin/python" -c "import fbgemm_gpu" 2>/dev/null; then
+    echo "embed_vs_fbgemm: making the peer's environment in $V (torch, fbgemm-gpu-cpu from PyPI)" >&2
+    python3 -m venv "$V" && "$V/bin/pip" install -q "torch==2.14.*" "fbgemm-gpu-cpu==1.9.0" || {
+        echo "embed_vs_fbgemm: cannot install the FBGEMM peer into $V (python3-venv and PyPI needed)" >&2; exit 2; }
+fi
+W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-embed-vs-fbgemm-XXXXXX"); trap 'rm -rf "$W"' EXIT
+export REC_PROGRESS=0
+val() { sed -n "s/.*\"$1\": \"*\([^,\"}]*\).*/\1/p" "$2" | tail -n 1; }
+printf '%s\n' "model rt_fwd rt_fb fb32_fwd fb32_fb fb16_fwd fb16_fb" > "$W/t"
+for M in $MODELS; do
+    $R bench embed --model "$M" --reps "$REPS" --dump "$W/$M" --json 2>"$W/$M.log" | grep '"model"' > "$W/$M.rt"
+    for P in fp32 fp16; do
+        "$V/bin/python" dev/fbgemm_embed.py "$W/$M" --reps "$REPS" --precision "$P" > "$W/$M.$P"
+    done
+    echo "$M $(val tuned_fwd_s "$W/$M.rt") $(val tuned_fwdbwd_s "$W/$M.rt") $(val fwd_s "$W/$M.fp32") \
+$(val fwdbwd_s "$W/$M.fp32") $(val fwd_s "$W/$M.fp16") $(val fwdbwd_s "$W/$M.fp16")" >> "$W/t"
+    rm -rf "${W:?}/$M"
+done
+echo "$(head -n 1 "$W/$M.fp32" | sed -n 's/.*"peer": "\([^"]*\)".*/\1/p'); ms per batch, 2 threads, medians of $REPS"
+awk 'NR == 1 { printf "%-7s %10s %10s %10s %7s | %10s %10s %10s %7s\n", "model", "rt fwd", "fbgemm32", "fbgemm16",
+                      "ratio", "rt f+b+u", "fbgemm32", "fbgemm16", "ratio"; next }
+     { printf "%-7s %10.3f %10.3f %10.3f %6.2fx | %10.3f %10.3f %10.3f %6.2fx\n", $1, $2 * 1e3, $4 * 1e3, $6 * 1e3,
+              $4 / $2, $3 * 1e3, $5 * 1e3, $7 * 1e3, $5 / $3
+       n++; gf += log($4 / $2); gb += log($5 / $3); hf += log($6 / $2); hb += log($7 / $3) }
+     END { printf "geomean over %d models: rectrain vs FBGEMM fp32 tables fwd %.2fx, fwd+bwd+update %.2fx; vs fp16 tables "\
+                  "fwd %.2fx, fwd+bwd+update %.2fx\n", n, exp(gf / n), exp(gb / n), exp(hf / n), exp(hb / n) }' "$W/t"
+if [ -n "${CHART:-}" ]; then
+    awk 'BEGIN { print "model\trectrain\tFBGEMM fp32 tables\tFBGEMM fp16 tables" }
+         NR > 1 { printf "%s\t%.4f\t%.4f\t%.4f\n", $1, $3 * 1e3, $5 * 1e3, $7 * 1e3 }' "$W/t" > "$W/chart.tsv"
+    $R plot --table "$W/chart.tsv" --out "$CHART" --ylabel "ms per batch" \
+        --title "Embedding forward+backward+update (SGD), 2 threads: rectrain vs FBGEMM CPU TBE"
+fi
