@@ -10,7 +10,10 @@ DIR/model.json, DIR/batches.bin and DIR/dout.bin, and times, per batch,
                            gradients (zero_grad first),
 reporting the median over --reps passes of the mean seconds per batch, as JSON on stdout.
 
-  /usr/bin/python3 dev/torch_embed.py DIR [--reps 3] [--threads 2]
+  /usr/bin/python3 dev/torch_embed.py DIR [--reps 3] [--threads 2] [--device cpu|cuda]
+
+With --device cuda the tables, ids and gradients live on the GPU and each timed pass ends with
+torch.cuda.synchronize() (the launches are asynchronous).
 """
 import argparse
 import json
@@ -46,20 +49,26 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     a = ap.parse_args()
+    dev = torch.device(a.device)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("dev/torch_embed.py: --device cuda, but this torch sees no GPU")
     torch.set_num_threads(a.threads)
     m = json.load(open(os.path.join(a.dir, "model.json")))
     tables = m["tables"]
     F, nb, lr = len(tables), m["batches"], m["lr"]
-    batches = read_batches(os.path.join(a.dir, "batches.bin"), F, nb)
+    batches = [(B, [(i.to(dev), o.to(dev)) for i, o in tabs])
+               for B, tabs in read_batches(os.path.join(a.dir, "batches.bin"), F, nb)]
     W = sum(d for _, d in tables)
-    dout = torch.from_numpy(np.fromfile(os.path.join(a.dir, "dout.bin"), dtype=np.float32).reshape(m["batch"], W))
+    dout = torch.from_numpy(np.fromfile(os.path.join(a.dir, "dout.bin"), dtype=np.float32).reshape(m["batch"], W)).to(dev)
     bags = torch.nn.ModuleList()
     for r, d in tables:
         e = torch.nn.EmbeddingBag(r, d, mode="sum", sparse=True)
         with torch.no_grad():
             e.weight.uniform_(-math.sqrt(1.0 / r), math.sqrt(1.0 / r))
         bags.append(e)
+    bags = bags.to(dev)
     opt = torch.optim.SGD(bags.parameters(), lr=lr)
 
     def forward(tabs):
@@ -71,6 +80,8 @@ def main():
             t0 = time.perf_counter()
             for B, tabs in batches:
                 step(B, tabs)
+            if a.device == "cuda":
+                torch.cuda.synchronize()
             if rep >= 0:
                 t.append((time.perf_counter() - t0) / nb)
         return float(np.median(t))
@@ -85,7 +96,7 @@ def main():
         out.backward(dout[:B])
         opt.step()
 
-    res = {"peer": "pytorch " + torch.__version__ + " nn.EmbeddingBag loop", "model": m["name"], "threads": a.threads,
+    res = {"peer": "pytorch " + torch.__version__ + " nn.EmbeddingBag loop", "model": m["name"], "threads": a.threads, "device": a.device,
            "fwd_s": timed(fwd), "fwdbwd_s": timed(fwd_bwd)}
     print(f"torch peer {m['name']}: fwd {res['fwd_s'] * 1e3:.2f} ms, fwd+bwd+update {res['fwdbwd_s'] * 1e3:.2f} ms per batch",
           file=sys.stderr)

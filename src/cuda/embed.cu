@@ -1,0 +1,1058 @@
+// The embedding engine on an NVIDIA GPU (cuda.h): fused forward with a schedule per table
+// (RecFlex, paper 001 §IV-B), backward with the sparse optimizer fused, the two-stage tuner
+// (§IV-A). Host-side map and plans: sched.c.
+#include <cuda_runtime.h>
+#include <cub/cub.cuh>
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_impl.h"
+#include "rectrain/core.h"
+#include "rectrain/cuda.h"
+
+// ---- errors ---------------------------------------------------------------------------------
+
+static rec_status cu_fail(cudaError_t e, const char *what) {
+    return rec_errorf(e == cudaErrorMemoryAllocation ? REC_ENOMEM : REC_EUNSUPPORTED, "GPU: %s: %s (%s)", what,
+                      cudaGetErrorString(e), cudaGetErrorName(e));
+}
+#define CU_TRY(call, what)                           \
+    do {                                             \
+        const cudaError_t cu_e_ = (call);            \
+        if (cu_e_ != cudaSuccess) return cu_fail(cu_e_, what); \
+    } while (0)
+
+// ---- engine state ---------------------------------------------------------------------------
+
+struct tab_arg {          // per table, in device memory: the fused kernels' arguments
+    float *T;             // (R, E) rows
+    float *S;             // optimizer state (ADAGRAD (R, E), ROWWISE (R)), or NULL
+    int E, col, sched, pad;
+};
+
+struct rec_cuda_embed {
+    int F, W, maxB, sms, max_occ, occ;
+    size_t smem_per_sm;
+    rec_pooling pooling;
+    rec_sparse_opt_config opt;
+    int64_t *rows;
+    int *dims, *cols, *sched;
+    size_t *tab_off, *st_off;   // floats into d_tab / d_state per table (16-byte aligned)
+    float *d_tab, *d_state;
+    tab_arg *h_args, *d_args;
+    uint32_t *d_row_base;       // (F + 1) first global row of each table
+    int key_bits;
+    cudaStream_t st;
+    // per-batch block map: a pinned ring of two, each reused once its copy is done
+    int32_t *h_map[2], *d_map[2];
+    cudaEvent_t map_done[2];
+    int map_i;
+    // backward scratch for up to bw_cap entries
+    int64_t bw_cap;
+    uint32_t *keys, *keys_sorted;
+    int32_t *vals, *vals_sorted, *tag, *heads, *head_pos, *starts, *long_list, *counters;  // counters: nruns, nlong
+    void *cub_tmp;
+    size_t cub_bytes;
+    unsigned long long *d_prof;  // (2F) per table: block cycles summed, longest block, when profiling
+    cudaEvent_t ev0, ev1;
+};
+
+struct rec_cuda_batch {
+    int B, F;
+    int64_t total;              // ids in all
+    int64_t *nnz;               // (F) host: ids per table
+    size_t cap_bytes;
+    void *h_buf, *d_buf;        // pinned / device: offsets (F (B+1) int32), ids (total int32), weights (total float)
+    const int32_t *d_off, *d_ids;
+    const float *d_w;
+    int F_cap;
+    cudaEvent_t copied;
+    int pending;
+};
+
+// ---- forward: one fused launch, a schedule per table -----------------------------------------
+
+struct fwd_params {
+    const tab_arg *tabs;
+    const int32_t *map;         // rounds (F) then block_start (F + 1)
+    int F, B, W, mean;
+    const int32_t *off, *ids;
+    const float *w;
+    float *out;
+    unsigned long long *prof;
+};
+
+template <int V> struct vec_t;
+template <> struct vec_t<4> {
+    typedef float4 type;
+    static __device__ __forceinline__ float4 zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
+};
+template <> struct vec_t<1> {
+    typedef float type;
+    static __device__ __forceinline__ float zero() { return 0.f; }
+};
+__device__ __forceinline__ void axpy(float4 &a, float s, const float4 &x) {
+    a.x = fmaf(s, x.x, a.x), a.y = fmaf(s, x.y, a.y), a.z = fmaf(s, x.z, a.z), a.w = fmaf(s, x.w, a.w);
+}
+__device__ __forceinline__ void axpy(float &a, float s, float x) { a = fmaf(s, x, a); }
+__device__ __forceinline__ void add(float4 &a, const float4 &x) { a.x += x.x, a.y += x.y, a.z += x.z, a.w += x.w; }
+__device__ __forceinline__ void add(float &a, float x) { a += x; }
+__device__ __forceinline__ void scale(float4 &a, float s) { a.x *= s, a.y *= s, a.z *= s, a.w *= s; }
+__device__ __forceinline__ void scale(float &a, float s) { a *= s; }
+__device__ __forceinline__ float4 shfl_down(const float4 &a, int o, int width) {
+    return make_float4(__shfl_down_sync(0xffffffffu, a.x, o, width), __shfl_down_sync(0xffffffffu, a.y, o, width),
+                       __shfl_down_sync(0xffffffffu, a.z, o, width), __shfl_down_sync(0xffffffffu, a.w, o, width));
+}
+__device__ __forceinline__ float shfl_down(float a, int o, int width) { return __shfl_down_sync(0xffffffffu, a, o, width); }
+
+// Schedule "T threads per bag, V floats per load" for the block's share of table t: groups of T
+// threads take bags; in a group, lane % Cg picks the chunk and lane / Cg the ids (every S-th),
+// and the S partial sums meet through shuffles (T <= 32) or shared memory (T > 32). Every lane
+// runs the same number of rounds and chunk steps, so shuffles and barriers see the whole warp.
+template <int T, int V>
+__device__ __forceinline__ void pool_bags(const fwd_params &p, const tab_arg &t, int f, int rel, int R, float4 *red) {
+    typedef typename vec_t<V>::type vec;
+    const int G = REC_CUDA_BLOCK / T, g = threadIdx.x / T, lane = threadIdx.x % T;
+    const int Cv = t.E / V;
+    int Cg = 1;
+    while (Cg < Cv && Cg < T) Cg <<= 1;
+    const int S = T / Cg, c0 = lane % Cg, s = lane / Cg, nc = (Cv + Cg - 1) / Cg;
+    const int32_t *off = p.off + (size_t)f * (p.B + 1);
+    const vec *rows = reinterpret_cast<const vec *>(t.T);
+    for (int r = 0; r < R; r++) {
+        const int b = (rel * R + r) * G + g;
+        const bool live = b < p.B;
+        const int beg = live ? off[b] : 0, end = live ? off[b + 1] : 0;
+        for (int i = 0; i < nc; i++) {
+            const int c = c0 + i * Cg;
+            vec acc = vec_t<V>::zero();
+            if (live && c < Cv) {
+                int k = beg + s;
+                if (p.w) {
+                    for (; k < end; k += S) axpy(acc, p.w[k], rows[(size_t)p.ids[k] * Cv + c]);
+                } else {
+                    for (; k + 3 * S < end; k += 4 * S) {  // four rows in flight
+                        const vec x0 = rows[(size_t)p.ids[k] * Cv + c], x1 = rows[(size_t)p.ids[k + S] * Cv + c];
+                        const vec x2 = rows[(size_t)p.ids[k + 2 * S] * Cv + c], x3 = rows[(size_t)p.ids[k + 3 * S] * Cv + c];
+                        add(acc, x0), add(acc, x1), add(acc, x2), add(acc, x3);
+                    }
+                    for (; k < end; k += S) add(acc, rows[(size_t)p.ids[k] * Cv + c]);
+                }
+            }
+            if (T <= 32) {
+                for (int o = T / 2; o >= Cg; o >>= 1) add(acc, shfl_down(acc, o, T));
+            } else if (S > 1) {
+                for (int o = 16; o >= Cg; o >>= 1) add(acc, shfl_down(acc, o, 32));
+                __syncthreads();  // the previous step's readers are done with red
+                vec *rv = reinterpret_cast<vec *>(red);
+                if (Cg >= 32 || (lane & 31) < Cg) rv[threadIdx.x] = acc;
+                __syncthreads();
+                if (s == 0) {
+                    if (Cg >= 32)
+                        for (int j = 1; j < S; j++) add(acc, rv[g * T + lane + j * Cg]);
+                    else
+                        for (int j = 1; j < T / 32; j++) add(acc, rv[g * T + lane + j * 32]);
+                }
+            }
+            if (live && s == 0 && c < Cv) {
+                if (p.mean && end > beg) scale(acc, 1.0f / (float)(end - beg));
+                reinterpret_cast<vec *>(p.out + (size_t)b * p.W + t.col)[c] = acc;
+            }
+        }
+    }
+}
+
+template <bool PROF>
+__global__ void __launch_bounds__(REC_CUDA_BLOCK) fwd_kernel(fwd_params p) {
+    extern __shared__ float4 red[];
+    long long t0 = 0;
+    if (PROF && threadIdx.x == 0) t0 = clock64();
+    const int32_t *rounds = p.map, *start = p.map + p.F;
+    const int bid = blockIdx.x;
+    int lo = 0, hi = p.F;  // the table f with start[f] <= bid < start[f + 1]
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (start[mid] <= bid) lo = mid;
+        else hi = mid;
+    }
+    const int f = lo;
+    const tab_arg t = p.tabs[f];
+    const int rel = bid - start[f], R = rounds[f];
+    switch (t.sched) {  // RecFlex Fig. 8: the table's schedule, inlined
+    case 0: pool_bags<1, 4>(p, t, f, rel, R, red); break;
+    case 1: pool_bags<2, 4>(p, t, f, rel, R, red); break;
+    case 2: pool_bags<4, 4>(p, t, f, rel, R, red); break;
+    case 3: pool_bags<8, 4>(p, t, f, rel, R, red); break;
+    case 4: pool_bags<16, 4>(p, t, f, rel, R, red); break;
+    case 5: pool_bags<32, 4>(p, t, f, rel, R, red); break;
+    case 6: pool_bags<64, 4>(p, t, f, rel, R, red); break;
+    case 7: pool_bags<128, 4>(p, t, f, rel, R, red); break;
+    case 8: pool_bags<256, 4>(p, t, f, rel, R, red); break;
+    case 9: pool_bags<1, 1>(p, t, f, rel, R, red); break;
+    case 10: pool_bags<2, 1>(p, t, f, rel, R, red); break;
+    case 11: pool_bags<4, 1>(p, t, f, rel, R, red); break;
+    case 12: pool_bags<8, 1>(p, t, f, rel, R, red); break;
+    case 13: pool_bags<16, 1>(p, t, f, rel, R, red); break;
+    case 14: pool_bags<32, 1>(p, t, f, rel, R, red); break;
+    case 15: pool_bags<64, 1>(p, t, f, rel, R, red); break;
+    case 16: pool_bags<128, 1>(p, t, f, rel, R, red); break;
+    default: pool_bags<256, 1>(p, t, f, rel, R, red); break;
+    }
+    if (PROF) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            const unsigned long long c = (unsigned long long)(clock64() - t0);
+            atomicAdd(p.prof + f, c);
+            atomicMax(p.prof + p.F + f, c);
+        }
+    }
+}
+
+// ---- backward + update ------------------------------------------------------------------------
+
+struct bwd_params {
+    const tab_arg *tabs;
+    const uint32_t *row_base;
+    int F, B, W, mean;
+    const int32_t *off, *ids;
+    const float *w, *dout;
+    uint32_t *keys;
+    int32_t *vals, *tag;
+    const uint32_t *keys_sorted;
+    const int32_t *vals_sorted, *starts, *counters;
+    int32_t *long_list, *nlong;
+    int64_t n;
+    rec_sparse_opt_config opt;
+    float lr;
+};
+
+__device__ __forceinline__ int upper_bound32(const int32_t *a, int n, int32_t x, int stride) {
+    int lo = 0, hi = n;  // first i in [0, n) with a[i * stride] > x
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (a[(size_t)mid * stride] <= x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// Entry k of the batch: its key (global row), its bag (f * B + b) and its position.
+__global__ void keys_kernel(bwd_params p) {
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < p.n; k += (int64_t)gridDim.x * blockDim.x) {
+        const int f = upper_bound32(p.off, p.F, (int32_t)k, p.B + 1) - 1;
+        const int32_t *o = p.off + (size_t)f * (p.B + 1);
+        const int b = upper_bound32(o, p.B + 1, (int32_t)k, 1) - 1;
+        p.keys[k] = p.row_base[f] + (uint32_t)p.ids[k];
+        p.vals[k] = (int32_t)k;
+        p.tag[k] = f * p.B + b;
+    }
+}
+
+__global__ void heads_kernel(const uint32_t *keys, int64_t n, int32_t *heads) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        heads[i] = i == 0 || keys[i] != keys[i - 1];
+}
+
+__global__ void starts_kernel(const int32_t *heads, const int32_t *pos, int64_t n, int32_t *starts, int32_t *counters) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        if (heads[i]) starts[pos[i]] = (int32_t)i;
+        if (i == n - 1) counters[0] = pos[i] + heads[i], counters[1] = 0;
+    }
+}
+
+// Gradient sums accumulate in float64: a hot row of a small table sums tens of thousands of
+// bags' gradients, whose float32 sum errs by 1e-4 relative where they cancel (measured on the
+// H100 against the float64 reference, tests/test_cuda_parity.c); the kernel is memory-bound,
+// so the wider adds cost nothing visible.
+struct dvec4 {
+    double x, y, z, w;
+};
+template <int V> struct acc_t;
+template <> struct acc_t<4> {
+    typedef dvec4 type;
+    static __device__ __forceinline__ dvec4 zero() { return dvec4{0, 0, 0, 0}; }
+    static __device__ __forceinline__ float4 round(const dvec4 &a) {
+        return make_float4((float)a.x, (float)a.y, (float)a.z, (float)a.w);
+    }
+};
+template <> struct acc_t<1> {
+    typedef double type;
+    static __device__ __forceinline__ double zero() { return 0; }
+    static __device__ __forceinline__ float round(double a) { return (float)a; }
+};
+__device__ __forceinline__ void axpy(dvec4 &a, float s, const float4 &x) {
+    a.x += (double)s * x.x, a.y += (double)s * x.y, a.z += (double)s * x.z, a.w += (double)s * x.w;
+}
+__device__ __forceinline__ void axpy(double &a, float s, float x) { a += (double)s * x; }
+__device__ __forceinline__ void add(dvec4 &a, const dvec4 &x) { a.x += x.x, a.y += x.y, a.z += x.z, a.w += x.w; }
+__device__ __forceinline__ void add(double &a, double x) { a += x; }
+__device__ __forceinline__ dvec4 shfl_down(const dvec4 &a, int o, int width) {
+    return dvec4{__shfl_down_sync(0xffffffffu, a.x, o, width), __shfl_down_sync(0xffffffffu, a.y, o, width),
+                 __shfl_down_sync(0xffffffffu, a.z, o, width), __shfl_down_sync(0xffffffffu, a.w, o, width)};
+}
+__device__ __forceinline__ double shfl_down(double a, int o, int width) { return __shfl_down_sync(0xffffffffu, a, o, width); }
+
+// Sums the gradient of one run's entries [a, e) taken from position a + first, every `step`-th
+// (a warp: first = s, step = S; a block's warp w: first = w * S + s, step = 8 * S), into
+// acc[i] for chunk c0 + i * Cg; then the warp's S id-lanes meet (lanes s == 0 hold the sums).
+template <int V, int NC>
+__device__ __forceinline__ void run_grad(const bwd_params &p, const tab_arg &t, int a, int e, int first, int step,
+                                         int c0, int Cg, int Cv, typename acc_t<V>::type *acc) {
+    typedef typename vec_t<V>::type vec;
+#pragma unroll
+    for (int i = 0; i < NC; i++) acc[i] = acc_t<V>::zero();
+    for (int j = a + first; j < e; j += step) {
+        const int k = p.vals_sorted[j], tg = p.tag[k], f = tg / p.B, b = tg - f * p.B;
+        float sc = p.w ? p.w[k] : 1.0f;
+        if (p.mean) {
+            const int32_t *o = p.off + (size_t)f * (p.B + 1);
+            sc /= (float)(o[b + 1] - o[b]);
+        }
+        const vec *g = reinterpret_cast<const vec *>(p.dout + (size_t)b * p.W + t.col);
+#pragma unroll
+        for (int i = 0; i < NC; i++)
+            if (c0 + i * Cg < Cv) axpy(acc[i], sc, g[c0 + i * Cg]);
+    }
+#pragma unroll
+    for (int i = 0; i < NC; i++)
+        for (int o = 16; o >= Cg; o >>= 1) add(acc[i], shfl_down(acc[i], o, 32));
+}
+
+__device__ __forceinline__ float sumsq(const float4 &a) { return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w; }
+__device__ __forceinline__ float sumsq(float a) { return a * a; }
+__device__ __forceinline__ void adagrad(float &p, float &s, float g, float lr, float eps) {
+    s += g * g;
+    p -= lr * g / (sqrtf(s) + eps);
+}
+__device__ __forceinline__ void adagrad(float4 &p, float4 &s, const float4 &g, float lr, float eps) {
+    adagrad(p.x, s.x, g.x, lr, eps), adagrad(p.y, s.y, g.y, lr, eps), adagrad(p.z, s.z, g.z, lr, eps),
+        adagrad(p.w, s.w, g.w, lr, eps);
+}
+__device__ __forceinline__ void step_row(float4 &p, const float4 &g, float k) {
+    p.x -= k * g.x, p.y -= k * g.y, p.z -= k * g.z, p.w -= k * g.w;
+}
+__device__ __forceinline__ void step_row(float &p, float g, float k) { p -= k * g; }
+
+// The optimizer's update of row `row` of table t from the warp's summed gradient (lanes < Cg
+// hold chunks c0 + i * Cg). Called by a whole warp.
+template <int V, int NC>
+__device__ __forceinline__ void apply(const bwd_params &p, const tab_arg &t, uint32_t row, int lane, int Cg, int Cv,
+                                      typename vec_t<V>::type *acc) {
+    typedef typename vec_t<V>::type vec;
+    vec *P = reinterpret_cast<vec *>(t.T + (size_t)row * t.E);
+    const bool mine = lane < Cg;
+    if (p.opt.kind == REC_SPARSE_ROWWISE_ADAGRAD) {
+        float ss = 0;
+#pragma unroll
+        for (int i = 0; i < NC; i++)
+            if (mine && lane + i * Cg < Cv) ss += sumsq(acc[i]);
+        for (int o = 16; o >= 1; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        const float s = t.S[row] + ss / (float)t.E, k = p.lr / (sqrtf(s) + p.opt.eps);
+        if (lane == 0) t.S[row] = s;
+#pragma unroll
+        for (int i = 0; i < NC; i++)
+            if (mine && lane + i * Cg < Cv) step_row(P[lane + i * Cg], acc[i], k);
+    } else if (p.opt.kind == REC_SPARSE_ADAGRAD) {
+        vec *S = reinterpret_cast<vec *>(t.S + (size_t)row * t.E);
+#pragma unroll
+        for (int i = 0; i < NC; i++)
+            if (mine && lane + i * Cg < Cv) adagrad(P[lane + i * Cg], S[lane + i * Cg], acc[i], p.lr, p.opt.eps);
+    } else {
+#pragma unroll
+        for (int i = 0; i < NC; i++)
+            if (mine && lane + i * Cg < Cv) step_row(P[lane + i * Cg], acc[i], p.lr);
+    }
+}
+
+__device__ __forceinline__ int table_of(const bwd_params &p, uint32_t key) {
+    int lo = 0, hi = p.F;  // last f with row_base[f] <= key
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (p.row_base[mid] <= key) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// The summed gradient of run [a, e) (one distinct row) and its update, by `nw` warps: one warp
+// alone (nw 1, threads 0..31 of it) or a whole block of 8 (the partial sums of the warps meet
+// in shared memory `red`, and warp 0 updates the row).
+template <int V, int NC>
+__device__ __forceinline__ void row_run(const bwd_params &p, const tab_arg &t, uint32_t row, int a, int e, int nw,
+                                        double *red) {
+    typedef typename vec_t<V>::type vec;
+    typedef typename acc_t<V>::type acc_v;
+    const int lane = threadIdx.x & 31, w = nw > 1 ? threadIdx.x >> 5 : 0;
+    const int Cv = t.E / V;
+    int Cg = 1;
+    while (Cg < Cv && Cg < 32) Cg <<= 1;
+    const int S = 32 / Cg;
+    acc_v acc[NC];
+    run_grad<V, NC>(p, t, a, e, w * S + lane / Cg, nw * S, lane % Cg, Cg, Cv, acc);
+    if (nw > 1) {
+        acc_v *rv = reinterpret_cast<acc_v *>(red);  // (warps, NC, 32)
+        if (lane < Cg)
+#pragma unroll
+            for (int i = 0; i < NC; i++) rv[(w * NC + i) * 32 + lane] = acc[i];
+        __syncthreads();
+        if (w == 0 && lane < Cg)
+            for (int v = 1; v < nw; v++)
+#pragma unroll
+                for (int i = 0; i < NC; i++) add(acc[i], rv[(v * NC + i) * 32 + lane]);
+    }
+    if (w == 0) {
+        vec g[NC];
+#pragma unroll
+        for (int i = 0; i < NC; i++) g[i] = acc_t<V>::round(acc[i]);
+        apply<V, NC>(p, t, row, lane, Cg, Cv, g);
+    }
+    if (nw > 1) __syncthreads();  // red is free for the next run
+}
+
+// Run [a, e): its row and table from the sorted key, then the row's width decides the
+// accumulators (registers for E <= 256: 16-byte chunks or single floats).
+__device__ __forceinline__ void update_row(const bwd_params &p, int a, int e, int nw, double *red) {
+    const uint32_t key = p.keys_sorted[a];
+    const int f = table_of(p, key);
+    const tab_arg t = p.tabs[f];
+    const uint32_t row = key - p.row_base[f];
+    if (t.E % 4 == 0 && t.col % 4 == 0 && p.W % 4 == 0) {
+        if (t.E <= 128) row_run<4, 1>(p, t, row, a, e, nw, red);
+        else row_run<4, 2>(p, t, row, a, e, nw, red);
+    } else {
+        if (t.E <= 32) row_run<1, 1>(p, t, row, a, e, nw, red);
+        else if (t.E <= 128) row_run<1, 4>(p, t, row, a, e, nw, red);
+        else row_run<1, 8>(p, t, row, a, e, nw, red);
+    }
+}
+
+// One warp per distinct row (runs of at most REC_CUDA_LONG_RUN entries; longer ones are listed
+// for long_kernel).
+__global__ void update_kernel(bwd_params p) {
+    const int lane = threadIdx.x & 31, nruns = p.counters[0];
+    const int64_t w0 = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5, nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t u = w0; u < nruns; u += nw) {
+        const int a = p.starts[u], e = u + 1 < nruns ? p.starts[u + 1] : (int)p.n;
+        if (e - a > REC_CUDA_LONG_RUN) {
+            if (lane == 0) p.long_list[atomicAdd(p.nlong, 1)] = (int32_t)u;
+            continue;
+        }
+        update_row(p, a, e, 1, NULL);
+    }
+}
+
+// One block per long run (the hot rows of small tables: thousands of entries for one row).
+__global__ void __launch_bounds__(256) long_kernel(bwd_params p) {
+    __shared__ double red[8 * 8 * 32 * 2];  // (warps, NC, 32) of 4 doubles (NC <= 2) or 1 (NC <= 8)
+    const int nruns = p.counters[0], nlong = *p.nlong;
+    for (int i = blockIdx.x; i < nlong; i += gridDim.x) {
+        const int u = p.long_list[i];
+        update_row(p, p.starts[u], u + 1 < nruns ? p.starts[u + 1] : (int)p.n, 8, red);
+    }
+}
+
+__global__ void fill_kernel(float *d, size_t n, float x) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) d[i] = x;
+}
+
+// ---- host side --------------------------------------------------------------------------------
+
+static int grid_for(const rec_cuda_embed *g, int64_t n, int threads) {
+    const int64_t want = (n + threads - 1) / threads, cap = (int64_t)g->sms * 16;
+    return (int)(want < 1 ? 1 : want > cap ? cap : want);
+}
+
+extern "C" rec_status rec_cuda_probe(char *name, size_t cap) {
+    int n = 0;
+    if (cap) name[0] = '\0';
+    if (!dlopen("libcuda.so.1", RTLD_LAZY))  // the driver; the runtime is linked in
+        return rec_errorf(REC_EUNSUPPORTED, "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded), so no GPU; "
+                          "--device cpu runs on its CPUs");
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess)
+        return rec_errorf(REC_EUNSUPPORTED, "no usable NVIDIA GPU: %s (%s); --device cpu runs on this machine's CPUs",
+                          cudaGetErrorString(e), cudaGetErrorName(e));
+    if (n == 0) return rec_errorf(REC_EUNSUPPORTED, "no NVIDIA GPU on this machine; --device cpu runs on its CPUs");
+    cudaDeviceProp prop;
+    CU_TRY(cudaGetDeviceProperties(&prop, 0), "reading the device's properties");
+    if (prop.major < 7)
+        return rec_errorf(REC_EUNSUPPORTED, "GPU %s has compute capability %d.%d; rectrain needs 7.0 or newer", prop.name,
+                          prop.major, prop.minor);
+    snprintf(name, cap, "%s (%d SMs, %.0f GiB)", prop.name, prop.multiProcessorCount,
+             (double)prop.totalGlobalMem / (1 << 30));
+    return REC_OK;
+}
+
+extern "C" rec_status rec_cuda_alloc(void **dptr, size_t bytes, const char *what) {
+    *dptr = NULL;
+    const cudaError_t e = cudaMalloc(dptr, bytes ? bytes : 16);
+    if (e != cudaSuccess) {
+        *dptr = NULL;
+        return rec_errorf(REC_ENOMEM, "GPU: cannot allocate %.1f MiB for %s: %s", (double)bytes / (1 << 20), what,
+                          cudaGetErrorString(e));
+    }
+    return REC_OK;
+}
+extern "C" void rec_cuda_free(void *dptr) {
+    if (dptr) cudaFree(dptr);
+}
+// Not on a hot path: both wait for the device to be idle, so that a copy from pageable memory
+// has landed before the next kernel, and a download sees every kernel's writes.
+extern "C" rec_status rec_cuda_upload(void *dst, const void *src, size_t bytes) {
+    CU_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copying to the GPU");
+    CU_TRY(cudaDeviceSynchronize(), "copying to the GPU");
+    return REC_OK;
+}
+extern "C" rec_status rec_cuda_download(void *dst, const void *src, size_t bytes) {
+    CU_TRY(cudaDeviceSynchronize(), "waiting for the GPU");
+    CU_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copying from the GPU");
+    return REC_OK;
+}
+extern "C" rec_status rec_cuda_fill(float *d, size_t n, float x) {
+    fill_kernel<<<1024, 256>>>(d, n, x);
+    CU_TRY(cudaGetLastError(), "launching a fill");
+    CU_TRY(cudaDeviceSynchronize(), "filling device memory");
+    return REC_OK;
+}
+
+extern "C" void rec_cuda_embed_free(rec_cuda_embed *g) {
+    if (!g) return;
+    if (g->st) cudaStreamSynchronize(g->st);
+    cudaFree(g->d_tab), cudaFree(g->d_state), cudaFree(g->d_args), cudaFree(g->d_row_base), cudaFree(g->d_prof);
+    for (int i = 0; i < 2; i++) {
+        cudaFreeHost(g->h_map[i]), cudaFree(g->d_map[i]);
+        if (g->map_done[i]) cudaEventDestroy(g->map_done[i]);
+    }
+    cudaFree(g->keys), cudaFree(g->keys_sorted), cudaFree(g->vals), cudaFree(g->vals_sorted), cudaFree(g->tag);
+    cudaFree(g->heads), cudaFree(g->head_pos), cudaFree(g->starts), cudaFree(g->long_list), cudaFree(g->counters);
+    cudaFree(g->cub_tmp);
+    if (g->ev0) cudaEventDestroy(g->ev0);
+    if (g->ev1) cudaEventDestroy(g->ev1);
+    if (g->st) cudaStreamDestroy(g->st);
+    free(g->rows), free(g->dims), free(g->cols), free(g->sched), free(g->tab_off), free(g->st_off), free(g->h_args);
+    free(g);
+}
+
+static size_t state_floats(const rec_sparse_opt_config *o, int64_t R, int E) {
+    return o->kind == REC_SPARSE_ADAGRAD ? (size_t)R * E : o->kind == REC_SPARSE_ROWWISE_ADAGRAD ? (size_t)R : 0;
+}
+
+// The dynamic shared memory of the fused forward: the schedules' union (256 float4 for the
+// block reduction), padded up to cap the SM at `occ` resident blocks (0: no cap).
+static size_t fwd_smem(const rec_cuda_embed *g, int occ) {
+    const size_t need = REC_CUDA_BLOCK * sizeof(float4);
+    if (occ <= 0) return need;
+    const size_t pad = g->smem_per_sm / (size_t)occ - 1024;  // 1 KiB per block is the runtime's
+    return pad > need ? pad / 128 * 128 : need;
+}
+
+static rec_status upload_args(rec_cuda_embed *g) {
+    for (int f = 0; f < g->F; f++) g->h_args[f].sched = g->sched[f];
+    CU_TRY(cudaMemcpyAsync(g->d_args, g->h_args, (size_t)g->F * sizeof(tab_arg), cudaMemcpyHostToDevice, g->st),
+           "copying the table arguments");
+    CU_TRY(cudaStreamSynchronize(g->st), "copying the table arguments");
+    return REC_OK;
+}
+
+extern "C" rec_status rec_cuda_embed_init(rec_cuda_embed **out, const rec_embed_config *cfg, const rec_embed *src) {
+    *out = NULL;
+    char name[256];
+    REC_TRY(rec_cuda_probe(name, sizeof name));
+    const int F = cfg->n_tables;
+    if (F < 1 || F != rec_embed_tables(src))
+        return rec_errorf(REC_EINVAL, "GPU embedding: %d tables in the config, %d in the engine to copy", F,
+                          rec_embed_tables(src));
+    if (cfg->max_batch < 1) return rec_errorf(REC_EINVAL, "GPU embedding: max_batch %d: want >= 1", cfg->max_batch);
+    if ((int64_t)F * cfg->max_batch >= ((int64_t)1 << 31))
+        return rec_errorf(REC_EINVAL, "GPU embedding: %d tables x batch %d is 2^31 bags or more; use a smaller batch", F,
+                          cfg->max_batch);
+    int64_t total_rows = 0;
+    for (int f = 0; f < F; f++) {
+        if (cfg->dims[f] < 1 || cfg->dims[f] > REC_CUDA_MAX_DIM)
+            return rec_errorf(REC_EINVAL, "GPU embedding: table %d has dim %d; the GPU engine takes dims 1..%d", f,
+                              cfg->dims[f], REC_CUDA_MAX_DIM);
+        if (cfg->rows[f] >= ((int64_t)1 << 31))
+            return rec_errorf(REC_EINVAL, "GPU embedding: table %d has %lld rows; the GPU engine takes fewer than 2^31",
+                              f, (long long)cfg->rows[f]);
+        total_rows += cfg->rows[f];
+    }
+    if (total_rows >= ((int64_t)1 << 32))
+        return rec_errorf(REC_EINVAL, "GPU embedding: %lld rows in all; the GPU engine takes fewer than 2^32",
+                          (long long)total_rows);
+    rec_cuda_embed *g = (rec_cuda_embed *)calloc(1, sizeof *g);
+    if (!g) return rec_errorf(REC_ENOMEM, "GPU embedding: out of memory");
+    g->F = F, g->maxB = cfg->max_batch, g->pooling = cfg->pooling, g->opt = cfg->opt;
+    g->rows = (int64_t *)malloc(F * sizeof(int64_t)), g->dims = (int *)malloc(F * sizeof(int));
+    g->cols = (int *)malloc(F * sizeof(int)), g->sched = (int *)malloc(F * sizeof(int));
+    g->tab_off = (size_t *)malloc((F + 1) * sizeof(size_t)), g->st_off = (size_t *)malloc((F + 1) * sizeof(size_t));
+    g->h_args = (tab_arg *)calloc(F, sizeof(tab_arg));
+    if (!g->rows || !g->dims || !g->cols || !g->sched || !g->tab_off || !g->st_off || !g->h_args) {
+        rec_cuda_embed_free(g);
+        return rec_errorf(REC_ENOMEM, "GPU embedding: out of memory");
+    }
+    size_t to = 0, so = 0;
+    for (int f = 0; f < F; f++) {
+        g->rows[f] = cfg->rows[f], g->dims[f] = cfg->dims[f], g->cols[f] = g->W, g->W += cfg->dims[f];
+        g->tab_off[f] = to, g->st_off[f] = so;
+        to += ((size_t)g->rows[f] * g->dims[f] + 3) / 4 * 4;
+        so += (state_floats(&g->opt, g->rows[f], g->dims[f]) + 3) / 4 * 4;
+    }
+    g->tab_off[F] = to, g->st_off[F] = so;
+    for (int f = 0; f < F; f++) g->sched[f] = rec_cuda_sched_default(g->dims[f], g->cols[f], g->W);
+    g->key_bits = 1;
+    while (g->key_bits < 32 && ((int64_t)1 << g->key_bits) < total_rows) g->key_bits++;
+    rec_status s = REC_OK;
+    cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, 0);
+    if (e == cudaSuccess) {
+        g->sms = prop.multiProcessorCount;
+        g->smem_per_sm = prop.sharedMemPerMultiprocessor;
+        e = cudaStreamCreate(&g->st);  // ordered with the legacy stream's copies and fills
+    }
+    if (e == cudaSuccess) e = cudaEventCreate(&g->ev0);
+    if (e == cudaSuccess) e = cudaEventCreate(&g->ev1);
+    for (int i = 0; e == cudaSuccess && i < 2; i++) {
+        e = cudaEventCreateWithFlags(&g->map_done[i], cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->h_map[i], (2 * F + 1) * sizeof(int32_t));
+    }
+    if (e != cudaSuccess) s = cu_fail(e, "setting up the GPU embedding engine");
+    if (!s) s = rec_cuda_alloc((void **)&g->d_tab, to * sizeof(float), "the embedding tables");
+    if (!s) s = rec_cuda_alloc((void **)&g->d_state, so * sizeof(float), "the embedding optimizer state");
+    if (!s) s = rec_cuda_alloc((void **)&g->d_args, F * sizeof(tab_arg), "the table arguments");
+    if (!s) s = rec_cuda_alloc((void **)&g->d_row_base, (F + 1) * sizeof(uint32_t), "the table row bases");
+    if (!s) s = rec_cuda_alloc((void **)&g->d_prof, 2 * F * sizeof(unsigned long long), "the per-table profile");
+    for (int i = 0; !s && i < 2; i++) s = rec_cuda_alloc((void **)&g->d_map[i], (2 * F + 1) * sizeof(int32_t), "the block map");
+    if (!s) s = rec_cuda_alloc((void **)&g->counters, 4 * sizeof(int32_t), "the backward counters");
+    if (s) {
+        rec_cuda_embed_free(g);
+        return s;
+    }
+    uint32_t *rb = (uint32_t *)malloc((F + 1) * sizeof(uint32_t));
+    if (!rb) {
+        rec_cuda_embed_free(g);
+        return rec_errorf(REC_ENOMEM, "GPU embedding: out of memory");
+    }
+    uint32_t base = 0;
+    for (int f = 0; f < F; f++) {
+        rb[f] = base, base += (uint32_t)g->rows[f];
+        const size_t sn = state_floats(&g->opt, g->rows[f], g->dims[f]);
+        g->h_args[f] = tab_arg{g->d_tab + g->tab_off[f], sn ? g->d_state + g->st_off[f] : NULL, g->dims[f], g->cols[f],
+                               g->sched[f], 0};
+        e = cudaMemcpy(g->d_tab + g->tab_off[f], rec_embed_table((rec_embed *)src, f),
+                       (size_t)g->rows[f] * g->dims[f] * sizeof(float), cudaMemcpyHostToDevice);
+        if (e == cudaSuccess && sn)
+            e = cudaMemcpy(g->d_state + g->st_off[f], rec_embed_state((rec_embed *)src, f), sn * sizeof(float),
+                           cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) break;
+    }
+    rb[F] = base;
+    if (e == cudaSuccess) e = cudaMemcpy(g->d_row_base, rb, (F + 1) * sizeof(uint32_t), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    free(rb);
+    if (e != cudaSuccess) s = cu_fail(e, "copying the tables to the GPU");
+    // The most blocks an SM holds with no padding: the occupancy settings derive from it.
+    int occ = 0;
+    if (!s) {
+        e = cudaFuncSetAttribute(fwd_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)(prop.sharedMemPerBlockOptin));
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(fwd_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)(prop.sharedMemPerBlockOptin));
+        if (e == cudaSuccess)
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fwd_kernel<false>, REC_CUDA_BLOCK, fwd_smem(g, 0));
+        if (e != cudaSuccess) s = cu_fail(e, "configuring the fused embedding kernel");
+    }
+    g->max_occ = occ < 1 ? 1 : occ, g->occ = 0;
+    if (!s) s = upload_args(g);
+    if (s) {
+        rec_cuda_embed_free(g);
+        return s;
+    }
+    *out = g;
+    return REC_OK;
+}
+
+extern "C" rec_status rec_cuda_embed_download(rec_cuda_embed *g, rec_embed *dst) {
+    CU_TRY(cudaStreamSynchronize(g->st), "waiting for the GPU");
+    for (int f = 0; f < g->F; f++) {
+        CU_TRY(cudaMemcpy(rec_embed_table(dst, f), g->d_tab + g->tab_off[f], (size_t)g->rows[f] * g->dims[f] * sizeof(float),
+                          cudaMemcpyDeviceToHost), "copying the tables from the GPU");
+        const size_t sn = state_floats(&g->opt, g->rows[f], g->dims[f]);
+        if (sn)
+            CU_TRY(cudaMemcpy(rec_embed_state(dst, f), g->d_state + g->st_off[f], sn * sizeof(float), cudaMemcpyDeviceToHost),
+                   "copying the optimizer state from the GPU");
+    }
+    return REC_OK;
+}
+
+extern "C" rec_status rec_cuda_embed_sync(rec_cuda_embed *g) {
+    CU_TRY(cudaStreamSynchronize(g->st), "running the embedding kernels");
+    return REC_OK;
+}
+
+// ---- batches ------------------------------------------------------------------------------------
+
+extern "C" rec_status rec_cuda_batch_new(rec_cuda_batch **out) {
+    char name[256];
+    *out = NULL;
+    REC_TRY(rec_cuda_probe(name, sizeof name));
+    rec_cuda_batch *d = (rec_cuda_batch *)calloc(1, sizeof *d);
+    if (!d) return rec_errorf(REC_ENOMEM, "GPU batch: out of memory");
+    const cudaError_t e = cudaEventCreateWithFlags(&d->copied, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        free(d);
+        return cu_fail(e, "creating a batch event");
+    }
+    *out = d;
+    return REC_OK;
+}
+
+extern "C" void rec_cuda_batch_free(rec_cuda_batch *d) {
+    if (!d) return;
+    cudaEventSynchronize(d->copied);
+    cudaEventDestroy(d->copied);
+    cudaFreeHost(d->h_buf), cudaFree(d->d_buf), free(d->nnz);
+    free(d);
+}
+
+extern "C" rec_status rec_cuda_batch_load(rec_cuda_embed *g, rec_cuda_batch *d, const rec_batch *b, int first_feature) {
+    const int F = g->F, B = (int)b->n;
+    if (first_feature < 0 || first_feature + F > b->n_sparse)
+        return rec_errorf(REC_EINVAL, "GPU batch: features %d..%d asked of a batch with %d", first_feature,
+                          first_feature + F - 1, b->n_sparse);
+    if (B < 1 || B > g->maxB)
+        return rec_errorf(REC_EINVAL, "GPU batch: %d rows; the engine was made for 1..%d", B, g->maxB);
+    int64_t total = 0;
+    int weighted = 0;
+    for (int f = 0; f < F; f++) {
+        total += rec_batch_nnz(b, first_feature + f);
+        weighted |= b->sparse[first_feature + f].weights != NULL;
+    }
+    if (total >= ((int64_t)1 << 31))
+        return rec_errorf(REC_EINVAL, "GPU batch: %lld ids; the GPU engine takes fewer than 2^31 a batch (use a smaller batch)",
+                          (long long)total);
+    const size_t bytes = ((size_t)F * (B + 1) + (size_t)total * (weighted ? 2 : 1)) * 4;
+    if (d->pending) CU_TRY(cudaEventSynchronize(d->copied), "waiting for the batch's last copy");
+    d->pending = 0;
+    if (bytes > d->cap_bytes || d->F_cap < F) {
+        cudaFreeHost(d->h_buf), cudaFree(d->d_buf), free(d->nnz);
+        d->h_buf = d->d_buf = NULL, d->nnz = NULL, d->cap_bytes = 0;
+        const size_t cap = bytes + bytes / 4;
+        CU_TRY(cudaMallocHost(&d->h_buf, cap), "allocating a pinned batch buffer");
+        REC_TRY(rec_cuda_alloc(&d->d_buf, cap, "a batch's ids"));
+        d->nnz = (int64_t *)malloc(F * sizeof(int64_t));
+        if (!d->nnz) return rec_errorf(REC_ENOMEM, "GPU batch: out of memory");
+        d->cap_bytes = cap, d->F_cap = F;
+    }
+    int32_t *off = (int32_t *)d->h_buf, *ids = off + (size_t)F * (B + 1);
+    float *w = weighted ? (float *)(ids + total) : NULL;
+    int64_t at = 0;
+    for (int f = 0; f < F; f++) {
+        const rec_jagged *j = &b->sparse[first_feature + f];
+        const int64_t R = g->rows[f], n = j->offsets[B] - j->offsets[0];
+        for (int r = 0; r <= B; r++) off[(size_t)f * (B + 1) + r] = (int32_t)(at + j->offsets[r] - j->offsets[0]);
+        for (int64_t k = 0; k < n; k++) {
+            const int64_t id = rec_jagged_id(j, j->offsets[0] + k);
+            if (id < 0 || id >= R) {
+                int r = 0;
+                while (r < B && j->offsets[r + 1] <= j->offsets[0] + k) r++;
+                return rec_errorf(REC_EINVAL, "GPU batch: feature %d, batch row %d: id %lld is outside the table's %lld rows",
+                                  first_feature + f, r, (long long)id, (long long)R);
+            }
+            ids[at + k] = (int32_t)id;
+            if (w) w[at + k] = j->weights ? j->weights[j->offsets[0] + k] : 1.0f;
+        }
+        d->nnz[f] = n, at += n;
+    }
+    d->B = B, d->F = F, d->total = total;
+    d->d_off = (const int32_t *)d->d_buf, d->d_ids = d->d_off + (size_t)F * (B + 1);
+    d->d_w = weighted ? (const float *)(d->d_ids + total) : NULL;
+    CU_TRY(cudaMemcpyAsync(d->d_buf, d->h_buf, bytes, cudaMemcpyHostToDevice, g->st), "copying a batch to the GPU");
+    CU_TRY(cudaEventRecord(d->copied, g->st), "recording a batch copy");
+    d->pending = 1;
+    return REC_OK;
+}
+
+// ---- forward ------------------------------------------------------------------------------------
+
+static rec_status launch_forward(rec_cuda_embed *g, const rec_cuda_batch *d, float *out, int prof) {
+    if (d->F != g->F) return rec_errorf(REC_EINVAL, "GPU forward: the batch was loaded for %d tables, the engine has %d", d->F, g->F);
+    // The block map of this batch into the next slot of the pinned ring, once that slot's
+    // last copy is done (two launches ago: in the steady state this does not wait).
+    const int i = g->map_i;
+    g->map_i ^= 1;
+    CU_TRY(cudaEventSynchronize(g->map_done[i]), "waiting for a block map slot");
+    int32_t *rounds = g->h_map[i], *start = rounds + g->F;
+    const int occ = g->occ > 0 ? g->occ : g->max_occ;
+    const int64_t nblocks = rec_cuda_block_map(g->F, d->B, g->dims, g->sched, d->nnz, (int64_t)g->sms * occ * 4, rounds, start);
+    if (nblocks >= ((int64_t)1 << 31) - 1) return rec_errorf(REC_EINVAL, "GPU forward: %lld blocks: batch too large", (long long)nblocks);
+    CU_TRY(cudaMemcpyAsync(g->d_map[i], g->h_map[i], (2 * g->F + 1) * sizeof(int32_t), cudaMemcpyHostToDevice, g->st),
+           "copying the block map");
+    CU_TRY(cudaEventRecord(g->map_done[i], g->st), "recording the block map copy");
+    fwd_params p = {g->d_args, g->d_map[i], g->F, d->B, g->W, g->pooling == REC_POOL_MEAN, d->d_off, d->d_ids, d->d_w, out,
+                    g->d_prof};
+    const size_t smem = fwd_smem(g, g->occ);
+    if (prof) fwd_kernel<true><<<(unsigned)nblocks, REC_CUDA_BLOCK, smem, g->st>>>(p);
+    else fwd_kernel<false><<<(unsigned)nblocks, REC_CUDA_BLOCK, smem, g->st>>>(p);
+    CU_TRY(cudaGetLastError(), "launching the fused embedding forward");
+    return REC_OK;
+}
+
+extern "C" rec_status rec_cuda_embed_forward(rec_cuda_embed *g, const rec_cuda_batch *d, float *out) {
+    return launch_forward(g, d, out, 0);
+}
+
+// ---- backward -----------------------------------------------------------------------------------
+
+static rec_status bw_reserve(rec_cuda_embed *g, int64_t n) {
+    if (n <= g->bw_cap) return REC_OK;
+    cudaFree(g->keys), cudaFree(g->keys_sorted), cudaFree(g->vals), cudaFree(g->vals_sorted), cudaFree(g->tag);
+    cudaFree(g->heads), cudaFree(g->head_pos), cudaFree(g->starts), cudaFree(g->long_list), cudaFree(g->cub_tmp);
+    g->keys = g->keys_sorted = NULL, g->vals = g->vals_sorted = g->tag = g->heads = g->head_pos = g->starts = NULL;
+    g->long_list = NULL, g->cub_tmp = NULL, g->bw_cap = 0;
+    const int64_t cap = n + n / 4 + 1024;
+    const size_t b4 = (size_t)cap * 4;
+    void **bufs[] = {(void **)&g->keys, (void **)&g->keys_sorted, (void **)&g->vals, (void **)&g->vals_sorted,
+                     (void **)&g->tag, (void **)&g->heads, (void **)&g->head_pos, (void **)&g->starts, (void **)&g->long_list};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) REC_TRY(rec_cuda_alloc(bufs[i], b4, "the backward's sort"));
+    size_t a = 0, b = 0;
+    CU_TRY(cub::DeviceRadixSort::SortPairs(NULL, a, g->keys, g->keys_sorted, g->vals, g->vals_sorted, (int)cap, 0, 32, g->st),
+           "sizing the sort");
+    CU_TRY(cub::DeviceScan::ExclusiveSum(NULL, b, g->heads, g->head_pos, (int)cap, g->st), "sizing the scan");
+    g->cub_bytes = a > b ? a : b;
+    REC_TRY(rec_cuda_alloc(&g->cub_tmp, g->cub_bytes, "the backward's sort scratch"));
+    g->bw_cap = cap;
+    return REC_OK;
+}
+
+extern "C" rec_status rec_cuda_embed_backward_update(rec_cuda_embed *g, const rec_cuda_batch *d, const float *dout, float lr) {
+    if (d->F != g->F) return rec_errorf(REC_EINVAL, "GPU backward: the batch was loaded for %d tables, the engine has %d", d->F, g->F);
+    const int64_t n = d->total;
+    if (n == 0) return REC_OK;
+    REC_TRY(bw_reserve(g, n));
+    bwd_params p;
+    memset(&p, 0, sizeof p);
+    p.tabs = g->d_args, p.row_base = g->d_row_base, p.F = g->F, p.B = d->B, p.W = g->W, p.mean = g->pooling == REC_POOL_MEAN;
+    p.off = d->d_off, p.ids = d->d_ids, p.w = d->d_w, p.dout = dout;
+    p.keys = g->keys, p.vals = g->vals, p.tag = g->tag, p.keys_sorted = g->keys_sorted, p.vals_sorted = g->vals_sorted;
+    p.starts = g->starts, p.counters = g->counters, p.long_list = g->long_list, p.nlong = g->counters + 1;
+    p.n = n, p.opt = g->opt, p.lr = lr;
+    const int grid = grid_for(g, n, 256);
+    keys_kernel<<<grid, 256, 0, g->st>>>(p);
+    CU_TRY(cudaGetLastError(), "launching the backward's keys");
+    size_t tb = g->cub_bytes;
+    CU_TRY(cub::DeviceRadixSort::SortPairs(g->cub_tmp, tb, g->keys, g->keys_sorted, g->vals, g->vals_sorted, (int)n, 0,
+                                           g->key_bits, g->st), "sorting the backward's rows");
+    heads_kernel<<<grid, 256, 0, g->st>>>(g->keys_sorted, n, g->heads);
+    tb = g->cub_bytes;
+    CU_TRY(cub::DeviceScan::ExclusiveSum(g->cub_tmp, tb, g->heads, g->head_pos, (int)n, g->st), "scanning the runs");
+    starts_kernel<<<grid, 256, 0, g->st>>>(g->heads, g->head_pos, n, g->starts, g->counters);
+    update_kernel<<<grid_for(g, n * 32, 256), 256, 0, g->st>>>(p);
+    long_kernel<<<g->sms * 2, 256, 0, g->st>>>(p);
+    CU_TRY(cudaGetLastError(), "launching the backward's update");
+    return REC_OK;
+}
+
+// ---- plans, timing, tuning ------------------------------------------------------------------------
+
+extern "C" rec_status rec_cuda_embed_set_plan(rec_cuda_embed *g, const int *sched, int occupancy) {
+    for (int f = 0; f < g->F; f++)
+        if (!rec_cuda_sched_fits(sched[f], g->dims[f], g->cols[f], g->W)) {
+            char nm[16];
+            return rec_errorf(REC_EINVAL, "GPU plan: table %d: schedule %s does not fit dim %d at column %d", f,
+                              rec_cuda_sched_name(sched[f], nm, sizeof nm), g->dims[f], g->cols[f]);
+        }
+    if (occupancy < 0 || occupancy > 32) return rec_errorf(REC_EINVAL, "GPU plan: occupancy %d: want 0..32", occupancy);
+    memcpy(g->sched, sched, (size_t)g->F * sizeof(int));
+    g->occ = occupancy;
+    return upload_args(g);
+}
+
+extern "C" void rec_cuda_embed_get_plan(const rec_cuda_embed *g, int *sched, int *occupancy) {
+    memcpy(sched, g->sched, (size_t)g->F * sizeof(int));
+    *occupancy = g->occ;
+}
+
+extern "C" void rec_cuda_embed_set_uniform(rec_cuda_embed *g, int s) {
+    for (int f = 0; f < g->F; f++)
+        g->sched[f] = rec_cuda_sched_fits(s, g->dims[f], g->cols[f], g->W) ? s : rec_cuda_sched_default(g->dims[f], g->cols[f], g->W);
+    upload_args(g);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+extern "C" rec_status rec_cuda_embed_time(rec_cuda_embed *g, rec_cuda_batch *const *d, int n, float *out, const float *dout,
+                                          float lr, int what, int reps, double *sec) {
+    double t[64];
+    if (reps > 64) reps = 64;
+    CU_TRY(cudaStreamSynchronize(g->st), "waiting for the GPU");
+    for (int rep = -1; rep < reps; rep++) {
+        CU_TRY(cudaEventRecord(g->ev0, g->st), "recording an event");
+        for (int i = 0; i < n; i++) {
+            REC_TRY(rec_cuda_embed_forward(g, d[i], out));
+            if (what == 1) REC_TRY(rec_cuda_embed_backward_update(g, d[i], dout, lr));
+        }
+        CU_TRY(cudaEventRecord(g->ev1, g->st), "recording an event");
+        CU_TRY(cudaEventSynchronize(g->ev1), "running the timed passes");
+        float ms = 0;
+        CU_TRY(cudaEventElapsedTime(&ms, g->ev0, g->ev1), "reading the events");
+        if (rep >= 0) t[rep] = ms * 1e-3 / n;
+    }
+    qsort(t, (size_t)reps, sizeof(double), cmp_double);
+    *sec = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    return REC_OK;
+}
+
+// Local stage for the current occupancy: round r gives table f its candidate (r + f) mod N_f, a
+// Latin rotation, so every round runs the same mix of schedules and a table's candidates are
+// compared under the same interference. Per table and candidate: its blocks' cycles summed
+// and its longest block, the least over reps. Two choices per table: least cycles (slot time),
+// and least cycles over the SM slots plus the longest block (slot time with the table's tail).
+static rec_status tune_local(rec_cuda_embed *g, rec_cuda_batch *const *d, int n, float *out, int reps, const int *cand,
+                             const int *nc, int rounds, int *plan_a, int *plan_b) {
+    const int F = g->F;
+    unsigned long long *cyc = (unsigned long long *)malloc(2 * F * sizeof(unsigned long long));
+    double *sum = (double *)malloc(2 * F * sizeof(double)), *best = (double *)malloc(2 * F * sizeof(double));
+    rec_status s = cyc && sum && best ? REC_OK : rec_errorf(REC_ENOMEM, "GPU tuner: out of memory");
+    const double slots = (double)g->sms * (g->occ > 0 ? g->occ : g->max_occ);
+    for (int f = 0; !s && f < 2 * F; f++) best[f] = INFINITY;
+    for (int r = 0; !s && r < rounds; r++) {
+        for (int f = 0; f < F; f++) g->sched[f] = cand[(size_t)f * REC_CUDA_N_SCHED + (r + f) % nc[f]];
+        s = upload_args(g);
+        for (int f = 0; f < 2 * F; f++) sum[f] = INFINITY;
+        for (int t = 0; !s && t < reps; t++) {
+            cudaError_t e = cudaMemsetAsync(g->d_prof, 0, 2 * F * sizeof(unsigned long long), g->st);
+            if (e != cudaSuccess) s = cu_fail(e, "clearing the profile");
+            for (int i = 0; !s && i < n; i++) s = launch_forward(g, d[i], out, 1);
+            if (!s) e = cudaMemcpyAsync(cyc, g->d_prof, 2 * F * sizeof(unsigned long long), cudaMemcpyDeviceToHost, g->st);
+            if (!s && e == cudaSuccess) e = cudaStreamSynchronize(g->st);
+            if (!s && e != cudaSuccess) s = cu_fail(e, "reading the profile");
+            for (int f = 0; !s && f < F; f++) {
+                const double a = (double)cyc[f], b = a / slots + (double)cyc[F + f];
+                if (a < sum[f]) sum[f] = a;
+                if (b < sum[F + f]) sum[F + f] = b;
+            }
+        }
+        for (int f = 0; !s && f < F; f++) {
+            if (r >= nc[f]) continue;  // the rotation repeats this table's candidates: padding
+            if (sum[f] < best[f]) best[f] = sum[f], plan_a[f] = g->sched[f];
+            if (sum[F + f] < best[F + f]) best[F + f] = sum[F + f], plan_b[f] = g->sched[f];
+        }
+    }
+    free(cyc), free(sum), free(best);
+    return s;
+}
+
+extern "C" rec_status rec_cuda_embed_tune(rec_cuda_embed *g, rec_cuda_batch *const *d, int n, float *out, int reps,
+                                          rec_cuda_tune_report *report) {
+    const int F = g->F;
+    rec_cuda_tune_report rep;
+    memset(&rep, 0, sizeof rep);
+    // Occupancy settings: m, m/2, m/4, 1, distinct.
+    for (int k = 0, o = g->max_occ; k < REC_CUDA_N_OCC; k++, o = k == REC_CUDA_N_OCC - 1 ? 1 : o / 2) {
+        if (o < 1) o = 1;
+        int dup = 0;
+        for (int j = 0; j < rep.n_occ; j++) dup |= rep.occ[j] == o;
+        if (!dup) rep.occ[rep.n_occ++] = o;
+    }
+    // Global candidates: two local plans per occupancy, the plan tuning started from, and
+    // the best uniform plan (occupancy uncapped).
+    const int NG = 2 * REC_CUDA_N_OCC + 2;
+    int *cand = (int *)malloc((size_t)F * REC_CUDA_N_SCHED * sizeof(int)), *nc = (int *)malloc(F * sizeof(int));
+    int *plans = (int *)malloc((size_t)NG * F * sizeof(int)), pocc[2 * REC_CUDA_N_OCC + 2];
+    double gs[2 * REC_CUDA_N_OCC + 2];
+    rec_status s = cand && nc && plans ? REC_OK : rec_errorf(REC_ENOMEM, "GPU tuner: out of memory");
+    int rounds = 1, ng = 0;
+    for (int f = 0; !s && f < F; f++) {
+        nc[f] = rec_cuda_sched_candidates(g->dims[f], g->cols[f], g->W, cand + (size_t)f * REC_CUDA_N_SCHED);
+        if (nc[f] > rounds) rounds = nc[f];
+    }
+    rep.rounds = rounds;
+    if (!s) { /* the start plan */
+        memcpy(plans, g->sched, (size_t)F * sizeof(int));
+        pocc[ng++] = g->occ;
+    }
+    for (int k = 0; !s && k < rep.n_occ; k++, ng += 2) {
+        g->occ = rep.occ[k];
+        s = tune_local(g, d, n, out, reps, cand, nc, rounds, plans + (size_t)ng * F, plans + (size_t)(ng + 1) * F);
+        pocc[ng] = pocc[ng + 1] = rep.occ[k];
+    }
+    double ut = INFINITY;
+    g->occ = 0;
+    for (int u = 0; !s && u < REC_CUDA_N_SCHED; u++) { /* the best uniform plan */
+        double t;
+        rec_cuda_embed_set_uniform(g, u);
+        s = rec_cuda_embed_time(g, d, n, out, NULL, 0, 0, reps, &t);
+        if (!s && t < ut) ut = t, rep.uniform_sched = u, memcpy(plans + (size_t)ng * F, g->sched, (size_t)F * sizeof(int));
+    }
+    pocc[ng++] = 0;
+    // Global stage (eq. 4): each candidate as the one fused kernel, timed in turns; the fastest
+    // by its median is kept.
+    enum { TURNS = 5 };
+    double tt[2 * REC_CUDA_N_OCC + 2][TURNS];
+    for (int turn = 0; !s && turn < TURNS; turn++)
+        for (int c = 0; !s && c < ng; c++) {
+            memcpy(g->sched, plans + (size_t)c * F, (size_t)F * sizeof(int));
+            g->occ = pocc[c];
+            s = upload_args(g);
+            if (!s) s = rec_cuda_embed_time(g, d, n, out, NULL, 0, 0, reps, &tt[c][turn]);
+        }
+    int win = 0;
+    for (int c = 0; !s && c < ng; c++) {
+        qsort(tt[c], TURNS, sizeof(double), cmp_double);
+        gs[c] = tt[c][TURNS / 2];
+        if (gs[c] < gs[win]) win = c;
+    }
+    if (!s) {
+        for (int k = 0; k < rep.n_occ; k++) rep.occ_s[k] = fmin(gs[1 + 2 * k], gs[2 + 2 * k]);
+        rep.start_s = gs[0], rep.uniform_s = gs[ng - 1];
+        rep.winner = win == 0 ? REC_CUDA_WIN_START : win == ng - 1 ? REC_CUDA_WIN_UNIFORM
+                     : (win - 1) % 2 ? REC_CUDA_WIN_TAIL : REC_CUDA_WIN_SLOTS;
+        memcpy(g->sched, plans + (size_t)win * F, (size_t)F * sizeof(int));
+        g->occ = rep.occupancy = pocc[win];
+        s = upload_args(g);
+    }
+    if (report) *report = rep;
+    free(cand), free(nc), free(plans);
+    return s;
+}
+
+__global__ void copy_kernel(const float4 *a, float4 *b, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) b[i] = a[i];
+}
+
+extern "C" rec_status rec_cuda_copy_gbps(size_t bytes, double *gbps) {
+    void *a = NULL, *b = NULL;
+    REC_TRY(rec_cuda_alloc(&a, bytes, "the bandwidth probe"));
+    rec_status s = rec_cuda_alloc(&b, bytes, "the bandwidth probe");
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    double t[5];
+    if (!s && (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess))
+        s = rec_errorf(REC_EUNSUPPORTED, "GPU: cannot create events");
+    if (!s) cudaMemset(a, 1, bytes);
+    for (int rep = -1; !s && rep < 5; rep++) {
+        cudaEventRecord(e0);
+        copy_kernel<<<2048, 256>>>((const float4 *)a, (float4 *)b, bytes / 16);
+        cudaEventRecord(e1);
+        const cudaError_t e = cudaEventSynchronize(e1);
+        if (e != cudaSuccess) s = cu_fail(e, "timing a device copy");
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (rep >= 0) t[rep] = ms * 1e-3;
+    }
+    if (!s) {
+        qsort(t, 5, sizeof(double), cmp_double);
+        *gbps = 2.0 * (double)(bytes / 16 * 16) / t[2] * 1e-9;
+    }
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(a), cudaFree(b);
+    return s;
+}

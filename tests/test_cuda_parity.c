@@ -1,0 +1,249 @@
+/* The GPU embedding engine against the CPU: random heterogeneous models (dims 1..256, odd ones
+ * too, so both load widths and unaligned columns run; rows from 1, so a row can take thousands
+ * of a batch's ids; bags of 0..300 ids, a quarter empty; weights; SUM and MEAN), outputs
+ * poisoned with NaN before every launch.
+ *   forward:  every uniform schedule, a random plan at a random occupancy, the default plan:
+ *             per table ||gpu - ref|| / ||ref|| <= 1e-5 against the float64 reference, every
+ *             element written;
+ *   backward + update (SGD, Adagrad, row-wise Adagrad; two steps): per table the change of
+ *             the rows, ||dT_gpu - dT_ref|| / ||dT_ref|| <= 1e-5 against the float64 reference
+ *             (rec_embed_grad_ref + rec_embed_update_ref), and the optimizer state likewise.
+ *             The CPU engine's own error on the same steps is printed beside it: on the hot
+ *             rows of 1-row tables (tens of thousands of cancelling terms) its float32 sums
+ *             err by up to 2e-4, which is why the GPU sums in float64;
+ *   bad ids are refused naming feature, row and id.
+ * Exits 77 (skipped) on a machine without a usable GPU. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "embedcheck.h"
+#include "rectrain/core.h"
+#include "rectrain/cuda.h"
+
+enum { MAXF = 12 };
+static rec_rng rng;
+static double urand(void) { return rec_rng_uniform(&rng); }
+static int64_t irand(int64_t n) { return (int64_t)rec_rng_below(&rng, (uint64_t)n); }
+
+typedef struct model {
+    int F, B, weighted;
+    int64_t rows[MAXF];
+    int dims[MAXF], maxbag[MAXF];
+    rec_pooling pooling;
+} model;
+
+static model random_model(int t) {
+    static const int DIMS[] = {1, 3, 4, 7, 8, 16, 17, 24, 32, 64, 100, 128, 252, 256};
+    model m = {1 + (int)irand(MAXF), 1 + (int)irand(t % 2 ? 600 : 40), urand() < 0.5, {0}, {0}, {0},
+               urand() < 0.5 ? REC_POOL_SUM : REC_POOL_MEAN};
+    for (int f = 0; f < m.F; f++) {
+        m.dims[f] = urand() < 0.2 ? 1 + (int)irand(256) : DIMS[irand(sizeof DIMS / sizeof DIMS[0])];
+        m.rows[f] = f == 0 ? 1 + irand(3) : 1 + irand(urand() < 0.3 ? 20000 : 300);
+        m.maxbag[f] = urand() < 0.3 ? 1 : urand() < 0.5 ? 300 : 20;
+    }
+    return m;
+}
+
+static void make_batch(rec_batch *b, const model *m) {
+    rec_status s = rec_batch_init(b, m->B, 0, m->F, 4);
+    b->n = m->B;
+    for (int f = 0; !s && f < m->F; f++) {
+        rec_jagged *j = &b->sparse[f];
+        j->offsets[0] = 0;
+        for (int64_t r = 0; r < m->B; r++) {
+            const int64_t L = urand() < 0.25 ? 0 : m->maxbag[f] == 1 ? 1 : irand(m->maxbag[f] + 1);
+            if (!s) s = rec_batch_reserve_nnz(b, f, j->offsets[r] + L, m->weighted && f % 2);
+            for (int64_t k = j->offsets[r]; !s && k < j->offsets[r] + L; k++) {
+                j->ids64[k] = urand() < 0.5 ? irand(m->rows[f] < 4 ? m->rows[f] : 4) : irand(m->rows[f]);
+                if (j->weights) j->weights[k] = (float)(3.0 * urand() - 1.5);
+            }
+            j->offsets[r + 1] = j->offsets[r] + (s ? 0 : L);
+        }
+        if (!s && f % 2) s = rec_batch_set_wide(b, f, 0);
+    }
+    CHECK(s == REC_OK, "building a test batch: %s", rec_errmsg());
+}
+
+/* Largest per-table relative error of got against ref (B, W); INFINITY when an element is
+ * not finite (unwritten: still the NaN poison). */
+static double table_error(const model *m, const float *got, const double *ref) {
+    int W = 0;
+    for (int f = 0; f < m->F; f++) W += m->dims[f];
+    double worst = 0;
+    for (int f = 0, col = 0; f < m->F; col += m->dims[f], f++) {
+        double num = 0, den = 0;
+        for (int r = 0; r < m->B; r++)
+            for (int c = 0; c < m->dims[f]; c++) {
+                const double x = got[(size_t)r * W + col + c], y = ref[(size_t)r * W + col + c];
+                if (!isfinite(x)) return INFINITY;
+                num += (x - y) * (x - y), den += y * y;
+            }
+        const double e = den > 0 ? sqrt(num / den) : sqrt(num);
+        worst = e > worst ? e : worst;
+    }
+    return worst;
+}
+
+static double worst_gpu, worst_cpu; /* largest change errors seen, GPU and CPU engine */
+
+/* ||a - b|| / ||b - base|| over n values (the change the steps made, a against the reference b). */
+static double change_error(const float *a, const double *b, const float *base, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) return INFINITY;
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += ((double)b[i] - base[i]) * ((double)b[i] - base[i]);
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static int forward_case(rec_cuda_embed *g, rec_cuda_batch *d, const model *m, float *out, float *h, size_t n,
+                        const double *ref, const char *what) {
+    rec_status s = rec_cuda_fill(out, n, NAN);
+    if (!s) s = rec_cuda_embed_forward(g, d, out);
+    if (!s) s = rec_cuda_embed_sync(g);
+    if (!s) s = rec_cuda_download(h, out, n * sizeof(float));
+    const double e = s ? INFINITY : table_error(m, h, ref);
+    CHECK(s == REC_OK && e <= 1e-5, "forward %s: relative error %g (F %d, B %d, %s): %s", what, e, m->F, m->B,
+          m->pooling == REC_POOL_MEAN ? "mean" : "sum", s ? rec_errmsg() : "");
+    return e <= 1e-5;
+}
+
+static void test_case(int t) {
+    const model m = random_model(t);
+    const rec_sparse_opt_kind kind = (rec_sparse_opt_kind)(t % 3);
+    rec_embed_config cfg = {m.F, m.rows, m.dims, m.pooling, rec_sparse_opt_defaults(kind, 0.05f), m.B, 2, 11 + t, 0};
+    rec_embed *cpu = NULL, *back = NULL;
+    rec_cuda_embed *g = NULL;
+    rec_cuda_batch *d = NULL;
+    rec_batch b;
+    make_batch(&b, &m);
+    rec_status s = rec_embed_init(&cpu, &cfg);
+    if (!s) s = rec_embed_init(&back, &cfg);
+    if (!s) s = rec_cuda_embed_init(&g, &cfg, cpu);
+    if (!s) s = rec_cuda_batch_new(&d);
+    if (!s) s = rec_cuda_batch_load(g, d, &b, 0);
+    CHECK(s == REC_OK, "case %d setup: %s", t, rec_errmsg());
+    const int W = s ? 0 : rec_embed_out_width(cpu);
+    const size_t n = (size_t)m.B * W;
+    float *out = NULL, *dout = NULL, *h = malloc((n + 1) * sizeof(float)), *hd = malloc((n + 1) * sizeof(float));
+    double *ref = malloc((n + 1) * sizeof(double)), *S = malloc((n + 1) * sizeof(double));
+    if (!s) s = rec_cuda_alloc((void **)&out, n * sizeof(float), "test outputs");
+    if (!s) s = rec_cuda_alloc((void **)&dout, n * sizeof(float), "test gradients");
+    if (s || !h || !hd || !ref || !S) goto done;
+    forward_refs(cpu, m.pooling, &b, 0, ref, S);
+    /* Forward: each uniform schedule, then a random plan and occupancy, then the default. */
+    char nm[16];
+    int ok = 1;
+    for (int u = 0; ok && u < REC_CUDA_N_SCHED; u++) {
+        rec_cuda_embed_set_uniform(g, u);
+        ok = forward_case(g, d, &m, out, h, n, ref, rec_cuda_sched_name(u, nm, sizeof nm));
+    }
+    int plan[MAXF], col = 0;
+    for (int f = 0; f < m.F; col += m.dims[f], f++) {
+        int c[REC_CUDA_N_SCHED];
+        const int k = rec_cuda_sched_candidates(m.dims[f], col, W, c);
+        plan[f] = c[irand(k)];
+    }
+    s = rec_cuda_embed_set_plan(g, plan, 1 + (int)irand(4));
+    CHECK(s == REC_OK, "random plan: %s", rec_errmsg());
+    if (ok) forward_case(g, d, &m, out, h, n, ref, "random plan");
+    /* Backward + update, two steps, against the float64 reference (and the CPU engine). */
+    double **T64 = tables_f64(cpu, 0), **S64 = calloc((size_t)m.F, sizeof *S64), **G64 = calloc((size_t)m.F, sizeof *G64);
+    float **T0 = calloc((size_t)m.F, sizeof *T0), **S0 = calloc((size_t)m.F, sizeof *S0);
+    uint8_t **touched = calloc((size_t)m.F, sizeof *touched);
+    double *dout64 = malloc((n + 1) * sizeof(double));
+    for (int f = 0; f < m.F; f++) {
+        const size_t nt = (size_t)m.rows[f] * m.dims[f], ns = rec_embed_state_len(cpu, f);
+        T0[f] = malloc(nt * sizeof(float)), S0[f] = malloc((ns + 1) * sizeof(float));
+        S64[f] = malloc((ns + 1) * sizeof(double)), G64[f] = malloc(nt * sizeof(double));
+        touched[f] = calloc((size_t)m.rows[f], 1);
+        memcpy(T0[f], rec_embed_table(cpu, f), nt * sizeof(float));
+        for (size_t i = 0; i < ns; i++) S0[f][i] = rec_embed_state(cpu, f)[i], S64[f][i] = S0[f][i];
+        for (int64_t k = 0; k < rec_batch_nnz(&b, f); k++) touched[f][rec_jagged_id(&b.sparse[f], k)] = 1;
+    }
+    for (int step = 0; !s && step < 2; step++) {
+        for (size_t i = 0; i < n; i++) hd[i] = (float)(2.0 * urand() - 1.0), dout64[i] = hd[i];
+        s = rec_cuda_upload(dout, hd, n * sizeof(float));
+        if (!s) s = rec_cuda_embed_forward(g, d, out);
+        if (!s) s = rec_cuda_embed_backward_update(g, d, dout, 0.05f);
+        if (!s) s = rec_embed_forward(cpu, &b, 0, h);
+        if (!s) s = rec_embed_backward_update(cpu, &b, 0, hd, 0.05f);
+        CHECK(s == REC_OK, "backward step %d: %s", step, rec_errmsg());
+        rec_embed_grad_ref(m.F, m.rows, m.dims, m.pooling, &b, 0, dout64, G64);
+        rec_embed_update_ref(m.F, m.rows, m.dims, &cfg.opt, 0.05f, (const double *const *)G64,
+                             (const uint8_t *const *)touched, T64, S64);
+    }
+    if (!s) s = rec_cuda_embed_download(g, back);
+    for (int f = 0; !s && f < m.F; f++) {
+        const size_t nt = (size_t)m.rows[f] * m.dims[f], ns = rec_embed_state_len(cpu, f);
+        const double et = change_error(rec_embed_table(back, f), T64[f], T0[f], nt);
+        const double es = ns ? change_error(rec_embed_state(back, f), S64[f], S0[f], ns) : 0;
+        const double ct = change_error(rec_embed_table(cpu, f), T64[f], T0[f], nt);
+        const double cs = ns ? change_error(rec_embed_state(cpu, f), S64[f], S0[f], ns) : 0;
+        worst_gpu = fmax(worst_gpu, fmax(et, es)), worst_cpu = fmax(worst_cpu, fmax(ct, cs));
+        CHECK(et <= 1e-5 && es <= 1e-5, "case %d (%s, %s, B %d) table %d (rows %lld, dim %d): change error %g, state %g "
+              "(the CPU engine's: %g, %g)", t, kind == 0 ? "sgd" : kind == 1 ? "adagrad" : "rowwise",
+              m.pooling == REC_POOL_MEAN ? "mean" : "sum", m.B, f, (long long)m.rows[f], m.dims[f], et, es, ct, cs);
+    }
+    for (int f = 0; f < m.F; f++) free(T0[f]), free(S0[f]), free(S64[f]), free(G64[f]), free(touched[f]);
+    free(T0), free(S0), free(S64), free(G64), free(touched), free(dout64);
+    free_tables(T64, m.F);
+done:
+    rec_cuda_free(out), rec_cuda_free(dout);
+    free(h), free(hd), free(ref), free(S);
+    rec_cuda_batch_free(d);
+    rec_cuda_embed_free(g);
+    rec_embed_free(cpu), rec_embed_free(back);
+    rec_batch_free(&b);
+}
+
+static void test_bad_ids(void) {
+    const int64_t rows[2] = {10, 20};
+    const int dims[2] = {4, 8};
+    rec_embed_config cfg = {2, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), 4, 1, 1, 0};
+    rec_embed *e = NULL;
+    rec_cuda_embed *g = NULL;
+    rec_cuda_batch *d = NULL;
+    rec_batch b;
+    rec_status s = rec_batch_init(&b, 4, 0, 2, 2);
+    b.n = 4;
+    for (int f = 0; !s && f < 2; f++)
+        for (int r = 0; r <= 4; r++) {
+            b.sparse[f].offsets[r] = r;
+            if (r < 4) b.sparse[f].ids64[r] = r;
+        }
+    b.sparse[1].ids64[2] = 20;
+    if (!s) s = rec_embed_init(&e, &cfg);
+    if (!s) s = rec_cuda_embed_init(&g, &cfg, e);
+    if (!s) s = rec_cuda_batch_new(&d);
+    CHECK(s == REC_OK, "bad-id setup: %s", rec_errmsg());
+    if (!s) CHECK_ERR(rec_cuda_batch_load(g, d, &b, 0), REC_EINVAL, "feature 1, batch row 2: id 20");
+    int dims300[1] = {300};
+    int64_t rows1[1] = {5};
+    rec_embed_config big = {1, rows1, dims300, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), 4, 1, 1, 0};
+    rec_embed *e2 = NULL;
+    rec_cuda_embed *g2 = NULL;
+    if (rec_embed_init(&e2, &big) == REC_OK) CHECK_ERR(rec_cuda_embed_init(&g2, &big, e2), REC_EINVAL, "dims 1..256");
+    rec_embed_free(e2);
+    rec_cuda_batch_free(d);
+    rec_cuda_embed_free(g);
+    rec_embed_free(e);
+    rec_batch_free(&b);
+}
+
+int main(int argc, char **argv) {
+    char name[256];
+    if (rec_cuda_probe(name, sizeof name) != REC_OK) {
+        printf("%s: skipped\n", rec_errmsg());
+        return 77;
+    }
+    printf("GPU: %s\n", name);
+    const int cases = argc > 1 ? atoi(argv[1]) : 24;
+    rec_rng_seed(&rng, 2026, 11);
+    for (int t = 0; t < cases; t++) test_case(t);
+    test_bad_ids();
+    printf("backward + update, largest change error against float64: GPU %.3g, CPU engine %.3g\n", worst_gpu, worst_cpu);
+    return check_report();
+}
