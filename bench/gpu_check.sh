@@ -6,16 +6,24 @@
 set -u
 OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
 [ -f .gpu/pack.tar.xz ] && tar -C .gpu -xJf .gpu/pack.tar.xz
-export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# cuBLASLt (opened by the GPU model at run time): the toolkit's, else the one PyTorch's wheels bring.
+LT=$(ls -d /usr/local/cuda/lib64 2>/dev/null; python3 -c 'import nvidia.cublas; print(list(nvidia.cublas.__path__)[0] + "/lib")' 2>/dev/null || true)
+export LD_LIBRARY_PATH="$PWD/.gpu/lib$(printf ':%s' $LT)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+ls $LT 2>/dev/null | grep -m1 cublasLt || echo "no libcublasLt found in: $LT"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 B=.gpu/bin
 echo "== parity"
 REC_CLI=$PWD/$B/rectrain REC_SOURCE_DIR=$PWD timeout 60 $B/test_cuda_host > "$OUT/host.txt" 2>&1; tail -n 3 "$OUT/host.txt"
 timeout 90 $B/test_cuda_parity ${PARITY_CASES:-24} > "$OUT/parity.txt" 2>&1; echo "parity rc $?"; tail -n 12 "$OUT/parity.txt"
 if command -v compute-sanitizer >/dev/null; then
-    timeout 90 compute-sanitizer --tool memcheck --print-limit 5 $B/test_cuda_parity 2 > "$OUT/memcheck.txt" 2>&1
+    timeout 60 compute-sanitizer --tool memcheck --print-limit 5 $B/test_cuda_parity 1 > "$OUT/memcheck.txt" 2>&1
     echo "memcheck rc $?"; grep -E 'ERROR SUMMARY|Invalid|passed' "$OUT/memcheck.txt" | head -n 6
 fi
 echo "== embedding bench"
 REC_BIN=$B/rectrain timeout 220 bench/embed_gpu.sh "${MODELS:-kaggle A B C D E}" "${REPS:-3}" > "$OUT/embed.txt" 2> "$OUT/embed.err"
-echo "embed rc $?"; tail -n 30 "$OUT/embed.err" | grep -v '^{' | tail -n 24; cat "$OUT/embed.txt"
+echo "embed rc $?"; grep -E 'tuned in|fwd ms' "$OUT/embed.err" | tail -n 14; cat "$OUT/embed.txt"
+if [ "${TRAIN:-1}" = 1 ]; then
+    echo "== training"
+    REC_BIN=$B/rectrain timeout ${TRAIN_TIMEOUT:-200} bench/train_gpu.sh > "$OUT/train.txt" 2> "$OUT/train.err"
+    echo "train rc $?"; tail -n 40 "$OUT/train.err"; cat "$OUT/train.txt"
+fi

@@ -12,6 +12,11 @@ N(0, sqrt(2/(m+n))), biases N(0, sqrt(1/m)), embeddings U(-sqrt(1/R), sqrt(1/R))
 
   /usr/bin/python3 dev/torch_dlrm.py --tsv train.tsv --spec spec.json --config configs/dlrm_kaggle.json \
       --holdout 0.1 [--threads 2] [--steps N] [--json]
+
+Speed runs on a GPU: --device cuda keeps the model and the rows on the GPU (timing ends with
+torch.cuda.synchronize(), the first --warmup steps untimed); --synthetic N draws N rows instead
+of reading a TSV (labels Bernoulli(0.25), dense log1p of small integers, ids skewed towards low
+rows, floor(R u^(4/3))) with the spec's table sizes; --batch overrides the config's.
 """
 import argparse
 import json
@@ -83,7 +88,7 @@ class DLRM(torch.nn.Module):
     def forward(self, dense, ids):
         B = dense.shape[0]
         h = self.bottom(dense)
-        offsets = torch.arange(B, dtype=torch.int64)
+        offsets = torch.arange(B, dtype=torch.int64, device=dense.device)
         e = [bag(ids[:, f].contiguous(), offsets) for f, bag in enumerate(self.emb)]
         T = torch.stack([h] + e, dim=1)
         Z = torch.bmm(T, T.transpose(1, 2))
@@ -93,7 +98,11 @@ class DLRM(torch.nn.Module):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tsv", required=True)
+    ap.add_argument("--tsv")
+    ap.add_argument("--synthetic", type=int, default=0, help="draw N rows instead of reading --tsv")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--batch", type=int, default=0, help="batch size (default: the config's)")
+    ap.add_argument("--warmup", type=int, default=-1, help="untimed first steps (default: 10 on cuda, 0 on cpu)")
     ap.add_argument("--spec", required=True)
     ap.add_argument("--config", required=True)
     ap.add_argument("--holdout", type=float, default=0.1)
@@ -102,6 +111,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if not a.tsv and not a.synthetic:
+        sys.exit("give --tsv FILE or --synthetic N")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("dev/torch_dlrm.py: --device cuda, but this torch sees no GPU")
+    dev = torch.device(a.device)
+    warmup = a.warmup if a.warmup >= 0 else (10 if a.device == "cuda" else 0)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     cfg = json.load(open(a.config))
@@ -111,30 +126,46 @@ def main():
     if opt.get("dense", {}).get("kind", "sgd") != "sgd" or opt.get("sparse", {}).get("kind", "sgd") != "sgd":
         sys.exit("this peer uses SGD for both dense and sparse parameters, as dlrm_s_pytorch.py does")
     lr_d, lr_s = opt.get("dense", {}).get("lr", 0.1), opt.get("sparse", {}).get("lr", 0.1)
-    B = cfg.get("train", {}).get("batch_size", 2048)
+    B = a.batch or cfg.get("train", {}).get("batch_size", 2048)
     epochs = cfg.get("train", {}).get("epochs", 1)
     dim = cfg["embedding"]["dim"]
 
     t0 = time.time()
     divisors = spec_divisors(a.spec)
-    y, x, s = load_tsv(a.tsv, divisors)
+    if a.synthetic:
+        rng = np.random.default_rng(a.seed)
+        n = a.synthetic
+        y = (rng.random(n) < 0.25).astype(np.float32)
+        x = np.log1p(rng.integers(0, 100, size=(n, 13)).astype(np.float32))
+        u = rng.random((n, len(divisors)))
+        s = np.minimum((np.asarray(divisors, dtype=np.float64) * u ** (4.0 / 3.0)).astype(np.int64),
+                       np.asarray(divisors, dtype=np.int64) - 1)
+    else:
+        y, x, s = load_tsv(a.tsv, divisors)
     N = len(y)
     n_eval = int(math.floor(N * a.holdout)) if a.holdout > 0 else 0
     n_train = N - n_eval
     print(f"torch peer: read {N} rows in {time.time() - t0:.1f} s", file=sys.stderr)
 
-    model = DLRM(x.shape[1], divisors, dim, cfg["bottom_mlp"], cfg["top_mlp"])
+    model = DLRM(x.shape[1], divisors, dim, cfg["bottom_mlp"], cfg["top_mlp"]).to(dev)
     dense_p = [p for n, p in model.named_parameters() if not n.startswith("emb")]
     sparse_p = [p for n, p in model.named_parameters() if n.startswith("emb")]
     opt_d = torch.optim.SGD(dense_p, lr=lr_d)
     opt_s = torch.optim.SGD(sparse_p, lr=lr_s)
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    yt, xt, st = torch.from_numpy(y), torch.from_numpy(x), torch.from_numpy(s)
+    yt, xt, st = torch.from_numpy(y).to(dev), torch.from_numpy(x).to(dev), torch.from_numpy(s).to(dev)
+
+    def sync():
+        if a.device == "cuda":
+            torch.cuda.synchronize()
 
     steps, rows, t_train = 0, 0, 0.0
     for ep in range(epochs):
         t1 = time.time()
         for r0 in range(0, n_train, B):
+            if steps == warmup and warmup > 0:  # the timed part starts here
+                sync()
+                t1, rows = time.time(), 0
             r1 = min(r0 + B, n_train)
             logits = model(xt[r0:r1], st[r0:r1])
             loss = loss_fn(logits, yt[r0:r1])
@@ -147,17 +178,19 @@ def main():
             rows += r1 - r0
             if a.steps and steps >= a.steps:
                 break
+        sync()
         t_train += time.time() - t1
         if a.steps and steps >= a.steps:
             break
     sps = rows / t_train
-    out = {"peer": "pytorch " + torch.__version__, "rows": rows, "steps": steps, "batch": B, "threads": a.threads,
+    out = {"peer": "pytorch " + torch.__version__, "device": a.device, "rows": rows, "steps": steps, "batch": B,
+           "threads": a.threads,
            "seconds": round(t_train, 3), "samples_per_s": round(sps, 1), "loss": float(loss)}
     if n_eval:
         with torch.no_grad():
             preds = []
             for r0 in range(n_train, N, 8192):
-                preds.append(model(xt[r0:r0 + 8192], st[r0:r0 + 8192]).numpy())
+                preds.append(model(xt[r0:r0 + 8192], st[r0:r0 + 8192]).cpu().numpy())
         p = np.concatenate(preds)
         out["auc"] = round(float(roc_auc_score(y[n_train:], p)), 6)
         out["eval_rows"] = n_eval

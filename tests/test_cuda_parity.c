@@ -11,7 +11,11 @@
  *             The CPU engine's own error on the same steps is printed beside it: on the hot
  *             rows of 1-row tables (tens of thousands of cancelling terms) its float32 sums
  *             err by up to 2e-4, which is why the GPU sums in float64;
- *   bad ids are refused naming feature, row and id.
+ *   bad ids are refused naming feature, row and id;
+ *   a whole DLRM training step (the GPU model against the CPU model, model.h): dot with and
+ *   without self-interaction and cat, SGD / Adagrad / Adam with the sparse optimizers, three
+ *   steps: each step's loss within 1e-4 relative, and every parameter tensor's change and the
+ *   optimizer state within 1e-4 (||gpu - cpu|| / ||cpu - start||).
  * Exits 77 (skipped) on a machine without a usable GPU. */
 #include <math.h>
 #include <stdlib.h>
@@ -20,6 +24,7 @@
 #include "embedcheck.h"
 #include "rectrain/core.h"
 #include "rectrain/cuda.h"
+#include "rectrain/model.h"
 
 enum { MAXF = 12 };
 static rec_rng rng;
@@ -233,6 +238,94 @@ static void test_bad_ids(void) {
     rec_batch_free(&b);
 }
 
+static void dlrm_batch(rec_batch *b, int B, int Dn, int F, const int64_t *rows) {
+    rec_status s = rec_batch_init(b, B, Dn, F, 2);
+    b->n = B;
+    for (int r = 0; !s && r < B; r++) {
+        b->label[r] = urand() < 0.3;
+        for (int k = 0; k < Dn; k++) b->dense[(size_t)r * Dn + k] = (float)(3.0 * urand());
+    }
+    for (int f = 0; !s && f < F; f++) {
+        rec_jagged *j = &b->sparse[f];
+        j->offsets[0] = 0;
+        for (int r = 0; !s && r < B; r++) {
+            const int64_t L = f % 3 == 2 ? irand(4) : 1;
+            s = rec_batch_reserve_nnz(b, f, j->offsets[r] + L, 0);
+            for (int64_t k = j->offsets[r]; !s && k < j->offsets[r] + L; k++) j->ids64[k] = irand(rows[f]);
+            j->offsets[r + 1] = j->offsets[r] + L;
+        }
+    }
+    if (!s) s = rec_batch_fit_ids(b, rows);
+    CHECK(s == REC_OK, "building a DLRM batch: %s", rec_errmsg());
+}
+
+static void test_dlrm_case(int t) {
+    enum { Dn = 13, F = 8, B = 300, STEPS = 3 };
+    int64_t rows[F];
+    for (int f = 0; f < F; f++) rows[f] = f == 0 ? 3 : 50 + irand(3000);
+    rec_model_config c;
+    rec_model_config_default(&c, REC_MODEL_DLRM);
+    c.interaction = t == 2 ? REC_INTERACT_CAT : REC_INTERACT_DOT;
+    c.self_interaction = t == 1;
+    const rec_opt_kind dk = (rec_opt_kind)(t % 3);
+    c.dense_opt = rec_dense_opt_defaults(dk, dk == REC_OPT_ADAM ? 0.001f : 0.05f);
+    c.sparse_opt = rec_sparse_opt_defaults((rec_sparse_opt_kind)(t % 3), 0.05f);
+    c.seed = 5 + t;
+    rec_model *cpu = NULL, *back = NULL;
+    rec_cuda_model *g = NULL;
+    rec_status s = rec_model_config_bind(&c, Dn, F, rows, "test");
+    if (!s) s = rec_model_init(&cpu, &c, B, 2);
+    if (!s) s = rec_model_init(&back, &c, B, 2);
+    if (!s) s = rec_cuda_model_init(&g, cpu, B);
+    CHECK(s == REC_OK, "DLRM case %d setup: %s", t, rec_errmsg());
+    const rec_tensor *tens = NULL;
+    const int nt = s ? 0 : rec_model_tensors(cpu, &tens);
+    float **start = calloc((size_t)nt + 1, sizeof *start);
+    for (int k = 0; k < nt; k++) {
+        start[k] = malloc((size_t)rec_tensor_numel(&tens[k]) * sizeof(float));
+        memcpy(start[k], tens[k].data, (size_t)rec_tensor_numel(&tens[k]) * sizeof(float));
+    }
+    double worst_loss = 0;
+    for (int step = 0; !s && step < STEPS; step++) {
+        rec_batch b;
+        dlrm_batch(&b, B, Dn, F, rows);
+        double lc = 0, lg = 0;
+        int64_t at = -1;
+        s = rec_model_train_step(cpu, &b, &lc);
+        if (!s) s = rec_cuda_model_train_step(g, &b, &lg, &at);
+        if (!s) s = rec_cuda_model_finish(g, &lg, &at);
+        CHECK(s == REC_OK && at == step, "DLRM step %d: %s (step %lld)", step, rec_errmsg(), (long long)at);
+        worst_loss = fmax(worst_loss, fabs(lg - lc) / fabs(lc));
+        rec_batch_free(&b);
+    }
+    CHECK(worst_loss <= 1e-4, "DLRM case %d: loss relative error %g", t, worst_loss);
+    if (!s) s = rec_cuda_model_download(g, back);
+    CHECK(s == REC_OK && rec_model_steps(back) == STEPS, "download: %s", rec_errmsg());
+    const rec_tensor *bt = NULL;
+    if (!s) rec_model_tensors(back, &bt);
+    double worst = 0;
+    const char *wname = "";
+    for (int k = 0; !s && k < nt; k++) {
+        const size_t n = (size_t)rec_tensor_numel(&tens[k]);
+        double num = 0, den = 0;
+        for (size_t i = 0; i < n; i++) {
+            const double x = bt[k].data[i], y = tens[k].data[i], z = start[k][i];
+            num += (x - y) * (x - y), den += (y - z) * (y - z);
+        }
+        const double e = den > 0 ? sqrt(num / den) : sqrt(num);
+        if (!(e <= worst)) worst = e, wname = tens[k].name;
+    }
+    CHECK(worst <= 1e-4, "DLRM case %d (%s, %s): largest parameter change error %g in %s", t,
+          c.interaction == REC_INTERACT_CAT ? "cat" : c.self_interaction ? "dot+self" : "dot",
+          dk == REC_OPT_SGD ? "sgd" : dk == REC_OPT_ADAGRAD ? "adagrad" : "adam", worst, wname);
+    printf("DLRM case %d: loss error %.3g, largest parameter change error %.3g (%s)\n", t, worst_loss, worst, wname);
+    for (int k = 0; k < nt; k++) free(start[k]);
+    free(start);
+    rec_cuda_model_free(g);
+    rec_model_free(cpu), rec_model_free(back);
+    rec_model_config_free(&c);
+}
+
 int main(int argc, char **argv) {
     char name[256];
     if (rec_cuda_probe(name, sizeof name) != REC_OK) {
@@ -244,6 +337,7 @@ int main(int argc, char **argv) {
     rec_rng_seed(&rng, 2026, 11);
     for (int t = 0; t < cases; t++) test_case(t);
     test_bad_ids();
+    for (int t = 0; t < 3; t++) test_dlrm_case(t);
     printf("backward + update, largest change error against float64: GPU %.3g, CPU engine %.3g\n", worst_gpu, worst_cpu);
     return check_report();
 }

@@ -31,6 +31,7 @@ static const char TRAIN_USAGE[] =
     "  --epochs E         epochs (default: the config's)\n"
     "  --batch B          batch size (default: the config's)\n"
     "  --threads T        threads (default: all CPUs)\n"
+    "  --device D         cpu (default) or cuda: train a DLRM on the NVIDIA GPU (one process)\n"
     "  --eval-every N     evaluate every N steps as well as at the end\n"
     "  --steps N          stop after N steps\n"
     "  --shuffle          read the training rows in a random order drawn from the config's\n"
@@ -165,7 +166,12 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
         else if (!strcmp(a, "--epochs")) rc = cli_int(cmd, argc, argv, &i, 1, 10000, &o.epochs);
         else if (!strcmp(a, "--batch")) rc = cli_i64(cmd, argc, argv, &i, 1, 1 << 20, &o.batch);
         else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 256, &o.threads);
-        else if (!strcmp(a, "--eval-every")) rc = cli_i64(cmd, argc, argv, &i, 0, (int64_t)1 << 50, &o.eval_every);
+        else if (!strcmp(a, "--device")) {
+            const char *v = NULL;
+            rc = cli_str(cmd, argc, argv, &i, &v);
+            if (!rc && strcmp(v, "cpu") && strcmp(v, "cuda")) rc = cli_usage(cmd, "--device %s: want cpu or cuda", v);
+            o.device = !rc && !strcmp(v, "cuda") ? REC_DEVICE_CUDA : REC_DEVICE_CPU;
+        } else if (!strcmp(a, "--eval-every")) rc = cli_i64(cmd, argc, argv, &i, 0, (int64_t)1 << 50, &o.eval_every);
         else if (!strcmp(a, "--steps")) rc = cli_i64(cmd, argc, argv, &i, 1, (int64_t)1 << 50, &o.max_steps);
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);
         else if (!strcmp(a, "--ckpt-every")) rc = cli_i64(cmd, argc, argv, &i, 1, (int64_t)1 << 50, &o.ckpt_every);

@@ -47,6 +47,7 @@
 
 #include "rectrain/batch.h"
 #include "rectrain/embed.h"
+#include "rectrain/model.h"
 #include "rectrain/status.h"
 
 #ifdef __cplusplus
@@ -155,6 +156,42 @@ rec_status rec_cuda_plan_save(const char *path, int F, const int64_t *rows, cons
                               int occupancy);
 rec_status rec_cuda_plan_parse(const char *text, size_t len, const char *name, int F, const int64_t *rows,
                                const int *dims, int *sched, int *occupancy);
+
+/* ---- a DLRM on the GPU (model.cu) -----------------------------------------------------------
+ * The dense layers through cuBLASLt (fp32; bias and ReLU fused as epilogues; libcublasLt is
+ * opened at first use, so the binary starts without it), the dot or cat interaction, sigmoid
+ * + BCE and the dense optimizer (SGD, Adagrad, Adam as nn.h) as kernels, the embeddings by the
+ * engine above: the CPU model's computation (model.h) on the engine's one stream, every
+ * buffer allocated at init. Inputs travel through pinned buffers, two in turn, copied
+ * asynchronously; a step returns without waiting for the device. */
+typedef struct rec_cuda_model rec_cuda_model;
+/* Copies m (a DLRM; its dense parameters, optimizer state, tables and step count) to the GPU,
+ * for batches of up to max_batch rows. Other model kinds: REC_EUNSUPPORTED saying so. */
+rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, int max_batch);
+void rec_cuda_model_free(rec_cuda_model *g);
+/* Enqueues one training step on b (forward, loss, backward, sparse and dense updates at the
+ * schedule's rate for the model's step count, which it advances) and returns. The loss of the
+ * step before, which ran while this one was being prepared, comes back in *prev_loss with its
+ * step number in *prev_step (-1: none yet). */
+rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_batch *b, double *prev_loss, int64_t *prev_step);
+/* Waits for the steps enqueued; the last one's loss and step (-1: none pending). */
+rec_status rec_cuda_model_finish(rec_cuda_model *g, double *loss, int64_t *step);
+/* logits (B, host) of b; waits. */
+rec_status rec_cuda_model_forward(rec_cuda_model *g, const rec_batch *b, float *logits);
+/* Copies parameters, optimizer state, tables and the step count back into m. */
+rec_status rec_cuda_model_download(rec_cuda_model *g, rec_model *m);
+int64_t rec_cuda_model_steps(const rec_cuda_model *g);
+rec_cuda_embed *rec_cuda_model_embed(rec_cuda_model *g);
+/* Per-part timing with events (no waiting: read with each step's loss): milliseconds per step
+ * of each part, averaged since profiling was turned on; returns the steps counted. */
+enum {
+    REC_CUDA_PART_INPUT, REC_CUDA_PART_EMB_FWD, REC_CUDA_PART_BOTTOM_FWD, REC_CUDA_PART_INTERACT_FWD,
+    REC_CUDA_PART_TOP_FWD, REC_CUDA_PART_LOSS, REC_CUDA_PART_TOP_BWD, REC_CUDA_PART_INTERACT_BWD,
+    REC_CUDA_PART_BOTTOM_BWD, REC_CUDA_PART_EMB_BWD, REC_CUDA_PART_DENSE_OPT, REC_CUDA_N_PARTS
+};
+const char *rec_cuda_part_name(int k);
+void rec_cuda_model_profile(rec_cuda_model *g, int on);
+int64_t rec_cuda_model_profile_read(const rec_cuda_model *g, double *ms);
 
 #ifdef __cplusplus
 }

@@ -269,6 +269,8 @@ rec_status rec_export_check(const char *dir, int overwrite);
  * resume the model, train epoch by epoch through a loader (reading and preprocessing overlap
  * the steps), evaluate periodically and at the end, checkpoint, export. Progress goes to
  * stderr on a terminal; each evaluation and epoch prints one line to `log` (NULL = quiet). */
+enum { REC_DEVICE_CPU = 0, REC_DEVICE_CUDA = 1 };
+
 typedef struct rec_train_opts {
     const char *config_path;   /* NULL: the small default DLRM (rec_model_config_default) */
     const char *data_path;     /* .rshard or .tsv/.gz; NULL: generate the embedded default */
@@ -290,6 +292,9 @@ typedef struct rec_train_opts {
     int epochs;                /* 0: the config's */
     int64_t batch;             /* 0: the config's */
     int threads;               /* 0: all CPUs */
+    int device;                /* REC_DEVICE_CPU, or REC_DEVICE_CUDA: train a DLRM on the GPU (cuda.h;
+                                  one process, the CPU model kept for checkpoints and export) */
+    int device_profile;        /* with REC_DEVICE_CUDA: time each part of the step (report.device_ms) */
     int64_t eval_every;        /* -1: the config's; 0: at the end only */
     int64_t max_steps;         /* stop after this many steps in this run (0 = no limit) */
     int shuffle;               /* order of the training rows: 1 shuffled (rec_shuffle, seeded by the
@@ -380,6 +385,10 @@ typedef struct rec_train_report {
     /* An order-independent checksum of the rows trained in this run (the sum of a hash of each
      * row's label, dense values and ids): equal for equal multisets of rows. */
     uint64_t rows_checksum;
+    /* --device cuda with device_profile: milliseconds per step of each part (rec_cuda_part_name),
+     * over device_steps steps */
+    double device_ms[16];
+    int64_t device_steps;
 } rec_train_report;
 
 rec_status rec_train(const rec_train_opts *o, rec_train_report *rep);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "rectrain/core.h"
+#include "rectrain/cuda.h"
 #include "rectrain/ingest.h"
 #include "rectrain/plot.h"
 #include "rectrain/train.h"
@@ -80,6 +81,23 @@ rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, r
 
 /* rec_evaluate, or under mpirun every rank's slice of each batch, the logits gathered on
  * rank 0, which alone has the metrics (the others' are zero). */
+static rec_status evaluate_gpu(rec_cuda_model *g, float *logits, rec_dataset *d, int64_t row0, int64_t row1,
+                               int64_t batch, rec_metrics *out) {
+    rec_eval_acc *acc = NULL;
+    rec_loader *l = NULL;
+    REC_TRY(rec_eval_acc_init(&acc, row1 - row0));
+    rec_status s = rec_loader_open(&l, d, row0, row1, batch, LOADER_DEPTH);
+    const rec_batch *b;
+    while (!s && !(s = rec_loader_next(l, &b)) && b) {
+        s = rec_cuda_model_forward(g, b, logits);
+        if (!s) s = rec_eval_acc_add(acc, b->n, logits, b->label);
+    }
+    if (!s) s = rec_eval_acc_finish(acc, out);
+    rec_loader_close(l);
+    rec_eval_acc_free(acc);
+    return s;
+}
+
 static rec_status evaluate(rec_exec *x, int rank, rec_model *m, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
                            rec_metrics *out) {
     if (!x) return rec_evaluate(m, d, row0, row1, batch, out);
@@ -259,6 +277,9 @@ typedef struct job {
     rec_ckpt_meta resumed; /* the checkpoint --resume continues */
     rec_offload *offload;  /* workers preprocess part of the training data (owned by `train`) */
     double offload_baseline; /* --offload auto: samples/s of the first epoch since the decision */
+    rec_cuda_model *gpu;   /* --device cuda: the model trains there; `model` is refreshed from it
+                              before a checkpoint, an export or the end */
+    float *logits;         /* (batch) the GPU's logits during evaluation */
 } job;
 
 static rec_status open_data(job *j, const char *path, const char *const *paths, int n_paths, rec_dataset **out) {
@@ -633,6 +654,7 @@ static rec_status setup(job *j) {
 
 /* The directory exists: rec_train made it (or read the checkpoint from it, resuming). */
 static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_seen) {
+    if (j->gpu) REC_TRY(rec_cuda_model_download(j->gpu, j->model));
     const rec_ckpt_meta meta = {.step = rec_model_steps(j->model), .epoch = epoch, .row = row, .rows_seen = rows_seen,
                                 .seed = j->cfg.seed, .train_rows = j->train_rows, .data_digest = j->data_digest,
                                 .shuffle_block_rows = j->shuffle_block_rows,
@@ -746,6 +768,43 @@ static rec_status put_eval(job *j, int64_t step, const rec_metrics *m, int final
     return final ? rec_scalars_write_calibration(j->scalars, step, m) : REC_OK;
 }
 
+/* The losses of the steps, as they come (the GPU's one step late): the divergence check, the
+ * loss log, the training records every log_every steps and the progress line's mean. */
+typedef struct loss_acc {
+    train_sum sum;
+    double window[LOSS_WINDOW];
+    int64_t n;
+} loss_acc;
+
+static rec_status take_loss(job *j, int64_t step, double loss, loss_acc *a) {
+    if (!isfinite(loss))
+        return rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates",
+                          (long long)step, loss);
+    if (j->loss_log) fprintf(j->loss_log, "%lld %.9g\n", (long long)step, loss);
+    a->sum.loss += loss, a->sum.steps++;
+    a->window[a->n++ % LOSS_WINDOW] = loss;
+    const int k = a->n < LOSS_WINDOW ? (int)a->n : LOSS_WINDOW;
+    double mean = 0;
+    for (int i = 0; i < k; i++) mean += a->window[i];
+    j->rep->last_loss = mean / k;
+    if (j->scalars && step % (j->o->log_every > 0 ? j->o->log_every : 100) == 0) return put_train(j, step, &a->sum);
+    return REC_OK;
+}
+
+/* --device cuda: waits for the steps enqueued and takes the last one's loss. */
+static rec_status drain(job *j, loss_acc *a) {
+    if (!j->gpu) return REC_OK;
+    double loss;
+    int64_t step;
+    REC_TRY(rec_cuda_model_finish(j->gpu, &loss, &step));
+    return step >= 0 ? take_loss(j, step + 1, loss, a) : REC_OK;
+}
+
+static rec_status evaluate_job(job *j, int64_t B, rec_metrics *out) {
+    if (j->gpu) return evaluate_gpu(j->gpu, j->logits, j->eval, j->eval_row0, j->eval_row1, B, out);
+    return evaluate(j->exec, j->rank, j->model, j->eval, j->eval_row0, j->eval_row1, B, out);
+}
+
 static rec_status run(job *j) {
     const rec_train_opts *o = j->o;
     rec_train_report *rep = j->rep;
@@ -769,9 +828,19 @@ static rec_status run(job *j) {
     if (o->max_steps > 0 && (double)meta.rows_seen + (double)o->max_steps * B < total) /* --steps ends it sooner */
         total = (double)meta.rows_seen + (double)o->max_steps * B;
     rec_progress_init(&pg, "train", "rows", total);
-    double flops = rec_model_flops_per_sample(j->model), window[LOSS_WINDOW] = {0};
-    train_sum rec_sum = {0, 0, rep->rows, rec_now(), aside_seconds(j)};
-    int64_t rows_seen = meta.rows_seen, n_loss = 0;
+    double flops = rec_model_flops_per_sample(j->model);
+    loss_acc lsum = {{0, 0, rep->rows, rec_now(), aside_seconds(j)}, {0}, 0};
+    int64_t rows_seen = meta.rows_seen;
+    if (o->device == REC_DEVICE_CUDA) { /* after --resume has loaded the model */
+        REC_TRY(rec_cuda_model_init(&j->gpu, j->model, (int)B));
+        REC_TRY(rec_alloc((void **)&j->logits, sizeof(float) * (size_t)B, "logits"));
+        rec_cuda_model_profile(j->gpu, o->device_profile);
+        if (o->log) {
+            char dev[256];
+            rec_cuda_probe(dev, sizeof dev);
+            fprintf(o->log, "train: on the GPU, %s\n", dev);
+        }
+    }
     rec_status s = REC_OK;
     int stop = 0;
     for (int64_t epoch = meta.epoch; !s && !stop && epoch < j->cfg.epochs; epoch++) {
@@ -793,54 +862,55 @@ static rec_status run(job *j) {
             if (s) break;
             if (stop_now) {
                 rep->stopped_by = stop_now;
-                s = keep_state(j, epoch, row, rows_seen);
+                s = drain(j, &lsum);
+                if (!s) s = keep_state(j, epoch, row, rows_seen);
                 stop = 1;
                 break;
             }
             if (j->plan_pending) s = start_plan(j, b);
-            if (!s) s = j->exec ? rec_exec_train_step(j->exec, b, &loss) : rec_model_train_step(j->model, b, &loss);
+            if (!s && j->gpu) {
+                int64_t lstep; /* the GPU reports the step before's loss */
+                s = rec_cuda_model_train_step(j->gpu, b, &loss, &lstep);
+                rec_model_set_steps(j->model, rec_cuda_model_steps(j->gpu));
+                if (!s && lstep >= 0) s = take_loss(j, lstep + 1, loss, &lsum);
+            } else if (!s) {
+                s = j->exec ? rec_exec_train_step(j->exec, b, &loss) : rec_model_train_step(j->model, b, &loss);
+                if (!s) s = take_loss(j, rec_model_steps(j->model), loss, &lsum);
+            }
             if (!s && j->tuning) rec_progress_clear(&pg), s = finish_plan(j);
             if (s) break;
-            if (!isfinite(loss)) {
-                s = rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates",
-                               (long long)rec_model_steps(j->model), loss);
-                break;
-            }
             int64_t step = rec_model_steps(j->model);
-            if (j->loss_log) fprintf(j->loss_log, "%lld %.9g\n", (long long)step, loss);
-            rec_sum.loss += loss, rec_sum.steps++;
-            if (j->scalars && step % (o->log_every > 0 ? o->log_every : 100) == 0) s = put_train(j, step, &rec_sum);
-            window[n_loss++ % LOSS_WINDOW] = loss;
             row += b->n;
             rows_seen += b->n;
             rep->rows += b->n;
             if (o->n_workers > 0 || o->workers_file) rep->rows_checksum += rec_batch_row_hash_sum(b);
             rep->steps++;
             char extra[96];
-            double mean = 0;
-            int k = n_loss < LOSS_WINDOW ? (int)n_loss : LOSS_WINDOW;
-            for (int i = 0; i < k; i++) mean += window[i];
-            rep->last_loss = mean / k;
             snprintf(extra, sizeof extra, "loss %.4f  epoch %lld/%d", rep->last_loss, (long long)epoch + 1, j->cfg.epochs);
             rec_progress_update(&pg, (double)rows_seen, extra);
             if (j->eval && j->cfg.eval_every > 0 && step % j->cfg.eval_every == 0) {
                 double te = rec_now();
                 rec_metrics mm;
-                s = evaluate(j->exec, j->rank, j->model, j->eval, j->eval_row0, j->eval_row1, B, &mm);
+                s = drain(j, &lsum);
+                if (!s) s = evaluate_job(j, B, &mm);
                 rec_progress_clear(&pg);
                 if (!s) print_metrics(o->log, "eval", step, &mm);
                 if (!s) s = put_eval(j, step, &mm, 0);
                 t_eval += rec_now() - te;
                 j->eval_seconds += rec_now() - te;
             }
-            if (!s && o->ckpt_dir && o->ckpt_every > 0 && step % o->ckpt_every == 0)
-                s = save_ckpt(j, epoch, row, rows_seen);
+            if (!s && o->ckpt_dir && o->ckpt_every > 0 && step % o->ckpt_every == 0) {
+                s = drain(j, &lsum);
+                if (!s) s = save_ckpt(j, epoch, row, rows_seen);
+            }
             if (o->max_steps > 0 && rep->steps >= o->max_steps) { /* --steps ends the run */
+                if (!s) s = drain(j, &lsum);
                 if (!s) s = keep_state(j, epoch, row, rows_seen);
                 stop = 1;
                 break;
             }
         }
+        if (!s) s = drain(j, &lsum); /* the steps still running belong to this epoch's time */
         rep->train_seconds += rec_now() - t0 - t_eval - (rep->ckpt_seconds - t_ckpt);
         rep->wait_seconds += l ? rec_loader_wait_seconds(l) : 0;
         rec_loader_close(l);
@@ -870,9 +940,13 @@ static rec_status run(job *j) {
         }
         return REC_OK;
     }
-    if (rec_sum.steps && j->scalars) REC_TRY(put_train(j, rec_model_steps(j->model), &rec_sum));
+    if (lsum.sum.steps && j->scalars) REC_TRY(put_train(j, rec_model_steps(j->model), &lsum.sum));
+    if (j->gpu) { /* the caller's model, the export */
+        REC_TRY(rec_cuda_model_download(j->gpu, j->model));
+        rep->device_steps = rec_cuda_model_profile_read(j->gpu, rep->device_ms);
+    }
     if (j->eval) {
-        REC_TRY(evaluate(j->exec, j->rank, j->model, j->eval, j->eval_row0, j->eval_row1, B, &rep->eval));
+        REC_TRY(evaluate_job(j, B, &rep->eval));
         rep->has_eval = 1; /* reported by the caller, once (rectrain train prints it on stdout) */
         REC_TRY(put_eval(j, rec_model_steps(j->model), &rep->eval, 1));
         if (j->oracle_path) {
@@ -936,6 +1010,18 @@ static rec_status check_dist_opts(const rec_train_opts *o) {
     return REC_OK;
 }
 
+static rec_status check_cuda_opts(const rec_train_opts *o, int dist) {
+    if (dist)
+        return rec_errorf(REC_EINVAL, "--device cuda trains in one process; under mpirun the ranks train on their CPUs "
+                          "(drop --device cuda)");
+    const char *no = o->tune ? "--tune" : o->plan_path ? "--plan" : NULL;
+    if (no)
+        return rec_errorf(REC_EINVAL, "%s tunes the CPU embedding engine; with --device cuda the GPU engine runs its "
+                          "default plan (tune it with `rectrain bench embed --device cuda`): drop %s", no, no);
+    char name[256];
+    return rec_cuda_probe(name, sizeof name);
+}
+
 rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     memset(rep, 0, sizeof *rep);
     job j;
@@ -954,6 +1040,7 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     }
     if (o->resume && o->overwrite)
         return rec_errorf(REC_EINVAL, "--resume continues the checkpoint and --overwrite starts over: give one of them");
+    if (o->device == REC_DEVICE_CUDA) REC_TRY(check_cuda_opts(o, j.dist));
     if (o->ckpt_dir) rec_ckpt_path(o->ckpt_dir, j.ckpt, sizeof j.ckpt);
     REC_TRY(check_outputs(o, o->ckpt_dir ? j.ckpt : NULL));
     REC_TRY(check_not_dir("--plan", o->plan_path));
@@ -995,6 +1082,8 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
      * are not coming; the caller ends the job (rec_dist_abort). */
     if (!s) rec_exec_free(j.exec);
     rec_plan_free(j.splan);
+    rec_cuda_model_free(j.gpu);
+    rec_free(j.logits);
     rec_model_free(j.model);
     if (j.eval != j.train) rec_dataset_close(j.eval);
     rec_dataset_close(j.train);

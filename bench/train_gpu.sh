@@ -1,0 +1,59 @@
+#!/bin/sh
+# rectrain on the GPU (--device cuda), in one run on a GPU machine:
+#  1. quality: the Kaggle-config DLRM trained one epoch on the first 90% of ROWS generated rows
+#     (tables scaled by SCALE) on the CPU and on the GPU: test AUC of both on the last 10%;
+#  2. speed: the Kaggle-shaped DLRM with the Kaggle table sizes at batch 2048 and 16384:
+#     samples/s of `rectrain bench train --device cuda` (the share of step time per part too)
+#     beside PyTorch's DLRM (dev/torch_dlrm.py --device cuda, rows drawn on the GPU) and the ratio.
+# Usage: bench/train_gpu.sh [ROWS=1000000] [SCALE=0.05] [STEPS=200]   (from the repo root)
+# REC_BIN: the rectrain binary (default build/rectrain); REC_PEER_PY: python with CUDA torch.
+set -eu
+ROWS=${1:-1000000}; SCALE=${2:-0.05}; STEPS=${3:-200}
+R=${REC_BIN:-build/rectrain}; PY=${REC_PEER_PY:-python3}
+W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-train-gpu-XXXXXX"); trap 'rm -rf "$W"' EXIT
+export REC_PROGRESS=0
+spec() { # the criteo_standard pipeline with tables scaled by $1 (as bench/train_vs_pytorch.sh)
+    $PY - "$1" > "$2" <<'PYEOF'
+import json, sys
+K = [1460,583,10131227,2202608,305,24,12517,633,3,93145,5683,8351593,3194,27,14992,5461306,10,5652,2173,4,7046547,18,15,286181,105,142572]
+s = float(sys.argv[1]); rows = [max(2, int(round(k * s))) for k in K]
+dense = [{"name": f"I{i}", "input": f"I{i}", "ops": [{"op": "fill_null", "value": 0}, {"op": "clamp", "min": 0},
+          {"op": "cast", "to": "f32"}, {"op": "log1p"}]} for i in range(1, 14)]
+sparse = [{"name": f"C{c}", "input": f"C{c}", "table": f"C{c}", "ops": [{"op": "fill_null", "value": 0},
+           {"op": "modulo", "divisor": rows[c - 1]}]} for c in range(1, 27)]
+print(json.dumps({"format": "rectrain-prep", "version": 1, "name": "criteo_scaled",
+                  "tables": {f"C{c}": {"rows": rows[c - 1]} for c in range(1, 27)}, "dense": dense, "sparse": sparse}))
+PYEOF
+}
+val() { sed -n "s/.*\"$1\": \"*\([0-9.eE+-]*\).*/\1/p" "$2" | tail -n 1; }
+
+echo "== quality: $ROWS rows, scale $SCALE, dlrm_kaggle config, 1 epoch, holdout 10%" >&2
+$R gen --rows "$ROWS" --scale "$SCALE" --seed 1 --out "$W/q.tsv" --prob-out "$W/q.prob" >/dev/null
+spec "$SCALE" "$W/q.json"
+$R prep --spec "$W/q.json" --in "$W/q.tsv" --out "$W/q.rshard" >/dev/null 2>&1
+$R train --config configs/dlrm_kaggle.json --data "$W/q.rshard" --holdout 0.1 --oracle "$W/q.prob" --json > "$W/cpu.rt"
+$R train --config configs/dlrm_kaggle.json --data "$W/q.rshard" --holdout 0.1 --oracle "$W/q.prob" --device cuda \
+    --json > "$W/gpu.rt"
+
+echo "== speed: Kaggle table sizes, $STEPS steps, batch 2048 and 16384" >&2
+$R gen --rows 2000000 --scale 1 --seed 2 --out "$W/s.tsv" >/dev/null
+spec 1 "$W/s.json"
+$R prep --spec "$W/s.json" --in "$W/s.tsv" --out "$W/s.rshard" >/dev/null 2>&1
+rm -f "$W/s.tsv"
+for B in 2048 16384; do
+    N=$STEPS; [ "$B" -gt 2048 ] && N=$((STEPS / 4 > 100 ? 100 : STEPS / 4))
+    $R bench train --device cuda --config configs/dlrm_kaggle.json --data "$W/s.rshard" --batch "$B" --steps "$N" --reps 3 \
+        --json > "$W/b$B.rt"
+    $PY dev/torch_dlrm.py --synthetic 2000000 --spec "$W/s.json" --config configs/dlrm_kaggle.json --holdout 0 \
+        --device cuda --batch "$B" --steps $((N + 10)) --json > "$W/b$B.pt"
+    grep -v '^{' "$W/b$B.rt" >&2
+done
+printf '\n%-34s %12s %12s\n' "" CPU GPU
+printf '%-34s %12s %12s   (oracle %s; GPU - CPU %s)\n' "test AUC (same rows)" "$(val auc "$W/cpu.rt")" "$(val auc "$W/gpu.rt")" \
+    "$(val oracle_auc "$W/cpu.rt")" "$(echo "$(val auc "$W/gpu.rt") $(val auc "$W/cpu.rt")" | awk '{printf "%+.5f", $1 - $2}')"
+printf '%-34s %12s %12s\n' "samples/s of that run" "$(val samples_per_s "$W/cpu.rt")" "$(val samples_per_s "$W/gpu.rt")"
+printf '\n%-34s %12s %12s %8s\n' "Kaggle DLRM on the GPU, samples/s" rectrain pytorch ratio
+for B in 2048 16384; do
+    a=$(val samples_per_s "$W/b$B.rt"); b=$(val samples_per_s "$W/b$B.pt")
+    printf '%-34s %12s %12s %8s\n' "batch $B" "$a" "$b" "$(echo "$a $b" | awk '{printf "%.2fx", $1 / $2}')"
+done
