@@ -116,6 +116,7 @@ static rec_status bench_model_cuda(const char *name, int B, int nb, int reps, do
         s = rec_cuda_embed_time(g, d, nb, out, dout, lr, 1, reps, &uni_fb);
     }
     const double t0 = rec_now();
+    if (!s) rec_cuda_embed_set_default(g);
     if (!s) s = rec_cuda_embed_tune(g, d, nb, out, reps, &rep);
     const double tune_s = rec_now() - t0;
     if (!s) s = rec_cuda_embed_time(g, d, nb, out, dout, lr, 0, reps, &tun_f);
@@ -127,11 +128,13 @@ static rec_status bench_model_cuda(const char *name, int B, int nb, int reps, do
         int used[REC_CUDA_N_SCHED] = {0};
         for (int f = 0; f < m.F; f++) used[plan[f]]++;
         static const char *const WIN[] = {"per-table (slot time)", "per-table (slot time + tail)", "start plan",
-                                          "best uniform"};
+                                          "best uniform", "default"};
         fprintf(stderr, "  tuned in %.2f s (%d local rounds x %d occupancies): %s plan at occupancy %d won; global stage ms:",
                 tune_s, rep.rounds, rep.n_occ, WIN[rep.winner], occ);
         for (int k = 0; k < rep.n_occ; k++) fprintf(stderr, " occ %d %.4f,", rep.occ[k], rep.occ_s[k] * 1e3);
-        fprintf(stderr, " start %.4f, uniform %.4f\n  tuned plan:", rep.start_s * 1e3, rep.uniform_s * 1e3);
+        fprintf(stderr, " start %.4f, uniform %.4f; refinement: %d of %d groups changed in %d timings, %.3fx\n  tuned plan:",
+                rep.start_s * 1e3, rep.uniform_s * 1e3, rep.refine_changed, rep.refine_groups, rep.refine_trials,
+                rep.refine_gain);
         for (int u = 0; u < REC_CUDA_N_SCHED; u++)
             if (used[u]) fprintf(stderr, " %s x%d", rec_cuda_sched_name(u, nm, sizeof nm), used[u]);
         fputc('\n', stderr);

@@ -30,10 +30,11 @@ static const char USAGE[] =
     "  --threads T     threads (default: all CPUs)\n"
     "  --device D      cpu (default) or cuda: train on the GPU, with the share of step time spent\n"
     "                  in each part (input copy, embeddings, MLPs, interaction, loss, optimizers)\n"
+    "  --precision P   with --device cuda: fp32 (default) or bf16 products in the MLPs\n"
     "  --json          print a JSON summary as the last line of stdout\n";
 
 int bench_train(int argc, char **argv) {
-    const char *cmd = "bench train", *config = BENCH_DEFAULT_CONFIG, *data = NULL, *device = "cpu";
+    const char *cmd = "bench train", *config = BENCH_DEFAULT_CONFIG, *data = NULL, *device = "cpu", *precision = "fp32";
     int64_t rows = 2000000, steps = 100, batch = 0;
     int reps = 3, threads = rec_cpu_count(), json = 0;
     for (int i = 1; i < argc; i++) {
@@ -49,11 +50,14 @@ int bench_train(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 256, &threads);
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--device")) rc = cli_str(cmd, argc, argv, &i, &device);
+        else if (!strcmp(a, "--precision")) rc = cli_str(cmd, argc, argv, &i, &precision);
         else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
     if (strcmp(device, "cpu") && strcmp(device, "cuda")) return cli_usage(cmd, "--device %s: want cpu or cuda", device);
     const int cuda = !strcmp(device, "cuda");
+    if (strcmp(precision, "fp32") && strcmp(precision, "bf16")) return cli_usage(cmd, "--precision %s: want fp32 or bf16", precision);
+    if (!cuda && strcmp(precision, "fp32")) return cli_usage(cmd, "--precision bf16 is for --device cuda");
     char gpu[256] = "";
     if (cuda && rec_cuda_probe(gpu, sizeof gpu)) return cli_fail(cmd, REC_EUNSUPPORTED);
     rec_model_config probe; /* a config that cannot be read fails before the data is generated */
@@ -86,6 +90,7 @@ int bench_train(int argc, char **argv) {
         o.tsv.has_label = -1;
         o.device = cuda ? REC_DEVICE_CUDA : REC_DEVICE_CPU;
         o.device_profile = cuda;
+        o.precision = strcmp(precision, "bf16") ? REC_PRECISION_FP32 : REC_PRECISION_BF16;
         s = rec_train(&o, &r);
         for (int p = 0; cuda && !s && p < REC_CUDA_N_PARTS; p++) part[p][k] = r.device_ms[p];
         sps[k] = r.samples_per_s;
@@ -97,8 +102,8 @@ int bench_train(int argc, char **argv) {
     if (s) return cli_fail(cmd, s);
     double med = rec_median(sps, reps), medg = rec_median(gfl, reps), medw = rec_median(wait, reps);
     double gemm = cuda ? 0 : bench_sgemm_gflops(threads, 2048, 512, 512);
-    printf("bench train: %s, batch %lld, %s, %lld steps x %d reps (median)\n", r.model, (long long)r.batch,
-           cuda ? gpu : "CPU", (long long)steps, reps);
+    printf("bench train: %s, batch %lld, %s, %s, %lld steps x %d reps (median)\n", r.model, (long long)r.batch,
+           cuda ? gpu : "CPU", precision, (long long)steps, reps);
     if (cuda) {
         double ms[REC_CUDA_N_PARTS], tot = 0;
         for (int p = 0; p < REC_CUDA_N_PARTS; p++) tot += ms[p] = rec_median(part[p], reps);
@@ -111,9 +116,9 @@ int bench_train(int argc, char **argv) {
     if (!cuda) printf("  %-34s %12.1f\n", "oneDNN sgemm 2048x512x512 GFLOP/s", gemm);
     printf("  %-34s %11.1f%%\n", "time waiting for input", 100 * medw);
     if (json)
-        printf("{\"model\": \"%s\", \"device\": \"%s\", \"batch\": %lld, \"threads\": %d, \"steps\": %lld, \"reps\": %d, \"samples_per_s\": %s, "
+        printf("{\"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"batch\": %lld, \"threads\": %d, \"steps\": %lld, \"reps\": %d, \"samples_per_s\": %s, "
                "\"gflops\": %s, \"sgemm_gflops\": %s, \"input_wait_share\": %s}\n",
-               r.model, device, (long long)r.batch, threads, (long long)steps, reps, cli_jnum("%.1f", med), cli_jnum("%.2f", medg),
+               r.model, device, precision, (long long)r.batch, threads, (long long)steps, reps, cli_jnum("%.1f", med), cli_jnum("%.2f", medg),
                cli_jnum("%.2f", gemm), cli_jnum("%.4f", medw));
     return CLI_OK;
 }

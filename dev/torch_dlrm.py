@@ -102,6 +102,8 @@ def main():
     ap.add_argument("--synthetic", type=int, default=0, help="draw N rows instead of reading --tsv")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--batch", type=int, default=0, help="batch size (default: the config's)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                    help="bf16: the forward under torch.autocast(bfloat16), fp32 master weights")
     ap.add_argument("--warmup", type=int, default=-1, help="untimed first steps (default: 10 on cuda, 0 on cpu)")
     ap.add_argument("--spec", required=True)
     ap.add_argument("--config", required=True)
@@ -167,8 +169,9 @@ def main():
                 sync()
                 t1, rows = time.time(), 0
             r1 = min(r0 + B, n_train)
-            logits = model(xt[r0:r1], st[r0:r1])
-            loss = loss_fn(logits, yt[r0:r1])
+            with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+                logits = model(xt[r0:r1], st[r0:r1])
+            loss = loss_fn(logits.float(), yt[r0:r1])
             opt_d.zero_grad()
             opt_s.zero_grad()
             loss.backward()
@@ -185,7 +188,8 @@ def main():
     sps = rows / t_train
     out = {"peer": "pytorch " + torch.__version__, "device": a.device, "rows": rows, "steps": steps, "batch": B,
            "threads": a.threads,
-           "seconds": round(t_train, 3), "samples_per_s": round(sps, 1), "loss": float(loss)}
+           "precision": a.precision, "seconds": round(t_train, 3), "samples_per_s": round(sps, 1),
+           "loss": float(loss.detach())}
     if n_eval:
         with torch.no_grad():
             preds = []

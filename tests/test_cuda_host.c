@@ -130,7 +130,14 @@ static void test_cli(void) {
     CHECK(run("bench embed --device tpu") == 2 && strstr(out, "--device tpu: want cpu or cuda"), "bad device: %s", out);
     CHECK(run("bench embed --plan-out p.json") == 2 && strstr(out, "--plan-out is for --device cuda"), "plan-out on cpu: %s",
           out);
+    CHECK(run("train --precision fp16") == 2 && strstr(out, "--precision fp16: want fp32 or bf16"), "bad precision: %s", out);
+    CHECK(run("train --precision bf16 --steps 1") == 1 && strstr(out, "--precision bf16 is for --device cuda"),
+          "bf16 on the CPU: %s", out);
+    CHECK(run("bench train --precision bf16") == 2 && strstr(out, "--precision bf16 is for --device cuda"),
+          "bench bf16 on the CPU: %s", out);
     if (!have_gpu) {
+        const int rt = run("train --device cuda --steps 1");
+        CHECK(rt == 1 && strstr(out, "no NVIDIA"), "train --device cuda without a GPU says why (rc %d): %s", rt, out);
         const int rc = run("bench embed --device cuda --model B");
         CHECK(rc == 1 && (strstr(out, "no NVIDIA") || strstr(out, "without the GPU engine")),
               "--device cuda without a GPU says why (rc %d): %s", rc, out);

@@ -15,7 +15,8 @@
  *   a whole DLRM training step (the GPU model against the CPU model, model.h): dot with and
  *   without self-interaction and cat, SGD / Adagrad / Adam with the sparse optimizers, three
  *   steps: each step's loss within 1e-4 relative, and every parameter tensor's change and the
- *   optimizer state within 1e-4 (||gpu - cpu|| / ||cpu - start||).
+ *   optimizer state within 1e-4 (||gpu - cpu|| / ||cpu - start||); and with bf16 products
+ *   (looser bounds, below).
  * Exits 77 (skipped) on a machine without a usable GPU. */
 #include <math.h>
 #include <stdlib.h>
@@ -276,7 +277,7 @@ static void test_dlrm_case(int t) {
     rec_status s = rec_model_config_bind(&c, Dn, F, rows, "test");
     if (!s) s = rec_model_init(&cpu, &c, B, 2);
     if (!s) s = rec_model_init(&back, &c, B, 2);
-    if (!s) s = rec_cuda_model_init(&g, cpu, B);
+    if (!s) s = rec_cuda_model_init(&g, cpu, B, t == 3 ? REC_PRECISION_BF16 : REC_PRECISION_FP32);
     CHECK(s == REC_OK, "DLRM case %d setup: %s", t, rec_errmsg());
     const rec_tensor *tens = NULL;
     const int nt = s ? 0 : rec_model_tensors(cpu, &tens);
@@ -298,7 +299,13 @@ static void test_dlrm_case(int t) {
         worst_loss = fmax(worst_loss, fabs(lg - lc) / fabs(lc));
         rec_batch_free(&b);
     }
-    CHECK(worst_loss <= 1e-4, "DLRM case %d: loss relative error %g", t, worst_loss);
+    /* bf16 operands (8-bit mantissa) against the fp32 CPU model: the loss within 1e-2 and every
+     * tensor's change within 0.25. The embeddings' gradients reach them through bf16 products
+     * (the top MLP's input gradient), and where a table's gradient mostly cancels its change
+     * errs most: 0.105 for one table on an H100, 2026-11-26, loss 1.5e-4. A wrong operand or an
+     * unwritten buffer errs by O(1); the model's quality is checked by its AUC (bench/train_gpu.sh). */
+    const double tl = t == 3 ? 1e-2 : 1e-4, tp = t == 3 ? 0.25 : 1e-4;
+    CHECK(worst_loss <= tl, "DLRM case %d: loss relative error %g", t, worst_loss);
     if (!s) s = rec_cuda_model_download(g, back);
     CHECK(s == REC_OK && rec_model_steps(back) == STEPS, "download: %s", rec_errmsg());
     const rec_tensor *bt = NULL;
@@ -315,10 +322,11 @@ static void test_dlrm_case(int t) {
         const double e = den > 0 ? sqrt(num / den) : sqrt(num);
         if (!(e <= worst)) worst = e, wname = tens[k].name;
     }
-    CHECK(worst <= 1e-4, "DLRM case %d (%s, %s): largest parameter change error %g in %s", t,
+    CHECK(worst <= tp, "DLRM case %d (%s, %s): largest parameter change error %g in %s", t,
           c.interaction == REC_INTERACT_CAT ? "cat" : c.self_interaction ? "dot+self" : "dot",
           dk == REC_OPT_SGD ? "sgd" : dk == REC_OPT_ADAGRAD ? "adagrad" : "adam", worst, wname);
-    printf("DLRM case %d: loss error %.3g, largest parameter change error %.3g (%s)\n", t, worst_loss, worst, wname);
+    printf("DLRM case %d%s: loss error %.3g, largest parameter change error %.3g (%s)\n", t, t == 3 ? " (bf16)" : "", worst_loss, worst,
+           wname);
     for (int k = 0; k < nt; k++) free(start[k]);
     free(start);
     rec_cuda_model_free(g);
@@ -337,7 +345,7 @@ int main(int argc, char **argv) {
     rec_rng_seed(&rng, 2026, 11);
     for (int t = 0; t < cases; t++) test_case(t);
     test_bad_ids();
-    for (int t = 0; t < 3; t++) test_dlrm_case(t);
+    for (int t = 0; t < 4; t++) test_dlrm_case(t);
     printf("backward + update, largest change error against float64: GPU %.3g, CPU engine %.3g\n", worst_gpu, worst_cpu);
     return check_report();
 }

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "rectrain/core.h"
 #include "rectrain/dist.h"
+#include "rectrain/cuda.h"
 #include "rectrain/train.h"
 
 static const char TRAIN_USAGE[] =
@@ -32,6 +33,8 @@ static const char TRAIN_USAGE[] =
     "  --batch B          batch size (default: the config's)\n"
     "  --threads T        threads (default: all CPUs)\n"
     "  --device D         cpu (default) or cuda: train a DLRM on the NVIDIA GPU (one process)\n"
+    "  --precision P      fp32 (default) or bf16: with --device cuda, the MLPs multiply bf16\n"
+    "                     operands (fp32 sums and master weights)\n"
     "  --eval-every N     evaluate every N steps as well as at the end\n"
     "  --steps N          stop after N steps\n"
     "  --shuffle          read the training rows in a random order drawn from the config's\n"
@@ -171,6 +174,11 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
             rc = cli_str(cmd, argc, argv, &i, &v);
             if (!rc && strcmp(v, "cpu") && strcmp(v, "cuda")) rc = cli_usage(cmd, "--device %s: want cpu or cuda", v);
             o.device = !rc && !strcmp(v, "cuda") ? REC_DEVICE_CUDA : REC_DEVICE_CPU;
+        } else if (!strcmp(a, "--precision")) {
+            const char *v = NULL;
+            rc = cli_str(cmd, argc, argv, &i, &v);
+            if (!rc && strcmp(v, "fp32") && strcmp(v, "bf16")) rc = cli_usage(cmd, "--precision %s: want fp32 or bf16", v);
+            o.precision = !rc && !strcmp(v, "bf16") ? REC_PRECISION_BF16 : REC_PRECISION_FP32;
         } else if (!strcmp(a, "--eval-every")) rc = cli_i64(cmd, argc, argv, &i, 0, (int64_t)1 << 50, &o.eval_every);
         else if (!strcmp(a, "--steps")) rc = cli_i64(cmd, argc, argv, &i, 1, (int64_t)1 << 50, &o.max_steps);
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);

@@ -119,6 +119,8 @@ rec_status rec_cuda_embed_sync(rec_cuda_embed *g);
 /* Plan: a schedule per table and the occupancy (0 = no cap). */
 rec_status rec_cuda_embed_set_plan(rec_cuda_embed *g, const int *sched, int occupancy);
 void rec_cuda_embed_get_plan(const rec_cuda_embed *g, int *sched, int *occupancy);
+/* Every table its default schedule, occupancy uncapped. */
+void rec_cuda_embed_set_default(rec_cuda_embed *g);
 /* Every table the same schedule s where it fits (else its default): a uniform plan. */
 void rec_cuda_embed_set_uniform(rec_cuda_embed *g, int s);
 
@@ -130,9 +132,11 @@ rec_status rec_cuda_embed_time(rec_cuda_embed *g, rec_cuda_batch *const *d, int 
 /* The two-stage tuner over the batches (see above), then a global stage over every plan it
  * has: per occupancy the local stage's two plans (each table's least summed block cycles; and
  * least cycles per SM slot plus its longest block, which charges a table's tail), the plan
- * tuning started from, and the best uniform plan, each timed as the one fused kernel in turns;
- * the fastest (median) is installed. Updates no table. */
-enum { REC_CUDA_WIN_SLOTS = 0, REC_CUDA_WIN_TAIL = 1, REC_CUDA_WIN_START = 2, REC_CUDA_WIN_UNIFORM = 3 };
+ * tuning started from, the default plan and the best uniform plan, each timed as the one
+ * fused kernel in turns; the fastest (median) is kept. Last, a refinement by the fused
+ * kernel's own time: tables grouped by dim and mean bag size, each group trying every
+ * schedule (embed.cu: tune_refine). Updates no table. */
+enum { REC_CUDA_WIN_SLOTS = 0, REC_CUDA_WIN_TAIL = 1, REC_CUDA_WIN_START = 2, REC_CUDA_WIN_UNIFORM = 3, REC_CUDA_WIN_DEFAULT = 4 };
 typedef struct rec_cuda_tune_report {
     int occupancy;                   /* of the plan installed (0: uncapped) */
     int winner;                      /* REC_CUDA_WIN_*: which kind of plan won */
@@ -141,6 +145,10 @@ typedef struct rec_cuda_tune_report {
     double start_s, uniform_s;       /* ... of the start plan, of the best uniform plan */
     int uniform_sched;
     int rounds;                      /* local-stage rounds per occupancy */
+    /* the refinement: groups of tables, groups whose schedule changed, kernels timed, and the
+     * speedup over the global stage's plan */
+    int refine_groups, refine_changed, refine_trials;
+    double refine_gain;
 } rec_cuda_tune_report;
 rec_status rec_cuda_embed_tune(rec_cuda_embed *g, rec_cuda_batch *const *d, int n, float *out, int reps,
                                rec_cuda_tune_report *report);
@@ -166,8 +174,12 @@ rec_status rec_cuda_plan_parse(const char *text, size_t len, const char *name, i
  * asynchronously; a step returns without waiting for the device. */
 typedef struct rec_cuda_model rec_cuda_model;
 /* Copies m (a DLRM; its dense parameters, optimizer state, tables and step count) to the GPU,
- * for batches of up to max_batch rows. Other model kinds: REC_EUNSUPPORTED saying so. */
-rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, int max_batch);
+ * for batches of up to max_batch rows. Other model kinds: REC_EUNSUPPORTED saying so.
+ * precision REC_PRECISION_BF16: the MLPs' products take bf16 operands (weights, layer inputs,
+ * output gradients rounded to nearest even), accumulate and write fp32, and the optimizer
+ * keeps fp32 master weights; a product cuBLASLt has no bf16 algorithm for stays fp32. */
+enum { REC_PRECISION_FP32 = 0, REC_PRECISION_BF16 = 1 };
+rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, int max_batch, int precision);
 void rec_cuda_model_free(rec_cuda_model *g);
 /* Enqueues one training step on b (forward, loss, backward, sparse and dense updates at the
  * schedule's rate for the model's step count, which it advances) and returns. The loss of the

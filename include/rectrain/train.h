@@ -295,6 +295,8 @@ typedef struct rec_train_opts {
     int device;                /* REC_DEVICE_CPU, or REC_DEVICE_CUDA: train a DLRM on the GPU (cuda.h;
                                   one process, the CPU model kept for checkpoints and export) */
     int device_profile;        /* with REC_DEVICE_CUDA: time each part of the step (report.device_ms) */
+    int precision;             /* REC_PRECISION_FP32 (0), or REC_PRECISION_BF16 (cuda.h): the GPU's MLP
+                                  products in bf16 with fp32 master weights (--device cuda only) */
     int64_t eval_every;        /* -1: the config's; 0: at the end only */
     int64_t max_steps;         /* stop after this many steps in this run (0 = no limit) */
     int shuffle;               /* order of the training rows: 1 shuffled (rec_shuffle, seeded by the

@@ -38,6 +38,7 @@ rec_status rec_cuda_embed_sync(rec_cuda_embed *g) { return ABSENT; }
 rec_status rec_cuda_embed_set_plan(rec_cuda_embed *g, const int *sched, int occupancy) { return ABSENT; }
 void rec_cuda_embed_get_plan(const rec_cuda_embed *g, int *sched, int *occupancy) {}
 void rec_cuda_embed_set_uniform(rec_cuda_embed *g, int s) {}
+void rec_cuda_embed_set_default(rec_cuda_embed *g) {}
 rec_status rec_cuda_embed_time(rec_cuda_embed *g, rec_cuda_batch *const *d, int n, float *out, const float *dout,
                                float lr, int what, int reps, double *sec) {
     return ABSENT;

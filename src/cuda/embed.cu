@@ -880,6 +880,12 @@ extern "C" void rec_cuda_embed_get_plan(const rec_cuda_embed *g, int *sched, int
     *occupancy = g->occ;
 }
 
+extern "C" void rec_cuda_embed_set_default(rec_cuda_embed *g) {
+    for (int f = 0; f < g->F; f++) g->sched[f] = rec_cuda_sched_default(g->dims[f], g->cols[f], g->W);
+    g->occ = 0;
+    upload_args(g);
+}
+
 extern "C" void rec_cuda_embed_set_uniform(rec_cuda_embed *g, int s) {
     for (int f = 0; f < g->F; f++)
         g->sched[f] = rec_cuda_sched_fits(s, g->dims[f], g->cols[f], g->W) ? s : rec_cuda_sched_default(g->dims[f], g->cols[f], g->W);
@@ -953,6 +959,67 @@ static rec_status tune_local(rec_cuda_embed *g, rec_cuda_batch *const *d, int n,
     return s;
 }
 
+// Refinement by timing the whole fused kernel: tables grouped by dim and mean bag size (in
+// half-octaves), largest share of the bytes first; each group tries every candidate schedule
+// at once (on the tables it fits) and keeps one that makes the kernel at least 0.5% faster.
+// The local stage's per-table costs mis-rank schedules when the kernel is bandwidth-bound (a
+// schedule with more loads in flight wins bandwidth from the others without moving fewer
+// bytes); the fused kernel's own time cannot. At most 400 timings.
+static rec_status tune_refine(rec_cuda_embed *g, rec_cuda_batch *const *d, int n, float *out, int reps, double t0,
+                              rec_cuda_tune_report *rep) {
+    const int F = g->F;
+    int *cls = (int *)malloc(F * sizeof(int)), *order = (int *)malloc(F * sizeof(int)), *keep = (int *)malloc(F * sizeof(int));
+    double *work = (double *)calloc(F, sizeof(double));
+    rec_status s = cls && order && keep && work ? REC_OK : rec_errorf(REC_ENOMEM, "GPU tuner: out of memory");
+    int ncls = 0;
+    for (int f = 0; !s && f < F; f++) {
+        double L = 0;
+        for (int i = 0; i < n; i++) L += (double)d[i]->nnz[f] / d[i]->B;
+        L /= n;
+        const int key = g->dims[f] * 64 + (int)fmin(63.0, floor(2.0 * log2(1.0 + L)));
+        int c = 0;
+        while (c < ncls && order[c] != key) c++;
+        if (c == ncls) order[ncls++] = key;
+        cls[f] = c, work[c] += (L + 1) * g->dims[f];
+    }
+    // classes by work, largest first (order[] reused as the class index list)
+    int *byw = (int *)malloc((ncls + 1) * sizeof(int));
+    if (!s && !byw) s = rec_errorf(REC_ENOMEM, "GPU tuner: out of memory");
+    for (int c = 0; !s && c < ncls; c++) byw[c] = c;
+    for (int a = 0; !s && a < ncls; a++)
+        for (int b = a + 1; b < ncls; b++)
+            if (work[byw[b]] > work[byw[a]]) { const int t = byw[a]; byw[a] = byw[b], byw[b] = t; }
+    double best = t0;
+    int trials = 0, changed = 0;
+    for (int k = 0; !s && k < ncls && trials < 400; k++) {
+        const int c = byw[k];
+        int cand = -1, win = -1;
+        for (int u = 0; !s && u < REC_CUDA_N_SCHED && trials < 400; u++) {
+            int any = 0;
+            memcpy(keep, g->sched, (size_t)F * sizeof(int));
+            for (int f = 0; f < F; f++)
+                if (cls[f] == c && rec_cuda_sched_fits(u, g->dims[f], g->cols[f], g->W) && g->sched[f] != u) g->sched[f] = u, any = 1;
+            if (!any) continue;
+            double t;
+            s = upload_args(g);
+            if (!s) s = rec_cuda_embed_time(g, d, n, out, NULL, 0, 0, reps, &t);
+            trials++;
+            if (!s && t < best * 0.995) best = t, win = u, cand = 1;
+            memcpy(g->sched, keep, (size_t)F * sizeof(int));
+        }
+        if (!s && cand > 0) {
+            for (int f = 0; f < F; f++)
+                if (cls[f] == c && rec_cuda_sched_fits(win, g->dims[f], g->cols[f], g->W)) g->sched[f] = win;
+            changed++;
+        }
+        if (!s) s = upload_args(g);
+    }
+    rep->refine_groups = ncls, rep->refine_changed = changed, rep->refine_trials = trials;
+    rep->refine_gain = best > 0 ? t0 / best : 1;
+    free(cls), free(order), free(keep), free(work), free(byw);
+    return s;
+}
+
 extern "C" rec_status rec_cuda_embed_tune(rec_cuda_embed *g, rec_cuda_batch *const *d, int n, float *out, int reps,
                                           rec_cuda_tune_report *report) {
     const int F = g->F;
@@ -965,12 +1032,12 @@ extern "C" rec_status rec_cuda_embed_tune(rec_cuda_embed *g, rec_cuda_batch *con
         for (int j = 0; j < rep.n_occ; j++) dup |= rep.occ[j] == o;
         if (!dup) rep.occ[rep.n_occ++] = o;
     }
-    // Global candidates: two local plans per occupancy, the plan tuning started from, and
-    // the best uniform plan (occupancy uncapped).
-    const int NG = 2 * REC_CUDA_N_OCC + 2;
+    // Global candidates: two local plans per occupancy, the plan tuning started from, the
+    // default plan and the best uniform plan (occupancy uncapped).
+    const int NG = 2 * REC_CUDA_N_OCC + 3;
     int *cand = (int *)malloc((size_t)F * REC_CUDA_N_SCHED * sizeof(int)), *nc = (int *)malloc(F * sizeof(int));
-    int *plans = (int *)malloc((size_t)NG * F * sizeof(int)), pocc[2 * REC_CUDA_N_OCC + 2];
-    double gs[2 * REC_CUDA_N_OCC + 2];
+    int *plans = (int *)malloc((size_t)NG * F * sizeof(int)), pocc[2 * REC_CUDA_N_OCC + 3];
+    double gs[2 * REC_CUDA_N_OCC + 3];
     rec_status s = cand && nc && plans ? REC_OK : rec_errorf(REC_ENOMEM, "GPU tuner: out of memory");
     int rounds = 1, ng = 0;
     for (int f = 0; !s && f < F; f++) {
@@ -987,6 +1054,8 @@ extern "C" rec_status rec_cuda_embed_tune(rec_cuda_embed *g, rec_cuda_batch *con
         s = tune_local(g, d, n, out, reps, cand, nc, rounds, plans + (size_t)ng * F, plans + (size_t)(ng + 1) * F);
         pocc[ng] = pocc[ng + 1] = rep.occ[k];
     }
+    for (int f = 0; !s && f < F; f++) plans[(size_t)ng * F + f] = rec_cuda_sched_default(g->dims[f], g->cols[f], g->W);
+    pocc[ng++] = 0;
     double ut = INFINITY;
     g->occ = 0;
     for (int u = 0; !s && u < REC_CUDA_N_SCHED; u++) { /* the best uniform plan */
@@ -999,7 +1068,7 @@ extern "C" rec_status rec_cuda_embed_tune(rec_cuda_embed *g, rec_cuda_batch *con
     // Global stage (eq. 4): each candidate as the one fused kernel, timed in turns; the fastest
     // by its median is kept.
     enum { TURNS = 5 };
-    double tt[2 * REC_CUDA_N_OCC + 2][TURNS];
+    double tt[2 * REC_CUDA_N_OCC + 3][TURNS];
     for (int turn = 0; !s && turn < TURNS; turn++)
         for (int c = 0; !s && c < ng; c++) {
             memcpy(g->sched, plans + (size_t)c * F, (size_t)F * sizeof(int));
@@ -1016,12 +1085,13 @@ extern "C" rec_status rec_cuda_embed_tune(rec_cuda_embed *g, rec_cuda_batch *con
     if (!s) {
         for (int k = 0; k < rep.n_occ; k++) rep.occ_s[k] = fmin(gs[1 + 2 * k], gs[2 + 2 * k]);
         rep.start_s = gs[0], rep.uniform_s = gs[ng - 1];
-        rep.winner = win == 0 ? REC_CUDA_WIN_START : win == ng - 1 ? REC_CUDA_WIN_UNIFORM
+        rep.winner = win == 0 ? REC_CUDA_WIN_START : win == ng - 1 ? REC_CUDA_WIN_UNIFORM : win == ng - 2 ? REC_CUDA_WIN_DEFAULT
                      : (win - 1) % 2 ? REC_CUDA_WIN_TAIL : REC_CUDA_WIN_SLOTS;
         memcpy(g->sched, plans + (size_t)win * F, (size_t)F * sizeof(int));
         g->occ = rep.occupancy = pocc[win];
         s = upload_args(g);
     }
+    if (!s) s = tune_refine(g, d, n, out, reps, gs[win], &rep);
     if (report) *report = rep;
     free(cand), free(nc), free(plans);
     return s;

@@ -5,6 +5,7 @@
 // reads a step's loss one step later, so it never waits for the device to drain.
 #include <cuda_runtime.h>
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 
 #include <dlfcn.h>
 #include <math.h>
@@ -89,6 +90,7 @@ typedef struct gemm {
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
     int m, n, k, ta, tb, epi, planned;
+    int bf16;  // A and B in bf16 (D and the bias fp32); 0 also where bf16 was asked but has no algorithm
 } gemm;
 
 static const char *lt_err(cublasStatus_t s) {
@@ -103,21 +105,27 @@ static void gemm_free(gemm *g) {
     g->planned = 0;
 }
 
-// epi: 0 none, 1 bias, 2 bias + ReLU.
-static rec_status gemm_plan(cublasLtHandle_t h, gemm *g, int m, int n, int k, int ta, int tb, int epi, size_t ws) {
-    if (g->planned && g->m == m && g->n == n && g->k == k) return REC_OK;
+// epi: 0 none, 1 bias, 2 bias + ReLU. bf16: A and B in bf16 (fp32 accumulation and output); a
+// shape cuBLASLt has no bf16 algorithm for is planned in fp32 instead (g->bf16 says which).
+static rec_status gemm_plan_as(cublasLtHandle_t h, gemm *g, int m, int n, int k, int ta, int tb, int epi, size_t ws,
+                               int bf16) {
     gemm_free(g);
     *g = gemm{};
-    g->m = m, g->n = n, g->k = k, g->ta = ta, g->tb = tb, g->epi = epi;
+    g->m = m, g->n = n, g->k = k, g->ta = ta, g->tb = tb, g->epi = epi, g->bf16 = bf16;
     const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cudaDataType_t in = bf16 ? CUDA_R_16BF : CUDA_R_32F;
     cublasStatus_t s = lt.desc_create(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (!s) s = lt.desc_set(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
     if (!s) s = lt.desc_set(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
     const cublasLtEpilogue_t e = epi == 2 ? CUBLASLT_EPILOGUE_RELU_BIAS : epi == 1 ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (!s) s = lt.desc_set(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+    if (!s && epi) {
+        const cudaDataType_t bt = CUDA_R_32F;
+        s = lt.desc_set(g->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
+    }
     // Stored shapes (column-major): A is (m, k) or, transposed, (k, m); B likewise.
-    if (!s) s = lt.layout_create(&g->a, CUDA_R_32F, ta ? k : m, ta ? m : k, ta ? k : m);
-    if (!s) s = lt.layout_create(&g->b, CUDA_R_32F, tb ? n : k, tb ? k : n, tb ? n : k);
+    if (!s) s = lt.layout_create(&g->a, in, ta ? k : m, ta ? m : k, ta ? k : m);
+    if (!s) s = lt.layout_create(&g->b, in, tb ? n : k, tb ? k : n, tb ? n : k);
     if (!s) s = lt.layout_create(&g->d, CUDA_R_32F, m, n, m);
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t res;
@@ -129,43 +137,76 @@ static rec_status gemm_plan(cublasLtHandle_t h, gemm *g, int m, int n, int k, in
     g->planned = 1;
     if (s || !found) {
         gemm_free(g);
-        return rec_errorf(REC_EUNSUPPORTED, "GPU: no cuBLASLt algorithm for a (%d x %d x %d) fp32 product%s (%s)", m, n, k,
-                          epi ? " with a bias epilogue" : "", lt_err(s));
+        return rec_errorf(REC_EUNSUPPORTED, "GPU: no cuBLASLt algorithm for a (%d x %d x %d) %s product%s (%s)", m, n, k,
+                          bf16 ? "bf16" : "fp32", epi ? " with a bias epilogue" : "", lt_err(s));
     }
     g->algo = res.algo;
     return REC_OK;
 }
 
-static rec_status gemm_run(cublasLtHandle_t h, gemm *g, const float *A, const float *B, float *D, const float *bias,
-                           void *ws, size_t wsb, cudaStream_t st) {
+static rec_status gemm_plan(cublasLtHandle_t h, gemm *g, int m, int n, int k, int ta, int tb, int epi, size_t ws, int bf16) {
+    if (g->planned && g->m == m && g->n == n && g->k == k) return REC_OK;
+    if (bf16 && gemm_plan_as(h, g, m, n, k, ta, tb, epi, ws, 1) == REC_OK) return REC_OK;
+    return gemm_plan_as(h, g, m, n, k, ta, tb, epi, ws, 0);
+}
+
+// A and B each come in fp32 and, when the model runs bf16, as a bf16 copy: the plan picks.
+typedef struct operand {
+    const float *f32;
+    const __nv_bfloat16 *b16;
+} operand;
+
+static rec_status gemm_run(cublasLtHandle_t h, gemm *g, operand A, operand B, float *D, const float *bias, void *ws,
+                           size_t wsb, cudaStream_t st) {
     const float one = 1.0f, zero = 0.0f;
+    const void *a = g->bf16 ? (const void *)A.b16 : (const void *)A.f32, *b = g->bf16 ? (const void *)B.b16 : (const void *)B.f32;
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     if (g->epi) s = lt.desc_set(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-    if (!s) s = lt.matmul(h, g->desc, &one, A, g->a, B, g->b, &zero, D, g->d, D, g->d, &g->algo, ws, wsb, st);
+    if (!s) s = lt.matmul(h, g->desc, &one, a, g->a, b, g->b, &zero, D, g->d, D, g->d, &g->algo, ws, wsb, st);
     if (s) return rec_errorf(REC_EUNSUPPORTED, "GPU: cuBLASLt product (%d x %d x %d) failed (%s)", g->m, g->n, g->k, lt_err(s));
     return REC_OK;
 }
 
 // ---- kernels ------------------------------------------------------------------------------------
 
-__global__ void relu_grad_kernel(float *dy, const float *y, size_t n) {  // dy *= (y > 0)
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        if (!(y[i] > 0.0f)) dy[i] = 0.0f;
+// dy *= (y > 0) where relu, and its bf16 copy where b16 is not NULL.
+__global__ void relu_grad_kernel(float *dy, const float *y, size_t n, int relu, __nv_bfloat16 *b16) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = dy[i];
+        if (relu && !(y[i] > 0.0f)) dy[i] = v = 0.0f;
+        if (b16) b16[i] = __float2bfloat16_rn(v);
+    }
 }
 
-// db (N) = column sums of dy (B, N): 32 columns per block, 8 row-lanes, then shared memory.
-__global__ void bias_grad_kernel(const float *dy, int B, int N, float *db) {
-    __shared__ float part[8][33];
-    const int c = blockIdx.x * 32 + threadIdx.x;
+__global__ void to_bf16_kernel(const float *x, size_t n, __nv_bfloat16 *y) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = __float2bfloat16_rn(x[i]);
+}
+
+// db (N) = column sums of dy (B, N), in two passes so that the whole GPU reads dy: block
+// (x, y) sums 32 columns over row chunk y (8 row-lanes, then shared memory) into part (Y, N);
+// then one thread per column adds the Y partial sums in order. Deterministic.
+enum { BIAS_CHUNKS = 64 };
+__global__ void bias_part_kernel(const float *dy, int B, int N, float *part) {
+    __shared__ float sm[8][33];
+    const int c = blockIdx.x * 32 + threadIdx.x, rows = (B + gridDim.y - 1) / gridDim.y;
+    const int r0 = blockIdx.y * rows, r1 = min(B, r0 + rows);
     float s = 0;
     if (c < N)
-        for (int r = threadIdx.y; r < B; r += 8) s += dy[(size_t)r * N + c];
-    part[threadIdx.y][threadIdx.x] = s;
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) s += dy[(size_t)r * N + c];
+    sm[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     if (threadIdx.y == 0 && c < N) {
-        for (int k = 1; k < 8; k++) s += part[k][threadIdx.x];
-        db[c] = s;
+        for (int k = 1; k < 8; k++) s += sm[k][threadIdx.x];
+        part[(size_t)blockIdx.y * N + c] = s;
     }
+}
+__global__ void bias_sum_kernel(const float *part, int Y, int N, float *db) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= N) return;
+    float s = 0;
+    for (int y = 0; y < Y; y++) s += part[(size_t)y * N + c];
+    db[c] = s;
 }
 
 // Dot interaction (nn.h), one warp per sample: T = [x; emb] (F + 1, E) in shared memory, the
@@ -276,6 +317,7 @@ typedef struct mlp_dev {
     int sizes[REC_MLP_MAX_LAYERS + 1];
     size_t w_off[REC_MLP_MAX_LAYERS], b_off[REC_MLP_MAX_LAYERS];
     float *act[REC_MLP_MAX_LAYERS];  // (max_batch, sizes[l + 1]) outputs
+    __nv_bfloat16 *in16[REC_MLP_MAX_LAYERS];  // bf16 runs: (max_batch, sizes[l]) each layer's input
     gemm fwd[REC_MLP_MAX_LAYERS], bx[REC_MLP_MAX_LAYERS], bw[REC_MLP_MAX_LAYERS];
 } mlp_dev;
 
@@ -295,6 +337,9 @@ struct rec_cuda_model {
     float *params, *grads, *s0, *s1;  // (P) each; optimizer state as the kind needs
     mlp_dev bottom, top;
     float *emb_out, *demb, *z, *dz, *dh, *dbuf[2], *dlogits;  // (B, ...)
+    float *bias_part;                 // (BIAS_CHUNKS, widest) partial bias gradients
+    int bf16;                         // REC_PRECISION_BF16: GEMM operands in bf16, fp32 master weights
+    __nv_bfloat16 *w16, *dy16;        // bf16 runs: the parameters (P), an output gradient (B, widest)
     int2 *pairs;
     double *d_loss;
     // inputs: pinned dense + labels per slot, the device copy, and a device batch per slot
@@ -325,17 +370,19 @@ static rec_status mlp_setup(rec_cuda_model *g, mlp_dev *d, rec_mlp *m, const flo
         d->w_off[l] = (size_t)(rec_mlp_weight(m, l) - host_params);
         d->b_off[l] = (size_t)(rec_mlp_bias(m, l) - host_params);
         REC_TRY(rec_cuda_alloc((void **)&d->act[l], (size_t)g->B * d->sizes[l + 1] * sizeof(float), "MLP activations"));
+        if (g->bf16)
+            REC_TRY(rec_cuda_alloc((void **)&d->in16[l], (size_t)g->B * d->sizes[l] * 2, "MLP inputs in bf16"));
         const int in = d->sizes[l], out = d->sizes[l + 1], relu = l < d->L - 1 || d->relu_last;
-        REC_TRY(gemm_plan(g->lt, &d->fwd[l], out, g->B, in, 1, 0, relu ? 2 : 1, g->ws_bytes));
-        if (l > 0 || input_grad) REC_TRY(gemm_plan(g->lt, &d->bx[l], in, g->B, out, 0, 0, 0, g->ws_bytes));
-        REC_TRY(gemm_plan(g->lt, &d->bw[l], in, out, g->B, 0, 1, 0, g->ws_bytes));
+        REC_TRY(gemm_plan(g->lt, &d->fwd[l], out, g->B, in, 1, 0, relu ? 2 : 1, g->ws_bytes, g->bf16));
+        if (l > 0 || input_grad) REC_TRY(gemm_plan(g->lt, &d->bx[l], in, g->B, out, 0, 0, 0, g->ws_bytes, g->bf16));
+        REC_TRY(gemm_plan(g->lt, &d->bw[l], in, out, g->B, 0, 1, 0, g->ws_bytes, g->bf16));
     }
     return REC_OK;
 }
 
 static void mlp_free(mlp_dev *d) {
     for (int l = 0; l < d->L; l++) {
-        cudaFree(d->act[l]);
+        cudaFree(d->act[l]), cudaFree(d->in16[l]);
         gemm_free(&d->fwd[l]), gemm_free(&d->bx[l]), gemm_free(&d->bw[l]);
     }
 }
@@ -345,9 +392,10 @@ static rec_status mlp_forward(rec_cuda_model *g, mlp_dev *d, int B, const float 
     const float *in = x;
     for (int l = 0; l < d->L; l++) {
         const int relu = l < d->L - 1 || d->relu_last;
-        REC_TRY(gemm_plan(g->lt, &d->fwd[l], d->sizes[l + 1], B, d->sizes[l], 1, 0, relu ? 2 : 1, g->ws_bytes));
-        REC_TRY(gemm_run(g->lt, &d->fwd[l], g->params + d->w_off[l], in, d->act[l], g->params + d->b_off[l], g->ws,
-                         g->ws_bytes, g->st));
+        REC_TRY(gemm_plan(g->lt, &d->fwd[l], d->sizes[l + 1], B, d->sizes[l], 1, 0, relu ? 2 : 1, g->ws_bytes, g->bf16));
+        if (g->bf16) to_bf16_kernel<<<256, 256, 0, g->st>>>(in, (size_t)B * d->sizes[l], d->in16[l]);
+        REC_TRY(gemm_run(g->lt, &d->fwd[l], operand{g->params + d->w_off[l], g->w16 + d->w_off[l]}, operand{in, d->in16[l]},
+                         d->act[l], g->params + d->b_off[l], g->ws, g->ws_bytes, g->st));
         in = d->act[l];
     }
     *y = in;
@@ -361,15 +409,19 @@ static rec_status mlp_backward(rec_cuda_model *g, mlp_dev *d, int B, const float
     for (int l = d->L - 1; l >= 0; l--) {
         const int in = d->sizes[l], out = d->sizes[l + 1], relu = l < d->L - 1 || d->relu_last;
         const float *xin = l ? d->act[l - 1] : x;
-        if (relu) relu_grad_kernel<<<256, 256, 0, g->st>>>(cur, d->act[l], (size_t)B * out);
-        REC_TRY(gemm_plan(g->lt, &d->bw[l], in, out, B, 0, 1, 0, g->ws_bytes));
-        REC_TRY(gemm_run(g->lt, &d->bw[l], xin, cur, g->grads + d->w_off[l], NULL, g->ws, g->ws_bytes, g->st));
-        bias_grad_kernel<<<(out + 31) / 32, dim3(32, 8), 0, g->st>>>(cur, B, out, g->grads + d->b_off[l]);
+        if (relu || g->bf16) relu_grad_kernel<<<256, 256, 0, g->st>>>(cur, d->act[l], (size_t)B * out, relu, g->dy16);
+        REC_TRY(gemm_plan(g->lt, &d->bw[l], in, out, B, 0, 1, 0, g->ws_bytes, g->bf16));
+        REC_TRY(gemm_run(g->lt, &d->bw[l], operand{xin, d->in16[l]}, operand{cur, g->dy16}, g->grads + d->w_off[l], NULL,
+                         g->ws, g->ws_bytes, g->st));
+        const int Y = B < 8 * BIAS_CHUNKS ? (B + 7) / 8 : BIAS_CHUNKS;
+        bias_part_kernel<<<dim3((out + 31) / 32, Y), dim3(32, 8), 0, g->st>>>(cur, B, out, g->bias_part);
+        bias_sum_kernel<<<(out + 127) / 128, 128, 0, g->st>>>(g->bias_part, Y, out, g->grads + d->b_off[l]);
         if (l == 0 && !dx) break;
         float *next = l ? g->dbuf[(l & 1) ^ 1] : dx;
         if (next == cur) next = g->dbuf[l & 1];
-        REC_TRY(gemm_plan(g->lt, &d->bx[l], in, B, out, 0, 0, 0, g->ws_bytes));
-        REC_TRY(gemm_run(g->lt, &d->bx[l], g->params + d->w_off[l], cur, next, NULL, g->ws, g->ws_bytes, g->st));
+        REC_TRY(gemm_plan(g->lt, &d->bx[l], in, B, out, 0, 0, 0, g->ws_bytes, g->bf16));
+        REC_TRY(gemm_run(g->lt, &d->bx[l], operand{g->params + d->w_off[l], g->w16 + d->w_off[l]}, operand{cur, g->dy16}, next,
+                         NULL, g->ws, g->ws_bytes, g->st));
         cur = next;
     }
     CU_TRY(cudaGetLastError(), "launching an MLP backward");
@@ -383,7 +435,7 @@ extern "C" void rec_cuda_model_free(rec_cuda_model *g) {
     cudaFree(g->params), cudaFree(g->grads), cudaFree(g->s0), cudaFree(g->s1), cudaFree(g->ws);
     cudaFree(g->emb_out), cudaFree(g->demb), cudaFree(g->z), cudaFree(g->dz), cudaFree(g->dh);
     cudaFree(g->dbuf[0]), cudaFree(g->dbuf[1]), cudaFree(g->dlogits), cudaFree(g->pairs), cudaFree(g->d_loss);
-    cudaFree(g->d_in);
+    cudaFree(g->d_in), cudaFree(g->bias_part), cudaFree(g->w16), cudaFree(g->dy16);
     for (int i = 0; i < SLOTS; i++) {
         cudaFreeHost(g->h_in[i]);
         rec_cuda_batch_free(g->batch[i]);
@@ -400,7 +452,7 @@ extern "C" void rec_cuda_model_free(rec_cuda_model *g) {
 
 static size_t opt_states(rec_opt_kind k) { return k == REC_OPT_ADAM ? 2 : k == REC_OPT_ADAGRAD ? 1 : 0; }
 
-extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, int max_batch) {
+extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, int max_batch, int precision) {
     *out = NULL;
     const rec_model_config *c = rec_model_get_config(m);
     if (c->kind != REC_MODEL_DLRM)
@@ -414,6 +466,7 @@ extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, in
     rec_cuda_model *g = (rec_cuda_model *)calloc(1, sizeof *g);
     if (!g) return rec_errorf(REC_ENOMEM, "GPU model: out of memory");
     g->cfg = *c;
+    g->bf16 = precision == REC_PRECISION_BF16;
     g->B = max_batch, g->Dn = c->n_dense, g->F = c->n_sparse, g->E = c->emb_dim;
     g->Dz = rec_interact_dim(c->interaction, c->self_interaction, g->F, g->E);
     g->P = rec_model_n_dense_params(m);
@@ -453,9 +506,12 @@ extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, in
         {&g->emb_out, B * g->F * g->E, "pooled embeddings"}, {&g->demb, B * g->F * g->E, "their gradients"},
         {&g->z, B * g->Dz, "the interaction"}, {&g->dz, B * g->Dz, "its gradient"}, {&g->dh, B * g->E, "the bottom gradient"},
         {&g->dbuf[0], B * widest, "activation gradients"}, {&g->dbuf[1], B * widest, "activation gradients"},
-        {&g->dlogits, B, "the logits' gradient"}, {&g->d_in, B * (g->Dn + 1), "dense inputs and labels"}};
+        {&g->dlogits, B, "the logits' gradient"}, {&g->d_in, B * (g->Dn + 1), "dense inputs and labels"},
+        {&g->bias_part, (size_t)BIAS_CHUNKS * widest, "partial bias gradients"}};
     for (size_t i = 0; !s && i < sizeof bufs / sizeof bufs[0]; i++) s = rec_cuda_alloc((void **)bufs[i].p, bufs[i].n * sizeof(float), bufs[i].what);
     if (!s) s = rec_cuda_alloc((void **)&g->d_loss, sizeof(double), "the loss");
+    if (!s && g->bf16) s = rec_cuda_alloc((void **)&g->w16, P * 2, "the parameters in bf16");
+    if (!s && g->bf16) s = rec_cuda_alloc((void **)&g->dy16, B * widest * 2, "output gradients in bf16");
     cudaError_t e2 = cudaSuccess;
     for (int i = 0; !s && e2 == cudaSuccess && i < SLOTS; i++) {
         e2 = cudaMallocHost((void **)&g->h_in[i], B * (g->Dn + 1) * sizeof(float));
@@ -469,6 +525,7 @@ extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, in
     // Parameters and optimizer state from the CPU model.
     const float *hp = rec_model_dense_params(m);
     if (!s) s = rec_cuda_upload(g->params, hp, P * sizeof(float));
+    if (!s && g->bf16) to_bf16_kernel<<<512, 256, 0, g->st>>>(g->params, P, g->w16);
     if (!s) s = mlp_setup(g, &g->bottom, rec_model_mlp(m, 0, NULL, NULL), hp, 0);
     if (!s) s = mlp_setup(g, &g->top, rec_model_mlp(m, 1, NULL, NULL), hp, 1);
     static const char *const ST[2][2] = {{"opt.dense.sum", NULL}, {"opt.dense.m", "opt.dense.v"}};
@@ -590,6 +647,7 @@ extern "C" rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_bat
     dense_opt_kernel<<<512, 256, 0, g->st>>>((int)o->kind, g->P, g->params, g->grads, g->s0, g->s1, lr, o->beta1,
                                              o->beta2, o->eps, o->kind == REC_OPT_ADAM ? (float)(lr / bc1) : 0.0f,
                                              o->kind == REC_OPT_ADAM ? (float)sqrt(bc2) : 1.0f);
+    if (g->bf16) to_bf16_kernel<<<512, 256, 0, g->st>>>(g->params, g->P, g->w16);  // the next step's operands
     CU_TRY(cudaGetLastError(), "launching the dense optimizer");
     mark(g, 11);
     CU_TRY(cudaEventRecord(g->loss_done[i], g->st), "recording a step");

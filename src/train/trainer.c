@@ -832,13 +832,13 @@ static rec_status run(job *j) {
     loss_acc lsum = {{0, 0, rep->rows, rec_now(), aside_seconds(j)}, {0}, 0};
     int64_t rows_seen = meta.rows_seen;
     if (o->device == REC_DEVICE_CUDA) { /* after --resume has loaded the model */
-        REC_TRY(rec_cuda_model_init(&j->gpu, j->model, (int)B));
+        REC_TRY(rec_cuda_model_init(&j->gpu, j->model, (int)B, o->precision));
         REC_TRY(rec_alloc((void **)&j->logits, sizeof(float) * (size_t)B, "logits"));
         rec_cuda_model_profile(j->gpu, o->device_profile);
         if (o->log) {
             char dev[256];
             rec_cuda_probe(dev, sizeof dev);
-            fprintf(o->log, "train: on the GPU, %s\n", dev);
+            fprintf(o->log, "train: on the GPU, %s, %s\n", dev, o->precision == REC_PRECISION_BF16 ? "bf16 products" : "fp32");
         }
     }
     rec_status s = REC_OK;
@@ -1041,6 +1041,8 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     if (o->resume && o->overwrite)
         return rec_errorf(REC_EINVAL, "--resume continues the checkpoint and --overwrite starts over: give one of them");
     if (o->device == REC_DEVICE_CUDA) REC_TRY(check_cuda_opts(o, j.dist));
+    else if (o->precision == REC_PRECISION_BF16)
+        return rec_errorf(REC_EINVAL, "--precision bf16 is for --device cuda; on the CPU rectrain trains in fp32");
     if (o->ckpt_dir) rec_ckpt_path(o->ckpt_dir, j.ckpt, sizeof j.ckpt);
     REC_TRY(check_outputs(o, o->ckpt_dir ? j.ckpt : NULL));
     REC_TRY(check_not_dir("--plan", o->plan_path));
