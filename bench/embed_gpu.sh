@@ -8,9 +8,10 @@
 # REC_BIN: the rectrain binary (default build/rectrain); REC_PEER_PY: python with CUDA torch.
 set -eu
 MODELS=${1:-"kaggle A B C D E"}; REPS=${2:-5}
-R=${REC_BIN:-build/rectrain}; PY=${REC_PEER_PY:-python3}
-$PY -c 'import torch, numpy, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null || {
-    echo "$0: the peer needs a PyTorch that sees the GPU (set REC_PEER_PY)" >&2; exit 2; }
+R=${REC_BIN:-build/rectrain}
+REC_PEER_PY=${REC_PEER_PY:-python3}   # the GPU machines' python holds torch
+. bench/torch_peer.sh
+need_torch_gpu
 W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-embed-gpu-XXXXXX"); trap 'rm -rf "$W"' EXIT
 val() { echo "$2" | sed -n "s/.*\"$1\": \"*\([^,\"}]*\).*/\1/p" | tail -n 1; }
 : > "$W/t"

@@ -13,6 +13,11 @@ need_torch() {
         echo "$0: the PyTorch peer needs Debian's python3-torch: apt-get install python3-torch python3-numpy" >&2; exit 2; }
 }
 
+need_torch_gpu() { # the GPU scripts: a PyTorch built with CUDA that sees the device
+    $PY -c 'import torch, numpy, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null || {
+        echo "$0: the GPU peer needs a PyTorch that sees the GPU (set REC_PEER_PY to its python)" >&2; exit 2; }
+}
+
 need_sklearn() { # the AUC of the peer's predictions
     $PY -c 'import sklearn' 2>/dev/null || {
         echo "$0: the PyTorch peer's AUC needs scikit-learn: apt-get install python3-sklearn" >&2; exit 2; }

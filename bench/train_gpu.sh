@@ -11,7 +11,10 @@
 # REC_BIN: the rectrain binary (default build/rectrain); REC_PEER_PY: python with CUDA torch.
 set -eu
 ROWS=${1:-1000000}; SCALE=${2:-0.05}; STEPS=${3:-200}
-R=${REC_BIN:-build/rectrain}; PY=${REC_PEER_PY:-python3}
+R=${REC_BIN:-build/rectrain}
+REC_PEER_PY=${REC_PEER_PY:-python3}   # the GPU machines' python holds torch
+. bench/torch_peer.sh
+need_torch_gpu
 W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-train-gpu-XXXXXX"); trap 'rm -rf "$W"' EXIT
 export REC_PROGRESS=0
 spec() { # the criteo_standard pipeline with tables scaled by $1 (as bench/train_vs_pytorch.sh)

@@ -1,7 +1,7 @@
 /* The PyTorch peer's guards (bench/torch_peer.sh, which the bench/..._vs_pytorch.sh scripts
  * source): a missing torch, scikit-learn or OpenBLAS stops the comparison with exit status 2
  * and the Debian package to install, and OpenBLAS is told this CPU's core type unless the
- * caller chose one. REC_PEER_PY and REC_PEER_BLAS stand in for the interpreter and libblas. */
+ * caller chose one; the GPU scripts need a torch that sees the GPU. REC_PEER_PY and REC_PEER_BLAS stand in for the interpreter and libblas. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,5 +38,9 @@ int main(void) {
     CHECK(peer("REC_PEER_BLAS=/bin/sh OPENBLAS_CORETYPE=Haswell", "need_blas; echo core $OPENBLAS_CORETYPE") == 0 &&
               strstr(out, "core Haswell"),
           "the caller's core type is kept: %s", out);
+    CHECK(peer("REC_PEER_PY=/bin/false", "need_torch_gpu; echo ran on") == 2 &&
+              strstr(out, "the GPU peer needs a PyTorch that sees the GPU") && !strstr(out, "ran on"),
+          "no GPU torch: %s", out);
+    CHECK(peer("REC_PEER_PY=/bin/true", "need_torch_gpu; echo ran on") == 0 && strstr(out, "ran on"), "GPU torch: %s", out);
     return check_report();
 }

@@ -81,6 +81,71 @@ static void test_block_map(void) {
           "a table of 100-id bags gets more blocks than one of 1-id bags (rounds %d vs %d)", rounds[0], rounds[1]);
 }
 
+/* rec_cuda_pack against a plain loop: random features of both id widths, some weighted, empty
+ * bags; then bad ids in two features: the first in order is named. */
+static void test_pack(void) {
+    rec_rng rng;
+    rec_rng_seed(&rng, 11, 0);
+    enum { F = 9, B = 333 };
+    int64_t rows[F];
+    rec_batch b;
+    rec_status s = rec_batch_init(&b, B, 0, F + 2, 2);
+    b.n = B;
+    for (int f = 0; f < F + 2; f++) {
+        if (f < F) rows[f] = 1 + (int64_t)rec_rng_below(&rng, f == 4 ? 5000000000LL : 10000);
+        rec_jagged *j = &b.sparse[f];
+        j->offsets[0] = 0;
+        for (int r = 0; !s && r < B; r++) {
+            const int64_t L = (int64_t)rec_rng_below(&rng, 5);
+            s = rec_batch_reserve_nnz(&b, f, j->offsets[r] + L, f % 3 == 1);
+            for (int64_t k = j->offsets[r]; !s && k < j->offsets[r] + L; k++) {
+                j->ids64[k] = (int64_t)rec_rng_below(&rng, (uint64_t)(f < F ? rows[f] : 7));
+                if (j->weights) j->weights[k] = (float)rec_rng_uniform(&rng);
+            }
+            j->offsets[r + 1] = j->offsets[r] + L;
+        }
+        if (!s && f < F && f != 4 && f % 2) s = rec_batch_set_wide(&b, f, 0);
+    }
+    CHECK(s == REC_OK, "pack batch: %s", rec_errmsg());
+    int64_t total = 0;
+    for (int f = 1; f <= F - 1; f++) total += rec_batch_nnz(&b, f); /* window 1..F-1 of the batch */
+    const int Fw = F - 1;
+    int64_t all = 0; /* room for any window */
+    for (int f = 0; f < F + 2; f++) all += rec_batch_nnz(&b, f);
+    int32_t *off = malloc(sizeof(int32_t) * (size_t)(F + 2) * (B + 1)), *ids = malloc(sizeof(int32_t) * (size_t)(all + 1));
+    float *w = malloc(sizeof(float) * (size_t)(all + 1));
+    int64_t nnz[F];
+    s = rec_cuda_pack(&b, 1, Fw, rows + 1, off, ids, w, nnz);
+    int ok = s == REC_OK;
+    int64_t at = 0;
+    for (int f = 0; ok && f < Fw; f++) {
+        const rec_jagged *j = &b.sparse[1 + f];
+        ok &= nnz[f] == rec_batch_nnz(&b, 1 + f);
+        for (int r = 0; ok && r <= B; r++) ok &= off[(size_t)f * (B + 1) + r] == at + j->offsets[r];
+        for (int64_t k = 0; ok && k < nnz[f]; k++)
+            ok &= ids[at + k] == rec_jagged_id(j, k) && w[at + k] == (j->weights ? j->weights[k] : 1.0f);
+        at += nnz[f];
+    }
+    CHECK(ok && at == total, "packed offsets, ids and weights match the batch (%s)", s ? rec_errmsg() : "");
+    /* Bad ids in features 6 and 3 (widened to hold them): feature 3 is named, first in order. */
+    rec_batch_set_wide(&b, 6, 1);
+    rec_batch_set_wide(&b, 3, 1);
+    int r6 = 5, r3 = 200;
+    while (b.sparse[6].offsets[r6 + 1] == b.sparse[6].offsets[r6]) r6++;
+    while (b.sparse[3].offsets[r3 + 1] == b.sparse[3].offsets[r3]) r3++;
+    b.sparse[6].ids64[b.sparse[6].offsets[r6]] = rows[6];
+    b.sparse[3].ids64[b.sparse[3].offsets[r3]] = -1;
+    s = rec_cuda_pack(&b, 0, F, rows, off, ids, NULL, nnz);
+    char want[96];
+    snprintf(want, sizeof want, "feature 3, batch row %d: id -1 is outside", r3);
+    CHECK_ERR(s, REC_EINVAL, want);
+    s = rec_cuda_pack(&b, 4, F - 4, rows + 4, off, ids, NULL, nnz);
+    snprintf(want, sizeof want, "feature 6, batch row %d: id %lld is outside", r6, (long long)rows[6]);
+    CHECK_ERR(s, REC_EINVAL, want);
+    free(off), free(ids), free(w);
+    rec_batch_free(&b);
+}
+
 static void test_plans(void) {
     const int64_t rows[3] = {100, 7, 3000};
     const int dims[3] = {16, 3, 65}; /* columns 0, 16, 19 of 84: only the first fits v4 */
@@ -149,6 +214,7 @@ int main(void) {
     if (rc) return rc;
     test_sched_names();
     test_block_map();
+    test_pack();
     test_plans();
     test_cli();
     clirun_cleanup();

@@ -5,6 +5,9 @@
 
 #include <stdint.h>
 
+#include "rectrain/batch.h"
+#include "rectrain/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,6 +31,14 @@ static inline int rec_cuda_chunk_lanes(int T, int Cv) {
  * whole batch makes about target_blocks blocks. B >= 1. Returns the blocks in all. */
 int64_t rec_cuda_block_map(int F, int B, const int *dims, const int *sched, const int64_t *nnz, int64_t target_blocks,
                            int32_t *rounds, int32_t *block_start);
+
+/* Packs features first .. first + F - 1 of b for the GPU (rec_cuda_batch_load): off (F, B + 1)
+ * offsets into ids, absolute (table f's ids start after tables 0..f-1's), ids (total) as int32,
+ * and where w is not NULL every id's weight (1 for unweighted features); nnz (F) the ids per
+ * table. Each id is checked against rows[f]: REC_EINVAL names the first feature (in order)
+ * holding one outside its table, its batch row and the id. Features in parallel (OpenMP). */
+rec_status rec_cuda_pack(const rec_batch *b, int first, int F, const int64_t *rows, int32_t *off, int32_t *ids, float *w,
+                         int64_t *nnz);
 
 #ifdef __cplusplus
 }

@@ -13,20 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_impl.h"
-#include "rectrain/core.h"
-#include "rectrain/cuda.h"
+#include "embed_impl.cuh"
 #include "rectrain/model.h"
-
-static rec_status cu_fail(cudaError_t e, const char *what) {
-    return rec_errorf(e == cudaErrorMemoryAllocation ? REC_ENOMEM : REC_EUNSUPPORTED, "GPU: %s: %s (%s)", what,
-                      cudaGetErrorString(e), cudaGetErrorName(e));
-}
-#define CU_TRY(call, what)                                     \
-    do {                                                       \
-        const cudaError_t cu_e_ = (call);                      \
-        if (cu_e_ != cudaSuccess) return cu_fail(cu_e_, what); \
-    } while (0)
 
 // ---- cuBLASLt, loaded when the first GPU model is made ---------------------------------------
 // The binary links only the CUDA runtime (statically), so it starts on machines without the
