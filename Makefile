@@ -21,7 +21,7 @@ $(BUILD)/Makefile: | deps
 	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Release)
 
 build-asan/Makefile: | deps
-	$(call configure,build-asan,-DCMAKE_BUILD_TYPE=Debug -DREC_SANITIZE=ON)
+	$(call configure,build-asan,-DCMAKE_BUILD_TYPE=Debug -DREC_SANITIZE=ON -DREC_WITH_CUDA=OFF)
 
 build: $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory

@@ -3,8 +3,8 @@
 #include "rectrain/cuda.h"
 
 #define ABSENT                                                                                                   \
-    rec_errorf(REC_EUNSUPPORTED, "this rectrain was built without the GPU engine (nvcc was not found when it "   \
-               "was configured): install the CUDA toolkit (nvcc on PATH) and rebuild with make")
+    rec_errorf(REC_EUNSUPPORTED, "this rectrain was built without the GPU engine (no nvcc when it was configured, "   \
+               "or REC_WITH_CUDA=OFF): install the CUDA toolkit (nvcc on PATH) and rebuild with make")
 
 rec_status rec_cuda_probe(char *name, size_t cap) {
     if (cap) name[0] = '\0';
@@ -48,4 +48,20 @@ rec_status rec_cuda_embed_tune(rec_cuda_embed *g, rec_cuda_batch *const *d, int 
     return ABSENT;
 }
 rec_status rec_cuda_copy_gbps(size_t bytes, double *gbps) { return ABSENT; }
+rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, int max_batch, int precision) {
+    *out = NULL;
+    return ABSENT;
+}
+void rec_cuda_model_free(rec_cuda_model *g) {}
+rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_batch *b, double *prev_loss, int64_t *prev_step) {
+    return ABSENT;
+}
+rec_status rec_cuda_model_finish(rec_cuda_model *g, double *loss, int64_t *step) { return ABSENT; }
+rec_status rec_cuda_model_forward(rec_cuda_model *g, const rec_batch *b, float *logits) { return ABSENT; }
+rec_status rec_cuda_model_download(rec_cuda_model *g, rec_model *m) { return ABSENT; }
+int64_t rec_cuda_model_steps(const rec_cuda_model *g) { return 0; }
+rec_cuda_embed *rec_cuda_model_embed(rec_cuda_model *g) { return NULL; }
+const char *rec_cuda_part_name(int k) { return "?"; }
+void rec_cuda_model_profile(rec_cuda_model *g, int on) {}
+int64_t rec_cuda_model_profile_read(const rec_cuda_model *g, double *ms) { return 0; }
 #endif
