@@ -19,11 +19,12 @@
  *             about the same work), written to a pinned ring and copied while the previous
  *             launch runs (§IV-B).
  *   backward  keys (global row = table base + id) sorted with CUB's radix sort over as many
- *             bits as the rows need, equal keys run-length encoded, then per distinct row one
- *             warp sums its entries' gradients (the bag's output gradient × weight, / L for
- *             MEAN) and applies SGD, Adagrad or row-wise Adagrad to the row: one read and one
- *             write per touched row. Rows with more than REC_CUDA_LONG_RUN entries (the hot
- *             rows of small tables) are summed by a whole block instead. No host sync.
+ *             bits as the rows need, the runs of equal keys found (heads, a scan), then per
+ *             distinct row one warp sums its entries' gradients in float64 (the bag's output
+ *             gradient × weight, / L for MEAN) and applies SGD, Adagrad or row-wise Adagrad
+ *             to the row: one read and one write per touched row. Rows with more than
+ *             REC_CUDA_LONG_RUN entries (the hot rows of small tables) are summed by a whole
+ *             block instead. No host sync.
  *
  * Tuning (RecFlex §IV-A, both stages): for each occupancy setting, round r gives table f its
  * candidate (r + f) mod N_f (all co-executed in the fused kernel; a Latin rotation, so every
