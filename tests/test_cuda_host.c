@@ -200,6 +200,11 @@ static void test_cli(void) {
           "bf16 on the CPU: %s", out);
     CHECK(run("bench train --precision bf16") == 2 && strstr(out, "--precision bf16 is for --device cuda"),
           "bench bf16 on the CPU: %s", out);
+    CHECK(run("train --device cuda --tune --steps 1") == 1 && strstr(out, "--plan-out FILE` and give --plan FILE"),
+          "--tune with --device cuda points at the GPU tuner: %s", out);
+    CHECK(run("train --device cuda --plan nope.json --steps 1") == 1 &&
+              strstr(out, "--plan nope.json: cannot be read (No such file or directory)"),
+          "a missing GPU plan is refused before any work: %s", out);
     if (!have_gpu) {
         const int rt = run("train --device cuda --steps 1");
         CHECK(rt == 1 && (strstr(out, "no NVIDIA") || strstr(out, "without the GPU engine")),

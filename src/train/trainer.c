@@ -768,6 +768,23 @@ static rec_status put_eval(job *j, int64_t step, const rec_metrics *m, int final
     return final ? rec_scalars_write_calibration(j->scalars, step, m) : REC_OK;
 }
 
+/* --device cuda --plan FILE: the GPU engine's plan (`bench embed --device cuda --plan-out`),
+ * refused with the JSON path when it was tuned for other tables. */
+static rec_status load_gpu_plan(job *j) {
+    char *text;
+    size_t len;
+    REC_TRY(rec_read_file(j->o->plan_path, "GPU embedding plan", (size_t)64 << 20, &text, &len));
+    const int F = j->cfg.n_sparse;
+    int *dims = malloc(sizeof(int) * (size_t)F), *sched = malloc(sizeof(int) * (size_t)F), occ = 0;
+    rec_status s = dims && sched ? REC_OK : rec_errorf(REC_ENOMEM, "out of memory reading %s", j->o->plan_path);
+    for (int f = 0; !s && f < F; f++) dims[f] = j->cfg.emb_dim;
+    if (!s) s = rec_cuda_plan_parse(text, len, j->o->plan_path, F, j->cfg.table_rows, dims, sched, &occ);
+    if (!s) s = rec_cuda_embed_set_plan(rec_cuda_model_embed(j->gpu), sched, occ);
+    if (!s && j->o->log) fprintf(j->o->log, "train: GPU embedding plan from %s (occupancy %d)\n", j->o->plan_path, occ);
+    free(text), free(dims), free(sched);
+    return s;
+}
+
 /* The losses of the steps, as they come (the GPU's one step late): the divergence check, the
  * loss log, the training records every log_every steps and the progress line's mean. */
 typedef struct loss_acc {
@@ -833,6 +850,7 @@ static rec_status run(job *j) {
     int64_t rows_seen = meta.rows_seen;
     if (o->device == REC_DEVICE_CUDA) { /* after --resume has loaded the model */
         REC_TRY(rec_cuda_model_init(&j->gpu, j->model, (int)B, o->precision));
+        if (o->plan_path) REC_TRY(load_gpu_plan(j));
         REC_TRY(rec_alloc((void **)&j->logits, sizeof(float) * (size_t)B, "logits"));
         rec_cuda_model_profile(j->gpu, o->device_profile);
         if (o->log) {
@@ -1014,10 +1032,13 @@ static rec_status check_cuda_opts(const rec_train_opts *o, int dist) {
     if (dist)
         return rec_errorf(REC_EINVAL, "--device cuda trains in one process; under mpirun the ranks train on their CPUs "
                           "(drop --device cuda)");
-    const char *no = o->tune ? "--tune" : o->plan_path ? "--plan" : NULL;
-    if (no)
-        return rec_errorf(REC_EINVAL, "%s tunes the CPU embedding engine; with --device cuda the GPU engine runs its "
-                          "default plan (tune it with `rectrain bench embed --device cuda`): drop %s", no, no);
+    if (o->tune)
+        return rec_errorf(REC_EINVAL, "--tune tunes the CPU embedding engine; with --device cuda, tune the GPU's with "
+                          "`rectrain bench embed --device cuda --plan-out FILE` and give --plan FILE");
+    if (o->plan_path && access(o->plan_path, R_OK) != 0)
+        return rec_errorf(REC_EINVAL, "--plan %s: cannot be read (%s); with --device cuda the plan is read, not written: "
+                          "make it with `rectrain bench embed --device cuda --plan-out %s`", o->plan_path, strerror(errno),
+                          o->plan_path);
     char name[256];
     return rec_cuda_probe(name, sizeof name);
 }
@@ -1060,7 +1081,7 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     j.o = o;
     j.rep = rep;
     j.threads = o->threads > 0 ? o->threads : rec_cpu_count();
-    j.plan_pending = o->tune || o->plan_path;
+    j.plan_pending = (o->tune || o->plan_path) && o->device != REC_DEVICE_CUDA; /* the CPU engine's plan */
     rec_status s = setup(&j);
     if (!s) {
         rep->threads = j.threads;
