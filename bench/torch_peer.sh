@@ -28,3 +28,18 @@ need_blas() {
         echo "$0: the PyTorch peer would multiply on the reference BLAS: apt-get install libopenblas0-pthread" >&2; exit 2; }
     export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-SkylakeX}"
 }
+
+scaled_spec() { # spec.json for `rectrain gen --scale $1` into $2: the criteo_standard pipeline with
+    # its 26 Kaggle tables scaled by $1 (at least 2 rows each)
+    $PY - "$1" > "$2" <<'PYEOF'
+import json, sys
+K = [1460,583,10131227,2202608,305,24,12517,633,3,93145,5683,8351593,3194,27,14992,5461306,10,5652,2173,4,7046547,18,15,286181,105,142572]
+s = float(sys.argv[1]); rows = [max(2, int(round(k * s))) for k in K]
+dense = [{"name": f"I{i}", "input": f"I{i}", "ops": [{"op": "fill_null", "value": 0}, {"op": "clamp", "min": 0},
+          {"op": "cast", "to": "f32"}, {"op": "log1p"}]} for i in range(1, 14)]
+sparse = [{"name": f"C{c}", "input": f"C{c}", "table": f"C{c}", "ops": [{"op": "fill_null", "value": 0},
+           {"op": "modulo", "divisor": rows[c - 1]}]} for c in range(1, 27)]
+print(json.dumps({"format": "rectrain-prep", "version": 1, "name": "criteo_scaled",
+                  "tables": {f"C{c}": {"rows": rows[c - 1]} for c in range(1, 27)}, "dense": dense, "sparse": sparse}))
+PYEOF
+}

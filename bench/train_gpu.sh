@@ -17,24 +17,11 @@ REC_PEER_PY=${REC_PEER_PY:-python3}   # the GPU machines' python holds torch
 need_torch_gpu
 W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-train-gpu-XXXXXX"); trap 'rm -rf "$W"' EXIT
 export REC_PROGRESS=0
-spec() { # the criteo_standard pipeline with tables scaled by $1 (as bench/train_vs_pytorch.sh)
-    $PY - "$1" > "$2" <<'PYEOF'
-import json, sys
-K = [1460,583,10131227,2202608,305,24,12517,633,3,93145,5683,8351593,3194,27,14992,5461306,10,5652,2173,4,7046547,18,15,286181,105,142572]
-s = float(sys.argv[1]); rows = [max(2, int(round(k * s))) for k in K]
-dense = [{"name": f"I{i}", "input": f"I{i}", "ops": [{"op": "fill_null", "value": 0}, {"op": "clamp", "min": 0},
-          {"op": "cast", "to": "f32"}, {"op": "log1p"}]} for i in range(1, 14)]
-sparse = [{"name": f"C{c}", "input": f"C{c}", "table": f"C{c}", "ops": [{"op": "fill_null", "value": 0},
-           {"op": "modulo", "divisor": rows[c - 1]}]} for c in range(1, 27)]
-print(json.dumps({"format": "rectrain-prep", "version": 1, "name": "criteo_scaled",
-                  "tables": {f"C{c}": {"rows": rows[c - 1]} for c in range(1, 27)}, "dense": dense, "sparse": sparse}))
-PYEOF
-}
 val() { sed -n "s/.*\"$1\": \"*\([0-9.eE+-]*\).*/\1/p" "$2" | tail -n 1; }
 
 echo "== quality: $ROWS rows, scale $SCALE, dlrm_kaggle config, 1 epoch, holdout 10%" >&2
 $R gen --rows "$ROWS" --scale "$SCALE" --seed 1 --out "$W/q.tsv" --prob-out "$W/q.prob" >/dev/null
-spec "$SCALE" "$W/q.json"
+scaled_spec "$SCALE" "$W/q.json"
 $R prep --spec "$W/q.json" --in "$W/q.tsv" --out "$W/q.rshard" >/dev/null 2>&1
 $R train --config configs/dlrm_kaggle.json --data "$W/q.rshard" --holdout 0.1 --oracle "$W/q.prob" --json > "$W/cpu.rt"
 $R train --config configs/dlrm_kaggle.json --data "$W/q.rshard" --holdout 0.1 --oracle "$W/q.prob" --device cuda \
@@ -44,7 +31,7 @@ $R train --config configs/dlrm_kaggle.json --data "$W/q.rshard" --holdout 0.1 --
 
 echo "== speed: Kaggle table sizes, $STEPS steps, batch 2048 and 16384" >&2
 $R gen --rows 2000000 --scale 1 --seed 2 --out "$W/s.tsv" >/dev/null
-spec 1 "$W/s.json"
+scaled_spec 1 "$W/s.json"
 $R prep --spec "$W/s.json" --in "$W/s.tsv" --out "$W/s.rshard" >/dev/null 2>&1
 rm -f "$W/s.tsv"
 for P in fp32 bf16; do

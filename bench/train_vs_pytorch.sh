@@ -17,31 +17,18 @@ need_blas
 W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-vs-torch-XXXXXX"); trap 'rm -rf "$W"' EXIT
 export REC_PROGRESS=0
 
-spec() { # spec.json for `rectrain gen --scale $1`: the criteo_standard pipeline with scaled tables
-    $PY - "$1" > "$2" <<'PYEOF'
-import json, sys
-K = [1460,583,10131227,2202608,305,24,12517,633,3,93145,5683,8351593,3194,27,14992,5461306,10,5652,2173,4,7046547,18,15,286181,105,142572]
-s = float(sys.argv[1]); rows = [max(2, int(round(k * s))) for k in K]
-dense = [{"name": f"I{i}", "input": f"I{i}", "ops": [{"op": "fill_null", "value": 0}, {"op": "clamp", "min": 0},
-          {"op": "cast", "to": "f32"}, {"op": "log1p"}]} for i in range(1, 14)]
-sparse = [{"name": f"C{c}", "input": f"C{c}", "table": f"C{c}", "ops": [{"op": "fill_null", "value": 0},
-           {"op": "modulo", "divisor": rows[c - 1]}]} for c in range(1, 27)]
-print(json.dumps({"format": "rectrain-prep", "version": 1, "name": "criteo_scaled",
-                  "tables": {f"C{c}": {"rows": rows[c - 1]} for c in range(1, 27)}, "dense": dense, "sparse": sparse}))
-PYEOF
-}
 val() { sed -n "s/.*\"$1\": \([0-9.eE+-]*\).*/\1/p" "$2" | tail -n 1; }
 
 echo "== quality: $ROWS rows, scale $SCALE, dlrm_kaggle config, 1 epoch, holdout 10%" >&2
 $R gen --rows "$ROWS" --scale "$SCALE" --seed 1 --out "$W/q.tsv" --prob-out "$W/q.prob" >/dev/null
-spec "$SCALE" "$W/q.json"
+scaled_spec "$SCALE" "$W/q.json"
 $R prep --spec "$W/q.json" --in "$W/q.tsv" --out "$W/q.rshard" >/dev/null 2>&1
 $R train --config configs/dlrm_kaggle.json --data "$W/q.rshard" --holdout 0.1 --oracle "$W/q.prob" --threads 2 --json > "$W/q.rt"
 $PY dev/torch_dlrm.py --tsv "$W/q.tsv" --spec "$W/q.json" --config configs/dlrm_kaggle.json --holdout 0.1 --threads 2 --json > "$W/q.pt"
 
 echo "== speed: Kaggle table sizes, $STEPS steps at batch 2048, 2 threads" >&2
 $R gen --rows 400000 --scale 1 --seed 2 --out "$W/s.tsv" >/dev/null
-spec 1 "$W/s.json"
+scaled_spec 1 "$W/s.json"
 $R prep --spec "$W/s.json" --in "$W/s.tsv" --out "$W/s.rshard" >/dev/null 2>&1
 $R train --config configs/dlrm_kaggle.json --data "$W/s.rshard" --steps "$STEPS" --threads 2 --json > "$W/s.rt"
 $PY dev/torch_dlrm.py --tsv "$W/s.tsv" --spec "$W/s.json" --config configs/dlrm_kaggle.json --holdout 0 --steps "$STEPS" --threads 2 --json > "$W/s.pt"

@@ -17,9 +17,7 @@ PyPI; never a dependency of rectrain):
 import argparse
 import json
 import math
-import os
 import sys
-import time
 
 import numpy as np
 import torch
@@ -29,26 +27,19 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocati
 from fbgemm_gpu.split_table_batched_embeddings_ops_training import (ComputeDevice,
                                                                     SplitTableBatchedEmbeddingBagsCodegen)
 
+import embed_dump
 
-def read_batches(path, F, n):
-    """Each batch as TBE input: indices of every table one after another, and T * B + 1
-    offsets into them (table-major)."""
-    raw = np.fromfile(path, dtype=np.int64)
-    pos, out = 0, []
-    for _ in range(n):
-        B = int(raw[pos]); pos += 1
-        idx, offs, base = [], [], 0
-        for _ in range(F):
-            nnz = int(raw[pos]); pos += 1
-            off = raw[pos:pos + B + 1]; pos += B + 1
-            idx.append(raw[pos:pos + nnz]); pos += nnz
-            offs.append(off[:B] + base)
-            base += nnz
-        offs.append(np.array([base], dtype=np.int64))
-        out.append((B, torch.from_numpy(np.concatenate(idx)), torch.from_numpy(np.concatenate(offs))))
-    if pos != len(raw):
-        sys.exit(f"{path}: {len(raw) - pos} trailing values; the dump does not match model.json")
-    return out
+
+def tbe_batch(B, tabs):
+    """A batch as TBE input: indices of every table one after another, and T * B + 1 offsets
+    into them (table-major)."""
+    idx, offs, base = [], [], 0
+    for ids, off in tabs:
+        idx.append(ids)
+        offs.append(off[:B] + base)
+        base += len(ids)
+    offs.append(np.array([base], dtype=np.int64))
+    return B, torch.from_numpy(np.concatenate(idx)), torch.from_numpy(np.concatenate(offs))
 
 
 def main():
@@ -59,12 +50,10 @@ def main():
     ap.add_argument("--precision", choices=("fp32", "fp16"), default="fp32")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    m = json.load(open(os.path.join(a.dir, "model.json")))
-    tables = m["tables"]
-    F, nb, lr = len(tables), m["batches"], m["lr"]
-    batches = read_batches(os.path.join(a.dir, "batches.bin"), F, nb)
-    W = sum(d for _, d in tables)
-    dout = torch.from_numpy(np.fromfile(os.path.join(a.dir, "dout.bin"), dtype=np.float32).reshape(m["batch"], W))
+    m, raw, dout = embed_dump.load(a.dir)
+    tables, lr = m["tables"], m["lr"]
+    batches = [tbe_batch(B, tabs) for B, tabs in raw]
+    dout = torch.from_numpy(dout)
     tbe = SplitTableBatchedEmbeddingBagsCodegen(
         embedding_specs=[(r, d, EmbeddingLocation.HOST, ComputeDevice.CPU) for r, d in tables],
         optimizer=EmbOptimType.EXACT_SGD, learning_rate=lr, pooling_mode=PoolingMode.SUM,
@@ -75,14 +64,7 @@ def main():
             w.copy_(torch.empty(w.shape).uniform_(-math.sqrt(1.0 / r), math.sqrt(1.0 / r)).to(w.dtype))
 
     def timed(step):
-        t = []
-        for rep in range(-1, a.reps):
-            t0 = time.perf_counter()
-            for B, idx, off in batches:
-                step(B, idx, off)
-            if rep >= 0:
-                t.append((time.perf_counter() - t0) / nb)
-        return float(np.median(t))
+        return embed_dump.timed(batches, step, a.reps)
 
     def fwd(B, idx, off):
         with torch.no_grad():

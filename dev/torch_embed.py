@@ -18,30 +18,11 @@ torch.cuda.synchronize() (the launches are asynchronous).
 import argparse
 import json
 import math
-import os
 import sys
-import time
 
-import numpy as np
 import torch
 
-
-def read_batches(path, F, n):
-    raw = np.fromfile(path, dtype=np.int64)
-    pos, out = 0, []
-    for _ in range(n):
-        B = int(raw[pos]); pos += 1
-        tabs = []
-        for _ in range(F):
-            nnz = int(raw[pos]); pos += 1
-            off = raw[pos:pos + B + 1]; pos += B + 1
-            idx = raw[pos:pos + nnz]; pos += nnz
-            # EmbeddingBag takes the B start offsets (the last bag ends at len(idx)).
-            tabs.append((torch.from_numpy(idx.copy()), torch.from_numpy(off[:B].copy())))
-        out.append((B, tabs))
-    if pos != len(raw):
-        sys.exit(f"{path}: {len(raw) - pos} trailing values; the dump does not match model.json")
-    return out
+import embed_dump
 
 
 def main():
@@ -55,13 +36,12 @@ def main():
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("dev/torch_embed.py: --device cuda, but this torch sees no GPU")
     torch.set_num_threads(a.threads)
-    m = json.load(open(os.path.join(a.dir, "model.json")))
-    tables = m["tables"]
-    F, nb, lr = len(tables), m["batches"], m["lr"]
-    batches = [(B, [(i.to(dev), o.to(dev)) for i, o in tabs])
-               for B, tabs in read_batches(os.path.join(a.dir, "batches.bin"), F, nb)]
-    W = sum(d for _, d in tables)
-    dout = torch.from_numpy(np.fromfile(os.path.join(a.dir, "dout.bin"), dtype=np.float32).reshape(m["batch"], W)).to(dev)
+    m, raw, dout = embed_dump.load(a.dir)
+    tables, lr = m["tables"], m["lr"]
+    # EmbeddingBag takes the B start offsets (the last bag ends at len(ids)).
+    batches = [(B, [(torch.from_numpy(i.copy()).to(dev), torch.from_numpy(o[:B].copy()).to(dev)) for i, o in tabs])
+               for B, tabs in raw]
+    dout = torch.from_numpy(dout).to(dev)
     bags = torch.nn.ModuleList()
     for r, d in tables:
         e = torch.nn.EmbeddingBag(r, d, mode="sum", sparse=True)
@@ -75,16 +55,7 @@ def main():
         return torch.cat([bag(idx, off) for bag, (idx, off) in zip(bags, tabs)], dim=1)
 
     def timed(step):
-        t = []
-        for rep in range(-1, a.reps):
-            t0 = time.perf_counter()
-            for B, tabs in batches:
-                step(B, tabs)
-            if a.device == "cuda":
-                torch.cuda.synchronize()
-            if rep >= 0:
-                t.append((time.perf_counter() - t0) / nb)
-        return float(np.median(t))
+        return embed_dump.timed(batches, step, a.reps, torch.cuda.synchronize if a.device == "cuda" else None)
 
     def fwd(B, tabs):
         with torch.no_grad():

@@ -44,13 +44,4 @@ rec_status rec_cuda_pack(const rec_batch *b, int first, int F, const int64_t *ro
 }
 #endif
 
-#ifdef __CUDACC__
-#include <cuda_runtime.h>
-/* The engine's one stream: the GPU model (model.cu) runs its dense layers on it too. */
-struct rec_cuda_embed;
-cudaStream_t rec_cuda_embed_stream(const struct rec_cuda_embed *g);
-/* The device batch's row count, offsets and ids (for the model's own kernels). */
-struct rec_cuda_batch;
-int rec_cuda_batch_rows(const struct rec_cuda_batch *d);
-#endif
 #endif

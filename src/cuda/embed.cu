@@ -627,8 +627,6 @@ extern "C" rec_status rec_cuda_embed_download(rec_cuda_embed *g, rec_embed *dst)
     return REC_OK;
 }
 
-cudaStream_t rec_cuda_embed_stream(const rec_cuda_embed *g) { return g->st; }
-int rec_cuda_batch_rows(const rec_cuda_batch *d) { return d->B; }
 
 extern "C" rec_status rec_cuda_embed_sync(rec_cuda_embed *g) {
     CU_TRY(cudaStreamSynchronize(g->st), "running the embedding kernels");

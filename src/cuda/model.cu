@@ -474,7 +474,7 @@ extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, in
         free(g);
         return s;
     }
-    g->st = rec_cuda_embed_stream(g->emb);
+    g->st = g->emb->st;  // one stream for the whole step
     const size_t B = (size_t)g->B, P = g->P;
     g->ws_bytes = (size_t)32 << 20;
     cublasStatus_t ls = lt.create(&g->lt);
@@ -601,6 +601,19 @@ static rec_status forward(rec_cuda_model *g, int B, const float **logits) {
     return REC_OK;
 }
 
+// Slot j's finished step: its loss and number, and with profiling its parts' times.
+static void harvest(rec_cuda_model *g, int j, double *loss, int64_t *step) {
+    *loss = g->h_loss[j], *step = g->loss_pending[j];
+    g->loss_pending[j] = -1;
+    if (!g->prof) return;
+    for (int k = 0; k < REC_CUDA_N_PARTS; k++) {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, g->ev[j][k], g->ev[j][k + 1]);
+        g->part_ms[k] += ms;
+    }
+    g->part_steps++;
+}
+
 extern "C" rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_batch *b, double *prev_loss, int64_t *prev_step) {
     const int B = (int)b->n, i = g->slot;
     *prev_step = -1;
@@ -647,16 +660,7 @@ extern "C" rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_bat
     g->slot = j;
     if (g->loss_pending[j] >= 0) {
         CU_TRY(cudaEventSynchronize(g->loss_done[j]), "running a training step");
-        *prev_loss = g->h_loss[j], *prev_step = g->loss_pending[j];
-        g->loss_pending[j] = -1;
-        if (g->prof) {
-            for (int k = 0; k < REC_CUDA_N_PARTS; k++) {
-                float ms = 0;
-                cudaEventElapsedTime(&ms, g->ev[j][k], g->ev[j][k + 1]);
-                g->part_ms[k] += ms;
-            }
-            g->part_steps++;
-        }
+        harvest(g, j, prev_loss, prev_step);
     }
     return REC_OK;
 }
@@ -665,18 +669,7 @@ extern "C" rec_status rec_cuda_model_finish(rec_cuda_model *g, double *loss, int
     *step = -1;
     const int j = g->slot ^ 1;  // the last step's slot
     CU_TRY(cudaStreamSynchronize(g->st), "running the training steps");
-    if (g->loss_pending[j] >= 0) {
-        *loss = g->h_loss[j], *step = g->loss_pending[j];
-        g->loss_pending[j] = -1;
-        if (g->prof) {
-            for (int k = 0; k < REC_CUDA_N_PARTS; k++) {
-                float ms = 0;
-                cudaEventElapsedTime(&ms, g->ev[j][k], g->ev[j][k + 1]);
-                g->part_ms[k] += ms;
-            }
-            g->part_steps++;
-        }
-    }
+    if (g->loss_pending[j] >= 0) harvest(g, j, loss, step);
     return REC_OK;
 }
 

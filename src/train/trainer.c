@@ -30,8 +30,27 @@ enum { LOADER_DEPTH = 3, LOSS_WINDOW = 100 };
 
 /* ---- evaluation --------------------------------------------------------------------------------- */
 
-rec_status rec_evaluate(rec_model *m, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
-                        rec_metrics *out) {
+/* The logits of a batch from whichever model scores it. */
+typedef rec_status (*score_fn)(void *ctx, const rec_batch *b, const float **logits);
+
+static rec_status score_cpu(void *m, const rec_batch *b, const float **logits) {
+    return rec_model_forward(m, b, logits);
+}
+
+typedef struct gpu_scorer {
+    rec_cuda_model *g;
+    float *logits;  /* (batch) host */
+} gpu_scorer;
+
+static rec_status score_gpu(void *ctx, const rec_batch *b, const float **logits) {
+    gpu_scorer *x = ctx;
+    *logits = x->logits;
+    return rec_cuda_model_forward(x->g, b, x->logits);
+}
+
+/* Metrics of rows [row0, row1) of d, scored batch by batch. */
+static rec_status eval_rows(score_fn score, void *ctx, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
+                            rec_metrics *out) {
     rec_eval_acc *acc = NULL;
     rec_loader *l = NULL;
     REC_TRY(rec_eval_acc_init(&acc, row1 - row0));
@@ -39,13 +58,18 @@ rec_status rec_evaluate(rec_model *m, rec_dataset *d, int64_t row0, int64_t row1
     const rec_batch *b;
     while (!s && !(s = rec_loader_next(l, &b)) && b) {
         const float *logits;
-        s = rec_model_forward(m, b, &logits);
+        s = score(ctx, b, &logits);
         if (!s) s = rec_eval_acc_add(acc, b->n, logits, b->label);
     }
     if (!s) s = rec_eval_acc_finish(acc, out);
     rec_loader_close(l);
     rec_eval_acc_free(acc);
     return s;
+}
+
+rec_status rec_evaluate(rec_model *m, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
+                        rec_metrics *out) {
+    return eval_rows(score_cpu, m, d, row0, row1, batch, out);
 }
 
 rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, rec_predict_report *rep) {
@@ -81,23 +105,6 @@ rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, r
 
 /* rec_evaluate, or under mpirun every rank's slice of each batch, the logits gathered on
  * rank 0, which alone has the metrics (the others' are zero). */
-static rec_status evaluate_gpu(rec_cuda_model *g, float *logits, rec_dataset *d, int64_t row0, int64_t row1,
-                               int64_t batch, rec_metrics *out) {
-    rec_eval_acc *acc = NULL;
-    rec_loader *l = NULL;
-    REC_TRY(rec_eval_acc_init(&acc, row1 - row0));
-    rec_status s = rec_loader_open(&l, d, row0, row1, batch, LOADER_DEPTH);
-    const rec_batch *b;
-    while (!s && !(s = rec_loader_next(l, &b)) && b) {
-        s = rec_cuda_model_forward(g, b, logits);
-        if (!s) s = rec_eval_acc_add(acc, b->n, logits, b->label);
-    }
-    if (!s) s = rec_eval_acc_finish(acc, out);
-    rec_loader_close(l);
-    rec_eval_acc_free(acc);
-    return s;
-}
-
 static rec_status evaluate(rec_exec *x, int rank, rec_model *m, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
                            rec_metrics *out) {
     if (!x) return rec_evaluate(m, d, row0, row1, batch, out);
@@ -818,7 +825,10 @@ static rec_status drain(job *j, loss_acc *a) {
 }
 
 static rec_status evaluate_job(job *j, int64_t B, rec_metrics *out) {
-    if (j->gpu) return evaluate_gpu(j->gpu, j->logits, j->eval, j->eval_row0, j->eval_row1, B, out);
+    if (j->gpu) {
+        gpu_scorer x = {j->gpu, j->logits};
+        return eval_rows(score_gpu, &x, j->eval, j->eval_row0, j->eval_row1, B, out);
+    }
     return evaluate(j->exec, j->rank, j->model, j->eval, j->eval_row0, j->eval_row1, B, out);
 }
 
