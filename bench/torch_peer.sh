@@ -1,4 +1,5 @@
-# Sourced by bench/*_vs_pytorch.sh: the PyTorch peer's interpreter and what it needs.
+# Sourced by bench/*_vs_pytorch.sh and the train benches: the PyTorch peer's interpreter and
+# what it needs, the quality run's rows, and reading a value from a JSON summary.
 # Debian's python3-torch does its matmuls through libblas.so.3, which is the reference BLAS
 # (about 3 GFLOP/s on this machine, against ~130 with OpenBLAS) unless OpenBLAS is installed;
 # and OpenBLAS 0.3.21 takes this CPU for a Prescott unless told its core type. A peer whose
@@ -42,4 +43,16 @@ sparse = [{"name": f"C{c}", "input": f"C{c}", "table": f"C{c}", "ops": [{"op": "
 print(json.dumps({"format": "rectrain-prep", "version": 1, "name": "criteo_scaled",
                   "tables": {f"C{c}": {"rows": rows[c - 1]} for c in range(1, 27)}, "dense": dense, "sparse": sparse}))
 PYEOF
+}
+
+val() { # val KEY FILE: the last value of "KEY" in FILE's JSON (a number, or a string's text)
+    sed -n "s/.*\"$1\": \"*\([^,\"}]*\).*/\1/p" "$2" | tail -n 1
+}
+
+quality_rows() { # quality_rows ROWS SCALE DIR: the train benches' quality rows, `$R gen --seed 1`
+    # with tables scaled by SCALE: DIR/q.tsv, DIR/q.prob (true probabilities), DIR/q.json (the
+    # spec) and DIR/q.rshard
+    $R gen --rows "$1" --scale "$2" --seed 1 --out "$3/q.tsv" --prob-out "$3/q.prob" >/dev/null
+    scaled_spec "$2" "$3/q.json"
+    $R prep --spec "$3/q.json" --in "$3/q.tsv" --out "$3/q.rshard" >/dev/null 2>&1
 }

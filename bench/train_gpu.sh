@@ -17,12 +17,9 @@ REC_PEER_PY=${REC_PEER_PY:-python3}   # the GPU machines' python holds torch
 need_torch_gpu
 W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-train-gpu-XXXXXX"); trap 'rm -rf "$W"' EXIT
 export REC_PROGRESS=0
-val() { sed -n "s/.*\"$1\": \"*\([0-9.eE+-]*\).*/\1/p" "$2" | tail -n 1; }
 
 echo "== quality: $ROWS rows, scale $SCALE, dlrm_kaggle config, 1 epoch, holdout 10%" >&2
-$R gen --rows "$ROWS" --scale "$SCALE" --seed 1 --out "$W/q.tsv" --prob-out "$W/q.prob" >/dev/null
-scaled_spec "$SCALE" "$W/q.json"
-$R prep --spec "$W/q.json" --in "$W/q.tsv" --out "$W/q.rshard" >/dev/null 2>&1
+quality_rows "$ROWS" "$SCALE" "$W"
 $R train --config configs/dlrm_kaggle.json --data "$W/q.rshard" --holdout 0.1 --oracle "$W/q.prob" --json > "$W/cpu.rt"
 $R train --config configs/dlrm_kaggle.json --data "$W/q.rshard" --holdout 0.1 --oracle "$W/q.prob" --device cuda \
     --json > "$W/gpu.rt"

@@ -17,12 +17,9 @@ need_blas
 W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-vs-torch-XXXXXX"); trap 'rm -rf "$W"' EXIT
 export REC_PROGRESS=0
 
-val() { sed -n "s/.*\"$1\": \([0-9.eE+-]*\).*/\1/p" "$2" | tail -n 1; }
 
 echo "== quality: $ROWS rows, scale $SCALE, dlrm_kaggle config, 1 epoch, holdout 10%" >&2
-$R gen --rows "$ROWS" --scale "$SCALE" --seed 1 --out "$W/q.tsv" --prob-out "$W/q.prob" >/dev/null
-scaled_spec "$SCALE" "$W/q.json"
-$R prep --spec "$W/q.json" --in "$W/q.tsv" --out "$W/q.rshard" >/dev/null 2>&1
+quality_rows "$ROWS" "$SCALE" "$W"
 $R train --config configs/dlrm_kaggle.json --data "$W/q.rshard" --holdout 0.1 --oracle "$W/q.prob" --threads 2 --json > "$W/q.rt"
 $PY dev/torch_dlrm.py --tsv "$W/q.tsv" --spec "$W/q.json" --config configs/dlrm_kaggle.json --holdout 0.1 --threads 2 --json > "$W/q.pt"
 

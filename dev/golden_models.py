@@ -59,6 +59,8 @@ Records (CASE one of the names in "cases", OPT one of the names in "opts"):
     CASE/param/NAME              f32, NAME as model.h ("emb.0.weight", "bottom.1.bias", ...)
     CASE/step0/logits            f32 (B)            on batch 0
     CASE/step0/loss              f32 (1)
+    CASE/bf16/step0/logits       f32 (B)  the same forward under torch.autocast("cpu", bfloat16):
+    CASE/bf16/step0/loss         f32 (1)  linear/matmul/bmm in bf16, the loss on the fp32 logits
     CASE/grad/NAME               f32, same shape as the parameter (tables: dense (R, E) grads)
     CASE/OPT/config              f64 (9): dense kind (0 SGD, 1 Adagrad, 2 Adam), dense lr,
                                  sparse kind (0 SGD, 1 Adagrad, 2 row-wise Adagrad), sparse
@@ -414,6 +416,11 @@ def main():
         w.add(n + "/step0/loss", loss)
         for name, p in model.named_parameters():
             w.add(n + "/grad/" + name, p.grad)
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            logits16 = model(tb)
+        loss16 = Fn.binary_cross_entropy_with_logits(logits16.float(), tb["label"])
+        w.add(n + "/bf16/step0/logits", logits16.float())
+        w.add(n + "/bf16/step0/loss", loss16)
         summary = []
         for o in OPTS:
             losses, scales = train(c, o, init_state, batches)

@@ -14,6 +14,7 @@
  *  - three optimizer combinations (SGD + SGD, Adagrad + Adagrad, Adam + row-wise Adagrad with
  *    warmup and decay), each from the initial parameters: rec_lr_scale against LambdaLR's
  *    scales, and the losses of 10 rec_model_train_step calls on batches 1..10;
+ *  - step 0 in bf16 (train.precision "bf16") against torch.autocast: see step0_bf16;
  *  - the reader's rejections (truncated, bad magic, bad version, trailing bytes, missing).
  *
  * Tolerances. Step 0 (one forward/backward in float32 on both sides, summation orders
@@ -315,6 +316,66 @@ static void step0(const golden_file *g, const gcase *gc, const double *opt) {
     rec_model_free(m);
 }
 
+/* ---- step 0 in bf16 against torch.autocast ------------------------------------------------------ */
+
+/* The bf16 model's step-0 logits and loss against torch.autocast("cpu", bfloat16) on the same
+ * parameters and batch. Both multiply bf16-rounded operands with fp32 sums, but autocast also
+ * rounds every linear/matmul OUTPUT, the biases and DCN's cross products to bf16, where
+ * rectrain keeps them fp32 (the next layer rounds its input, so the two agree wherever an
+ * output only feeds a product). The remaining gap is a few roundings of relative size
+ * u = 2^-8 each along the path to the logit, so the bound is TOL_BF16 = 4u = 2^-6 times the
+ * largest |logit| (max-normalised as TOL_STEP0). The fp32 model must sit outside that band
+ * somewhere, i.e. the bf16 goldens are not just the fp32 ones: printed as the bf16 effect. */
+static const double TOL_BF16 = 0x1p-6;
+static double g_worst_bf16, g_bf16_effect;
+
+static void step0_bf16(const golden_file *g, const gcase *gc, const double *opt) {
+    const int B = (int)gc->cfg[CFG_B];
+    rec_model_config c;
+    rec_status s = make_config(gc, opt, &c);
+    c.precision = REC_PRECISION_BF16;
+    rec_model *m = NULL;
+    if (!s) s = rec_model_init(&m, &c, B, 1);
+    rec_model_config_free(&c);
+    CHECK(s == REC_OK, "%s: bf16 model: %s", gc->name, rec_errmsg());
+    rec_batch b;
+    if (!s) s = rec_batch_init(&b, B, (int32_t)gc->cfg[CFG_DN], (int32_t)gc->cfg[CFG_F], 4);
+    else return;
+    char name[256];
+    snprintf(name, sizeof name, "%.63s/bf16/step0/logits", gc->name);
+    const golden_record *ref = need(g, name, GOLDEN_F32, B);
+    snprintf(name, sizeof name, "%.63s/step0/logits", gc->name);
+    const golden_record *ref32 = need(g, name, GOLDEN_F32, B);
+    snprintf(name, sizeof name, "%.63s/bf16/step0/loss", gc->name);
+    const golden_record *lref = need(g, name, GOLDEN_F32, 1);
+    const float *logits;
+    if (!s && ref && ref32 && lref && load_params(g, gc, m) && load_batch(g, gc, 0, &b) &&
+        (s = rec_model_forward(m, &b, &logits)) == REC_OK) {
+        const float *want = ref->data, *want32 = ref32->data;
+        double scale = 0, err = 0, effect = 0, ours = 0;
+        for (int i = 0; i < B; i++) scale = fmax(scale, fabs(want[i]));
+        for (int i = 0; i < B; i++) {
+            err = fmax(err, fabs(logits[i] - want[i]));
+            effect = fmax(effect, fabs(want32[i] - want[i]));
+            ours = fmax(ours, fabs(logits[i] - want32[i]));
+        }
+        g_worst_bf16 = err / scale;
+        g_bf16_effect = effect / scale;
+        CHECK(err <= TOL_BF16 * scale, "%s: bf16 logits off torch autocast by %.3g (bound %.3g)", gc->name, err,
+              TOL_BF16 * scale);
+        CHECK(ours > 100 * TOL_STEP0 * scale, "%s: bf16 logits within %.2g of fp32's: is the model rounding at all?",
+              gc->name, ours / scale);
+        double loss;
+        s = rec_bce_forward_backward(B, logits, b.label, &loss, NULL);
+        double lw = ((const float *)lref->data)[0];
+        CHECK(s == REC_OK && fabs(loss - lw) <= TOL_BF16 * fabs(lw), "%s: bf16 loss %.7g, torch autocast %.7g",
+              gc->name, loss, lw);
+    }
+    CHECK(s == REC_OK, "%s: bf16 forward: %s", gc->name, rec_errmsg());
+    rec_batch_free(&b);
+    rec_model_free(m);
+}
+
 /* ---- training: 10 steps per optimizer combination -------------------------------------------- */
 
 static void train(const golden_file *g, const gcase *gc, const char *opt_name) {
@@ -466,10 +527,12 @@ int main(void) {
         g_worst_step0 = g_worst_train = 0;
         snprintf(name, sizeof name, "%.63s/%.63s/config", gc.name, opts[0]);
         const golden_record *oc = need(&g, name, GOLDEN_F64, OPT_LEN);
-        if (oc) step0(&g, &gc, oc->data);
+        if (oc) step0(&g, &gc, oc->data), step0_bf16(&g, &gc, oc->data);
         for (int o = 0; o < n_opts; o++) train(&g, &gc, opts[o]);
-        printf("%-16s %-18s (largest relative error: step 0 %.1e, training losses %.1e)\n", gc.name,
-               check__failed == before ? "matches torch" : "DIFFERS from torch", g_worst_step0, g_worst_train);
+        printf("%-16s %-18s (largest relative error: step 0 %.1e, training losses %.1e; bf16 logits %.1e "
+               "vs autocast, whose own gap to fp32 is %.1e)\n", gc.name,
+               check__failed == before ? "matches torch" : "DIFFERS from torch", g_worst_step0, g_worst_train,
+               g_worst_bf16, g_bf16_effect);
     }
     golden_free(&g);
     return check_report();

@@ -2,7 +2,9 @@
  *
  *  - the oneDNN linear layer against the float64 scalar reference (linear_ref.c), forward and
  *    backward, ReLU on and off, on shapes with B = 1, In = 1 and odd widths (13, 17, 513),
- *    outputs poisoned with NaN first so unwritten elements fail;
+ *    outputs poisoned with NaN first so unwritten elements fail; in bf16 too (the reference
+ *    on bf16-rounded operands), emulated and, where the CPU has them, on native kernels;
+ *  - bf16 rounding against its frexp/ldexp reference;
  *  - finite differences in float64 for the reference linear layer, the interactions (dot with
  *    and without self-interaction, cat) and the loss, after checking the float paths against
  *    those references;
@@ -33,9 +35,21 @@
 
 /* ---- linear: oneDNN vs reference ------------------------------------------------------------ */
 
-static void linear_case(rec_dnn *dnn, int B, int in, int out, int relu) {
+/* A float64 copy of a (n), each value rounded to bf16 by the reference rounding when bf16, of
+ * the absolute values if absval. */
+static double *to_f64_p(const float *a, size_t n, int absval, int bf16) {
+    double *d = to_f64(a, n, absval);
+    for (size_t i = 0; bf16 && i < n; i++) d[i] = rec_bf16_ref(d[i]);
+    return d;
+}
+
+/* bf16: the reference is the float64 layer on operands rounded to bf16 (x, W, and dy for the
+ * products; db sums the unrounded dy), so the same 1e-5 * S bound holds, and the result must
+ * also differ from the unrounded fp32 reference somewhere (the rounding happened). */
+static void linear_case(rec_dnn *dnn, int B, int in, int out, int relu, rec_precision prec) {
     rec_linear *l;
-    rec_status s = rec_linear_init(&l, dnn, in, out, relu, B + 3);
+    const int bf = prec == REC_PRECISION_BF16;
+    rec_status s = rec_linear_init(&l, dnn, in, out, relu, B + 3, prec);
     CHECK(s == REC_OK, "linear init %d %d: %s", in, out, rec_errmsg());
     if (s != REC_OK) return;
     size_t nx = (size_t)B * in, nw = (size_t)out * in, ny = (size_t)B * out;
@@ -52,13 +66,14 @@ static void linear_case(rec_dnn *dnn, int B, int in, int out, int relu) {
     CHECK(rec_linear_forward(l, B, x, W, b, y) == REC_OK, "forward: %s", rec_errmsg());
     CHECK(rec_linear_backward(l, B, x, W, y, dy, dx, dW, db) == REC_OK, "backward: %s", rec_errmsg());
 
-    double *xd = to_f64(x, nx, 0), *Wd = to_f64(W, nw, 0), *bd = to_f64(b, out, 0), *dyd = to_f64(dy, ny, 0);
-    double *xa = to_f64(x, nx, 1), *Wa = to_f64(W, nw, 1), *ba = to_f64(b, out, 1), *dya = to_f64(dy, ny, 1);
+    double *xd = to_f64_p(x, nx, 0, bf), *Wd = to_f64_p(W, nw, 0, bf), *bd = to_f64(b, out, 0), *dyd = to_f64_p(dy, ny, 0, bf);
+    double *xa = to_f64_p(x, nx, 1, bf), *Wa = to_f64_p(W, nw, 1, bf), *ba = to_f64(b, out, 1), *dya = to_f64_p(dy, ny, 1, bf);
     double *yr = malloc(ny * 8), *yS = malloc(ny * 8);
     rec_linear_forward_ref(B, in, out, relu, xd, Wd, bd, yr);
     rec_linear_forward_ref(B, in, out, 0, xa, Wa, ba, yS);
     int bad = count_bad("y", y, yr, yS, ny, 1e-5);
-    CHECK(bad == 0, "forward B %d in %d out %d relu %d: %d of %zu elements off", B, in, out, relu, bad, ny);
+    CHECK(bad == 0, "%s forward B %d in %d out %d relu %d: %d of %zu elements off", rec_precision_name(prec), B, in,
+          out, relu, bad, ny);
 
     /* Backward on the layer's own y, so the ReLU mask is the one the layer saw. */
     double *yd = to_f64(y, ny, 0);
@@ -66,9 +81,25 @@ static void linear_case(rec_dnn *dnn, int B, int in, int out, int relu) {
     double *dxS = malloc(nx * 8), *dWS = malloc(nw * 8), *dbS = malloc(out * 8);
     rec_linear_backward_ref(B, in, out, relu, xd, Wd, yd, dyd, dxr, dWr, dbr);
     rec_linear_backward_ref(B, in, out, relu, xa, Wa, yd, dya, dxS, dWS, dbS);
+    if (bf) { /* db from the unrounded dy */
+        double *dyu = to_f64(dy, ny, 0), *dyua = to_f64(dy, ny, 1), *t1 = malloc(nx * 8), *t2 = malloc(nw * 8);
+        rec_linear_backward_ref(B, in, out, relu, xd, Wd, yd, dyu, t1, t2, dbr);
+        rec_linear_backward_ref(B, in, out, relu, xa, Wa, yd, dyua, t1, t2, dbS);
+        free(dyu), free(dyua), free(t1), free(t2);
+    }
     bad = count_bad("dx", dx, dxr, dxS, nx, 1e-5) + count_bad("dW", dW, dWr, dWS, nw, 1e-5) +
           count_bad("db", db, dbr, dbS, out, 1e-5);
-    CHECK(bad == 0, "backward B %d in %d out %d relu %d: %d elements off", B, in, out, relu, bad);
+    CHECK(bad == 0, "%s backward B %d in %d out %d relu %d: %d elements off", rec_precision_name(prec), B, in, out,
+          relu, bad);
+
+    if (bf && in >= 13) { /* the same layer in fp32 is farther off than the bound somewhere */
+        double *xu = to_f64(x, nx, 0), *Wu = to_f64(W, nw, 0), *yu = malloc(ny * 8);
+        rec_linear_forward_ref(B, in, out, relu, xu, Wu, bd, yu);
+        int off = 0;
+        for (size_t i = 0; i < ny; i++) off += fabs(y[i] - yu[i]) > 1e-5 * yS[i];
+        CHECK(off > 0, "bf16 forward B %d in %d out %d equals the unrounded fp32 result: no rounding happened", B, in, out);
+        free(xu), free(Wu), free(yu);
+    }
 
     /* dx = NULL skips the data gradient and leaves dW alone. */
     poison(dW, nw);
@@ -86,14 +117,80 @@ static void test_linear_vs_ref(rec_dnn *dnn) {
                                     {2, 1, 9},   {5, 9, 1},    {64, 513, 17}, {3, 513, 513},
                                     {128, 256, 64}, {17, 64, 16}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int relu = 0; relu < 2; relu++) linear_case(dnn, shapes[i][0], shapes[i][1], shapes[i][2], relu);
+        for (int relu = 0; relu < 2; relu++)
+            linear_case(dnn, shapes[i][0], shapes[i][1], shapes[i][2], relu, REC_PRECISION_FP32);
+}
+
+/* bf16 on every path this CPU has: emulated always, native where oneDNN has the kernels. */
+static void test_linear_bf16(rec_dnn *dnn) {
+    static const int shapes[][3] = {{1, 1, 1}, {7, 13, 17}, {5, 9, 1}, {64, 513, 17}, {3, 513, 513}, {128, 256, 64}};
+    const int native = rec_dnn_bf16_native(dnn);
+    printf("  bf16 products: oneDNN ISA %s, native kernels %s\n", rec_dnn_isa(), native ? "yes" : "no (emulated only)");
+    for (int path = 0; path <= native; path++) {
+        rec_dnn_set_bf16_native(dnn, path);
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int relu = 0; relu < 2; relu++)
+                linear_case(dnn, shapes[i][0], shapes[i][1], shapes[i][2], relu, REC_PRECISION_BF16);
+    }
+    rec_dnn_set_bf16_native(dnn, 1);
+    CHECK(rec_dnn_bf16_native(dnn) == native, "set_bf16_native(1) cannot add kernels the CPU lacks");
+    rec_linear *l = (rec_linear *)1;
+    CHECK_ERR(rec_linear_init(&l, dnn, 3, 3, 0, 8, (rec_precision)7), REC_EINVAL, "unknown precision 7");
+    double g;
+    rec_status s = rec_dnn_matmul_gflops(dnn, REC_PRECISION_BF16, 64, 64, 64, 3, &g);
+    CHECK(native ? s == REC_OK && g > 0 : s == REC_EUNSUPPORTED && strstr(rec_errmsg(), "no bf16 matmul on this CPU"),
+          "bf16 matmul rate: status %d, %.1f GFLOP/s", (int)s, g);
+    CHECK(rec_dnn_matmul_gflops(dnn, REC_PRECISION_FP32, 64, 64, 64, 3, &g) == REC_OK && g > 0, "fp32 matmul rate");
+}
+
+/* Rounding to bf16: the fast bit trick against the reference from frexp/ldexp, on the edge
+ * cases (ties both ways, the largest finite value, overflow, subnormals, signed zero, inf,
+ * NaN) and on 200k random bit patterns. */
+static void test_bf16_rounding(void) {
+    const float cases[] = {0.0f, -0.0f, 1.0f, 1.0f + 0x1p-8f, 1.0f + 0x3p-8f, 1.0f + 0x1p-9f, -1.0f - 0x1p-8f,
+                           0x1.fep127f, 0x1.ff0p127f, 0x1.fefffep127f, 3.4028235e38f, 0x1p-126f, 0x1p-133f,
+                           0x1p-134f, 0x3p-135f, 1e-45f, INFINITY, -INFINITY, 0.1f, -2.5e-3f, 65504.0f};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float got = rec_bf16_to_float(rec_bf16_bits(cases[i]));
+        double ref = rec_bf16_ref(cases[i]);
+        if (!(got == ref && !signbit(got) == !signbit(ref))) {
+            if (!bad) fprintf(stderr, "  bf16(%a): got %a ref %a\n", cases[i], got, ref);
+            bad++;
+        }
+    }
+    CHECK(bad == 0, "bf16 rounding of the edge cases: %d wrong", bad);
+    CHECK(rec_bf16_to_float(rec_bf16_bits(1.0f + 0x1p-8f)) == 1.0f, "tie rounds to even (down)");
+    CHECK(rec_bf16_to_float(rec_bf16_bits(1.0f + 0x3p-8f)) == 1.0f + 0x1p-6f, "tie rounds to even (up)");
+    CHECK(isinf(rec_bf16_to_float(rec_bf16_bits(0x1.ff0p127f))), "overflow past the largest bf16 gives inf");
+    CHECK(isnan(rec_bf16_to_float(rec_bf16_bits(NAN))) && isnan(rec_bf16_to_float(rec_bf16_bits(-NAN))), "NaN stays NaN");
+    union { uint32_t u; float f; } v = {0x7f800001u}; /* a signalling NaN whose payload would round to inf */
+    CHECK(isnan(rec_bf16_to_float(rec_bf16_bits(v.f))), "NaN with a low payload stays NaN");
+    bad = 0;
+    for (int i = 0; i < 200000; i++) {
+        union { uint32_t u; float f; } r = {(uint32_t)rec_rng_u64(&g_rng)};
+        if (isnan(r.f)) continue;
+        float got = rec_bf16_to_float(rec_bf16_bits(r.f));
+        if (!(got == rec_bf16_ref(r.f))) {
+            if (!bad) fprintf(stderr, "  bf16(%a): got %a ref %a\n", r.f, got, rec_bf16_ref(r.f));
+            bad++;
+        }
+    }
+    CHECK(bad == 0, "bf16 rounding of random values: %d of 200000 wrong", bad);
+    float a[5] = {1.0f + 0x1p-8f, 0.1f, -3.0f, 1e30f, 0.0f}, o[5];
+    uint16_t h[5];
+    rec_bf16_round(a, 5, o);
+    rec_bf16_pack(a, 5, h);
+    bad = 0;
+    for (int i = 0; i < 5; i++) bad += o[i] != rec_bf16_ref(a[i]) || rec_bf16_to_float(h[i]) != o[i];
+    CHECK(bad == 0, "rec_bf16_round / rec_bf16_pack agree with the reference");
 }
 
 /* Batch sizes come and go (more than the cache holds), results stay right, and a batch over
  * max_batch is refused with an actionable message. */
 static void test_linear_cache_and_errors(rec_dnn *dnn) {
     rec_linear *l;
-    CHECK(rec_linear_init(&l, dnn, 5, 3, 1, 8) == REC_OK, "init");
+    CHECK(rec_linear_init(&l, dnn, 5, 3, 1, 8, REC_PRECISION_FP32) == REC_OK, "init");
     float x[8 * 5], W[15], b[3], y[8 * 3];
     fill_uniform(x, 40, -1, 1);
     fill_uniform(W, 15, -1, 1);
@@ -117,9 +214,9 @@ static void test_linear_cache_and_errors(rec_dnn *dnn) {
     CHECK_ERR(rec_linear_forward(l, 0, x, W, b, y), REC_EINVAL, "batch 0 outside");
     rec_linear_free(l);
     rec_linear *l2 = (rec_linear *)1;
-    CHECK_ERR(rec_linear_init(&l2, dnn, 0, 3, 0, 8), REC_EINVAL, "widths must be >= 1");
+    CHECK_ERR(rec_linear_init(&l2, dnn, 0, 3, 0, 8, REC_PRECISION_FP32), REC_EINVAL, "widths must be >= 1");
     CHECK(l2 == NULL, "out set to NULL on failure");
-    CHECK_ERR(rec_linear_init(&l2, dnn, 3, 3, 0, 0), REC_EINVAL, "max_batch must be >= 1");
+    CHECK_ERR(rec_linear_init(&l2, dnn, 3, 3, 0, 0, REC_PRECISION_FP32), REC_EINVAL, "max_batch must be >= 1");
     rec_dnn *d2;
     CHECK_ERR(rec_dnn_init(&d2, -1), REC_EINVAL, "n_threads is -1");
 }
@@ -357,7 +454,7 @@ static void test_optimizers(void) {
 static void test_mlp_layout(rec_dnn *dnn) {
     const int sizes[] = {13, 512, 256, 64, 16};
     rec_mlp *m;
-    CHECK(rec_mlp_init(&m, dnn, sizes, 5, 1, 32, 42) == REC_OK, "init: %s", rec_errmsg());
+    CHECK(rec_mlp_init(&m, dnn, sizes, 5, 1, 32, REC_PRECISION_FP32, 42) == REC_OK, "init: %s", rec_errmsg());
     size_t P = 0;
     for (int l = 0; l < 4; l++) P += (size_t)sizes[l] * sizes[l + 1] + sizes[l + 1];
     CHECK(P == 13 * 512 + 512 + 512 * 256 + 256 + 256 * 64 + 64 + 64 * 16 + 16, "formula");
@@ -392,7 +489,7 @@ static void test_mlp_layout(rec_dnn *dnn) {
     }
     /* Same seed, same parameters; another seed, others. */
     rec_mlp *m2, *m3;
-    CHECK(rec_mlp_init(&m2, dnn, sizes, 5, 1, 32, 42) == REC_OK && rec_mlp_init(&m3, dnn, sizes, 5, 1, 32, 43) == REC_OK, "init");
+    CHECK(rec_mlp_init(&m2, dnn, sizes, 5, 1, 32, REC_PRECISION_FP32, 42) == REC_OK && rec_mlp_init(&m3, dnn, sizes, 5, 1, 32, REC_PRECISION_FP32, 43) == REC_OK, "init");
     CHECK(memcmp(rec_mlp_params(m2), p, P * 4) == 0, "deterministic init");
     CHECK(memcmp(rec_mlp_params(m3), p, P * 4) != 0, "seed changes init");
     rec_mlp_free(m2);
@@ -414,9 +511,9 @@ static void test_mlp_layout(rec_dnn *dnn) {
     CHECK(nz == 0, "one memset zeroes all gradients");
     rec_mlp_free(m);
 
-    CHECK_ERR(rec_mlp_init(&m, dnn, sizes, 1, 1, 32, 1), REC_EINVAL, "at least 2 sizes");
+    CHECK_ERR(rec_mlp_init(&m, dnn, sizes, 1, 1, 32, REC_PRECISION_FP32, 1), REC_EINVAL, "at least 2 sizes");
     const int badsz[] = {13, 0, 4};
-    CHECK_ERR(rec_mlp_init(&m, dnn, badsz, 3, 1, 32, 1), REC_EINVAL, "size 1 is 0");
+    CHECK_ERR(rec_mlp_init(&m, dnn, badsz, 3, 1, 32, REC_PRECISION_FP32, 1), REC_EINVAL, "size 1 is 0");
 }
 
 /* MLP forward/backward against the chained float64 reference layers. */
@@ -424,7 +521,7 @@ static void test_mlp_vs_ref(rec_dnn *dnn, int last_relu) {
     enum { B = 9, L = 3 };
     const int sizes[L + 1] = {13, 17, 8, 3};
     rec_mlp *m;
-    CHECK(rec_mlp_init(&m, dnn, sizes, L + 1, last_relu, B, 7) == REC_OK, "init");
+    CHECK(rec_mlp_init(&m, dnn, sizes, L + 1, last_relu, B, REC_PRECISION_FP32, 7) == REC_OK, "init");
     float x[B * 13], dy[B * 3], dx[B * 13];
     fill_uniform(x, B * 13, -1, 1);
     fill_uniform(dy, B * 3, -1, 1);
@@ -472,7 +569,7 @@ static double mlp_flops(const int *sizes, int n, int B, int need_dx) {
 
 static double bench_mlp(rec_dnn *dnn, const int *sizes, int n, int last_relu, int need_dx, int B, int reps) {
     rec_mlp *m;
-    if (rec_mlp_init(&m, dnn, sizes, n, last_relu, B, 1) != REC_OK) return 0;
+    if (rec_mlp_init(&m, dnn, sizes, n, last_relu, B, REC_PRECISION_FP32, 1) != REC_OK) return 0;
     float *x = malloc((size_t)B * sizes[0] * 4), *dy = malloc((size_t)B * sizes[n - 1] * 4), *dx = malloc((size_t)B * sizes[0] * 4);
     fill_uniform(x, (size_t)B * sizes[0], -1, 1);
     fill_uniform(dy, (size_t)B * sizes[n - 1], -1e-3f, 1e-3f);
@@ -543,7 +640,9 @@ int main(void) {
     CHECK(s == REC_OK, "rec_dnn_init: %s", rec_errmsg());
     if (s != REC_OK) return check_report();
     CHECK(rec_dnn_threads(dnn) == 2, "thread count kept");
+    test_bf16_rounding();
     test_linear_vs_ref(dnn);
+    test_linear_bf16(dnn);
     test_linear_cache_and_errors(dnn);
     test_linear_fd();
     test_interact();

@@ -225,6 +225,18 @@ static void test_metrics(void) {
     if (t) fputs("config\trectrain\nsmall\tfast\n", t), fclose(t);
     CHECK(run("plot --table bad.tsv --out b.png") == 1 && strstr(out, "bad.tsv:2: column 2 (rectrain) is 'fast', not a "
           "number"), "%s", out);
+    t = fopen(path("lines.tsv"), "w");
+    if (t) {
+        fputs("step\tfp32\tbf16\n", t);
+        for (int i = 1; i <= 500; i++) fprintf(t, "%d\t%.4f\t%.4f\n", i, 0.7 / (1 + i * 0.01), 0.71 / (1 + i * 0.01));
+        fclose(t);
+    }
+    CHECK(run("plot --table lines.tsv --lines --out lines.png --ylabel loss") == 0 && access(path("lines.png"), F_OK) == 0,
+          "line chart: %s", out);
+    CHECK(run("plot --table t.tsv --lines --out l.png") == 1 && strstr(out, "t.tsv:2: column 1 (config) is 'small', not a "
+          "number (a line chart's x)"), "lines need a numeric first column: %s", out);
+    CHECK(run("plot --metrics m.jsonl --lines --out c4") == 2 && strstr(out, "--lines are for --table"), "%s", out);
+    CHECK(run("plot --table lines.tsv --out many.png") == 1 && strstr(out, "500 rows; a bar chart shows at most 64"), "%s", out);
     CHECK(run("plot --metrics l.log --out c3") == 1 && strstr(out, "l.log:1: not a metrics record"), "%s", out);
     CHECK(run("plot --metrics m.jsonl --table t.tsv --out x") == 2 && strstr(out, "one of them"), "%s", out);
     CHECK(run("plot --table t.tsv --out x.jpg") == 2 && strstr(out, "names a .png"), "%s", out);

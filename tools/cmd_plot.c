@@ -8,22 +8,26 @@
 
 static const char PLOT_USAGE[] =
     "usage: rectrain plot --metrics FILE --out DIR\n"
-    "       rectrain plot --table FILE.tsv --out CHART.png [--title T] [--ylabel Y]\n"
+    "       rectrain plot --table FILE.tsv --out CHART.png [--lines] [--title T] [--ylabel Y]\n"
     "\n"
     "Draws PNG charts. --metrics: the JSON lines of train --metrics, as DIR/loss.png (training\n"
     "loss and samples/s against step), DIR/eval.png (AUC and logloss against step) and\n"
     "DIR/calibration.png (observed against predicted CTR of the final evaluation). --table: a\n"
     "bar chart of a TSV whose header names the label column and each numeric series (a bench's\n"
-    "table, e.g. samples/s of rectrain and its peer per configuration).\n"
+    "table, e.g. samples/s of rectrain and its peer per configuration); with --lines, a line\n"
+    "chart of each series against the first column, which is then numeric (e.g. the losses of\n"
+    "two runs against step).\n"
     "\n"
     "  --metrics FILE     a run's metrics (train --metrics FILE, or DIR/metrics.jsonl of --plot)\n"
     "  --table FILE       a TSV table with a header row\n"
     "  --out PATH         the charts' directory (--metrics) or the PNG (--table)\n"
+    "  --lines            --table as lines against its first column instead of bars\n"
     "  --title T          the chart's title (--table; default: the file's name)\n"
     "  --ylabel Y         the value axis' label, with its unit (--table; default: \"value\")\n";
 
 int cmd_plot(int argc, char **argv) {
     const char *cmd = "plot", *metrics = NULL, *table = NULL, *out = NULL, *title = NULL, *ylabel = "value";
+    int lines = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
@@ -33,6 +37,7 @@ int cmd_plot(int argc, char **argv) {
         else if (!strcmp(a, "--out")) rc = cli_str(cmd, argc, argv, &i, &out);
         else if (!strcmp(a, "--title")) rc = cli_str(cmd, argc, argv, &i, &title);
         else if (!strcmp(a, "--ylabel")) rc = cli_str(cmd, argc, argv, &i, &ylabel);
+        else if (!strcmp(a, "--lines")) lines = 1;
         else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
@@ -40,13 +45,14 @@ int cmd_plot(int argc, char **argv) {
     if (!out) return cli_usage(cmd, "--out is required (a directory for --metrics, a .png for --table)");
     if (table && (strlen(out) < 4 || strcmp(out + strlen(out) - 4, ".png")))
         return cli_usage(cmd, "--table draws one chart: --out names a .png file (got '%s')", out);
-    if (metrics && (title || strcmp(ylabel, "value"))) return cli_usage(cmd, "--title and --ylabel are for --table");
+    if (metrics && (title || strcmp(ylabel, "value") || lines))
+        return cli_usage(cmd, "--title, --ylabel and --lines are for --table");
     rec_status s = REC_OK;
     if (metrics) {
         s = rec_mkdir_p(out, "--out directory");
         if (!s) s = rec_plot_run(metrics, out, stderr);
     } else {
-        s = rec_plot_bars(table, out, title ? title : table, ylabel, stderr);
+        s = (lines ? rec_plot_lines : rec_plot_bars)(table, out, title ? title : table, ylabel, stderr);
     }
     return s ? cli_fail(cmd, s) : CLI_OK;
 }

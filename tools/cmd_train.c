@@ -33,8 +33,10 @@ static const char TRAIN_USAGE[] =
     "  --batch B          batch size (default: the config's)\n"
     "  --threads T        threads (default: all CPUs)\n"
     "  --device D         cpu (default) or cuda: train a DLRM on the NVIDIA GPU (one process)\n"
-    "  --precision P      fp32 (default) or bf16: with --device cuda, the MLPs multiply bf16\n"
-    "                     operands (fp32 sums and master weights)\n"
+    "  --precision P      fp32 or bf16 (default: the config's train.precision, else fp32): the\n"
+    "                     MLPs and the interaction multiply bf16 operands, with fp32 sums,\n"
+    "                     master weights and optimizer state (CPU: oneDNN's AVX512-BF16/AMX\n"
+    "                     kernels where the CPU has them, else emulated at fp32 speed)\n"
     "  --eval-every N     evaluate every N steps as well as at the end\n"
     "  --steps N          stop after N steps\n"
     "  --shuffle          read the training rows in a random order drawn from the config's\n"
@@ -176,10 +178,9 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
             if (!rc && strcmp(v, "cpu") && strcmp(v, "cuda")) rc = cli_usage(cmd, "--device %s: want cpu or cuda", v);
             o.device = !rc && !strcmp(v, "cuda") ? REC_DEVICE_CUDA : REC_DEVICE_CPU;
         } else if (!strcmp(a, "--precision")) {
-            const char *v = NULL;
-            rc = cli_str(cmd, argc, argv, &i, &v);
-            if (!rc && strcmp(v, "fp32") && strcmp(v, "bf16")) rc = cli_usage(cmd, "--precision %s: want fp32 or bf16", v);
-            o.precision = !rc && !strcmp(v, "bf16") ? REC_PRECISION_BF16 : REC_PRECISION_FP32;
+            rc = cli_str(cmd, argc, argv, &i, &o.precision);
+            if (!rc && strcmp(o.precision, "fp32") && strcmp(o.precision, "bf16"))
+                rc = cli_usage(cmd, "--precision %s: want fp32 or bf16", o.precision);
         } else if (!strcmp(a, "--eval-every")) rc = cli_i64(cmd, argc, argv, &i, 0, (int64_t)1 << 50, &o.eval_every);
         else if (!strcmp(a, "--steps")) rc = cli_i64(cmd, argc, argv, &i, 1, (int64_t)1 << 50, &o.max_steps);
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);

@@ -179,7 +179,6 @@ typedef struct rec_cuda_model rec_cuda_model;
  * precision REC_PRECISION_BF16: the MLPs' products take bf16 operands (weights, layer inputs,
  * output gradients rounded to nearest even), accumulate and write fp32, and the optimizer
  * keeps fp32 master weights; a product cuBLASLt has no bf16 algorithm for stays fp32. */
-enum { REC_PRECISION_FP32 = 0, REC_PRECISION_BF16 = 1 };
 rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, int max_batch, int precision);
 void rec_cuda_model_free(rec_cuda_model *g);
 /* Enqueues one training step on b (forward, loss, backward, sparse and dense updates at the

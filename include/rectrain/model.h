@@ -108,6 +108,7 @@ typedef struct rec_model_config {
     uint64_t seed;
     int64_t eval_every;             /* evaluate every N steps during training; 0 = at the end only */
     char prep_spec[512];            /* spec used when --data is a .tsv ("" = none: give --spec) */
+    rec_precision precision;        /* of the dense products (nn.h); the CLI may override it */
 } rec_model_config;
 
 /* Fills c with the defaults of `kind` (DLRM: the small embedded default model). */
@@ -190,6 +191,19 @@ void rec_model_on_grads(rec_model *m, rec_grad_ready_fn fn, void *ctx);
 /* forward + loss + backward + update; *loss = the batch's mean BCE before the update.
  * lr_scale comes from the schedule at the model's step count, which it then advances. */
 rec_status rec_model_train_step(rec_model *m, const rec_batch *b, double *loss);
+/* Wall time of each part of the steps since profiling was switched on (off by default; the
+ * clock reads cost ~50 ns each): embeddings (lookup, and gradient + sparse update), MLPs
+ * (forward and backward), the rest of the dense model (interaction, cross, FM, concatenation,
+ * the bf16 rounding of their operands), the loss, the dense optimizer. For `bench train`. */
+enum { REC_MODEL_PART_EMBED, REC_MODEL_PART_MLP, REC_MODEL_PART_INTERACT, REC_MODEL_PART_LOSS,
+       REC_MODEL_PART_DENSE_OPT, REC_MODEL_N_PARTS };
+const char *rec_model_part_name(int k);
+/* Whether the model's bf16 products run on native kernels (nn.h rec_dnn_bf16_native). */
+int rec_model_bf16_native(const rec_model *m);
+/* on = 1 zeroes the sums and starts them; 0 stops. */
+void rec_model_profile(rec_model *m, int on);
+/* Seconds per part (REC_MODEL_N_PARTS values into s); returns the train steps they cover. */
+int64_t rec_model_profile_read(const rec_model *m, double *s);
 /* Optimizer steps taken (the schedule's t); settable for resume. */
 int64_t rec_model_steps(const rec_model *m);
 void rec_model_set_steps(rec_model *m, int64_t steps);

@@ -28,6 +28,34 @@
 extern "C" {
 #endif
 
+/* ---- precision ---------------------------------------------------------------------------
+ * REC_PRECISION_BF16 is mixed precision as production CPUs and GPUs train: the products of
+ * the MLPs (and of DLRM's dot interaction) take bfloat16 operands (layer inputs, weights and
+ * output gradients, rounded to nearest, ties to even) and accumulate in fp32; parameters,
+ * gradients, optimizer state, biases, the loss and every activation buffer stay fp32 (the
+ * master copies). bf16 keeps fp32's exponent and 8 significant bits: unit roundoff 2^-8. */
+typedef enum rec_precision { REC_PRECISION_FP32 = 0, REC_PRECISION_BF16 = 1 } rec_precision;
+
+/* "fp32" / "bf16". */
+const char *rec_precision_name(rec_precision p);
+
+/* fp32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN, overflow gives inf. */
+static inline uint16_t rec_bf16_bits(float f) {
+    union { float f; uint32_t u; } v = {f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+static inline float rec_bf16_to_float(uint16_t h) {
+    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+    return v.f;
+}
+/* out (n) = x rounded to bf16, as bf16 bits (pack) or as the fp32 value (round; out may be x). */
+void rec_bf16_pack(const float *x, size_t n, uint16_t *out);
+void rec_bf16_round(const float *x, size_t n, float *out);
+/* Reference rounding of a float64 value in fp32's range to the nearest bf16 value (ties to
+ * even), from the definition (frexp / ldexp), for tests of the fast paths. */
+double rec_bf16_ref(double v);
+
 /* ---- oneDNN context ----------------------------------------------------------------------
  * One CPU engine and one stream, and the thread count the primitives run with. Layers keep a
  * pointer to it; free it after them. Not safe to use from two threads at once (make one per
@@ -37,11 +65,25 @@ typedef struct rec_dnn rec_dnn;
 rec_status rec_dnn_init(rec_dnn **out, int n_threads);
 void rec_dnn_free(rec_dnn *d);
 int rec_dnn_threads(const rec_dnn *d);
+/* Whether this CPU's oneDNN multiplies bf16 matrices natively (AVX512-BF16 or AMX; probed at
+ * init). Without it bf16 layers are emulated: their operands are rounded to bf16 values kept
+ * in fp32 and multiplied by the fp32 kernels, the same numbers, at fp32 speed or below.
+ * set_bf16_native(d, 0) forces emulation (tests compare both); 1 cannot add what the CPU lacks. */
+int rec_dnn_bf16_native(const rec_dnn *d);
+void rec_dnn_set_bf16_native(rec_dnn *d, int native);
+/* The instruction set oneDNN dispatches to ("avx2", "avx512_core_amx", ...). */
+const char *rec_dnn_isa(void);
 
 /* C = A (M, K) x B (K, N), row-major, through oneDNN's sgemm on d's threads: the machine's
  * measured GEMM ceiling for benchmarks. */
 rec_status rec_dnn_sgemm(rec_dnn *d, int64_t M, int64_t N, int64_t K, const float *A,
                          const float *Bm, float *C);
+
+/* GFLOP/s of oneDNN's matmul primitive on (M, K) x (K, N) operands of precision p with fp32
+ * output, the median of `reps` timed runs after two warm-ups: the ceiling a layer of that
+ * shape can reach. bf16 without a native kernel (rec_dnn_bf16_native): REC_EUNSUPPORTED. */
+rec_status rec_dnn_matmul_gflops(rec_dnn *d, rec_precision p, int M, int N, int K, int reps,
+                                 double *gflops);
 
 /* ---- linear layer: y = x W^T + b, optionally followed by ReLU ----------------------------
  * The layer object holds only shapes, cached oneDNN primitives (one set per batch size seen,
@@ -51,7 +93,7 @@ rec_status rec_dnn_sgemm(rec_dnn *d, int64_t M, int64_t N, int64_t K, const floa
 typedef struct rec_linear rec_linear;
 
 rec_status rec_linear_init(rec_linear **out, rec_dnn *d, int in, int out_dim, int relu,
-                           int max_batch);
+                           int max_batch, rec_precision prec);
 void rec_linear_free(rec_linear *l);
 
 /* y (B, Out) = act(x (B, In) W^T + b), W (Out, In), b (Out). 1 <= B <= max_batch. */
@@ -60,7 +102,9 @@ rec_status rec_linear_forward(rec_linear *l, int B, const float *x, const float 
 
 /* Given dy (B, Out) and the forward's x (B, In), W and y (B, Out; only read for the ReLU
  * mask dy' = dy * (y > 0)), overwrites dW (Out, In) = dy'^T x, db (Out) = sum_b dy',
- * and, unless dx is NULL, dx (B, In) = dy' W. */
+ * and, unless dx is NULL, dx (B, In) = dy' W.
+ * bf16: x, W and dy' enter the products rounded to bf16 (the forward's x and W as the forward
+ * rounded them), db sums dy' in fp32. */
 rec_status rec_linear_backward(rec_linear *l, int B, const float *x, const float *W,
                                const float *y, const float *dy, float *dx, float *dW, float *db);
 
@@ -84,19 +128,20 @@ void rec_linear_backward_ref(int B, int in, int out, int relu, const double *x,
 typedef struct rec_mlp rec_mlp;
 
 rec_status rec_mlp_init(rec_mlp **out, rec_dnn *d, const int *sizes, int n_sizes,
-                        int last_relu, int max_batch, uint64_t seed);
+                        int last_relu, int max_batch, rec_precision prec, uint64_t seed);
 /* P for the given sizes (0 when they are invalid). */
 size_t rec_mlp_param_count(const int *sizes, int n_sizes);
 /* As rec_mlp_init, but the parameters and gradients are views of P floats each inside the
  * caller's blocks (a model keeps all its dense parameters in one block): `params` is
  * initialised, `grads` is written by backward. The MLP never frees them. */
 rec_status rec_mlp_init_view(rec_mlp **out, rec_dnn *d, const int *sizes, int n_sizes,
-                             int last_relu, int max_batch, uint64_t seed, float *params,
-                             float *grads);
+                             int last_relu, int max_batch, rec_precision prec, uint64_t seed,
+                             float *params, float *grads);
 void rec_mlp_free(rec_mlp *m);
 
 int rec_mlp_layers(const rec_mlp *m);
 int rec_mlp_last_relu(const rec_mlp *m);
+rec_precision rec_mlp_precision(const rec_mlp *m);
 /* Matmul FLOPs per sample (2 per MAC): *fwd of the forward, *bwd of the backward (weight
  * gradients, and data gradients except into the input when input_grad is 0). */
 void rec_mlp_flops(const rec_mlp *m, int input_grad, double *fwd, double *bwd);

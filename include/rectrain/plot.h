@@ -24,6 +24,10 @@ rec_status rec_plot_run(const char *metrics_jsonl, const char *dir, FILE *log);
  * groups, every other column a numeric series (bars side by side, the header naming each in the
  * legend). */
 rec_status rec_plot_bars(const char *tsv, const char *png, const char *title, const char *ylabel, FILE *log);
+/* A line chart of a table into PNG: as rec_plot_bars, but the first column is the numeric x of
+ * every row (the header naming the x axis) and each series is a line (e.g. two runs' losses
+ * against step). */
+rec_status rec_plot_lines(const char *tsv, const char *png, const char *title, const char *ylabel, FILE *log);
 
 #ifdef __cplusplus
 }

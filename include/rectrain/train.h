@@ -294,9 +294,10 @@ typedef struct rec_train_opts {
     int threads;               /* 0: all CPUs */
     int device;                /* REC_DEVICE_CPU, or REC_DEVICE_CUDA: train a DLRM on the GPU (cuda.h;
                                   one process, the CPU model kept for checkpoints and export) */
-    int device_profile;        /* with REC_DEVICE_CUDA: time each part of the step (report.device_ms) */
-    int precision;             /* REC_PRECISION_FP32 (0), or REC_PRECISION_BF16 (cuda.h): the GPU's MLP
-                                  products in bf16 with fp32 master weights (--device cuda only) */
+    int device_profile;        /* time each part of the step (report.device_ms): GPU events with
+                                  REC_DEVICE_CUDA, the wall clock (rec_model_profile) on the CPU */
+    const char *precision;     /* NULL: the config's train.precision; "fp32" or "bf16": the dense
+                                  products in bf16 with fp32 master weights (nn.h "precision") */
     int64_t eval_every;        /* -1: the config's; 0: at the end only */
     int64_t max_steps;         /* stop after this many steps in this run (0 = no limit) */
     int shuffle;               /* order of the training rows: 1 shuffled (rec_shuffle, seeded by the
@@ -387,8 +388,8 @@ typedef struct rec_train_report {
     /* An order-independent checksum of the rows trained in this run (the sum of a hash of each
      * row's label, dense values and ids): equal for equal multisets of rows. */
     uint64_t rows_checksum;
-    /* --device cuda with device_profile: milliseconds per step of each part (rec_cuda_part_name),
-     * over device_steps steps */
+    /* With device_profile: milliseconds per step of each part (rec_cuda_part_name with
+     * --device cuda, rec_model_part_name on the CPU), over device_steps steps */
     double device_ms[16];
     int64_t device_steps;
 } rec_train_report;

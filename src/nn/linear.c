@@ -8,6 +8,12 @@
  * dy' = dy * (y > 0) for ReLU layers; it and db = column sums of dy' are one plain pass.
  * Memory objects are created with no data and pointed at the caller's buffers per call.
  *
+ * bf16 (nn.h "precision"): x, W and dy' are rounded into the layer's own low-precision
+ * buffers (x16, w16, g16) and the three primitives take those as operands, fp32 bias and fp32
+ * outputs. Where oneDNN has a native bf16 matmul the buffers hold bf16 bits; elsewhere they
+ * hold the rounded values as fp32 and the fp32 kernels multiply them: the same products
+ * (a bf16 x bf16 product is exact in fp32), accumulated in fp32 either way.
+ *
  * Threading: see nn.h (OpenMP runtime; the rec_dnn's thread count is set around each call).
  */
 #include <math.h>
@@ -33,8 +39,9 @@
 struct rec_dnn {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
-    int n_threads;  /* 0: OpenMP's default */
-    int saved;      /* caller's omp_get_max_threads() while a call is in progress */
+    int n_threads;    /* 0: OpenMP's default */
+    int saved;        /* caller's omp_get_max_threads() while a call is in progress */
+    int bf16_native;  /* oneDNN has a bf16 matmul on this CPU (and it is not switched off) */
 };
 
 static void dnn_enter(rec_dnn *d) {
@@ -46,6 +53,52 @@ static void dnn_enter(rec_dnn *d) {
 
 static void dnn_leave(rec_dnn *d) {
     if (d->n_threads > 0 && d->saved != d->n_threads) omp_set_num_threads(d->saved);
+}
+
+/* Whether a bf16 x bf16 -> fp32 matmul with an fp32 bias has an implementation on this CPU:
+ * oneDNN answers unimplemented when the ISA lacks bf16 support (AVX2 machines). */
+static int bf16_probe(rec_dnn *d) {
+    dnnl_memory_desc_t a, b, bias, c;
+    dnnl_dims_t da = {16, 32}, db = {32, 16}, dbias = {1, 16}, dc = {16, 16};
+    if (dnnl_memory_desc_init_by_tag(&a, 2, da, dnnl_bf16, dnnl_ab) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&b, 2, db, dnnl_bf16, dnnl_ab) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&bias, 2, dbias, dnnl_f32, dnnl_ab) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&c, 2, dc, dnnl_f32, dnnl_ab) != dnnl_success)
+        return 0;
+    dnnl_matmul_desc_t desc;
+    if (dnnl_matmul_desc_init(&desc, &a, &b, &bias, &c) != dnnl_success) return 0;
+    dnnl_primitive_desc_t pd;
+    if (dnnl_primitive_desc_create(&pd, &desc, NULL, d->engine, NULL) != dnnl_success) return 0;
+    dnnl_primitive_desc_destroy(pd);
+    return 1;
+}
+
+int rec_dnn_bf16_native(const rec_dnn *d) { return d->bf16_native; }
+
+void rec_dnn_set_bf16_native(rec_dnn *d, int native) { d->bf16_native = native && bf16_probe(d); }
+
+const char *rec_dnn_isa(void) {
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+    }
+}
+
+const char *rec_precision_name(rec_precision p) { return p == REC_PRECISION_BF16 ? "bf16" : "fp32"; }
+
+void rec_bf16_pack(const float *x, size_t n, uint16_t *out) {
+    for (size_t i = 0; i < n; i++) out[i] = rec_bf16_bits(x[i]);
+}
+
+void rec_bf16_round(const float *x, size_t n, float *out) {
+    for (size_t i = 0; i < n; i++) out[i] = rec_bf16_to_float(rec_bf16_bits(x[i]));
 }
 
 rec_status rec_dnn_init(rec_dnn **out, int n_threads) {
@@ -64,6 +117,7 @@ rec_status rec_dnn_init(rec_dnn **out, int n_threads) {
         rec_free(d);
         return rec_errorf(REC_EUNSUPPORTED, "oneDNN: dnnl_stream_create failed at %s:%d", __FILE__, __LINE__);
     }
+    d->bf16_native = bf16_probe(d);
     *out = d;
     return REC_OK;
 }
@@ -95,10 +149,11 @@ typedef struct matmul {
     dnnl_memory_t src, wei, bias, dst;  /* bias NULL when the matmul has none */
 } matmul;
 
-/* A 2-D f32 memory descriptor (rows, cols) with explicit strides. */
-static rec_status md2(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
+/* A 2-D memory descriptor (rows, cols) of type dt with explicit strides. */
+static rec_status md2(dnnl_memory_desc_t *md, dnnl_data_type_t dt, int64_t rows, int64_t cols, int64_t s0,
+                      int64_t s1) {
     dnnl_dims_t dims = {rows, cols}, strides = {s0, s1};
-    DNNL_TRY(dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides));
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides));
     return REC_OK;
 }
 
@@ -155,7 +210,7 @@ static rec_status matmul_create(matmul *m, rec_dnn *d, const dnnl_memory_desc_t 
 }
 
 /* Points the memory objects at the given buffers and runs the primitive to completion. */
-static rec_status matmul_run(matmul *m, rec_dnn *d, const float *src, const float *wei,
+static rec_status matmul_run(matmul *m, rec_dnn *d, const void *src, const void *wei,
                              const float *bias, float *dst) {
     DNNL_TRY(dnnl_memory_set_data_handle(m->src, (void *)src));
     DNNL_TRY(dnnl_memory_set_data_handle(m->wei, (void *)wei));
@@ -173,6 +228,36 @@ static rec_status matmul_run(matmul *m, rec_dnn *d, const float *src, const floa
     return REC_OK;
 }
 
+rec_status rec_dnn_matmul_gflops(rec_dnn *d, rec_precision p, int M, int N, int K, int reps,
+                                 double *gflops) {
+    *gflops = 0;
+    if (M < 1 || N < 1 || K < 1 || reps < 1 || reps > 63)
+        return rec_errorf(REC_EINVAL, "rec_dnn_matmul_gflops: bad shape %d x %d x %d or reps %d", M, N, K, reps);
+    if (p == REC_PRECISION_BF16 && !d->bf16_native)
+        return rec_errorf(REC_EUNSUPPORTED, "oneDNN has no bf16 matmul on this CPU (ISA %s)", rec_dnn_isa());
+    const dnnl_data_type_t dt = p == REC_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
+    const size_t e = p == REC_PRECISION_BF16 ? 2 : 4;
+    dnnl_memory_desc_t a, b, c;
+    REC_TRY(md2(&a, dt, M, K, K, 1));
+    REC_TRY(md2(&b, dt, K, N, N, 1));
+    REC_TRY(md2(&c, dnnl_f32, M, N, N, 1));
+    matmul mm;
+    REC_TRY(matmul_create(&mm, d, &a, &b, NULL, &c, 0));
+    void *A = calloc((size_t)M * K, e), *B = calloc((size_t)K * N, e);
+    float *C = calloc((size_t)M * N, sizeof(float));
+    rec_status s = A && B && C ? REC_OK : rec_errorf(REC_ENOMEM, "out of memory for a %d x %d x %d matmul", M, N, K);
+    double t[64];
+    for (int r = -2; !s && r < reps; r++) {
+        const double t0 = rec_now();
+        s = matmul_run(&mm, d, A, B, NULL, C);
+        if (r >= 0) t[r] = rec_now() - t0;
+    }
+    if (!s) *gflops = 2.0 * M * N * K / rec_median(t, reps) * 1e-9;
+    free(A), free(B), free(C);
+    matmul_destroy(&mm);
+    return s;
+}
+
 /* ---- linear layer ------------------------------------------------------------------------ */
 
 /* Batch sizes a layer keeps primitives for; a training run sees one or two (the full batch
@@ -188,10 +273,30 @@ typedef struct linear_prims {
 struct rec_linear {
     rec_dnn *d;
     int in, out, relu, max_batch;
+    rec_precision prec;
+    int native;             /* bf16: the operand buffers hold bf16 bits (else rounded fp32) */
     uint64_t clock;
     linear_prims cache[LINEAR_CACHE];
-    float *dyp;  /* (max_batch, Out) masked output gradient */
+    float *dyp;             /* (max_batch, Out) masked output gradient */
+    void *x16, *w16, *g16;  /* bf16: (max_batch, In), (Out, In), (max_batch, Out) operands */
 };
+
+/* The operands' type: fp32, or bf16 where oneDNN multiplies it natively. */
+static dnnl_data_type_t operand_type(const rec_linear *l) { return l->native ? dnnl_bf16 : dnnl_f32; }
+static size_t operand_size(const rec_linear *l) { return l->native ? sizeof(uint16_t) : sizeof(float); }
+
+/* dst (n) = src rounded to bf16, in the layer's operand format; row blocks over the team. */
+static void to_operand(const rec_linear *l, const float *src, size_t n, void *dst) {
+    enum { CHUNK = 16384 };
+    const long nchunk = (long)((n + CHUNK - 1) / CHUNK);
+    const int threads = rec_dnn_threads(l->d) > 0 ? rec_dnn_threads(l->d) : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static) if (nchunk > 1)
+    for (long c = 0; c < nchunk; c++) {
+        size_t i0 = (size_t)c * CHUNK, m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        if (l->native) rec_bf16_pack(src + i0, m, (uint16_t *)dst + i0);
+        else rec_bf16_round(src + i0, m, (float *)dst + i0);
+    }
+}
 
 static void prims_destroy(linear_prims *p) {
     matmul_destroy(&p->fwd);
@@ -202,16 +307,17 @@ static void prims_destroy(linear_prims *p) {
 
 static rec_status prims_create(linear_prims *p, rec_linear *l, int B) {
     int64_t in = l->in, out = l->out;
+    const dnnl_data_type_t op = l->prec == REC_PRECISION_BF16 ? operand_type(l) : dnnl_f32, f = dnnl_f32;
     dnnl_memory_desc_t x, wt, bias, y, dy, w, dx, dyt, dW;
-    REC_TRY(md2(&x, B, in, in, 1));       /* x (B, In) */
-    REC_TRY(md2(&wt, in, out, 1, in));    /* W^T (In, Out) over W (Out, In) */
-    REC_TRY(md2(&bias, 1, out, out, 1));  /* b (1, Out) broadcast over rows */
-    REC_TRY(md2(&y, B, out, out, 1));     /* y, dy' (B, Out) */
-    REC_TRY(md2(&dy, B, out, out, 1));
-    REC_TRY(md2(&w, out, in, in, 1));     /* W (Out, In) */
-    REC_TRY(md2(&dx, B, in, in, 1));      /* dx (B, In) */
-    REC_TRY(md2(&dyt, out, B, 1, out));   /* dy'^T (Out, B) over dy' (B, Out) */
-    REC_TRY(md2(&dW, out, in, in, 1));    /* dW (Out, In) */
+    REC_TRY(md2(&x, op, B, in, in, 1));      /* x (B, In) */
+    REC_TRY(md2(&wt, op, in, out, 1, in));   /* W^T (In, Out) over W (Out, In) */
+    REC_TRY(md2(&bias, f, 1, out, out, 1));  /* b (1, Out) broadcast over rows */
+    REC_TRY(md2(&y, f, B, out, out, 1));     /* y (B, Out) */
+    REC_TRY(md2(&dy, op, B, out, out, 1));   /* dy' (B, Out) */
+    REC_TRY(md2(&w, op, out, in, in, 1));    /* W (Out, In) */
+    REC_TRY(md2(&dx, f, B, in, in, 1));      /* dx (B, In) */
+    REC_TRY(md2(&dyt, op, out, B, 1, out));  /* dy'^T (Out, B) over dy' (B, Out) */
+    REC_TRY(md2(&dW, f, out, in, in, 1));    /* dW (Out, In) */
     memset(p, 0, sizeof *p);
     rec_status s = matmul_create(&p->fwd, l->d, &x, &wt, &bias, &y, l->relu);
     if (s == REC_OK) s = matmul_create(&p->bwd_weights, l->d, &dyt, &x, NULL, &dW, 0);
@@ -246,12 +352,14 @@ static rec_status prims_get(rec_linear *l, int B, linear_prims **out) {
 }
 
 rec_status rec_linear_init(rec_linear **out, rec_dnn *d, int in, int out_dim, int relu,
-                           int max_batch) {
+                           int max_batch, rec_precision prec) {
     *out = NULL;
     if (in < 1 || out_dim < 1)
         return rec_errorf(REC_EINVAL, "linear layer: widths must be >= 1, got in %d out %d", in, out_dim);
     if (max_batch < 1)
         return rec_errorf(REC_EINVAL, "linear layer: max_batch must be >= 1, got %d", max_batch);
+    if (prec != REC_PRECISION_FP32 && prec != REC_PRECISION_BF16)
+        return rec_errorf(REC_EINVAL, "linear layer: unknown precision %d (want REC_PRECISION_FP32 or _BF16)", (int)prec);
     rec_linear *l;
     REC_TRY(rec_alloc((void **)&l, sizeof *l, "linear layer"));
     l->d = d;
@@ -259,13 +367,20 @@ rec_status rec_linear_init(rec_linear **out, rec_dnn *d, int in, int out_dim, in
     l->out = out_dim;
     l->relu = relu != 0;
     l->max_batch = max_batch;
-    if (l->relu) {
-        rec_status s = rec_alloc((void **)&l->dyp, (size_t)max_batch * out_dim * sizeof(float),
-                                 "linear layer gradient workspace");
-        if (s != REC_OK) {
-            rec_free(l);
-            return s;
-        }
+    l->prec = prec;
+    l->native = prec == REC_PRECISION_BF16 && rec_dnn_bf16_native(d);
+    rec_status s = REC_OK;
+    if (l->relu)
+        s = rec_alloc((void **)&l->dyp, (size_t)max_batch * out_dim * sizeof(float), "linear layer gradient workspace");
+    if (!s && prec == REC_PRECISION_BF16) {
+        const size_t e = operand_size(l);
+        s = rec_alloc(&l->x16, (size_t)max_batch * in * e, "linear layer bf16 inputs");
+        if (!s) s = rec_alloc(&l->w16, (size_t)out_dim * in * e, "linear layer bf16 weights");
+        if (!s) s = rec_alloc(&l->g16, (size_t)max_batch * out_dim * e, "linear layer bf16 gradients");
+    }
+    if (s != REC_OK) {
+        rec_linear_free(l);
+        return s;
     }
     *out = l;
     return REC_OK;
@@ -276,6 +391,9 @@ void rec_linear_free(rec_linear *l) {
     for (int i = 0; i < LINEAR_CACHE; i++)
         if (l->cache[i].B) prims_destroy(&l->cache[i]);
     rec_free(l->dyp);
+    rec_free(l->x16);
+    rec_free(l->w16);
+    rec_free(l->g16);
     rec_free(l);
 }
 
@@ -291,7 +409,10 @@ rec_status rec_linear_forward(rec_linear *l, int B, const float *x, const float 
     REC_TRY(check_batch(l, B));
     linear_prims *p;
     REC_TRY(prims_get(l, B, &p));
-    return matmul_run(&p->fwd, l->d, x, W, b, y);
+    if (l->prec == REC_PRECISION_FP32) return matmul_run(&p->fwd, l->d, x, W, b, y);
+    to_operand(l, x, (size_t)B * l->in, l->x16);
+    to_operand(l, W, (size_t)l->out * l->in, l->w16);
+    return matmul_run(&p->fwd, l->d, l->x16, l->w16, b, y);
 }
 
 rec_status rec_linear_backward(rec_linear *l, int B, const float *x, const float *W,
@@ -318,6 +439,13 @@ rec_status rec_linear_backward(rec_linear *l, int B, const float *x, const float
             const float *dr = dy + (size_t)i * out;
             for (int j = 0; j < out; j++) db[j] += dr[j];
         }
+    }
+    if (l->prec == REC_PRECISION_BF16) {
+        /* x16 and w16 still hold the forward's operands */
+        to_operand(l, g, (size_t)B * out, l->g16);
+        REC_TRY(matmul_run(&p->bwd_weights, l->d, l->g16, l->x16, NULL, dW));
+        if (dx) REC_TRY(matmul_run(&p->bwd_data, l->d, l->g16, l->w16, NULL, dx));
+        return REC_OK;
     }
     REC_TRY(matmul_run(&p->bwd_weights, l->d, g, x, NULL, dW));
     if (dx) REC_TRY(matmul_run(&p->bwd_data, l->d, g, W, NULL, dx));

@@ -1,7 +1,23 @@
 /* Scalar float64 reference of the linear layer (nn.h): the plain loops that the oneDNN path in
  * linear.c is tested against, and that the finite-difference checks validate in turn. No
  * blocking, no intrinsics; written to be read against the formulas. */
+#include <math.h>
+
 #include "rectrain/nn.h"
+
+/* Nearest bf16 value to v, ties to even. bf16 has 8 significant bits, so for |v| in
+ * [2^(e-1), 2^e) the values are spaced 2^(e-8); below the smallest normal 2^-126 the spacing
+ * stays 2^-133 (subnormals). Beyond the largest finite bf16, (2 - 2^-7) 2^127, lies infinity.
+ * nearbyint rounds ties to even in the default rounding mode. */
+double rec_bf16_ref(double v) {
+    if (isnan(v) || isinf(v) || v == 0.0) return v;
+    int e;
+    frexp(v, &e);
+    const int step = e - 8 < -133 ? -133 : e - 8;
+    const double r = ldexp(nearbyint(ldexp(fabs(v), -step)), step);
+    const double max = ldexp(2.0 - ldexp(1.0, -7), 127);
+    return copysign(r > max ? INFINITY : r, v);
+}
 
 /* y (B, Out) = act(x (B, In) W^T + b), act = ReLU when relu. */
 void rec_linear_forward_ref(int B, int in, int out, int relu, const double *x, const double *W,

@@ -12,6 +12,7 @@
 struct rec_mlp {
     int n_layers, max_batch;
     int last_relu;          /* the last layer has a ReLU too */
+    rec_precision prec;
     int *sizes;             /* (n_layers + 1) */
     rec_linear **layers;    /* (n_layers) */
     size_t *w_off, *b_off;  /* (n_layers) offsets of W and b in the flat blocks */
@@ -75,7 +76,7 @@ static rec_status mlp_build(rec_mlp *m, rec_dnn *d, const int *sizes, int last_r
                           "MLP activation gradients"));
     for (int l = 0; l < L; l++) {
         int relu = l < L - 1 || last_relu;
-        REC_TRY(rec_linear_init(&m->layers[l], d, sizes[l], sizes[l + 1], relu, m->max_batch));
+        REC_TRY(rec_linear_init(&m->layers[l], d, sizes[l], sizes[l + 1], relu, m->max_batch, m->prec));
         /* facebookresearch/dlrm create_mlp: W ~ N(0, sqrt(2/(m+n))), b ~ N(0, sqrt(1/m)),
          * m = out, n = in. */
         rec_rng r;
@@ -99,16 +100,16 @@ size_t rec_mlp_param_count(const int *sizes, int n_sizes) {
 }
 
 rec_status rec_mlp_init(rec_mlp **out, rec_dnn *d, const int *sizes, int n_sizes,
-                        int last_relu, int max_batch, uint64_t seed) {
-    return rec_mlp_init_view(out, d, sizes, n_sizes, last_relu, max_batch, seed, NULL, NULL);
+                        int last_relu, int max_batch, rec_precision prec, uint64_t seed) {
+    return rec_mlp_init_view(out, d, sizes, n_sizes, last_relu, max_batch, prec, seed, NULL, NULL);
 }
 
 /* Builds the layers and the flat blocks (parameters and gradients unless the caller gives
  * views, activations), all sized once for max_batch, and draws the initial parameters. On
  * error nothing is leaked. */
 rec_status rec_mlp_init_view(rec_mlp **out, rec_dnn *d, const int *sizes, int n_sizes,
-                             int last_relu, int max_batch, uint64_t seed, float *params,
-                             float *grads) {
+                             int last_relu, int max_batch, rec_precision prec, uint64_t seed,
+                             float *params, float *grads) {
     *out = NULL;
     if ((params == NULL) != (grads == NULL))
         return rec_errorf(REC_EINVAL, "MLP: give both parameter and gradient views, or neither");
@@ -122,6 +123,7 @@ rec_status rec_mlp_init_view(rec_mlp **out, rec_dnn *d, const int *sizes, int n_
     REC_TRY(rec_alloc((void **)&m, sizeof *m, "MLP"));
     m->n_layers = n_sizes - 1;
     m->max_batch = max_batch;
+    m->prec = prec;
     m->owns_blocks = params == NULL;
     m->params = params;
     m->grads = grads;
@@ -136,6 +138,7 @@ rec_status rec_mlp_init_view(rec_mlp **out, rec_dnn *d, const int *sizes, int n_
 
 int rec_mlp_layers(const rec_mlp *m) { return m->n_layers; }
 int rec_mlp_last_relu(const rec_mlp *m) { return m->last_relu; }
+rec_precision rec_mlp_precision(const rec_mlp *m) { return m->prec; }
 int rec_mlp_in(const rec_mlp *m) { return m->sizes[0]; }
 
 void rec_mlp_flops(const rec_mlp *m, int input_grad, double *fwd, double *bwd) {

@@ -42,6 +42,7 @@ struct rec_model {
     float *emb_out, *demb;  /* (B, F E) */
     float *lin_out, *dlin;  /* (B, F) */
     float *z, *dz;          /* DLRM: (B, Dz) interaction output and its gradient */
+    float *h16, *e16;       /* DLRM dot, bf16: (B, E), (B, F E) the interaction's operands */
     int Dz;
     const float *h;         /* DLRM: (B, E) the bottom MLP's output (owned by the MLP) */
     float *dh;              /* DLRM: (B, E) gradient of the bottom MLP's output */
@@ -53,7 +54,52 @@ struct rec_model {
     float *logits, *dlogits;/* (B) */
     rec_tensor *tensors;
     int n_tensors;
+    int profile;                         /* rec_model_profile */
+    double part_s[REC_MODEL_N_PARTS];
+    int64_t profile_steps;
 };
+
+const char *rec_model_part_name(int k) {
+    static const char *const NAMES[REC_MODEL_N_PARTS] = {"embeddings", "MLPs", "interaction, other dense",
+                                                         "loss", "dense optimizer"};
+    return k >= 0 && k < REC_MODEL_N_PARTS ? NAMES[k] : "?";
+}
+
+int rec_model_bf16_native(const rec_model *m) { return rec_dnn_bf16_native(m->dnn); }
+
+void rec_model_profile(rec_model *m, int on) {
+    m->profile = on;
+    if (on) {
+        memset(m->part_s, 0, sizeof m->part_s);
+        m->profile_steps = 0;
+    }
+}
+
+int64_t rec_model_profile_read(const rec_model *m, double *s) {
+    memcpy(s, m->part_s, sizeof m->part_s);
+    return m->profile_steps;
+}
+
+/* Profiling clock: the time now when profiling is on, else 0 (no clock read). */
+static double pclock(const rec_model *m) { return m->profile ? rec_now() : 0.0; }
+static void pcharge(rec_model *m, int part, double t0) {
+    if (m->profile) m->part_s[part] += rec_now() - t0;
+}
+
+/* An MLP's forward / backward, charged to REC_MODEL_PART_MLP. */
+static rec_status mlp_forward(rec_model *m, rec_mlp *mlp, int B, const float *x, const float **y) {
+    double t0 = pclock(m);
+    rec_status s = rec_mlp_forward(mlp, B, x, y);
+    pcharge(m, REC_MODEL_PART_MLP, t0);
+    return s;
+}
+
+static rec_status mlp_backward(rec_model *m, rec_mlp *mlp, int B, const float *x, const float *dy, float *dx) {
+    double t0 = pclock(m);
+    rec_status s = rec_mlp_backward(mlp, B, x, dy, dx);
+    pcharge(m, REC_MODEL_PART_MLP, t0);
+    return s;
+}
 
 const rec_model_config *rec_model_get_config(const rec_model *m) { return &m->cfg; }
 int64_t rec_model_steps(const rec_model *m) { return m->steps; }
@@ -98,7 +144,7 @@ void rec_model_free(rec_model *m) {
     rec_mlp_free(m->dense_lin);
     rec_dense_opt_free(m->dopt);
     rec_dnn_free(m->dnn);
-    float *bufs[] = {m->params, m->grads, m->emb_out, m->demb, m->lin_out, m->dlin, m->z, m->dz, m->dh,
+    float *bufs[] = {m->params, m->grads, m->emb_out, m->demb, m->lin_out, m->dlin, m->z, m->dz, m->h16, m->e16, m->dh,
                      m->x0, m->dx0, m->xs, m->cs, m->dcur, m->cat, m->dcat, m->fm, m->logits, m->dlogits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rec_free(bufs[i]);
     free(m->tensors);
@@ -198,6 +244,7 @@ static rec_status model_build(rec_model *m) {
     const rec_model_config *c = &m->cfg;
     const int B = m->max_batch, Dn = m->Dn, F = m->F, E = m->E, D0 = m->D0;
     uint64_t seed = c->seed;
+    const rec_precision prec = c->precision;
     REC_TRY(rec_dnn_init(&m->dnn, m->threads));
 
     /* Embedding tables. */
@@ -256,19 +303,19 @@ static rec_status model_build(rec_model *m) {
     REC_TRY(buf(&m->params, P, "dense parameters"));
     REC_TRY(buf(&m->grads, P, "dense gradients"));
     if (c->kind == REC_MODEL_DLRM) {
-        REC_TRY(rec_mlp_init_view(&m->bottom, m->dnn, sz_bottom, nb, 1, B, rec_mix64(seed + 3),
+        REC_TRY(rec_mlp_init_view(&m->bottom, m->dnn, sz_bottom, nb, 1, B, prec, rec_mix64(seed + 3),
                                   m->params + off_bottom, m->grads + off_bottom));
-        REC_TRY(rec_mlp_init_view(&m->top, m->dnn, sz_top, nt, 0, B, rec_mix64(seed + 4), m->params + off_top,
+        REC_TRY(rec_mlp_init_view(&m->top, m->dnn, sz_top, nt, 0, B, prec, rec_mix64(seed + 4), m->params + off_top,
                                   m->grads + off_top));
     } else {
         int deep_last_relu = c->kind == REC_MODEL_DCN;
-        REC_TRY(rec_mlp_init_view(&m->deep, m->dnn, sz_deep, nd, deep_last_relu, B, rec_mix64(seed + 6),
+        REC_TRY(rec_mlp_init_view(&m->deep, m->dnn, sz_deep, nd, deep_last_relu, B, prec, rec_mix64(seed + 6),
                                   m->params + off_deep, m->grads + off_deep));
         if (c->kind == REC_MODEL_DCN)
-            REC_TRY(rec_mlp_init_view(&m->final, m->dnn, sz_final, 2, 0, B, rec_mix64(seed + 7),
+            REC_TRY(rec_mlp_init_view(&m->final, m->dnn, sz_final, 2, 0, B, prec, rec_mix64(seed + 7),
                                       m->params + off_final, m->grads + off_final));
         else if (Dn > 0)
-            REC_TRY(rec_mlp_init_view(&m->dense_lin, m->dnn, sz_dl, 2, 0, B, rec_mix64(seed + 8),
+            REC_TRY(rec_mlp_init_view(&m->dense_lin, m->dnn, sz_dl, 2, 0, B, prec, rec_mix64(seed + 8),
                                       m->params + off_dl, m->grads + off_dl));
     }
     /* Cross layers: w ~ N(0, sqrt(2 / (D0 + 1))) (as a (1, D0) linear layer in dlrm's init),
@@ -295,6 +342,10 @@ static rec_status model_build(rec_model *m) {
         REC_TRY(buf(&m->z, (size_t)B * m->Dz, "interaction output"));
         REC_TRY(buf(&m->dz, (size_t)B * m->Dz, "interaction gradient"));
         REC_TRY(buf(&m->dh, (size_t)B * E, "bottom MLP gradient"));
+        if (prec == REC_PRECISION_BF16 && c->interaction == REC_INTERACT_DOT) {
+            REC_TRY(buf(&m->h16, (size_t)B * E, "bf16 interaction operands"));
+            REC_TRY(buf(&m->e16, (size_t)B * F * E, "bf16 interaction operands"));
+        }
     } else {
         REC_TRY(buf(&m->x0, (size_t)B * D0, "deep input"));
         REC_TRY(buf(&m->dx0, (size_t)B * D0, "deep input gradient"));
@@ -389,20 +440,30 @@ static rec_status check_batch(const rec_model *m, const rec_batch *b) {
 
 /* ---- forward ----------------------------------------------------------------------------------- */
 
+/* The interaction's operands T = [h; emb]: the fp32 activations, or (bf16 dot) their bf16
+ * roundings in h16, e16, which backward reads as the forward's saved operands. */
+static const float *interact_h(const rec_model *m) { return m->h16 ? m->h16 : m->h; }
+static const float *interact_emb(const rec_model *m) { return m->e16 ? m->e16 : m->emb_out; }
+
 static rec_status forward_dlrm(rec_model *m, const rec_batch *b) {
     const int B = (int)b->n, F = m->F, E = m->E, Dz = m->Dz;
     const rec_model_config *c = &m->cfg;
     const float *h, *y;
-    REC_TRY(rec_mlp_forward(m->bottom, B, b->dense, &h));
+    REC_TRY(mlp_forward(m, m->bottom, B, b->dense, &h));
     m->h = h;
+    const float *th = interact_h(m), *te = interact_emb(m);
     int nblk = (B + ROW_BLOCK - 1) / ROW_BLOCK;
 #pragma omp parallel for num_threads(nthreads(m)) schedule(static)
     for (int k = 0; k < nblk; k++) {
         int r0 = k * ROW_BLOCK, n = B - r0 < ROW_BLOCK ? B - r0 : ROW_BLOCK;
-        rec_interact_forward(c->interaction, c->self_interaction, n, F, E, h + (size_t)r0 * E,
-                             m->emb_out + (size_t)r0 * F * E, m->z + (size_t)r0 * Dz);
+        if (m->h16) {
+            rec_bf16_round(h + (size_t)r0 * E, (size_t)n * E, m->h16 + (size_t)r0 * E);
+            rec_bf16_round(m->emb_out + (size_t)r0 * F * E, (size_t)n * F * E, m->e16 + (size_t)r0 * F * E);
+        }
+        rec_interact_forward(c->interaction, c->self_interaction, n, F, E, th + (size_t)r0 * E,
+                             te + (size_t)r0 * F * E, m->z + (size_t)r0 * Dz);
     }
-    REC_TRY(rec_mlp_forward(m->top, B, m->z, &y));
+    REC_TRY(mlp_forward(m, m->top, B, m->z, &y));
     memcpy(m->logits, y, (size_t)B * sizeof(float));
     return REC_OK;
 }
@@ -424,9 +485,9 @@ static rec_status forward_dcn(rec_model *m, const rec_batch *b) {
                               m->xs + ((size_t)(l + 1) * m->max_batch + r0) * D0, m->cs + (size_t)l * m->max_batch + r0);
         }
     }
-    REC_TRY(rec_mlp_forward(m->deep, B, m->x0, &d));
+    REC_TRY(mlp_forward(m, m->deep, B, m->x0, &d));
     concat_rows(B, D0, m->xs + (size_t)L * m->max_batch * D0, H, d, m->cat);
-    REC_TRY(rec_mlp_forward(m->final, B, m->cat, &y));
+    REC_TRY(mlp_forward(m, m->final, B, m->cat, &y));
     memcpy(m->logits, y, (size_t)B * sizeof(float));
     return REC_OK;
 }
@@ -435,8 +496,8 @@ static rec_status forward_fm(rec_model *m, const rec_batch *b) {
     const int B = (int)b->n, F = m->F, E = m->E, D0 = m->D0;
     const float *d, *w = NULL;
     concat_rows(B, m->Dn, b->dense, F * E, m->emb_out, m->x0);
-    REC_TRY(rec_mlp_forward(m->deep, B, m->x0, &d));
-    if (m->dense_lin) REC_TRY(rec_mlp_forward(m->dense_lin, B, b->dense, &w));
+    REC_TRY(mlp_forward(m, m->deep, B, m->x0, &d));
+    if (m->dense_lin) REC_TRY(mlp_forward(m, m->dense_lin, B, b->dense, &w));
     if (m->fm) rec_fm_forward(B, F, E, m->emb_out, m->fm);
     (void)D0;
     for (int i = 0; i < B; i++) {
@@ -452,18 +513,29 @@ rec_status rec_model_forward(rec_model *m, const rec_batch *b, const float **log
     if (m->sharded)
         return rec_errorf(REC_EINVAL, "model %s is sharded: its tables live with their owners, so pool the rows "
                           "into rec_model_pooled and call rec_model_forward_pooled", m->cfg.name);
+    double t0 = pclock(m);
     REC_TRY(rec_embed_forward(m->emb, b, 0, m->emb_out));
     if (m->lin) REC_TRY(rec_embed_forward(m->lin, b, 0, m->lin_out));
+    pcharge(m, REC_MODEL_PART_EMBED, t0);
     return rec_model_forward_pooled(m, b, logits);
+}
+
+/* Charges the time since t0 less what the MLPs took meanwhile (mlp0: their sum at t0) to the
+ * interaction and the other dense layers. */
+static void charge_rest(rec_model *m, double t0, double mlp0) {
+    if (m->profile)
+        m->part_s[REC_MODEL_PART_INTERACT] += rec_now() - t0 - (m->part_s[REC_MODEL_PART_MLP] - mlp0);
 }
 
 rec_status rec_model_forward_pooled(rec_model *m, const rec_batch *b, const float **logits) {
     REC_TRY(check_batch(m, b));
+    const double t0 = pclock(m), mlp0 = m->part_s[REC_MODEL_PART_MLP];
     switch (m->cfg.kind) {
     case REC_MODEL_DLRM: REC_TRY(forward_dlrm(m, b)); break;
     case REC_MODEL_DCN: REC_TRY(forward_dcn(m, b)); break;
     default: REC_TRY(forward_fm(m, b)); break;
     }
+    charge_rest(m, t0, mlp0);
     *logits = m->logits;
     return REC_OK;
 }
@@ -473,18 +545,18 @@ rec_status rec_model_forward_pooled(rec_model *m, const rec_batch *b, const floa
 static rec_status backward_dlrm(rec_model *m, const rec_batch *b, const float *dlogits) {
     const int B = (int)b->n, F = m->F, E = m->E, Dz = m->Dz;
     const rec_model_config *c = &m->cfg;
-    REC_TRY(rec_mlp_backward(m->top, B, m->z, dlogits, m->dz));
+    REC_TRY(mlp_backward(m, m->top, B, m->z, dlogits, m->dz));
     grads_ready(m, m->top);
-    const float *h = m->h;
+    const float *th = interact_h(m), *te = interact_emb(m);
     int nblk = (B + ROW_BLOCK - 1) / ROW_BLOCK;
 #pragma omp parallel for num_threads(nthreads(m)) schedule(static)
     for (int k = 0; k < nblk; k++) {
         int r0 = k * ROW_BLOCK, n = B - r0 < ROW_BLOCK ? B - r0 : ROW_BLOCK;
-        rec_interact_backward(c->interaction, c->self_interaction, n, F, E, h + (size_t)r0 * E,
-                              m->emb_out + (size_t)r0 * F * E, m->dz + (size_t)r0 * Dz, m->dh + (size_t)r0 * E,
+        rec_interact_backward(c->interaction, c->self_interaction, n, F, E, th + (size_t)r0 * E,
+                              te + (size_t)r0 * F * E, m->dz + (size_t)r0 * Dz, m->dh + (size_t)r0 * E,
                               m->demb + (size_t)r0 * F * E);
     }
-    REC_TRY(rec_mlp_backward(m->bottom, B, b->dense, m->dh, NULL));
+    REC_TRY(mlp_backward(m, m->bottom, B, b->dense, m->dh, NULL));
     grads_ready(m, m->bottom);
     return REC_OK;
 }
@@ -499,12 +571,12 @@ static void split_demb(rec_model *m, int B) {
 static rec_status backward_dcn(rec_model *m, const rec_batch *b, const float *dlogits) {
     const int B = (int)b->n, D0 = m->D0, L = m->cfg.cross_layers, H = m->cfg.deep[m->cfg.n_deep - 1];
     const int W = D0 + H;
-    REC_TRY(rec_mlp_backward(m->final, B, m->cat, dlogits, m->dcat));
+    REC_TRY(mlp_backward(m, m->final, B, m->cat, dlogits, m->dcat));
     grads_ready(m, m->final);
     /* dcat = [d x_L | d deep]: the deep part's gradient is copied into dcur's rows first only
      * to feed the MLP contiguously; x_L's gradient then takes dcur over. */
     for (int i = 0; i < B; i++) memcpy(m->dcur + (size_t)i * H, m->dcat + (size_t)i * W + D0, (size_t)H * sizeof(float));
-    REC_TRY(rec_mlp_backward(m->deep, B, m->x0, m->dcur, m->dx0));
+    REC_TRY(mlp_backward(m, m->deep, B, m->x0, m->dcur, m->dx0));
     grads_ready(m, m->deep);
     for (int i = 0; i < B; i++) memcpy(m->dcur + (size_t)i * D0, m->dcat + (size_t)i * W, (size_t)D0 * sizeof(float));
     /* Cross layers back to front. dw, db reduce over the batch, so the layers run over the
@@ -524,9 +596,9 @@ static rec_status backward_dcn(rec_model *m, const rec_batch *b, const float *dl
 
 static rec_status backward_fm(rec_model *m, const rec_batch *b, const float *dlogits) {
     const int B = (int)b->n, F = m->F;
-    REC_TRY(rec_mlp_backward(m->deep, B, m->x0, dlogits, m->dx0));
+    REC_TRY(mlp_backward(m, m->deep, B, m->x0, dlogits, m->dx0));
     grads_ready(m, m->deep);
-    if (m->dense_lin) REC_TRY(rec_mlp_backward(m->dense_lin, B, b->dense, dlogits, NULL));
+    if (m->dense_lin) REC_TRY(mlp_backward(m, m->dense_lin, B, b->dense, dlogits, NULL));
     grads_ready(m, m->dense_lin);
     for (int i = 0; i < B; i++)
         for (int f = 0; f < F; f++) m->dlin[(size_t)i * F + f] = dlogits[i];
@@ -537,16 +609,22 @@ static rec_status backward_fm(rec_model *m, const rec_batch *b, const float *dlo
 
 rec_status rec_model_backward(rec_model *m, const rec_batch *b, const float *dlogits) {
     REC_TRY(check_batch(m, b));
+    const double t0 = pclock(m), mlp0 = m->part_s[REC_MODEL_PART_MLP];
     switch (m->cfg.kind) {
-    case REC_MODEL_DLRM: return backward_dlrm(m, b, dlogits);
-    case REC_MODEL_DCN: return backward_dcn(m, b, dlogits);
-    default: return backward_fm(m, b, dlogits);
+    case REC_MODEL_DLRM: REC_TRY(backward_dlrm(m, b, dlogits)); break;
+    case REC_MODEL_DCN: REC_TRY(backward_dcn(m, b, dlogits)); break;
+    default: REC_TRY(backward_fm(m, b, dlogits)); break;
     }
+    charge_rest(m, t0, mlp0);
+    return REC_OK;
 }
 
 rec_status rec_model_update_dense(rec_model *m, double lr_scale) {
+    const double t0 = pclock(m);
     rec_dense_opt_set_lr(m->dopt, (float)(m->cfg.dense_opt.lr * lr_scale));
-    return m->P ? rec_dense_opt_step(m->dopt, m->params, m->grads, m->P) : REC_OK;
+    rec_status s = m->P ? rec_dense_opt_step(m->dopt, m->params, m->grads, m->P) : REC_OK;
+    pcharge(m, REC_MODEL_PART_DENSE_OPT, t0);
+    return s;
 }
 
 rec_status rec_model_update(rec_model *m, const rec_batch *b, double lr_scale) {
@@ -556,20 +634,25 @@ rec_status rec_model_update(rec_model *m, const rec_batch *b, double lr_scale) {
                           "the owners of its rows update them", m->cfg.name);
     REC_TRY(rec_model_update_dense(m, lr_scale));
     float slr = (float)(m->cfg.sparse_opt.lr * lr_scale);
+    const double t0 = pclock(m);
     REC_TRY(rec_embed_backward_update(m->emb, b, 0, m->demb, slr));
     if (m->lin) REC_TRY(rec_embed_backward_update(m->lin, b, 0, m->dlin, slr));
+    pcharge(m, REC_MODEL_PART_EMBED, t0);
     return REC_OK;
 }
 
 rec_status rec_model_train_step(rec_model *m, const rec_batch *b, double *loss) {
     const float *logits;
     REC_TRY(rec_model_forward(m, b, &logits));
+    const double t0 = pclock(m);
     REC_TRY(rec_bce_forward_backward((int)b->n, logits, b->label, loss, m->dlogits));
+    pcharge(m, REC_MODEL_PART_LOSS, t0);
     REC_TRY(rec_model_backward(m, b, m->dlogits));
     /* A step at scale 0 (the end of a decay to end_scale 0) still updates optimizer state,
      * as PyTorch does at lr 0. */
     REC_TRY(rec_model_update(m, b, rec_lr_scale(&m->cfg.schedule, m->steps)));
     m->steps++;
+    m->profile_steps += m->profile;
     return REC_OK;
 }
 

@@ -18,7 +18,7 @@
  *    "lr_schedule": {"warmup_steps": 0, "decay_start": 0, "decay_steps": 0, "power": 2,
  *                    "end_scale": 0},
  *    "train": {"batch_size": 2048, "epochs": 1, "seed": 1, "eval_every": 0,
- *              "prep_spec": "configs/criteo_standard.json"}}
+ *              "prep_spec": "configs/criteo_standard.json", "precision": "fp32"|"bf16"}}
  *
  * "format", "version" and "model" are required; everything else has the defaults of
  * rec_model_config_default for that model. Keys that do not apply to the model (e.g.
@@ -302,9 +302,13 @@ static rec_status parse_schedule_train(const parser *p, const cJSON *root, rec_m
     }
     REC_TRY(get_object(p, root, "train", "$", &t));
     if (t) {
-        static const char *const keys[] = {"batch_size", "epochs", "seed", "eval_every", "prep_spec", NULL};
+        static const char *const keys[] = {"batch_size", "epochs", "seed", "eval_every", "prep_spec", "precision", NULL};
+        static const char *const precisions[] = {"fp32", "bf16"};
         const char *path = "$.train";
         REC_TRY(check_keys(p, t, path, keys));
+        int prec = (int)c->precision;
+        REC_TRY(get_enum(p, t, "precision", path, precisions, 2, &prec));
+        c->precision = (rec_precision)prec;
         int64_t epochs = c->epochs, seed = (int64_t)c->seed;
         REC_TRY(get_int(p, t, "batch_size", path, 1, 1 << 20, &c->batch_size));
         REC_TRY(get_int(p, t, "epochs", path, 1, 10000, &epochs));
@@ -547,13 +551,14 @@ char *rec_model_config_to_json(const rec_model_config *c) {
     cJSON_AddNumberToObject(tr, "seed", (double)c->seed);
     cJSON_AddNumberToObject(tr, "eval_every", (double)c->eval_every);
     if (c->prep_spec[0]) cJSON_AddStringToObject(tr, "prep_spec", c->prep_spec);
+    cJSON_AddStringToObject(tr, "precision", rec_precision_name(c->precision));
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     return text;
 }
 
 /* Equal models: everything but the training defaults of "train" (batch size, epochs, seed,
- * evaluation period, prep spec), which a resumed run may change. */
+ * evaluation period, prep spec, precision), which a resumed run may change. */
 int rec_model_config_equal(const rec_model_config *a, const rec_model_config *b) {
     rec_model_config x = *a, y = *b;
     x.batch_size = y.batch_size = 1;
@@ -561,6 +566,7 @@ int rec_model_config_equal(const rec_model_config *a, const rec_model_config *b)
     x.seed = y.seed = 0;
     x.eval_every = y.eval_every = 0;
     x.prep_spec[0] = y.prep_spec[0] = '\0';
+    x.precision = y.precision = REC_PRECISION_FP32;
     char *ja = rec_model_config_to_json(&x), *jb = rec_model_config_to_json(&y);
     int eq = ja && jb && !strcmp(ja, jb);
     free(ja);

@@ -340,53 +340,108 @@ rec_status rec_plot_run(const char *metrics, const char *dir, FILE *log) {
 
 /* ---- a table ---------------------------------------------------------------------------------- */
 
-enum { MAX_ROWS = 64 };
+enum { MAX_BARS = 64 };
 
-rec_status rec_plot_bars(const char *tsv, const char *png, const char *title, const char *ylabel, FILE *log) {
-    FILE *f = fopen(tsv, "r");
-    if (!f) return rec_errorf(REC_EIO, "cannot read the table %s: %s", tsv, strerror(errno));
-    char *line = NULL, *names[MAX_SERIES + 1] = {0}, *cats[MAX_ROWS] = {0};
+/* A TSV table: the header's names (label column, then series), each row's first cell, and
+ * each series' numbers in a column. */
+typedef struct table {
+    char *names[MAX_SERIES + 1];
+    int nser;
+    char **first;  /* (rows) */
+    int nrow, cap;
+    column val[MAX_SERIES];
+} table;
+
+static void table_free(table *t) {
+    for (int k = 0; k <= MAX_SERIES; k++) free(t->names[k]);
+    for (int r = 0; r < t->nrow; r++) free(t->first[r]);
+    free(t->first);
+    for (int k = 0; k < MAX_SERIES; k++) free(t->val[k].v);
+}
+
+static rec_status table_row(table *t, const char *path, int n, char *line) {
+    char *save, *cell = strtok_r(line, "\t", &save);
+    if (t->nrow == t->cap) {
+        const int cap = t->cap ? 2 * t->cap : 64;
+        char **q = realloc(t->first, sizeof(char *) * (size_t)cap);
+        if (!q) return rec_errorf(REC_ENOMEM, "plot: out of memory reading %s", path);
+        t->first = q, t->cap = cap;
+    }
+    if (!(t->first[t->nrow] = strdup(cell ? cell : ""))) return rec_errorf(REC_ENOMEM, "plot: out of memory reading %s", path);
+    t->nrow++;
+    for (int k = 0; k < t->nser; k++) {
+        cell = strtok_r(NULL, "\t", &save);
+        char *end = NULL;
+        const double v = cell ? strtod(cell, &end) : NAN;
+        if (!cell || end == cell || *end)
+            return rec_errorf(REC_EINVAL, "%s:%d: column %d (%s) is '%s', not a number", path, n, k + 2, t->names[k + 1],
+                              cell ? cell : "(missing)");
+        REC_TRY(push(&t->val[k], v));
+    }
+    return REC_OK;
+}
+
+/* Reads a TSV with a header row naming a first column and 1..MAX_SERIES numeric series. */
+static rec_status table_read(table *t, const char *path) {
+    memset(t, 0, sizeof *t);
+    FILE *f = fopen(path, "r");
+    if (!f) return rec_errorf(REC_EIO, "cannot read the table %s: %s", path, strerror(errno));
+    char *line = NULL;
     size_t cap = 0;
-    double val[MAX_SERIES][MAX_ROWS];
-    int nser = 0, nrow = 0;
     rec_status s = REC_OK;
     for (int n = 1; !s && getline(&line, &cap, f) > 0; n++) {
         line[strcspn(line, "\r\n")] = 0;
         if (!line[0]) continue;
-        char *save, *cell = strtok_r(line, "\t", &save);
-        if (n == 1) { /* the header */
-            for (int k = 0; cell && k <= MAX_SERIES; k++, cell = strtok_r(NULL, "\t", &save)) names[k] = strdup(cell);
-            for (nser = 0; names[nser + 1]; nser++) {}
-            if (nser < 1 || cell)
-                s = rec_errorf(REC_EINVAL, "%s:1: the header names a label column and 1 to %d series, tab-separated", tsv,
-                               MAX_SERIES);
+        if (n > 1) {
+            s = table_row(t, path, n, line);
             continue;
         }
-        if (nrow == MAX_ROWS) {
-            s = rec_errorf(REC_EINVAL, "%s:%d: more than %d rows to chart", tsv, n, MAX_ROWS);
-            break;
-        }
-        cats[nrow] = strdup(cell ? cell : "");
-        for (int k = 0; !s && k < nser; k++) {
-            cell = strtok_r(NULL, "\t", &save);
-            char *end = NULL;
-            val[k][nrow] = cell ? strtod(cell, &end) : NAN;
-            if (!cell || end == cell || *end)
-                s = rec_errorf(REC_EINVAL, "%s:%d: column %d (%s) is '%s', not a number", tsv, n, k + 2, names[k + 1],
-                               cell ? cell : "(missing)");
-        }
-        nrow++;
+        char *save, *cell = strtok_r(line, "\t", &save);
+        for (int k = 0; cell && k <= MAX_SERIES; k++, cell = strtok_r(NULL, "\t", &save)) t->names[k] = strdup(cell);
+        for (t->nser = 0; t->nser < MAX_SERIES && t->names[t->nser + 1]; t->nser++) {}
+        if (t->nser < 1 || cell)
+            s = rec_errorf(REC_EINVAL, "%s:1: the header names a label column and 1 to %d series, tab-separated", path,
+                           MAX_SERIES);
     }
     free(line);
     fclose(f);
-    if (!s && nrow == 0) s = rec_errorf(REC_EINVAL, "%s: no rows under the header to chart", tsv);
+    if (!s && t->nrow == 0) s = rec_errorf(REC_EINVAL, "%s: no rows under the header to chart", path);
+    return s;
+}
+
+rec_status rec_plot_bars(const char *tsv, const char *png, const char *title, const char *ylabel, FILE *log) {
+    table t;
+    rec_status s = table_read(&t, tsv);
+    if (!s && t.nrow > MAX_BARS) s = rec_errorf(REC_EINVAL, "%s: %d rows; a bar chart shows at most %d", tsv, t.nrow, MAX_BARS);
     if (!s) {
-        chart c = {title, names[0], ylabel, NULL, {{0}}, nser, 0, (const char *const *)cats, nrow};
-        for (int k = 0; k < nser; k++) c.s[k] = (series){names[k + 1], NULL, val[k], nrow, BARS, 0};
+        chart c = {title, t.names[0], ylabel, NULL, {{0}}, t.nser, 0, (const char *const *)t.first, t.nrow};
+        for (int k = 0; k < t.nser; k++) c.s[k] = (series){t.names[k + 1], NULL, t.val[k].v, t.nrow, BARS, 0};
         s = draw(&c, png);
     }
-    for (int k = 0; k <= MAX_SERIES; k++) free(names[k]);
-    for (int k = 0; k < nrow; k++) free(cats[k]);
+    table_free(&t);
+    if (!s && log) fprintf(log, "chart: %s\n", png);
+    return s;
+}
+
+rec_status rec_plot_lines(const char *tsv, const char *png, const char *title, const char *ylabel, FILE *log) {
+    table t;
+    rec_status s = table_read(&t, tsv);
+    column x = {0};
+    for (int r = 0; !s && r < t.nrow; r++) {
+        char *end = NULL;
+        const double v = strtod(t.first[r], &end);
+        if (end == t.first[r] || *end)
+            s = rec_errorf(REC_EINVAL, "%s:%d: column 1 (%s) is '%s', not a number (a line chart's x)", tsv, r + 2,
+                           t.names[0], t.first[r]);
+        else s = push(&x, v);
+    }
+    if (!s) {
+        chart c = {title, t.names[0], ylabel, NULL, {{0}}, t.nser, 0, NULL, 0};
+        for (int k = 0; k < t.nser; k++) c.s[k] = (series){t.names[k + 1], x.v, t.val[k].v, t.nrow, LINE, 0};
+        s = draw(&c, png);
+    }
+    free(x.v);
+    table_free(&t);
     if (!s && log) fprintf(log, "chart: %s\n", png);
     return s;
 }

@@ -578,6 +578,7 @@ static rec_status setup(job *j) {
                           "--resume", ckpt, (long long)j->cfg.batch_size, (long long)o->batch);
     if (o->batch > 0) j->cfg.batch_size = o->batch;
     if (o->eval_every >= 0) j->cfg.eval_every = o->eval_every;
+    if (o->precision) j->cfg.precision = strcmp(o->precision, "bf16") ? REC_PRECISION_FP32 : REC_PRECISION_BF16;
 
     const char *data = o->data_path;
     j->oracle_path = o->oracle_path;
@@ -859,15 +860,21 @@ static rec_status run(job *j) {
     loss_acc lsum = {{0, 0, rep->rows, rec_now(), aside_seconds(j)}, {0}, 0};
     int64_t rows_seen = meta.rows_seen;
     if (o->device == REC_DEVICE_CUDA) { /* after --resume has loaded the model */
-        REC_TRY(rec_cuda_model_init(&j->gpu, j->model, (int)B, o->precision));
+        REC_TRY(rec_cuda_model_init(&j->gpu, j->model, (int)B, j->cfg.precision));
         if (o->plan_path) REC_TRY(load_gpu_plan(j));
         REC_TRY(rec_alloc((void **)&j->logits, sizeof(float) * (size_t)B, "logits"));
         rec_cuda_model_profile(j->gpu, o->device_profile);
         if (o->log) {
             char dev[256];
             rec_cuda_probe(dev, sizeof dev);
-            fprintf(o->log, "train: on the GPU, %s, %s\n", dev, o->precision == REC_PRECISION_BF16 ? "bf16 products" : "fp32");
+            fprintf(o->log, "train: on the GPU, %s, %s\n", dev, j->cfg.precision == REC_PRECISION_BF16 ? "bf16 products" : "fp32");
         }
+    } else {
+        rec_model_profile(j->model, o->device_profile);
+        if (o->log && j->cfg.precision == REC_PRECISION_BF16)
+            fprintf(o->log, "train: bf16 products, %s (oneDNN ISA %s)\n",
+                    rec_model_bf16_native(j->model) ? "on oneDNN's bf16 kernels" : "emulated in fp32: this CPU has no bf16 matmul",
+                    rec_dnn_isa());
     }
     rec_status s = REC_OK;
     int stop = 0;
@@ -972,6 +979,11 @@ static rec_status run(job *j) {
     if (j->gpu) { /* the caller's model, the export */
         REC_TRY(rec_cuda_model_download(j->gpu, j->model));
         rep->device_steps = rec_cuda_model_profile_read(j->gpu, rep->device_ms);
+    } else if (o->device_profile) {
+        double sec[REC_MODEL_N_PARTS];
+        rep->device_steps = rec_model_profile_read(j->model, sec);
+        for (int k = 0; k < REC_MODEL_N_PARTS; k++)
+            rep->device_ms[k] = rep->device_steps ? 1e3 * sec[k] / (double)rep->device_steps : 0;
     }
     if (j->eval) {
         REC_TRY(evaluate_job(j, B, &rep->eval));
@@ -1072,8 +1084,8 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     if (o->resume && o->overwrite)
         return rec_errorf(REC_EINVAL, "--resume continues the checkpoint and --overwrite starts over: give one of them");
     if (o->device == REC_DEVICE_CUDA) REC_TRY(check_cuda_opts(o, j.dist));
-    else if (o->precision == REC_PRECISION_BF16)
-        return rec_errorf(REC_EINVAL, "--precision bf16 is for --device cuda; on the CPU rectrain trains in fp32");
+    if (o->precision && strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16"))
+        return rec_errorf(REC_EINVAL, "--precision %s: want fp32 or bf16", o->precision);
     if (o->ckpt_dir) rec_ckpt_path(o->ckpt_dir, j.ckpt, sizeof j.ckpt);
     REC_TRY(check_outputs(o, o->ckpt_dir ? j.ckpt : NULL));
     REC_TRY(check_not_dir("--plan", o->plan_path));
