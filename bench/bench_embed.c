@@ -69,20 +69,25 @@ static const char USAGE[] =
     "                  every uniform schedule, warp-per-bag and the tuned plan, beside the\n"
     "                  device's copy bandwidth\n"
     "  --plan-out FILE with --device cuda: write the tuned plan (rectrain-cuda-embed-plan JSON)\n"
+    "  --precision P   fp32 (default) or bf16: the tables stored in bf16 (GB/s counts 2-byte rows)\n"
     "  --json          print a JSON summary per model on stdout\n";
 
 /* ---- baselines ---------------------------------------------------------------------------- */
 
 /* The naive gather loop: what one writes first. Same output layout as the engine; ids read
- * at their width like the engine's (one copy of the loop per width). */
-static inline __attribute__((always_inline)) void naive_table(const float *T, int E, const rec_jagged *j, int64_t B,
-                                                              float *out, int W, const int wide) {
+ * at their width like the engine's (one copy of the loop per width), rows as stored (fp32, or
+ * bf16 widened). */
+static inline __attribute__((always_inline)) void naive_table(const void *T, int E, const rec_jagged *j, int64_t B,
+                                                              float *out, int W, const int wide, const int b16) {
     for (int64_t r = 0; r < B; r++) {
         float *o = out + (size_t)r * W;
         for (int c = 0; c < E; c++) o[c] = 0;
         for (int64_t k = j->offsets[r]; k < j->offsets[r + 1]; k++) {
             const int64_t id = wide ? j->ids64[k] : j->ids32[k];
-            for (int c = 0; c < E; c++) o[c] += T[(size_t)id * E + c];
+            if (b16)
+                for (int c = 0; c < E; c++) o[c] += rec_bf16_to_float(((const uint16_t *)T)[(size_t)id * E + c]);
+            else
+                for (int c = 0; c < E; c++) o[c] += ((const float *)T)[(size_t)id * E + c];
         }
     }
 }
@@ -94,8 +99,14 @@ static void naive_forward(rec_embed *e, const rec_batch *b, float *out, int thre
         int col = 0;
         for (int g = 0; g < f; g++) col += rec_embed_dim(e, g);
         const rec_jagged *j = &b->sparse[f];
-        if (j->wide) naive_table(rec_embed_table(e, f), rec_embed_dim(e, f), j, b->n, out + col, W, 1);
-        else naive_table(rec_embed_table(e, f), rec_embed_dim(e, f), j, b->n, out + col, W, 0);
+        const int E = rec_embed_dim(e, f);
+        if (rec_embed_is_bf16(e)) {
+            if (j->wide) naive_table(rec_embed_table_bf16(e, f), E, j, b->n, out + col, W, 1, 1);
+            else naive_table(rec_embed_table_bf16(e, f), E, j, b->n, out + col, W, 0, 1);
+        } else {
+            if (j->wide) naive_table(rec_embed_table(e, f), E, j, b->n, out + col, W, 1, 0);
+            else naive_table(rec_embed_table(e, f), E, j, b->n, out + col, W, 0, 0);
+        }
     }
 }
 
@@ -340,13 +351,14 @@ static double per_table_oracle(const double *t, int nu, int F, int bu) {
 static double gbs(double bytes, double s) { return s > 0 ? bytes / s * 1e-9 : 0; }
 
 static rec_status bench_model(const char *name, int B, int nb, int reps, int threads, double kaggle_scale,
-                              int wide_ids, int64_t hit_ids, const char *dump_dir, int json) {
+                              int wide_ids, int64_t hit_ids, const char *dump_dir, int json, int bf16) {
     rec_rng rng;
     rec_rng_seed(&rng, 1000, (uint64_t)name[0]);
     bmodel m;
     if (bmodel_make(&m, name, B, kaggle_scale, &rng)) return rec_errorf(REC_EINVAL, "unknown model '%s'", name);
     rec_embed_config cfg = {m.F, m.rows, m.dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.01f), B, threads,
-                            1, 0};
+                            1, 0, bf16, REC_ROUND_STOCHASTIC};
+    const double es = bf16 ? 2.0 : 4.0; /* bytes of a stored table value */
     bench_ctx c = {0};
     c.nb = nb, c.reps = reps, c.threads = threads, c.lr = 0.01f;
     rec_status s = rec_embed_init(&c.e, &cfg);
@@ -370,11 +382,11 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
     for (int i = 0; i < nb; i++)
         for (int f = 0; f < m.F; f++) {
             const double L = (double)c.b[i].sparse[f].offsets[B];
-            bytes += (L * m.dims[f] + (double)B * m.dims[f]) * 4.0;
+            bytes += L * m.dims[f] * es + (double)B * m.dims[f] * 4.0;
             ids += L;
         }
     bytes /= nb, ids /= nb;
-    for (int f = 0; f < m.F; f++) tbytes += (double)m.rows[f] * m.dims[f] * 4.0;
+    for (int f = 0; f < m.F; f++) tbytes += (double)m.rows[f] * m.dims[f] * es;
     /* The distinct rows a batch touches (bytes): what it must bring from memory when the
      * tables do not stay cached from one batch to the next. */
     double uniq = 0;
@@ -389,7 +401,7 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
                 for (int64_t k = 0; k < j->offsets[B]; k++)
                     if (!seen[rec_jagged_id(j, k)]) seen[rec_jagged_id(j, k)] = 1, u++;
                 for (int64_t k = 0; k < j->offsets[B]; k++) seen[rec_jagged_id(j, k)] = 0;
-                uniq += u * m.dims[f] * 4.0;
+                uniq += u * m.dims[f] * es;
             }
         free(seen);
         uniq /= nb;
@@ -400,7 +412,7 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
     if (!s && (!T || !idv)) s = rec_errorf(REC_ENOMEM, "bench embed: out of memory for the bare copy's tables");
     for (int f = 0; !s && f < m.F; f++) T[f] = rec_embed_table(c.e, f);
     c.T = T, c.ids = idv;
-    c.bare = !s && bare_copy_fits(c.b, nb, m.F, m.dims);
+    c.bare = !s && !bf16 && bare_copy_fits(c.b, nb, m.F, m.dims); /* the bare copy moves fp32 rows */
     if (!s && dump_dir && bmodel_dump(dump_dir, &m, c.b, nb, c.dout, W, c.lr))
         s = rec_errorf(REC_EIO, "%s: cannot write the dump for the PyTorch peer", dump_dir);
     double oracle = NAN, naive = 0, bare = NAN, def_f = 0, def_fb = 0, uni_f = INFINITY, uni_fb = INFINITY, tun_f = 0, tun_fb = 0,
@@ -488,8 +500,8 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
         }
     }
     if (!s) {
-        printf("\nbench embed: model %s, %d tables, %.2f GB of tables, batch %d, %.2fM ids/batch, %d threads\n", m.name,
-               m.F, tbytes * 1e-9, B, ids * 1e-6, threads);
+        printf("\nbench embed: model %s, %d %s tables, %.2f GB of tables, batch %d, %.2fM ids/batch, %d threads\n", m.name,
+               m.F, bf16 ? "bf16" : "fp32", tbytes * 1e-9, B, ids * 1e-6, threads);
         printf("  %-34s %10s %10s %10s %12s\n", "", "fwd ms", "GB/s", "Mrows/s", "fwd+bwd ms");
         const struct { const char *what; double f, fb; } rows[] = {
             {"naive gather loop", naive, NAN},
@@ -514,12 +526,12 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
         printf("  per-table oracle (each table at its fastest uniform member, thread time): %.2fx best uniform\n",
                oracle);
         if (json)
-            printf("{\"model\": \"%s\", \"tables\": %d, \"batch\": %d, \"ids_per_batch\": %s, \"bytes_per_batch\": %s, "
+            printf("{\"model\": \"%s\", \"precision\": \"%s\", \"tables\": %d, \"batch\": %d, \"ids_per_batch\": %s, \"bytes_per_batch\": %s, "
                    "\"threads\": %d, \"naive_fwd_s\": %s, \"default_fwd_s\": %s, \"default_fwdbwd_s\": %s, "
                    "\"uniform_fwd_s\": %s, \"uniform_fwdbwd_s\": %s, \"separate_fwd_s\": %s, \"separate_fwdbwd_s\": %s, "
                    "\"tuned_fwd_s\": %s, \"tuned_fwdbwd_s\": %s, \"gb_per_s\": %s, \"rows_per_s\": %s, "
                    "\"bare_copy_fwd_s\": %s, \"distinct_bytes_per_batch\": %s, \"oracle_fwd_gain\": %s, \"best_uniform\": \"%s\"}\n",
-                   m.name, m.F, B, cli_jnum("%.0f", ids), cli_jnum("%.0f", bytes), threads, cli_jnum("%.6g", naive),
+                   m.name, bf16 ? "bf16" : "fp32", m.F, B, cli_jnum("%.0f", ids), cli_jnum("%.0f", bytes), threads, cli_jnum("%.6g", naive),
                    cli_jnum("%.6g", def_f), cli_jnum("%.6g", def_fb), cli_jnum("%.6g", uni_f), cli_jnum("%.6g", uni_fb),
                    cli_jnum("%.6g", sep_f), cli_jnum("%.6g", sep_fb), cli_jnum("%.6g", tun_f), cli_jnum("%.6g", tun_fb),
                    cli_jnum("%.3f", gbs(bytes, tun_f)), cli_jnum("%.0f", ids / tun_f), cli_jnum("%.6g", bare),
@@ -534,7 +546,7 @@ static rec_status bench_model(const char *name, int B, int nb, int reps, int thr
 }
 
 int bench_embed(int argc, char **argv) {
-    const char *cmd = "bench embed", *model = "all", *dump_dir = NULL, *device = "cpu", *plan_out = NULL;
+    const char *cmd = "bench embed", *model = "all", *dump_dir = NULL, *device = "cpu", *plan_out = NULL, *precision = "fp32";
     int batch = 0, nb = 4, reps = 3, threads = rec_cpu_count(), json = 0, wide_ids = 0;
     int64_t hit_ids = 0;
     double kscale = 1.0;
@@ -554,6 +566,7 @@ int bench_embed(int argc, char **argv) {
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--device")) rc = cli_str(cmd, argc, argv, &i, &device);
         else if (!strcmp(a, "--plan-out")) rc = cli_str(cmd, argc, argv, &i, &plan_out);
+        else if (!strcmp(a, "--precision")) rc = cli_str(cmd, argc, argv, &i, &precision);
         else if (!strcmp(a, "--wide-ids")) wide_ids = 1;
         else if (!strcmp(a, "--hit-ids")) rc = cli_i64(cmd, argc, argv, &i, 1, (int64_t)1 << 40, &hit_ids);
         else rc = cli_usage(cmd, "unknown option '%s'", a);
@@ -565,6 +578,10 @@ int bench_embed(int argc, char **argv) {
     if (!picked) return cli_usage(cmd, "unknown model '%s' (want kaggle, A, B, C, D, E or all)", model);
     if (strcmp(device, "cpu") && strcmp(device, "cuda")) return cli_usage(cmd, "--device %s: want cpu or cuda", device);
     if (plan_out && strcmp(device, "cuda")) return cli_usage(cmd, "--plan-out is for --device cuda");
+    if (strcmp(precision, "fp32") && strcmp(precision, "bf16")) return cli_usage(cmd, "--precision %s: want fp32 or bf16", precision);
+    const int bf16 = !strcmp(precision, "bf16");
+    if (bf16 && !strcmp(device, "cuda")) return cli_usage(cmd, "--precision bf16 (bf16 tables) is for --device cpu");
+    if (bf16 && dump_dir) return cli_usage(cmd, "--dump writes fp32 tables for the peers; give it without --precision bf16");
     if (!strcmp(device, "cuda")) return bench_embed_cuda(cmd, model, batch, nb, reps, kscale, dump_dir, plan_out, json);
     const size_t cbytes = (size_t)ceiling_mib << 20;
     const double c_naive = gather_ceiling(threads, cbytes, 0), c_pf = gather_ceiling(threads, cbytes, 1);
@@ -578,7 +595,7 @@ int bench_embed(int argc, char **argv) {
     for (size_t i = 0; i < sizeof ALL / sizeof ALL[0]; i++) {
         if (strcmp(model, "all") && strcmp(model, ALL[i])) continue;
         const int B = batch ? batch : i == 0 ? 2048 : 512;
-        rec_status s = bench_model(ALL[i], B, nb, reps, threads, kscale, wide_ids, hit_ids, dump_dir, json);
+        rec_status s = bench_model(ALL[i], B, nb, reps, threads, kscale, wide_ids, hit_ids, dump_dir, json, bf16);
         if (s) return cli_fail(cmd, s);
     }
     return CLI_OK;

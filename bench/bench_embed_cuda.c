@@ -47,7 +47,7 @@ static rec_status bench_model_cuda(const char *name, int B, int nb, int reps, do
     bmodel m;
     if (bmodel_make(&m, name, B, kscale, &rng)) return rec_errorf(REC_EINVAL, "unknown model '%s'", name);
     const float lr = 0.01f;
-    rec_embed_config cfg = {m.F, m.rows, m.dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, lr), B, 0, 1, 0};
+    rec_embed_config cfg = {m.F, m.rows, m.dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, lr), B, 0, 1, 0, 0, REC_ROUND_STOCHASTIC};
     rec_embed *e = NULL;
     rec_cuda_embed *g = NULL;
     rec_cuda_batch **d = calloc((size_t)nb, sizeof *d);

@@ -2,8 +2,9 @@
 # rectrain's embedding engine vs FBGEMM's CPU table-batched embedding (dev/fbgemm_embed.py: the
 # kernels TorchRec runs on CPU) on the same tables, batches and SGD, in one run, for the Kaggle
 # DLRM and RecFlex's models A-E: per model the tuned forward and forward+backward+update of
-# `rectrain bench embed` beside FBGEMM's with fp32 tables (and fp16 tables, which FBGEMM's CPU
-# TBE also trains), the ratios, and their geometric means.
+# `rectrain bench embed` beside FBGEMM's with fp32 tables, and rectrain's bf16 tables beside
+# FBGEMM's fp16 tables (its CPU TBE trains fp32 and fp16, not bf16), the ratios, and their
+# geometric means.
 # The peer runs in its own virtual environment, made on the first run: torch and fbgemm-gpu-cpu
 # from PyPI (several GB with torch's CUDA libraries), in REC_FBGEMM_VENV (default
 # ~/.cache/rectrain/fbgemm-venv). None of it is a dependency of rectrain.
@@ -22,27 +23,30 @@ fi
 W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-embed-vs-fbgemm-XXXXXX"); trap 'rm -rf "$W"' EXIT
 export REC_PROGRESS=0
 val() { sed -n "s/.*\"$1\": \"*\([^,\"}]*\).*/\1/p" "$2" | tail -n 1; }
-printf '%s\n' "model rt_fwd rt_fb fb32_fwd fb32_fb fb16_fwd fb16_fb" > "$W/t"
+printf '%s\n' "model rt_fwd rt_fb fb32_fwd fb32_fb rt16_fwd rt16_fb fb16_fwd fb16_fb" > "$W/t"
 for M in $MODELS; do
     $R bench embed --model "$M" --reps "$REPS" --dump "$W/$M" --json 2>"$W/$M.log" | grep '"model"' > "$W/$M.rt"
+    $R bench embed --model "$M" --reps "$REPS" --precision bf16 --json 2>>"$W/$M.log" | grep '"model"' > "$W/$M.rt16"
     for P in fp32 fp16; do
         "$V/bin/python" dev/fbgemm_embed.py "$W/$M" --reps "$REPS" --precision "$P" > "$W/$M.$P"
     done
     echo "$M $(val tuned_fwd_s "$W/$M.rt") $(val tuned_fwdbwd_s "$W/$M.rt") $(val fwd_s "$W/$M.fp32") \
-$(val fwdbwd_s "$W/$M.fp32") $(val fwd_s "$W/$M.fp16") $(val fwdbwd_s "$W/$M.fp16")" >> "$W/t"
+$(val fwdbwd_s "$W/$M.fp32") $(val tuned_fwd_s "$W/$M.rt16") $(val tuned_fwdbwd_s "$W/$M.rt16") $(val fwd_s "$W/$M.fp16") \
+$(val fwdbwd_s "$W/$M.fp16")" >> "$W/t"
     rm -rf "${W:?}/$M"
 done
 echo "$(head -n 1 "$W/$M.fp32" | sed -n 's/.*"peer": "\([^"]*\)".*/\1/p'); ms per batch, 2 threads, medians of $REPS"
-awk 'NR == 1 { printf "%-7s %10s %10s %10s %7s | %10s %10s %10s %7s\n", "model", "rt fwd", "fbgemm32", "fbgemm16",
-                      "ratio", "rt f+b+u", "fbgemm32", "fbgemm16", "ratio"; next }
-     { printf "%-7s %10.3f %10.3f %10.3f %6.2fx | %10.3f %10.3f %10.3f %6.2fx\n", $1, $2 * 1e3, $4 * 1e3, $6 * 1e3,
-              $4 / $2, $3 * 1e3, $5 * 1e3, $7 * 1e3, $5 / $3
-       n++; gf += log($4 / $2); gb += log($5 / $3); hf += log($6 / $2); hb += log($7 / $3) }
-     END { printf "geomean over %d models: rectrain vs FBGEMM fp32 tables fwd %.2fx, fwd+bwd+update %.2fx; vs fp16 tables "\
-                  "fwd %.2fx, fwd+bwd+update %.2fx\n", n, exp(gf / n), exp(gb / n), exp(hf / n), exp(hb / n) }' "$W/t"
+echo "32-bit tables: rectrain fp32 vs FBGEMM fp32; 16-bit tables: rectrain bf16 vs FBGEMM fp16 (its CPU TBE has no bf16)"
+awk 'NR == 1 { printf "%-7s | %9s %9s %6s %9s %9s %6s | %9s %9s %6s %9s %9s %6s\n", "model", "rt fwd", "fbgemm", "ratio",
+                      "rt f+b+u", "fbgemm", "ratio", "rt16 fwd", "fbgemm16", "ratio", "rt16 fbu", "fbgemm16", "ratio"; next }
+     { printf "%-7s | %9.3f %9.3f %5.2fx %9.3f %9.3f %5.2fx | %9.3f %9.3f %5.2fx %9.3f %9.3f %5.2fx\n", $1,
+              $2 * 1e3, $4 * 1e3, $4 / $2, $3 * 1e3, $5 * 1e3, $5 / $3, $6 * 1e3, $8 * 1e3, $8 / $6, $7 * 1e3, $9 * 1e3, $9 / $7
+       n++; gf += log($4 / $2); gb += log($5 / $3); hf += log($8 / $6); hb += log($9 / $7) }
+     END { printf "geomean over %d models: fp32 tables fwd %.2fx, fwd+bwd+update %.2fx; 16-bit tables fwd %.2fx, "\
+                  "fwd+bwd+update %.2fx (FBGEMM time / rectrain time)\n", n, exp(gf / n), exp(gb / n), exp(hf / n), exp(hb / n) }' "$W/t"
 if [ -n "${CHART:-}" ]; then
-    awk 'BEGIN { print "model\trectrain\tFBGEMM fp32 tables\tFBGEMM fp16 tables" }
-         NR > 1 { printf "%s\t%.4f\t%.4f\t%.4f\n", $1, $3 * 1e3, $5 * 1e3, $7 * 1e3 }' "$W/t" > "$W/chart.tsv"
+    awk 'BEGIN { print "model\trectrain fp32\tFBGEMM fp32\trectrain bf16\tFBGEMM fp16" }
+         NR > 1 { printf "%s\t%.4f\t%.4f\t%.4f\t%.4f\n", $1, $3 * 1e3, $5 * 1e3, $7 * 1e3, $9 * 1e3 }' "$W/t" > "$W/chart.tsv"
     $R plot --table "$W/chart.tsv" --out "$CHART" --ylabel "ms per batch" \
         --title "Embedding forward+backward+update (SGD), 2 threads: rectrain vs FBGEMM CPU TBE"
 fi

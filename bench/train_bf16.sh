@@ -1,7 +1,8 @@
 #!/bin/sh
 # bf16 against fp32 on the CPU (train.precision, --precision), in one run:
 #  1. quality: the quality run of bench/train_vs_pytorch.sh (ROWS generated rows, tables scaled
-#     by SCALE, configs/dlrm_kaggle.json, 1 epoch on the first 90%), test AUC of both;
+#     by SCALE, configs/dlrm_kaggle.json, 1 epoch on the first 90%), test AUC of both, and of
+#     bf16 products with bf16 tables under each rounding of the updated rows;
 #  2. loss curve: STEPS steps at batch 2048 on the same batches in both precisions; the largest
 #     gap between the two curves' means over windows of 100 steps, relative to fp32's, and both
 #     curves (means over 20 steps) as a PNG;
@@ -23,6 +24,12 @@ rm -f "$W/q.tsv"
 for P in fp32 bf16; do
     $R train --config configs/dlrm_kaggle.json --data "$W/q.rshard" --holdout 0.1 --oracle "$W/q.prob" --threads 2 \
         --precision "$P" --json > "$W/q_$P.rt"
+done
+for RND in stochastic nearest; do # bf16 products and bf16 tables, each rounding of the updated rows
+    $PY -c 'import json, sys; c = json.load(open("configs/dlrm_kaggle.json"))
+c["embedding"].update(precision="bf16", rounding=sys.argv[1]); json.dump(c, open(sys.argv[2], "w"))' "$RND" "$W/t16_$RND.json"
+    $R train --config "$W/t16_$RND.json" --data "$W/q.rshard" --holdout 0.1 --threads 2 --precision bf16 --json \
+        > "$W/q_t16_$RND.rt"
 done
 
 CROWS=$((STEPS * 2048 + 2048))
@@ -57,6 +64,11 @@ printf '\n%-44s %10s %10s\n' "" fp32 bf16
 printf '%-44s %10s %10s   (oracle %s; bf16 - fp32 %s)\n' "test AUC, quality run (same rows, 1 epoch)" "$a32" "$a16" \
     "$(val oracle_auc "$W/q_fp32.rt")" "$(echo "$a16 $a32" | awk '{printf "%+.5f", $1 - $2}')"
 printf '%-44s %10s %10s\n' "samples/s of that run" "$(val samples_per_s "$W/q_fp32.rt")" "$(val samples_per_s "$W/q_bf16.rt")"
+for RND in stochastic nearest; do
+    printf '%-44s %21s   (bf16 - fp32 %s)\n' "  + bf16 tables, $RND rounding" "$(val auc "$W/q_t16_$RND.rt")" \
+        "$(echo "$(val auc "$W/q_t16_$RND.rt") $a32" | awk '{printf "%+.5f", $1 - $2}')"
+done
 printf '%-44s %21s\n' "loss curves over $STEPS steps: largest gap" "$(echo "$1" | awk '{printf "%.3f%%", 100 * $1}') (window ending at step $2; mean $(echo "$3" | awk '{printf "%.3f%%", 100 * $1}'))"
 echo "loss curves: $CHART"
-echo "{\"auc_fp32\": $a32, \"auc_bf16\": $a16, \"auc_diff\": $(echo "$a16 $a32" | awk '{printf "%.6f", $1 - $2}'), \"curve_steps\": $STEPS, \"curve_max_gap\": $1, \"curve_mean_gap\": $3, \"bf16_speedup\": $(val bf16_speedup "$W/speed.txt")}"
+echo "{\"auc_fp32\": $a32, \"auc_bf16\": $a16, \"auc_bf16_tables_stochastic\": $(val auc "$W/q_t16_stochastic.rt"), \
+\"auc_bf16_tables_nearest\": $(val auc "$W/q_t16_nearest.rt"), \"auc_diff\": $(echo "$a16 $a32" | awk '{printf "%.6f", $1 - $2}'), \"curve_steps\": $STEPS, \"curve_max_gap\": $1, \"curve_mean_gap\": $3, \"bf16_speedup\": $(val bf16_speedup "$W/speed.txt")}"

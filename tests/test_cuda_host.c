@@ -213,7 +213,30 @@ static void test_cli(void) {
     }
 }
 
+/* A model with bf16 tables is refused by the GPU trainer before any device work: it names the
+ * tables (a build with CUDA), or says the build has none. */
+static void test_bf16_tables_refused(void) {
+    rec_model_config c;
+    rec_model_config_default(&c, REC_MODEL_DLRM);
+    const int64_t rows[26] = {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
+    rec_model *m = NULL;
+    rec_status s = rec_model_config_bind(&c, 13, 26, rows, "test");
+    c.embed_precision = REC_PRECISION_BF16;
+    if (!s) s = rec_model_init(&m, &c, 8, 1);
+    CHECK(s == REC_OK, "a model with bf16 tables: %s", rec_errmsg());
+    rec_cuda_model *g = (rec_cuda_model *)1;
+    if (m) {
+        s = rec_cuda_model_init(&g, m, 8, REC_PRECISION_FP32);
+        CHECK(s != REC_OK && g == NULL &&
+                  (strstr(rec_errmsg(), "--device cuda keeps fp32 tables; model ") || strstr(rec_errmsg(), "built without the GPU engine")),
+              "bf16 tables on the GPU: %s", rec_errmsg());
+    }
+    rec_model_free(m);
+    rec_model_config_free(&c);
+}
+
 int main(void) {
+    test_bf16_tables_refused();
     const int rc = clirun_setup("rectrain_cuda_host");
     if (rc) return rc;
     test_sched_names();

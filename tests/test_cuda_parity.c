@@ -119,7 +119,7 @@ static int forward_case(rec_cuda_embed *g, rec_cuda_batch *d, const model *m, fl
 static void test_case(int t) {
     const model m = random_model(t);
     const rec_sparse_opt_kind kind = (rec_sparse_opt_kind)(t % 3);
-    rec_embed_config cfg = {m.F, m.rows, m.dims, m.pooling, rec_sparse_opt_defaults(kind, 0.05f), m.B, 2, 11 + t, 0};
+    rec_embed_config cfg = {m.F, m.rows, m.dims, m.pooling, rec_sparse_opt_defaults(kind, 0.05f), m.B, 2, 11 + t, 0, 0, REC_ROUND_STOCHASTIC};
     rec_embed *cpu = NULL, *back = NULL;
     rec_cuda_embed *g = NULL;
     rec_cuda_batch *d = NULL;
@@ -208,7 +208,7 @@ done:
 static void test_bad_ids(void) {
     const int64_t rows[2] = {10, 20};
     const int dims[2] = {4, 8};
-    rec_embed_config cfg = {2, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), 4, 1, 1, 0};
+    rec_embed_config cfg = {2, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), 4, 1, 1, 0, 0, REC_ROUND_STOCHASTIC};
     rec_embed *e = NULL;
     rec_cuda_embed *g = NULL;
     rec_cuda_batch *d = NULL;
@@ -228,7 +228,7 @@ static void test_bad_ids(void) {
     if (!s) CHECK_ERR(rec_cuda_batch_load(g, d, &b, 0), REC_EINVAL, "feature 1, batch row 2: id 20");
     int dims300[1] = {300};
     int64_t rows1[1] = {5};
-    rec_embed_config big = {1, rows1, dims300, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), 4, 1, 1, 0};
+    rec_embed_config big = {1, rows1, dims300, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), 4, 1, 1, 0, 0, REC_ROUND_STOCHASTIC};
     rec_embed *e2 = NULL;
     rec_cuda_embed *g2 = NULL;
     if (rec_embed_init(&e2, &big) == REC_OK) CHECK_ERR(rec_cuda_embed_init(&g2, &big, e2), REC_EINVAL, "dims 1..256");

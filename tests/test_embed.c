@@ -145,7 +145,7 @@ typedef struct cfg_case {
 static void run_case(const cfg_case *k, uint64_t seed) {
     const int F = k->F;
     rec_embed_config cfg = {F, k->rows, k->dims, k->pooling, rec_sparse_opt_defaults(k->kind, 0.05f),
-                            k->B, k->threads, seed, 0};
+                            k->B, k->threads, seed, 0, 0, REC_ROUND_STOCHASTIC};
     if (k->kind != REC_SPARSE_SGD && (seed & 1)) cfg.opt.init_acc = 0.1f;
     rec_embed *e;
     rec_status s = rec_embed_init(&e, &cfg);
@@ -352,7 +352,7 @@ static void test_threads(void) {
             rec_embed *e[4];
             for (int t = 0; t < NT; t++) {
                 rec_embed_config cfg = {26, rows, dims, (rec_pooling)(kind == 1),
-                                        rec_sparse_opt_defaults((rec_sparse_opt_kind)kind, 0.1f), B, threads[t], 77, 0};
+                                        rec_sparse_opt_defaults((rec_sparse_opt_kind)kind, 0.1f), B, threads[t], 77, 0, 0, REC_ROUND_STOCHASTIC};
                 CHECK(rec_embed_init(&e[t], &cfg) == REC_OK, "init: %s", rec_errmsg());
                 rec_embed_set_uniform(e[t], s);
             }
@@ -395,7 +395,7 @@ static void test_threads(void) {
 static void test_init(void) {
     const int64_t rows[3] = {1000, 1, 37};
     const int dims[3] = {16, 3, 64};
-    rec_embed_config cfg = {3, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_ROWWISE_ADAGRAD, 0.1f), 8, 0, 5, 0};
+    rec_embed_config cfg = {3, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_ROWWISE_ADAGRAD, 0.1f), 8, 0, 5, 0, 0, REC_ROUND_STOCHASTIC};
     cfg.opt.init_acc = 0.25f;
     rec_embed *a, *b, *c;
     CHECK(rec_embed_init(&a, &cfg) == REC_OK, "init: %s", rec_errmsg());
@@ -438,7 +438,7 @@ static void test_init(void) {
     CHECK(d.kind == REC_SPARSE_ADAGRAD && d.lr == 0.01f && d.eps == 1e-10f && d.init_acc == 0.0f, "Adagrad defaults");
     CHECK(rec_sparse_opt_defaults(REC_SPARSE_ROWWISE_ADAGRAD, 1).eps == 1e-8f, "row-wise defaults");
 
-    rec_embed_config z = {0, NULL, NULL, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 1), 4, 1, 0, 0};
+    rec_embed_config z = {0, NULL, NULL, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 1), 4, 1, 0, 0, 0, REC_ROUND_STOCHASTIC};
     rec_embed *ze;
     CHECK(rec_embed_init(&ze, &z) == REC_OK && rec_embed_out_width(ze) == 0, "no tables");
     rec_batch bb;
@@ -456,7 +456,7 @@ static void test_init(void) {
 static void test_errors(void) {
     int64_t rows[4] = {10, 20, 1460, 5};
     int dims[4] = {4, 4, 16, 3};
-    rec_embed_config good = {4, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_ADAGRAD, 0.1f), 64, 2, 1, 0};
+    rec_embed_config good = {4, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_ADAGRAD, 0.1f), 64, 2, 1, 0, 0, REC_ROUND_STOCHASTIC};
     rec_embed_config c;
     rec_embed *e = (rec_embed *)&c;
 #define BAD(field_set, needle)                                               \
@@ -580,7 +580,7 @@ static void test_row_errors(void) {
               rec_embed_sched_parse("sample/fixed/pf8/g10+dense/pf8", &def) == REC_OK,
           "parse: %s", rec_errmsg());
     for (int nt = 1; nt <= 3; nt++) {
-        rec_embed_config cfg = {4, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), 64, nt, 1, 0};
+        rec_embed_config cfg = {4, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), 64, nt, 1, 0, 0, REC_ROUND_STOCHASTIC};
         rec_embed *e;
         CHECK(rec_embed_init(&e, &cfg) == REC_OK, "init: %s", rec_errmsg());
         rec_embed_set_uniform(e, row);
@@ -634,7 +634,7 @@ static void test_row_prefetch(void) {
           "parse: %s", rec_errmsg());
     for (int nf = 6; nf <= F; nf += 3) /* 6: one class; 9: three */
         for (int nt = 1; nt <= 3; nt++) {
-            rec_embed_config cfg = {nf, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), MAXB, nt, 3, 0};
+            rec_embed_config cfg = {nf, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), MAXB, nt, 3, 0, 0, REC_ROUND_STOCHASTIC};
             rec_embed *e;
             CHECK(rec_embed_init(&e, &cfg) == REC_OK, "init: %s", rec_errmsg());
             const size_t W = (size_t)rec_embed_out_width(e);

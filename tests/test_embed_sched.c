@@ -16,6 +16,7 @@
  *  - DENSE's pass counters wrapping (2^32 passes) change no bit;
  *  - the tuner: runs to completion, training through it changes no bit, installs a valid
  *    plan; separately-tuned likewise;
+ *  - bf16 tables: see test_bf16_tables; stochastic rounding's exact unbiasedness;
  *  - plans: save/load round trip (a fresh engine's default plan too), and every rejection (file, JSON, format, version, keys,
  *    tables, shapes, schedule strings) with its message; schedule text parsing.
  *
@@ -102,7 +103,7 @@ static void make_batch(rec_batch *b, const model *m) {
 }
 
 static rec_embed *make_engine(const model *m, rec_sparse_opt_kind kind, int threads, int trust) {
-    rec_embed_config c = {m->F, m->rows, m->dims, m->pooling, rec_sparse_opt_defaults(kind, 0.05f), m->B, threads, 7, trust};
+    rec_embed_config c = {m->F, m->rows, m->dims, m->pooling, rec_sparse_opt_defaults(kind, 0.05f), m->B, threads, 7, trust, 0, REC_ROUND_STOCHASTIC};
     rec_embed *e = NULL;
     rec_status s = rec_embed_init(&e, &c);
     CHECK(s == REC_OK, "init: %s", rec_errmsg());
@@ -659,8 +660,181 @@ static void test_checked_every_kernel(void) {
     free(before), free(dout), free(out);
 }
 
+/* ---- bf16 tables ------------------------------------------------------------------------------ */
+
+static rec_embed *make_engine16(const model *m, rec_sparse_opt_kind kind, int threads, rec_embed_rounding rounding) {
+    rec_embed_config c = {m->F, m->rows, m->dims, m->pooling, rec_sparse_opt_defaults(kind, 0.05f), m->B, threads, 7, 0,
+                          1, rounding};
+    rec_embed *e = NULL;
+    rec_status s = rec_embed_init(&e, &c);
+    CHECK(s == REC_OK, "bf16 init: %s", rec_errmsg());
+    return e;
+}
+
+/* dst's tables and optimizer state := src's values (fp32 or bf16 storage either way). */
+static void copy_engine(rec_embed *dst, rec_embed *src, const model *m) {
+    for (int f = 0; f < m->F; f++) {
+        float *v = malloc(sizeof(float) * (size_t)m->rows[f] * (size_t)m->dims[f]);
+        CHECK(rec_embed_read_rows(src, f, 0, m->rows[f], v) == REC_OK && rec_embed_write_rows(dst, f, 0, m->rows[f], v) == REC_OK,
+              "copy rows: %s", rec_errmsg());
+        free(v);
+        if (rec_embed_state(src, f))
+            memcpy(rec_embed_state(dst, f), rec_embed_state(src, f), rec_embed_state_len(src, f) * sizeof(float));
+    }
+}
+
+/* Elements of table f of e16 (bf16) that are not (exact) the bf16 rounding of e32's values to
+ * nearest, or (!nearest) one of the two bf16 values around them. */
+static size_t bf16_off(rec_embed *e16, rec_embed *e32, const model *m, int nearest) {
+    size_t bad = 0;
+    for (int f = 0; f < m->F; f++) {
+        const uint16_t *h = rec_embed_table_bf16(e16, f);
+        const float *t = rec_embed_table(e32, f);
+        for (size_t i = 0; i < (size_t)m->rows[f] * (size_t)m->dims[f]; i++) {
+            union { float f; uint32_t u; } v = {t[i]};
+            const uint16_t down = (uint16_t)(v.u >> 16), up = (uint16_t)(down + ((v.u & 0xffffu) != 0));
+            bad += nearest ? h[i] != rec_bf16_bits(t[i]) : h[i] != down && h[i] != up;
+        }
+    }
+    return bad;
+}
+
+/* bf16 tables (embed.h "Table storage") against fp32 tables holding the same values:
+ *  - forward: every candidate's output bitwise equal to the fp32 engine's under the same
+ *    candidate (the bf16 kernels widen exactly, so the bits are the fp32 kernels');
+ *  - backward, NEAREST: after each of two steps the bf16 rows are exactly the fp32 engine's
+ *    updated rows rounded to nearest, and the fp32 optimizer state is bitwise the fp32 engine's
+ *    (the fp32 engine is then reset to the bf16 values and state for the next step);
+ *  - backward, STOCHASTIC: every updated value is one of the two bf16 values around the fp32
+ *    update, untouched rows keep their bits, 1 and 2 threads give the same bits, and the
+ *    update counter is part of the hash (a different counter, different bits). */
+static void test_bf16_tables(int trial, rec_sparse_opt_kind kind) {
+    const model m = random_model(2 + (int)irand(MAXF - 2), 1 + (int)irand(64));
+    rec_embed *e16 = make_engine16(&m, kind, 2, REC_ROUND_NEAREST), *e32 = make_engine(&m, kind, 2, 0);
+    rec_embed *s1 = make_engine16(&m, kind, 1, REC_ROUND_STOCHASTIC), *s2 = make_engine16(&m, kind, 2, REC_ROUND_STOCHASTIC);
+    if (!e16 || !e32 || !s1 || !s2) return;
+    CHECK(rec_embed_is_bf16(e16) && !rec_embed_is_bf16(e32) && !rec_embed_table(e16, 0) && !rec_embed_table_bf16(e32, 0),
+          "storage accessors");
+    copy_engine(e32, e16, &m);
+    rec_batch b[2];
+    make_batch(&b[0], &m);
+    make_batch(&b[1], &m);
+    const int W = rec_embed_out_width(e16), B = m.B;
+    const size_t n = (size_t)B * (size_t)W;
+    float *o16 = malloc(n * sizeof(float)), *o32 = malloc(n * sizeof(float)), *dout = random_dout(n);
+    rec_embed_sched cand[REC_EMBED_MAX_CANDIDATES];
+    size_t bad = 0;
+    for (int f = 0; f < m.F; f++) {
+        const int nc = rec_embed_fwd_candidates(e16, f, cand, REC_EMBED_MAX_CANDIDATES);
+        for (int k = 0; k < nc; k++) {
+            CHECK(rec_embed_set_sched(e16, f, cand[k]) == REC_OK && rec_embed_set_sched(e32, f, cand[k]) == REC_OK, "set_sched");
+            poison(o16, n);
+            poison(o32, n);
+            CHECK(rec_embed_forward(e16, &b[0], 0, o16) == REC_OK && rec_embed_forward(e32, &b[0], 0, o32) == REC_OK,
+                  "trial %d forward: %s", trial, rec_errmsg());
+            bad += memcmp(o16, o32, n * sizeof(float)) != 0;
+        }
+    }
+    CHECK(bad == 0, "trial %d: %zu candidates pool bf16 tables to other bits than fp32 tables of the same values", trial, bad);
+    for (int step = 0; step < 2; step++) {
+        CHECK(rec_embed_backward_update(e16, &b[step], 0, dout, 0.05f) == REC_OK &&
+                  rec_embed_backward_update(e32, &b[step], 0, dout, 0.05f) == REC_OK, "backward: %s", rec_errmsg());
+        CHECK(bf16_off(e16, e32, &m, 1) == 0, "trial %d kind %d step %d: bf16 rows are not the fp32 update rounded to nearest",
+              trial, (int)kind, step);
+        size_t sbad = 0;
+        for (int f = 0; f < m.F; f++)
+            if (rec_embed_state(e16, f))
+                sbad += memcmp(rec_embed_state(e16, f), rec_embed_state(e32, f), rec_embed_state_len(e16, f) * sizeof(float)) != 0;
+        CHECK(sbad == 0, "trial %d kind %d step %d: the optimizer state differs from fp32's", trial, (int)kind, step);
+        copy_engine(e32, e16, &m);
+    }
+    /* stochastic: from the same start (s1's values) */
+    copy_engine(s2, s1, &m);
+    copy_engine(e32, s1, &m);
+    uint16_t **before = calloc((size_t)m.F, sizeof *before);
+    for (int f = 0; f < m.F; f++) {
+        const size_t k = (size_t)m.rows[f] * (size_t)m.dims[f];
+        before[f] = malloc(k * sizeof(uint16_t));
+        memcpy(before[f], rec_embed_table_bf16(s1, f), k * sizeof(uint16_t));
+    }
+    CHECK(rec_embed_backward_update(s1, &b[0], 0, dout, 0.05f) == REC_OK && rec_embed_backward_update(s2, &b[0], 0, dout, 0.05f) == REC_OK &&
+              rec_embed_backward_update(e32, &b[0], 0, dout, 0.05f) == REC_OK, "stochastic backward: %s", rec_errmsg());
+    CHECK(bf16_off(s1, e32, &m, 0) == 0, "trial %d kind %d: a stochastically rounded value is not next to the fp32 update", trial,
+          (int)kind);
+    size_t diff12 = 0, moved = 0, touched_bad = 0;
+    for (int f = 0; f < m.F; f++) {
+        const size_t k = (size_t)m.rows[f] * (size_t)m.dims[f];
+        diff12 += memcmp(rec_embed_table_bf16(s1, f), rec_embed_table_bf16(s2, f), k * sizeof(uint16_t)) != 0;
+        const float *t = rec_embed_table(e32, f);
+        for (size_t i = 0; i < k; i++) { /* a value the fp32 update left alone keeps its bits */
+            const int same32 = t[i] == rec_bf16_to_float(before[f][i]);
+            touched_bad += same32 && rec_embed_table_bf16(s1, f)[i] != before[f][i];
+            moved += !same32;
+        }
+        free(before[f]);
+    }
+    free(before);
+    CHECK(diff12 == 0, "trial %d: 1 and 2 threads round stochastically to different bits", trial);
+    CHECK(touched_bad == 0, "trial %d: %zu values that the update did not change moved", trial, touched_bad);
+    if (moved > 64) { /* the counter is in the hash: step 2 of s2 from s1's start at counter 5 differs */
+        copy_engine(s2, s1, &m);
+        rec_embed_set_updates(s2, 5);
+        CHECK(rec_embed_updates(s1) == 1, "one update counted: %lld", (long long)rec_embed_updates(s1));
+        CHECK(rec_embed_backward_update(s1, &b[1], 0, dout, 0.05f) == REC_OK && rec_embed_backward_update(s2, &b[1], 0, dout, 0.05f) == REC_OK,
+              "backward: %s", rec_errmsg());
+        size_t d = 0;
+        for (int f = 0; f < m.F; f++)
+            d += memcmp(rec_embed_table_bf16(s1, f), rec_embed_table_bf16(s2, f), (size_t)m.rows[f] * m.dims[f] * sizeof(uint16_t)) != 0;
+        CHECK(d > 0, "trial %d: the update counter does not change the stochastic bits", trial);
+    }
+    free(o16), free(o32), free(dout);
+    rec_batch_free(&b[0]);
+    rec_batch_free(&b[1]);
+    rec_embed_free(e16), rec_embed_free(e32), rec_embed_free(s1), rec_embed_free(s2);
+}
+
+/* Stochastic rounding is exactly unbiased: over all 2^16 values of r the mean of the rounded
+ * value is the value itself (checked in float64 for values with every low-bit pattern class),
+ * and inf and NaN pass through; the bf16 engine's rejections and row accessors' range checks. */
+static void test_bf16_rounding_and_errors(void) {
+    const float vals[] = {1.0f + 0x1p-9f, -3.14159f, 1e-30f, 0x1.fffffep0f, 12345.678f, 0x1.0001p-126f};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        double sum = 0;
+        for (uint32_t r = 0; r < 65536; r++) sum += rec_bf16_to_float(rec_bf16_bits_sr(vals[i], r));
+        bad += sum / 65536.0 != (double)vals[i];
+    }
+    CHECK(bad == 0, "stochastic rounding's mean over all r differs from the value for %d of 6", bad);
+    CHECK(isinf(rec_bf16_to_float(rec_bf16_bits_sr(INFINITY, 0xffff))) && isnan(rec_bf16_to_float(rec_bf16_bits_sr(NAN, 0))),
+          "inf and NaN survive stochastic rounding");
+    int64_t rows[2] = {10, 5};
+    int dims[2] = {4, 4};
+    rec_embed_config c = {2, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f), 8, 1, 1, 0, 2,
+                          REC_ROUND_STOCHASTIC};
+    rec_embed *e = (rec_embed *)1;
+    CHECK_ERR(rec_embed_init(&e, &c), REC_EINVAL, "bf16 is 2; give 0 (fp32 tables) or 1");
+    c.bf16 = 1, c.rounding = (rec_embed_rounding)7;
+    CHECK_ERR(rec_embed_init(&e, &c), REC_EINVAL, "unknown rounding 7");
+    c.rounding = REC_ROUND_NEAREST;
+    CHECK(rec_embed_init(&e, &c) == REC_OK, "init: %s", rec_errmsg());
+    float v[40];
+    CHECK_ERR(rec_embed_read_rows(e, 1, 3, 3, v), REC_EINVAL, "rows [3, 6) outside table 1's 5 rows");
+    CHECK_ERR(rec_embed_write_rows(e, 2, 0, 1, v), REC_EINVAL, "table 2 of 2");
+    CHECK(rec_embed_read_rows(e, 0, 0, 10, v) == REC_OK, "read: %s", rec_errmsg());
+    int exact = 1; /* the init's values are bf16 values, and sqrt(1/10) bounds them */
+    for (int i = 0; i < 40; i++) exact &= rec_bf16_to_float(rec_bf16_bits(v[i])) == v[i] && fabsf(v[i]) <= 0.317f;
+    CHECK(exact, "a bf16 table's init values are bf16 values of the fp32 init's range");
+    rec_embed_free(e);
+}
+
 int main(void) {
     rec_rng_seed(&g_rng, 2024, 0);
+    for (int t = 0; t < 3; t++) {
+        test_bf16_tables(t, REC_SPARSE_SGD);
+        test_bf16_tables(t, REC_SPARSE_ADAGRAD);
+        test_bf16_tables(t, REC_SPARSE_ROWWISE_ADAGRAD);
+    }
+    test_bf16_rounding_and_errors();
     for (int t = 0; t < 12; t++) test_forward_candidates(t);
     for (int t = 0; t < 4; t++) {
         test_backward_candidates(t, REC_SPARSE_SGD);

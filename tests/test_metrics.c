@@ -330,7 +330,7 @@ static void npy_roundtrip(const char *name, const float *data, int ndim, const i
     char path[128], tmp[160];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    rec_status s = rec_npy_write(path, data, ndim, shape);
+    rec_status s = rec_npy_write(path, data, NULL, ndim, shape);
     CHECK(s == REC_OK, "%s: %s", name, rec_errmsg());
     CHECK(access(tmp, F_OK) != 0, "%s: the temporary file is left behind", name);
     size_t len = 0, count = 1;
@@ -399,18 +399,18 @@ static void test_npy(void) {
     }
 
     /* errors */
-    CHECK_ERR(rec_npy_write("/nonexistent-rec-dir/x.npy", a7, 1, (int64_t[]){7}), REC_EIO,
+    CHECK_ERR(rec_npy_write("/nonexistent-rec-dir/x.npy", a7, NULL, 1, (int64_t[]){7}), REC_EIO,
               "/nonexistent-rec-dir/x.npy.tmp: cannot create the .npy file: No such file or directory");
     char path[128], tmp[160];
     snprintf(path, sizeof path, "%s/isdir.npy", g_dir); /* a directory in the way of the rename */
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     CHECK(mkdir(path, 0700) == 0, "mkdir %s: %s", path, strerror(errno));
-    CHECK_ERR(rec_npy_write(path, a7, 1, (int64_t[]){7}), REC_EIO, "cannot rename");
+    CHECK_ERR(rec_npy_write(path, a7, NULL, 1, (int64_t[]){7}), REC_EIO, "cannot rename");
     CHECK(strstr(rec_errmsg(), path) != NULL, "message \"%s\" should name %s", rec_errmsg(), path);
     CHECK(access(tmp, F_OK) != 0, "the temporary file is left behind after a failed rename");
-    CHECK_ERR(rec_npy_write(path, a7, 9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}), REC_EINVAL,
+    CHECK_ERR(rec_npy_write(path, a7, NULL, 9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}), REC_EINVAL,
               "9-dimensional array; supported are 0 to 8 dimensions");
-    CHECK_ERR(rec_npy_write(path, a7, 2, (int64_t[]){3, -1}), REC_EINVAL, "dimension 1 is -1");
+    CHECK_ERR(rec_npy_write(path, a7, NULL, 2, (int64_t[]){3, -1}), REC_EINVAL, "dimension 1 is -1");
 
     rmdir(path);
     const char *names[] = {"a35.npy", "a7.npy", "a0.npy", "e04.npy"};

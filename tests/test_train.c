@@ -254,6 +254,52 @@ static void test_bf16(void) {
               strstr(out, "--precision fp16: want fp32 or bf16"), "bad --precision: %s", out);
 }
 
+/* bf16 tables ("embedding": {"precision": "bf16"}): an AUC within 0.01 of fp32 tables', a run
+ * stopped at step 70 and resumed continues the uninterrupted losses byte for byte (the
+ * stochastic rounding's counter is restored), the checkpoint records the storage, the export
+ * writes fp32 .npy of bf16 values, and an fp32 checkpoint resumes into bf16 tables; "rounding"
+ * on fp32 tables is refused (bf16 tables on the GPU: tests/test_cuda_host.c). */
+static void test_bf16_tables(void) {
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg, "%s", SMALL);
+    char *t = strstr(cfg, "\"dim\": 8}");
+    if (t) {
+        char rest[2048];
+        snprintf(rest, sizeof rest, "%s", t + strlen("\"dim\": 8}"));
+        snprintf(t, sizeof cfg - (size_t)(t - cfg), "\"dim\": 8, \"precision\": \"bf16\"}%s", rest);
+    }
+    write_text("t16.json", cfg);
+    CHECK(run("train --config t16.json --data train.rshard --holdout 0.2 --threads 2 --loss-log t16.log --json") == 0,
+          "bf16 tables: %s", out);
+    const double auc16 = json_num("auc");
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --json") == 0, "fp32: %s", out);
+    CHECK(fabs(auc16 - json_num("auc")) < 0.01, "bf16 tables' AUC %.4f vs fp32's %.4f", auc16, json_num("auc"));
+    CHECK(run("train --config t16.json --data train.rshard --holdout 0.2 --threads 2 --ckpt ckt --steps 70 "
+              "--loss-log t16r.log") == 0, "bf16 tables, stopped at 70: %s", out);
+    CHECK(run("train --config t16.json --data train.rshard --holdout 0.2 --threads 2 --ckpt ckt --resume --loss-log t16r.log") == 0,
+          "bf16 tables, resumed: %s", out);
+    CHECK(same_file("t16.log", "t16r.log"), "bf16 tables: the resumed losses differ from the uninterrupted run's");
+    CHECK(run("inspect ckt/model.rckpt") == 0 && strstr(out, "\"embedding\":{\"dim\":8,\"pooling\":\"sum\",\"precision\":"
+              "\"bf16\",\"rounding\":\"stochastic\"}"), "the checkpoint records bf16 tables: %s", out);
+    CHECK(run("export --ckpt ckt --out npyt") == 0, "export: %s", out);
+    FILE *f = fopen(path("npyt/emb.3.weight.npy"), "rb");
+    unsigned char buf[4096];
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f) fclose(f);
+    int is_bf16 = n > 128 && strstr((const char *)buf + 10, "'<f4'") != NULL;
+    for (size_t i = 128; is_bf16 && i + 4 <= n; i += 4) is_bf16 = buf[i] == 0 && buf[i + 1] == 0; /* low halves zero */
+    CHECK(is_bf16, "the export holds fp32 values that are bf16 values (%zu bytes read)", n);
+    /* an fp32 checkpoint resumes into bf16 tables (rounded to nearest) */
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --ckpt ck32 --steps 30") == 0, "%s", out);
+    CHECK(run("train --config t16.json --data train.rshard --holdout 0.2 --threads 2 --ckpt ck32 --resume --steps 10") == 0 &&
+              strstr(out, "resumed"), "fp32 checkpoint into bf16 tables: %s", out);
+    write_text("round32.json", "{\"format\": \"rectrain-model\", \"version\": 1, \"model\": \"dlrm\", "
+                               "\"embedding\": {\"rounding\": \"nearest\"}}");
+    CHECK(run("train --config round32.json --data train.rshard") == 1 &&
+              strstr(out, "round32.json: $.embedding: \"rounding\" is how bf16 tables round their updates"),
+          "rounding on fp32 tables: %s", out);
+}
+
 /* Runs `rectrain ARGS` with files limited to 4-8 KiB (ulimit -f 8, in 512- or 1024-byte
  * blocks) and SIGXFSZ ignored, so that writing a larger file fails with EFBIG: a failure
  * injected half-way through an export (an embedding table's .npy is 32 KiB). */
@@ -564,6 +610,7 @@ int main(void) {
     if (rc) return rc;
     test_train_and_eval();
     test_bf16();
+    test_bf16_tables();
     test_shuffle();
     test_resume_safety();
     test_eval_checks();

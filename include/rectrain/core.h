@@ -62,6 +62,25 @@ static inline uint64_t rec_mix64(uint64_t x) {
 }
 
 /* The plural ending of a count in a message: "%lld row%s", n, rec_s(n) ("1 row", "2 rows"). */
+/* ---- bfloat16 (the top 16 bits of an fp32: its exponent, 8 significant bits) ---------------- */
+/* fp32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN, overflow gives inf. */
+static inline uint16_t rec_bf16_bits(float f) {
+    union { float f; uint32_t u; } v = {f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+/* fp32 -> bf16 bits, rounded stochastically: up with probability (low 16 bits) / 2^16 given
+ * r uniform in [0, 2^16) (unbiased: the expected result is f). NaN and inf stay as they are. */
+static inline uint16_t rec_bf16_bits_sr(float f, uint32_t r) {
+    union { float f; uint32_t u; } v = {f};
+    if ((v.u & 0x7f800000u) == 0x7f800000u) return (uint16_t)((v.u >> 16) | ((v.u & 0x7fffffu) ? 0x40u : 0u));
+    return (uint16_t)((v.u + (r & 0xffffu)) >> 16);
+}
+static inline float rec_bf16_to_float(uint16_t h) {
+    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+    return v.f;
+}
+
 static inline const char *rec_s(int64_t n) { return n == 1 ? "" : "s"; }
 
 /* ---- files ------------------------------------------------------------------------------

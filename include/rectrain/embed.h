@@ -160,6 +160,19 @@ const char *rec_embed_sched_name(rec_embed_sched s, char *buf, size_t cap);
 /* Parses the text form; REC_EINVAL naming the bad part. */
 rec_status rec_embed_sched_parse(const char *text, rec_embed_sched *out);
 
+/* Table storage. FP32: float rows. BF16: rows stored as bfloat16 (half the bytes read and
+ * written), widened exactly to fp32 by the forward (a bf16 table pools to the bits an fp32
+ * table of the same values gives); the backward updates each touched row in fp32 from its bf16
+ * values, the summed gradient and the fp32 optimizer state, and stores the new row rounded:
+ *   STOCHASTIC (default): up with probability (dropped bits) / 2^16, from a counter-based hash
+ *       of (seed, update count, table, row, column), so the bits do not depend on the thread
+ *       count or the plan, and a resumed run (rec_embed_set_updates) continues them. Unbiased:
+ *       an update smaller than half a bf16 step still moves the row in expectation, where
+ *       rounding to nearest drops it every time (bf16 keeps 8 significant bits, so an update
+ *       below |w| 2^-9 vanishes; FBGEMM's TBE rounds its fp16/bf16 rows stochastically too).
+ *   NEAREST: to nearest, ties to even (what `bench/train_bf16.sh` sets beside STOCHASTIC). */
+typedef enum rec_embed_rounding { REC_ROUND_STOCHASTIC = 0, REC_ROUND_NEAREST = 1 } rec_embed_rounding;
+
 typedef struct rec_embed_config {
     int n_tables;                 /* F >= 0 */
     const int64_t *rows;          /* (F) R_f >= 1 */
@@ -170,6 +183,8 @@ typedef struct rec_embed_config {
     int threads;                  /* OpenMP threads, 0 = OpenMP default */
     uint64_t seed;                /* table f row r drawn from rec_rng(seed, stream = f) */
     int trust_ids;                /* 1 = fast mode: ids are not range-checked (see above) */
+    int bf16;                     /* 1 = tables stored in bf16 (above); 0 = fp32 */
+    rec_embed_rounding rounding;  /* bf16: how updated rows are rounded */
 } rec_embed_config;
 
 typedef struct rec_embed rec_embed;
@@ -184,7 +199,17 @@ int rec_embed_tables(const rec_embed *e);              /* F */
 int64_t rec_embed_rows(const rec_embed *e, int f);     /* R_f */
 int rec_embed_dim(const rec_embed *e, int f);          /* E_f */
 int rec_embed_out_width(const rec_embed *e);           /* sum_f E_f */
-float *rec_embed_table(rec_embed *e, int f);           /* (R_f, E_f) */
+float *rec_embed_table(rec_embed *e, int f);           /* (R_f, E_f); NULL for bf16 tables */
+uint16_t *rec_embed_table_bf16(rec_embed *e, int f);   /* (R_f, E_f) bf16 bits; NULL for fp32 tables */
+int rec_embed_is_bf16(const rec_embed *e);
+/* Rows [r0, r0 + n) of table f as fp32 into out (n E_f), or from in, rounded to nearest for a
+ * bf16 table (exact for values that are bf16 already, e.g. read back from it): for
+ * checkpoints and exports, whatever the storage. REC_EINVAL for a range outside the table. */
+rec_status rec_embed_read_rows(const rec_embed *e, int f, int64_t r0, int64_t n, float *out);
+rec_status rec_embed_write_rows(rec_embed *e, int f, int64_t r0, int64_t n, const float *in);
+/* Updates applied so far (the stochastic rounding's counter); settable for resume. */
+int64_t rec_embed_updates(const rec_embed *e);
+void rec_embed_set_updates(rec_embed *e, int64_t n);
 /* Optimizer state of table f: (R_f, E_f) for ADAGRAD, (R_f) for ROWWISE_ADAGRAD, NULL for SGD. */
 float *rec_embed_state(rec_embed *e, int f);
 size_t rec_embed_state_len(const rec_embed *e, int f); /* floats in the state of table f */

@@ -90,6 +90,8 @@ typedef struct rec_model_config {
     int64_t *table_rows;            /* (F) owned; NULL until bound unless listed */
     int emb_dim;                    /* E >= 1 */
     rec_pooling pooling;
+    rec_precision embed_precision;  /* storage of the tables: fp32, or bf16 (embed.h) */
+    int embed_rounding;             /* bf16 tables: rec_embed_rounding of their updates */
     int bottom[REC_MLP_MAX_LAYERS]; /* DLRM: widths after the input, last == E */
     int n_bottom;
     int top[REC_MLP_MAX_LAYERS];    /* DLRM: widths after the interaction, last == 1 */
@@ -141,7 +143,9 @@ typedef struct rec_tensor {
     rec_tensor_role role;
     int ndim;              /* 1 or 2 */
     int64_t shape[2];
-    float *data;           /* view into the model's blocks */
+    float *data;           /* view into the model's blocks; NULL when data16 holds the tensor */
+    uint16_t *data16;      /* bf16 storage (bf16 embedding tables), else NULL; checkpoints and
+                              exports hold its values as fp32 (exactly) */
 } rec_tensor;
 
 static inline int64_t rec_tensor_numel(const rec_tensor *t) {

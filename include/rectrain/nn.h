@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rectrain/core.h"
 #include "rectrain/status.h"
 
 #ifdef __cplusplus
@@ -39,16 +40,7 @@ typedef enum rec_precision { REC_PRECISION_FP32 = 0, REC_PRECISION_BF16 = 1 } re
 /* "fp32" / "bf16". */
 const char *rec_precision_name(rec_precision p);
 
-/* fp32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN, overflow gives inf. */
-static inline uint16_t rec_bf16_bits(float f) {
-    union { float f; uint32_t u; } v = {f};
-    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
-    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
-}
-static inline float rec_bf16_to_float(uint16_t h) {
-    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
-    return v.f;
-}
+/* (rec_bf16_bits and rec_bf16_to_float, the scalar conversions, are in core.h.) */
 /* out (n) = x rounded to bf16, as bf16 bits (pack) or as the fp32 value (round; out may be x). */
 void rec_bf16_pack(const float *x, size_t n, uint16_t *out);
 void rec_bf16_round(const float *x, size_t n, float *out);

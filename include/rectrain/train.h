@@ -154,8 +154,9 @@ double rec_loader_wait_seconds(const rec_loader *l);
 
 /* ---- .npy export --------------------------------------------------------------------------
  * Writes one float32 array in NumPy's .npy format (version 1.0, little-endian '<f4', C order),
- * which numpy.load and torch.from_numpy(numpy.load(...)) read. */
-rec_status rec_npy_write(const char *path, const float *data, int ndim, const int64_t *shape);
+ * which numpy.load and torch.from_numpy(numpy.load(...)) read: from data, or (data NULL) from
+ * the bf16 values data16, widened exactly. */
+rec_status rec_npy_write(const char *path, const float *data, const uint16_t *data16, int ndim, const int64_t *shape);
 
 /* ---- checkpoints --------------------------------------------------------------------------
  * A checkpoint file holds the model's canonical config JSON, the training position and every

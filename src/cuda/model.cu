@@ -448,6 +448,9 @@ extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, in
                           rec_model_kind_name(c->kind), c->name);
     if (rec_model_is_sharded(m))
         return rec_errorf(REC_EUNSUPPORTED, "--device cuda trains in one process; a sharded (mpirun) model trains on CPUs");
+    if (c->embed_precision == REC_PRECISION_BF16)
+        return rec_errorf(REC_EUNSUPPORTED, "--device cuda keeps fp32 tables; model %s stores bf16 tables (\"embedding\": "
+                          "{\"precision\": \"bf16\"}), which train on the CPU", c->name);
     char name[256];
     REC_TRY(rec_cuda_probe(name, sizeof name));
     REC_TRY(lt_load());
@@ -467,7 +470,7 @@ extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, in
         return rec_errorf(REC_ENOMEM, "GPU model: out of memory");
     }
     for (int f = 0; f < g->F; f++) dims[f] = g->E;
-    rec_embed_config ec = {g->F, c->table_rows, dims, c->pooling, c->sparse_opt, max_batch, 0, 0, 0};
+    rec_embed_config ec = {g->F, c->table_rows, dims, c->pooling, c->sparse_opt, max_batch, 0, 0, 0, 0, REC_ROUND_STOCHASTIC};
     rec_status s = rec_cuda_embed_init(&g->emb, &ec, e);
     free(dims);
     if (s) {

@@ -163,6 +163,15 @@ static void sum_pairs_any(const bag_pair *restrict p, size_t stride, int64_t i0,
 }
 #undef SUM_CASE
 
+/* Row-wise Adagrad's state update s += mean(g^2) and the row's multiplier lr / (sqrt(s) + eps). */
+static inline __attribute__((always_inline)) float rowwise_mult(float *restrict st, const float *restrict g, int E,
+                                                                float lr, float eps) {
+    float sq = 0.0f;
+    for (int c = 0; c < E; c++) sq += g[c] * g[c];
+    st[0] += sq / (float)E;
+    return lr / (sqrtf(st[0]) + eps);
+}
+
 /* The optimizer step of columns [c0, c1) of a row from the row's whole summed gradient g (E)
  * (formulas in embed.h; float arithmetic as torch's and FBGEMM's kernels): p (c1 - c0) the
  * columns, st their Adagrad state (c1 - c0) or the row's row-wise state (1), unused for SGD.
@@ -179,10 +188,7 @@ static inline __attribute__((always_inline)) void opt_step(rec_sparse_opt_kind k
         adagrad_row(p, st, g + c0, c1 - c0, lr, eps);
         break;
     case REC_SPARSE_ROWWISE_ADAGRAD: { /* FBGEMM embedding_backward_split_template, EXACT_ROWWISE_ADAGRAD */
-        float sq = 0.0f;
-        for (int c = 0; c < E; c++) sq += g[c] * g[c];
-        st[0] += sq / (float)E;
-        const float mult = lr / (sqrtf(st[0]) + eps);
+        const float mult = rowwise_mult(st, g, E, lr, eps);
         for (int c = c0; c < c1; c++) p[c - c0] -= mult * g[c];
         break;
     }
@@ -194,16 +200,52 @@ void rec_sparse_opt_step(const rec_sparse_opt_config *o, float lr, const float *
     opt_step(o->kind, o->eps, p, st, g, E, c0, c1, lr);
 }
 
-/* The optimizer step of row id of table f from its summed gradient g (E). */
-static inline void apply_row(const rec_embed *e, float *restrict T, float *restrict S, int64_t id, int E,
+/* A bf16 row's update (embed.h "Table storage"): widened to fp32 and stepped 64 columns at a
+ * time (opt_step on each part; row-wise Adagrad's state and multiplier once, from the whole
+ * gradient, as opt_step computes them), then stored rounded to nearest or stochastically. The
+ * stochastic bits: one splitmix64 hash of (seed, update count, table, row) seeds a xorshift64
+ * stream giving 16 bits per column in column order, so they do not depend on which thread
+ * updates the row. */
+static void apply_row_bf16(const rec_embed *e, int f, uint16_t *restrict T, float *restrict st, int64_t id, int E,
+                           const float *restrict g, float lr) {
+    enum { PART = 64 };
+    uint16_t *restrict row = T + (size_t)id * E;
+    const int rowwise = e->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD, sr = e->rounding == REC_ROUND_STOCHASTIC;
+    const float mult = rowwise ? rowwise_mult(st, g, E, lr, e->opt.eps) : 0.0f;
+    uint64_t x = sr ? rec_mix64(e->seed ^ rec_mix64((uint64_t)e->updates * 0x9e3779b97f4a7c15ULL ^ (uint64_t)f << 48 ^
+                                                    (uint64_t)id)) | 1
+                    : 0;
+    for (int c0 = 0; c0 < E; c0 += PART) {
+        const int n = E - c0 < PART ? E - c0 : PART;
+        float p[PART];
+        for (int q = 0; q < n; q++) p[q] = rec_bf16_to_float(row[c0 + q]);
+        if (rowwise)
+            for (int q = 0; q < n; q++) p[q] -= mult * g[c0 + q];
+        else
+            opt_step(e->opt.kind, e->opt.eps, p, st ? st + c0 : NULL, g, E, c0, c0 + n, lr);
+        if (!sr) {
+            for (int q = 0; q < n; q++) row[c0 + q] = rec_bf16_bits(p[q]);
+            continue;
+        }
+        for (int q = 0; q < n; q += 4) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            for (int k = 0; k < 4 && q + k < n; k++) row[c0 + q + k] = rec_bf16_bits_sr(p[q + k], (uint32_t)(x >> (16 * k)));
+        }
+    }
+}
+
+/* The optimizer step of row id of table f (T its first row, as stored) from its summed
+ * gradient g (E). */
+static inline void apply_row(const rec_embed *e, int f, void *restrict T, float *restrict S, int64_t id, int E,
                              const float *restrict g, float lr) {
     float *st = e->opt.kind == REC_SPARSE_ADAGRAD ? S + (size_t)id * E
                 : e->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? S + id : NULL;
-    opt_step(e->opt.kind, e->opt.eps, T + (size_t)id * E, st, g, E, 0, E, lr);
+    if (e->b16) apply_row_bf16(e, f, T, st, id, E, g, lr);
+    else opt_step(e->opt.kind, e->opt.eps, (float *)T + (size_t)id * E, st, g, E, 0, E, lr);
 }
 
-static inline void prefetch_update(const rec_embed *e, const float *T, const float *S, size_t id, int E) {
-    __builtin_prefetch(T + id * E, 1);
+static inline void prefetch_update(const rec_embed *e, const void *T, const float *S, size_t id, int E) {
+    __builtin_prefetch((const char *)T + id * E * (e->b16 ? sizeof(uint16_t) : sizeof(float)), 1);
     if (e->opt.kind == REC_SPARSE_ADAGRAD) __builtin_prefetch(S + id * E, 1);
     if (e->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD) __builtin_prefetch(S + id, 1);
 }
@@ -214,14 +256,14 @@ static void update_radix(rec_embed *e, int f, bag_entry *ent, bag_entry *tmp, in
                          float *restrict acc, int pf) {
     const bag_entry *s = sort_radix(ent, tmp, n, (uint64_t)e->maxid[f]);
     const int E = e->dims[f], W = e->W, col = e->col[f];
-    float *restrict T = e->tables + e->toff[f];
+    void *restrict T = embed_table_base(e, f);
     float *restrict S = e->state ? e->state + e->soff[f] : NULL;
     for (int64_t i = 0; i < n;) {
         const int64_t id = s[i].id, i0 = i;
         while (i < n && s[i].id == id) i++;
         sum_pairs_any(&s[0].p, sizeof(bag_entry) / sizeof(bag_pair), i0, i, dout, W, col, acc, E);
         if (pf && i + pf < n) prefetch_update(e, T, S, (size_t)s[i + pf].id, E); /* a few entries ahead */
-        apply_row(e, T, S, id, E, acc, lr);
+        apply_row(e, f, T, S, id, E, acc, lr);
     }
 }
 
@@ -248,7 +290,7 @@ static void update_count(rec_embed *e, const rec_batch *b, int first_feature, in
         }
     }
     /* h[id] is now the end of id's pairs (the start of id + 1's). */
-    float *restrict T = e->tables + e->toff[f];
+    void *restrict T = embed_table_base(e, f);
     float *restrict S = e->state ? e->state + e->soff[f] : NULL;
     int64_t start = 0;
     for (int64_t id = 0; id < R; id++) {
@@ -256,7 +298,7 @@ static void update_count(rec_embed *e, const rec_batch *b, int first_feature, in
         if (end == start) continue;
         if (pf && id + pf < R) prefetch_update(e, T, S, (size_t)(id + pf), E);
         sum_pairs_any(pairs, 1, start, end, dout, W, col, acc, E);
-        apply_row(e, T, S, id, E, acc, lr);
+        apply_row(e, f, T, S, id, E, acc, lr);
         start = end;
     }
 }
@@ -332,15 +374,15 @@ static void update_dense(rec_embed *e, const rec_batch *b, int first_feature, in
     }
     const uint32_t ep = *epoch;
     const int64_t n = scatter_dense_any(e, j, b->n, dout, e->col[f], acc, stamp, list, ep, E);
-    float *restrict T = e->tables + e->toff[f];
+    void *restrict T = embed_table_base(e, f);
     float *restrict S = e->state ? e->state + e->soff[f] : NULL;
     if (n * 8 > R) {
         for (int64_t id = 0; id < R; id++)
-            if (stamp[id] == ep) apply_row(e, T, S, id, E, acc + (size_t)id * E, lr);
+            if (stamp[id] == ep) apply_row(e, f, T, S, id, E, acc + (size_t)id * E, lr);
     } else {
         for (int64_t i = 0; i < n; i++) {
             if (pf && i + pf < n) prefetch_update(e, T, S, (size_t)list[i + pf], E);
-            apply_row(e, T, S, list[i], E, acc + (size_t)list[i] * E, lr);
+            apply_row(e, f, T, S, list[i], E, acc + (size_t)list[i] * E, lr);
         }
     }
 }
@@ -454,5 +496,6 @@ rec_status rec_embed_backward_update(rec_embed *e, const rec_batch *b, int first
     if (e->tuner) embed_tune_before(e, 1);
     const rec_status s = embed_backward_run(e, b, first_feature, dout, lr, -1);
     if (e->tuner && !s) embed_tune_after(e, 1);
+    if (!s) e->updates++; /* once per call, whatever passes a tuner split it into */
     return s;
 }

@@ -4,8 +4,8 @@
  * the forward kernels in pool.c, schedules and their candidates in sched.c, plan files in
  * plan.c, the tuner in tune.c, the float64 references in embed_ref.c.
  *
- * Memory: all tables are one (sum_f R_f E_f) float block, table f at toff[f]; the optimizer
- * state is one block too, table f at soff[f]. Every scratch block the drivers use is
+ * Memory: all tables are one (sum_f R_f E_f) block (floats, or bf16 bits), table f at
+ * toff[f]; the optimizer state (fp32 always) is one block too, table f at soff[f]. Every scratch block the drivers use is
  * allocated here, at init, for max_batch rows (the backward's entry block is the one that a
  * batch with more ids than any before may grow, backward.c), so a steady-state loop does
  * not allocate.
@@ -70,6 +70,11 @@ static rec_status check_config(const rec_embed_config *c) {
         return rec_errorf(REC_EINVAL, "embedding: max_batch is %d; it must be >= 1", c->max_batch);
     if (c->threads < 0)
         return rec_errorf(REC_EINVAL, "embedding: threads is %d; give 0 (OpenMP default) or a positive count", c->threads);
+    if (c->bf16 != 0 && c->bf16 != 1)
+        return rec_errorf(REC_EINVAL, "embedding: bf16 is %d; give 0 (fp32 tables) or 1", c->bf16);
+    if (c->rounding != REC_ROUND_STOCHASTIC && c->rounding != REC_ROUND_NEAREST)
+        return rec_errorf(REC_EINVAL, "embedding: unknown rounding %d (want REC_ROUND_STOCHASTIC or REC_ROUND_NEAREST)",
+                          (int)c->rounding);
     return REC_OK;
 }
 
@@ -81,6 +86,7 @@ void rec_embed_free(rec_embed *e) {
     rec_free(e->toff);
     rec_free(e->soff);
     rec_free(e->tables);
+    rec_free(e->tables16);
     rec_free(e->state);
     rec_free(e->ent);
     rec_free(e->ebase);
@@ -111,13 +117,18 @@ void rec_embed_free(rec_embed *e) {
 }
 
 /* Table f: value (2u - 1) sqrt(1/R_f), u = rec_rng_uniform of stream (seed, f), row-major —
- * dlrm_s_pytorch.py create_emb's np.random.uniform(-sqrt(1/n), sqrt(1/n), (n, m)). */
-static void init_table(float *T, int64_t R, int E, uint64_t seed, int f) {
+ * dlrm_s_pytorch.py create_emb's np.random.uniform(-sqrt(1/n), sqrt(1/n), (n, m)); a bf16
+ * table (T16) holds the same values rounded to nearest. */
+static void init_table(float *T, uint16_t *T16, int64_t R, int E, uint64_t seed, int f) {
     rec_rng r;
     rec_rng_seed(&r, seed, (uint64_t)f);
     const double a = sqrt(1.0 / (double)R);
     const size_t n = (size_t)R * (size_t)E;
-    for (size_t i = 0; i < n; i++) T[i] = (float)((2.0 * rec_rng_uniform(&r) - 1.0) * a);
+    for (size_t i = 0; i < n; i++) {
+        const float v = (float)((2.0 * rec_rng_uniform(&r) - 1.0) * a);
+        if (T16) T16[i] = rec_bf16_bits(v);
+        else T[i] = v;
+    }
 }
 
 rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
@@ -155,6 +166,9 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
     e->pooling = cfg->pooling;
     e->opt = cfg->opt;
     e->trust = cfg->trust_ids != 0;
+    e->b16 = cfg->bf16;
+    e->rounding = cfg->rounding;
+    e->seed = cfg->seed;
     e->nt = n_threads(e);
     const size_t nf = (size_t)F + 1, ntf = (size_t)e->nt * nf;
     int64_t count_rows = 0, dense_rows = 0, dense_floats = 0; /* the largest tables COUNT / DENSE may serve */
@@ -172,7 +186,8 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
     if (!s) s = rec_alloc((void **)&e->col, nf * sizeof(int), "embedding columns");
     if (!s) s = rec_alloc((void **)&e->toff, nf * sizeof(size_t), "embedding table offsets");
     if (!s) s = rec_alloc((void **)&e->soff, nf * sizeof(size_t), "embedding state offsets");
-    if (!s) s = rec_alloc((void **)&e->tables, (nt ? nt : 1) * sizeof(float), "embedding tables");
+    if (!s && !e->b16) s = rec_alloc((void **)&e->tables, (nt ? nt : 1) * sizeof(float), "embedding tables");
+    if (!s && e->b16) s = rec_alloc((void **)&e->tables16, (nt ? nt : 1) * sizeof(uint16_t), "embedding tables (bf16)");
     if (!s && ns) s = rec_alloc((void **)&e->state, ns * sizeof(float), "embedding optimizer state");
     if (!s) s = rec_alloc((void **)&e->ent, (size_t)(2 * e->ent_cap + 1) * sizeof(bag_entry), "embedding backward scratch");
     if (!s) s = rec_alloc((void **)&e->ebase, nf * sizeof(int64_t), "embedding backward scratch");
@@ -220,7 +235,8 @@ rec_status rec_embed_init(rec_embed **out, const rec_embed_config *cfg) {
      * items and the values do not depend on the thread count. */
 #pragma omp parallel for num_threads(e->nt) schedule(dynamic, 1)
     for (int f = 0; f < F; f++) {
-        init_table(e->tables + e->toff[f], e->rows[f], e->dims[f], seed, f);
+        init_table(e->b16 ? NULL : e->tables + e->toff[f], e->b16 ? e->tables16 + e->toff[f] : NULL, e->rows[f],
+                   e->dims[f], seed, f);
         if (e->state && acc0 != 0.0f)
             for (size_t i = e->soff[f]; i < e->soff[f + 1]; i++) e->state[i] = acc0;
     }
@@ -232,7 +248,40 @@ int rec_embed_tables(const rec_embed *e) { return e->F; }
 int64_t rec_embed_rows(const rec_embed *e, int f) { return f >= 0 && f < e->F ? e->rows[f] : 0; }
 int rec_embed_dim(const rec_embed *e, int f) { return f >= 0 && f < e->F ? e->dims[f] : 0; }
 int rec_embed_out_width(const rec_embed *e) { return e->W; }
-float *rec_embed_table(rec_embed *e, int f) { return f >= 0 && f < e->F ? e->tables + e->toff[f] : NULL; }
+float *rec_embed_table(rec_embed *e, int f) { return f >= 0 && f < e->F && !e->b16 ? e->tables + e->toff[f] : NULL; }
+uint16_t *rec_embed_table_bf16(rec_embed *e, int f) {
+    return f >= 0 && f < e->F && e->b16 ? e->tables16 + e->toff[f] : NULL;
+}
+int rec_embed_is_bf16(const rec_embed *e) { return e->b16; }
+int64_t rec_embed_updates(const rec_embed *e) { return e->updates; }
+void rec_embed_set_updates(rec_embed *e, int64_t n) { e->updates = n; }
+
+static rec_status check_rows(const rec_embed *e, const char *who, int f, int64_t r0, int64_t n) {
+    if (f < 0 || f >= e->F)
+        return rec_errorf(REC_EINVAL, "rec_embed_%s: table %d of %d", who, f, e->F);
+    if (r0 < 0 || n < 0 || r0 > e->rows[f] - n)
+        return rec_errorf(REC_EINVAL, "rec_embed_%s: rows [%lld, %lld) outside table %d's %lld rows", who, (long long)r0,
+                          (long long)(r0 + n), f, (long long)e->rows[f]);
+    return REC_OK;
+}
+
+rec_status rec_embed_read_rows(const rec_embed *e, int f, int64_t r0, int64_t n, float *out) {
+    REC_TRY(check_rows(e, "read_rows", f, r0, n));
+    const size_t a = e->toff[f] + (size_t)r0 * (size_t)e->dims[f], k = (size_t)n * (size_t)e->dims[f];
+    if (!e->b16) memcpy(out, e->tables + a, k * sizeof(float));
+    else
+        for (size_t i = 0; i < k; i++) out[i] = rec_bf16_to_float(e->tables16[a + i]);
+    return REC_OK;
+}
+
+rec_status rec_embed_write_rows(rec_embed *e, int f, int64_t r0, int64_t n, const float *in) {
+    REC_TRY(check_rows(e, "write_rows", f, r0, n));
+    const size_t a = e->toff[f] + (size_t)r0 * (size_t)e->dims[f], k = (size_t)n * (size_t)e->dims[f];
+    if (!e->b16) memcpy(e->tables + a, in, k * sizeof(float));
+    else
+        for (size_t i = 0; i < k; i++) e->tables16[a + i] = rec_bf16_bits(in[i]);
+    return REC_OK;
+}
 float *rec_embed_state(rec_embed *e, int f) {
     return f >= 0 && f < e->F && e->state ? e->state + e->soff[f] : NULL;
 }

@@ -23,7 +23,7 @@ typedef struct embed_walk {
 /* What a forward kernel needs for one table of one batch. out points at the table's first
  * column of batch row 0; row r's output is out + r * W. */
 typedef struct pool_job {
-    const float *T;        /* (R, E) */
+    const void *T;         /* (R, E): float, or bf16 bits when b16 */
     int64_t R;
     int E, W;
     const int64_t *off;    /* (B+1) bag offsets */
@@ -32,12 +32,13 @@ typedef struct pool_job {
     float *out;
     int mean, check, pf, wide;
     int one;               /* every bag of the range holds exactly one id */
+    int b16;               /* the table is stored in bf16 */
 } pool_job;
 
 /* One table of the row pass (split ROW, embed.h): a one-hot feature of the batch, so bag r's
  * id is idx[r] and its weight w[r] (the pointers are at the feature's first offset). */
 typedef struct row_table {
-    const float *T;        /* (R, E) */
+    const void *T;         /* (R, E), as the engine stores its tables (row_job.b16) */
     const void *idx;       /* int64_t if the class is wide, else int32_t */
     const float *w;        /* NULL unless the class is weighted */
     int64_t R;
@@ -52,6 +53,7 @@ typedef struct row_job {
     const int32_t *far;
     int n, nfar, E, wide, weighted, check, W;
     float *out;            /* (B, W) */
+    int b16;               /* the engine's tables are stored in bf16 */
 } row_job;
 
 /* Rows [r0, r1) of the class, row by row (every table's slice of row r, then row r + 1),
@@ -103,7 +105,12 @@ struct rec_embed {
     int *dims;               /* (F) E_f */
     int *col;                /* (F+1) column of feature f in out / dout */
     size_t *toff, *soff;     /* (F+1) float offsets of table f / its state */
-    float *tables;           /* (sum_f R_f E_f) */
+    float *tables;           /* (sum_f R_f E_f), NULL when b16 */
+    uint16_t *tables16;      /* (sum_f R_f E_f) bf16 bits when b16, else NULL */
+    int b16;                 /* tables stored in bf16 */
+    rec_embed_rounding rounding;
+    uint64_t seed;           /* the init's; the stochastic rounding's hash key */
+    int64_t updates;         /* backward calls that updated rows (the rounding's counter) */
     float *state;            /* (sum_f state_len_f), NULL for SGD */
     rec_embed_sched *sched;  /* (F) the plan */
     /* per-call mapping */
@@ -142,6 +149,11 @@ struct rec_embed {
     double last_fwd_s, last_bwd_s, last_ids; /* wall seconds and ids of the last calls */
     embed_tuner *tuner;
 };
+
+/* Table f's first row, as stored (float or bf16 bits). */
+static inline void *embed_table_base(const rec_embed *e, int f) {
+    return e->b16 ? (void *)(e->tables16 + e->toff[f]) : (void *)(e->tables + e->toff[f]);
+}
 
 /* Checks a call's batch size and feature range against the engine; who names the call. */
 rec_status embed_check_call(const rec_embed *e, const char *who, const rec_batch *b, int first_feature);

@@ -137,8 +137,8 @@ static int forward_item(const rec_embed *e, const rec_batch *b, int first_featur
     /* Bags up to the first bad one are valid, and their ids lie in [off[b0], off[bv]). */
     int one;
     const int64_t bv = scan_bags(j, it->b0, it->b1, &one);
-    const pool_job job = {e->tables + e->toff[f], e->rows[f], e->dims[f], e->W, j->offsets, j->ids, j->weights,
-                          out + e->col[f], e->pooling == REC_POOL_MEAN, !e->trust, s.pf, j->wide, one};
+    const pool_job job = {embed_table_base(e, f), e->rows[f], e->dims[f], e->W, j->offsets, j->ids, j->weights,
+                          out + e->col[f], e->pooling == REC_POOL_MEAN, !e->trust, s.pf, j->wide, one, e->b16};
     const int64_t k = embed_pool(&job, s.kernel, it->b0, bv);
     if (k >= 0) {
         int64_t r = it->b0; /* the bag holding position k */
@@ -194,7 +194,7 @@ static void row_classes(rec_embed *e, const rec_batch *b, int first_feature, flo
         if (e->rowok[f] != 1) continue;
         const rec_jagged *jf = &b->sparse[first_feature + f];
         row_job *c = &e->rjob[e->n_rjob++];
-        *c = (row_job){t, far, 0, 0, e->dims[f], jf->wide, jf->weights != NULL, !e->trust, e->W, out};
+        *c = (row_job){t, far, 0, 0, e->dims[f], jf->wide, jf->weights != NULL, !e->trust, e->W, out, e->b16};
         for (int g = f; g < e->F; g++) {
             const rec_jagged *j = &b->sparse[first_feature + g];
             if (e->rowok[g] != 1 || e->dims[g] != c->E || j->wide != c->wide || (j->weights != NULL) != c->weighted)
@@ -202,7 +202,7 @@ static void row_classes(rec_embed *e, const rec_batch *b, int first_feature, flo
             const int64_t k0 = j->offsets[0]; /* bag r's id is at k0 + r */
             const void *idx = j->wide ? (const void *)(j->ids64 + k0) : (const void *)(j->ids32 + k0);
             if (e->sched[g].pf) far[c->nfar++] = c->n;
-            t[c->n++] = (row_table){e->tables + e->toff[g], idx, j->weights ? j->weights + k0 : NULL, e->rows[g],
+            t[c->n++] = (row_table){embed_table_base(e, g), idx, j->weights ? j->weights + k0 : NULL, e->rows[g],
                                     e->col[g], g, e->sched[g].pf};
             e->rowok[g] = 2;
         }

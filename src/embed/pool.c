@@ -18,6 +18,10 @@
  * r + 1, each bag pooled as FIXED pools a one-id bag (pool_id), the rows of the tables with
  * a pf requested pf batch rows ahead.
  *
+ * Tables stored in bf16 (rec_embed_config.bf16) run the same kernels compiled once more with
+ * the row loads widening bf16 to fp32 (exact: a bf16 value is an fp32 value with 16 zero low
+ * bits), so a bf16 table pools to the bits an fp32 table holding the same values gives.
+ *
  * Every kernel computes each output element in one canonical order: acc = 0, then for each
  * full group of 4 consecutive ids of the bag acc = acc + ((t0 + t1) + (t2 + t3)) (weighted:
  * acc = acc + (fmaf(w1, t1, w0 t0) + fmaf(w3, t3, w2 t2))), then the remaining 0..3 ids one at
@@ -48,20 +52,30 @@
 
 enum { BLOCK_COLS = 16 };
 
-/* Every cache line of the E floats at p: for reading, or for writing (a store will follow). */
-static inline __attribute__((always_inline)) void prefetch_span(const float *p, int E, const int write) {
-    const uintptr_t a = (uintptr_t)p, last = a + (uintptr_t)E * sizeof(float) - 1;
+/* Every cache line of the `bytes` bytes at p: for reading, or for writing (a store will follow). */
+static inline __attribute__((always_inline)) void prefetch_span(const void *p, size_t bytes, const int write) {
+    const uintptr_t a = (uintptr_t)p, last = a + (uintptr_t)bytes - 1;
     for (uintptr_t l = a & ~(uintptr_t)63; l <= last; l += 64) {
         if (write) __builtin_prefetch((const void *)l, 1);
         else __builtin_prefetch((const void *)l);
     }
 }
 
-static inline void prefetch_row(const float *T, int64_t id, int E) { prefetch_span(T + (size_t)id * (size_t)E, E, 0); }
+/* Bytes of one stored value: bf16 (b16, a compile-time constant in every kernel) or fp32. */
+#define ESZ(b16) ((b16) ? sizeof(uint16_t) : sizeof(float))
+
+/* Row id of a table T of dim E, or the value `off` columns into it. */
+static inline __attribute__((always_inline)) const void *row_at(const void *T, int64_t id, int64_t E, const int b16) {
+    return (const char *)T + (size_t)id * (size_t)E * ESZ(b16);
+}
+
+static inline __attribute__((always_inline)) void prefetch_row(const void *T, int64_t id, int E, const int b16) {
+    prefetch_span(row_at(T, id, E, b16), (size_t)E * ESZ(b16), 0);
+}
 
 /* The output lines of bag r + pf, for writing, if it is in the item. */
 static inline void prefetch_out(const pool_job *j, int64_t r, int64_t b1) {
-    if (r + j->pf < b1) prefetch_span(j->out + (size_t)(r + j->pf) * (size_t)j->W, j->E, 1);
+    if (r + j->pf < b1) prefetch_span(j->out + (size_t)(r + j->pf) * (size_t)j->W, (size_t)j->E * sizeof(float), 1);
 }
 
 /* Id k of an id array of width `wide` (a compile-time constant in every kernel). */
@@ -70,10 +84,10 @@ static inline __attribute__((always_inline)) int64_t id_at(const void *restrict 
 }
 
 static inline __attribute__((always_inline)) void prefetch_ahead(const pool_job *j, int64_t k, int64_t end,
-                                                                 const int wide) {
+                                                                 const int wide, const int b16) {
     if (k + j->pf < end) {
         const int64_t p = id_at(j->idx, k + j->pf, wide);
-        if (!j->check || (uint64_t)p < (uint64_t)j->R) prefetch_row(j->T, p, j->E);
+        if (!j->check || (uint64_t)p < (uint64_t)j->R) prefetch_row(j->T, p, j->E, b16);
     }
 }
 
@@ -92,7 +106,17 @@ typedef struct bag_acc {
     float s[4];
 } bag_acc;
 
-static inline __attribute__((always_inline)) vf8 ld8(const float *p) { return *(const vf8u *)p; }
+/* Values c .. c + 7 of a stored row, as fp32; value c alone. */
+static inline __attribute__((always_inline)) vf8 ld8(const void *row, int c, const int b16) {
+    if (!b16) return *(const vf8u *)((const float *)row + c);
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + c));
+    return (vf8)_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+static inline __attribute__((always_inline)) float ld1(const void *row, int c, const int b16) {
+    if (!b16) return ((const float *)row)[c];
+    union { uint32_t u; float f; } v = {(uint32_t)((const uint16_t *)row)[c] << 16};
+    return v.f;
+}
 static inline __attribute__((always_inline)) vf8 fma8(float a, vf8 b, vf8 c) {
     return (vf8)_mm256_fmadd_ps(_mm256_set1_ps(a), (__m256)b, (__m256)c);
 }
@@ -105,26 +129,29 @@ static inline __attribute__((always_inline)) void acc_zero(bag_acc *a, const int
 }
 
 /* acc += (t0 + t1) + (t2 + t3), or weighted acc += fmaf(w1, t1, w0 t0) + fmaf(w3, t3, w2 t2). */
-static inline __attribute__((always_inline)) void acc_add4(bag_acc *a, const float *const *t, const float *w, const int E,
-                                                          const int weighted) {
+static inline __attribute__((always_inline)) void acc_add4(bag_acc *a, const void *const *t, const float *w, const int E,
+                                                          const int weighted, const int b16) {
     if (E >= 8) {
         for (int v = 0, c = 0; v < E / 8; v++, c += 8)
-            a->v[v] += weighted ? fma8(w[1], ld8(t[1] + c), w[0] * ld8(t[0] + c)) + fma8(w[3], ld8(t[3] + c), w[2] * ld8(t[2] + c))
-                                : (ld8(t[0] + c) + ld8(t[1] + c)) + (ld8(t[2] + c) + ld8(t[3] + c));
+            a->v[v] += weighted ? fma8(w[1], ld8(t[1], c, b16), w[0] * ld8(t[0], c, b16)) +
+                                      fma8(w[3], ld8(t[3], c, b16), w[2] * ld8(t[2], c, b16))
+                                : (ld8(t[0], c, b16) + ld8(t[1], c, b16)) + (ld8(t[2], c, b16) + ld8(t[3], c, b16));
     } else {
         for (int c = 0; c < E; c++)
-            a->s[c] += weighted ? fmaf(w[1], t[1][c], w[0] * t[0][c]) + fmaf(w[3], t[3][c], w[2] * t[2][c])
-                                : (t[0][c] + t[1][c]) + (t[2][c] + t[3][c]);
+            a->s[c] += weighted ? fmaf(w[1], ld1(t[1], c, b16), w[0] * ld1(t[0], c, b16)) +
+                                      fmaf(w[3], ld1(t[3], c, b16), w[2] * ld1(t[2], c, b16))
+                                : (ld1(t[0], c, b16) + ld1(t[1], c, b16)) + (ld1(t[2], c, b16) + ld1(t[3], c, b16));
     }
 }
 
 /* acc += t, or weighted acc = fmaf(w, t, acc). */
-static inline __attribute__((always_inline)) void acc_add1(bag_acc *a, const float *t, float w, const int E,
-                                                          const int weighted) {
+static inline __attribute__((always_inline)) void acc_add1(bag_acc *a, const void *t, float w, const int E,
+                                                          const int weighted, const int b16) {
     if (E >= 8) {
-        for (int v = 0, c = 0; v < E / 8; v++, c += 8) a->v[v] = weighted ? fma8(w, ld8(t + c), a->v[v]) : a->v[v] + ld8(t + c);
+        for (int v = 0, c = 0; v < E / 8; v++, c += 8)
+            a->v[v] = weighted ? fma8(w, ld8(t, c, b16), a->v[v]) : a->v[v] + ld8(t, c, b16);
     } else {
-        for (int c = 0; c < E; c++) a->s[c] = weighted ? fmaf(w, t[c], a->s[c]) : a->s[c] + t[c];
+        for (int c = 0; c < E; c++) a->s[c] = weighted ? fmaf(w, ld1(t, c, b16), a->s[c]) : a->s[c] + ld1(t, c, b16);
     }
 }
 
@@ -143,8 +170,8 @@ static inline __attribute__((always_inline)) void acc_store(const bag_acc *a, fl
  * position of a bad id (checked mode). */
 static inline __attribute__((always_inline)) int64_t bag_sum(const pool_job *j, int64_t r, int64_t end, const int E,
                                                              int64_t stride, int c0, const int weighted,
-                                                             const int wide, const int pf) {
-    const float *restrict T = j->T + c0;
+                                                             const int wide, const int pf, const int b16) {
+    const void *restrict T = (const char *)j->T + (size_t)c0 * ESZ(b16);
     const void *restrict idx = j->idx;
     const float *restrict w = j->w;
     const int64_t lo = j->off[r], hi = j->off[r + 1], R = j->R;
@@ -153,20 +180,20 @@ static inline __attribute__((always_inline)) int64_t bag_sum(const pool_job *j, 
     int64_t k = lo;
     for (; k + 4 <= hi; k += 4) {
         if (pf)
-            for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end, wide);
-        const float *t[4];
+            for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end, wide, b16);
+        const void *t[4];
         for (int q = 0; q < 4; q++) {
             const int64_t id = id_at(idx, k + q, wide);
             if (j->check && (uint64_t)id >= (uint64_t)R) return k + q;
-            t[q] = T + (size_t)id * (size_t)stride;
+            t[q] = row_at(T, id, stride, b16);
         }
-        acc_add4(&acc, t, weighted ? w + k : NULL, E, weighted);
+        acc_add4(&acc, t, weighted ? w + k : NULL, E, weighted, b16);
     }
     for (; k < hi; k++) {
-        if (pf) prefetch_ahead(j, k, end, wide);
+        if (pf) prefetch_ahead(j, k, end, wide, b16);
         const int64_t id = id_at(idx, k, wide);
         if (j->check && (uint64_t)id >= (uint64_t)R) return k;
-        acc_add1(&acc, T + (size_t)id * (size_t)stride, weighted ? w[k] : 0.0f, E, weighted);
+        acc_add1(&acc, row_at(T, id, stride, b16), weighted ? w[k] : 0.0f, E, weighted, b16);
     }
     acc_store(&acc, j->out + (size_t)r * j->W + c0, j->mean && hi > lo ? (float)(hi - lo) : 0.0f, E);
     return -1;
@@ -174,29 +201,30 @@ static inline __attribute__((always_inline)) int64_t bag_sum(const pool_job *j, 
 
 /* A one-id bag's output o from row id of T (dim E): 0 + t (fmaf(w, t, 0) weighted), the
  * canonical order's, MEAN's / 1 being exact. */
-static inline __attribute__((always_inline)) void pool_id(const float *restrict T, int64_t id, float w,
-                                                          float *restrict o, const int E, const int weighted) {
+static inline __attribute__((always_inline)) void pool_id(const void *restrict T, int64_t id, float w,
+                                                          float *restrict o, const int E, const int weighted,
+                                                          const int b16) {
     bag_acc acc;
     acc_zero(&acc, E);
-    acc_add1(&acc, T + (size_t)id * (size_t)E, w, E, weighted);
+    acc_add1(&acc, row_at(T, id, E, b16), w, E, weighted, b16);
     acc_store(&acc, o, 0.0f, E);
 }
 
 /* One-id bags [b0, b1) for a compile-time E (j->one): bag r's id is at off[b0] + r - b0, so
  * the offsets are not read. */
 static inline __attribute__((always_inline)) int64_t pool_one(const pool_job *j, int64_t b0, int64_t b1, const int E,
-                                                              const int weighted, const int wide) {
-    const float *restrict T = j->T;
+                                                              const int weighted, const int wide, const int b16) {
+    const void *restrict T = j->T;
     const int64_t k0 = j->off[b0] - b0, end = j->off[b1], R = j->R;
     for (int64_t r = b0; r < b1; r++) {
         const int64_t k = k0 + r;
         if (j->pf) {
             prefetch_out(j, r, b1);
-            prefetch_ahead(j, k, end, wide);
+            prefetch_ahead(j, k, end, wide, b16);
         }
         const int64_t id = id_at(j->idx, k, wide);
         if (j->check && (uint64_t)id >= (uint64_t)R) return k;
-        pool_id(T, id, weighted ? j->w[k] : 0.0f, j->out + (size_t)r * j->W, E, weighted);
+        pool_id(T, id, weighted ? j->w[k] : 0.0f, j->out + (size_t)r * j->W, E, weighted, b16);
     }
     return -1;
 }
@@ -204,16 +232,16 @@ static inline __attribute__((always_inline)) int64_t pool_one(const pool_job *j,
 /* The register kernel: bags [b0, b1) (inlined into one function per E and id width), each
  * after the output lines of bag r + pf are prefetched. */
 static inline __attribute__((always_inline)) int64_t pool_reg(const pool_job *j, int64_t b0, int64_t b1, const int E,
-                                                              const int weighted, const int wide) {
-    if (j->one) return pool_one(j, b0, b1, E, weighted, wide);
+                                                              const int weighted, const int wide, const int b16) {
+    if (j->one) return pool_one(j, b0, b1, E, weighted, wide, b16);
     const int64_t end = j->off[b1];
     for (int64_t r = b0; r < b1; r++) {
         int64_t k;
         if (j->pf) {
             prefetch_out(j, r, b1);
-            k = bag_sum(j, r, end, E, E, 0, weighted, wide, 1);
+            k = bag_sum(j, r, end, E, E, 0, weighted, wide, 1, b16);
         } else {
-            k = bag_sum(j, r, end, E, E, 0, weighted, wide, 0);
+            k = bag_sum(j, r, end, E, E, 0, weighted, wide, 0, b16);
         }
         if (k >= 0) return k;
     }
@@ -222,8 +250,8 @@ static inline __attribute__((always_inline)) int64_t pool_reg(const pool_job *j,
 
 /* Columns [c0, c1) of bags [b0, b1), runtime E, accumulated in the output rows. */
 static inline __attribute__((always_inline)) int64_t pool_cols(const pool_job *j, int64_t b0, int64_t b1, int c0,
-                                                               int c1, int pf, const int wide) {
-    const float *restrict T = j->T;
+                                                               int c1, int pf, const int wide, const int b16) {
+    const void *restrict T = j->T;
     const void *restrict idx = j->idx;
     const float *restrict w = j->w;
     const int64_t end = j->off[b1], R = j->R;
@@ -236,30 +264,32 @@ static inline __attribute__((always_inline)) int64_t pool_cols(const pool_job *j
         int64_t k = lo;
         for (; k + 4 <= hi; k += 4) {
             if (pf)
-                for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end, wide);
-            const float *restrict t[4];
+                for (int q = 0; q < 4; q++) prefetch_ahead(j, k + q, end, wide, b16);
+            const void *restrict t[4];
             for (int q = 0; q < 4; q++) {
                 const int64_t id = id_at(idx, k + q, wide);
                 if (j->check && (uint64_t)id >= (uint64_t)R) return k + q;
-                t[q] = T + (size_t)id * E;
+                t[q] = row_at(T, id, E, b16);
             }
             if (w) {
                 for (int c = c0; c < c1; c++)
-                    o[c] += fmaf(w[k + 1], t[1][c], w[k] * t[0][c]) + fmaf(w[k + 3], t[3][c], w[k + 2] * t[2][c]);
+                    o[c] += fmaf(w[k + 1], ld1(t[1], c, b16), w[k] * ld1(t[0], c, b16)) +
+                            fmaf(w[k + 3], ld1(t[3], c, b16), w[k + 2] * ld1(t[2], c, b16));
             } else {
-                for (int c = c0; c < c1; c++) o[c] += (t[0][c] + t[1][c]) + (t[2][c] + t[3][c]);
+                for (int c = c0; c < c1; c++)
+                    o[c] += (ld1(t[0], c, b16) + ld1(t[1], c, b16)) + (ld1(t[2], c, b16) + ld1(t[3], c, b16));
             }
         }
         for (; k < hi; k++) {
-            if (pf) prefetch_ahead(j, k, end, wide);
+            if (pf) prefetch_ahead(j, k, end, wide, b16);
             const int64_t id = id_at(idx, k, wide);
             if (j->check && (uint64_t)id >= (uint64_t)R) return k;
-            const float *restrict t = T + (size_t)id * E;
+            const void *restrict t = row_at(T, id, E, b16);
             if (w) {
                 const float wk = w[k];
-                for (int c = c0; c < c1; c++) o[c] = fmaf(wk, t[c], o[c]);
+                for (int c = c0; c < c1; c++) o[c] = fmaf(wk, ld1(t, c, b16), o[c]);
             } else {
-                for (int c = c0; c < c1; c++) o[c] += t[c];
+                for (int c = c0; c < c1; c++) o[c] += ld1(t, c, b16);
             }
         }
         if (j->mean && hi > lo) {
@@ -270,32 +300,35 @@ static inline __attribute__((always_inline)) int64_t pool_cols(const pool_job *j
     return -1;
 }
 
-static int64_t pool_generic(const pool_job *j, int64_t b0, int64_t b1, const int wide) {
-    return wide ? pool_cols(j, b0, b1, 0, j->E, j->pf, 1) : pool_cols(j, b0, b1, 0, j->E, j->pf, 0);
+static inline __attribute__((always_inline)) int64_t pool_generic(const pool_job *j, int64_t b0, int64_t b1,
+                                                                  const int wide, const int b16) {
+    return wide ? pool_cols(j, b0, b1, 0, j->E, j->pf, 1, b16) : pool_cols(j, b0, b1, 0, j->E, j->pf, 0, b16);
 }
 
 /* Bag r's 16-column block [c0, c0 + 16): the ids inside, the block's sum in registers. */
 static inline __attribute__((always_inline)) int64_t block16(const pool_job *j, int64_t r, int64_t end, int c0, int pf,
-                                                             const int wide) {
+                                                             const int wide, const int b16) {
     if (j->w)
-        return pf ? bag_sum(j, r, end, BLOCK_COLS, j->E, c0, 1, wide, 1) : bag_sum(j, r, end, BLOCK_COLS, j->E, c0, 1, wide, 0);
-    return pf ? bag_sum(j, r, end, BLOCK_COLS, j->E, c0, 0, wide, 1) : bag_sum(j, r, end, BLOCK_COLS, j->E, c0, 0, wide, 0);
+        return pf ? bag_sum(j, r, end, BLOCK_COLS, j->E, c0, 1, wide, 1, b16)
+                  : bag_sum(j, r, end, BLOCK_COLS, j->E, c0, 1, wide, 0, b16);
+    return pf ? bag_sum(j, r, end, BLOCK_COLS, j->E, c0, 0, wide, 1, b16)
+              : bag_sum(j, r, end, BLOCK_COLS, j->E, c0, 0, wide, 0, b16);
 }
 
 /* BLOCKED: per bag, each full 16-column block over all its ids (the first block carries the
  * prefetch; the later ones find the rows in L1/L2), then the tail columns. */
 static inline __attribute__((always_inline)) int64_t pool_blocked(const pool_job *j, int64_t b0, int64_t b1,
-                                                                  const int wide) {
+                                                                  const int wide, const int b16) {
     const int E = j->E, full = E / BLOCK_COLS * BLOCK_COLS;
     const int64_t end = j->off[b1];
     for (int64_t r = b0; r < b1; r++) {
         if (j->pf) prefetch_out(j, r, b1);
         for (int c0 = 0; c0 < full; c0 += BLOCK_COLS) {
-            const int64_t k = block16(j, r, end, c0, c0 == 0 && j->pf, wide);
+            const int64_t k = block16(j, r, end, c0, c0 == 0 && j->pf, wide, b16);
             if (k >= 0) return k;
         }
         if (full < E) {
-            const int64_t k = pool_cols(j, r, r + 1, full, E, 0, wide);
+            const int64_t k = pool_cols(j, r, r + 1, full, E, 0, wide, b16);
             if (k >= 0) return k;
         }
     }
@@ -304,14 +337,14 @@ static inline __attribute__((always_inline)) int64_t pool_blocked(const pool_job
 
 #define FIXED_CASE(EE)                                                                   \
     case EE:                                                                             \
-        return j->w ? pool_reg(j, b0, b1, EE, 1, wide) : pool_reg(j, b0, b1, EE, 0, wide);
+        return j->w ? pool_reg(j, b0, b1, EE, 1, wide, b16) : pool_reg(j, b0, b1, EE, 0, wide, b16);
 
 static inline __attribute__((always_inline)) int64_t pool_fixed(const pool_job *j, int64_t b0, int64_t b1,
-                                                                const int wide) {
+                                                                const int wide, const int b16) {
     switch (j->E) {
         EMBED_FIXED_DIMS(FIXED_CASE)
     default:
-        return pool_generic(j, b0, b1, wide);
+        return pool_generic(j, b0, b1, wide, b16);
     }
 }
 
@@ -330,25 +363,26 @@ static inline __attribute__((always_inline)) int64_t pool_fixed(const pool_job *
  * for a row-major copy with no checks (the same process, in turns, 2026-11-24; two runs of
  * three, the first slower throughout: 0.203, 0.211 and 0.197-0.220). */
 static inline __attribute__((always_inline)) void prefetch_far(const row_table *p, int64_t r, const int E,
-                                                                const int wide, const int check) {
+                                                                const int wide, const int check, const int b16) {
     const int64_t id = id_at(p->idx, r, wide);
-    if (!check || (uint64_t)id < (uint64_t)p->R) prefetch_row(p->T, id, E);
+    if (!check || (uint64_t)id < (uint64_t)p->R) prefetch_row(p->T, id, E, b16);
 }
 
 static inline __attribute__((always_inline)) int rows_loop(const row_job *j, int64_t r0, int64_t r1, int64_t lim,
                                                            int cold, int64_t *bad_row,
-                                                           const int E, const int weighted, const int wide) {
+                                                           const int E, const int weighted, const int wide,
+                                                           const int b16) {
     const row_table *restrict t = j->t;
     const int n = j->n, nfar = j->nfar, check = j->check;
     if (cold)
         for (int q = 0; q < nfar; q++) { /* the rows before the first r + pf */
             const row_table *p = &t[j->far[q]];
-            for (int64_t r = r0; r < r0 + p->pf && r < lim; r++) prefetch_far(p, r, E, wide, check);
+            for (int64_t r = r0; r < r0 + p->pf && r < lim; r++) prefetch_far(p, r, E, wide, check, b16);
         }
     for (int64_t r = r0; r < r1; r++) {
         for (int q = 0; q < nfar; q++) {
             const row_table *p = &t[j->far[q]];
-            if (r + p->pf < lim) prefetch_far(p, r + p->pf, E, wide, check);
+            if (r + p->pf < lim) prefetch_far(p, r + p->pf, E, wide, check, b16);
         }
         float *restrict o = j->out + (size_t)r * (size_t)j->W;
         for (int i = 0; i < n; i++) {
@@ -357,7 +391,7 @@ static inline __attribute__((always_inline)) int rows_loop(const row_job *j, int
                 *bad_row = r;
                 return i;
             }
-            pool_id(t[i].T, id, weighted ? t[i].w[r] : 0.0f, o + t[i].col, E, weighted);
+            pool_id(t[i].T, id, weighted ? t[i].w[r] : 0.0f, o + t[i].col, E, weighted, b16);
         }
     }
     return -1;
@@ -365,11 +399,12 @@ static inline __attribute__((always_inline)) int rows_loop(const row_job *j, int
 
 #define ROWS_CASE(EE)                                                                   \
     case EE:                                                                            \
-        return j->weighted ? rows_loop(j, r0, r1, lim, cold, bad_row, EE, 1, wide)      \
-                           : rows_loop(j, r0, r1, lim, cold, bad_row, EE, 0, wide);
+        return j->weighted ? rows_loop(j, r0, r1, lim, cold, bad_row, EE, 1, wide, b16) \
+                           : rows_loop(j, r0, r1, lim, cold, bad_row, EE, 0, wide, b16);
 
 static inline __attribute__((always_inline)) int rows_dispatch(const row_job *j, int64_t r0, int64_t r1, int64_t lim,
-                                                               int cold, int64_t *bad_row, const int wide) {
+                                                               int cold, int64_t *bad_row, const int wide,
+                                                               const int b16) {
     switch (j->E) {
         EMBED_FIXED_DIMS(ROWS_CASE)
     default:
@@ -379,14 +414,22 @@ static inline __attribute__((always_inline)) int rows_dispatch(const row_job *j,
 }
 
 static int pool_rows32(const row_job *j, int64_t r0, int64_t r1, int64_t lim, int cold, int64_t *bad_row) {
-    return rows_dispatch(j, r0, r1, lim, cold, bad_row, 0);
+    return rows_dispatch(j, r0, r1, lim, cold, bad_row, 0, 0);
 }
 static int pool_rows64(const row_job *j, int64_t r0, int64_t r1, int64_t lim, int cold, int64_t *bad_row) {
-    return rows_dispatch(j, r0, r1, lim, cold, bad_row, 1);
+    return rows_dispatch(j, r0, r1, lim, cold, bad_row, 1, 0);
+}
+static int pool_rows32_b16(const row_job *j, int64_t r0, int64_t r1, int64_t lim, int cold, int64_t *bad_row) {
+    return rows_dispatch(j, r0, r1, lim, cold, bad_row, 0, 1);
+}
+static int pool_rows64_b16(const row_job *j, int64_t r0, int64_t r1, int64_t lim, int cold, int64_t *bad_row) {
+    return rows_dispatch(j, r0, r1, lim, cold, bad_row, 1, 1);
 }
 
 int embed_pool_rows(const row_job *j, int64_t r0, int64_t r1, int64_t lim, int cold, int64_t *bad_row) {
     if (r0 >= r1 || j->n <= 0) return -1;
+    if (j->b16)
+        return j->wide ? pool_rows64_b16(j, r0, r1, lim, cold, bad_row) : pool_rows32_b16(j, r0, r1, lim, cold, bad_row);
     return j->wide ? pool_rows64(j, r0, r1, lim, cold, bad_row) : pool_rows32(j, r0, r1, lim, cold, bad_row);
 }
 
@@ -400,17 +443,31 @@ int embed_kernel_native(int kernel, int E) {
 
 /* One function per kernel and id width. (One always-inline dispatch compiled per width, all
  * kernels inlined into it, measured 6% slower on model D's 64-bit forward: code layout.) */
-static int64_t pool_fixed32(const pool_job *j, int64_t b0, int64_t b1) { return pool_fixed(j, b0, b1, 0); }
-static int64_t pool_fixed64(const pool_job *j, int64_t b0, int64_t b1) { return pool_fixed(j, b0, b1, 1); }
-static int64_t pool_blocked32(const pool_job *j, int64_t b0, int64_t b1) { return pool_blocked(j, b0, b1, 0); }
-static int64_t pool_blocked64(const pool_job *j, int64_t b0, int64_t b1) { return pool_blocked(j, b0, b1, 1); }
+#define KERNELS(SFX, B16)                                                                                       \
+    static int64_t pool_fixed32##SFX(const pool_job *j, int64_t b0, int64_t b1) { return pool_fixed(j, b0, b1, 0, B16); } \
+    static int64_t pool_fixed64##SFX(const pool_job *j, int64_t b0, int64_t b1) { return pool_fixed(j, b0, b1, 1, B16); } \
+    static int64_t pool_blocked32##SFX(const pool_job *j, int64_t b0, int64_t b1) {                              \
+        return pool_blocked(j, b0, b1, 0, B16);                                                                  \
+    }                                                                                                            \
+    static int64_t pool_blocked64##SFX(const pool_job *j, int64_t b0, int64_t b1) {                              \
+        return pool_blocked(j, b0, b1, 1, B16);                                                                  \
+    }                                                                                                            \
+    static int64_t pool_generic##SFX(const pool_job *j, int64_t b0, int64_t b1) {                                \
+        return pool_generic(j, b0, b1, j->wide, B16);                                                            \
+    }                                                                                                            \
+    static int64_t embed_pool##SFX(const pool_job *j, int kernel, int64_t b0, int64_t b1) {                      \
+        if (kernel == REC_KERN_FIXED) return j->wide ? pool_fixed64##SFX(j, b0, b1) : pool_fixed32##SFX(j, b0, b1); \
+        if (kernel == REC_KERN_BLOCKED && j->E >= BLOCK_COLS)                                                     \
+            return j->wide ? pool_blocked64##SFX(j, b0, b1) : pool_blocked32##SFX(j, b0, b1);                    \
+        return pool_generic##SFX(j, b0, b1);                                                                     \
+    }
+KERNELS(_f32, 0)
+KERNELS(_b16, 1)
+#undef KERNELS
 
 int64_t embed_pool(const pool_job *j, int kernel, int64_t b0, int64_t b1) {
     if (b0 >= b1) return -1;
-    if (kernel == REC_KERN_FIXED) return j->wide ? pool_fixed64(j, b0, b1) : pool_fixed32(j, b0, b1);
-    if (kernel == REC_KERN_BLOCKED && j->E >= BLOCK_COLS)
-        return j->wide ? pool_blocked64(j, b0, b1) : pool_blocked32(j, b0, b1);
-    return pool_generic(j, b0, b1, j->wide);
+    return j->b16 ? embed_pool_b16(j, kernel, b0, b1) : embed_pool_f32(j, kernel, b0, b1);
 }
 
 void rec_embed_pool_bags(const float *T, int64_t R, int E, rec_pooling pooling, const int64_t *off,

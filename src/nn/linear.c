@@ -283,7 +283,7 @@ struct rec_linear {
 
 /* The operands' type: fp32, or bf16 where oneDNN multiplies it natively. */
 static dnnl_data_type_t operand_type(const rec_linear *l) { return l->native ? dnnl_bf16 : dnnl_f32; }
-static size_t operand_size(const rec_linear *l) { return l->native ? sizeof(uint16_t) : sizeof(float); }
+
 
 /* dst (n) = src rounded to bf16, in the layer's operand format; row blocks over the team. */
 static void to_operand(const rec_linear *l, const float *src, size_t n, void *dst) {
@@ -345,7 +345,17 @@ static rec_status prims_get(rec_linear *l, int B, linear_prims **out) {
         if (!victim || p->last_use < victim->last_use) victim = p;
     }
     if (victim->B != 0) prims_destroy(victim);
-    REC_TRY(prims_create(victim, l, B));
+    rec_status s = prims_create(victim, l, B);
+    if (s != REC_OK && l->native) {
+        /* oneDNN offered a bf16 matmul at the probe but not for this layer's shapes or
+         * strides: the layer goes on emulated (its operand buffers hold fp32), every cached
+         * native primitive dropped, so all batch sizes multiply alike. */
+        l->native = 0;
+        for (int i = 0; i < LINEAR_CACHE; i++)
+            if (l->cache[i].B) prims_destroy(&l->cache[i]);
+        s = prims_create(victim, l, B);
+    }
+    REC_TRY(s);
     victim->last_use = ++l->clock;
     *out = victim;
     return REC_OK;
@@ -373,7 +383,7 @@ rec_status rec_linear_init(rec_linear **out, rec_dnn *d, int in, int out_dim, in
     if (l->relu)
         s = rec_alloc((void **)&l->dyp, (size_t)max_batch * out_dim * sizeof(float), "linear layer gradient workspace");
     if (!s && prec == REC_PRECISION_BF16) {
-        const size_t e = operand_size(l);
+        const size_t e = sizeof(float); /* room for either format: native may fall back (prims_get) */
         s = rec_alloc(&l->x16, (size_t)max_batch * in * e, "linear layer bf16 inputs");
         if (!s) s = rec_alloc(&l->w16, (size_t)out_dim * in * e, "linear layer bf16 weights");
         if (!s) s = rec_alloc(&l->g16, (size_t)max_batch * out_dim * e, "linear layer bf16 gradients");

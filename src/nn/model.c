@@ -111,6 +111,8 @@ rec_embed *rec_model_embed(rec_model *m, int which) { return which ? m->lin : m-
 void rec_model_set_steps(rec_model *m, int64_t steps) {
     m->steps = steps;
     rec_dense_opt_set_steps(m->dopt, steps);
+    if (m->emb) rec_embed_set_updates(m->emb, steps); /* one table update per step: bf16 rounding's counter */
+    if (m->lin) rec_embed_set_updates(m->lin, steps);
 }
 
 const float *rec_model_emb_grad(const rec_model *m, int which) {
@@ -202,10 +204,12 @@ static rec_status build_tensors(rec_model *m) {
     for (int f = 0; m->emb && f < m->F; f++) {
         snprintf(name, sizeof name, "emb.%d.weight", f);
         add_tensor(m, name, REC_TENSOR_PARAM, 2, rec_embed_rows(m->emb, f), m->E, rec_embed_table(m->emb, f));
+        m->tensors[m->n_tensors - 1].data16 = rec_embed_table_bf16(m->emb, f);
     }
     for (int f = 0; m->lin && f < m->F; f++) {
         snprintf(name, sizeof name, "lin.%d.weight", f);
         add_tensor(m, name, REC_TENSOR_PARAM, 2, rec_embed_rows(m->lin, f), 1, rec_embed_table(m->lin, f));
+        m->tensors[m->n_tensors - 1].data16 = rec_embed_table_bf16(m->lin, f);
     }
     add_mlp_tensors(m, "bottom", m->bottom, 1);
     add_mlp_tensors(m, "top", m->top, 1);
@@ -255,7 +259,8 @@ static rec_status model_build(rec_model *m) {
         return rec_errorf(REC_ENOMEM, "out of memory building the model");
     }
     for (int f = 0; f < F; f++) dims[f] = E, ones[f] = 1;
-    rec_embed_config ec = {F, c->table_rows, dims, c->pooling, c->sparse_opt, B, m->threads, rec_mix64(seed + 1), 0};
+    rec_embed_config ec = {F, c->table_rows, dims, c->pooling, c->sparse_opt, B, m->threads, rec_mix64(seed + 1), 0,
+                           c->embed_precision == REC_PRECISION_BF16, (rec_embed_rounding)c->embed_rounding};
     m->has_lin = c->kind == REC_MODEL_DEEPFM || c->kind == REC_MODEL_WIDE_DEEP;
     rec_status s = m->sharded ? REC_OK : rec_embed_init(&m->emb, &ec);
     if (!s && m->has_lin && !m->sharded) {
@@ -376,6 +381,9 @@ static rec_status model_init(rec_model **out, const rec_model_config *c, int max
         return rec_errorf(REC_EINVAL, "model %s is not bound to data (rec_model_config_bind first)", c->name);
     if (max_batch < 1) return rec_errorf(REC_EINVAL, "model %s: max_batch must be >= 1, got %d", c->name, max_batch);
     if (threads < 0) return rec_errorf(REC_EINVAL, "model %s: threads must be >= 0, got %d", c->name, threads);
+    if (sharded && c->embed_precision == REC_PRECISION_BF16)
+        return rec_errorf(REC_EUNSUPPORTED, "model %s: bf16 tables train in one process; tables sharded over ranks or held "
+                          "by embedding servers are fp32 (set \"embedding\": {\"precision\": \"fp32\"})", c->name);
     rec_model *m;
     REC_TRY(rec_alloc((void **)&m, sizeof *m, "model"));
     rec_status s = copy_config(&m->cfg, c);

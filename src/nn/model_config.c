@@ -5,7 +5,8 @@
  *   {"format": "rectrain-model", "version": 1, "name": "dlrm_kaggle", "model": "dlrm",
  *    "tables": "data",                          or [1460, 583, ...]: rows per sparse feature
  *    "dense_features": "data",                  or Dn (an integer)
- *    "embedding": {"dim": 16, "pooling": "sum"},
+ *    "embedding": {"dim": 16, "pooling": "sum", "precision": "fp32"|"bf16",
+ *                  "rounding": "stochastic"|"nearest"},   rounding: bf16 tables only
  *    "bottom_mlp": [512, 256, 64, 16],          DLRM: widths after the input; last = dim
  *    "top_mlp": [512, 256, 1],                  DLRM: widths after the interaction; last = 1
  *    "interaction": {"kind": "dot", "self": false},                         DLRM
@@ -391,15 +392,23 @@ static rec_status parse_root(const parser *p, const cJSON *root, rec_model_confi
     const cJSON *emb;
     REC_TRY(get_object(p, root, "embedding", "$", &emb));
     if (emb) {
-        static const char *const ek[] = {"dim", "pooling", NULL};
-        static const char *const pools[] = {"sum", "mean"};
+        static const char *const ek[] = {"dim", "pooling", "precision", "rounding", NULL};
+        static const char *const pools[] = {"sum", "mean"}, *const precs[] = {"fp32", "bf16"},
+                                 *const rounds[] = {"stochastic", "nearest"};
         REC_TRY(check_keys(p, emb, "$.embedding", ek));
         int64_t dim = c->emb_dim;
-        int pool = c->pooling;
+        int pool = c->pooling, prec = c->embed_precision, round = c->embed_rounding;
         REC_TRY(get_int(p, emb, "dim", "$.embedding", 1, CFG_MAX_DIM, &dim));
         REC_TRY(get_enum(p, emb, "pooling", "$.embedding", pools, 2, &pool));
+        REC_TRY(get_enum(p, emb, "precision", "$.embedding", precs, 2, &prec));
+        REC_TRY(get_enum(p, emb, "rounding", "$.embedding", rounds, 2, &round));
+        if (prec != REC_PRECISION_BF16 && cJSON_GetObjectItemCaseSensitive(emb, "rounding"))
+            return fail(p, "$.embedding", "\"rounding\" is how bf16 tables round their updates; it needs \"precision\": "
+                        "\"bf16\" (fp32 tables do not round)");
         c->emb_dim = (int)dim;
         c->pooling = (rec_pooling)pool;
+        c->embed_precision = (rec_precision)prec;
+        c->embed_rounding = round;
     }
     REC_TRY(get_widths(p, root, "bottom_mlp", c->bottom, &c->n_bottom));
     REC_TRY(get_widths(p, root, "top_mlp", c->top, &c->n_top));
@@ -517,6 +526,9 @@ char *rec_model_config_to_json(const rec_model_config *c) {
     cJSON *e = cJSON_AddObjectToObject(o, "embedding");
     cJSON_AddNumberToObject(e, "dim", c->emb_dim);
     cJSON_AddStringToObject(e, "pooling", c->pooling == REC_POOL_MEAN ? "mean" : "sum");
+    cJSON_AddStringToObject(e, "precision", rec_precision_name(c->embed_precision));
+    if (c->embed_precision == REC_PRECISION_BF16)
+        cJSON_AddStringToObject(e, "rounding", c->embed_rounding == REC_ROUND_NEAREST ? "nearest" : "stochastic");
     if (c->kind == REC_MODEL_DLRM) {
         add_widths(o, "bottom_mlp", c->bottom, c->n_bottom);
         add_widths(o, "top_mlp", c->top, c->n_top);
@@ -558,7 +570,9 @@ char *rec_model_config_to_json(const rec_model_config *c) {
 }
 
 /* Equal models: everything but the training defaults of "train" (batch size, epochs, seed,
- * evaluation period, prep spec, precision), which a resumed run may change. */
+ * evaluation period, prep spec, precision) and the tables' storage (embedding precision and
+ * rounding), which a resumed run may change (a checkpoint's fp32 tables load into bf16 ones
+ * rounded to nearest, bf16 into fp32 exactly). */
 int rec_model_config_equal(const rec_model_config *a, const rec_model_config *b) {
     rec_model_config x = *a, y = *b;
     x.batch_size = y.batch_size = 1;
@@ -566,7 +580,8 @@ int rec_model_config_equal(const rec_model_config *a, const rec_model_config *b)
     x.seed = y.seed = 0;
     x.eval_every = y.eval_every = 0;
     x.prep_spec[0] = y.prep_spec[0] = '\0';
-    x.precision = y.precision = REC_PRECISION_FP32;
+    x.precision = y.precision = x.embed_precision = y.embed_precision = REC_PRECISION_FP32;
+    x.embed_rounding = y.embed_rounding = REC_ROUND_STOCHASTIC;
     char *ja = rec_model_config_to_json(&x), *jb = rec_model_config_to_json(&y);
     int eq = ja && jb && !strcmp(ja, jb);
     free(ja);

@@ -164,16 +164,23 @@ static rec_status write_zeros(int fd, const char *tmp, uint64_t pos, uint64_t to
 }
 
 /* Streams one tensor's bytes to the file and returns their CRC in *crc: each chunk is
- * checksummed right before it is written, while it is in cache, and nothing is copied. */
-static rec_status write_tensor(int fd, const char *tmp, const float *data, uint64_t bytes, uint32_t *crc) {
-    const uint8_t *p = (const uint8_t *)data;
+ * checksummed right before it is written, while it is in cache, and nothing is copied. A bf16
+ * tensor (t->data16) is widened to its fp32 values a chunk at a time. */
+static rec_status write_tensor(int fd, const char *tmp, const rec_tensor *t, uint64_t bytes, uint32_t *crc) {
+    const uint8_t *p = (const uint8_t *)t->data;
+    float wide[4096];
+    const size_t chunk = t->data16 ? sizeof wide : CKPT_CHUNK;
     uint32_t c = 0;
-    while (bytes > 0) {
-        size_t k = bytes < CKPT_CHUNK ? (size_t)bytes : CKPT_CHUNK;
-        c = rec_crc32(c, p, k);
-        REC_TRY(write_all(fd, tmp, p, k));
-        p += k;
-        bytes -= k;
+    for (uint64_t done = 0; done < bytes;) {
+        const size_t k = bytes - done < chunk ? (size_t)(bytes - done) : chunk;
+        const uint8_t *q = p + done;
+        if (t->data16) {
+            for (size_t i = 0; i < k / sizeof(float); i++) wide[i] = rec_bf16_to_float(t->data16[done / sizeof(float) + i]);
+            q = (const uint8_t *)wide;
+        }
+        c = rec_crc32(c, q, k);
+        REC_TRY(write_all(fd, tmp, q, k));
+        done += k;
     }
     *crc = c;
     return REC_OK;
@@ -245,7 +252,7 @@ static rec_status write_file(int fd, const char *tmp, uint8_t *hdr, uint32_t H, 
         uint64_t off = get_u64(e + CKPT_E_OFFSET), bytes = get_u64(e + CKPT_E_BYTES);
         uint32_t crc;
         REC_TRY(write_zeros(fd, tmp, pos, off));
-        REC_TRY(write_tensor(fd, tmp, ts[i].data, bytes, &crc));
+        REC_TRY(write_tensor(fd, tmp, &ts[i], bytes, &crc));
         put_u32(e + CKPT_E_CRC, crc);
         pos = off + bytes;
     }
@@ -303,7 +310,7 @@ rec_status rec_ckpt_save_tensors(const char *path, const rec_model_config *confi
                   t->shape[0] < 0 || t->shape[0] > CKPT_MAX_DIM ||
                   (t->ndim == 2 && (t->shape[1] < 0 || t->shape[1] > CKPT_MAX_DIM)) ||
                   (t->role != REC_TENSOR_PARAM && t->role != REC_TENSOR_OPT_STATE) ||
-                  (!t->data && rec_tensor_numel(t) > 0);
+                  (!t->data && !t->data16 && rec_tensor_numel(t) > 0);
         if (bad) return rec_errorf(REC_EINVAL, "%s: model tensor %d (\"%.95s\") has an invalid name, role or shape", path, i, t->name);
     }
     char *json = rec_model_config_to_json(config);
@@ -743,7 +750,12 @@ static rec_status load(const char *path, rec_model *m, rec_ckpt_meta *meta, int 
     if (!s) {
         for (int i = 0; i < n; i++) {
             const ckpt_entry *e = &f.ents[map[i]];
-            if (e->bytes) memcpy(ts[i].data, f.map + e->offset, (size_t)e->bytes);
+            if (e->bytes && ts[i].data16) { /* fp32 values into bf16 storage: exact for a bf16 save */
+                const float *v = (const float *)(f.map + e->offset);
+                for (uint64_t k = 0; k < e->bytes / sizeof(float); k++) ts[i].data16[k] = rec_bf16_bits(v[k]);
+            } else if (e->bytes) {
+                memcpy(ts[i].data, f.map + e->offset, (size_t)e->bytes);
+            }
         }
         rec_model_set_steps(m, f.meta.step);
         if (meta) *meta = f.meta;

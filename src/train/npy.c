@@ -35,7 +35,20 @@ enum { NPY_MAX_DIMS = 8, NPY_PREAMBLE = 10, NPY_ALIGN = 64 };
  * REC_EINVAL for ndim outside [0, 8] or a negative or overflowing shape, REC_EIO with the path
  * and strerror for any failure to create, write, close or rename. data may be NULL when the
  * array is empty. */
-rec_status rec_npy_write(const char *path, const float *data, int ndim, const int64_t *shape) {
+/* count floats to f, from data or widened from data16, a chunk at a time. */
+static int write_values(FILE *f, const float *data, const uint16_t *data16, size_t count) {
+    if (!data16) return count == 0 || fwrite(data, sizeof(float), count, f) == count;
+    float buf[4096];
+    for (size_t i = 0; i < count;) {
+        const size_t k = count - i < 4096 ? count - i : 4096;
+        for (size_t q = 0; q < k; q++) buf[q] = rec_bf16_to_float(data16[i + q]);
+        if (fwrite(buf, sizeof(float), k, f) != k) return 0;
+        i += k;
+    }
+    return 1;
+}
+
+rec_status rec_npy_write(const char *path, const float *data, const uint16_t *data16, int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > NPY_MAX_DIMS)
         return rec_errorf(REC_EINVAL, "%s: .npy export of a %d-dimensional array; supported are 0 to %d dimensions",
                           path, ndim, NPY_MAX_DIMS);
@@ -70,7 +83,7 @@ rec_status rec_npy_write(const char *path, const float *data, int ndim, const in
     FILE *f = fopen(tmp, "wb");
     if (!f) return rec_errorf(REC_EIO, "%s: cannot create the .npy file: %s", tmp, strerror(errno));
     int ok = fwrite(pre, 1, sizeof pre, f) == sizeof pre && fwrite(header, 1, (size_t)hlen, f) == (size_t)hlen &&
-             (count == 0 || fwrite(data, sizeof(float), count, f) == count);
+             write_values(f, data, data16, count);
     int err = ok ? 0 : errno;
     if (fclose(f) != 0 && ok) {
         ok = 0;
@@ -231,7 +244,7 @@ rec_status rec_export_npy(const rec_model *m, const char *path, int overwrite) {
     for (int i = 0; i < n && !s; i++) {
         if (ts[i].role != REC_TENSOR_PARAM) continue;
         snprintf(file, sizeof file, "%s/%s.npy", tmp, ts[i].name);
-        s = rec_npy_write(file, ts[i].data, ts[i].ndim, ts[i].shape);
+        s = rec_npy_write(file, ts[i].data, ts[i].data16, ts[i].ndim, ts[i].shape);
     }
     if (!s) {
         snprintf(file, sizeof file, "%s/config.json", tmp);

@@ -114,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     const int B = (int)(take(&in) % (MAXB + 1));
 
-    rec_embed_config c = {F, rows, dims, pooling, rec_sparse_opt_defaults(kind, 0.05f), MAXB, threads, 11, 0};
+    rec_embed_config c = {F, rows, dims, pooling, rec_sparse_opt_defaults(kind, 0.05f), MAXB, threads, 11, 0, 0, REC_ROUND_STOCHASTIC};
     rec_embed *e[2] = {NULL, NULL};
     if (rec_embed_init(&e[0], &c) != REC_OK || rec_embed_init(&e[1], &c) != REC_OK) abort();
     for (int f = 0; f < F; f++) {

@@ -24,7 +24,7 @@ static rec_embed *model(void) {
         static const int64_t rows[3] = {1, 200000, 1000};
         static const int dims[3] = {1, 16, 130};
         const rec_embed_config c = {3, rows, dims, REC_POOL_SUM, rec_sparse_opt_defaults(REC_SPARSE_SGD, 0.1f),
-                                    8, 1, 1, 0};
+                                    8, 1, 1, 0, 0, REC_ROUND_STOCHASTIC};
         if (rec_embed_init(&e, &c) != REC_OK) abort();
     }
     return e;
