@@ -271,8 +271,10 @@ static double int_obj(rec_interact_kind k, int self, int B, int F, int E, const 
     return s;
 }
 
-static void interact_case(rec_interact_kind kind, int self, int B, int F, int E) {
-    const int D = rec_interact_dim(kind, self, F, E);
+/* bf16: against the references on bf16-rounded operands (x, emb, and dout for the products;
+ * the pass-through slices of dout unrounded), and off the unrounded reference somewhere. */
+static void interact_case(rec_interact_kind kind, int self, int B, int F, int E, rec_precision prec) {
+    const int D = rec_interact_dim(kind, self, F, E), bf = prec == REC_PRECISION_BF16 && kind == REC_INTERACT_DOT;
     size_t nx = (size_t)B * E, ne = (size_t)B * F * E, no = (size_t)B * D;
     float *x = malloc(nx * 4 + 4), *emb = malloc(ne * 4 + 4), *out = malloc(no * 4 + 4);
     float *dout = malloc(no * 4 + 4), *dx = malloc(nx * 4 + 4), *demb = malloc(ne * 4 + 4);
@@ -282,20 +284,32 @@ static void interact_case(rec_interact_kind kind, int self, int B, int F, int E)
     poison(out, no);
     poison(dx, nx);
     poison(demb, ne);
-    CHECK(rec_interact_forward(kind, self, B, F, E, x, emb, out) == REC_OK, "forward");
-    CHECK(rec_interact_backward(kind, self, B, F, E, x, emb, dout, dx, demb) == REC_OK, "backward");
-    double *xd = to_f64(x, nx, 0), *ed = to_f64(emb, ne, 0), *gd = to_f64(dout, no, 0);
-    double *xa = to_f64(x, nx, 1), *ea = to_f64(emb, ne, 1), *ga = to_f64(dout, no, 1);
+    CHECK(rec_interact_forward(kind, self, prec, B, F, E, x, emb, out) == REC_OK, "forward");
+    CHECK(rec_interact_backward(kind, self, prec, B, F, E, x, emb, dout, dx, demb) == REC_OK, "backward");
+    double *xd = to_f64_p(x, nx, 0, bf), *ed = to_f64_p(emb, ne, 0, bf), *gd = to_f64_p(dout, no, 0, bf);
+    double *xa = to_f64_p(x, nx, 1, bf), *ea = to_f64_p(emb, ne, 1, bf), *ga = to_f64_p(dout, no, 1, bf);
+    for (int b = 0; bf && b < B; b++) /* the pass-through slice dout[0:E] goes to dx as it is */
+        for (int e = 0; e < E; e++) gd[(size_t)b * D + e] = dout[(size_t)b * D + e], ga[(size_t)b * D + e] = fabs(dout[(size_t)b * D + e]);
     double *o = malloc(no * 8 + 8), *oS = malloc(no * 8 + 8), *dxr = malloc(nx * 8 + 8), *der = malloc(ne * 8 + 8);
     double *dxS = malloc(nx * 8 + 8), *deS = malloc(ne * 8 + 8);
     rec_interact_forward_ref(kind, self, B, F, E, xd, ed, o);
     rec_interact_forward_ref(kind, self, B, F, E, xa, ea, oS);
     rec_interact_backward_ref(kind, self, B, F, E, xd, ed, gd, dxr, der);
     rec_interact_backward_ref(kind, self, B, F, E, xa, ea, ga, dxS, deS);
+    for (int b = 0; bf && b < B; b++) /* ... and x to out */
+        for (int e = 0; e < E; e++) o[(size_t)b * D + e] = x[(size_t)b * E + e], oS[(size_t)b * D + e] = fabs(x[(size_t)b * E + e]);
     int bad = count_bad("out", out, o, oS, no, 1e-5) + count_bad("dx", dx, dxr, dxS, nx, 1e-5) +
               count_bad("demb", demb, der, deS, ne, 1e-5);
-    CHECK(bad == 0, "interaction kind %d self %d B %d F %d E %d vs reference: %d off", kind, self, B, F, E, bad);
-
+    CHECK(bad == 0, "interaction kind %d self %d %s B %d F %d E %d vs reference: %d off", kind, self,
+          rec_precision_name(prec), B, F, E, bad);
+    if (bf && E >= 8 && F >= 2) {
+        double *xu = to_f64(x, nx, 0), *eu = to_f64(emb, ne, 0), *ou = malloc(no * 8 + 8);
+        rec_interact_forward_ref(kind, self, B, F, E, xu, eu, ou);
+        int off = 0;
+        for (size_t i = 0; i < no; i++) off += fabs(out[i] - ou[i]) > 1e-5 * oS[i];
+        CHECK(off > 0, "bf16 interaction B %d F %d E %d equals the unrounded one: no rounding happened", B, F, E);
+        free(xu), free(eu), free(ou);
+    }
     /* A row's first E outputs are x itself; for dot, the first pair is T1 . T0 = emb0 . x. */
     if (B > 0 && F > 0) {
         CHECK(memcmp(out, x, (size_t)E * 4) == 0, "out starts with x");
@@ -330,15 +344,18 @@ static void test_interact(void) {
     CHECK(rec_interact_dim(REC_INTERACT_DOT, 1, 26, 16) == 367 + 27, "with self-interaction");
     CHECK(rec_interact_dim(REC_INTERACT_CAT, 0, 26, 16) == 16 + 26 * 16, "cat width");
     for (int kind = 0; kind < 2; kind++)
-        for (int self = 0; self < 2; self++) {
-            interact_case((rec_interact_kind)kind, self, 3, 4, 5);
-            interact_case((rec_interact_kind)kind, self, 2, 1, 1);
-            interact_case((rec_interact_kind)kind, self, 1, 0, 3);
-            interact_case((rec_interact_kind)kind, self, 64, 26, 16);
-        }
+        for (int self = 0; self < 2; self++)
+            for (int p = 0; p < 2; p++) {
+                const rec_precision prec = p ? REC_PRECISION_BF16 : REC_PRECISION_FP32;
+                interact_case((rec_interact_kind)kind, self, 3, 4, 5, prec);
+                interact_case((rec_interact_kind)kind, self, 2, 1, 1, prec);
+                interact_case((rec_interact_kind)kind, self, 1, 0, 3, prec);
+                interact_case((rec_interact_kind)kind, self, 64, 26, 16, prec);
+            }
     float v[4] = {0};
-    CHECK_ERR(rec_interact_forward(REC_INTERACT_DOT, 0, 1, 1, 0, v, v, v), REC_EINVAL, "E 0");
-    CHECK_ERR(rec_interact_backward((rec_interact_kind)7, 0, 1, 1, 1, v, v, v, v, v), REC_EINVAL, "unknown interaction kind 7");
+    CHECK_ERR(rec_interact_forward(REC_INTERACT_DOT, 0, REC_PRECISION_FP32, 1, 1, 0, v, v, v), REC_EINVAL, "E 0");
+    CHECK_ERR(rec_interact_backward((rec_interact_kind)7, 0, REC_PRECISION_FP32, 1, 1, 1, v, v, v, v, v), REC_EINVAL,
+              "unknown interaction kind 7");
 }
 
 /* ---- loss --------------------------------------------------------------------------------- */
@@ -625,8 +642,8 @@ static void bench(void) {
     double t[32];
     for (int r = -2; r < reps; r++) {
         double t0 = rec_now();
-        rec_interact_forward(REC_INTERACT_DOT, 0, B, F, E, x, emb, out);
-        rec_interact_backward(REC_INTERACT_DOT, 0, B, F, E, x, emb, out, dx, demb);
+        rec_interact_forward(REC_INTERACT_DOT, 0, REC_PRECISION_FP32, B, F, E, x, emb, out);
+        rec_interact_backward(REC_INTERACT_DOT, 0, REC_PRECISION_FP32, B, F, E, x, emb, out, dx, demb);
         if (r >= 0) t[r] = rec_now() - t0;
     }
     printf("  dot interaction fwd+bwd, B %d F %d E %d, 1 thread: %.2f ms\n", B, F, E, rec_median(t, reps) * 1e3);

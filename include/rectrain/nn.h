@@ -169,11 +169,13 @@ typedef enum rec_interact_kind { REC_INTERACT_DOT = 0, REC_INTERACT_CAT = 1 } re
 
 int rec_interact_dim(rec_interact_kind kind, int self_interaction, int F, int E);  /* D */
 
-/* out (B, D). Overwritten. */
-rec_status rec_interact_forward(rec_interact_kind kind, int self_interaction, int B, int F,
+/* out (B, D). Overwritten. prec BF16: the dot products take x and emb rounded to bf16 (fp32
+ * sums); CAT has no products. */
+rec_status rec_interact_forward(rec_interact_kind kind, int self_interaction, rec_precision prec, int B, int F,
                                 int E, const float *x, const float *emb, float *out);
-/* From dout (B, D): overwrites dx (B, E) and demb (B, F, E). */
-rec_status rec_interact_backward(rec_interact_kind kind, int self_interaction, int B, int F,
+/* From dout (B, D): overwrites dx (B, E) and demb (B, F, E). BF16: the products take dout's
+ * dot-product gradients, x and emb rounded to bf16. */
+rec_status rec_interact_backward(rec_interact_kind kind, int self_interaction, rec_precision prec, int B, int F,
                                  int E, const float *x, const float *emb, const float *dout,
                                  float *dx, float *demb);
 /* float64 references of the two. */

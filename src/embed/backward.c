@@ -13,6 +13,7 @@
  * updated in a second, both taking tables largest estimated cost first from a shared counter;
  * no row is updated unless the whole batch passed the checks.
  */
+#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -200,36 +201,73 @@ void rec_sparse_opt_step(const rec_sparse_opt_config *o, float lr, const float *
     opt_step(o->kind, o->eps, p, st, g, E, c0, c1, lr);
 }
 
-/* A bf16 row's update (embed.h "Table storage"): widened to fp32 and stepped 64 columns at a
- * time (opt_step on each part; row-wise Adagrad's state and multiplier once, from the whole
- * gradient, as opt_step computes them), then stored rounded to nearest or stochastically. The
- * stochastic bits: one splitmix64 hash of (seed, update count, table, row) seeds a xorshift64
- * stream giving 16 bits per column in column order, so they do not depend on which thread
- * updates the row. */
+/* A bf16 row's update (embed.h "Table storage"): each value widened to fp32, stepped with the
+ * float operations opt_step performs (so a row rounded to nearest is exactly the fp32
+ * engine's update, rounded), and stored rounded to nearest or stochastically; 8 columns at a
+ * time in AVX2, the tail one by one. The stochastic bits: one splitmix64 hash of (seed,
+ * update count, table, row) seeds a xorshift64 stream, one step per 4 columns, 16 bits per
+ * column in column order (lane k of 8 takes bits 16k of the two steps), so they do not depend
+ * on which thread updates the row or on the vector width. */
+static inline uint64_t xorshift(uint64_t *x) {
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return *x;
+}
+
+/* 8 fp32 values -> their bf16 bits (in 32-bit lanes): to nearest even (r NULL), or adding the
+ * 16 random bits in r; NaN keeps a quiet NaN and (stochastic) inf stays inf, as rec_bf16_bits
+ * and rec_bf16_bits_sr do. */
+static inline __m256i bf16_round8(__m256 p, const __m256i *r) {
+    const __m256i u = _mm256_castps_si256(p), expo = _mm256_set1_epi32(0x7f800000);
+    const __m256i absu = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    const __m256i nan = _mm256_cmpgt_epi32(absu, expo);
+    const __m256i add = r ? *r
+                          : _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                                             _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1)));
+    const __m256i special = r ? _mm256_cmpeq_epi32(_mm256_and_si256(u, expo), expo) : nan;
+    const __m256i keep = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_and_si256(nan, _mm256_set1_epi32(0x40)));
+    return _mm256_blendv_epi8(_mm256_srli_epi32(_mm256_add_epi32(u, add), 16), keep, special);
+}
+
 static void apply_row_bf16(const rec_embed *e, int f, uint16_t *restrict T, float *restrict st, int64_t id, int E,
                            const float *restrict g, float lr) {
-    enum { PART = 64 };
     uint16_t *restrict row = T + (size_t)id * E;
-    const int rowwise = e->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD, sr = e->rounding == REC_ROUND_STOCHASTIC;
-    const float mult = rowwise ? rowwise_mult(st, g, E, lr, e->opt.eps) : 0.0f;
+    const rec_sparse_opt_kind kind = e->opt.kind;
+    const int sr = e->rounding == REC_ROUND_STOCHASTIC;
+    const float eps = e->opt.eps, mult = kind == REC_SPARSE_ROWWISE_ADAGRAD ? rowwise_mult(st, g, E, lr, eps) : lr;
     uint64_t x = sr ? rec_mix64(e->seed ^ rec_mix64((uint64_t)e->updates * 0x9e3779b97f4a7c15ULL ^ (uint64_t)f << 48 ^
                                                     (uint64_t)id)) | 1
                     : 0;
-    for (int c0 = 0; c0 < E; c0 += PART) {
-        const int n = E - c0 < PART ? E - c0 : PART;
-        float p[PART];
-        for (int q = 0; q < n; q++) p[q] = rec_bf16_to_float(row[c0 + q]);
-        if (rowwise)
-            for (int q = 0; q < n; q++) p[q] -= mult * g[c0 + q];
-        else
-            opt_step(e->opt.kind, e->opt.eps, p, st ? st + c0 : NULL, g, E, c0, c0 + n, lr);
-        if (!sr) {
-            for (int q = 0; q < n; q++) row[c0 + q] = rec_bf16_bits(p[q]);
-            continue;
+    const __m256 vm = _mm256_set1_ps(mult), veps = _mm256_set1_ps(eps);
+    int c = 0;
+    for (; c + 8 <= E; c += 8) {
+        __m256 p = _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + c))), 16));
+        const __m256 gv = _mm256_loadu_ps(g + c);
+        if (kind == REC_SPARSE_ADAGRAD) { /* adagrad_row: s += g g; p -= lr (g / (sqrt(s) + eps)) */
+            const __m256 s = _mm256_add_ps(_mm256_loadu_ps(st + c), _mm256_mul_ps(gv, gv));
+            _mm256_storeu_ps(st + c, s);
+            p = _mm256_sub_ps(p, _mm256_mul_ps(vm, _mm256_div_ps(gv, _mm256_add_ps(_mm256_sqrt_ps(s), veps))));
+        } else { /* SGD: p -= lr g; row-wise: p -= mult g */
+            p = _mm256_sub_ps(p, _mm256_mul_ps(vm, gv));
         }
-        for (int q = 0; q < n; q += 4) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            for (int k = 0; k < 4 && q + k < n; k++) row[c0 + q + k] = rec_bf16_bits_sr(p[q + k], (uint32_t)(x >> (16 * k)));
+        __m256i bits;
+        if (sr) {
+            const uint64_t r0 = xorshift(&x), r1 = xorshift(&x);
+            const __m256i r = _mm256_cvtepu16_epi32(_mm_set_epi64x((long long)r1, (long long)r0));
+            bits = bf16_round8(p, &r);
+        } else {
+            bits = bf16_round8(p, NULL);
+        }
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08);
+        _mm_storeu_si128((__m128i *)(row + c), _mm256_castsi256_si128(packed));
+    }
+    for (; c < E; c += 4) { /* the tail, 4 columns per random step */
+        const uint64_t r = sr ? xorshift(&x) : 0;
+        for (int k = 0; k < 4 && c + k < E; k++) {
+            float p = rec_bf16_to_float(row[c + k]);
+            opt_step(kind == REC_SPARSE_ROWWISE_ADAGRAD ? REC_SPARSE_SGD : kind, eps, &p, st ? st + c + k : NULL, g, E,
+                     c + k, c + k + 1, mult);
+            row[c + k] = sr ? rec_bf16_bits_sr(p, (uint32_t)(r >> (16 * k))) : rec_bf16_bits(p);
         }
     }
 }

@@ -8,9 +8,12 @@
  *
  * The float path and the float64 reference are the same readable loops; at DLRM's sizes
  * (B 2048, F+1 27, E 16: ~23 MFLOP per pass) they cost about a millisecond, far below the
- * MLPs, so no blocking is attempted. Accumulation in float over E terms. */
+ * MLPs, so no blocking is attempted. Accumulation in float over E terms. In bf16 the
+ * products take operands rounded to bf16 (T, and dZ in the backward), rounded in the loop;
+ * the float64 references on rounded operands give the same numbers. */
 #include <string.h>
 
+#include "rectrain/core.h"
 #include "rectrain/nn.h"
 
 int rec_interact_dim(rec_interact_kind kind, int self_interaction, int F, int E) {
@@ -30,10 +33,14 @@ static rec_status check_args(const char *who, rec_interact_kind kind, int B, int
 #define TROW(x, emb, b, t, F, E) \
     ((t) == 0 ? (x) + (size_t)(b) * (E) : (emb) + ((size_t)(b) * (F) + (size_t)(t) - 1) * (E))
 
-rec_status rec_interact_forward(rec_interact_kind kind, int self_interaction, int B, int F,
-                                int E, const float *x, const float *emb, float *out) {
-    REC_TRY(check_args("rec_interact_forward", kind, B, F, E));
-    const int D = rec_interact_dim(kind, self_interaction, F, E), self = self_interaction != 0;
+/* v, or (bf) its bf16 rounding: the operand a bf16 product takes. */
+static inline __attribute__((always_inline)) float op(float v, const int bf) {
+    return bf ? rec_bf16_to_float(rec_bf16_bits(v)) : v;
+}
+
+static inline __attribute__((always_inline)) void forward_rows(rec_interact_kind kind, int self, int B, int F, int E,
+                                                              const float *x, const float *emb, float *out, const int bf) {
+    const int D = rec_interact_dim(kind, self, F, E);
     for (int b = 0; b < B; b++) {
         float *o = out + (size_t)b * D;
         memcpy(o, x + (size_t)b * E, (size_t)E * sizeof(float));
@@ -47,22 +54,29 @@ rec_status rec_interact_forward(rec_interact_kind kind, int self_interaction, in
             for (int j = 0; j < i + self; j++) {
                 const float *tj = TROW(x, emb, b, j, F, E);
                 float s = 0.0f;
-                for (int e = 0; e < E; e++) s += ti[e] * tj[e];
+                for (int e = 0; e < E; e++) s += op(ti[e], bf) * op(tj[e], bf);
                 o[k++] = s;
             }
         }
     }
+}
+
+rec_status rec_interact_forward(rec_interact_kind kind, int self_interaction, rec_precision prec, int B, int F,
+                                int E, const float *x, const float *emb, float *out) {
+    REC_TRY(check_args("rec_interact_forward", kind, B, F, E));
+    const int self = self_interaction != 0;
+    if (prec == REC_PRECISION_BF16) forward_rows(kind, self, B, F, E, x, emb, out, 1);
+    else forward_rows(kind, self, B, F, E, x, emb, out, 0);
     return REC_OK;
 }
 
 /* dZ[i][j] = dout at (i, j); since Z[i][j] = T_i . T_j, dT_i += dZ T_j and dT_j += dZ T_i
  * (both land on T_i, i.e. 2 dZ T_i, on the diagonal). dx also receives the pass-through
- * slice dout[0:E]. */
-rec_status rec_interact_backward(rec_interact_kind kind, int self_interaction, int B, int F,
-                                 int E, const float *x, const float *emb, const float *dout,
-                                 float *dx, float *demb) {
-    REC_TRY(check_args("rec_interact_backward", kind, B, F, E));
-    const int D = rec_interact_dim(kind, self_interaction, F, E), self = self_interaction != 0;
+ * slice dout[0:E]. bf16: dZ and T enter the products rounded. */
+static inline __attribute__((always_inline)) void backward_rows(rec_interact_kind kind, int self, int B, int F, int E,
+                                                               const float *x, const float *emb, const float *dout,
+                                                               float *dx, float *demb, const int bf) {
+    const int D = rec_interact_dim(kind, self, F, E);
     for (int b = 0; b < B; b++) {
         const float *g = dout + (size_t)b * D;
         memcpy(dx + (size_t)b * E, g, (size_t)E * sizeof(float));
@@ -78,14 +92,23 @@ rec_status rec_interact_backward(rec_interact_kind kind, int self_interaction, i
             for (int j = 0; j < i + self; j++) {
                 const float *tj = TROW(x, emb, b, j, F, E);
                 float *dj = TROW(dx, demb, b, j, F, E);
-                const float gz = g[k++];
+                const float gz = op(g[k++], bf);
                 for (int e = 0; e < E; e++) {
-                    di[e] += gz * tj[e];
-                    dj[e] += gz * ti[e];
+                    di[e] += gz * op(tj[e], bf);
+                    dj[e] += gz * op(ti[e], bf);
                 }
             }
         }
     }
+}
+
+rec_status rec_interact_backward(rec_interact_kind kind, int self_interaction, rec_precision prec, int B, int F,
+                                 int E, const float *x, const float *emb, const float *dout,
+                                 float *dx, float *demb) {
+    REC_TRY(check_args("rec_interact_backward", kind, B, F, E));
+    const int self = self_interaction != 0;
+    if (prec == REC_PRECISION_BF16) backward_rows(kind, self, B, F, E, x, emb, dout, dx, demb, 1);
+    else backward_rows(kind, self, B, F, E, x, emb, dout, dx, demb, 0);
     return REC_OK;
 }
 

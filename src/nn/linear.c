@@ -284,7 +284,6 @@ struct rec_linear {
 /* The operands' type: fp32, or bf16 where oneDNN multiplies it natively. */
 static dnnl_data_type_t operand_type(const rec_linear *l) { return l->native ? dnnl_bf16 : dnnl_f32; }
 
-
 /* dst (n) = src rounded to bf16, in the layer's operand format; row blocks over the team. */
 static void to_operand(const rec_linear *l, const float *src, size_t n, void *dst) {
     enum { CHUNK = 16384 };

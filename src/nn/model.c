@@ -42,7 +42,6 @@ struct rec_model {
     float *emb_out, *demb;  /* (B, F E) */
     float *lin_out, *dlin;  /* (B, F) */
     float *z, *dz;          /* DLRM: (B, Dz) interaction output and its gradient */
-    float *h16, *e16;       /* DLRM dot, bf16: (B, E), (B, F E) the interaction's operands */
     int Dz;
     const float *h;         /* DLRM: (B, E) the bottom MLP's output (owned by the MLP) */
     float *dh;              /* DLRM: (B, E) gradient of the bottom MLP's output */
@@ -146,7 +145,7 @@ void rec_model_free(rec_model *m) {
     rec_mlp_free(m->dense_lin);
     rec_dense_opt_free(m->dopt);
     rec_dnn_free(m->dnn);
-    float *bufs[] = {m->params, m->grads, m->emb_out, m->demb, m->lin_out, m->dlin, m->z, m->dz, m->h16, m->e16, m->dh,
+    float *bufs[] = {m->params, m->grads, m->emb_out, m->demb, m->lin_out, m->dlin, m->z, m->dz, m->dh,
                      m->x0, m->dx0, m->xs, m->cs, m->dcur, m->cat, m->dcat, m->fm, m->logits, m->dlogits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rec_free(bufs[i]);
     free(m->tensors);
@@ -347,10 +346,6 @@ static rec_status model_build(rec_model *m) {
         REC_TRY(buf(&m->z, (size_t)B * m->Dz, "interaction output"));
         REC_TRY(buf(&m->dz, (size_t)B * m->Dz, "interaction gradient"));
         REC_TRY(buf(&m->dh, (size_t)B * E, "bottom MLP gradient"));
-        if (prec == REC_PRECISION_BF16 && c->interaction == REC_INTERACT_DOT) {
-            REC_TRY(buf(&m->h16, (size_t)B * E, "bf16 interaction operands"));
-            REC_TRY(buf(&m->e16, (size_t)B * F * E, "bf16 interaction operands"));
-        }
     } else {
         REC_TRY(buf(&m->x0, (size_t)B * D0, "deep input"));
         REC_TRY(buf(&m->dx0, (size_t)B * D0, "deep input gradient"));
@@ -448,28 +443,18 @@ static rec_status check_batch(const rec_model *m, const rec_batch *b) {
 
 /* ---- forward ----------------------------------------------------------------------------------- */
 
-/* The interaction's operands T = [h; emb]: the fp32 activations, or (bf16 dot) their bf16
- * roundings in h16, e16, which backward reads as the forward's saved operands. */
-static const float *interact_h(const rec_model *m) { return m->h16 ? m->h16 : m->h; }
-static const float *interact_emb(const rec_model *m) { return m->e16 ? m->e16 : m->emb_out; }
-
 static rec_status forward_dlrm(rec_model *m, const rec_batch *b) {
     const int B = (int)b->n, F = m->F, E = m->E, Dz = m->Dz;
     const rec_model_config *c = &m->cfg;
     const float *h, *y;
     REC_TRY(mlp_forward(m, m->bottom, B, b->dense, &h));
     m->h = h;
-    const float *th = interact_h(m), *te = interact_emb(m);
     int nblk = (B + ROW_BLOCK - 1) / ROW_BLOCK;
 #pragma omp parallel for num_threads(nthreads(m)) schedule(static)
     for (int k = 0; k < nblk; k++) {
         int r0 = k * ROW_BLOCK, n = B - r0 < ROW_BLOCK ? B - r0 : ROW_BLOCK;
-        if (m->h16) {
-            rec_bf16_round(h + (size_t)r0 * E, (size_t)n * E, m->h16 + (size_t)r0 * E);
-            rec_bf16_round(m->emb_out + (size_t)r0 * F * E, (size_t)n * F * E, m->e16 + (size_t)r0 * F * E);
-        }
-        rec_interact_forward(c->interaction, c->self_interaction, n, F, E, th + (size_t)r0 * E,
-                             te + (size_t)r0 * F * E, m->z + (size_t)r0 * Dz);
+        rec_interact_forward(c->interaction, c->self_interaction, c->precision, n, F, E, h + (size_t)r0 * E,
+                             m->emb_out + (size_t)r0 * F * E, m->z + (size_t)r0 * Dz);
     }
     REC_TRY(mlp_forward(m, m->top, B, m->z, &y));
     memcpy(m->logits, y, (size_t)B * sizeof(float));
@@ -555,13 +540,13 @@ static rec_status backward_dlrm(rec_model *m, const rec_batch *b, const float *d
     const rec_model_config *c = &m->cfg;
     REC_TRY(mlp_backward(m, m->top, B, m->z, dlogits, m->dz));
     grads_ready(m, m->top);
-    const float *th = interact_h(m), *te = interact_emb(m);
+    const float *h = m->h;
     int nblk = (B + ROW_BLOCK - 1) / ROW_BLOCK;
 #pragma omp parallel for num_threads(nthreads(m)) schedule(static)
     for (int k = 0; k < nblk; k++) {
         int r0 = k * ROW_BLOCK, n = B - r0 < ROW_BLOCK ? B - r0 : ROW_BLOCK;
-        rec_interact_backward(c->interaction, c->self_interaction, n, F, E, th + (size_t)r0 * E,
-                              te + (size_t)r0 * F * E, m->dz + (size_t)r0 * Dz, m->dh + (size_t)r0 * E,
+        rec_interact_backward(c->interaction, c->self_interaction, c->precision, n, F, E, h + (size_t)r0 * E,
+                              m->emb_out + (size_t)r0 * F * E, m->dz + (size_t)r0 * Dz, m->dh + (size_t)r0 * E,
                               m->demb + (size_t)r0 * F * E);
     }
     REC_TRY(mlp_backward(m, m->bottom, B, b->dense, m->dh, NULL));
