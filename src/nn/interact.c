@@ -9,8 +9,9 @@
  * The float path and the float64 reference are the same readable loops; at DLRM's sizes
  * (B 2048, F+1 27, E 16: ~23 MFLOP per pass) they cost about a millisecond, far below the
  * MLPs, so no blocking is attempted. Accumulation in float over E terms. In bf16 the
- * products take operands rounded to bf16 (T, and dZ in the backward), rounded in the loop;
- * the float64 references on rounded operands give the same numbers. */
+ * products take operands rounded to bf16 (T, and dZ in the backward): a sample's T is
+ * rounded once into a scratch row, then the same loops run on it. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "rectrain/core.h"
@@ -33,14 +34,32 @@ static rec_status check_args(const char *who, rec_interact_kind kind, int B, int
 #define TROW(x, emb, b, t, F, E) \
     ((t) == 0 ? (x) + (size_t)(b) * (E) : (emb) + ((size_t)(b) * (F) + (size_t)(t) - 1) * (E))
 
-/* v, or (bf) its bf16 rounding: the operand a bf16 product takes. */
-static inline __attribute__((always_inline)) float op(float v, const int bf) {
-    return bf ? rec_bf16_to_float(rec_bf16_bits(v)) : v;
+/* Row b's T = [x; emb] (F+1, E), rounded to bf16 into t. */
+static void round_row(const float *x, const float *emb, int b, int F, int E, float *t) {
+    rec_bf16_round(x + (size_t)b * E, (size_t)E, t);
+    rec_bf16_round(emb + (size_t)b * F * E, (size_t)F * E, t + E);
 }
 
-static inline __attribute__((always_inline)) void forward_rows(rec_interact_kind kind, int self, int B, int F, int E,
-                                                              const float *x, const float *emb, float *out, const int bf) {
-    const int D = rec_interact_dim(kind, self, F, E);
+/* Row i of sample b's T: x's row for i = 0, embedding i-1 otherwise; or (t not NULL) row i of
+ * the sample's rounded copy t. */
+static inline const float *trow(const float *x, const float *emb, const float *t, int b, int i, int F, int E) {
+    return t ? t + (size_t)i * E : TROW(x, emb, b, i, F, E);
+}
+
+/* The bf16 operands' scratch: (F+1) E floats for one sample's rounded T, or NULL for fp32. */
+static rec_status scratch(rec_precision prec, rec_interact_kind kind, int F, int E, float **t) {
+    *t = NULL;
+    if (prec != REC_PRECISION_BF16 || kind != REC_INTERACT_DOT) return REC_OK;
+    *t = malloc(sizeof(float) * (size_t)(F + 1) * (size_t)E);
+    return *t ? REC_OK : rec_errorf(REC_ENOMEM, "interaction: out of memory for a row of %d x %d bf16 operands", F + 1, E);
+}
+
+rec_status rec_interact_forward(rec_interact_kind kind, int self_interaction, rec_precision prec, int B, int F,
+                                int E, const float *x, const float *emb, float *out) {
+    REC_TRY(check_args("rec_interact_forward", kind, B, F, E));
+    const int D = rec_interact_dim(kind, self_interaction, F, E), self = self_interaction != 0;
+    float *t;
+    REC_TRY(scratch(prec, kind, F, E, &t));
     for (int b = 0; b < B; b++) {
         float *o = out + (size_t)b * D;
         memcpy(o, x + (size_t)b * E, (size_t)E * sizeof(float));
@@ -48,35 +67,32 @@ static inline __attribute__((always_inline)) void forward_rows(rec_interact_kind
             memcpy(o + E, emb + (size_t)b * F * E, (size_t)F * E * sizeof(float));
             continue;
         }
+        if (t) round_row(x, emb, b, F, E, t);
         int k = E;
         for (int i = 0; i <= F; i++) {
-            const float *ti = TROW(x, emb, b, i, F, E);
+            const float *ti = trow(x, emb, t, b, i, F, E);
             for (int j = 0; j < i + self; j++) {
-                const float *tj = TROW(x, emb, b, j, F, E);
+                const float *tj = trow(x, emb, t, b, j, F, E);
                 float s = 0.0f;
-                for (int e = 0; e < E; e++) s += op(ti[e], bf) * op(tj[e], bf);
+                for (int e = 0; e < E; e++) s += ti[e] * tj[e];
                 o[k++] = s;
             }
         }
     }
-}
-
-rec_status rec_interact_forward(rec_interact_kind kind, int self_interaction, rec_precision prec, int B, int F,
-                                int E, const float *x, const float *emb, float *out) {
-    REC_TRY(check_args("rec_interact_forward", kind, B, F, E));
-    const int self = self_interaction != 0;
-    if (prec == REC_PRECISION_BF16) forward_rows(kind, self, B, F, E, x, emb, out, 1);
-    else forward_rows(kind, self, B, F, E, x, emb, out, 0);
+    free(t);
     return REC_OK;
 }
 
 /* dZ[i][j] = dout at (i, j); since Z[i][j] = T_i . T_j, dT_i += dZ T_j and dT_j += dZ T_i
  * (both land on T_i, i.e. 2 dZ T_i, on the diagonal). dx also receives the pass-through
  * slice dout[0:E]. bf16: dZ and T enter the products rounded. */
-static inline __attribute__((always_inline)) void backward_rows(rec_interact_kind kind, int self, int B, int F, int E,
-                                                               const float *x, const float *emb, const float *dout,
-                                                               float *dx, float *demb, const int bf) {
-    const int D = rec_interact_dim(kind, self, F, E);
+rec_status rec_interact_backward(rec_interact_kind kind, int self_interaction, rec_precision prec, int B, int F,
+                                 int E, const float *x, const float *emb, const float *dout,
+                                 float *dx, float *demb) {
+    REC_TRY(check_args("rec_interact_backward", kind, B, F, E));
+    const int D = rec_interact_dim(kind, self_interaction, F, E), self = self_interaction != 0;
+    float *t;
+    REC_TRY(scratch(prec, kind, F, E, &t));
     for (int b = 0; b < B; b++) {
         const float *g = dout + (size_t)b * D;
         memcpy(dx + (size_t)b * E, g, (size_t)E * sizeof(float));
@@ -85,30 +101,24 @@ static inline __attribute__((always_inline)) void backward_rows(rec_interact_kin
             continue;
         }
         memset(demb + (size_t)b * F * E, 0, (size_t)F * E * sizeof(float));
+        if (t) round_row(x, emb, b, F, E, t);
         int k = E;
         for (int i = 0; i <= F; i++) {
-            const float *ti = TROW(x, emb, b, i, F, E);
+            const float *ti = trow(x, emb, t, b, i, F, E);
             float *di = TROW(dx, demb, b, i, F, E);
             for (int j = 0; j < i + self; j++) {
-                const float *tj = TROW(x, emb, b, j, F, E);
+                const float *tj = trow(x, emb, t, b, j, F, E);
                 float *dj = TROW(dx, demb, b, j, F, E);
-                const float gz = op(g[k++], bf);
+                const float gz = t ? rec_bf16_to_float(rec_bf16_bits(g[k])) : g[k];
+                k++;
                 for (int e = 0; e < E; e++) {
-                    di[e] += gz * op(tj[e], bf);
-                    dj[e] += gz * op(ti[e], bf);
+                    di[e] += gz * tj[e];
+                    dj[e] += gz * ti[e];
                 }
             }
         }
     }
-}
-
-rec_status rec_interact_backward(rec_interact_kind kind, int self_interaction, rec_precision prec, int B, int F,
-                                 int E, const float *x, const float *emb, const float *dout,
-                                 float *dx, float *demb) {
-    REC_TRY(check_args("rec_interact_backward", kind, B, F, E));
-    const int self = self_interaction != 0;
-    if (prec == REC_PRECISION_BF16) backward_rows(kind, self, B, F, E, x, emb, dout, dx, demb, 1);
-    else backward_rows(kind, self, B, F, E, x, emb, dout, dx, demb, 0);
+    free(t);
     return REC_OK;
 }
 
