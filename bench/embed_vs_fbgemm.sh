@@ -4,7 +4,8 @@
 # DLRM and RecFlex's models A-E: per model the tuned forward and forward+backward+update of
 # `rectrain bench embed` beside FBGEMM's with fp32 tables, and rectrain's bf16 tables beside
 # FBGEMM's fp16 tables (its CPU TBE trains fp32 and fp16, not bf16), the ratios, and their
-# geometric means.
+# geometric means; and TorchRec's sharded EmbeddingBagCollection (dev/torchrec_embed.py) on the
+# fp32 tables, if torchrec installs.
 # The peer runs in its own virtual environment, made on the first run: torch and fbgemm-gpu-cpu
 # from PyPI (several GB with torch's CUDA libraries), in REC_FBGEMM_VENV (default
 # ~/.cache/rectrain/fbgemm-venv). None of it is a dependency of rectrain.
@@ -20,6 +21,14 @@ if ! "$V/bin/python" -c "import fbgemm_gpu" 2>/dev/null; then
     python3 -m venv "$V" && "$V/bin/pip" install -q "torch==2.14.*" "fbgemm-gpu-cpu==1.9.0" || {
         echo "embed_vs_fbgemm: cannot install the FBGEMM peer into $V (python3-venv and PyPI needed)" >&2; exit 2; }
 fi
+# TorchRec's EmbeddingBagCollection (sharded on CPU: the same TBE with TorchRec's planner and
+# input path) if it installs: torchrec 1.9.2 without its pinned deps, then the ones it imports.
+TR=1
+"$V/bin/python" -c "import torchrec" 2>/dev/null || {
+    "$V/bin/pip" install -q torchrec==1.9.2 --no-deps && \
+        "$V/bin/pip" install -q tensordict iopath pyre-extensions torchmetrics typing-inspect && \
+        "$V/bin/python" -c "import torchrec" 2>/dev/null; } || {
+    TR=0; echo "embed_vs_fbgemm: TorchRec does not install into $V; its column is left out" >&2; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-embed-vs-fbgemm-XXXXXX"); trap 'rm -rf "$W"' EXIT
 export REC_PROGRESS=0
 val() { sed -n "s/.*\"$1\": \"*\([^,\"}]*\).*/\1/p" "$2" | tail -n 1; }
@@ -30,6 +39,12 @@ for M in $MODELS; do
     for P in fp32 fp16; do
         "$V/bin/python" dev/fbgemm_embed.py "$W/$M" --reps "$REPS" --precision "$P" > "$W/$M.$P"
     done
+    if [ "$TR" = 1 ]; then
+        "$V/bin/python" dev/torchrec_embed.py "$W/$M" --reps "$REPS" 2>"$W/$M.trlog" | grep '"peer"' > "$W/$M.tr" || {
+            tail -n 3 "$W/$M.trlog" >&2; exit 1; }
+        echo "$M $(val tuned_fwd_s "$W/$M.rt") $(val tuned_fwdbwd_s "$W/$M.rt") $(val fwd_s "$W/$M.tr") $(val fwdbwd_s "$W/$M.tr")" \
+            >> "$W/tr"
+    fi
     echo "$M $(val tuned_fwd_s "$W/$M.rt") $(val tuned_fwdbwd_s "$W/$M.rt") $(val fwd_s "$W/$M.fp32") \
 $(val fwdbwd_s "$W/$M.fp32") $(val tuned_fwd_s "$W/$M.rt16") $(val tuned_fwdbwd_s "$W/$M.rt16") $(val fwd_s "$W/$M.fp16") \
 $(val fwdbwd_s "$W/$M.fp16")" >> "$W/t"
@@ -44,6 +59,14 @@ awk 'NR == 1 { printf "%-7s | %9s %9s %6s %9s %9s %6s | %9s %9s %6s %9s %9s %6s\
        n++; gf += log($4 / $2); gb += log($5 / $3); hf += log($8 / $6); hb += log($9 / $7) }
      END { printf "geomean over %d models: fp32 tables fwd %.2fx, fwd+bwd+update %.2fx; 16-bit tables fwd %.2fx, "\
                   "fwd+bwd+update %.2fx (FBGEMM time / rectrain time)\n", n, exp(gf / n), exp(gb / n), exp(hf / n), exp(hb / n) }' "$W/t"
+if [ "$TR" = 1 ]; then
+    echo "$(head -n 1 "$W/$M.tr" | sed -n 's/.*"peer": "\([^"]*\)".*/\1/p'), table-wise, fused exact SGD, fp32 tables"
+    awk 'BEGIN { printf "%-7s | %9s %9s %6s %9s %9s %6s\n", "model", "rt fwd", "torchrec", "ratio", "rt f+b+u", "torchrec", "ratio" }
+         { printf "%-7s | %9.3f %9.3f %5.2fx %9.3f %9.3f %5.2fx\n", $1, $2 * 1e3, $4 * 1e3, $4 / $2, $3 * 1e3, $5 * 1e3, $5 / $3
+           n++; f += log($4 / $2); b += log($5 / $3) }
+         END { printf "geomean over %d models: fwd %.2fx, fwd+bwd+update %.2fx (TorchRec time / rectrain time)\n", n,
+                      exp(f / n), exp(b / n) }' "$W/tr"
+fi
 if [ -n "${CHART:-}" ]; then
     awk 'BEGIN { print "model\trectrain fp32\tFBGEMM fp32\trectrain bf16\tFBGEMM fp16" }
          NR > 1 { printf "%s\t%.4f\t%.4f\t%.4f\t%.4f\n", $1, $3 * 1e3, $5 * 1e3, $7 * 1e3, $9 * 1e3 }' "$W/t" > "$W/chart.tsv"
