@@ -168,7 +168,10 @@ int bench_train(int argc, char **argv) {
             rec_dnn_matmul_gflops(d, REC_PRECISION_FP32, 2048, 512, 512, 7, &ceil[0]);
             rec_status bs = rec_dnn_matmul_gflops(d, REC_PRECISION_BF16, 2048, 512, 512, 7, &ceil[1]);
             printf("  %-34s %12.1f\n", "oneDNN fp32 matmul 2048x512x512", ceil[0]);
-            if (bs == REC_OK) printf("  %-34s %12.1f  (%.2fx fp32)\n", "oneDNN bf16 matmul 2048x512x512", ceil[1], ceil[1] / ceil[0]);
+            if (bs == REC_OK)
+                printf("  %-34s %12.1f  (%.2fx fp32; ISA %s: bf16 products %s)\n", "oneDNN bf16 matmul 2048x512x512",
+                       ceil[1], ceil[1] / ceil[0], rec_dnn_isa(),
+                       rec_dnn_bf16_native(d) ? "run on it" : "are emulated in fp32, used on AMX only");
             else printf("  %-34s %12s  (ISA %s: bf16 products are emulated in fp32)\n", "oneDNN bf16 matmul 2048x512x512",
                         "none", rec_dnn_isa());
             rec_dnn_free(d);

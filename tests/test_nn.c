@@ -124,21 +124,26 @@ static void test_linear_vs_ref(rec_dnn *dnn) {
 /* bf16 on every path this CPU has: emulated always, native where oneDNN has the kernels. */
 static void test_linear_bf16(rec_dnn *dnn) {
     static const int shapes[][3] = {{1, 1, 1}, {7, 13, 17}, {5, 9, 1}, {64, 513, 17}, {3, 513, 513}, {128, 256, 64}};
-    const int native = rec_dnn_bf16_native(dnn);
-    printf("  bf16 products: oneDNN ISA %s, native kernels %s\n", rec_dnn_isa(), native ? "yes" : "no (emulated only)");
-    for (int path = 0; path <= native; path++) {
+    const int kernels = rec_dnn_bf16_kernels(dnn), native = rec_dnn_bf16_native(dnn);
+    const char *isa = rec_dnn_isa();
+    printf("  bf16 products: oneDNN ISA %s, bf16 kernels %s, used by default %s\n", isa, kernels ? "yes" : "no",
+           native ? "yes" : "no");
+    CHECK(native == (kernels && strstr(isa, "amx") != NULL), "ISA %s: the bf16 kernels are used by default on AMX only",
+          isa);
+    for (int path = 0; path <= kernels; path++) {
         rec_dnn_set_bf16_native(dnn, path);
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             for (int relu = 0; relu < 2; relu++)
                 linear_case(dnn, shapes[i][0], shapes[i][1], shapes[i][2], relu, REC_PRECISION_BF16);
     }
     rec_dnn_set_bf16_native(dnn, 1);
-    CHECK(rec_dnn_bf16_native(dnn) == native, "set_bf16_native(1) cannot add kernels the CPU lacks");
+    CHECK(rec_dnn_bf16_native(dnn) == kernels, "set_bf16_native(1) cannot add kernels the CPU lacks");
+    rec_dnn_set_bf16_native(dnn, native);
     rec_linear *l = (rec_linear *)1;
     CHECK_ERR(rec_linear_init(&l, dnn, 3, 3, 0, 8, (rec_precision)7), REC_EINVAL, "unknown precision 7");
     double g;
     rec_status s = rec_dnn_matmul_gflops(dnn, REC_PRECISION_BF16, 64, 64, 64, 3, &g);
-    CHECK(native ? s == REC_OK && g > 0 : s == REC_EUNSUPPORTED && strstr(rec_errmsg(), "no bf16 matmul on this CPU"),
+    CHECK(kernels ? s == REC_OK && g > 0 : s == REC_EUNSUPPORTED && strstr(rec_errmsg(), "no bf16 matmul on this CPU"),
           "bf16 matmul rate: status %d, %.1f GFLOP/s", (int)s, g);
     CHECK(rec_dnn_matmul_gflops(dnn, REC_PRECISION_FP32, 64, 64, 64, 3, &g) == REC_OK && g > 0, "fp32 matmul rate");
 }

@@ -57,10 +57,13 @@ typedef struct rec_dnn rec_dnn;
 rec_status rec_dnn_init(rec_dnn **out, int n_threads);
 void rec_dnn_free(rec_dnn *d);
 int rec_dnn_threads(const rec_dnn *d);
-/* Whether this CPU's oneDNN multiplies bf16 matrices natively (AVX512-BF16 or AMX; probed at
- * init). Without it bf16 layers are emulated: their operands are rounded to bf16 values kept
- * in fp32 and multiplied by the fp32 kernels, the same numbers, at fp32 speed or below.
- * set_bf16_native(d, 0) forces emulation (tests compare both); 1 cannot add what the CPU lacks. */
+/* bf16 products. kernels: oneDNN has a bf16 matmul on this CPU (AVX512-BF16 or AMX; probed at
+ * init). native: bf16 layers use it, by default with AMX only, where it is 3-5x fp32; without
+ * AMX it is slower than fp32 (0.6x measured on AVX512-BF16), so layers are emulated: their
+ * operands are rounded to bf16 values kept in fp32 and multiplied by the fp32 kernels, the same
+ * products accumulated in fp32, at fp32 speed. set_bf16_native(d, 1) uses the kernels wherever
+ * they exist, 0 forces emulation (tests compare both). */
+int rec_dnn_bf16_kernels(const rec_dnn *d);
 int rec_dnn_bf16_native(const rec_dnn *d);
 void rec_dnn_set_bf16_native(rec_dnn *d, int native);
 /* The instruction set oneDNN dispatches to ("avx2", "avx512_core_amx", ...). */
@@ -73,7 +76,7 @@ rec_status rec_dnn_sgemm(rec_dnn *d, int64_t M, int64_t N, int64_t K, const floa
 
 /* GFLOP/s of oneDNN's matmul primitive on (M, K) x (K, N) operands of precision p with fp32
  * output, the median of `reps` timed runs after two warm-ups: the ceiling a layer of that
- * shape can reach. bf16 without a native kernel (rec_dnn_bf16_native): REC_EUNSUPPORTED. */
+ * shape can reach. bf16 without kernels (rec_dnn_bf16_kernels): REC_EUNSUPPORTED. */
 rec_status rec_dnn_matmul_gflops(rec_dnn *d, rec_precision p, int M, int N, int K, int reps,
                                  double *gflops);
 

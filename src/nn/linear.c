@@ -10,9 +10,11 @@
  *
  * bf16 (nn.h "precision"): x, W and dy' are rounded into the layer's own low-precision
  * buffers (x16, w16, g16) and the three primitives take those as operands, fp32 bias and fp32
- * outputs. Where oneDNN has a native bf16 matmul the buffers hold bf16 bits; elsewhere they
- * hold the rounded values as fp32 and the fp32 kernels multiply them: the same products
- * (a bf16 x bf16 product is exact in fp32), accumulated in fp32 either way.
+ * outputs. On AMX (rec_dnn_bf16_native) the buffers hold bf16 bits for oneDNN's bf16 matmul;
+ * elsewhere they hold the rounded values as fp32 and the fp32 kernels multiply them: the same
+ * products (a bf16 x bf16 product is exact in fp32), accumulated in fp32 either way. Without
+ * AMX oneDNN's bf16 matmul is slower than its fp32 one (AVX512-BF16 on a Xeon, 2048x512x512:
+ * 167 vs 273 GFLOP/s; bench train prints both), so emulation is the faster path there.
  *
  * Threading: see nn.h (OpenMP runtime; the rec_dnn's thread count is set around each call).
  */
@@ -41,7 +43,8 @@ struct rec_dnn {
     dnnl_stream_t stream;
     int n_threads;    /* 0: OpenMP's default */
     int saved;        /* caller's omp_get_max_threads() while a call is in progress */
-    int bf16_native;  /* oneDNN has a bf16 matmul on this CPU (and it is not switched off) */
+    int bf16_kernels; /* oneDNN has a bf16 matmul on this CPU */
+    int bf16_native;  /* bf16 layers use it (else they are emulated on the fp32 kernels) */
 };
 
 static void dnn_enter(rec_dnn *d) {
@@ -73,9 +76,15 @@ static int bf16_probe(rec_dnn *d) {
     return 1;
 }
 
+/* Whether oneDNN dispatches to AMX tiles: its ISA values are nested bit sets, each one's value
+ * above those it contains. */
+static int isa_has_amx(void) { return (unsigned)dnnl_get_effective_cpu_isa() >= (unsigned)dnnl_cpu_isa_avx512_core_amx; }
+
+int rec_dnn_bf16_kernels(const rec_dnn *d) { return d->bf16_kernels; }
+
 int rec_dnn_bf16_native(const rec_dnn *d) { return d->bf16_native; }
 
-void rec_dnn_set_bf16_native(rec_dnn *d, int native) { d->bf16_native = native && bf16_probe(d); }
+void rec_dnn_set_bf16_native(rec_dnn *d, int native) { d->bf16_native = native && d->bf16_kernels; }
 
 const char *rec_dnn_isa(void) {
     switch (dnnl_get_effective_cpu_isa()) {
@@ -117,7 +126,8 @@ rec_status rec_dnn_init(rec_dnn **out, int n_threads) {
         rec_free(d);
         return rec_errorf(REC_EUNSUPPORTED, "oneDNN: dnnl_stream_create failed at %s:%d", __FILE__, __LINE__);
     }
-    d->bf16_native = bf16_probe(d);
+    d->bf16_kernels = bf16_probe(d);
+    d->bf16_native = d->bf16_kernels && isa_has_amx();
     *out = d;
     return REC_OK;
 }
@@ -233,7 +243,7 @@ rec_status rec_dnn_matmul_gflops(rec_dnn *d, rec_precision p, int M, int N, int 
     *gflops = 0;
     if (M < 1 || N < 1 || K < 1 || reps < 1 || reps > 63)
         return rec_errorf(REC_EINVAL, "rec_dnn_matmul_gflops: bad shape %d x %d x %d or reps %d", M, N, K, reps);
-    if (p == REC_PRECISION_BF16 && !d->bf16_native)
+    if (p == REC_PRECISION_BF16 && !d->bf16_kernels)
         return rec_errorf(REC_EUNSUPPORTED, "oneDNN has no bf16 matmul on this CPU (ISA %s)", rec_dnn_isa());
     const dnnl_data_type_t dt = p == REC_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
     const size_t e = p == REC_PRECISION_BF16 ? 2 : 4;

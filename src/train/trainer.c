@@ -873,7 +873,8 @@ static rec_status run(job *j) {
         rec_model_profile(j->model, o->device_profile);
         if (o->log && j->cfg.precision == REC_PRECISION_BF16)
             fprintf(o->log, "train: bf16 products, %s (oneDNN ISA %s)\n",
-                    rec_model_bf16_native(j->model) ? "on oneDNN's bf16 kernels" : "emulated in fp32: this CPU has no bf16 matmul",
+                    rec_model_bf16_native(j->model) ? "on oneDNN's bf16 kernels"
+                                                      : "emulated on the fp32 kernels (oneDNN's bf16 ones are used on AMX)",
                     rec_dnn_isa());
     }
     rec_status s = REC_OK;
