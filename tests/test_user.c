@@ -248,7 +248,7 @@ static void test_metrics(void) {
 static void test_progress(void) {
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "cd %s && %s train --data d.rshard --config %s/configs/dlrm_small.json --batch 16 --epochs 1 "
-             "--threads 1 --steps 60 --progress-every 0.02 2> prog.log >/dev/null", dir, cli, src);
+             "--threads 1 --steps 60 --progress-every 0.001 2> prog.log >/dev/null", dir, cli, src);
     CHECK(system(cmd) == 0, "the piped run");
     FILE *f = fopen(path("prog.log"), "r");
     char line[512];

@@ -100,16 +100,6 @@ const char *rec_dnn_isa(void) {
     }
 }
 
-const char *rec_precision_name(rec_precision p) { return p == REC_PRECISION_BF16 ? "bf16" : "fp32"; }
-
-void rec_bf16_pack(const float *x, size_t n, uint16_t *out) {
-    for (size_t i = 0; i < n; i++) out[i] = rec_bf16_bits(x[i]);
-}
-
-void rec_bf16_round(const float *x, size_t n, float *out) {
-    for (size_t i = 0; i < n; i++) out[i] = rec_bf16_to_float(rec_bf16_bits(x[i]));
-}
-
 rec_status rec_dnn_init(rec_dnn **out, int n_threads) {
     *out = NULL;
     if (n_threads < 0)
