@@ -213,15 +213,30 @@ static void test_cli(void) {
     }
 }
 
-/* A model with bf16 tables is refused by the GPU trainer before any device work: it names the
- * tables (a build with CUDA), or says the build has none. */
-static void test_bf16_tables_refused(void) {
+/* The models the GPU trains, on any machine: a DLRM with fp32 tables; the other kinds and bf16
+ * tables refused (rec_cuda_check_config), naming what trains on the CPU. rec_cuda_model_init
+ * refuses bf16 tables before any device work: it names the tables (a build with CUDA), or says
+ * the build has none. */
+static void test_config_check(void) {
+    static const char *const kinds[] = {"dlrm", "dcn", "deepfm", "wide_deep"};
     rec_model_config c;
+    for (int k = REC_MODEL_DLRM; k <= REC_MODEL_WIDE_DEEP; k++) {
+        rec_model_config_default(&c, (rec_model_kind)k);
+        const rec_status s = rec_cuda_check_config(&c);
+        char want[64];
+        snprintf(want, sizeof want, "DLRM models; %s (model ", kinds[k]);
+        CHECK(k == REC_MODEL_DLRM ? s == REC_OK : s == REC_EUNSUPPORTED && strstr(rec_errmsg(), want) &&
+                                                      strstr(rec_errmsg(), "trains on --device cpu"),
+              "model kind %s on the GPU: %s", kinds[k], s ? rec_errmsg() : "accepted");
+        rec_model_config_free(&c);
+    }
     rec_model_config_default(&c, REC_MODEL_DLRM);
     const int64_t rows[26] = {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
     rec_model *m = NULL;
     rec_status s = rec_model_config_bind(&c, 13, 26, rows, "test");
     c.embed_precision = REC_PRECISION_BF16;
+    CHECK(rec_cuda_check_config(&c) == REC_EUNSUPPORTED && strstr(rec_errmsg(), "--device cuda keeps fp32 tables; model "),
+          "bf16 tables: %s", rec_errmsg());
     if (!s) s = rec_model_init(&m, &c, 8, 1);
     CHECK(s == REC_OK, "a model with bf16 tables: %s", rec_errmsg());
     rec_cuda_model *g = (rec_cuda_model *)1;
@@ -236,7 +251,7 @@ static void test_bf16_tables_refused(void) {
 }
 
 int main(void) {
-    test_bf16_tables_refused();
+    test_config_check();
     const int rc = clirun_setup("rectrain_cuda_host");
     if (rc) return rc;
     test_sched_names();

@@ -337,6 +337,8 @@ int main(void) {
           "a plan for other ranks is refused, naming both:\n%s", out);
     CHECK(mpi(2, "train %s --steps 5 --tune", COMMON) != 0 && strstr(out, "--tune is not available under mpirun"),
           "--tune under mpirun is refused:\n%s", out);
+    CHECK(mpi(2, "train %s --steps 5 --device cuda", COMMON) != 0 && strstr(out, "--device cuda trains in one process"),
+          "--device cuda under mpirun is refused on any machine:\n%s", out);
     CHECK(mpi(2, "train %s --steps 5 --config %s/configs/deepfm_small.json", COMMON, src) != 0 &&
               strstr(out, "runs dlrm and dcn models"),
           "deepfm under mpirun is refused:\n%s", out);

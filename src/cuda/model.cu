@@ -443,14 +443,9 @@ static size_t opt_states(rec_opt_kind k) { return k == REC_OPT_ADAM ? 2 : k == R
 extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, int max_batch, int precision) {
     *out = NULL;
     const rec_model_config *c = rec_model_get_config(m);
-    if (c->kind != REC_MODEL_DLRM)
-        return rec_errorf(REC_EUNSUPPORTED, "--device cuda trains DLRM models; %s (model %s) trains on --device cpu",
-                          rec_model_kind_name(c->kind), c->name);
+    REC_TRY(rec_cuda_check_config(c));
     if (rec_model_is_sharded(m))
         return rec_errorf(REC_EUNSUPPORTED, "--device cuda trains in one process; a sharded (mpirun) model trains on CPUs");
-    if (c->embed_precision == REC_PRECISION_BF16)
-        return rec_errorf(REC_EUNSUPPORTED, "--device cuda keeps fp32 tables; model %s stores bf16 tables (\"embedding\": "
-                          "{\"precision\": \"bf16\"}), which train on the CPU", c->name);
     char name[256];
     REC_TRY(rec_cuda_probe(name, sizeof name));
     REC_TRY(lt_load());

@@ -1,5 +1,5 @@
-/* The GPU engine's host side that needs no GPU (cuda.h): schedule names and fit, the per-batch
- * block map (RecFlex §IV-B) and plan files. Tested by tests/test_cuda_host.c on any machine.
+/* The GPU engine's host side that needs no GPU (cuda.h): the models it trains, schedule names
+ * and fit, the per-batch block map (RecFlex §IV-B) and plan files. Tested by tests/test_cuda_host.c on any machine.
  */
 #include <math.h>
 #include <stdio.h>
@@ -154,4 +154,14 @@ rec_status rec_cuda_plan_parse(const char *text, size_t len, const char *name, i
     free(s);
     cJSON_Delete(root);
     return st;
+}
+
+rec_status rec_cuda_check_config(const rec_model_config *c) {
+    if (c->kind != REC_MODEL_DLRM)
+        return rec_errorf(REC_EUNSUPPORTED, "--device cuda trains DLRM models; %s (model %s) trains on --device cpu",
+                          rec_model_kind_name(c->kind), c->name);
+    if (c->embed_precision == REC_PRECISION_BF16)
+        return rec_errorf(REC_EUNSUPPORTED, "--device cuda keeps fp32 tables; model %s stores bf16 tables (\"embedding\": "
+                          "{\"precision\": \"bf16\"}), which train on the CPU", c->name);
+    return REC_OK;
 }

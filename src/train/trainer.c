@@ -579,6 +579,7 @@ static rec_status setup(job *j) {
     if (o->batch > 0) j->cfg.batch_size = o->batch;
     if (o->eval_every >= 0) j->cfg.eval_every = o->eval_every;
     if (o->precision) j->cfg.precision = strcmp(o->precision, "bf16") ? REC_PRECISION_FP32 : REC_PRECISION_BF16;
+    if (o->device == REC_DEVICE_CUDA) REC_TRY(rec_cuda_check_config(&j->cfg)); /* before the data */
 
     const char *data = o->data_path;
     j->oracle_path = o->oracle_path;
