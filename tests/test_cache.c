@@ -726,6 +726,19 @@ static void test_hostile(void) {
     answers(s, 4, c);
     CHECK(c[REC_MSG_ERROR] == 3 && c[REC_MSG_EMB_OK] == 1, "the server refuses too large tables, a commit out of "
           "order and a RESTORE without snapshots (%d, %d)", c[REC_MSG_ERROR], c[REC_MSG_EMB_OK]);
+    /* run 8 says HELLO: run 0's requests (a killed trainer's, still queued) are refused, its own served */
+    const uint64_t runs[4] = {0, 8, 0, 8};
+    for (int i = 0; i < 4; i++) {
+        rec_frame_begin(&w, i == 1 ? REC_MSG_EMB_HELLO : REC_MSG_EMB_GET, runs[i], 10 + (uint64_t)i);
+        if (i == 1) rec_net_emb_hello_encode(&w, &eh);
+        else rec_net_rows_encode(&w, &q, 1, 8, 0);
+        rec_frame_end(&w);
+        zmq_send(s, w.p, w.len, 0);
+    }
+    answers(s, 4, c);
+    CHECK(c[REC_MSG_EMB_ROWS] == 2 && c[REC_MSG_EMB_OK] == 1 && c[REC_MSG_ERROR] == 1, "the server serves run 0, then "
+          "run 8 alone once it said HELLO (%d rows, %d ok, %d refused)", c[REC_MSG_EMB_ROWS], c[REC_MSG_EMB_OK],
+          c[REC_MSG_ERROR]);
     /* the oracle: a plan before HELLO, a request that is not one, a HELLO cut short, a HELLO of
      * one trainer (the job starts), a plan far ahead */
     rec_frame_begin(&w, REC_MSG_CACHE_NEXT, 0, 0);
@@ -756,6 +769,7 @@ static void test_hostile(void) {
     read_out("es.log");
     CHECK(strstr(out, "not a rectrain frame") && strstr(out, "frame version 9") && strstr(out, "before EMB_HELLO") &&
           strstr(out, "over 2^40") && strstr(out, "steps commit one after another") && strstr(out, "keeps no snapshots (start it with --ckpt DIR)") &&
+          strstr(out, "a request of trainer run 0000000000000000, and run 0000000000000008 said HELLO since") &&
           strstr(out, "stopped after"),
           "the server logs its refusals and ends normally: %s", out);
     read_out("or.log");

@@ -6,8 +6,9 @@
  *
  *   u32 magic "RTNF" | u16 version | u16 type | u64 job | u64 seq | u32 body bytes | u32 zero
  *
- * `job` names the preprocessing job a request belongs to (the key of its REC_MSG_JOB), `seq`
- * the piece (or the ping) it answers. The body's length must be exactly the rest of the
+ * `job` names the preprocessing job a request belongs to (the key of its REC_MSG_JOB), or to an
+ * embedding server the trainers' run (drawn at their start: a server serves the run of the
+ * last EMB_HELLO alone), `seq` the piece, step (or ping) it answers. The body's length must be exactly the rest of the
  * message and at most REC_NET_MAX_BODY. Bodies are sequences of fixed-size fields and
  * length-prefixed byte strings; arrays inside them start 8-byte aligned (relative to the
  * frame), so that a batch is read in place from the message buffer. Every decoder checks

@@ -13,7 +13,9 @@
  * values, until COMMIT(s') with s' >= s drops them; ROLLBACK(c) puts back, newest first, every
  * row written after step c. The trainer's commit of a step is the COMMIT that carries its
  * dense state to server 0, so a trainer restarted after a kill finds the last whole step there
- * (DENSE_GET) and rolls every server back to it.
+ * (DENSE_GET) and rolls every server back to it. Each frame names its trainers' run (`job`,
+ * drawn at their start); the server serves the run of the last HELLO alone, so that a killed
+ * trainer's requests still queued here (PUTs, a COMMIT) cannot land after the rollback.
  *
  * With --ckpt DIR the server also saves its shard (rows, state, dense state) at the commit of
  * every step s with (s + 1) mod K == 0 (the same steps on every server) as DIR/shard-STEP.rsnap (written whole or not at all; the last two kept), and starts
@@ -59,6 +61,7 @@ typedef struct server {
     int64_t dense_n;
     int64_t snap[2];         /* the steps of the snapshots kept, newest first (-1 none) */
     int greeted;             /* a HELLO came since this process started (a restarted one needs it) */
+    uint64_t job;            /* the run of the last HELLO (its frames' `job`): another's requests are refused */
     int restored;            /* the tables came from a snapshot at start: the job must go back to it */
 } server;
 
@@ -128,6 +131,7 @@ static rec_status on_hello(server *v, const rec_zreq *r) {
             return rec_errorf(REC_EINVAL, "this server's rows were written by a job that was not durable: restart it");
         v->durable = h.durable;
         v->greeted = 1;
+        v->job = r->h.job;
         return REC_OK;
     }
     rec_status s = make_tables(v, &h);
@@ -136,6 +140,7 @@ static rec_status on_hello(server *v, const rec_zreq *r) {
         return s;
     }
     v->greeted = 1;
+    v->job = r->h.job;
     if (v->o->log) {
         fprintf(v->o->log, "embserver: shard %d of %d: %lld rows of %d tables, dim %d (%.1f MB)\n", h.shard, h.shards,
                 (long long)v->off[h.F], h.F, h.E, 4.0 * (double)v->off[h.F] * (h.E + v->S) / 1e6);
@@ -442,6 +447,13 @@ static rec_status on_rollback(server *v, const rec_zreq *r) {
     return rec_frame_end(&v->w);
 }
 
+/* A request on the tables: it needs a HELLO first, and is refused from any run but the last
+ * HELLO's (a resumed job's rollback must not be undone by its killed predecessor's PUTs). */
+static int is_request(int t) {
+    return t == REC_MSG_EMB_GET || t == REC_MSG_EMB_PUT || t == REC_MSG_EMB_COMMIT || t == REC_MSG_EMB_ROLLBACK ||
+           t == REC_MSG_EMB_DENSE_GET || t == REC_MSG_EMB_RESTORE;
+}
+
 static void serve_one(void *arg) {
     server *v = arg;
     rec_zreq r;
@@ -459,11 +471,14 @@ static void serve_one(void *arg) {
             rec_net_emb_state_encode(&v->w, &st);
             s = rec_frame_end(&v->w);
         }
-    } else if ((t == REC_MSG_EMB_GET || t == REC_MSG_EMB_PUT || t == REC_MSG_EMB_COMMIT || t == REC_MSG_EMB_ROLLBACK ||
-                t == REC_MSG_EMB_DENSE_GET || t == REC_MSG_EMB_RESTORE) && (!v->ready || !v->greeted)) {
+    } else if (is_request(t) && (!v->ready || !v->greeted)) {
         s = rec_errorf(REC_EINVAL, "%s before EMB_HELLO: %s", rec_msg_name(t),
                        v->ready ? "this server restarted from a snapshot; the trainer must say HELLO again (--resume)"
                                 : "this server holds no tables yet");
+    } else if (is_request(t) && r.h.job != v->job) {
+        s = rec_errorf(REC_EINVAL, "a request of trainer run %016llx, and run %016llx said HELLO since: an earlier "
+                       "run's requests (a killed trainer's, still queued) are refused", (unsigned long long)r.h.job,
+                       (unsigned long long)v->job);
     } else if (t == REC_MSG_EMB_GET) {
         s = on_get(v, &r);
     } else if (t == REC_MSG_EMB_PUT) {

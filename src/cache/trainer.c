@@ -33,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../dist/mpi_check.h"
 #include "../net/zmq_impl.h"
@@ -115,6 +117,7 @@ typedef struct ctrainer {
     int64_t *srv_n;          /* (servers + 1) */
     /* the trainers (MPI): this one's rank of N, and the training thread's buffers */
     int rank, N;
+    uint64_t job;            /* this run's (every trainer's) id, in each frame to the servers */
     int *cnt;                /* (4 N) send / receive counts and displacements, in floats */
     float *xbuf;             /* rows sent and received, shared gradients */
     int64_t xcap;
@@ -202,7 +205,7 @@ static rec_status on_server_msg(ctrainer *t, int k, zmq_msg_t *m, const rec_fram
             /* the others drop their undo of it (and snapshot it) before any write of a later
              * step reaches them: those wait for the training thread, which waits for this */
             for (int j = 1; j < t->o->n_servers; j++) {
-                rec_frame_begin(&t->w, REC_MSG_EMB_COMMIT, 0, h->seq);
+                rec_frame_begin(&t->w, REC_MSG_EMB_COMMIT, t->job, h->seq);
                 rec_net_floats_encode(&t->w, NULL, 0);
                 REC_TRY(rec_frame_end(&t->w));
                 REC_TRY(rec__zsend(t->ssock[j], NULL, &t->w, 0));
@@ -265,7 +268,7 @@ static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
             const int64_t n = t->srv_n[k + 1] - a < R ? t->srv_n[k + 1] - a : R;
             for (int64_t i = 0; i < n; i++) tmp[a + i] = st->fetch[t->by_srv[a + i]];
             const rec_net_rows q = {n, tmp + a, NULL, NULL};
-            rec_frame_begin(&t->w, REC_MSG_EMB_GET, 0, (uint64_t)x);
+            rec_frame_begin(&t->w, REC_MSG_EMB_GET, t->job, (uint64_t)x);
             rec_net_rows_encode(&t->w, &q, 1, E, S);
             s = rec_frame_end(&t->w);
             if (!s) s = rec__zsend(t->ssock[k], NULL, &t->w, 0);
@@ -321,7 +324,7 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
     for (int k = 0; k < N; k++)
         for (int64_t a = t->srv_n[k]; a < t->srv_n[k + 1]; a += t->rows_per_frame) {
         const int64_t n = t->srv_n[k + 1] - a < t->rows_per_frame ? t->srv_n[k + 1] - a : t->rows_per_frame;
-        rec_frame_begin(&t->w, REC_MSG_EMB_PUT, 0, (uint64_t)x);
+        rec_frame_begin(&t->w, REC_MSG_EMB_PUT, t->job, (uint64_t)x);
         rec_wbuf *w = &t->w;
         /* rec_net_rows_encode's layout, the rows gathered from their slots */
         const int64_t cnt = n;
@@ -367,7 +370,7 @@ static rec_status commit_ready(ctrainer *t) {
     while (t->cm_n && t->cm[t->cm_head].pending == 0 && t->cm[t->cm_head].step <= synced) {
         commit *c = &t->cm[t->cm_head];
         if (t->rank == 0) {
-            rec_frame_begin(&t->w, REC_MSG_EMB_COMMIT, 0, (uint64_t)c->step);
+            rec_frame_begin(&t->w, REC_MSG_EMB_COMMIT, t->job, (uint64_t)c->step);
             rec_net_floats_encode(&t->w, c->dense, t->P);
             REC_TRY(rec_frame_end(&t->w));
             REC_TRY(rec__zsend(t->ssock[0], NULL, &t->w, 0));
@@ -890,11 +893,11 @@ static rec_status resume_servers(ctrainer *t, const rec_net_emb_state *st, int64
         return rec_errorf(REC_EINVAL, "--resume: %s has no committed step to resume from (was the job run with "
                           "--durable?)", srv_name(t, 0, who, sizeof who));
     for (int k = 0; k < N; k++) {
-        rec_frame_begin(&t->w, undo ? REC_MSG_EMB_ROLLBACK : REC_MSG_EMB_RESTORE, 0, (uint64_t)c);
+        rec_frame_begin(&t->w, undo ? REC_MSG_EMB_ROLLBACK : REC_MSG_EMB_RESTORE, t->job, (uint64_t)c);
         REC_TRY(rec_frame_end(&t->w));
         REC_TRY(rec__zsend(t->ssock[k], NULL, &t->w, 0));
     }
-    rec_frame_begin(&t->w, REC_MSG_EMB_DENSE_GET, 0, (uint64_t)c); /* server 0: after its rollback */
+    rec_frame_begin(&t->w, REC_MSG_EMB_DENSE_GET, t->job, (uint64_t)c); /* server 0: after its rollback */
     REC_TRY(rec_frame_end(&t->w));
     REC_TRY(rec__zsend(t->ssock[0], NULL, &t->w, 0));
     rec_status s = REC_OK;
@@ -987,6 +990,12 @@ static rec_status setup(ctrainer *t) {
     if (rec_dist_launched()) REC_TRY(rec_dist_init(&t->rank, &t->N));
     t->rep->rank = t->rank, t->rep->trainers = t->N; /* a failure below must end every rank */
     if (t->N > 64) return rec_errorf(REC_EINVAL, "at most 64 trainers (mpirun started %d)", t->N);
+    /* the servers refuse the requests of any other run once this one said HELLO: a killed
+     * trainer's still queued there must not land after a resumed job rolled them back */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    t->job = rec_mix64(((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec) ^ ((uint64_t)getpid() << 40));
+    if (t->N > 1) MPI_TRY(MPI_Bcast(&t->job, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
     /* the job, from the oracles (once every trainer has said hello) */
     REC_TRY(say_hello(t, 0));
     char who[300];
@@ -1047,7 +1056,7 @@ static rec_status setup(ctrainer *t) {
                               zmq_strerror(zmq_errno()));
         eh.shard = k;
         eh.digest = rec_net_emb_hello_digest(&eh);
-        rec_frame_begin(&t->w, REC_MSG_EMB_HELLO, 0, 0);
+        rec_frame_begin(&t->w, REC_MSG_EMB_HELLO, t->job, 0);
         rec_net_emb_hello_encode(&t->w, &eh);
         REC_TRY(rec_frame_end(&t->w));
         REC_TRY(rec__zsend(t->ssock[k], NULL, &t->w, 0));
@@ -1114,7 +1123,7 @@ static rec_status gather(ctrainer *t, int k, int f, int64_t i0, int64_t n, float
     if (!e) return rec_errorf(REC_ENOMEM, "trainer: out of memory gathering the tables");
     for (int64_t i = 0; i < n; i++) e[i] = (rec_centry){0, f, (i0 + i) * N + k};
     const rec_net_rows q = {n, e, NULL, NULL};
-    rec_frame_begin(&t->w, REC_MSG_EMB_GET, 0, 0);
+    rec_frame_begin(&t->w, REC_MSG_EMB_GET, t->job, 0);
     rec_net_rows_encode(&t->w, &q, 1, E, S);
     rec_status s = rec_frame_end(&t->w);
     if (!s) s = rec__zsend(t->ssock[k], NULL, &t->w, 0);
