@@ -61,6 +61,7 @@ struct rec_vocab;
 /* One operator with its parameters. Only the fields of its kind are meaningful. */
 typedef struct rec_op {
     rec_op_kind kind;
+    rec_type in;            /* the values it reads (set by validation) */
     double fvalue;          /* fill_null on f32 */
     int64_t ivalue;         /* fill_null on i64 */
     rec_dtype to;           /* cast */
@@ -198,6 +199,81 @@ void rec_prep_plan_free(rec_prep_plan *p);
 /* Fusion groups of the plan, for `rectrain prep --explain` and tests. */
 int rec_prep_plan_groups(const rec_prep_plan *p);
 void rec_prep_plan_describe(const rec_prep_plan *p, FILE *out);
+
+/* ---- horizontal fusion for the GPU executor (RAP §6.1-6.2) ---------------------------------
+ * Every op of every feature is an op instance. Instances of one kind reading one layout (dtype,
+ * list or not) with no path between them can run as one fused kernel. The plan puts each
+ * instance at a time step after every instance it reads from and maximises the sum, over
+ * (kind, layout, step), of the squared number of instances fused (RAP eq. 1-4). That is a MILP
+ * with a quadratic objective; the plan linearises the square (a unary encoding of the degree)
+ * and solves it with GLPK. */
+typedef struct rec_fused_kernel {
+    int step;
+    rec_op_kind kind;
+    rec_dtype dtype;
+    int is_list;
+    int n;                      /* instances fused */
+    const int *members;         /* (n) indices into rec_fusion.ops */
+} rec_fused_kernel;
+
+typedef struct rec_fusion_op {
+    int feature, op;            /* spec->features[feature].ops[op] */
+    int step;
+} rec_fusion_op;
+
+typedef struct rec_fusion {
+    int n_ops;
+    rec_fusion_op *ops;         /* (n_ops) features in spec order, each chain in order */
+    int n_kernels;
+    rec_fused_kernel *kernels;  /* (n_kernels) by step, then kind and layout */
+    int n_steps;                /* steps with a kernel */
+    int depth;                  /* the longest chain of instances: the fewest steps possible */
+    int64_t objective;          /* the sum of squared fusion degrees (n_ops: no fusion) */
+    int optimal;                /* 1: proven optimal; 0: the best found in the time limit */
+    double seconds;             /* solver time */
+    int *members_;              /* owned storage of the kernels' members */
+} rec_fusion;
+
+typedef struct rec_fusion_opts {
+    int steps;                  /* time steps the MILP may use; 0: max(8, depth) as RAP's artifact */
+    double time_limit;          /* seconds for GLPK; 0: 10 */
+} rec_fusion_opts;
+
+/* Plans the fusion of `spec` (opts may be NULL). Fails only on allocation or a GLPK failure. */
+rec_status rec_prep_fuse(const rec_spec *spec, const rec_fusion_opts *opts, rec_fusion *out);
+void rec_fusion_free(rec_fusion *f);
+/* The kernels step by step, with their features, for `rectrain prep --explain`. */
+void rec_fusion_describe(const rec_fusion *f, const rec_spec *spec, FILE *out);
+
+/* ---- co-running the fused kernels with training (RAP §5.3, §6.2, Algorithm 1) ----------------
+ * Training stages (in execution order) each have an overlapping capacity: how much
+ * preprocessing, in standalone kernel latency, runs beside the stage without lengthening it.
+ * The schedule takes the stages of highest capacity until they hold the kernels' total
+ * latency, then fills them in execution order with the kernels in plan order; a kernel larger
+ * than what is left of a stage is sharded (its first members, as many as fit, run there; the
+ * rest go on). What no chosen stage holds goes to the last stage. Kernels keep their order,
+ * so every instance still runs after those it reads. */
+typedef struct rec_corun_piece {
+    int kernel;                 /* index into rec_fusion.kernels */
+    int first, n;               /* its members [first, first + n) */
+    double latency;             /* predicted, standalone */
+} rec_corun_piece;
+
+typedef struct rec_corun_plan {
+    int n_stages, n_pieces;
+    int *at;                    /* (n_stages + 1) stage s runs pieces[at[s] .. at[s + 1]) */
+    rec_corun_piece *pieces;    /* in launch order */
+    double *load;               /* (n_stages) predicted latency placed on each stage */
+    double exposed;             /* sum over stages of max(0, load - capacity): RAP's T_delta */
+    int overflow;               /* 1: the chosen stages could not hold every kernel */
+} rec_corun_plan;
+
+/* The predicted standalone latency of members [first, first + n) of kernel k, fused. */
+typedef double (*rec_latency_fn)(const rec_fused_kernel *k, int first, int n, void *ctx);
+
+rec_status rec_corun_schedule(const rec_fusion *f, const double *capacity, int n_stages, rec_latency_fn latency,
+                              void *ctx, rec_corun_plan *out);
+void rec_corun_plan_free(rec_corun_plan *p);
 
 rec_status rec_prep_ws_init(rec_prep_ws **out, const rec_prep_plan *p);
 void rec_prep_ws_free(rec_prep_ws *ws);

@@ -256,7 +256,13 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
         }
     }
     if (!s) s = rec_prep_plan_init(&plan, spec, vocabs);
-    if (!s && o->explain) rec_prep_plan_describe(plan, stderr);
+    if (!s && o->explain) {
+        rec_prep_plan_describe(plan, stderr);
+        rec_fusion fu;
+        s = rec_prep_fuse(spec, NULL, &fu);
+        if (!s) rec_fusion_describe(&fu, spec, stderr);
+        rec_fusion_free(&fu);
+    }
     r = NULL;
     if (!s) s = open_input(o, &tsv, &r);
     if (!s) s = rec_shard_writer_open(&w, o->out_path, spec, vocabs, tsv.has_label, o->group_rows);

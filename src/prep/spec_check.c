@@ -336,6 +336,7 @@ rec_status rec__spec_check(rec__spec_draft *d) {
                 st = rec__spec_fail(origin, path, "categorify must be the last op of its chain (its ids are vocabulary indices); move the ops after it before it");
                 goto out;
             }
+            ft->ops[j].in = t;
             st = infer_op(d, i, j, &t);
         }
         if (st) goto out;
