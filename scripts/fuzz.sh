@@ -29,7 +29,7 @@ protoc-c --c_out="$OUT/proto" --proto_path="$ROOT/src/train/proto" tb_event.prot
 INC="-I$ROOT/include -I$ROOT/tests -I$OUT/proto $(pkg-config --cflags cairo fontconfig libprotobuf-c)"
 for d in $(find "$ROOT/src" -type d); do INC="$INC -I$d"; done
 CFLAGS="-std=gnu11 -O1 -g -fno-omit-frame-pointer -march=x86-64-v3 -fopenmp -Wno-unused-parameter $SAN $INC"
-LIBS="-lz -lcjson -lglpk -lm -lpthread $(pkg-config --libs cairo fontconfig libprotobuf-c)"
+LIBS="-lz -lcjson -lglpk -lxgboost -lm -lpthread $(pkg-config --libs cairo fontconfig libprotobuf-c)"
 
 mkdir -p "$OUT/obj" "$OUT/bin"
 rm -f "$OUT/obj"/*.o "$OUT/libfuzz.a"

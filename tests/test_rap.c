@@ -4,11 +4,16 @@
  * small specs its objective equals the best of every schedule enumerated; the paper's
  * conflicting chains take the fusion the steps allow. The co-run schedule (src/prep/corun.c,
  * Algorithm 1): every member placed once and in order, the stages of highest capacity taken,
- * none overfilled unless the kernels overflow them all, large kernels sharded. */
+ * none overfilled unless the kernels overflow them all, large kernels sharded. The latency
+ * predictor (src/prep/latency.c): trained on kernels of a known cost, it predicts held-out
+ * ones within a bound; measurements and models round-trip through files; bad TSV is refused
+ * naming the line and field. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "rectrain/core.h"
 #include "rectrain/prep.h"
 
 static rec_spec *parse(const char *json) {
@@ -308,9 +313,124 @@ static void test_corun(void) {
     rec_spec_free(s);
 }
 
+/* A GPU-like cost: a launch, values at a per-op rate, the largest member's share (blocks wait
+ * for it), a size parameter that multiplies work (ngram, onehot), and 3% noise. */
+static double cost(const float *x, rec_rng *g) {
+    const double rate = 1e-7 * (1 + (int)x[0] % 5) * (x[2] ? 1.6 : 1), size = x[6] > 1 ? x[6] : 1;
+    const double noise = exp(0.03 * (rec_rng_uniform(g) + rec_rng_uniform(g) + rec_rng_uniform(g) - 1.5) * 2);
+    return (0.004 + rate * size * (0.3 * x[4] + 0.7 * x[5] * x[3] / (1 + 0.2 * x[3]))) * noise;
+}
+
+static int tsv_refused(const char *text, const char *needle) {
+    const char *path = "/tmp/rec_test_lat.tsv";
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    float *X;
+    double *ms;
+    int64_t n;
+    const rec_status s = rec_lat_read(path, &X, &ms, &n);
+    const int ok = s == REC_EINVAL && strstr(rec_errmsg(), needle);
+    if (!ok) fprintf(stderr, "'%s': %s (want '%s')\n", text, rec_errmsg(), needle);
+    if (!s) free(X), free(ms);
+    remove(path);
+    return ok;
+}
+
+static void test_latency(void) {
+    static const char *const ops[] = {"fill_null", "clamp", "sigrid_hash", "firstx", "ngram", "log1p", "onehot", "bucketize"};
+    enum { N = 2000 };
+    float *X = malloc(sizeof(float) * N * REC_LAT_FEATURES);
+    double *ms = malloc(sizeof(double) * N);
+    rec_rng g;
+    rec_rng_seed(&g, 7, 0);
+    const char *path = "/tmp/rec_test_lat_ok.tsv";
+    FILE *f = fopen(path, "w");
+    fprintf(f, "op\tdtype\tlist\tmembers\tvalues\tmax_values\tparam\tbatch\tms\n");
+    for (int i = 0; i < N; i++) {
+        float *x = X + i * REC_LAT_FEATURES;
+        const int o = (int)(rec_rng_uniform(&g) * 8), list = o >= 2 && o <= 4, members = 1 + (int)(rec_rng_uniform(&g) * 40);
+        const double batch = 1024 << (int)(rec_rng_uniform(&g) * 5), per = list ? 1 + 30 * rec_rng_uniform(&g) : 1;
+        x[0] = (float)rec_op_kind_from_name(ops[o]), x[1] = o == 5 || o == 6 ? REC_DT_F32 : REC_DT_I64, x[2] = (float)list;
+        x[3] = (float)members, x[5] = (float)(batch * per), x[4] = (float)(batch * per * members * (0.5 + 0.5 * rec_rng_uniform(&g)));
+        x[6] = o == 3 ? 16 : o == 4 ? 3 : o == 6 ? 8 : o == 7 ? 6 : 0, x[7] = (float)batch;
+        if (x[4] < x[5]) x[4] = x[5];
+        ms[i] = cost(x, &g);
+        fprintf(f, "%s\t%s\t%d\t%d\t%.9g\t%.9g\t%.9g\t%.9g\t%.17g\n", ops[o], x[1] == REC_DT_F32 ? "f32" : "i64", list,
+                members, x[4], x[5], x[6], x[7], ms[i]);
+    }
+    fclose(f);
+    double med = 1, within = 0;
+    CHECK(rec_lat_holdout(X, ms, N, 1, &med, &within) == REC_OK && med < 0.05 && within > 0.85,
+          "held out: median relative error %.4f, %.1f%% within 10%% (%s)", med, 100 * within, rec_errmsg());
+    printf("latency predictor, 200 held-out kernels: median relative error %.4f, %.1f%% within 10%%\n", med, 100 * within);
+    float *X2;
+    double *ms2;
+    int64_t n2 = 0;
+    CHECK(rec_lat_read(path, &X2, &ms2, &n2) == REC_OK && n2 == N, "%s", rec_errmsg());
+    int same = n2 == N;
+    for (int64_t i = 0; same && i < N; i++)
+        same = !memcmp(X2 + i * REC_LAT_FEATURES, X + i * REC_LAT_FEATURES, sizeof(float) * REC_LAT_FEATURES) && ms2[i] == ms[i];
+    CHECK(same, "the TSV reads back the kernels written");
+    rec_lat_model *m = NULL, *m2 = NULL;
+    double p1[16], p2[16];
+    CHECK(rec_lat_train(X2, ms2, n2, &m) == REC_OK && rec_lat_save(m, "/tmp/rec_test_lat.json") == REC_OK &&
+          rec_lat_load("/tmp/rec_test_lat.json", &m2) == REC_OK && rec_lat_predict(m, X, 16, p1) == REC_OK &&
+          rec_lat_predict(m2, X, 16, p2) == REC_OK && !memcmp(p1, p2, sizeof p1), "a saved model predicts the same: %s",
+          rec_errmsg());
+    rec_lat_free(m), rec_lat_free(m2);
+    remove(path), remove("/tmp/rec_test_lat.json");
+    free(X2), free(ms2), free(X), free(ms);
+    const double bad[2] = {1, 0};
+    const float bx[2 * REC_LAT_FEATURES] = {0};
+    CHECK_ERR(rec_lat_train(bx, bad, 2, &m), REC_EINVAL, "kernel 1 measured 0 ms");
+    CHECK_ERR(rec_lat_load("/nonexistent/m.json", &m), REC_EIO, "cannot read the latency model /nonexistent/m.json");
+    /* measurements refused, naming the line and field */
+    const char *H = "op\tdtype\tlist\tmembers\tvalues\tmax_values\tparam\tbatch\tms\n";
+    char t[512];
+    CHECK(tsv_refused("op\tms\n", ":1: the header must be"), "a wrong header");
+    CHECK(tsv_refused("", "empty; it needs the header"), "an empty file");
+    static const char *const rows[][2] = { /* after the header and, for the first, a good line */
+        {"fill_null\ti64\t0\t2\t10\t5\t0\t1024\t0.01\nhash\ti64\t0\t2\t10\t5\t0\t1024\t0.01\n", ":3: field 'op' is 'hash'"},
+        {"clamp\tf64\t0\t2\t10\t5\t0\t1024\t0.01\n", ":2: field 'dtype' is 'f64'"},
+        {"clamp\ti64\t2\t2\t10\t5\t0\t1024\t0.01\n", ":2: field 'list' is 2"},
+        {"clamp\ti64\t0\t0\t10\t5\t0\t1024\t0.01\n", ":2: field 'members' is '0', not a number >= 1"},
+        {"clamp\ti64\t0\t2\tten\t5\t0\t1024\t0.01\n", ":2: field 'values' is 'ten'"},
+        {"clamp\ti64\t0\t2\t10\t5\t0\t1024\n", ":2: field 'ms' is '(missing)'"},
+        {"clamp\ti64\t0\t2\t10\t5\t0\t1024\t0\n", ":2: field 'ms' is 0; latencies are > 0"},
+        {"clamp\ti64\t0\t2\t10\t5\t0\t1024\t0.01\t7\n", ":2: more than the 9 fields"},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        snprintf(t, sizeof t, "%s%s", H, rows[r][0]);
+        CHECK(tsv_refused(t, rows[r][1]), "refused: %s", rows[r][1]);
+    }
+    /* the features of a plan's kernel: members, values read */
+    char spec_path[256];
+    snprintf(spec_path, sizeof spec_path, "%s/configs/criteo_standard.json", getenv("REC_SOURCE_DIR") ? getenv("REC_SOURCE_DIR") : "..");
+    rec_spec *s = NULL;
+    rec_fusion fu;
+    if (rec_spec_load(&s, spec_path) == REC_OK && rec_prep_fuse(s, NULL, &fu) == REC_OK) {
+        double *vpr = malloc(sizeof(double) * (size_t)fu.n_ops);
+        for (int i = 0; i < fu.n_ops; i++) vpr[i] = 1 + i % 3;
+        float x[REC_LAT_FEATURES];
+        const rec_fused_kernel *k = &fu.kernels[1]; /* the 26 fill_nulls of the id lists */
+        rec_lat_features(&fu, s, 1, 2, 10, vpr, 4096, x);
+        double sum = 0, most = 0;
+        for (int mb = 2; mb < 12; mb++) sum += vpr[k->members[mb]], most = vpr[k->members[mb]] > most ? vpr[k->members[mb]] : most;
+        CHECK(k->n == 26 && x[0] == REC_OP_FILL_NULL && x[2] == 1 && x[3] == 10 && x[4] == (float)(sum * 4096) &&
+              x[5] == (float)(most * 4096) && x[6] == 0 && x[7] == 4096, "the features of 10 fused fill_nulls");
+        free(vpr);
+        rec_fusion_free(&fu);
+    } else {
+        CHECK(0, "%s", rec_errmsg());
+    }
+    rec_spec_free(s);
+}
+
 int main(void) {
     test_shipped();
     test_corun();
+    test_latency();
     test_random();
     test_conflict();
     return check_report();

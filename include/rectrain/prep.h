@@ -275,6 +275,34 @@ rec_status rec_corun_schedule(const rec_fusion *f, const double *capacity, int n
                               void *ctx, rec_corun_plan *out);
 void rec_corun_plan_free(rec_corun_plan *p);
 
+/* ---- the latency predictor of fused kernels (RAP §5.2) -------------------------------------
+ * Gradient-boosted trees (XGBoost) from a kernel's features to its standalone latency, trained
+ * on measured kernels. The features of members [first, first + n) of a kernel, for a batch of
+ * `batch` rows whose instances read values_per_row[i] values a row (by rec_fusion.ops index):
+ *   kind, dtype, list, members, values read (batch x the sum), the most values of one member,
+ *   the op's size parameter (ngram n, firstx x, onehot classes, bucketize borders, map_id
+ *   length; mean over members; 0 for the others), batch. */
+enum { REC_LAT_FEATURES = 8 };
+void rec_lat_features(const rec_fusion *f, const rec_spec *spec, int kernel, int first, int n,
+                      const double *values_per_row, int64_t batch, float x[REC_LAT_FEATURES]);
+
+typedef struct rec_lat_model rec_lat_model;
+/* Trains on n measured kernels (features X, n x REC_LAT_FEATURES, and latencies ms > 0): the
+ * trees fit log(ms), so errors are relative (RAP's parameters: depth 5, rate 0.05, 300 rounds). */
+rec_status rec_lat_train(const float *X, const double *ms, int64_t n, rec_lat_model **out);
+rec_status rec_lat_predict(const rec_lat_model *m, const float *X, int64_t n, double *ms);
+rec_status rec_lat_save(const rec_lat_model *m, const char *path);
+rec_status rec_lat_load(const char *path, rec_lat_model **out);
+void rec_lat_free(rec_lat_model *m);
+/* Measured kernels from a TSV: a header line, then a kernel a line with the features (the op by
+ * its JSON name, dtype f32 or i64, list 0 or 1) and its latency in ms. Errors name the line and
+ * field. X and ms are malloc'd. */
+rec_status rec_lat_read(const char *path, float **X, double **ms, int64_t *n);
+/* RAP §8.4: trained on a seeded random 90%, the model's median relative error on the other 10%
+ * and the share of those within 10% of the measurement (RAP Table 5's accuracy). */
+rec_status rec_lat_holdout(const float *X, const double *ms, int64_t n, uint64_t seed, double *median_rel,
+                           double *within10);
+
 rec_status rec_prep_ws_init(rec_prep_ws **out, const rec_prep_plan *p);
 void rec_prep_ws_free(rec_prep_ws *ws);
 
