@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 #include <zmq.h>
@@ -235,9 +236,9 @@ static int port;
 
 /* Under the sanitizers every run is ~10x slower: fewer rows and one kill (CI's time). */
 #ifdef REC_SANITIZED
-enum { ROWS_GEN = 6000, KILLS = 1 };
+enum { ROWS_GEN = 6000, KILLS = 1, JOIN_EPOCHS = 6 };
 #else
-enum { ROWS_GEN = 20000, KILLS = 3 };
+enum { ROWS_GEN = 20000, KILLS = 3, JOIN_EPOCHS = 20 };
 #endif
 
 static pid_t start_worker(int p, const char *log) {
@@ -339,9 +340,15 @@ static void test_join_leave(void) {
     fclose(f);
     pid_t pid = start_worker(p, "wj.log");
     pid_t tr = spawn("train --data d.tsv --spec spec.json --config %s/configs/dlrm_small.json --batch 64 --no-shuffle "
-                     "--epochs 4 --loss-log join.loss --json --workers @workers.txt --offload 1 --offload-at p2 "
-                     ">join.out 2>&1", src);
-    usleep(400000);
+                     "--epochs %d --loss-log join.loss --json --workers @workers.txt --offload 1 --offload-at p2 "
+                     ">join.out 2>&1", src, JOIN_EPOCHS);
+    /* once it trains (pieces made here), the worker is listed: the job re-reads the list every
+     * second and runs for seconds more (JOIN_EPOCHS), however fast the machine */
+    for (int i = 0; i < 6000; i++) {
+        struct stat sb;
+        if (stat(path("join.loss"), &sb) == 0 && sb.st_size > 0) break;
+        usleep(10000);
+    }
     f = fopen(path("workers.txt.tmp"), "w");
     fprintf(f, "tcp://127.0.0.1:%d  # joined\n", p);
     fclose(f);
@@ -355,7 +362,7 @@ static void test_join_leave(void) {
     CHECK(strstr(out, "\"pieces_remote\": 0,") == NULL && strstr(out, "\"pieces_local\": 0,") == NULL,
           "pieces made here before it joined, and by it after: %s", out);
     CHECK(run("train --data d.tsv --spec spec.json --config %s/configs/dlrm_small.json --batch 64 --no-shuffle "
-              "--epochs 4 --loss-log join_local.loss", src) == 0, "%s", out);
+              "--epochs %d --loss-log join_local.loss", src, JOIN_EPOCHS) == 0, "%s", out);
     CHECK(same_file("join_local.loss", "join.loss"), "a worker joining mid-epoch: the same losses");
 }
 
