@@ -15,6 +15,7 @@ B=.gpu/bin
 echo "== parity"
 REC_CLI=$PWD/$B/rectrain REC_SOURCE_DIR=$PWD timeout 60 $B/test_cuda_host > "$OUT/host.txt" 2>&1; tail -n 3 "$OUT/host.txt"
 timeout 90 $B/test_cuda_parity ${PARITY_CASES:-24} > "$OUT/parity.txt" 2>&1; echo "parity rc $?"; tail -n 12 "$OUT/parity.txt"
+REC_SOURCE_DIR=$PWD timeout 120 $B/test_gprep > "$OUT/gprep.txt" 2>&1; echo "GPU preprocessing parity rc $?"; tail -n 6 "$OUT/gprep.txt"
 if [ "${MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     timeout 60 compute-sanitizer --tool memcheck --print-limit 5 $B/test_cuda_parity 1 > "$OUT/memcheck.txt" 2>&1
     echo "memcheck rc $?"; grep -E 'ERROR SUMMARY|Invalid|passed' "$OUT/memcheck.txt" | head -n 6

@@ -7,7 +7,7 @@ set -eu
 BUILD=${1:-build}
 rm -rf .gpu; mkdir -p .gpu/bin .gpu/lib
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
-for p in rectrain test_cuda_parity test_cuda_host; do cp "$BUILD/$p" .gpu/bin/; done
+for p in rectrain test_cuda_parity test_cuda_host test_gprep; do cp "$BUILD/$p" .gpu/bin/; done
 for p in .gpu/bin/*; do ldd "$p"; done | awk '$3 ~ /^\// { print $3 }' | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     while read -r l; do cp -L "$l" .gpu/lib/; done

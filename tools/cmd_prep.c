@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "rectrain/core.h"
 #include "rectrain/ingest.h"
+#include "rectrain/prep.h"
 
 static const char USAGE[] =
     "usage: rectrain prep --spec SPEC.json --in FILE.tsv[.gz] --out DATA.rshard [options]\n"
@@ -22,6 +23,8 @@ static const char USAGE[] =
     "  --vocab-from FILE  reuse the categorify vocabularies of an existing .rshard (prep the\n"
     "                     eval/test split with the vocabularies of the train split)\n"
     "  --group-rows N     rows per shard row group (default 65536)\n"
+    "  --device D         where the ops run: cpu (default), or cuda: the GPU executor, its fused\n"
+    "                     kernels those of --explain's GPU plan (parsing stays on the CPU)\n"
     "  --explain          print the fused operator plan\n"
     "  --json             print a JSON summary as the last line of stdout\n";
 
@@ -42,6 +45,12 @@ int cmd_prep(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 256, &o.threads);
         else if (!strcmp(a, "--group-rows")) rc = cli_i64(cmd, argc, argv, &i, 1, 1 << 24, &o.group_rows);
         else if (!strcmp(a, "--explain")) o.explain = 1;
+        else if (!strcmp(a, "--device")) {
+            const char *d = NULL;
+            rc = cli_str(cmd, argc, argv, &i, &d);
+            if (!rc && !strcmp(d, "cuda")) o.device = REC_PREP_CUDA;
+            else if (!rc && strcmp(d, "cpu")) rc = cli_usage(cmd, "--device takes cpu or cuda (got '%s')", d);
+        }
         else if (!strcmp(a, "--json")) json = 1;
         else if ((rc = cli_tsv_option(cmd, argc, argv, &i, &o.tsv)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
     }
@@ -65,8 +74,9 @@ int cmd_prep(int argc, char **argv) {
     const double mb = (double)rep.bytes / 1e6, mb_per_s = mb / rep.seconds;
     char files[32] = "";
     if (in.n > 1) snprintf(files, sizeof files, " in %d files", in.n);
-    fprintf(stderr, "prep: %lld row%s, %.1f MB%s in %.2f s (%d pass%s): %.0f MB/s -> %s\n", (long long)rep.rows,
-            rec_s(rep.rows), mb, files, rep.seconds, rep.passes, rep.passes > 1 ? "es" : "", mb_per_s, o.out_path);
+    fprintf(stderr, "prep: %lld row%s, %.1f MB%s in %.2f s (%d pass%s%s): %.0f MB/s -> %s\n", (long long)rep.rows,
+            rec_s(rep.rows), mb, files, rep.seconds, rep.passes, rep.passes > 1 ? "es" : "",
+            o.device == REC_PREP_CUDA ? ", ops on the GPU" : "", mb_per_s, o.out_path);
     if (rep.rows == 0)
         fprintf(stderr, "prep: warning: %s holds no rows%s; the shard holds none, and training refuses it\n", in.v[0],
                 rep.bad.count ? " that parse" : "");

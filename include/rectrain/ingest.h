@@ -27,6 +27,7 @@ typedef struct rec_ingest_opts {
                                  max_bad_share of the rows); short_rows */
     int64_t group_rows;       /* shard row group size; 0 = default */
     int explain;              /* print the fused plan to stderr */
+    int device;               /* rec_prep_device of the preprocessing (not of the counting pass) */
     /* When not NULL: a signal number a handler stores to stop the job. It is read after every
      * chunk of the input; once set, the job fails with REC_ESTOPPED and removes its partial
      * output (PATH.tmp), as on any error. */

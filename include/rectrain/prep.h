@@ -339,6 +339,14 @@ rec_status rec_prep_engine_init(rec_prep_engine **out, const rec_prep_plan *plan
                                 const rec_tsv_opts *opts, const char *path);
 void rec_prep_engine_free(rec_prep_engine *e);
 int rec_prep_engine_threads(const rec_prep_engine *e);
+/* Where the engine's threads run the plan: the CPU executor, or the GPU executor (its fusion
+ * plan, each fused op one launch) on a CUDA device, or the GPU executor's CPU backend (the
+ * same row functions in loops; tests hold it to the CPU executor). Parsing stays on the CPU,
+ * and so does the counting pass of categorify. */
+typedef enum rec_prep_device { REC_PREP_CPU = 0, REC_PREP_CUDA, REC_PREP_GPU_EMULATED } rec_prep_device;
+const char *rec_prep_device_name(rec_prep_device d);
+/* Before the first run; REC_EUNSUPPORTED with the reason where there is no usable GPU. */
+rec_status rec_prep_engine_set_device(rec_prep_engine *e, rec_prep_device d);
 /* Preprocesses the chunk. Runs alternate between two sets of batches, so the batches of one
  * run stay valid (e.g. for a writer thread) while the next run is in progress; the run after
  * that overwrites them. Malformed rows: in FAIL

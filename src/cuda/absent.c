@@ -1,5 +1,8 @@
 /* The GPU engine's entry points in a build without nvcc (cuda.h): each says so. */
 #ifndef REC_HAVE_CUDA
+#include <string.h>
+
+#include "../prep/gexec.h"
 #include "rectrain/cuda.h"
 
 #define ABSENT                                                                                                   \
@@ -64,4 +67,9 @@ rec_cuda_embed *rec_cuda_model_embed(rec_cuda_model *g) { return NULL; }
 const char *rec_cuda_part_name(int k) { return "?"; }
 void rec_cuda_model_profile(rec_cuda_model *g, int on) {}
 int64_t rec_cuda_model_profile_read(const rec_cuda_model *g, double *ms) { return 0; }
+rec_status rec_gback_cuda(rec_gback *out) {
+    memset(out, 0, sizeof *out);
+    return ABSENT;
+}
+void rec_gback_cuda_free(rec_gback *b) {}
 #endif

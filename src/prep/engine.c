@@ -4,14 +4,18 @@
  * walks its piece in slices of about SLICE_BYTES, parsing a slice into its raw block and
  * running the plan over it at once, so the raw columns are still in L2 when the operators
  * read them (the parse output of a whole 8 MiB chunk would not fit any cache). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gexec.h"
 #include "prep_internal.h"
 #include "rectrain/core.h"
 #include "rectrain/prep.h"
 
 enum { SLICE_BYTES = 128 << 10 };
+/* The GPU executor's: slices large enough to fill the device, its blocks of rows */
+enum { GPU_SLICE_BYTES = 4 << 20, GPU_ROWS = 32768 };
 
 typedef struct worker {
     rec_prep_ws *ws;
@@ -19,6 +23,8 @@ typedef struct worker {
     rec_batch batch[2];         /* alternate runs write alternate batches */
     rec_bad_report bad;
     rec_vocab_counts *counts;   /* counting pass only */
+    rec_gback be;               /* the GPU executor (set_device): its backend and run */
+    rec_gexec *gx;
     rec_status status;
     char msg[1024];
 } worker;
@@ -38,6 +44,9 @@ struct rec_prep_engine {
     size_t start[257];
     int64_t first[256];
     int counting;
+    rec_prep_device device;
+    rec_fusion fu;              /* the GPU executor's plan */
+    size_t slice;               /* bytes parsed at once by a thread */
 };
 
 rec_status rec_prep_engine_init(rec_prep_engine **out, const rec_prep_plan *plan, int threads,
@@ -54,6 +63,7 @@ rec_status rec_prep_engine_init(rec_prep_engine **out, const rec_prep_plan *plan
     e->opts = *opts;
     snprintf(e->path, sizeof e->path, "%s", path);
     e->nt = threads;
+    e->slice = SLICE_BYTES;
     e->w = calloc((size_t)threads, sizeof *e->w);
     rec_status s = e->w ? rec_pool_init(&e->pool, threads)
                         : rec_errorf(REC_ENOMEM, "out of memory creating the prep engine");
@@ -79,13 +89,35 @@ void rec_prep_engine_free(rec_prep_engine *e) {
         rec_batch_free(&e->w[t].batch[0]);
         rec_batch_free(&e->w[t].batch[1]);
         rec_vocab_counts_free(e->w[t].counts);
+        rec_gexec_free(e->w[t].gx);
+        if (e->device == REC_PREP_CUDA && e->w[t].be.ctx) rec_gback_cuda_free(&e->w[t].be);
     }
+    rec_fusion_free(&e->fu);
     free(e->w);
     rec_pool_free(e->pool);
     free(e);
 }
 
 int rec_prep_engine_threads(const rec_prep_engine *e) { return e->nt; }
+
+const char *rec_prep_device_name(rec_prep_device d) {
+    return d == REC_PREP_CUDA ? "cuda" : d == REC_PREP_GPU_EMULATED ? "gpu-emulated" : "cpu";
+}
+
+rec_status rec_prep_engine_set_device(rec_prep_engine *e, rec_prep_device d) {
+    if (d == e->device) return REC_OK;
+    if (e->device != REC_PREP_CPU) return rec_errorf(REC_EINVAL, "prep engine: the device is set once");
+    if (d != REC_PREP_CUDA && d != REC_PREP_GPU_EMULATED) return rec_errorf(REC_EINVAL, "prep engine: device %d", (int)d);
+    REC_TRY(rec_prep_fuse(e->spec, NULL, &e->fu));
+    e->device = d;
+    for (int t = 0; t < e->nt; t++) {
+        if (d == REC_PREP_CUDA) REC_TRY(rec_gback_cuda(&e->w[t].be)); /* a stream per thread */
+        else e->w[t].be = rec_gback_cpu;
+        REC_TRY(rec_gexec_init(&e->w[t].gx, e->spec, &e->fu, rec__prep_plan_vocabs(e->plan), &e->w[t].be, GPU_ROWS));
+    }
+    e->slice = GPU_SLICE_BYTES;
+    return REC_OK;
+}
 const rec_batch *rec_prep_engine_batch(const rec_prep_engine *e, int t) { return &e->w[t].batch[e->cur]; }
 const rec_bad_report *rec_prep_engine_bad(const rec_prep_engine *e) { return &e->bad; }
 
@@ -143,8 +175,8 @@ static rec_status piece_task(void *ctx, int64_t task, int thread) {
     b->n = 0;
     while (p < end) {
         const char *q = end;
-        if (end - p > SLICE_BYTES) {
-            q = memchr(p + SLICE_BYTES, '\n', (size_t)(end - p - SLICE_BYTES));
+        if (end - p > (ptrdiff_t)e->slice) {
+            q = memchr(p + e->slice, '\n', (size_t)(end - p) - e->slice);
             q = q ? q + 1 : end;
         }
         int64_t lines = count_lines(p, q) + (q[-1] != '\n');
@@ -155,6 +187,7 @@ static rec_status piece_task(void *ctx, int64_t task, int thread) {
                           &w->bad);
         if (s) break;
         if (e->counting) s = rec_prep_count(e->plan, w->ws, &w->raw, 0, w->raw.n, w->counts);
+        else if (w->gx) s = rec_gexec_run(w->gx, &w->raw, 0, w->raw.n, b);
         else s = rec_prep_run(e->plan, w->ws, &w->raw, 0, w->raw.n, b);
         if (s) break;
         line += lines;

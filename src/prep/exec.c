@@ -395,7 +395,7 @@ static rec_status k_float_map(kctx *k) {
             for (int64_t r = 0; r < n; r++) f[r] = (float)rec_ref_boxcox(f[r], op->lambda);
             break;
         default: /* REC_OP_LOG1P */
-            for (int64_t r = 0; r < n; r++) f[r] = log1pf(f[r]);
+            for (int64_t r = 0; r < n; r++) f[r] = rec_g_log1p(f[r]);
             break;
         }
     }
@@ -430,8 +430,8 @@ static rec_status k_sigrid_hash(kctx *k) {
             continue;
         }
         for (int64_t i = 0; i < nnz; i++) {
-            int64_t h = (int64_t)rec_hash_128_to_64(salt, rec_twang_mix64((uint64_t)v[i]));
-            v[i] = rec__floor_mod_magic(h, d, mult, shift);
+            int64_t h = (int64_t)rec_g_hash128(salt, rec_g_twang((uint64_t)v[i]));
+            v[i] = rec_g_floor_mod(h, d, mult, shift);
         }
     }
     return REC_OK;
@@ -447,7 +447,7 @@ static rec_status k_modulo(kctx *k) {
         uint64_t mult;
         int shift;
         rec_sigrid_magic(d, &mult, &shift);
-        for (int64_t i = 0; i < nnz; i++) v[i] = rec__floor_mod_magic(v[i], d, mult, shift);
+        for (int64_t i = 0; i < nnz; i++) v[i] = rec_g_floor_mod(v[i], d, mult, shift);
     }
     return REC_OK;
 }
@@ -659,3 +659,4 @@ rec_status rec_prep_count(const rec_prep_plan *p, rec_prep_ws *ws, const rec_raw
 }
 
 const rec_spec *rec__prep_plan_spec(const rec_prep_plan *p) { return p->spec; }
+const rec_vocab_set *rec__prep_plan_vocabs(const rec_prep_plan *p) { return p->vocabs; }

@@ -4,8 +4,7 @@
  * obviousness over speed.
  *
  * Value conventions shared with the fused executor: f32 values are stored as float; every op
- * but log1p (defined in single precision, see rec_ref_log1p) computes in double from the
- * float input and rounds its result to float; clamp bounds on
+ * computes in double from the float input and rounds its result to float; clamp bounds on
  * f32 are rounded to float first; f32 -> i64 casts truncate toward zero, saturate, and send
  * NaN to 0; a row concatenated from several inputs is null only when all of them are. */
 #include <math.h>

@@ -143,6 +143,7 @@ static rec_status one_pass(const rec_ingest_opts *o, const char *name, rec_tsv *
     p.r = r;
     rec_status s = REC_OK;
     if (!*engine) s = rec_prep_engine_init(engine, plan, o->threads, rec_tsv_options(p.r), name);
+    if (!s && w && o->device != REC_PREP_CPU) s = rec_prep_engine_set_device(*engine, (rec_prep_device)o->device);
     p.e = *engine;
     rec_progress pg;
     rec_progress_init(&pg, label, "MB", 0);

@@ -44,11 +44,11 @@ double rec_ref_boxcox(double x, double lambda) {
 }
 
 /* log(1 + x): the dense transform of the facebookresearch/dlrm Criteo preprocessing
- * (applied after clamping at 0). Unlike the other float ops it is defined in single
- * precision, as the C library's log1pf of the float value: the dlrm reference computes it
- * on float32 tensors, and it keeps the hot Criteo path free of double-precision calls.
- * x < -1 gives NaN, -1 gives -inf. */
-double rec_ref_log1p(double x) { return (double)log1pf((float)x); }
+ * (applied after clamping at 0), in double like the other float ops, so that the executors
+ * round one correctly rounded value to float on the CPU and on a GPU (gops.h's rec_g_log1p:
+ * the C library's log1pf is not correctly rounded, nor is CUDA's, and they differ). It is
+ * as fast as log1pf here. x < -1 gives NaN, -1 gives -inf. */
+double rec_ref_log1p(double x) { return log1p(x); }
 
 /* Onehot(x, lower, upper, num_class): step = (upper-lower)/num_class,
  * idx = int((x-lower)/step) truncated toward zero; idx outside [0, num_class) -> 0.
@@ -88,27 +88,10 @@ int64_t rec_ref_map_id(int64_t x, const int64_t *map, int64_t map_len) {
 }
 
 /* Thomas Wang's 64-bit mix (folly::hash::twang_mix64). */
-uint64_t rec_twang_mix64(uint64_t k) {
-    k = (~k) + (k << 21);
-    k = k ^ (k >> 24);
-    k = (k + (k << 3)) + (k << 8);
-    k = k ^ (k >> 14);
-    k = (k + (k << 2)) + (k << 4);
-    k = k ^ (k >> 28);
-    k = k + (k << 31);
-    return k;
-}
+uint64_t rec_twang_mix64(uint64_t k) { return rec_g_twang(k); }
 
 /* folly::hash::hash_128_to_64: Murmur-inspired combination of two 64-bit words. */
-uint64_t rec_hash_128_to_64(uint64_t upper, uint64_t lower) {
-    const uint64_t kMul = 0x9ddfea08eb382d69ULL;
-    uint64_t a = (lower ^ upper) * kMul;
-    a ^= (a >> 47);
-    uint64_t b = (upper ^ a) * kMul;
-    b ^= (b >> 47);
-    b *= kMul;
-    return b;
-}
+uint64_t rec_hash_128_to_64(uint64_t upper, uint64_t lower) { return rec_g_hash128(upper, lower); }
 
 /* computeMultiperAndShift(divisor, precision = 63) of the Velox sigrid_hash UDF:
  * l = ceil(log2 d); low = 2^(64+l) / d; high = (2^(64+l) + 2^(64+l-63)) / d; halve both
@@ -146,5 +129,5 @@ int64_t rec_ref_sigrid_hash(int64_t x, int64_t salt, int64_t max_value) {
     uint64_t multiplier;
     int shift;
     rec_sigrid_magic(max_value, &multiplier, &shift);
-    return rec__floor_mod_magic(hashed, max_value, multiplier, shift);
+    return rec_g_floor_mod(hashed, max_value, multiplier, shift);
 }

@@ -4,20 +4,21 @@
 
 #include "rectrain/prep.h"
 
-/* The spec a plan was compiled from (exec.c). */
+/* The spec a plan was compiled from, and its vocabularies (or NULL) (exec.c). */
 const rec_spec *rec__prep_plan_spec(const rec_prep_plan *p);
+const rec_vocab_set *rec__prep_plan_vocabs(const rec_prep_plan *p);
+
+/* The open-addressing table of a vocabulary (vocab.c): keys, values and used flags of `cap`
+ * slots, probed linearly from rec_mix64(id) (the GPU executor copies it to the device). */
+void rec__vocab_table(const rec_vocab *v, const int64_t **keys, const int64_t **vals, const uint8_t **used,
+                      int64_t *cap);
 
 /* Counts ids[0..n) into vocabulary slot k (vocab.c). */
 rec_status rec__vocab_count_ids(rec_vocab_counts *c, int32_t k, const int64_t *ids, int64_t n);
 
-/* Floor-mod of x by d through the multiply-shift division of the sigrid_hash UDF
- * (rec_sigrid_magic gives (mult, shift) for d); exact for every int64 x and d >= 2. */
-static inline int64_t rec__floor_mod_magic(int64_t x, int64_t d, uint64_t mult, int shift) {
-    int64_t sign = x >> 63;
-    __int128 prod = (__int128)(unsigned __int128)mult * (__int128)(sign ^ x);
-    int64_t q = sign ^ (int64_t)(prod >> (64 + shift));
-    return (int64_t)((uint64_t)x - (uint64_t)q * (uint64_t)d); /* wraps exactly: result in [0, d) */
-}
+/* The element functions shared with the GPU executor: floor-mod by multiply-shift
+ * (rec_g_floor_mod), the sigrid hash's mixes (gops.h). */
+#include "gops.h"
 
 
 /* ---- spec: spec.c parses the JSON into a draft, spec_check.c validates it ------------------

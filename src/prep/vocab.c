@@ -85,6 +85,11 @@ struct rec_vocab {
 };
 
 int64_t rec_vocab_size(const rec_vocab *v) { return v->size; }
+
+void rec__vocab_table(const rec_vocab *v, const int64_t **keys, const int64_t **vals, const uint8_t **used,
+                      int64_t *cap) {
+    *keys = v->map.keys, *vals = v->map.vals, *used = v->map.used, *cap = v->map.cap;
+}
 const int64_t *rec_vocab_ids(const rec_vocab *v) { return v->ids; }
 
 int64_t rec_vocab_lookup(const rec_vocab *v, int64_t id) {

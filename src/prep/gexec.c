@@ -1,0 +1,472 @@
+/* The GPU preprocessing executor over a backend (gexec.h), and its CPU backend.
+ *
+ * Columns: the 39 raw ones of a block (I1..I13 ids, C1..C26 id lists), then one per feature.
+ * A block runs the fusion plan step by step. Before step j, the features whose chains start
+ * there are loaded (their inputs copied or concatenated; a feature without ops is loaded once
+ * its inputs are done, in waves when one reads another loaded at the same step); then each
+ * kernel of step j is one fused op over its members. Ops that change row lengths count, scan
+ * and write into second buffers that then swap with the first (gops.h). The host keeps an
+ * upper bound of each column's ids (raw: exact; fill_null adds a row's worth, firstx caps at
+ * x a row, ngram multiplies by n, a load sums its inputs), so buffers are sized before a
+ * launch and the host never waits for a count.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gexec.h"
+#include "prep_internal.h"
+#include "rectrain/core.h"
+
+enum { RAW = REC_CRITEO_NINT + REC_CRITEO_NCAT };
+
+struct rec_gexec {
+    const rec_spec *s;
+    const rec_fusion *fu;
+    const rec_gback *be;
+    int64_t rows;
+    int nc;                  /* RAW + features */
+    rec_gcol *cols, *dcols;  /* the descriptors: the host's copy, the backend's */
+    int64_t *v2cap, *vcap, *ub;
+    rec_gop *ops, *dops;     /* per kernel, its members' ops contiguous (at kofs) */
+    int *kofs;
+    rec_gop *lops, *dlops;   /* loads: one per feature (host), a wave's (backend) */
+    rec_gop *wave;           /* (features) a wave of loads (host) */
+    int32_t *dcnt;
+    int max_m;
+    int *load_step;
+    void **owned;            /* backend arrays of op parameters */
+    int n_owned;
+    int launches;
+};
+
+static int col_of_input(int in) { return in < 0 ? -in - 1 : RAW + in; }
+
+static rec_status owned_put(rec_gexec *g, const void *src, size_t bytes, const void **out) {
+    void *p = NULL;
+    REC_TRY(g->be->alloc(g->be->ctx, &p, bytes ? bytes : 8));
+    g->owned[g->n_owned++] = p;
+    *out = p;
+    return bytes ? g->be->put(g->be->ctx, p, src, bytes) : REC_OK;
+}
+
+/* The op of instance (f, j) as the row functions read it. */
+static rec_status make_op(rec_gexec *g, const rec_vocab_set *vocabs, int f, int j, rec_gop *o) {
+    const rec_op *op = &g->s->features[f].ops[j];
+    memset(o, 0, sizeof *o);
+    o->kind = (int32_t)op->kind, o->col = RAW + f;
+    o->f32 = op->in.dtype == REC_DT_F32, o->list = op->in.is_list != 0, o->width = op->in.width;
+    o->to = (int32_t)op->to, o->fvalue = (float)op->fvalue, o->ivalue = op->ivalue;
+    o->eps = op->eps, o->lambda = op->lambda, o->lo = op->lo, o->hi = op->hi;
+    o->num_class = op->num_class, o->x = op->x, o->n = op->n;
+    o->max_value = op->max_value, o->divisor = op->divisor, o->salt = (uint64_t)op->salt;
+    o->n_borders = op->n_borders, o->map_len = op->map_len;
+    if (op->kind == REC_OP_SIGRID_HASH) o->mult = op->multiplier, o->shift = op->shift;
+    if (op->kind == REC_OP_MODULO && op->divisor >= 2) {
+        int sh;
+        rec_sigrid_magic(op->divisor, &o->mult, &sh);
+        o->shift = sh;
+    }
+    const void *p;
+    if (op->kind == REC_OP_BUCKETIZE) {
+        REC_TRY(owned_put(g, op->borders, sizeof(double) * (size_t)op->n_borders, &p));
+        o->borders = p;
+    }
+    if (op->kind == REC_OP_MAP_ID) {
+        REC_TRY(owned_put(g, op->map, sizeof(int64_t) * (size_t)op->map_len, &p));
+        o->map = p;
+    }
+    if (op->kind == REC_OP_CATEGORIFY) {
+        if (!vocabs)
+            return rec_errorf(REC_EINVAL, "spec '%s' has categorify ops but no vocabularies were given", g->s->name);
+        const int64_t *k, *v;
+        const uint8_t *u;
+        int64_t cap;
+        rec__vocab_table(vocabs->v[op->vocab_slot], &k, &v, &u, &cap);
+        REC_TRY(owned_put(g, k, sizeof(int64_t) * (size_t)cap, &p));
+        o->vkeys = p;
+        REC_TRY(owned_put(g, v, sizeof(int64_t) * (size_t)cap, &p));
+        o->vvals = p;
+        REC_TRY(owned_put(g, u, (size_t)cap, &p));
+        o->vused = p;
+        o->vcap = cap;
+    }
+    return REC_OK;
+}
+
+static rec_type out_type_of(const rec_spec *s, int in) {
+    if (in >= 0) return s->features[in].out_type;
+    rec_type t = {0};
+    t.dtype = REC_DT_I64, t.width = 1, t.is_list = -in > REC_CRITEO_NINT, t.nullable = 1;
+    return t;
+}
+
+static void make_load(const rec_gexec *g, int f, rec_gop *o) {
+    const rec_feature *ft = &g->s->features[f];
+    memset(o, 0, sizeof *o);
+    o->kind = REC_G_LOAD, o->col = RAW + f, o->n_src = ft->n_inputs, o->width = 1;
+    for (int k = 0; k < ft->n_inputs; k++) {
+        const rec_type t = out_type_of(g->s, ft->inputs[k]);
+        o->src[k] = col_of_input(ft->inputs[k]);
+        o->src_f32[k] = t.dtype == REC_DT_F32, o->src_list[k] = t.is_list != 0;
+        if (o->src_f32[k]) o->width = t.width;
+    }
+}
+
+static rec_status alloc_col(rec_gexec *g, int c, int64_t floats, int lists) {
+    rec_gcol *d = &g->cols[c];
+    void *p;
+    const rec_gback *be = g->be;
+    const int64_t R = g->rows;
+    REC_TRY(be->alloc(be->ctx, &p, (size_t)R + 8));
+    d->null = p;
+    REC_TRY(be->alloc(be->ctx, &p, sizeof(int64_t) * (size_t)(R + 1)));
+    d->v = p;
+    g->vcap[c] = R + 1;
+    if (lists) {
+        REC_TRY(be->alloc(be->ctx, &p, sizeof(int32_t) * (size_t)(R + 1)));
+        d->off = p;
+        REC_TRY(be->alloc(be->ctx, &p, sizeof(int32_t) * (size_t)(R + 1)));
+        d->off2 = p;
+        REC_TRY(be->alloc(be->ctx, &p, sizeof(int64_t) * (size_t)(R + 1)));
+        d->v2 = p;
+        g->v2cap[c] = R + 1;
+    }
+    if (floats) {
+        REC_TRY(be->alloc(be->ctx, &p, sizeof(float) * (size_t)floats));
+        d->f = p;
+        REC_TRY(be->alloc(be->ctx, &p, sizeof(float) * (size_t)floats));
+        d->f2 = p;
+    }
+    return REC_OK;
+}
+
+static rec_status init(rec_gexec *g, const rec_spec *spec, const rec_fusion *fu, const rec_vocab_set *vocabs,
+                       const rec_gback *be, int64_t rows) {
+    const int F = spec->n_features;
+    g->s = spec, g->fu = fu, g->be = be, g->rows = rows, g->nc = RAW + F;
+    int n_params = 4;
+    for (int i = 0; i < fu->n_ops; i++) n_params += 3;
+    g->cols = calloc((size_t)g->nc, sizeof(rec_gcol));
+    g->v2cap = calloc((size_t)g->nc, sizeof(int64_t)), g->vcap = calloc((size_t)g->nc, sizeof(int64_t));
+    g->ub = calloc((size_t)g->nc, sizeof(int64_t));
+    g->ops = calloc((size_t)fu->n_ops + 1, sizeof(rec_gop)), g->kofs = calloc((size_t)fu->n_kernels + 1, sizeof(int));
+    g->lops = calloc((size_t)F + 1, sizeof(rec_gop)), g->load_step = calloc((size_t)F + 1, sizeof(int));
+    g->wave = calloc((size_t)F + 1, sizeof(rec_gop));
+    g->owned = calloc((size_t)n_params, sizeof(void *));
+    if (!g->cols || !g->v2cap || !g->vcap || !g->ub || !g->ops || !g->kofs || !g->lops || !g->load_step || !g->owned ||
+        !g->wave)
+        return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
+    /* columns: raw ids, raw lists, then each feature with room for its widest f32 stage */
+    for (int c = 0; c < RAW; c++) REC_TRY(alloc_col(g, c, 0, c >= REC_CRITEO_NINT));
+    for (int f = 0; f < F; f++) {
+        const rec_feature *ft = &spec->features[f];
+        int w = ft->out_type.dtype == REC_DT_F32 ? ft->out_type.width : 1;
+        for (int j = 0; j < ft->n_ops; j++)
+            if (ft->ops[j].in.dtype == REC_DT_F32 && ft->ops[j].in.width > w) w = ft->ops[j].in.width;
+        REC_TRY(alloc_col(g, RAW + f, rows * w, 1));
+    }
+    /* the kernels' ops, each kernel's members contiguous */
+    for (int k = 0, at = 0; k < fu->n_kernels; k++) {
+        g->kofs[k] = at;
+        if (fu->kernels[k].n > g->max_m) g->max_m = fu->kernels[k].n;
+        for (int m = 0; m < fu->kernels[k].n; m++, at++)
+            REC_TRY(make_op(g, vocabs, fu->ops[fu->kernels[k].members[m]].feature, fu->ops[fu->kernels[k].members[m]].op,
+                            &g->ops[at]));
+    }
+    if (F > g->max_m) g->max_m = F;
+    void *p;
+    REC_TRY(be->alloc(be->ctx, &p, sizeof(rec_gop) * ((size_t)fu->n_ops + 1)));
+    g->dops = p;
+    REC_TRY(be->put(be->ctx, g->dops, g->ops, sizeof(rec_gop) * (size_t)fu->n_ops));
+    REC_TRY(be->alloc(be->ctx, &p, sizeof(rec_gop) * ((size_t)F + 1)));
+    g->dlops = p;
+    REC_TRY(be->alloc(be->ctx, &p, sizeof(rec_gcol) * (size_t)g->nc));
+    g->dcols = p;
+    REC_TRY(be->alloc(be->ctx, &p, sizeof(int32_t) * (size_t)(g->max_m * rows)));
+    g->dcnt = p;
+    /* when each feature loads: at its first op's step, or (no ops) once its inputs are done */
+    int *first = calloc((size_t)F + 1, sizeof(int)), *done = calloc((size_t)F + 1, sizeof(int));
+    if (!first || !done) {
+        free(first), free(done);
+        return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
+    }
+    for (int i = fu->n_ops - 1; i >= 0; i--) first[fu->ops[i].feature] = i;
+    for (int f = 0; f < F; f++) {
+        const rec_feature *ft = &spec->features[f];
+        make_load(g, f, &g->lops[f]);
+        if (ft->n_ops) {
+            g->load_step[f] = fu->ops[first[f]].step;
+            done[f] = fu->ops[first[f] + ft->n_ops - 1].step + 1;
+        } else {
+            for (int k = 0; k < ft->n_inputs; k++)
+                if (ft->inputs[k] >= 0 && done[ft->inputs[k]] > g->load_step[f]) g->load_step[f] = done[ft->inputs[k]];
+            done[f] = g->load_step[f];
+        }
+    }
+    free(first), free(done);
+    return REC_OK;
+}
+
+rec_status rec_gexec_init(rec_gexec **out, const rec_spec *spec, const rec_fusion *fu, const rec_vocab_set *vocabs,
+                          const rec_gback *be, int64_t rows) {
+    *out = NULL;
+    if (rows < 1 || rows > INT32_MAX / 64)
+        return rec_errorf(REC_EINVAL, "GPU preprocessing: blocks of %lld rows; give 1 to %d", (long long)rows, INT32_MAX / 64);
+    rec_gexec *g = calloc(1, sizeof *g);
+    if (!g) return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
+    g->be = be;
+    const rec_status s = init(g, spec, fu, vocabs, be, rows);
+    if (s) {
+        rec_gexec_free(g);
+        return s;
+    }
+    *out = g;
+    return REC_OK;
+}
+
+void rec_gexec_free(rec_gexec *g) {
+    if (!g) return;
+    const rec_gback *be = g->be;
+    for (int c = 0; g->cols && c < g->nc; c++) {
+        rec_gcol *d = &g->cols[c];
+        void *ps[7] = {d->f, d->f2, d->v, d->v2, d->off, d->off2, d->null};
+        for (int k = 0; k < 7; k++)
+            if (ps[k]) be->release(be->ctx, ps[k]);
+    }
+    for (int k = 0; k < g->n_owned; k++) be->release(be->ctx, g->owned[k]);
+    void *ps[4] = {g->dops, g->dlops, g->dcols, g->dcnt};
+    for (int k = 0; k < 4; k++)
+        if (ps[k]) be->release(be->ctx, ps[k]);
+    free(g->cols), free(g->v2cap), free(g->vcap), free(g->ub), free(g->ops), free(g->kofs), free(g->lops);
+    free(g->load_step), free(g->owned), free(g->wave);
+    free(g);
+}
+
+int rec_gexec_launches(const rec_gexec *g) { return g->launches; }
+
+/* Ensures column c's second id buffer holds n ids. */
+static rec_status room(rec_gexec *g, int c, int64_t n) {
+    if (n <= g->v2cap[c]) return REC_OK;
+    int64_t cap = g->v2cap[c] * 2 > n ? g->v2cap[c] * 2 : n;
+    void *p;
+    REC_TRY(g->be->alloc(g->be->ctx, &p, sizeof(int64_t) * (size_t)cap));
+    if (g->cols[c].v2) g->be->release(g->be->ctx, g->cols[c].v2);
+    g->cols[c].v2 = p, g->v2cap[c] = cap;
+    return REC_OK;
+}
+
+/* The ids column c holds at most after `o` runs on it (n rows). */
+static int64_t bound_after(const rec_gexec *g, const rec_gop *o, int64_t n) {
+    const int64_t ub = g->ub[o->col];
+    if (o->kind == REC_G_LOAD) {
+        int64_t s = 0;
+        for (int k = 0; k < o->n_src; k++) s += o->src_list[k] ? g->ub[o->src[k]] : n * (o->src_f32[k] ? o->width : 1);
+        return s;
+    }
+    if (o->kind == REC_OP_FILL_NULL) return ub + n;
+    if (o->kind == REC_OP_FIRSTX) return ub < (int64_t)o->x * n ? ub : (int64_t)o->x * n;
+    return ub * (o->n > 1 ? o->n : 1); /* ngram */
+}
+
+static void swap_v(rec_gcol *c, int64_t *vcap, int64_t *v2cap) {
+    int64_t *v = c->v, t = *vcap;
+    int32_t *off = c->off;
+    c->v = c->v2, c->v2 = v, c->off = c->off2, c->off2 = off, *vcap = *v2cap, *v2cap = t;
+}
+
+static void swap_f(rec_gcol *c) {
+    float *f = c->f;
+    c->f = c->f2, c->f2 = f;
+}
+
+/* One fused op: ops (host) and dops (the backend's copy) of m members, over n rows. */
+static rec_status launch(rec_gexec *g, const rec_gop *ops, const rec_gop *dops, int m, int64_t n) {
+    const rec_gback *be = g->be;
+    const int kind = ops[0].kind;
+    const int counted = kind == REC_G_LOAD || kind == REC_OP_NGRAM || (ops[0].list && (kind == REC_OP_FILL_NULL ||
+                                                                                      kind == REC_OP_FIRSTX));
+    if (counted)
+        for (int k = 0; k < m; k++) {
+            const int64_t u = bound_after(g, &ops[k], n);
+            REC_TRY(room(g, ops[k].col, u));
+            g->ub[ops[k].col] = u;
+        }
+    REC_TRY(be->put(be->ctx, g->dcols, g->cols, sizeof(rec_gcol) * (size_t)g->nc));
+    g->launches++;
+    if (!counted && kind != REC_OP_ONEHOT) return be->rows(be->ctx, REC_G_ELEM, dops, m, g->dcols, n, g->dcnt);
+    if (counted) {
+        REC_TRY(be->rows(be->ctx, REC_G_COUNT, dops, m, g->dcols, n, g->dcnt));
+        REC_TRY(be->scan(be->ctx, ops, m, g->cols, n, g->dcnt));
+    }
+    REC_TRY(be->rows(be->ctx, REC_G_WRITE, dops, m, g->dcols, n, g->dcnt));
+    for (int k = 0; k < m; k++) {
+        rec_gcol *c = &g->cols[ops[k].col];
+        if (kind == REC_OP_ONEHOT || kind == REC_G_LOAD) swap_f(c);
+        if (counted) swap_v(c, &g->vcap[ops[k].col], &g->v2cap[ops[k].col]);
+    }
+    return REC_OK;
+}
+
+/* The loads of step j, in waves: a feature once every input loaded at this step is done. */
+static rec_status loads(rec_gexec *g, int j, int64_t n, uint8_t *loaded) {
+    const int F = g->s->n_features;
+    for (;;) {
+        rec_gop *wave = g->wave;
+        int m = 0;
+        for (int f = 0; f < F; f++) {
+            if (loaded[f] || g->load_step[f] != j) continue;
+            int ready = 1;
+            const rec_feature *ft = &g->s->features[f];
+            for (int k = 0; k < ft->n_inputs; k++) {
+                const int in = ft->inputs[k];
+                if (in >= 0 && g->load_step[in] == j && !(loaded[in] == 1 && g->s->features[in].n_ops == 0)) ready = 0;
+            }
+            if (ready) wave[m++] = g->lops[f];
+        }
+        if (!m) return REC_OK;
+        for (int k = 0; k < m; k++) loaded[wave[k].col - RAW] = 2; /* this wave's: not yet readable */
+        REC_TRY(g->be->put(g->be->ctx, g->dlops, wave, sizeof(rec_gop) * (size_t)m));
+        REC_TRY(launch(g, wave, g->dlops, m, n));
+        for (int k = 0; k < m; k++) loaded[wave[k].col - RAW] = 1;
+    }
+}
+
+/* Raw rows [r0, r0 + n) into the raw columns. */
+static rec_status upload(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64_t n) {
+    const rec_gback *be = g->be;
+    for (int c = 0; c < REC_CRITEO_NINT; c++) {
+        REC_TRY(be->put(be->ctx, g->cols[c].v, raw->ints + (size_t)c * raw->cap + r0, sizeof(int64_t) * (size_t)n));
+        REC_TRY(be->put(be->ctx, g->cols[c].null, raw->int_null + (size_t)c * raw->cap + r0, (size_t)n));
+        g->ub[c] = n;
+    }
+    int32_t *off = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    if (!off) return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
+    rec_status s = REC_OK;
+    for (int k = 0; !s && k < REC_CRITEO_NCAT; k++) {
+        const rec_raw_list *l = &raw->cat[k];
+        const int c = REC_CRITEO_NINT + k;
+        const int32_t base = l->off[r0];
+        for (int64_t r = 0; r <= n; r++) off[r] = l->off[r0 + r] - base;
+        if (off[n] + 1 > g->vcap[c]) { /* a raw column's first buffer holds its block */
+            void *p;
+            s = be->alloc(be->ctx, &p, sizeof(int64_t) * (size_t)(off[n] + 1));
+            if (s) break;
+            be->release(be->ctx, g->cols[c].v);
+            g->cols[c].v = p, g->vcap[c] = off[n] + 1;
+        }
+        if (!s) s = be->put(be->ctx, g->cols[c].off, off, sizeof(int32_t) * (size_t)(n + 1));
+        if (!s) s = be->put(be->ctx, g->cols[c].v, l->val + base, sizeof(int64_t) * (size_t)off[n]);
+        if (!s) s = be->put(be->ctx, g->cols[c].null, l->null + r0, (size_t)n);
+        g->ub[c] = off[n];
+    }
+    free(off);
+    return s;
+}
+
+/* The outputs of the block into batch rows [b->n, b->n + n), as exec.c's emit_block. */
+static rec_status emit(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64_t n, rec_batch *b) {
+    const rec_gback *be = g->be;
+    const int64_t row = b->n;
+    for (int64_t r = 0; r < n; r++) b->label[row + r] = raw->has_label ? raw->label[r0 + r] : 0.0f;
+    float *tmp = NULL;
+    int32_t *off = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    rec_status s = off ? REC_OK : rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
+    for (int i = 0; !s && i < g->s->n_features; i++) {
+        const rec_feature *ft = &g->s->features[i];
+        const rec_gcol *c = &g->cols[RAW + i];
+        if (ft->kind == REC_FEAT_DENSE) {
+            const int32_t w = ft->out_type.width, Dn = b->n_dense;
+            float *t2 = realloc(tmp, sizeof(float) * (size_t)(n * w));
+            if (!t2) s = rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
+            else tmp = t2, s = be->get(be->ctx, tmp, c->f, sizeof(float) * (size_t)(n * w));
+            for (int64_t r = 0; !s && r < n; r++) memcpy(b->dense + (row + r) * Dn + ft->dense_offset, tmp + r * w, sizeof(float) * (size_t)w);
+        } else if (ft->kind == REC_FEAT_SPARSE) {
+            rec_jagged *jg = &b->sparse[ft->sparse_index];
+            if (row == 0) {
+                jg->offsets[0] = 0;
+                s = rec_batch_set_wide(b, ft->sparse_index, 1);
+            }
+            if (ft->out_type.is_list) {
+                if (!s) s = be->get(be->ctx, off, c->off, sizeof(int32_t) * (size_t)(n + 1));
+            } else {
+                for (int64_t r = 0; r <= n; r++) off[r] = (int32_t)r;
+            }
+            const int64_t base = jg->offsets[row];
+            if (!s) s = rec_batch_reserve_nnz(b, ft->sparse_index, base + off[n], 0);
+            if (!s) s = be->get(be->ctx, jg->ids64 + base, c->v, sizeof(int64_t) * (size_t)off[n]);
+            for (int64_t r = 0; !s && r < n; r++) jg->offsets[row + r + 1] = base + off[r + 1];
+        }
+    }
+    free(tmp), free(off);
+    if (!s) b->n = row + n;
+    return s;
+}
+
+rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64_t n, rec_batch *b) {
+    if (r0 < 0 || n < 0 || r0 + n > raw->n)
+        return rec_errorf(REC_EINVAL, "rows [%lld, %lld) are outside the raw block of %lld rows", (long long)r0,
+                          (long long)(r0 + n), (long long)raw->n);
+    if (b->n_dense != g->s->n_dense || b->n_sparse != g->s->n_sparse || b->n + n > b->cap)
+        return rec_errorf(REC_EINVAL, "GPU preprocessing: a batch of %d dense / %d sparse columns with room for %lld "
+                          "rows, for spec '%s' (%d / %d) and %lld rows", b->n_dense, b->n_sparse,
+                          (long long)(b->cap - b->n), g->s->name, g->s->n_dense, g->s->n_sparse, (long long)n);
+    uint8_t *loaded = calloc((size_t)g->s->n_features + 1, 1);
+    if (!loaded) return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
+    g->launches = 0;
+    rec_status s = REC_OK;
+    for (int64_t done = 0; !s && done < n; done += g->rows) {
+        const int64_t m = n - done < g->rows ? n - done : g->rows;
+        memset(loaded, 0, (size_t)g->s->n_features);
+        s = upload(g, raw, r0 + done, m);
+        for (int j = 0, k = 0; !s && j <= g->fu->n_steps; j++) {
+            s = loads(g, j, m, loaded);
+            for (; !s && k < g->fu->n_kernels && g->fu->kernels[k].step == j; k++)
+                s = launch(g, &g->ops[g->kofs[k]], g->dops + g->kofs[k], g->fu->kernels[k].n, m);
+        }
+        if (!s) s = emit(g, raw, r0 + done, m, b);
+    }
+    free(loaded);
+    return s;
+}
+
+/* ---- the CPU backend ------------------------------------------------------------------------ */
+
+static rec_status cpu_alloc(void *ctx, void **p, size_t bytes) {
+    (void)ctx;
+    *p = calloc(1, bytes);
+    return *p ? REC_OK : rec_errorf(REC_ENOMEM, "GPU preprocessing (CPU backend): out of memory for %zu bytes", bytes);
+}
+
+static void cpu_release(void *ctx, void *p) {
+    (void)ctx;
+    free(p);
+}
+
+static rec_status cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    if (bytes) memcpy(dst, src, bytes);
+    return REC_OK;
+}
+
+static rec_status cpu_rows(void *ctx, int phase, const rec_gop *ops, int m, rec_gcol *cols, int64_t n, int32_t *cnt) {
+    (void)ctx;
+    for (int k = 0; k < m; k++)
+        for (int64_t r = 0; r < n; r++) {
+            if (phase == REC_G_ELEM) rec_g_elem(&ops[k], cols, r);
+            else if (phase == REC_G_COUNT) cnt[k * n + r] = rec_g_count(&ops[k], cols, r);
+            else rec_g_write(&ops[k], cols, r);
+        }
+    return REC_OK;
+}
+
+static rec_status cpu_scan(void *ctx, const rec_gop *ops, int m, const rec_gcol *cols, int64_t n, const int32_t *cnt) {
+    (void)ctx;
+    for (int k = 0; k < m; k++) {
+        int32_t *off = cols[ops[k].col].off2;
+        off[0] = 0;
+        for (int64_t r = 0; r < n; r++) off[r + 1] = off[r] + cnt[k * n + r];
+    }
+    return REC_OK;
+}
+
+const rec_gback rec_gback_cpu = {NULL, "cpu", cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_rows, cpu_scan};

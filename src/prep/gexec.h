@@ -1,0 +1,58 @@
+/* The GPU preprocessing executor (RAP §6): a spec's fusion plan (rec_fusion) run step by step,
+ * each fused kernel one launch over all its members' rows, on a backend: CUDA
+ * (src/cuda/prep.cu) or the CPU (gexec.c, the same row functions in loops), which the tests
+ * hold bit for bit to the CPU executor. */
+#ifndef RECTRAIN_PREP_GEXEC_H
+#define RECTRAIN_PREP_GEXEC_H
+
+#include "gops.h"
+#include "rectrain/prep.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { REC_G_ELEM = 0, REC_G_COUNT, REC_G_WRITE };
+
+/* Where the columns live and how fused ops run there. Pointers passed to rows, and the `off2`
+ * of `cols_host`, are the backend's. */
+typedef struct rec_gback {
+    void *ctx;
+    const char *name;
+    rec_status (*alloc)(void *ctx, void **p, size_t bytes);
+    void (*release)(void *ctx, void *p);
+    rec_status (*put)(void *ctx, void *dst, const void *src, size_t bytes); /* host -> backend */
+    rec_status (*get)(void *ctx, void *dst, const void *src, size_t bytes); /* backend -> host */
+    /* Phase REC_G_* of ops[0 .. m) over rows [0, n) of their columns; REC_G_COUNT writes row r
+     * of op k's length at cnt[k * n + r]. */
+    rec_status (*rows)(void *ctx, int phase, const rec_gop *ops, int m, rec_gcol *cols, int64_t n, int32_t *cnt);
+    /* Each op k's column offsets: off2[0] = 0, off2[r + 1] = off2[r] + cnt[k * n + r]. ops_host
+     * and cols_host are the host's copies, naming the backend's off2 arrays. */
+    rec_status (*scan)(void *ctx, const rec_gop *ops_host, int m, const rec_gcol *cols_host, int64_t n,
+                       const int32_t *cnt);
+} rec_gback;
+
+/* The CPU backend: host memory, the row functions in loops. */
+extern const rec_gback rec_gback_cpu;
+/* The CUDA backend (src/cuda/prep.cu): REC_EUNSUPPORTED, with the reason, without a usable GPU
+ * or in a build without the GPU engine. */
+rec_status rec_gback_cuda(rec_gback *out);
+void rec_gback_cuda_free(rec_gback *b);
+
+typedef struct rec_gexec rec_gexec;
+
+/* Prepares a run of `fu` (the plan of `spec`) on `be` for blocks of up to `rows` rows; vocabs
+ * as for rec_prep_plan_init. */
+rec_status rec_gexec_init(rec_gexec **out, const rec_spec *spec, const rec_fusion *fu, const rec_vocab_set *vocabs,
+                          const rec_gback *be, int64_t rows);
+void rec_gexec_free(rec_gexec *g);
+/* Preprocesses raw rows [r0, r0 + n) and appends them to `b`, as rec_prep_run does. */
+rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64_t n, rec_batch *b);
+/* Launches of the last run (fused ops and loads, each a launch or a count, a scan and a write). */
+int rec_gexec_launches(const rec_gexec *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
