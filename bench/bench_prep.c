@@ -5,7 +5,8 @@
  * operator of the spec, writing the Batch), chunked as the streaming reader chunks files.
  * Not timed: generating the text, a categorify counting pass (reported on its own line).
  * MB/s counts input TSV bytes. The machine's copy bandwidth (memcpy of 256 MiB) is printed
- * beside it as the ceiling any single pass over the bytes could reach. */
+ * beside it as the ceiling any single pass over the bytes could reach. With --device cuda the
+ * GPU executor runs the ops (the CPUs parse) at all CPUs, in the same run, on the last line. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,17 +15,24 @@
 #include "bench.h"
 #include "cli.h"
 #include "rectrain/core.h"
+#include "rectrain/cuda.h"
 #include "rectrain/io.h"
 #include "rectrain/prep.h"
+#include "../src/prep/gexec.h"
 
 static const char USAGE[] =
     "usage: rectrain bench prep [--spec SPEC.json] [--in FILE.tsv] [--rows N] [--threads T]\n"
-    "                           [--reps R] [--scale F] [--multi-hot] [--json]\n"
+    "                           [--reps R] [--scale F] [--multi-hot] [--device cuda]\n"
+    "                           [--latencies FILE.tsv] [--json]\n"
     "\n"
     "Times TSV text -> Batch (parse + every op of SPEC) in memory. Without --in it generates\n"
     "N rows (default 1M) with `rectrain gen` semantics (seed 1). Runs 1..T threads (default:\n"
     "1 and all CPUs) and prints MB/s, rows/s and the speed-up beside the measured copy\n"
-    "bandwidth. Default spec: configs/criteo_standard.json (from the source tree).\n";
+    "bandwidth. Default spec: configs/criteo_standard.json (from the source tree). With\n"
+    "--device cuda a last line times the GPU executor (ops on the GPU, parsing on all CPUs), and\n"
+    "--latencies times each fused kernel of the plan (and of the plan sharded to 8 and to 1 op a\n"
+    "kernel) alone on blocks of 1k-32k rows, writes them to FILE.tsv, and scores the latency\n"
+    "predictor trained on 90% of them on the rest (RAP §5.2, Table 5).\n";
 
 /* Reads a whole file into memory (bench input). */
 static rec_status slurp(const char *path, char **text, size_t *len) {
@@ -54,6 +62,49 @@ static rec_status generate(int64_t rows, double scale, int multi_hot, char **tex
     return s;
 }
 
+/* RAP §5.2's data: the kernels timed on the GPU (up to 131072 rows of the text), written to
+ * `path`, and the predictor's held-out score. */
+static rec_status latencies(const rec_spec *spec, const rec_vocab_set *vocabs, const char *text, size_t len,
+                            int has_label, const char *path) {
+    int64_t lines = 0;
+    size_t cut = 0;
+    while (cut < len && lines < 131072) {
+        const char *nl = memchr(text + cut, '\n', len - cut);
+        cut = nl ? (size_t)(nl - text) + 1 : len;
+        lines++;
+    }
+    rec_raw_block raw = {0};
+    rec_tsv_opts to = {.has_label = has_label};
+    rec_bad_report bad = {0};
+    rec_gback be = {0};
+    float *X = NULL;
+    double *ms = NULL, med = 0, within = 0;
+    int64_t n = 0;
+    FILE *f = NULL;
+    rec_status s = rec_raw_block_init(&raw, lines + 1);
+    if (!s) s = rec_tsv_parse(&to, "bench", text, cut, 1, &raw, &bad);
+    if (!s) s = rec_gback_cuda(&be);
+    if (!s) s = rec_gexec_collect(spec, vocabs, &raw, &be, &X, &ms, &n);
+    if (!s && !(f = fopen(path, "w"))) s = rec_errorf(REC_EIO, "cannot write %s: %s", path, strerror(errno));
+    if (f) {
+        fprintf(f, "op\tdtype\tlist\tmembers\tvalues\tmax_values\tparam\tbatch\tms\n");
+        for (int64_t i = 0; i < n; i++) {
+            const float *x = X + i * REC_LAT_FEATURES;
+            fprintf(f, "%s\t%s\t%d\t%d\t%.9g\t%.9g\t%.9g\t%.9g\t%.6g\n", rec_op_name((rec_op_kind)x[0]),
+                    x[1] == REC_DT_F32 ? "f32" : "i64", (int)x[2], (int)x[3], x[4], x[5], x[6], x[7], ms[i]);
+        }
+        if (fclose(f) != 0 && !s) s = rec_errorf(REC_EIO, "writing %s: %s", path, strerror(errno));
+    }
+    if (!s) s = rec_lat_holdout(X, ms, n, 1, &med, &within);
+    if (!s)
+        printf("latency predictor (RAP §5.2): %lld kernels timed on the GPU -> %s; trained on 90%%, on the other 10%%: "
+               "median relative error %.3f, %.1f%% within 10%%\n", (long long)n, path, med, 100 * within);
+    if (be.ctx) rec_gback_cuda_free(&be);
+    free(X), free(ms);
+    rec_raw_block_free(&raw);
+    return s;
+}
+
 /* Cuts the text into chunks of about 8 MiB of whole lines, as rec_tsv_next would. */
 static int make_chunks(const char *text, size_t len, rec_text_chunk *chunks, int max) {
     int n = 0;
@@ -75,16 +126,16 @@ static int make_chunks(const char *text, size_t len, rec_text_chunk *chunks, int
     return n;
 }
 
-typedef struct result { int threads; double mb_s, rows_s, seconds; int64_t rows; } result;
+typedef struct result { int threads, device; double mb_s, rows_s, seconds; int64_t rows; } result;
 
 static rec_status run_threads(const rec_prep_plan *plan, const rec_text_chunk *chunks, int nc, size_t bytes,
-                              int threads, int reps, int has_label, result *out) {
+                              int threads, int reps, int has_label, rec_prep_device device, result *out) {
     rec_tsv_opts to = {.has_label = has_label, .bad_rows = REC_BAD_ROWS_FAIL};
     rec_prep_engine *e;
     REC_TRY(rec_prep_engine_init(&e, plan, threads, &to, "bench"));
     double t[32];
     int64_t rows = 0;
-    rec_status s = REC_OK;
+    rec_status s = rec_prep_engine_set_device(e, device);
     for (int r = -1; !s && r < reps; r++) { /* r = -1 warms up */
         double t0 = rec_now();
         rows = 0;
@@ -97,14 +148,14 @@ static rec_status run_threads(const rec_prep_plan *plan, const rec_text_chunk *c
     rec_prep_engine_free(e);
     if (s) return s;
     double med = rec_median(t, reps);
-    *out = (result){threads, (double)bytes / med / 1e6, (double)rows / med, med, rows};
+    *out = (result){threads, (int)device, (double)bytes / med / 1e6, (double)rows / med, med, rows};
     return REC_OK;
 }
 
 int bench_prep(int argc, char **argv) {
-    const char *cmd = "bench prep", *spec_path = NULL, *in = NULL;
+    const char *cmd = "bench prep", *spec_path = NULL, *in = NULL, *lat_path = NULL;
     int64_t rows = 1000000;
-    int threads = 0, reps = 5, json = 0, multi_hot = 0;
+    int threads = 0, reps = 5, json = 0, multi_hot = 0, gpu = 0;
     double scale = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -117,9 +168,22 @@ int bench_prep(int argc, char **argv) {
         else if (!strcmp(a, "--reps")) rc = cli_int(cmd, argc, argv, &i, 1, 32, &reps);
         else if (!strcmp(a, "--scale")) rc = cli_double(cmd, argc, argv, &i, 1e-6, 1e3, &scale);
         else if (!strcmp(a, "--multi-hot")) multi_hot = 1;
+        else if (!strcmp(a, "--latencies")) rc = cli_str(cmd, argc, argv, &i, &lat_path);
+        else if (!strcmp(a, "--device")) {
+            const char *d = NULL;
+            rc = cli_str(cmd, argc, argv, &i, &d);
+            if (!rc && !strcmp(d, "cuda")) gpu = 1;
+            else if (!rc && strcmp(d, "cpu")) rc = cli_usage(cmd, "--device takes cpu or cuda (got '%s')", d);
+        }
         else if (!strcmp(a, "--json")) json = 1;
         else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
+    }
+    if (lat_path && !gpu) return cli_usage(cmd, "--latencies times kernels on the GPU: add --device cuda");
+    char gpu_name[256];
+    if (gpu) { /* before minutes of CPU runs */
+        const rec_status p = rec_cuda_probe(gpu_name, sizeof gpu_name);
+        if (p) return cli_fail(cmd, p);
     }
     char def_spec[4096];
     if (!spec_path) {
@@ -172,25 +236,31 @@ int bench_prep(int argc, char **argv) {
         counts[n_counts++] = 1;
         if (cpus > 1) counts[n_counts++] = cpus;
     }
-    result res[3];
+    result res[4];
     int64_t lines = 0;
     for (int c = 0; c < nc; c++) lines += chunks[c].n_lines;
     printf("bench prep: %s, %.1f MB of TSV (%lld rows, %.0f B/row), %d fused groups, median of %d\n",
            spec->name, (double)len / 1e6, (long long)lines, lines ? (double)len / (double)lines : 0.0,
            rec_prep_plan_groups(plan), reps);
-    for (int k = 0; k < n_counts && !s; k++) s = run_threads(plan, chunks, nc, len, counts[k], reps, has_label, &res[k]);
+    for (int k = 0; k < n_counts && !s; k++)
+        s = run_threads(plan, chunks, nc, len, counts[k], reps, has_label, REC_PREP_CPU, &res[k]);
+    if (!s && gpu) { /* the GPU executor, as many threads parsing as the last CPU row */
+        s = run_threads(plan, chunks, nc, len, counts[n_counts - 1], reps, has_label, REC_PREP_CUDA, &res[n_counts]);
+        n_counts++;
+    }
     if (!s) {
         if (count_mb_s > 0) printf("categorify counting pass: %.0f MB/s (not included below)\n", count_mb_s);
-        printf("%8s %10s %12s %9s %14s\n", "threads", "MB/s", "rows/s", "speedup", "copy GB/s");
+        printf("%8s %6s %10s %12s %9s %14s\n", "threads", "ops", "MB/s", "rows/s", "speedup", "copy GB/s");
         for (int k = 0; k < n_counts; k++)
-            printf("%8d %10.1f %12.0f %8.2fx %14.1f\n", res[k].threads, res[k].mb_s, res[k].rows_s,
-                   res[k].mb_s / res[0].mb_s, copy);
+            printf("%8d %6s %10.1f %12.0f %8.2fx %14.1f\n", res[k].threads, res[k].device ? "gpu" : "cpu", res[k].mb_s,
+                   res[k].rows_s, res[k].mb_s / res[0].mb_s, copy);
+        if (lat_path) s = latencies(spec, spec->n_vocabs ? &vocabs : NULL, text, len, has_label, lat_path);
         const result *last = &res[n_counts - 1];
         if (json) {
-            printf("{\"bench\": \"prep\", \"spec\": \"%s\", \"bytes\": %zu, \"rows\": %lld, \"threads\": %d, "
+            printf("{\"bench\": \"prep\", \"spec\": \"%s\", \"bytes\": %zu, \"rows\": %lld, \"threads\": %d, \"ops\": \"%s\", "
                    "\"mb_per_s\": %s, \"rows_per_s\": %s, \"mb_per_s_1thread\": %s, \"speedup\": %s, "
                    "\"copy_gb_per_s\": %s}\n",
-                   spec->name, len, (long long)last->rows, last->threads, cli_jnum("%.2f", last->mb_s),
+                   spec->name, len, (long long)last->rows, last->threads, last->device ? "gpu" : "cpu", cli_jnum("%.2f", last->mb_s),
                    cli_jnum("%.1f", last->rows_s), cli_jnum("%.2f", res[0].mb_s), cli_jnum("%.3f", last->mb_s / res[0].mb_s),
                    cli_jnum("%.2f", copy));
         }

@@ -20,6 +20,13 @@ if [ "${MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     timeout 60 compute-sanitizer --tool memcheck --print-limit 5 $B/test_cuda_parity 1 > "$OUT/memcheck.txt" 2>&1
     echo "memcheck rc $?"; grep -E 'ERROR SUMMARY|Invalid|passed' "$OUT/memcheck.txt" | head -n 6
 fi
+echo "== GPU preprocessing (ops on the GPU, parsing on the CPUs) against the CPUs"
+for sp in criteo_standard criteo_rap criteo_heavy; do
+    REC_SOURCE_DIR=$PWD timeout 100 $B/rectrain bench prep --spec configs/$sp.json --rows ${PREP_ROWS:-1M} --reps 3 \
+        --threads $(nproc) --multi-hot --device cuda 2>&1 | tail -n 4
+done
+REC_SOURCE_DIR=$PWD timeout 120 $B/rectrain bench prep --spec configs/criteo_rap.json --rows 200k --reps 1 --multi-hot \
+    --device cuda --latencies "$OUT/latencies.tsv" 2>&1 | tail -n 1
 echo "== embedding bench"
 REC_BIN=$B/rectrain timeout 220 bench/embed_gpu.sh "${MODELS:-kaggle A B C D E}" "${REPS:-3}" > "$OUT/embed.txt" 2> "$OUT/embed.err"
 echo "embed rc $?"; grep -E 'tuned in|fwd ms' "$OUT/embed.err" | tail -n 14; cat "$OUT/embed.txt"

@@ -185,7 +185,42 @@ static void test_ingest(void) {
         char cmd[600], out[1024];
         snprintf(cmd, sizeof cmd, "%s prep --spec x.json --in x.tsv --out x.rshard --device tpu 2>&1", getenv("REC_CLI"));
         CHECK(check_capture(cmd, out, sizeof out) == 2 && strstr(out, "--device takes cpu or cuda (got 'tpu')"), "%s", out);
+        snprintf(cmd, sizeof cmd, "%s bench prep --latencies x.tsv 2>&1", getenv("REC_CLI"));
+        CHECK(check_capture(cmd, out, sizeof out) == 2 && strstr(out, "add --device cuda"), "%s", out);
+        snprintf(cmd, sizeof cmd, "%s bench prep --rows 2000 --reps 1 --device cuda 2>&1", getenv("REC_CLI"));
+        rec_gback cu;
+        if (rec_gback_cuda(&cu) != REC_OK)
+            CHECK(check_capture(cmd, out, sizeof out) == 1 && strstr(out, "GPU"), "bench prep --device cuda without a GPU: %s",
+                  out);
+        else
+            rec_gback_cuda_free(&cu);
     }
+}
+
+/* The predictor's measurements on the CPU backend: every kernel of criteo_standard's plan and
+ * of its shards, timed over the blocks, with the features of what they read. */
+static void test_collect(const rec_raw_block *raw) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/configs/criteo_standard.json", getenv("REC_SOURCE_DIR") ? getenv("REC_SOURCE_DIR") : "..");
+    rec_spec *s = NULL;
+    float *X = NULL;
+    double *ms = NULL;
+    int64_t n = 0;
+    CHECK(rec_spec_load(&s, path) == REC_OK && rec_gexec_collect(s, NULL, raw, &rec_gback_cpu, &X, &ms, &n) == REC_OK,
+          "%s", rec_errmsg());
+    /* 6 kernels, 16 sharded to 8, 104 to 1; over 3000 rows: 3 blocks of 1024 rows, then 1 */
+    int ok = n == (6 + 16 + 104) * (3 + 1 + 1 + 1);
+    for (int64_t i = 0; ok && i < n; i++) {
+        const float *x = X + i * REC_LAT_FEATURES;
+        ok = ms[i] > 0 && x[3] >= 1 && x[3] <= 26 && (x[7] == 1024 || x[7] == 952 || x[7] == 3000) && x[4] >= x[5] &&
+             x[5] > 0;
+    }
+    CHECK(ok, "%lld samples of kernels, sharded kernels and blocks, each timed with its features", (long long)n);
+    double med = 0, within = 0;
+    CHECK(n < 10 || rec_lat_holdout(X, ms, n, 1, &med, &within) == REC_OK, "%s", rec_errmsg());
+    printf("the CPU backend's kernels: the predictor's median relative error %.3f, %.0f%% within 10%%\n", med, 100 * within);
+    free(X), free(ms);
+    rec_spec_free(s);
 }
 
 int main(void) {
@@ -199,6 +234,7 @@ int main(void) {
         test_every_op(&raw, k ? &cuda : &rec_gback_cpu);
     }
     if (gpu) rec_gback_cuda_free(&cuda);
+    if (raw.n == 3000) test_collect(&raw);
     test_ingest();
     rec_raw_block_free(&raw);
     return check_report();

@@ -241,6 +241,9 @@ typedef struct rec_fusion_opts {
 
 /* Plans the fusion of `spec` (opts may be NULL). Fails only on allocation or a GLPK failure. */
 rec_status rec_prep_fuse(const rec_spec *spec, const rec_fusion_opts *opts, rec_fusion *out);
+/* f with each kernel of more than `most` instances sharded into kernels of `most` (the last of
+ * what is left), in the same steps: less fused plans, for measuring (RAP §6.2's sharding). */
+rec_status rec_fusion_shard(const rec_fusion *f, int most, rec_fusion *out);
 void rec_fusion_free(rec_fusion *f);
 /* The kernels step by step, with their features, for `rectrain prep --explain`. */
 void rec_fusion_describe(const rec_fusion *f, const rec_spec *spec, FILE *out);

@@ -84,6 +84,12 @@ rec_status g_scan(void *ctx, const rec_gop *ops, int m, const rec_gcol *cols, in
     return REC_OK;
 }
 
+rec_status g_sync(void *ctx) {
+    cuda_prep *c = (cuda_prep *)ctx;
+    CU_TRY(cudaStreamSynchronize(c->st), "running the preprocessing kernels");
+    return REC_OK;
+}
+
 }  // namespace
 
 extern "C" rec_status rec_gback_cuda(rec_gback *out) {
@@ -97,7 +103,7 @@ extern "C" rec_status rec_gback_cuda(rec_gback *out) {
         free(c);
         return cu_fail(e, "creating the preprocessing stream");
     }
-    *out = rec_gback{c, "cuda", g_alloc, g_release, g_put, g_get, g_rows, g_scan};
+    *out = rec_gback{c, "cuda", g_alloc, g_release, g_put, g_get, g_rows, g_scan, g_sync};
     return REC_OK;
 }
 

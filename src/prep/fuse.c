@@ -373,6 +373,33 @@ rec_status rec_prep_fuse(const rec_spec *spec, const rec_fusion_opts *opts, rec_
     return st;
 }
 
+rec_status rec_fusion_shard(const rec_fusion *f, int most, rec_fusion *out) {
+    memset(out, 0, sizeof *out);
+    if (most < 1) return rec_errorf(REC_EINVAL, "fusion plan: shards of %d instances", most);
+    *out = *f;
+    out->ops = malloc(sizeof(rec_fusion_op) * ((size_t)f->n_ops + 1));
+    out->members_ = malloc(sizeof(int) * ((size_t)f->n_ops + 1));
+    out->kernels = calloc((size_t)f->n_ops + 1, sizeof(rec_fused_kernel));
+    out->n_kernels = 0;
+    if (!out->ops || !out->members_ || !out->kernels) {
+        rec_fusion_free(out);
+        return rec_errorf(REC_ENOMEM, "fusion plan: out of memory");
+    }
+    memcpy(out->ops, f->ops, sizeof(rec_fusion_op) * (size_t)f->n_ops);
+    out->objective = 0;
+    for (int k = 0, m = 0; k < f->n_kernels; k++)
+        for (int a = 0; a < f->kernels[k].n; a += most) {
+            rec_fused_kernel *p = &out->kernels[out->n_kernels++];
+            *p = f->kernels[k];
+            p->n = f->kernels[k].n - a < most ? f->kernels[k].n - a : most;
+            memcpy(out->members_ + m, f->kernels[k].members + a, sizeof(int) * (size_t)p->n);
+            p->members = out->members_ + m;
+            m += p->n;
+            out->objective += (int64_t)p->n * p->n;
+        }
+    return REC_OK;
+}
+
 void rec_fusion_free(rec_fusion *f) {
     free(f->ops), free(f->kernels), free(f->members_);
     memset(f, 0, sizeof *f);

@@ -37,6 +37,10 @@ struct rec_gexec {
     void **owned;            /* backend arrays of op parameters */
     int n_owned;
     int launches;
+    int measure;             /* rec_gexec_measure */
+    rec_gexec_sample *samples;
+    int64_t n_samples, cap_samples;
+    double *vpr;             /* (instances) values a row each reads, in the measured block */
 };
 
 static int col_of_input(int in) { return in < 0 ? -in - 1 : RAW + in; }
@@ -238,11 +242,19 @@ void rec_gexec_free(rec_gexec *g) {
     for (int k = 0; k < 4; k++)
         if (ps[k]) be->release(be->ctx, ps[k]);
     free(g->cols), free(g->v2cap), free(g->vcap), free(g->ub), free(g->ops), free(g->kofs), free(g->lops);
-    free(g->load_step), free(g->owned), free(g->wave);
+    free(g->load_step), free(g->owned), free(g->wave), free(g->samples), free(g->vpr);
     free(g);
 }
 
 int rec_gexec_launches(const rec_gexec *g) { return g->launches; }
+
+void rec_gexec_measure(rec_gexec *g, int on) { g->measure = on; }
+
+int64_t rec_gexec_samples(const rec_gexec *g, const rec_gexec_sample **out) {
+    *out = g->samples;
+    return g->n_samples;
+}
+
 
 /* Ensures column c's second id buffer holds n ids. */
 static rec_status room(rec_gexec *g, int c, int64_t n) {
@@ -304,6 +316,35 @@ static rec_status launch(rec_gexec *g, const rec_gop *ops, const rec_gop *dops, 
         if (kind == REC_OP_ONEHOT || kind == REC_G_LOAD) swap_f(c);
         if (counted) swap_v(c, &g->vcap[ops[k].col], &g->v2cap[ops[k].col]);
     }
+    return REC_OK;
+}
+
+/* Kernel k alone, timed: the values its members read a row (a list's from its offsets), the
+ * backend drained, the launch, drained again. */
+static rec_status measured(rec_gexec *g, int k, int64_t n) {
+    const rec_fused_kernel *kr = &g->fu->kernels[k];
+    if (!g->vpr && !(g->vpr = calloc((size_t)g->fu->n_ops + 1, sizeof(double))))
+        return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
+    for (int m = 0; m < kr->n; m++) {
+        const rec_gop *o = &g->ops[g->kofs[k] + m];
+        int32_t nnz = (int32_t)n;
+        if (o->list) REC_TRY(g->be->get(g->be->ctx, &nnz, g->cols[o->col].off + n, sizeof nnz));
+        g->vpr[kr->members[m]] = n ? (double)nnz / (double)n * (o->f32 ? o->width : 1) : 0;
+    }
+    if (g->n_samples == g->cap_samples) {
+        const int64_t cap = g->cap_samples ? 2 * g->cap_samples : 256;
+        rec_gexec_sample *p = realloc(g->samples, sizeof *p * (size_t)cap);
+        if (!p) return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
+        g->samples = p, g->cap_samples = cap;
+    }
+    rec_gexec_sample *smp = &g->samples[g->n_samples];
+    rec_lat_features(g->fu, g->s, k, 0, kr->n, g->vpr, n, smp->x);
+    REC_TRY(g->be->sync(g->be->ctx));
+    const double t0 = rec_now();
+    REC_TRY(launch(g, &g->ops[g->kofs[k]], g->dops + g->kofs[k], kr->n, n));
+    REC_TRY(g->be->sync(g->be->ctx));
+    smp->ms = 1e3 * (rec_now() - t0);
+    g->n_samples++;
     return REC_OK;
 }
 
@@ -421,11 +462,62 @@ rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int
         for (int j = 0, k = 0; !s && j <= g->fu->n_steps; j++) {
             s = loads(g, j, m, loaded);
             for (; !s && k < g->fu->n_kernels && g->fu->kernels[k].step == j; k++)
-                s = launch(g, &g->ops[g->kofs[k]], g->dops + g->kofs[k], g->fu->kernels[k].n, m);
+                s = g->measure ? measured(g, k, m) : launch(g, &g->ops[g->kofs[k]], g->dops + g->kofs[k], g->fu->kernels[k].n, m);
         }
         if (!s) s = emit(g, raw, r0 + done, m, b);
     }
     free(loaded);
+    return s;
+}
+
+/* ---- the predictor's measurements ------------------------------------------------------------ */
+
+rec_status rec_gexec_collect(const rec_spec *spec, const rec_vocab_set *vocabs, const rec_raw_block *raw,
+                             const rec_gback *be, float **X, double **ms, int64_t *n) {
+    *X = NULL, *ms = NULL, *n = 0;
+    rec_fusion full, plan;
+    REC_TRY(rec_prep_fuse(spec, NULL, &full));
+    static const int shards[3] = {0, 8, 1};
+    static const int64_t rows[4] = {1024, 4096, 16384, 32768};
+    int64_t cap = 0;
+    rec_status s = REC_OK;
+    for (int p = 0; !s && p < 3; p++) {
+        s = shards[p] ? rec_fusion_shard(&full, shards[p], &plan) : REC_OK;
+        const rec_fusion *fu = shards[p] ? &plan : &full;
+        for (int r = 0; !s && r < 4; r++) {
+            const int64_t m = raw->n < 4 * rows[r] ? raw->n : 4 * rows[r];
+            rec_gexec *g = NULL;
+            rec_batch b = {0};
+            s = rec_gexec_init(&g, spec, fu, vocabs, be, rows[r]);
+            if (!s) s = rec_batch_init(&b, m, spec->n_dense, spec->n_sparse, 4);
+            if (!s) {
+                rec_gexec_measure(g, 1);
+                s = rec_gexec_run(g, raw, 0, m, &b);
+            }
+            const rec_gexec_sample *smp;
+            const int64_t k = s ? 0 : rec_gexec_samples(g, &smp);
+            if (!s && *n + k > cap) {
+                cap = 2 * (*n + k);
+                float *x2 = realloc(*X, sizeof(float) * (size_t)(cap * REC_LAT_FEATURES));
+                double *m2 = x2 ? realloc(*ms, sizeof(double) * (size_t)cap) : NULL;
+                if (x2) *X = x2;
+                if (m2) *ms = m2;
+                if (!x2 || !m2) s = rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory for the measurements");
+            }
+            for (int64_t i = 0; !s && i < k; i++, (*n)++) {
+                memcpy(*X + *n * REC_LAT_FEATURES, smp[i].x, sizeof smp[i].x);
+                (*ms)[*n] = smp[i].ms;
+            }
+            rec_batch_free(&b);
+            rec_gexec_free(g);
+        }
+        if (shards[p]) rec_fusion_free(&plan);
+    }
+    rec_fusion_free(&full);
+    if (s) {
+        free(*X), free(*ms);
+        *X = NULL, *ms = NULL, *n = 0;
+    }
     return s;
 }
 
@@ -469,4 +561,9 @@ static rec_status cpu_scan(void *ctx, const rec_gop *ops, int m, const rec_gcol 
     return REC_OK;
 }
 
-const rec_gback rec_gback_cpu = {NULL, "cpu", cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_rows, cpu_scan};
+static rec_status cpu_sync(void *ctx) {
+    (void)ctx;
+    return REC_OK;
+}
+
+const rec_gback rec_gback_cpu = {NULL, "cpu", cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_rows, cpu_scan, cpu_sync};

@@ -30,6 +30,7 @@ typedef struct rec_gback {
      * and cols_host are the host's copies, naming the backend's off2 arrays. */
     rec_status (*scan)(void *ctx, const rec_gop *ops_host, int m, const rec_gcol *cols_host, int64_t n,
                        const int32_t *cnt);
+    rec_status (*sync)(void *ctx); /* waits for everything launched */
 } rec_gback;
 
 /* The CPU backend: host memory, the row functions in loops. */
@@ -50,6 +51,22 @@ void rec_gexec_free(rec_gexec *g);
 rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64_t n, rec_batch *b);
 /* Launches of the last run (fused ops and loads, each a launch or a count, a scan and a write). */
 int rec_gexec_launches(const rec_gexec *g);
+
+/* Measuring the fused kernels for the latency predictor (RAP §5.2): with `on`, every kernel of
+ * every later run is timed alone (the backend drained before and after it) and kept as a
+ * sample of its features (rec_lat_features, with the values its members read in that block)
+ * and latency. */
+typedef struct rec_gexec_sample {
+    float x[REC_LAT_FEATURES];
+    double ms;
+} rec_gexec_sample;
+void rec_gexec_measure(rec_gexec *g, int on);
+int64_t rec_gexec_samples(const rec_gexec *g, const rec_gexec_sample **out);
+/* The predictor's training data for `spec` on `be`: every kernel of its fusion plan, and of the
+ * plan sharded to 8 and to 1 instance a kernel, timed over up to 4 blocks of 1024, 4096, 16384
+ * and 32768 rows of `raw`. X (n x REC_LAT_FEATURES) and ms are malloc'd. */
+rec_status rec_gexec_collect(const rec_spec *spec, const rec_vocab_set *vocabs, const rec_raw_block *raw,
+                             const rec_gback *be, float **X, double **ms, int64_t *n);
 
 #ifdef __cplusplus
 }
