@@ -80,21 +80,11 @@ static rec_status latencies(const rec_spec *spec, const rec_vocab_set *vocabs, c
     float *X = NULL;
     double *ms = NULL, med = 0, within = 0;
     int64_t n = 0;
-    FILE *f = NULL;
     rec_status s = rec_raw_block_init(&raw, lines + 1);
     if (!s) s = rec_tsv_parse(&to, "bench", text, cut, 1, &raw, &bad);
     if (!s) s = rec_gback_cuda(&be);
     if (!s) s = rec_gexec_collect(spec, vocabs, &raw, &be, &X, &ms, &n);
-    if (!s && !(f = fopen(path, "w"))) s = rec_errorf(REC_EIO, "cannot write %s: %s", path, strerror(errno));
-    if (f) {
-        fprintf(f, "op\tdtype\tlist\tmembers\tvalues\tmax_values\tparam\tbatch\tms\n");
-        for (int64_t i = 0; i < n; i++) {
-            const float *x = X + i * REC_LAT_FEATURES;
-            fprintf(f, "%s\t%s\t%d\t%d\t%.9g\t%.9g\t%.9g\t%.9g\t%.6g\n", rec_op_name((rec_op_kind)x[0]),
-                    x[1] == REC_DT_F32 ? "f32" : "i64", (int)x[2], (int)x[3], x[4], x[5], x[6], x[7], ms[i]);
-        }
-        if (fclose(f) != 0 && !s) s = rec_errorf(REC_EIO, "writing %s: %s", path, strerror(errno));
-    }
+    if (!s) s = rec_lat_write(path, X, ms, n);
     if (!s) s = rec_lat_holdout(X, ms, n, 1, &med, &within);
     if (!s)
         printf("latency predictor (RAP §5.2): %lld kernels timed on the GPU -> %s; trained on 90%%, on the other 10%%: "

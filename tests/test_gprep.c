@@ -199,6 +199,36 @@ static void test_ingest(void) {
 
 /* The predictor's measurements on the CPU backend: every kernel of criteo_standard's plan and
  * of its shards, timed over the blocks, with the features of what they read. */
+/* The executor's refusals: blocks out of range, categorify without vocabularies, a device set twice. */
+static void test_refusals(void) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/configs/criteo_vocab.json", getenv("REC_SOURCE_DIR") ? getenv("REC_SOURCE_DIR") : "..");
+    rec_spec *s = NULL;
+    rec_fusion fu = {0};
+    rec_gexec *g = NULL;
+    CHECK(rec_spec_load(&s, path) == REC_OK && rec_prep_fuse(s, NULL, &fu) == REC_OK, "%s", rec_errmsg());
+    if (!s) return;
+    CHECK_ERR(rec_gexec_init(&g, s, &fu, NULL, &rec_gback_cpu, 0), REC_EINVAL, "blocks of 0 rows; give 1 to");
+    CHECK_ERR(rec_gexec_init(&g, s, &fu, NULL, &rec_gback_cpu, 64), REC_EINVAL,
+              "spec 'criteo_vocab' has categorify ops but no vocabularies were given");
+    CHECK(g == NULL, "no executor after a refusal");
+    rec_prep_plan *plan = NULL;
+    rec_prep_engine *e = NULL;
+    rec_tsv_opts to = {0};
+    to.has_label = 1;
+    snprintf(path, sizeof path, "%s/configs/criteo_standard.json", getenv("REC_SOURCE_DIR") ? getenv("REC_SOURCE_DIR") : "..");
+    rec_spec *st = NULL;
+    CHECK(rec_spec_load(&st, path) == REC_OK && rec_prep_plan_init(&plan, st, NULL) == REC_OK &&
+          rec_prep_engine_init(&e, plan, 1, &to, "t") == REC_OK && rec_prep_engine_set_device(e, REC_PREP_GPU_EMULATED) == REC_OK,
+          "%s", rec_errmsg());
+    if (e) CHECK_ERR(rec_prep_engine_set_device(e, REC_PREP_CUDA), REC_EINVAL, "the device is set once");
+    rec_prep_engine_free(e);
+    rec_prep_plan_free(plan);
+    rec_spec_free(st);
+    rec_fusion_free(&fu);
+    rec_spec_free(s);
+}
+
 static void test_collect(const rec_raw_block *raw) {
     char path[256];
     snprintf(path, sizeof path, "%s/configs/criteo_standard.json", getenv("REC_SOURCE_DIR") ? getenv("REC_SOURCE_DIR") : "..");
@@ -235,6 +265,7 @@ int main(void) {
     }
     if (gpu) rec_gback_cuda_free(&cuda);
     if (raw.n == 3000) test_collect(&raw);
+    test_refusals();
     test_ingest();
     rec_raw_block_free(&raw);
     return check_report();

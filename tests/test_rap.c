@@ -309,6 +309,8 @@ static void test_corun(void) {
     const double neg[2] = {1, -1};
     CHECK_ERR(rec_corun_schedule(&f, neg, 2, lat, NULL, &p), REC_EINVAL, "stage 1 has capacity -1");
     CHECK_ERR(rec_corun_schedule(&f, neg, 0, lat, NULL, &p), REC_EINVAL, "no training stages");
+    rec_fusion sh;
+    CHECK_ERR(rec_fusion_shard(&f, 0, &sh), REC_EINVAL, "shards of 0 instances");
     rec_fusion_free(&f);
     rec_spec_free(s);
 }
@@ -345,8 +347,6 @@ static void test_latency(void) {
     rec_rng g;
     rec_rng_seed(&g, 7, 0);
     const char *path = "/tmp/rec_test_lat_ok.tsv";
-    FILE *f = fopen(path, "w");
-    fprintf(f, "op\tdtype\tlist\tmembers\tvalues\tmax_values\tparam\tbatch\tms\n");
     for (int i = 0; i < N; i++) {
         float *x = X + i * REC_LAT_FEATURES;
         const int o = (int)(rec_rng_uniform(&g) * 8), list = o >= 2 && o <= 4, members = 1 + (int)(rec_rng_uniform(&g) * 40);
@@ -356,10 +356,8 @@ static void test_latency(void) {
         x[6] = o == 3 ? 16 : o == 4 ? 3 : o == 6 ? 8 : o == 7 ? 6 : 0, x[7] = (float)batch;
         if (x[4] < x[5]) x[4] = x[5];
         ms[i] = cost(x, &g);
-        fprintf(f, "%s\t%s\t%d\t%d\t%.9g\t%.9g\t%.9g\t%.9g\t%.17g\n", ops[o], x[1] == REC_DT_F32 ? "f32" : "i64", list,
-                members, x[4], x[5], x[6], x[7], ms[i]);
     }
-    fclose(f);
+    CHECK(rec_lat_write(path, X, ms, N) == REC_OK, "%s", rec_errmsg());
     double med = 1, within = 0;
     CHECK(rec_lat_holdout(X, ms, N, 1, &med, &within) == REC_OK && med < 0.05 && within > 0.85,
           "held out: median relative error %.4f, %.1f%% within 10%% (%s)", med, 100 * within, rec_errmsg());
@@ -385,6 +383,10 @@ static void test_latency(void) {
     const float bx[2 * REC_LAT_FEATURES] = {0};
     CHECK_ERR(rec_lat_train(bx, bad, 2, &m), REC_EINVAL, "kernel 1 measured 0 ms");
     CHECK_ERR(rec_lat_load("/nonexistent/m.json", &m), REC_EIO, "cannot read the latency model /nonexistent/m.json");
+    CHECK_ERR(rec_lat_write("/nonexistent/l.tsv", bx, bad, 2), REC_EIO, "cannot write /nonexistent/l.tsv");
+    CHECK_ERR(rec_lat_train(bx, bad, 1, &m), REC_EINVAL, "1 measured kernels; it needs 2 or more");
+    double med2, within2;
+    CHECK_ERR(rec_lat_holdout(bx, bad, 2, 1, &med2, &within2), REC_EINVAL, "a 9:1 split needs 10 or more");
     /* measurements refused, naming the line and field */
     const char *H = "op\tdtype\tlist\tmembers\tvalues\tmax_values\tparam\tbatch\tms\n";
     char t[512];

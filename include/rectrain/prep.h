@@ -301,6 +301,8 @@ void rec_lat_free(rec_lat_model *m);
  * its JSON name, dtype f32 or i64, list 0 or 1) and its latency in ms. Errors name the line and
  * field. X and ms are malloc'd. */
 rec_status rec_lat_read(const char *path, float **X, double **ms, int64_t *n);
+/* Writes n measured kernels in the format rec_lat_read reads. */
+rec_status rec_lat_write(const char *path, const float *X, const double *ms, int64_t n);
 /* RAP §8.4: trained on a seeded random 90%, the model's median relative error on the other 10%
  * and the share of those within 10% of the measurement (RAP Table 5's accuracy). */
 rec_status rec_lat_holdout(const float *X, const double *ms, int64_t n, uint64_t seed, double *median_rel,
@@ -347,7 +349,6 @@ int rec_prep_engine_threads(const rec_prep_engine *e);
  * same row functions in loops; tests hold it to the CPU executor). Parsing stays on the CPU,
  * and so does the counting pass of categorify. */
 typedef enum rec_prep_device { REC_PREP_CPU = 0, REC_PREP_CUDA, REC_PREP_GPU_EMULATED } rec_prep_device;
-const char *rec_prep_device_name(rec_prep_device d);
 /* Before the first run; REC_EUNSUPPORTED with the reason where there is no usable GPU. */
 rec_status rec_prep_engine_set_device(rec_prep_engine *e, rec_prep_device d);
 /* Preprocesses the chunk. Runs alternate between two sets of batches, so the batches of one

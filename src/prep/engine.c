@@ -100,10 +100,6 @@ void rec_prep_engine_free(rec_prep_engine *e) {
 
 int rec_prep_engine_threads(const rec_prep_engine *e) { return e->nt; }
 
-const char *rec_prep_device_name(rec_prep_device d) {
-    return d == REC_PREP_CUDA ? "cuda" : d == REC_PREP_GPU_EMULATED ? "gpu-emulated" : "cpu";
-}
-
 rec_status rec_prep_engine_set_device(rec_prep_engine *e, rec_prep_device d) {
     if (d == e->device) return REC_OK;
     if (e->device != REC_PREP_CPU) return rec_errorf(REC_EINVAL, "prep engine: the device is set once");

@@ -36,7 +36,6 @@ struct rec_gexec {
     int *load_step;
     void **owned;            /* backend arrays of op parameters */
     int n_owned;
-    int launches;
     int measure;             /* rec_gexec_measure */
     rec_gexec_sample *samples;
     int64_t n_samples, cap_samples;
@@ -148,8 +147,7 @@ static rec_status init(rec_gexec *g, const rec_spec *spec, const rec_fusion *fu,
                        const rec_gback *be, int64_t rows) {
     const int F = spec->n_features;
     g->s = spec, g->fu = fu, g->be = be, g->rows = rows, g->nc = RAW + F;
-    int n_params = 4;
-    for (int i = 0; i < fu->n_ops; i++) n_params += 3;
+    const int n_params = 3 * fu->n_ops + 1; /* an op's arrays: categorify's three at most */
     g->cols = calloc((size_t)g->nc, sizeof(rec_gcol));
     g->v2cap = calloc((size_t)g->nc, sizeof(int64_t)), g->vcap = calloc((size_t)g->nc, sizeof(int64_t));
     g->ub = calloc((size_t)g->nc, sizeof(int64_t));
@@ -246,8 +244,6 @@ void rec_gexec_free(rec_gexec *g) {
     free(g);
 }
 
-int rec_gexec_launches(const rec_gexec *g) { return g->launches; }
-
 void rec_gexec_measure(rec_gexec *g, int on) { g->measure = on; }
 
 int64_t rec_gexec_samples(const rec_gexec *g, const rec_gexec_sample **out) {
@@ -295,8 +291,7 @@ static void swap_f(rec_gcol *c) {
 static rec_status launch(rec_gexec *g, const rec_gop *ops, const rec_gop *dops, int m, int64_t n) {
     const rec_gback *be = g->be;
     const int kind = ops[0].kind;
-    const int counted = kind == REC_G_LOAD || kind == REC_OP_NGRAM || (ops[0].list && (kind == REC_OP_FILL_NULL ||
-                                                                                      kind == REC_OP_FIRSTX));
+    const int counted = rec_g_counted(&ops[0]);
     if (counted)
         for (int k = 0; k < m; k++) {
             const int64_t u = bound_after(g, &ops[k], n);
@@ -304,7 +299,6 @@ static rec_status launch(rec_gexec *g, const rec_gop *ops, const rec_gop *dops, 
             g->ub[ops[k].col] = u;
         }
     REC_TRY(be->put(be->ctx, g->dcols, g->cols, sizeof(rec_gcol) * (size_t)g->nc));
-    g->launches++;
     if (!counted && kind != REC_OP_ONEHOT) return be->rows(be->ctx, REC_G_ELEM, dops, m, g->dcols, n, g->dcnt);
     if (counted) {
         REC_TRY(be->rows(be->ctx, REC_G_COUNT, dops, m, g->dcols, n, g->dcnt));
@@ -453,7 +447,6 @@ rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int
                           (long long)(b->cap - b->n), g->s->name, g->s->n_dense, g->s->n_sparse, (long long)n);
     uint8_t *loaded = calloc((size_t)g->s->n_features + 1, 1);
     if (!loaded) return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
-    g->launches = 0;
     rec_status s = REC_OK;
     for (int64_t done = 0; !s && done < n; done += g->rows) {
         const int64_t m = n - done < g->rows ? n - done : g->rows;

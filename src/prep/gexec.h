@@ -49,9 +49,6 @@ rec_status rec_gexec_init(rec_gexec **out, const rec_spec *spec, const rec_fusio
 void rec_gexec_free(rec_gexec *g);
 /* Preprocesses raw rows [r0, r0 + n) and appends them to `b`, as rec_prep_run does. */
 rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64_t n, rec_batch *b);
-/* Launches of the last run (fused ops and loads, each a launch or a count, a scan and a write). */
-int rec_gexec_launches(const rec_gexec *g);
-
 /* Measuring the fused kernels for the latency predictor (RAP §5.2): with `on`, every kernel of
  * every later run is timed alone (the backend drained before and after it) and kept as a
  * sample of its features (rec_lat_features, with the values its members read in that block)

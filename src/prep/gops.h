@@ -195,6 +195,13 @@ REC_HD void rec_g_src(const rec_gop *op, const rec_gcol *cols, int k, int64_t r,
     else *a = r * (op->src_f32[k] ? op->width : 1), *b = *a + (op->src_f32[k] ? op->width : 1);
 }
 
+/* Does the op change row lengths (count, scan, write)? Else it runs in place (rec_g_elem), but
+ * onehot, which writes rows of num_class into the second float buffer. */
+REC_HD int rec_g_counted(const rec_gop *op) {
+    return op->kind == REC_G_LOAD || op->kind == REC_OP_NGRAM ||
+           (op->list && (op->kind == REC_OP_FILL_NULL || op->kind == REC_OP_FIRSTX));
+}
+
 /* The length of row r after an out-of-place op (LOAD: the values of its non-null inputs). */
 REC_HD int32_t rec_g_count(const rec_gop *op, const rec_gcol *cols, int64_t r) {
     const rec_gcol *c = &cols[op->col];
