@@ -577,6 +577,10 @@ int bench_embed(int argc, char **argv) {
     for (size_t i = 0; i < sizeof ALL / sizeof ALL[0]; i++) picked |= !strcmp(model, ALL[i]);
     if (!picked) return cli_usage(cmd, "unknown model '%s' (want kaggle, A, B, C, D, E or all)", model);
     if (strcmp(device, "cpu") && strcmp(device, "cuda")) return cli_usage(cmd, "--device %s: want cpu or cuda", device);
+    rec_guard g = {0};
+    rec_guard_dir(&g, "--dump", dump_dir, bmodel_dump_files);
+    rec_guard_out(&g, "--plan-out", plan_out);
+    if (rec_guard_check(&g)) return cli_fail(cmd, REC_EINVAL);
     if (plan_out && strcmp(device, "cuda")) return cli_usage(cmd, "--plan-out is for --device cuda");
     if (strcmp(precision, "fp32") && strcmp(precision, "bf16")) return cli_usage(cmd, "--precision %s: want fp32 or bf16", precision);
     const int bf16 = !strcmp(precision, "bf16");

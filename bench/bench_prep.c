@@ -169,6 +169,11 @@ int bench_prep(int argc, char **argv) {
         else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
+    rec_guard g = {0};
+    rec_guard_in(&g, "--spec", spec_path);
+    rec_guard_in(&g, "--in", in);
+    rec_guard_out(&g, "--latencies", lat_path);
+    if (rec_guard_check(&g)) return cli_fail(cmd, REC_EINVAL);
     if (lat_path && !gpu) return cli_usage(cmd, "--latencies times kernels on the GPU: add --device cuda");
     char gpu_name[256];
     if (gpu) { /* before minutes of CPU runs */

@@ -122,6 +122,8 @@ rec_status make_batch(rec_batch *b, const bmodel *m, rec_rng *r, int wide, int64
 }
 
 
+const char *const bmodel_dump_files[] = {"model.json", "batches.bin", "dout.bin", NULL};
+
 int bmodel_dump(const char *dir, const bmodel *m, const rec_batch *b, int nb, const float *dout, int W, float lr) {
     mkdir(dir, 0777);
     char p[1024];

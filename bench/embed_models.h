@@ -43,6 +43,8 @@ int bmodel_make(bmodel *m, const char *name, int B, double kaggle_scale, rec_rng
 rec_status make_batch(rec_batch *b, const bmodel *m, rec_rng *r, int wide, int64_t hit_ids);
 /* Writes DIR/model.json, DIR/batches.bin and DIR/dout.bin for dev/torch_embed.py (format in
  * bench_embed.c); -1 on an I/O error. */
+/* The files bmodel_dump writes in its folder, NULL-ended (the output guard, core.h). */
+extern const char *const bmodel_dump_files[];
 int bmodel_dump(const char *dir, const bmodel *m, const rec_batch *b, int nb, const float *dout, int W, float lr);
 
 #endif

@@ -227,27 +227,27 @@ static void test_same_files(void) {
     static const char *outs[3] = {"raw.tsv", "./raw.tsv", "raw_link.tsv"};
     for (int i = 0; i < 3; i++) {
         CHECK(run("prep %s --in raw.tsv --out %s", spec, outs[i]) == 1 &&
-                  strstr(out, "names the same file as --in raw.tsv; give --out another path"),
+                  strstr(out, "which is --in raw.tsv, an input of this command; give --out another path"),
               "prep --out %s: %s", outs[i], out);
         CHECK(file_size("raw.tsv") == raw, "prep --out %s changed the input", outs[i]);
     }
     CHECK(run("prep %s --in raw.tsv --out std.rshard --vocab-from std.rshard", spec) == 1 &&
-              strstr(out, "--out std.rshard names the same file as --vocab-from std.rshard"),
+              strstr(out, "--out std.rshard would write std.rshard, which is --vocab-from std.rshard"),
           "prep --out = --vocab-from: %s", out);
     FILE *sf = fopen(path("myspec.json"), "wb");
     if (sf) fputs("{}", sf), fclose(sf);
     CHECK(run("prep --spec myspec.json --in raw.tsv --out myspec.json") == 1 &&
-              strstr(out, "--out myspec.json names the same file as --spec myspec.json"),
+              strstr(out, "--out myspec.json would write myspec.json, which is --spec myspec.json"),
           "prep --out = --spec: %s", out);
     CHECK(run("gen --rows 10 --out g.tsv --prob-out ./g.tsv") == 1 &&
-              strstr(out, "--prob-out ./g.tsv names the same file as --out g.tsv") && file_size("g.tsv") < 0,
+              strstr(out, "--out g.tsv and --prob-out ./g.tsv would both write g.tsv") && file_size("g.tsv") < 0,
           "gen --prob-out = --out: %s", out);
     const long shard = file_size("std.rshard");
     CHECK(run("train --data std.rshard --holdout 0.5 --steps 1 --loss-log std.rshard") == 1 &&
-              strstr(out, "--loss-log std.rshard names the same file as --data std.rshard"),
+              strstr(out, "--loss-log std.rshard would write std.rshard, which is --data std.rshard"),
           "train --loss-log = --data: %s", out);
     CHECK(run("train --data std.rshard --holdout 0.5 --steps 1 --tune --plan ./std.rshard") == 1 &&
-              strstr(out, "--plan ./std.rshard names the same file as --data std.rshard"),
+              strstr(out, "--plan ./std.rshard would write ./std.rshard, which is --data std.rshard"),
           "train --plan = --data: %s", out);
     CHECK(run("train --data std.rshard --holdout 0.5 --steps 1 --tune --plan raw.tsv") == 1 &&
               strstr(out, "raw.tsv: $.format: not a rectrain embedding plan") && strstr(out, "--tune would overwrite it"),
@@ -256,7 +256,7 @@ static void test_same_files(void) {
     CHECK(mkdir(path("ck"), 0755) == 0, "mkdir ck");
     copy_lines("train.tsv", "ck/model.rckpt", 50, 0, NULL);
     CHECK(run("train --data ck/model.rckpt %s --holdout 0.5 --steps 1 --ckpt ck", spec) == 1 &&
-              strstr(out, "--ckpt ck/model.rckpt names the same file as --data ck/model.rckpt"),
+              strstr(out, "--ckpt ck would write ck/model.rckpt, which is --data ck/model.rckpt"),
           "train --ckpt DIR holding the data: %s", out);
 }
 

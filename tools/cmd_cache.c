@@ -8,6 +8,7 @@
 #include "rectrain/cache.h"
 #include "rectrain/core.h"
 #include "rectrain/dist.h"
+#include "rectrain/train.h"
 
 static int check_endpoint(const char *cmd, const char *opt, const char *ep) {
     if (strncmp(ep, "tcp://", 6) && strncmp(ep, "ipc://", 6))
@@ -207,6 +208,12 @@ int cmd_train_cached(int argc, char **argv) {
         if (rc != CLI_OK) return rc;
     }
     if (!servers) return cli_usage(cmd, "--oracle-cacher needs --embservers (the embedding servers' endpoints)");
+    rec_guard g = {0};
+    rec_guard_in(&g, "--config", o.config_path);
+    rec_guard_out(&g, "--loss-log", o.loss_log);
+    rec_guard_dir(&g, "--ckpt", o.ckpt_dir, rec_ckpt_files);
+    rec_status s = rec_guard_check(&g);
+    if (s) return cli_fail(cmd, s);
     char buf[4096], obuf[4096];
     const char *v[62], *ov[REC_CACHE_MAX_ORACLES];
     if (endpoints(cmd, "--oracle-cacher", oracles, obuf, sizeof obuf, ov, REC_CACHE_MAX_ORACLES, &o.n_oracles))
@@ -215,7 +222,7 @@ int cmd_train_cached(int argc, char **argv) {
     o.servers = v, o.oracles = ov;
     cli_catch_stop("");
     rec_cache_train_report r;
-    rec_status s = rec_cache_train(&o, &r);
+    s = rec_cache_train(&o, &r);
     if (s && rec_dist_launched() && r.trainers > 1) rec_dist_abort(r.rank, rec_errmsg()); /* no rank left waiting */
     if (rec_dist_launched()) rec_dist_finalize();
     if (s) return cli_fail(cmd, s);

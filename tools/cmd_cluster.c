@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "rectrain/cache.h"
 #include "rectrain/core.h"
+#include "rectrain/train.h"
 
 static const char CLUSTER_USAGE[] =
     "usage: rectrain cluster CONFIG.json [--policy P] [--cache-rows C] [--lookahead L]\n"
@@ -113,6 +114,15 @@ int cmd_cluster(int argc, char **argv) {
         if (end == us || *end || !(c.link_latency_us >= 0)) return cli_usage(cmd, "--link takes GBIT,US (e.g. 1,100)");
         c.link = 1;
     }
+    rec_guard g = {0}; /* the files the job reads and writes, named as the user named them */
+    rec_guard_in(&g, "the cluster config", cfg_path);
+    rec_guard_in(&g, "$.data", c.data);
+    rec_guard_in(&g, "$.model", c.model);
+    rec_guard_in(&g, "$.spec", c.spec);
+    rec_guard_out(&g, loss ? "--loss-log" : "$.loss_log", c.loss_log);
+    rec_guard_dir(&g, ckpt ? "--ckpt" : "$.ckpt", c.ckpt, rec_ckpt_files);
+    rec_guard_dir(&g, "$.durable.dir", c.durable_dir, NULL);
+    if ((s = rec_guard_check(&g))) return cli_fail(cmd, s);
 
     enum { MAXP = 2 * 62 + 16 + REC_CACHE_MAX_ORACLES + 1 }; /* servers, their links, prep-workers, the oracles */
     pid_t pids[MAXP] = {0};

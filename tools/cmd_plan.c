@@ -1,4 +1,5 @@
 /* rectrain plan: sharding plans for N ranks (plan.h), one to save or all of them simulated. */
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -77,6 +78,9 @@ static double maxv(const rec_plan_cost *c, int N, size_t off, double *mean) {
     return mx;
 }
 
+/* The chart of N ranks: PREFIX-N.png. */
+static void chart_path(const char *prefix, int N, char *buf, size_t cap) { snprintf(buf, cap, "%s-%d.png", prefix, N); }
+
 /* PREFIX-N.png: a strip per plan, a bar per rank (see USAGE). */
 static rec_status chart(const char *prefix, int N, rec_plan *const *plans, double lb) {
     enum { STRIP = 90, GAP = 6 };
@@ -109,8 +113,8 @@ static rec_status chart(const char *prefix, int N, rec_plan *const *plans, doubl
         const int yl = y0 + STRIP - 1 - (top > 0 ? (int)lround(lb / top * (STRIP - 2)) : 0);
         for (int x = 0; x < W; x += 2) memset(img + ((size_t)yl * W + x) * 3, 110, 3);
     }
-    char path[1100];
-    snprintf(path, sizeof path, "%s-%d.png", prefix, N);
+    char path[PATH_MAX];
+    chart_path(prefix, N, path, sizeof path);
     rec_status s = rec_png_write(path, W, H, img);
     free(img);
     if (!s) fprintf(stderr, "plan: chart of %d ranks written to %s\n", N, path);
@@ -268,11 +272,26 @@ int cmd_plan(int argc, char **argv) {
         cli_paths_free(&a.data);
         return rc;
     }
+    rec_guard g = {0};
+    rec_guard_ins(&g, "--data", a.data.v, a.data.n);
+    rec_guard_in(&g, "--spec", a.spec);
+    rec_guard_in(&g, "--config", a.config);
+    rec_guard_out(&g, "--out", a.out);
+    char charts[MAX_COUNTS][PATH_MAX];
+    for (int k = 0; a.chart && k < a.n_ranks; k++) {
+        chart_path(a.chart, a.ranks[k], charts[k], sizeof charts[k]);
+        rec_guard_out(&g, "--chart", charts[k]);
+    }
+    rec_status s = rec_guard_check(&g);
+    if (s) {
+        cli_paths_free(&a.data);
+        return cli_fail(cmd, s);
+    }
     a.hw.mem_bytes = gb * (1 << 30);
     a.hw.bw_p2p = p2p * 1e9;
     a.hw.bw_ar = ar * 1e9;
     a.hw.lookup_s = ns * 1e-9;
-    rec_status s = run(&a);
+    s = run(&a);
     cli_paths_free(&a.data);
     return s ? cli_fail(cmd, s) : CLI_OK;
 }

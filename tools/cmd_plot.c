@@ -43,11 +43,17 @@ int cmd_plot(int argc, char **argv) {
     }
     if (!metrics == !table) return cli_usage(cmd, "give --metrics FILE or --table FILE (one of them)");
     if (!out) return cli_usage(cmd, "--out is required (a directory for --metrics, a .png for --table)");
+    rec_guard g = {0};
+    rec_guard_in(&g, "--metrics", metrics);
+    rec_guard_in(&g, "--table", table);
+    if (metrics) rec_guard_dir(&g, "--out", out, rec_plot_files);
+    else rec_guard_out(&g, "--out", out);
+    rec_status s = rec_guard_check(&g);
+    if (s) return cli_fail(cmd, s);
     if (table && (strlen(out) < 4 || strcmp(out + strlen(out) - 4, ".png")))
         return cli_usage(cmd, "--table draws one chart: --out names a .png file (got '%s')", out);
     if (metrics && (title || strcmp(ylabel, "value") || lines))
         return cli_usage(cmd, "--title, --ylabel and --lines are for --table");
-    rec_status s = REC_OK;
     if (metrics) {
         s = rec_mkdir_p(out, "--out directory");
         if (!s) s = rec_plot_run(metrics, out, stderr);

@@ -227,6 +227,9 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     }
     if (o.plan_shards && o.shard_kind >= 0)
         return cli_usage(cmd, "--plan-shards gives the plan; --shard-kind builds one: give one of them");
+    if (o.shard_kind >= 0 && !rec_dist_launched())
+        return cli_usage(cmd, "--shard-kind shards the tables across the ranks of an mpirun (mpirun -np N rectrain "
+                         "train ...); in one process every table is local: drop it");
     if (workers && workers[0] == '@') { /* a file of endpoints, read again while the job runs */
         if (!workers[1]) return cli_usage(cmd, "--workers @FILE: the file is missing");
         o.workers_file = workers + 1;
@@ -424,22 +427,41 @@ static int scoring_option(scoring *x, const char *cmd, int argc, char **argv, in
     return rc < 0 ? -1 : rc;
 }
 
-/* Reads the checkpoint's config, opens the data (with the config's prep spec when it is raw),
- * binds the model to it and loads the parameters. */
-static rec_status scoring_open(scoring *x) {
-    x->d.path = x->data.v[0];
-    x->d.paths = x->data.v;
-    x->d.n_paths = x->data.n;
+/* Reads the checkpoint's config: the model, and the prep spec raw data is read with unless
+ * --spec gives one. */
+static rec_status scoring_config(scoring *x) {
     resolve_ckpt(x->ckpt, x->path, sizeof x->path);
     REC_TRY(rec_ckpt_read_config(x->path, &x->c, NULL));
     x->have_c = 1;
     if (!x->d.spec_path && x->c.prep_spec[0]) x->d.spec_path = x->c.prep_spec;
+    return REC_OK;
+}
+
+/* After scoring_config: opens the data, binds the model to it and loads the parameters. */
+static rec_status scoring_open(scoring *x) {
+    x->d.path = x->data.v[0];
+    x->d.paths = x->data.v;
+    x->d.n_paths = x->data.n;
     REC_TRY(rec_dataset_open(&x->ds, &x->d));
     rec_model_config probe = x->c; /* binding only checks: the tables are listed */
     REC_TRY(rec_model_config_bind(&probe, rec_dataset_n_dense(x->ds), rec_dataset_n_sparse(x->ds),
                                   rec_dataset_table_rows(x->ds), rec_dataset_path(x->ds)));
     REC_TRY(rec_model_init(&x->m, &x->c, (int)x->batch, x->threads > 0 ? x->threads : rec_cpu_count()));
     return rec_dist_ckpt_load(x->path, x->m, &x->meta);
+}
+
+/* The output guard (core.h) over what scoring reads — the checkpoint (as given and its file),
+ * the data, the spec (--spec, or the checkpoint's) and --vocab-from — and the output `out`
+ * of option `opt`. After scoring_config, before anything is opened for writing. */
+static rec_status scoring_guard(const scoring *x, const char *opt, const char *out) {
+    rec_guard g = {0};
+    rec_guard_in(&g, "--ckpt", x->ckpt);
+    rec_guard_in(&g, "--ckpt", x->path);
+    rec_guard_ins(&g, "--data", x->data.v, x->data.n);
+    rec_guard_in(&g, x->d.spec_path == x->c.prep_spec ? "the checkpoint's prep spec" : "--spec", x->d.spec_path);
+    rec_guard_in(&g, "--vocab-from", x->d.vocab_from);
+    rec_guard_out(&g, opt, out);
+    return rec_guard_check(&g);
 }
 
 static void scoring_close(scoring *x) {
@@ -463,7 +485,8 @@ static int eval_main(int argc, char **argv, scoring *x) {
     if (!x->ckpt || !x->data.n) return cli_usage(cmd, "--ckpt and --data are required");
     rec_metrics m;
     int64_t n = 0, trained = 0;
-    rec_status s = scoring_open(x);
+    rec_status s = scoring_config(x);
+    if (!s) s = scoring_open(x);
     if (!s && !rec_dataset_has_label(x->ds))
         s = rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); evaluation needs labelled rows (rectrain "
                        "predict scores it)", rec_dataset_path(x->ds));
@@ -527,8 +550,8 @@ static int predict_main(int argc, char **argv, scoring *x) {
     }
     if (!x->ckpt || !x->data.n || !out) return cli_usage(cmd, "--ckpt, --data and --out are required");
     const int to_stdout = !strcmp(out, "-");
-    rec_status s = REC_OK;
-    for (int i = 0; !to_stdout && !s && i < x->data.n; i++) s = rec_check_distinct("--out", out, "--data", x->data.v[i]);
+    rec_status s = scoring_config(x);
+    if (!s) s = scoring_guard(x, "--out", out);
     if (!s) s = scoring_open(x);
     rec_atomic_file a = {.fd = -1};
     FILE *f = to_stdout ? stdout : NULL;
@@ -595,7 +618,12 @@ int cmd_export(int argc, char **argv) {
     rec_model_config c;
     rec_model *m = NULL;
     rec_ckpt_meta meta;
-    rec_status s = rec_export_check(out, overwrite); /* before reading a large checkpoint */
+    rec_guard g = {0};
+    rec_guard_in(&g, "--ckpt", ckpt);
+    rec_guard_in(&g, "--ckpt", path);
+    rec_guard_dir(&g, "--out", out, NULL);
+    rec_status s = rec_guard_check(&g);
+    if (!s) s = rec_export_check(out, overwrite); /* before reading a large checkpoint */
     int have_config = 0;
     if (!s) have_config = (s = rec_ckpt_read_config(path, &c, NULL)) == REC_OK;
     if (!s) s = rec_model_init(&m, &c, 1, 1);

@@ -99,12 +99,39 @@ rec_status rec_read_file(const char *path, const char *what, size_t max_bytes, c
  * first second, not after hours of training. */
 rec_status rec_mkdir_p(const char *dir, const char *what);
 
-/* Refuses (REC_EINVAL) to write `out` when it names the file `in` is read from, through the
- * same path or any other (a link, ./x, ../d/x): the same device and inode, or the same path
- * text when `out` does not exist yet. `out_opt` and `in_opt` name the options in the message
- * ("--out", "--in"). NULL paths pass. A job checks every output against every input before
- * it opens any, so that a slip of the shell never replaces a day of raw logs. */
-rec_status rec_check_distinct(const char *out_opt, const char *out, const char *in_opt, const char *in);
+/* ---- the output guard -------------------------------------------------------------------
+ * No command writes a file it reads. A command lists every path it will read and every path it
+ * will write, each with the option (or JSON path) that named it, and calls rec_guard_check
+ * before it opens anything for writing. Paths compare by identity: the same device and inode
+ * after following links (a hard link, a symbolic link, ./x and ../d/x are one file), or, for
+ * files that do not exist yet, the same path once its folder is resolved. An output covers the
+ * ".tmp" beside it that atomic writes go through. Two outputs that would write one file are
+ * refused too. An option that names a file both read and written (train --resume's
+ * checkpoint, --tune's --plan) updates it in place on purpose and is not compared with itself.
+ * NULL, empty and "-" (stdout) paths are skipped. The guard holds pointers: the strings must
+ * outlive rec_guard_check. A zeroed rec_guard is empty. */
+enum { REC_GUARD_MAX = 256 };
+enum { REC_GUARD_IN, REC_GUARD_OUT, REC_GUARD_DIR, REC_GUARD_TREE };
+typedef struct rec_guard_entry {
+    int kind;                 /* REC_GUARD_* */
+    const char *opt, *path;   /* "--out", the path as given */
+    const char *const *names; /* REC_GUARD_DIR: the files written in the folder, NULL-ended */
+} rec_guard_entry;
+typedef struct rec_guard {
+    rec_guard_entry e[REC_GUARD_MAX];
+    int n, overflow;
+} rec_guard;
+void rec_guard_in(rec_guard *g, const char *opt, const char *path);
+void rec_guard_ins(rec_guard *g, const char *opt, const char *const *paths, int n);
+/* A file written (and its PATH.tmp). */
+void rec_guard_out(rec_guard *g, const char *opt, const char *path);
+/* A folder written: with `names` (NULL-ended; "prefix*" for a family of files), the files
+ * DIR/NAME it writes, others in DIR untouched; with names NULL, the whole folder, replaced
+ * (written as DIR.tmp, then renamed: exports), so nothing under it may be an input. */
+void rec_guard_dir(rec_guard *g, const char *opt, const char *dir, const char *const *names);
+/* REC_EINVAL naming both options, both paths and the file at stake, and what to do, when an
+ * output would write over an input or over another output; REC_OK otherwise. */
+rec_status rec_guard_check(const rec_guard *g);
 
 /* A file that appears whole or not at all (shards, checkpoints, generated data): written as
  * PATH.tmp, then committed — fsync, rename over PATH, fsync of the directory — so that a

@@ -19,6 +19,8 @@ extern "C" {
  * Lines that are not records of the run are refused, naming the file and line. `log` gets a
  * line naming the files written. */
 rec_status rec_plot_run(const char *metrics_jsonl, const char *dir, FILE *log);
+/* Those three names, NULL-ended, for the output guard (core.h). */
+extern const char *const rec_plot_files[];
 
 /* A bar chart of a table into PNG: a TSV with a header row, the first column the labels of the
  * groups, every other column a numeric series (bars side by side, the header naming each in the

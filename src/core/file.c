@@ -1,5 +1,5 @@
-/* Whole-file reads for the small JSON documents rectrain loads, the check that an output is
- * not an input, and files written whole or not at all (core.h). */
+/* Whole-file reads for the small JSON documents rectrain loads, folders made, and files
+ * written whole or not at all (core.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -87,32 +87,6 @@ static void dir_of(const char *path, char *buf, size_t cap) {
     const char *slash = strrchr(path, '/');
     if (!slash) snprintf(buf, cap, ".");
     else snprintf(buf, cap, "%.*s", (int)(slash - path) + (slash == path), path);
-}
-
-/* The path of a file that may not exist yet: its folder resolved (links, ., ..), then its
- * name; the path as given where the folder does not resolve. */
-static void canonical(const char *path, char *buf, size_t cap) {
-    const char *slash = strrchr(path, '/');
-    char dir[PATH_MAX], real[PATH_MAX];
-    dir_of(path, dir, sizeof dir);
-    if (realpath(dir, real)) snprintf(buf, cap, "%s/%s", real, slash ? slash + 1 : path);
-    else snprintf(buf, cap, "%s", path);
-}
-
-rec_status rec_check_distinct(const char *out_opt, const char *out, const char *in_opt, const char *in) {
-    if (!out || !in) return REC_OK;
-    struct stat so, si;
-    const int out_exists = stat(out, &so) == 0, in_exists = stat(in, &si) == 0;
-    int same = out_exists && in_exists && so.st_dev == si.st_dev && so.st_ino == si.st_ino;
-    if (!out_exists && !in_exists) { /* two outputs to be: the same name, however spelt */
-        char a[2 * PATH_MAX], b[2 * PATH_MAX];
-        canonical(out, a, sizeof a);
-        canonical(in, b, sizeof b);
-        same = strcmp(a, b) == 0;
-    }
-    if (!same) return REC_OK;
-    return rec_errorf(REC_EINVAL, "%s %s names the same file as %s %s; give %s another path (writing it would "
-                      "replace that file)", out_opt, out, in_opt, in, out_opt);
 }
 
 /* ---- files written whole or not at all ------------------------------------------------------ */

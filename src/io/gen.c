@@ -687,7 +687,10 @@ rec_status rec_gen_write(const rec_gen_opts *o, int64_t rows, const char *path,
                          const char *prob_path, int threads, const volatile sig_atomic_t *stop) {
     if (rows < 0) return rec_errorf(REC_EINVAL, "gen: the row count must be >= 0 (got %lld)", (long long)rows);
     if (!path) return rec_errorf(REC_EINVAL, "gen: no output path given");
-    REC_TRY(rec_check_distinct("--prob-out", prob_path, "--out", path));
+    rec_guard guard = {0};
+    rec_guard_out(&guard, "--out", path);
+    rec_guard_out(&guard, "--prob-out", prob_path);
+    REC_TRY(rec_guard_check(&guard));
     if (threads <= 0) threads = rec_cpu_count();
     rec_gen *g = NULL;
     rec_pool *pool = NULL;

@@ -293,6 +293,8 @@ static rec_status read_record(const char *path, int line, const char *text, colu
     return s;
 }
 
+const char *const rec_plot_files[] = {"loss.png", "eval.png", "calibration.png", NULL};
+
 rec_status rec_plot_run(const char *metrics, const char *dir, FILE *log) {
     FILE *f = fopen(metrics, "r");
     if (!f) return rec_errorf(REC_EIO, "cannot read the metrics %s: %s", metrics, strerror(errno));

@@ -209,10 +209,12 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     char name[600];
     rec_paths_name(o->in_paths, o->n_in, name, sizeof name);
 
-    rec_status s = REC_OK;
-    for (int k = 0; k < o->n_in && !s; k++) s = rec_check_distinct("--out", o->out_path, "--in", o->in_paths[k]);
-    if (!s) s = rec_check_distinct("--out", o->out_path, "--vocab-from", o->vocab_from);
-    if (!s) s = rec_check_distinct("--out", o->out_path, "--spec", o->spec_path);
+    rec_guard guard = {0};
+    rec_guard_ins(&guard, "--in", o->in_paths, o->n_in);
+    rec_guard_in(&guard, "--vocab-from", o->vocab_from);
+    rec_guard_in(&guard, "--spec", o->spec_path);
+    rec_guard_out(&guard, "--out", o->out_path);
+    rec_status s = rec_guard_check(&guard);
     if (!s) s = rec_spec_load(&spec, o->spec_path);
     /* A pipe (or any input that is not a regular file) can be read once: enough for a spec
      * without categorify, or with vocabularies from --vocab-from. Each pass opens the input

@@ -112,6 +112,8 @@ static inline int64_t get_i64(const uint8_t *p) { int64_t v; memcpy(&v, p, 8); r
 
 static inline uint64_t pad64(uint64_t x) { return (x + CKPT_ALIGN - 1) & ~(uint64_t)(CKPT_ALIGN - 1); }
 
+const char *const rec_ckpt_files[] = {"model.rckpt", "model.*", NULL};
+
 void rec_ckpt_path(const char *dir, char *buf, size_t cap) {
     if (!buf || cap == 0) return;
     if (!dir || !*dir) dir = ".";

@@ -1000,19 +1000,42 @@ static rec_status run(job *j) {
     return REC_OK;
 }
 
-/* No file the job writes (loss log, plan when tuning, checkpoint `ckpt`) may be one it reads. */
+/* No file the job writes may be one it reads (the output guard, core.h): every input and
+ * output option, the checkpoint `ckpt` (read too with --resume), the files --plot and
+ * --tensorboard write in their folders, the --npy folder replaced whole, and the prep spec a
+ * --config names when it is the one TSV data is read with. */
 static rec_status check_outputs(const rec_train_opts *o, const char *ckpt) {
-    const char *out_opt[4] = {"--loss-log", "--plan", "--ckpt", "--metrics"};
-    const char *out[4] = {o->loss_log, o->tune ? o->plan_path : NULL, ckpt, o->metrics_path};
-    const char *in_opt[7] = {"--data", "--eval", "--spec", "--config", "--vocab-from", "--oracle", "--plan"};
-    const char *in[7] = {o->data_path, o->eval_path, o->spec_path, o->config_path, o->vocab_from, o->oracle_path, o->plan_path};
-    for (int i = 0; i < 4; i++) {
-        for (int k = 0; k < 7; k++)
-            if (out[i] != in[k]) REC_TRY(rec_check_distinct(out_opt[i], out[i], in_opt[k], in[k]));
-        for (int k = 1; k < o->n_data; k++) REC_TRY(rec_check_distinct(out_opt[i], out[i], "--data", o->data_paths[k]));
-        for (int k = 1; k < o->n_eval; k++) REC_TRY(rec_check_distinct(out_opt[i], out[i], "--eval", o->eval_paths[k]));
+    const char *plot_files[8] = {"metrics.jsonl"}; /* where the charts' metrics go without --metrics */
+    for (int k = 0; rec_plot_files[k]; k++) plot_files[k + 1] = rec_plot_files[k];
+    static const char *const tb_files[] = {"events.out.tfevents.*", NULL};
+    rec_guard g = {0};
+    rec_guard_ins(&g, "--data", o->data_paths ? o->data_paths : &o->data_path, o->data_paths ? o->n_data : 1);
+    rec_guard_ins(&g, "--eval", o->eval_paths ? o->eval_paths : &o->eval_path, o->eval_paths ? o->n_eval : 1);
+    rec_guard_in(&g, "--config", o->config_path);
+    rec_guard_in(&g, "--spec", o->spec_path);
+    rec_guard_in(&g, "--vocab-from", o->vocab_from);
+    rec_guard_in(&g, "--oracle", o->oracle_path);
+    rec_guard_in(&g, "--plan-shards", o->plan_shards);
+    rec_guard_in(&g, "--workers", o->workers_file);
+    rec_guard_in(&g, "--plan", o->plan_path);
+    if (o->tune) rec_guard_out(&g, "--plan", o->plan_path); /* rewritten in place when retuned */
+    rec_guard_in(&g, "--offload-store", o->offload_store);
+    rec_guard_out(&g, "--offload-store", o->offload_store);
+    if (o->resume) rec_guard_in(&g, "--ckpt", ckpt);
+    if (ckpt) rec_guard_dir(&g, "--ckpt", o->ckpt_dir, rec_ckpt_files);
+    rec_guard_out(&g, "--loss-log", o->loss_log);
+    rec_guard_out(&g, "--metrics", o->metrics_path);
+    rec_guard_dir(&g, "--plot", o->plot_dir, o->metrics_path ? plot_files + 1 : plot_files);
+    rec_guard_dir(&g, "--tensorboard", o->tensorboard_dir, tb_files);
+    rec_guard_dir(&g, "--npy", o->npy_dir, NULL);
+    rec_model_config c;
+    char spec[sizeof c.prep_spec] = "";
+    if (o->config_path && !o->spec_path && rec_model_config_load(&c, o->config_path) == REC_OK) {
+        snprintf(spec, sizeof spec, "%s", c.prep_spec); /* a config that does not load is refused later */
+        rec_model_config_free(&c);
     }
-    return REC_OK;
+    rec_guard_in(&g, "--config's train.prep_spec", spec);
+    return rec_guard_check(&g);
 }
 
 /* A checkpoint where a run that neither resumes nor overwrites would save one: refused, as
@@ -1083,13 +1106,17 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
             mine.log = NULL, mine.loss_log = NULL, mine.npy_dir = NULL, mine.metrics_path = NULL,
             mine.tensorboard_dir = NULL, mine.plot_dir = NULL;
     }
+    if (o->ckpt_dir) rec_ckpt_path(o->ckpt_dir, j.ckpt, sizeof j.ckpt);
+    REC_TRY(check_outputs(o, o->ckpt_dir ? j.ckpt : NULL)); /* first: whatever else is wrong, no input is harmed */
     if (o->resume && o->overwrite)
         return rec_errorf(REC_EINVAL, "--resume continues the checkpoint and --overwrite starts over: give one of them");
+    if (!j.dist && (o->plan_shards || o->alltoall))
+        return rec_errorf(REC_EINVAL, "%s shards the tables across the ranks of an mpirun (mpirun -np N rectrain train "
+                          "...); in one process every table is local: drop it, or start the job under mpirun",
+                          o->plan_shards ? "--plan-shards" : "--fetch alltoall");
     if (o->device == REC_DEVICE_CUDA) REC_TRY(check_cuda_opts(o, j.dist));
     if (o->precision && strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16"))
         return rec_errorf(REC_EINVAL, "--precision %s: want fp32 or bf16", o->precision);
-    if (o->ckpt_dir) rec_ckpt_path(o->ckpt_dir, j.ckpt, sizeof j.ckpt);
-    REC_TRY(check_outputs(o, o->ckpt_dir ? j.ckpt : NULL));
     REC_TRY(check_not_dir("--plan", o->plan_path));
     if (o->ckpt_dir && !o->resume && !o->overwrite) REC_TRY(check_no_ckpt(j.ckpt));
     /* Output directories are made before the work: a path that cannot be written fails now,

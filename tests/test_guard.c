@@ -1,0 +1,314 @@
+/* No command writes a file it reads (the output guard, core.h). For every command and every
+ * output option, every input option of that command is given as the output: the command must
+ * refuse with the guard's message, and every input must be byte-identical afterwards. A second
+ * check reads each command's --help and fails on a file option the table below does not list,
+ * so that a new command or option is enumerated too. */
+#include <ctype.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "clirun.h"
+
+enum { OTHER, IN, OUT, INOUT, PREFIX };
+
+/* One argument of a command line. flag "" is a positional argument; a flag starting with '$'
+ * is a path a config file names (not on the command line); value NULL is a switch. `file`
+ * is the file the option reads, where it differs from its value (a checkpoint directory). */
+typedef struct arg {
+    const char *flag, *value;
+    int role;
+    const char *file;
+} arg;
+
+#define I(f, v) {f, v, IN, NULL}
+#define IF(f, v, file) {f, v, IN, file}
+#define O(f, v) {f, v, OUT, NULL}
+#define IO(f, v) {f, v, INOUT, NULL}
+#define X(f, v) {f, v, OTHER, NULL}
+#define PX(f, v) {f, v, PREFIX, NULL}
+
+typedef struct gcase {
+    const char *cmd; /* "train", "bench prep" */
+    arg a[24];
+} gcase;
+
+/* A valid command line of each command that both reads and writes files, with every file option
+ * it has. The guard runs before anything else is checked, so the lines need not make sense past
+ * it (a GPU that is not here, workers that do not answer). */
+static const gcase CASES[] = {
+    {"prep", {I("--spec", "spec.json"), I("--in", "raw.tsv"), I("--vocab-from", "std.rshard"),
+              O("--out", "o.rshard")}},
+    {"train", {I("--config", "cfg.json"), I("--data", "std.rshard"), I("--eval", "ev.rshard"),
+               I("--spec", "spec.json"), I("--vocab-from", "voc.rshard"), I("--oracle", "d.prob"),
+               I("--plan", "eplan.json"), I("--plan-shards", "plan.json"),
+               IF("--workers", "@workers.txt", "workers.txt"), IO("--offload-store", "store.json"),
+               O("--loss-log", "loss.txt"), O("--metrics", "m2.jsonl"), O("--plot", "P"),
+               O("--tensorboard", "TB"), O("--npy", "N"), O("--ckpt", "C"), X("--steps", "1")}},
+    {"train", {I("--data", "std.rshard"), {"--ckpt", "K", INOUT, "K/model.rckpt"}, X("--resume", NULL),
+               O("--loss-log", "loss.txt"), O("--plot", "P"), O("--tensorboard", "TB")}},
+    {"train", {I("--data", "std.rshard"), X("--holdout", "0.5"), X("--tune", NULL),
+               IO("--plan", "eplan.json"), O("--npy", "N")}},
+    {"train", {X("--oracle-cacher", "tcp://127.0.0.1:9"), X("--embservers", "tcp://127.0.0.1:9"),
+               I("--config", "cfg.json"), O("--loss-log", "loss.txt"), O("--ckpt", "C")}},
+    {"predict", {IF("--ckpt", "K", "K/model.rckpt"), I("--data", "raw.tsv"), I("--spec", "spec.json"),
+                 I("--vocab-from", "std.rshard"), O("--out", "p.tsv")}},
+    {"plot", {I("--metrics", "m.jsonl"), O("--out", "PD")}},
+    {"plot", {I("--table", "t.tsv"), O("--out", "t.png")}},
+    {"export", {IF("--ckpt", "K", "K/model.rckpt"), O("--out", "E")}},
+    {"plan", {I("--data", "std.rshard"), I("--spec", "spec.json"), I("--config", "cfg.json"),
+              X("--ranks", "2"), O("--out", "pl.json")}},
+    {"plan", {I("--data", "std.rshard"), I("--spec", "spec.json"), I("--config", "cfg.json"),
+              X("--ranks", "2"), X("--simulate", NULL), PX("--chart", "ch")}},
+    {"cluster", {I("", "cluster.json"), I("$.data", "std.rshard"), I("$.model", "cfg.json"),
+                 I("$.spec", "spec.json"), O("--loss-log", "loss.txt"), O("--ckpt", "C")}},
+    {"bench prep", {I("--spec", "spec.json"), I("--in", "raw.tsv"), X("--device", "cuda"),
+                    O("--latencies", "lat.tsv")}},
+};
+
+/* File options of commands that only read or only write (nothing to enumerate: an output-only
+ * command's outputs are compared with each other in test_cli). */
+static const struct {
+    const char *cmd, *flag;
+} ONE_SIDED[] = {
+    {"gen", "--out"}, {"gen", "--prob-out"}, {"inspect", ""}, {"eval", "--ckpt"}, {"eval", "--data"},
+    {"eval", "--spec"}, {"eval", "--vocab-from"}, {"oracle", "--data"}, {"oracle", "--spec"},
+    {"oracle", "--vocab-from"}, {"oracle", "--config"}, {"embserver", "--ckpt"}, {"bench embed", "--dump"},
+    {"bench embed", "--plan-out"}, {"bench mlp", "--config"}, {"bench train", "--config"},
+    {"bench train", "--data"}, {"bench loader", "--data"}, {"bench oracle", "--data"},
+};
+
+/* Every fixture file, hashed before and after each refused command. */
+static const char *const FILES[] = {"raw.tsv", "spec.json", "std.rshard", "ev.rshard", "voc.rshard", "cfg.json",
+                                    "d.prob", "eplan.json", "plan.json", "workers.txt", "store.json", "m.jsonl",
+                                    "t.tsv", "cluster.json", "K/model.rckpt", "ch-2.png"};
+enum { NFILES = sizeof FILES / sizeof FILES[0] };
+
+static uint64_t hash_file(const char *name) {
+    FILE *f = fopen(path(name), "rb");
+    if (!f) return 0;
+    uint64_t h = 1469598103934665603ull;
+    unsigned char buf[65536];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;)
+        for (size_t k = 0; k < n; k++) h = (h ^ buf[k]) * 1099511628211ull;
+    fclose(f);
+    return h;
+}
+
+static void hash_all(uint64_t *h) {
+    for (int k = 0; k < NFILES; k++) h[k] = hash_file(FILES[k]);
+}
+
+static void put(const char *name, const char *text) {
+    FILE *f = fopen(path(name), "w");
+    if (f) fputs(text, f), fclose(f);
+}
+
+static void copy(const char *from, const char *to) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp %s %s", path(from), path(to));
+    CHECK(system(cmd) == 0, "%s", cmd);
+}
+
+/* The fixtures: a raw file, its shard, a checkpoint with its metrics, and a file for every
+ * other input option. */
+static int make_fixtures(void) {
+    write_spec("spec.json", 100, 10); /* small tables: small checkpoints */
+    if (run("gen --rows 3000 --out raw.tsv --prob-out d.prob") || run("prep --spec spec.json --in raw.tsv --out std.rshard") ||
+        run("train --data std.rshard --steps 2 --ckpt K --metrics m.jsonl")) {
+        fprintf(stderr, "fixtures: %s\n", out);
+        return 1;
+    }
+    char from[1400];
+    snprintf(from, sizeof from, "cp %s/configs/dlrm_small.json %s/cfg.json", src, dir);
+    if (system(from) != 0) return 1;
+    copy("std.rshard", "ev.rshard");
+    copy("std.rshard", "voc.rshard");
+    copy("cfg.json", "eplan.json");
+    if (run("plan --data std.rshard --ranks 2 --out plan.json")) return 1;
+    put("workers.txt", "tcp://127.0.0.1:9\n");
+    put("store.json", "{}\n");
+    put("t.tsv", "name\tx\na\t1\n");
+    put("cluster.json", "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"std.rshard\", "
+                        "\"model\": \"cfg.json\", \"spec\": \"spec.json\"}\n");
+    put("ch-2.png", "not a chart\n");
+    return 0;
+}
+
+/* The command line of case c with output o given `value` (and input i given `ivalue`, for a
+ * prefix output), into buf. */
+static void command(const gcase *c, int o, const char *value, int i, const char *ivalue, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "%s", c->cmd);
+    for (int k = 0; k < 24 && c->a[k].flag && n < cap; k++) {
+        const arg *x = &c->a[k];
+        if (x->flag[0] == '$') continue;
+        const char *v = k == o ? value : k == i && ivalue ? ivalue : x->value;
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s%s%s", x->flag[0] ? " " : "", x->flag, v ? " " : "", v ? v : "");
+    }
+}
+
+/* Each output of each case given each input's file: refused by the guard, nothing changed. */
+static void test_enumerate(void) {
+    uint64_t before[NFILES], after[NFILES];
+    hash_all(before);
+    int pairs = 0;
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        const gcase *g = &CASES[c];
+        for (int o = 0; o < 24 && g->a[o].flag; o++) {
+            const int orole = g->a[o].role;
+            if (orole != OUT && orole != INOUT && orole != PREFIX) continue;
+            for (int i = 0; i < 24 && g->a[i].flag; i++) {
+                const arg *in = &g->a[i];
+                if ((in->role != IN && in->role != INOUT) || i == o || !strcmp(in->flag, g->a[o].flag)) continue;
+                const char *file = in->file ? in->file : in->value[0] == '@' ? in->value + 1 : in->value;
+                char cmd[2048];
+                if (orole == PREFIX) { /* PREFIX-2.png is what it writes: the input named so */
+                    if (in->flag[0] == '$') continue;
+                    command(g, o, "ch", i, "ch-2.png", cmd, sizeof cmd);
+                } else {
+                    command(g, o, file, -1, NULL, cmd, sizeof cmd);
+                }
+                const int rc = run("%s", cmd);
+                const char *named = in->flag[0] ? in->flag : "the cluster config"; /* the one positional */
+                char want[160];
+                snprintf(want, sizeof want, "which is %s ", named);
+                CHECK(rc == 1 && strstr(out, "an input of this command") && strstr(out, want),
+                      "rectrain %s: rc %d, want the guard naming %s: %s", cmd, rc, named, out);
+                hash_all(after);
+                for (int k = 0; k < NFILES; k++)
+                    CHECK(after[k] == before[k], "rectrain %s changed %s", cmd, FILES[k]);
+                pairs++;
+            }
+        }
+    }
+    printf("guard: %d output/input pairs refused\n", pairs);
+    CHECK(pairs >= 60, "only %d pairs enumerated", pairs);
+}
+
+/* The options of `rectrain CMD --help` whose value is a file or folder ("--data FILES",
+ * "[--in FILE.tsv]", "--chart PREFIX", "--ckpt CKPT"), and a positional file in the usage line. */
+static int is_file_metavar(const char *m) {
+    static const char *const words[] = {"FILE", "DIR", "PATH", "PREFIX", "SHARD", "CKPT", "TRAIN", "EVAL",
+                                        "DATA", "CFG", "SPEC", "CONFIG", "PREDS", "PLAN", ".json", ".tsv",
+                                        ".rshard", ".png", NULL};
+    for (int k = 0; words[k]; k++)
+        if (strstr(m, words[k])) return 1;
+    return 0;
+}
+
+static int listed(const char *cmd, const char *flag) {
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        if (strcmp(CASES[c].cmd, cmd)) continue;
+        for (int k = 0; k < 24 && CASES[c].a[k].flag; k++)
+            if (!strcmp(CASES[c].a[k].flag, flag) && CASES[c].a[k].role != OTHER) return 1;
+    }
+    for (size_t k = 0; k < sizeof ONE_SIDED / sizeof ONE_SIDED[0]; k++)
+        if (!strcmp(ONE_SIDED[k].cmd, cmd) && !strcmp(ONE_SIDED[k].flag, flag)) return 1;
+    return 0;
+}
+
+/* Checks that each file option in `help` is listed for cmd; returns how many it found. */
+static int cover(const char *cmd, const char *help) {
+    int found = 0;
+    for (const char *p = help; (p = strstr(p, "--")) != NULL;) {
+        const char *f = p;
+        p += 2;
+        const int option_line = f - help >= 3 && !strncmp(f - 3, "\n  ", 3);
+        if (!option_line && !(f > help && f[-1] == '[')) continue; /* "--x" in a sentence */
+        while (islower((unsigned char)*p) || *p == '-') p++;
+        if (p - f < 3 || *p != ' ' || !isupper((unsigned char)p[1])) continue;
+        char flag[64], meta[64];
+        snprintf(flag, sizeof flag, "%.*s", (int)(p - f), f);
+        const char *m = ++p;
+        while (*p && !isspace((unsigned char)*p) && *p != ']') p++;
+        snprintf(meta, sizeof meta, "%.*s", (int)(p - m), m);
+        if (!is_file_metavar(meta)) continue;
+        found++;
+        CHECK(listed(cmd, flag), "rectrain %s %s %s: a file option the guard's table does not list: add it to CASES "
+              "(or ONE_SIDED) in tests/test_guard.c", cmd, flag, meta);
+    }
+    return found;
+}
+
+/* Every command of `rectrain --help`, every bench, and training with --oracle-cacher. */
+static void test_coverage(void) {
+    CHECK(run("--help") == 0, "rectrain --help");
+    char list[1 << 16];
+    snprintf(list, sizeof list, "%s", out);
+    char help[1 << 16];
+    int commands = 0, options = 0;
+    for (char *save = NULL, *line = strtok_r(list, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char name[32];
+        if (strncmp(line, "  ", 2) || sscanf(line, "%31s", name) != 1) continue;
+        if (!strcmp(name, "bench")) {
+            static const char *const benches[] = {"prep", "embed", "mlp", "train", "loader", "oracle", "link"};
+            for (int b = 0; b < 7; b++) {
+                char cmd[64];
+                snprintf(cmd, sizeof cmd, "bench %s", benches[b]);
+                CHECK(run("%s --help", cmd) == 0, "rectrain %s --help", cmd);
+                snprintf(help, sizeof help, "%s", out);
+                options += cover(cmd, help);
+                commands++;
+            }
+            continue;
+        }
+        CHECK(run("%s --help", name) == 0, "rectrain %s --help", name);
+        snprintf(help, sizeof help, "%s", out);
+        options += cover(name, help);
+        commands++;
+    }
+    CHECK(run("train --oracle-cacher x --help") == 0, "train --oracle-cacher --help");
+    snprintf(help, sizeof help, "%s", out);
+    options += cover("train", help);
+    printf("guard: %d file options of %d commands listed\n", options, commands);
+    CHECK(commands >= 20 && options >= 40, "%d commands, %d file options: the --help parser found too few", commands,
+          options);
+}
+
+/* Spellings and shapes the enumeration does not reach: a link, ./ and ../, a file inside an
+ * output folder, a checkpoint folder holding the data, two outputs on one file, a prefix. */
+static void test_shapes(void) {
+    CHECK(symlink(path("std.rshard"), path("link.rshard")) == 0, "symlink");
+    CHECK(link(path("std.rshard"), path("hard.rshard")) == 0, "hard link");
+    CHECK(mkdir(path("sub"), 0755) == 0, "mkdir sub");
+    static const char *const outs[] = {"link.rshard", "hard.rshard", "./std.rshard", "sub/../std.rshard"};
+    for (int k = 0; k < 4; k++)
+        CHECK(run("train --data std.rshard --steps 1 --loss-log %s", outs[k]) == 1 &&
+                  strstr(out, "which is --data std.rshard, an input of this command"),
+              "--loss-log %s: %s", outs[k], out);
+    const uint64_t h = hash_file("std.rshard");
+    CHECK(mkdir(path("PL"), 0755) == 0, "mkdir PL");
+    copy("std.rshard", "PL/loss.png");
+    CHECK(run("train --data PL/loss.png --steps 1 --plot PL") == 1 && strstr(out, "would write PL/loss.png"),
+          "--plot DIR holding the data: %s", out);
+    CHECK(run("train --data PL/loss.png --steps 1 --npy PL") == 1 && strstr(out, "--npy PL would write PL"),
+          "--npy DIR holding the data: %s", out);
+    CHECK(run("train --data std.rshard --steps 1 --metrics x.jsonl --loss-log ./x.jsonl") == 1 &&
+              strstr(out, "would both write"), "--metrics = --loss-log: %s", out);
+    CHECK(run("train --data std.rshard --steps 1 --plot Q --loss-log Q/eval.png") == 1 && strstr(out, "would both write"),
+          "--loss-log in --plot's files: %s", out);
+    CHECK(run("train --data std.rshard --steps 1 --npy Q --plot Q/charts") == 1 && strstr(out, "would both write"),
+          "--plot inside --npy: %s", out);
+    CHECK(run("train --data std.rshard --steps 1 --loss-log std.rshard.tmp --ckpt std.rshard.d") == 0,
+          "unrelated names pass: %s", out);
+    copy("std.rshard", "out.rshard.tmp");
+    CHECK(run("prep --spec spec.json --in out.rshard.tmp --out out.rshard") == 1 && strstr(out, "out.rshard.tmp"),
+          "an input that is the output's temp file: %s", out);
+    CHECK(run("train --data std.rshard --steps 1 --plot R --tensorboard R --metrics R/run.jsonl") == 0,
+          "charts and events in one folder pass: %s", out);
+    CHECK(hash_file("std.rshard") == h, "a refused command changed std.rshard");
+}
+
+int main(void) {
+    int rc = clirun_setup("test_guard");
+    if (rc) return rc;
+    if (make_fixtures()) {
+        clirun_cleanup();
+        CHECK(0, "fixtures");
+        return check_report();
+    }
+    test_enumerate();
+    test_coverage();
+    test_shapes();
+    clirun_cleanup();
+    return check_report();
+}
