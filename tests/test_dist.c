@@ -1,9 +1,9 @@
 /* Distributed training (dist.h) against one process: `mpirun -np N rectrain train` with every
- * kind of sharding plan, N = 2, 3, 4 (oversubscribed), row-wise Adagrad and SGD, gets and the
- * all-to-all baseline, gives the 1-process per-step losses within 1e-4 relative and its AUC
- * within 5e-4; a repeated run is bitwise identical; a saved plan loads; sharded checkpoints
- * resume bitwise on as many ranks and re-shard onto others; a killed rank ends the job and
- * the run resumes; the refusals. */
+ * kind of sharding plan, N = 2, 3, 4 (oversubscribed), gets and the all-to-all baseline, keeps
+ * to the bounds docs/distributed.md states per optimizer (SGD: every step's loss; adaptive
+ * optimizers: the mean loss and the AUC); a repeated run is bitwise identical; a saved plan
+ * loads; sharded checkpoints resume bitwise on as many ranks and re-shard onto others; a
+ * killed rank ends the job and the run resumes; the refusals. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -90,27 +90,43 @@ static void json_last(void) {
     snprintf(out + strlen(out), sizeof out - strlen(out), "\n%s\n", line);
 }
 
-/* Steps over which a row-wise Adagrad run is held to the per-step bound. Its first step on a
- * row is lr * g / rms(g) whatever g's size, so a row whose gradient cancels to ~0 moves by ~lr
- * in the direction of its rounding: on an AVX-512 machine (Xeon, oneDNN avx512_core) 2 and 4
- * ranks part from one process by 1e-7 at step 24, 1e-3 by step 50 and 6e-3 by 200, while
- * their mean loss stays within 1e-5 and the AUC within 4e-4; on AVX2 they stay within 1e-7. */
-enum { RW_STEPS = 20 };
+/* The bounds docs/distributed.md ("How close to one process") states for N ranks against one
+ * process. Each rank sums its slice's gradients and the ranks' sums are added, so a gradient
+ * carries float rounding (1e-7 relative) that depends on N.
+ *
+ * SGD on the dense layers and the tables carries it as it came: every step's loss within
+ * SGD_STEP_GAP, 10x the worst measured (8.7e-8 over 200 steps, 1.6e-8 over 44; N = 2, 3, 4,
+ * seeds 1-3, Xeon AVX-512), the margin for other CPUs' kernels.
+ *
+ * An adaptive optimizer (dense Adagrad or Adam, tables' Adagrad or row-wise Adagrad) divides
+ * by the root of the accumulated squares, so a gradient that cancels to rounding level while
+ * the accumulator is small moves its weight by ~lr in the direction of the rounding: the
+ * trajectories part, from step 5 to 160 depending on the seed and N. Per step there is no
+ * bound worth stating (measured up to 6.8e-2); the run's mean loss is held to
+ * ADAPTIVE_MEAN_GAP relative and the AUC to ADAPTIVE_AUC_GAP, 2x the worst measured (4.5e-4
+ * and 9.1e-4; 44 and 200 steps, N = 2, 3, 4, seeds 1-3, every optimizer pair), the margin for
+ * runs the measurements did not sample. */
+#define SGD_STEP_GAP 1e-6
+#define ADAPTIVE_MEAN_GAP 1e-3
+#define ADAPTIVE_AUC_GAP 2e-3
 
-/* One distributed run against its 1-process reference log `ref` and AUC `auc`: every step's
- * loss within 1e-4 relative, or with `rw` (row-wise Adagrad) the first RW_STEPS and the mean
- * of all; the AUC within 5e-4. */
-static void same_training(int np, const char *extra, const char *ref, double auc) {
+/* One distributed run against its 1-process reference log `ref` and AUC `auc`: with `adaptive`
+ * false (SGD on both parts) every step's loss within SGD_STEP_GAP relative and the AUC within
+ * 1e-5; with it, the mean loss within ADAPTIVE_MEAN_GAP and the AUC within ADAPTIVE_AUC_GAP.
+ * Returns the worst per-step gap, for the adaptive runs' report. */
+static double same_training(int np, const char *extra, const char *ref, double auc) {
     char log[64];
     snprintf(log, sizeof log, "l_%d.txt", np);
     remove(path(log));
     const int rc = mpi(np, "train %s --steps %d --loss-log %s %s", COMMON, STEPS, log, extra);
     json_last();
-    const int rw = strstr(extra, "rw.json") != NULL;
-    const double gap = loss_gap_n(ref, log, rw ? RW_STEPS : STEPS), mean = mean_gap(ref, log), a = json_num("auc");
-    CHECK(rc == 0 && gap <= 1e-4 && mean <= 1e-4 && fabs(a - auc) <= 5e-4,
-          "np %d %s: rc %d, loss gap %.3g over %d steps, mean %.3g, auc %.6f vs %.6f\n%s", np, extra, rc, gap,
-          rw ? RW_STEPS : STEPS, mean, a, auc, rc ? out : "");
+    const int adaptive = strstr(extra, "sgd.json") == NULL;
+    const double gap = loss_gap(ref, log), mean = mean_gap(ref, log), a = json_num("auc");
+    const int ok = adaptive ? mean <= ADAPTIVE_MEAN_GAP && fabs(a - auc) <= ADAPTIVE_AUC_GAP
+                            : gap <= SGD_STEP_GAP && fabs(a - auc) <= 1e-5;
+    CHECK(rc == 0 && ok, "np %d %s: rc %d, loss gap %.3g over %d steps, mean %.3g, auc %.6f vs %.6f\n%s", np, extra, rc,
+          gap, STEPS, mean, a, auc, rc ? out : "");
+    return gap;
 }
 
 /* `sh -c CMD` in the scratch directory: 0 when it succeeds. */
@@ -271,16 +287,15 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "cd %s && %s gen --rows 60000 --out d.tsv >/dev/null 2>&1 && %s prep --spec spec.json "
              "--in d.tsv --out d.rshard >/dev/null 2>&1", dir, cli, cli);
     CHECK(system(cmd) == 0, "making the data");
-    /* Two models: SGD, and row-wise Adagrad on the tables (SGD on the dense layers). Adagrad on
-     * the dense layers amplifies rounding — a first step is lr * sign(g) whatever g's size, so
-     * a gradient that cancels to ~0 moves its weight by +-lr on the sign of its rounding — and
-     * the default model (dense Adagrad) parts from itself by 7e-4 within 200 steps on this data
-     * between 1 and 2 threads of one process; N ranks, which sum each gradient in per-rank parts,
-     * by 1e-2. One rank, which sums as one process does, is bitwise the one-process run. */
-    static const char *const OPT[2][2] = {{"sgd", "\"sgd\", \"lr\": 0.1}, \"sparse\": {\"kind\": \"sgd\", \"lr\": 0.1"},
+    /* Three models: SGD; row-wise Adagrad on the tables (SGD on the dense layers); and the
+     * optimizers of configs/dlrm_small.json, dense Adagrad and row-wise Adagrad (the bounds
+     * above). One rank, which sums as one process does, is bitwise the one-process run. */
+    static const char *const OPT[3][2] = {{"sgd", "\"sgd\", \"lr\": 0.1}, \"sparse\": {\"kind\": \"sgd\", \"lr\": 0.1"},
                                           {"rw", "\"sgd\", \"lr\": 0.1}, \"sparse\": {\"kind\": \"rowwise_adagrad\", "
-                                                 "\"lr\": 0.05"}};
-    for (int k = 0; k < 2; k++) {
+                                                 "\"lr\": 0.05"},
+                                          {"ada", "\"adagrad\", \"lr\": 0.01}, \"sparse\": {\"kind\": \"rowwise_adagrad\", "
+                                                  "\"lr\": 0.05"}};
+    for (int k = 0; k < 3; k++) {
         char name[32];
         snprintf(name, sizeof name, "%s.json", OPT[k][0]);
         FILE *f = fopen(path(name), "w");
@@ -300,6 +315,8 @@ int main(void) {
     const double auc_ref = json_num("auc");
     CHECK(run("train %s --steps %d --loss-log ref_sgd.txt --config sgd.json", COMMON, STEPS) == 0, "%s", out);
     const double auc_sgd = json_num("auc");
+    CHECK(run("train %s --steps %d --loss-log ref_ada.txt --config ada.json", COMMON, STEPS) == 0, "%s", out);
+    const double auc_ada = json_num("auc");
 
     char extra[256];
     for (int np = 2; np <= MAX_NP; np++)
@@ -321,6 +338,14 @@ int main(void) {
     }
     same_training(3, "--fetch alltoall --config rw.json", "ref.txt", auc_ref);
     same_training(MAX_NP, "--fetch alltoall --shard-kind column --config sgd.json", "ref_sgd.txt", auc_sgd);
+    same_training(2, "--config sgd.json", "ref_sgd.txt", auc_sgd);
+    /* configs/dlrm_small.json's optimizers (issue 46: 3.7e-3 per step on 2 ranks, 9.2e-4 on 4) */
+    const int ada_np[2] = {2, MAX_NP};
+    for (int i = 0; i < 2; i++) {
+        const int np = ada_np[i];
+        const double gap = same_training(np, "--config ada.json", "ref_ada.txt", auc_ada);
+        printf("dense Adagrad, row-wise Adagrad tables, %d ranks: worst step %.2g over %d steps\n", np, gap, STEPS);
+    }
 
     /* repeated: bitwise */
     CHECK(mpi(3, "train %s --steps %d --loss-log a.txt --config rw.json", COMMON, STEPS) == 0, "%s", out);
