@@ -763,6 +763,34 @@ static void test_errors(void) {
         d = NULL;
     }
 
+    /* What skip mode dropped: the count and location (rec_dataset_bad) always; the position of
+     * every dropped line (rec_dataset_skips, what predict keeps a line for) only when asked,
+     * here across 64 KiB chunks parsed on 2 threads. */
+    for (int map = 0; map < 2; map++) {
+        size_t keep_chunk = rec__loader_chunk_bytes;
+        rec__loader_chunk_bytes = 64 << 10;
+        o.map_skips = map;
+        const int64_t *pos = NULL;
+        int64_t n_pos = -1;
+        CHECK(rec_dataset_open(&d, &o) == REC_OK, "open bad.tsv (skip, map %d): %s", map, rec_errmsg());
+        if (d) {
+            CHECK(rec_dataset_skips(d, &pos, &n_pos) == 0, "no map before the rows are counted");
+            CHECK(rec_dataset_rows(d, &n) == REC_OK && n == N - 1, "skip mode counts %lld rows", (long long)n);
+            const rec_bad_report *bad = rec_dataset_bad(d);
+            CHECK(bad->count == 1 && bad->n_kept == 1 && bad->line[0] == BAD_ROW + 1 && strstr(bad->path[0], "bad.tsv"),
+                  "the data set's report: %lld dropped, first at line %lld", (long long)bad->count,
+                  (long long)(bad->n_kept ? bad->line[0] : -1));
+            const int mapped = rec_dataset_skips(d, &pos, &n_pos);
+            if (map) CHECK(mapped && n_pos == 1 && pos[0] == BAD_ROW, "the dropped line is mapped: %d, %lld at %lld",
+                           mapped, (long long)n_pos, (long long)(n_pos > 0 ? pos[0] : -1));
+            else CHECK(!mapped, "without map_skips the dropped lines are not mapped");
+        }
+        rec_dataset_close(d);
+        d = NULL;
+        rec__loader_chunk_bytes = keep_chunk;
+        o.map_skips = 0;
+    }
+
     /* Fail mode, the line going bad after the count (the file changed under the data set):
      * the batches before the bad chunk arrive, then rec_loader_next returns FILE:LINE, again
      * on the next call. */

@@ -4,6 +4,7 @@
  * framing, CRC-32C, the Event protobufs); progress lines in a log; PNG charts.
  * Skipped (77) when REC_CLI, the path of the built `rectrain`, is not set (CTest sets it). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,122 @@ static void test_predict(void) {
           "a missing checkpoint leaves no file: %s", out);
     CHECK(run("eval --ckpt ck --data t.tsv --spec spec.json") == 1 &&
           strstr(out, "rectrain predict scores it"), "eval of label-less data points to predict: %s", out);
+}
+
+/* Writes lines [from, to] (1-based) of d.tsv to `name`, with line `bad` (or 0) replaced by a
+ * malformed row, lines `long1`, `long2` (or 0) by lines longer than the 1 MiB a line may have
+ * (the reader drops those before the parser sees them), and the last line cut to its first
+ * 20 bytes, without its '\n', when `cut`. */
+static void write_damaged(const char *name, int from, int to, int bad, int long1, int long2, int cut) {
+    FILE *in = fopen(path("d.tsv"), "r"), *f = fopen(path(name), "w");
+    static char line[1 << 16];
+    for (int k = 1; in && f && fgets(line, sizeof line, in) && k <= to; k++) {
+        if (k < from) continue;
+        if (k == bad) strcpy(line, "1\t2\tx3\n"); /* 3 fields, I2 not a number */
+        if (k == long1 || k == long2) {
+            for (int i = 0; i < (3 << 19); i++) fputc('a', f);
+            strcpy(line, "\n");
+        }
+        if (cut && k == to) line[20] = 0; /* a few fields, no '\n': the file was cut short */
+        fputs(line, f);
+    }
+    if (in) fclose(in);
+    if (f) fclose(f);
+}
+
+/* Line k of `name` (1-based), without its '\n', into buf; "" past the end. */
+static const char *nth_line(const char *name, int k, char *buf, int cap) {
+    FILE *f = fopen(path(name), "r");
+    buf[0] = 0;
+    for (int i = 1; f && fgets(buf, cap, f); i++)
+        if (i == k) break;
+        else buf[0] = 0;
+    if (f) fclose(f);
+    buf[strcspn(buf, "\n")] = 0;
+    return buf;
+}
+
+static int count_lines(const char *name) {
+    FILE *f = fopen(path(name), "r");
+    int n = 0, c, last = '\n';
+    while (f && (c = fgetc(f)) != EOF) n += c == '\n', last = c;
+    if (f) fclose(f);
+    return n + (last != '\n');
+}
+
+/* --bad-rows skip: predict keeps a line per input line, "nan<TAB>nan" where a row was
+ * dropped, so every other line is the clean file's prediction of the same row; predict, eval
+ * and train report how many rows they dropped and where. The damage: across a list of two
+ * files, a malformed row, over-long lines (one mid-file, one ending the first file: dropped by
+ * the reader, never parsed) and a truncated last line. */
+static void test_predict_bad_rows(void) {
+    const int bad[] = {5, 1000, 2000, 2001, ROWS};
+    write_damaged("b1.tsv", 1, 2000, 5, 1000, 2000, 0);
+    write_damaged("b2.tsv", 2001, ROWS, 2001, 0, 0, 1);
+    CHECK(run("predict --ckpt ck --data d.tsv --spec spec.json --out pd.tsv --threads 1") == 0, "%s", out);
+    CHECK(run("predict --ckpt ck --data b1.tsv,b2.tsv --spec spec.json --bad-rows skip --out pb.tsv --threads 1 --json")
+              == 0, "predict --bad-rows skip: %s", out);
+    CHECK(json_num("rows") == ROWS - 5 && json_num("bad_rows") == 5, "5 rows dropped, the others scored: %s", out);
+    CHECK(strstr(out, "predict: skipped 5 malformed rows (0.12% of the input); first:") && strstr(out, "b1.tsv:5: ") &&
+              strstr(out, "b1.tsv:1000: line is longer than") && strstr(out, "b2.tsv:1: ") && strstr(out, "b2.tsv:2000: "),
+          "predict reports the skipped rows and where: %s", out);
+    CHECK(count_lines("pb.tsv") == ROWS, "a line per input line: %d, want %d", count_lines("pb.tsv"), ROWS);
+    int wrong = 0, k = 1;
+    for (int b = 0; k <= ROWS; k++) {
+        char got[128], want[128];
+        nth_line("pb.tsv", k, got, sizeof got);
+        const int dropped = b < 5 && k == bad[b];
+        b += dropped;
+        if (strcmp(got, dropped ? "nan\tnan" : nth_line("pd.tsv", k, want, sizeof want))) {
+            if (!wrong++) printf("pb.tsv:%d: '%s', want '%s'\n", k, got, dropped ? "nan\tnan" : want);
+        }
+    }
+    CHECK(wrong == 0, "every line of the damaged input's predictions is the clean line's, or nan where dropped: %d wrong",
+          wrong);
+    CHECK(run("eval --ckpt ck --data b1.tsv,b2.tsv --spec spec.json --bad-rows skip --json") == 0 &&
+              json_num("bad_rows") == 5 && strstr(out, "eval: skipped 5 malformed rows") && strstr(out, "b2.tsv:1: "),
+          "eval reports the skipped rows: %s", out);
+    CHECK(run("train --data b1.tsv,b2.tsv --spec spec.json --bad-rows skip --eval b2.tsv --config %s/configs/dlrm_small.json "
+              "--batch 256 --steps 2 --threads 1 --json", src) == 0 && json_num("bad_rows") == 7 &&
+              strstr(out, "train: skipped 5 malformed rows (0.12% of the training data); first:") &&
+              strstr(out, "train: skipped 2 malformed rows (0.10% of the evaluation data); first:") &&
+              strstr(out, "b1.tsv:5: "), "train reports the skipped rows of both sets: %s", out);
+}
+
+/* Ctrl-C or SIGTERM during predict: the partial output (PREDS.tmp) is removed, a message says
+ * so, and the exit status is 128 + the signal, as prep's. 100 copies of d.rshard (400k rows)
+ * in batches of 64 take seconds; the signal comes once the output is open. */
+static void test_predict_stop(void) {
+    char list[1200] = "d.rshard";
+    for (int i = 1; i < 100; i++) strcat(list, ",d.rshard");
+    const int sig[] = {SIGTERM, SIGINT};
+    for (int k = 0; k < 2; k++) {
+        pid_t pid = spawn("predict --ckpt ck --data %s --out sp.tsv --batch 64 --threads 1 >sp.out 2>&1", list);
+        for (int i = 0; i < 30000 && file_size("sp.tsv.tmp") < 0; i++) usleep(1000);
+        CHECK(file_size("sp.tsv.tmp") >= 0, "predict opened its output");
+        kill(pid, sig[k]);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        read_out("sp.out");
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 128 + sig[k] && strstr(out, "rectrain predict: stopping") &&
+                  strstr(out, sig[k] == SIGINT ? "stopped by SIGINT after " : "stopped by SIGTERM after ") &&
+                  strstr(out, "the partial output is removed"),
+              "predict stopped by signal %d: status 0x%x: %s", sig[k], status, out);
+        CHECK(file_size("sp.tsv.tmp") < 0 && file_size("sp.tsv") < 0, "no partial output is left after signal %d", sig[k]);
+    }
+}
+
+/* predict over no rows: an empty file, and in --json null for every figure that needs rows
+ * (docs/commands.md), never 0; eval, whose figures are all such, refuses the file. */
+static void test_predict_empty(void) {
+    FILE *f = fopen(path("none.tsv"), "w");
+    if (f) fclose(f);
+    CHECK(run("predict --ckpt ck --data none.tsv --spec spec.json --out pn.tsv --json") == 0 && json_num("rows") == 0 &&
+              strstr(out, "\"mean_p\": null") && strstr(out, "\"auc\": null") && strstr(out, "\"logloss\": null") &&
+              strstr(out, "\"ctr\": null") && strstr(out, "mean probability -"), "predict over no rows: %s", out);
+    CHECK(file_size("pn.tsv") == 0, "predict over no rows writes an empty file");
+    CHECK(run("eval --ckpt ck --data none.tsv --spec spec.json --json") == 1 &&
+              strstr(out, "none.tsv holds no rows: there is nothing to evaluate"), "eval over no rows: %s", out);
 }
 
 /* The scalars of a TensorBoard event file: tag, step, value (at most cap); -1 when a record
@@ -320,6 +437,9 @@ int main(void) {
     if (rc) return rc == 77 ? check_report() : rc;
     make_model();
     test_predict();
+    test_predict_bad_rows();
+    test_predict_stop();
+    test_predict_empty();
     test_metrics();
     test_progress();
     test_default_charts();

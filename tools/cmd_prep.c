@@ -80,12 +80,7 @@ int cmd_prep(int argc, char **argv) {
     if (rep.rows == 0)
         fprintf(stderr, "prep: warning: %s holds no rows%s; the shard holds none, and training refuses it\n", in.v[0],
                 rep.bad.count ? " that parse" : "");
-    if (rep.bad.count) {
-        fprintf(stderr, "prep: skipped %lld malformed row%s (%.2f%% of the input); first:\n", (long long)rep.bad.count,
-                rec_s(rep.bad.count), 100.0 * (double)rep.bad.count / (double)(rep.rows + rep.bad.count));
-        for (int k = 0; k < rep.bad.n_kept; k++)
-            fprintf(stderr, "  %s:%lld: %s\n", rep.bad.path[k], (long long)rep.bad.line[k], rep.bad.why[k]);
-    }
+    rec_bad_report_print(stderr, "prep", "the input", &rep.bad, rep.rows);
     if (json)
         printf("{\"rows\": %lld, \"bytes\": %llu, \"files\": %d, \"seconds\": %s, \"passes\": %d, \"mb_per_s\": %s, "
                "\"rows_per_s\": %s, \"bad_rows\": %lld, \"bad_share\": %s, \"threads\": %d}\n",

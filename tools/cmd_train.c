@@ -100,6 +100,7 @@ static void print_json(const rec_train_report *r) {
            cli_jnum("%.3f", r->wait_seconds), cli_jnum("%.6f", r->last_loss));
     if (r->ckpts) printf(", \"ckpts\": %d, \"ckpt_seconds\": %s", r->ckpts, cli_jnum("%.3f", r->ckpt_seconds));
     if (r->stopped_by) printf(", \"stopped_by\": %d", r->stopped_by);
+    printf(", \"bad_rows\": %lld", (long long)r->bad_rows);
     if (r->has_eval)
         printf(", \"eval_rows\": %lld, \"auc\": %s, \"logloss\": %s, \"ne\": %s, \"accuracy\": %s, \"calibration\": %s",
                (long long)r->eval.n, cli_jnum("%.6f", r->eval.auc), cli_jnum("%.6f", r->eval.logloss),
@@ -491,6 +492,10 @@ static int eval_main(int argc, char **argv, scoring *x) {
         s = rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); evaluation needs labelled rows (rectrain "
                        "predict scores it)", rec_dataset_path(x->ds));
     if (!s) s = rec_dataset_rows(x->ds, &n);
+    if (!s) rec_bad_report_print(stderr, "eval", "the input", rec_dataset_bad(x->ds), n);
+    if (!s && n == 0) /* predict writes an empty file for it; eval's figures would all be undefined */
+        s = rec_errorf(REC_EINVAL, "%s holds no rows%s: there is nothing to evaluate (AUC, logloss and the rest are "
+                       "undefined over no rows)", rec_dataset_path(x->ds), rec_dataset_bad(x->ds)->count ? " that parse" : "");
     const int64_t r0 = holdout > 0 ? n - (int64_t)floor((double)n * holdout) : 0;
     if (!s) s = trained_rows_in(x->ds, &x->meta, r0, n, &trained);
     if (!s && trained) warn_trained(rec_dataset_path(x->ds), &x->meta, r0, n, trained);
@@ -503,11 +508,11 @@ static int eval_main(int argc, char **argv, scoring *x) {
     if (x->json)
         printf("{\"rows\": %lld, \"auc\": %s, \"logloss\": %s, \"ne\": %s, \"accuracy\": %s, "
                "\"calibration\": %s, \"ctr\": %s, \"seconds\": %s, \"samples_per_s\": %s, \"step\": %lld, "
-               "\"trained_rows_evaluated\": %lld}\n",
+               "\"trained_rows_evaluated\": %lld, \"bad_rows\": %lld}\n",
                (long long)m.n, cli_jnum("%.6f", m.auc), cli_jnum("%.6f", m.logloss), cli_jnum("%.6f", m.ne),
                cli_jnum("%.6f", m.accuracy), cli_jnum("%.6f", m.calibration), cli_jnum("%.6f", m.ctr),
                cli_jnum("%.3f", secs), cli_jnum("%.1f", secs > 0 ? m.n / secs : 0.0), (long long)x->meta.step,
-               (long long)trained);
+               (long long)trained, (long long)rec_dataset_bad(x->ds)->count);
     return CLI_OK;
 }
 
@@ -524,7 +529,10 @@ static const char PREDICT_USAGE[] =
     "\n"
     "Scores every row of DATA with a checkpoint: its click probability, one line a row in input\n"
     "order (\"P\", or \"P<TAB>LABEL\" when DATA has labels). DATA may be the label-less Criteo\n"
-    "test format. Streams; the file appears whole when done (written as PREDS.tsv.tmp first).\n"
+    "test format. Streams; the file appears whole when done (written as PREDS.tsv.tmp first;\n"
+    "Ctrl-C or SIGTERM removes it). With --bad-rows skip, a malformed row keeps its place\n"
+    "with the line \"" REC_PREDICT_SKIPPED "\" (\"" REC_PREDICT_SKIPPED "<TAB>" REC_PREDICT_SKIPPED "\" with labels), so line k of PREDS is about\n"
+    "line k of DATA; the skipped rows are reported with their file:line.\n"
     "\n"
     "  --ckpt PATH        checkpoint directory or file\n"
     "  --data FILES       .rshard, or .tsv/.gz (the checkpoint's prep spec, or --spec)\n"
@@ -534,7 +542,7 @@ static const char PREDICT_USAGE[] =
     "  --batch B          rows per forward pass (default 4096)\n"
     "  --threads T        threads (default: all CPUs)\n"
     "  --json             print a JSON summary as the last line of stdout (with AUC and\n"
-    "                     logloss when DATA has labels)\n"
+    "                     logloss when DATA has labels; null where undefined, as over no rows)\n"
     "TSV data:\n"
     CLI_TSV_HELP;
 
@@ -548,30 +556,50 @@ static int predict_main(int argc, char **argv, scoring *x) {
         else if ((rc = scoring_option(x, cmd, argc, argv, &i)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
+    x->d.map_skips = 1; /* a line per input line, skipped rows too */
+    x->d.stop = &cli_stop;
     if (!x->ckpt || !x->data.n || !out) return cli_usage(cmd, "--ckpt, --data and --out are required");
+    /* Ctrl-C and SIGTERM from here on: the flag is read once the checkpoint is loaded, by the
+     * counting pass of a TSV (after every chunk) and before every batch scored; the partial
+     * output is then removed and the exit status is 128 + the signal, as prep's. */
+    cli_catch_stop(strcmp(out, "-") ? "\nrectrain predict: stopping; no partial output is left (send it again to stop "
+                                      "at once)\n"
+                                    : "\nrectrain predict: stopping (send it again to stop at once)\n");
     const int to_stdout = !strcmp(out, "-");
     rec_status s = scoring_config(x);
     if (!s) s = scoring_guard(x, "--out", out);
     if (!s) s = scoring_open(x);
+    int64_t rows = 0;
+    if (!s) s = rec_dataset_rows(x->ds, &rows); /* before the output exists: a refused input leaves none */
     rec_atomic_file a = {.fd = -1};
     FILE *f = to_stdout ? stdout : NULL;
-    if (!s && !to_stdout && !(s = rec_atomic_open(&a, out)) && !(f = fdopen(dup(a.fd), "w")))
-        s = rec_errorf(REC_EIO, "cannot write %s: %s", out, strerror(errno));
+    const int opened = !s && !to_stdout && !(s = rec_atomic_open(&a, out));
+    if (opened && !(f = fdopen(dup(a.fd), "w"))) s = rec_errorf(REC_EIO, "cannot write %s: %s", out, strerror(errno));
     rec_predict_report r;
     const double t0 = rec_now();
-    if (!s) s = rec_predict(x->m, x->ds, x->batch, f, &r);
+    const int scored = !s;
+    if (scored) s = rec_predict(x->m, x->ds, x->batch, f, &cli_stop, &r);
     const double secs = rec_now() - t0;
     if (f && f != stdout && fclose(f) != 0 && !s) s = rec_errorf(REC_EIO, "writing %s failed: %s", out, strerror(errno));
-    if (!to_stdout) s = s ? (rec_atomic_abort(&a), s) : rec_atomic_commit(&a);
+    if (opened) s = s ? (rec_atomic_abort(&a), s) : rec_atomic_commit(&a);
+    if (s == REC_ESTOPPED)
+        rec_error_append(s, "; %s", opened ? "the partial output is removed"
+                                    : to_stdout && scored ? "stdout holds the lines written before it"
+                                                           : "nothing was written");
     if (s) return cli_fail(cmd, s);
-    fprintf(stderr, "predict: %lld row%s of %s scored with %s (step %lld), mean probability %.4f", (long long)r.rows,
-            rec_s(r.rows), rec_dataset_path(x->ds), x->path, (long long)x->meta.step, r.mean_p);
-    if (r.labelled) fprintf(stderr, "; auc %.5f, logloss %.5f", r.m.auc, r.m.logloss);
+    fprintf(stderr, "predict: %lld row%s of %s scored with %s (step %lld), mean probability %s", (long long)r.rows,
+            rec_s(r.rows), rec_dataset_path(x->ds), x->path, (long long)x->meta.step, cli_num("%.4f", r.mean_p, "-"));
+    if (r.labelled) fprintf(stderr, "; auc %s, logloss %s", cli_num("%.5f", r.m.auc, "-"), cli_num("%.5f", r.m.logloss, "-"));
     fprintf(stderr, " -> %s\n", to_stdout ? "stdout" : out);
+    rec_bad_report_print(stderr, "predict", "the input", rec_dataset_bad(x->ds), r.rows);
+    if (r.skipped)
+        fprintf(stderr, "predict: in %s the line of each skipped row reads \"" REC_PREDICT_SKIPPED "\", so line k is "
+                "about line k of the input\n", to_stdout ? "stdout" : out);
     if (x->json) {
-        printf("{\"rows\": %lld, \"mean_p\": %s, \"labelled\": %s, \"seconds\": %s, \"samples_per_s\": %s, "
-               "\"step\": %lld", (long long)r.rows, cli_jnum("%.6f", r.mean_p), r.labelled ? "true" : "false",
-               cli_jnum("%.3f", secs), cli_jnum("%.1f", secs > 0 ? r.rows / secs : 0.0), (long long)x->meta.step);
+        printf("{\"rows\": %lld, \"bad_rows\": %lld, \"mean_p\": %s, \"labelled\": %s, \"seconds\": %s, "
+               "\"samples_per_s\": %s, \"step\": %lld", (long long)r.rows, (long long)r.skipped,
+               cli_jnum("%.6f", r.mean_p), r.labelled ? "true" : "false", cli_jnum("%.3f", secs),
+               cli_jnum("%.1f", secs > 0 ? r.rows / secs : 0.0), (long long)x->meta.step);
         if (r.labelled)
             printf(", \"auc\": %s, \"logloss\": %s, \"ctr\": %s", cli_jnum("%.6f", r.m.auc),
                    cli_jnum("%.6f", r.m.logloss), cli_jnum("%.6f", r.m.ctr));

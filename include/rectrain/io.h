@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "rectrain/status.h"
 
@@ -71,6 +72,11 @@ void rec_bad_report_add(rec_bad_report *bad, const char *path, int64_t line, con
 /* Adds `src` into `dst` (counts summed, locations kept in input order up to the limit: by
  * line within a file; of two files, dst's first, so callers merge in input order). */
 void rec_bad_report_merge(rec_bad_report *dst, const rec_bad_report *src);
+/* Tells a person on `f` what SKIP mode dropped, in the one wording of every command that reads
+ * TSV (prep, train, eval, predict): "WHO: skipped N malformed row(s) (P% of WHAT); first:",
+ * then "  FILE:LINE: why" for each kept location. `kept` is the rows read besides them (for
+ * the share). Writes nothing when bad->count is 0 or f is NULL. */
+void rec_bad_report_print(FILE *f, const char *who, const char *what, const rec_bad_report *bad, int64_t kept);
 
 /* What to do with a row that has fewer fields than its format: published copies of the
  * Criteo data sometimes have their trailing empty fields (the last categoricals, when

@@ -77,6 +77,14 @@ typedef struct rec_dataset_opts {
     const char *vocab_from;  /* TSV only: .rshard whose vocabularies the spec uses, or NULL */
     rec_tsv_opts tsv;        /* TSV only: has_label -1 detects; bad_rows */
     int prep_threads;        /* TSV only: threads of the prep engine (>= 1) */
+    /* TSV in SKIP mode: record where every dropped row was among the input's lines
+     * (rec_dataset_skips), 8 bytes per dropped row, for a caller that keeps one output line
+     * per input line (predict). Without it only the count and the first locations are kept. */
+    int map_skips;
+    /* When not NULL: a signal number a handler stores to stop the work. The counting pass of a
+     * TSV reads it after every chunk and, once set, ends with REC_ESTOPPED ("stopped by
+     * SIGINT while counting the rows of FILE"). */
+    const volatile sig_atomic_t *stop;
 } rec_dataset_opts;
 
 rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o);
@@ -88,6 +96,16 @@ int32_t rec_dataset_n_sparse(const rec_dataset *d);         /* F */
 const int64_t *rec_dataset_table_rows(const rec_dataset *d);/* (F) */
 /* N (may run the counting pass of a TSV: REC_EFORMAT etc. on a bad file). */
 rec_status rec_dataset_rows(rec_dataset *d, int64_t *rows);
+/* The rows SKIP mode dropped (count and first locations), once the rows are counted
+ * (rec_dataset_rows); an empty report before that, for a shard, and in FAIL mode. Callers
+ * tell the user with rec_bad_report_print. */
+const rec_bad_report *rec_dataset_bad(const rec_dataset *d);
+/* With opts.map_skips, once the rows are counted: the positions of every dropped row among
+ * the input's lines (0-based, the lines of the files one after another; an over-long line
+ * counts as one), ascending, in (*pos)[0 .. *n); the data set's rows are the other lines, in
+ * order. *n = 0 when nothing was dropped. Returns 0 when rows were dropped but not mapped
+ * (opened without map_skips, or not counted yet), else 1. */
+int rec_dataset_skips(const rec_dataset *d, const int64_t **pos, int64_t *n);
 
 /* A loader streams rows [row0, row1) of a data set as batches of `batch` rows (the last one
  * shorter) in order. A background thread fills a ring of `depth` batches (>= 2) ahead of the
@@ -363,6 +381,8 @@ typedef struct rec_train_report {
     double ckpt_seconds;       /* wall time of the checkpoint saves */
     int ckpts;                 /* checkpoints saved */
     int stopped_by;            /* the signal that stopped the run (opts.stop), or 0 */
+    int64_t bad_rows;          /* TSV rows --bad-rows skip dropped from the training and evaluation
+                                  data (logged with their first locations when counted) */
     double samples_per_s;
     double wait_seconds;       /* time the loop waited for input */
     double last_loss;          /* mean loss of the last 100 steps */
@@ -433,17 +453,28 @@ rec_status rec_scalars_close(rec_scalars *s);
 
 /* rec_predict: every row's click probability P = rec_sigmoid(logit), rounded to float. */
 typedef struct rec_predict_report {
-    int64_t rows;
+    int64_t rows;            /* rows scored */
+    int64_t skipped;         /* input lines --bad-rows skip dropped, written as REC_PREDICT_SKIPPED */
     int labelled;            /* the data has labels: `m` holds their metrics (as rec_evaluate's) */
-    double mean_p;
-    rec_metrics m;
+    double mean_p;           /* NaN over no rows */
+    rec_metrics m;           /* over no rows: NaN figures, n = 0 */
 } rec_predict_report;
 
-/* Scores every row of d in order, in batches of `batch` (<= the model's max_batch), writing a
- * line per row to out: "P" or, for labelled data, "P<TAB>LABEL" (P printed with %.9g, which
- * reads back as the same float). Streams: memory does not grow with the rows (but for the
- * metrics of labelled data, 8 bytes a row). */
-rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, rec_predict_report *rep);
+/* The line of an input line SKIP mode dropped ("nan", or "nan<TAB>nan" for labelled data): any
+ * TSV or numeric reader takes it as a missing value, where an empty line would be skipped and
+ * shift every later prediction onto the wrong row. */
+#define REC_PREDICT_SKIPPED "nan"
+
+/* Scores every row of d in order, in batches of `batch` (<= the model's max_batch), writing
+ * exactly one line per input line to out: "P" or, for labelled data, "P<TAB>LABEL" (P printed
+ * with %.9g, which reads back as the same float); a line the TSV reader dropped in SKIP mode
+ * gets REC_PREDICT_SKIPPED in each column, in its place, so line k of out is always about
+ * line k of the input (d must then be opened with map_skips: REC_EINVAL otherwise). Streams:
+ * memory does not grow with the rows (but for the metrics of labelled data, 8 bytes a row).
+ * `stop` (or NULL): a signal number a handler stores; it is read before every batch and ends
+ * the work with REC_ESTOPPED, `out` then holding the lines written so far. */
+rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, const volatile sig_atomic_t *stop,
+                       rec_predict_report *rep);
 
 #ifdef __cplusplus
 }

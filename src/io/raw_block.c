@@ -1,6 +1,7 @@
 /* The raw column block the TSV reader fills (column-major, CSR categoricals), the Criteo
  * column names, and the bad-row report. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "rectrain/core.h"
@@ -129,4 +130,13 @@ void rec_bad_report_merge(rec_bad_report *dst, const rec_bad_report *src) {
         out.n_kept++;
     }
     *dst = out;
+}
+
+/* See io.h. The share is of every row the input held (kept + dropped), as prep has always
+ * printed it; the locations are the report's first REC_BAD_ROWS_KEEP, in input order. */
+void rec_bad_report_print(FILE *f, const char *who, const char *what, const rec_bad_report *bad, int64_t kept) {
+    if (!f || !bad || bad->count == 0) return;
+    fprintf(f, "%s: skipped %lld malformed row%s (%.2f%% of %s); first:\n", who, (long long)bad->count,
+            bad->count == 1 ? "" : "s", 100.0 * (double)bad->count / (double)(kept + bad->count), what);
+    for (int k = 0; k < bad->n_kept; k++) fprintf(f, "  %s:%lld: %s\n", bad->path[k], (long long)bad->line[k], bad->why[k]);
 }

@@ -69,6 +69,11 @@ struct rec_dataset {
     int prep_threads;
     const char *spec_path, *vocab_from;  /* the caller's, for rec_dataset_offload */
     rec_offload *offload;       /* pieces made by workers too (rec_dataset_offload), or NULL */
+    const volatile sig_atomic_t *stop; /* the caller's stop flag, read by the counting pass */
+    rec_bad_report bad;         /* SKIP mode: what the counting pass dropped */
+    int map_skips;              /* record every dropped row's position (skips) */
+    int64_t *skips;             /* (n_skips) input line of each dropped row, ascending */
+    int64_t n_skips, cap_skips;
 };
 
 static const char SHARD_MAGIC[8] = {'R', 'S', 'H', 'A', 'R', 'D', '0', '1'};
@@ -223,6 +228,8 @@ rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o) {
     }
     if (!s) {
         d->is_shard = is_shard;
+        d->stop = o->stop;
+        d->map_skips = o->map_skips;
         s = is_shard ? open_shard_set(d) : open_tsv_set(d, o);
     }
     if (s) {
@@ -245,6 +252,7 @@ void rec_dataset_close(rec_dataset *d) {
     rec_free(d->parts);
     rec_free(d->part_row0);
     rec_free(d->path);
+    rec_free(d->skips);
     rec_free(d);
 }
 
@@ -253,6 +261,14 @@ int rec_dataset_has_label(const rec_dataset *d) { return d->has_label; }
 int32_t rec_dataset_n_dense(const rec_dataset *d) { return d->n_dense; }
 int32_t rec_dataset_n_sparse(const rec_dataset *d) { return d->n_sparse; }
 const int64_t *rec_dataset_table_rows(const rec_dataset *d) { return d->table_rows; }
+const rec_bad_report *rec_dataset_bad(const rec_dataset *d) { return &d->bad; }
+
+int rec_dataset_skips(const rec_dataset *d, const int64_t **pos, int64_t *n) {
+    *pos = d->skips;
+    *n = d->n_skips;
+    if (!d->is_shard && d->rows < 0) return 0; /* not counted yet */
+    return d->bad.count == 0 || d->n_skips == d->bad.count;
+}
 
 /* ---- TSV stream: reader + engine -------------------------------------------------------------
  * The chunks of a TSV preprocessed in file order; shared by the counting pass and the loader's
@@ -282,25 +298,82 @@ static rec_status tsv_stream_next(tsv_stream *ts, int *more) {
     return *more ? rec_prep_engine_run(ts->e, &c) : REC_OK;
 }
 
+/* Appends input line `pos` to the data set's map of dropped rows. */
+static rec_status add_skip(rec_dataset *d, int64_t pos) {
+    if (d->n_skips == d->cap_skips) {
+        const int64_t cap = d->cap_skips ? 2 * d->cap_skips : 1024;
+        REC_TRY(rec_realloc((void **)&d->skips, (size_t)d->cap_skips * sizeof(int64_t), (size_t)cap * sizeof(int64_t),
+                            "the map of skipped rows"));
+        d->cap_skips = cap;
+    }
+    d->skips[d->n_skips++] = pos;
+    return REC_OK;
+}
+
+/* Maps the `dropped` rows the engine dropped from chunk c, whose first line is input line
+ * `pos`: the engine's report keeps only the first few locations of the whole input, so the
+ * chunk's lines are parsed again one at a time, with the engine's options (the parser judges
+ * each line alone, so a line fails alone as it failed in the chunk). Only chunks that dropped
+ * rows are parsed again, on this thread; a count that disagrees is a bug, reported as such. */
+static rec_status map_chunk_skips(rec_dataset *d, const rec_text_chunk *c, int64_t pos, int64_t dropped) {
+    rec_raw_block raw;
+    REC_TRY(rec_raw_block_init(&raw, 1));
+    rec_status s = REC_OK;
+    int64_t found = 0, i = 0;
+    for (const char *p = c->text, *end = c->text + c->len; !s && p < end; i++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *q = nl ? nl + 1 : end;
+        rec_bad_report one;
+        memset(&one, 0, sizeof one);
+        raw.n = 0;
+        s = rec_tsv_parse(&d->tsv, c->path, p, (size_t)(q - p), c->first_line + i, &raw, &one);
+        if (!s && one.count) found++, s = add_skip(d, pos + i);
+        p = q;
+    }
+    rec_raw_block_free(&raw);
+    if (!s && found != dropped)
+        s = rec_errorf(REC_EINVAL, "%s:%lld: the prep engine dropped %lld rows of a chunk of %lld lines, and parsing its "
+                       "lines one by one finds %lld (a bug: please report it with the file)", c->path,
+                       (long long)c->first_line, (long long)dropped, (long long)c->n_lines, (long long)found);
+    return s;
+}
+
 /* The counting pass: the rows the loader would produce, i.e. lines less the malformed ones
  * skipped in SKIP mode (in FAIL mode the first malformed line is the error; in SKIP mode
  * more than max_bad_share of them is). Runs the full parse + prep so that the count is
- * exactly what the producer will see. */
-static rec_status count_tsv_rows(const rec_dataset *d, int64_t *rows) {
+ * exactly what the producer will see. Keeps what SKIP mode dropped in d->bad and, with
+ * map_skips, where each dropped row was in d->skips: lines the reader drops (over-long ones)
+ * come just before the chunk it hands out next (they start its buffer, after every line
+ * handed out before), the engine's in the chunk. Reads d->stop after every chunk. */
+static rec_status count_tsv_rows(rec_dataset *d, int64_t *rows) {
     tsv_stream ts;
     rec_status s = tsv_stream_open(&ts, d);
-    int64_t n = 0;
-    int more = 1;
-    while (!s && more) {
-        s = tsv_stream_next(&ts, &more);
+    int64_t n = 0, pos = 0, reader_bad = 0;
+    d->n_skips = 0;
+    for (int more = 1; !s && more;) {
+        rec_text_chunk c;
+        s = rec_tsv_next(ts.r, &c);
+        const int64_t long_lines = s ? 0 : rec_tsv_bad(ts.r)->count - reader_bad;
+        reader_bad += long_lines;
+        for (int64_t k = 0; !s && d->map_skips && k < long_lines; k++) s = add_skip(d, pos + k);
+        pos += long_lines;
+        more = !s && c.len > 0;
+        const int64_t dropped0 = rec_prep_engine_bad(ts.e)->count;
+        if (more) s = rec_prep_engine_run(ts.e, &c);
         for (int t = 0; !s && more && t < rec_prep_engine_threads(ts.e); t++)
             n += rec_prep_engine_batch(ts.e, t)->n;
+        const int64_t dropped = rec_prep_engine_bad(ts.e)->count - dropped0;
+        if (!s && more && d->map_skips && dropped) s = map_chunk_skips(d, &c, pos, dropped);
+        pos += more ? c.n_lines : 0;
+        if (!s && d->stop && *d->stop)
+            s = rec_errorf(REC_ESTOPPED, "stopped by %s while counting the rows of %s (%lld lines read)",
+                           rec_signal_name(*d->stop), d->path, (long long)pos);
     }
-    if (!s) {
-        rec_bad_report bad = *rec_prep_engine_bad(ts.e);
-        rec_bad_report_merge(&bad, rec_tsv_bad(ts.r));
-        s = rec_bad_share_check(&d->tsv, d->path, n, &bad);
+    if (ts.e) { /* the reader's first: a file's locations merge by line, another file's come after */
+        d->bad = *rec_tsv_bad(ts.r);
+        rec_bad_report_merge(&d->bad, rec_prep_engine_bad(ts.e));
     }
+    if (!s) s = rec_bad_share_check(&d->tsv, d->path, n, &d->bad);
     tsv_stream_close(&ts);
     *rows = n;
     return s;

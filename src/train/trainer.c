@@ -72,21 +72,49 @@ rec_status rec_evaluate(rec_model *m, rec_dataset *d, int64_t row0, int64_t row1
     return eval_rows(score_cpu, m, d, row0, row1, batch, out);
 }
 
-rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, rec_predict_report *rep) {
+/* Writes a REC_PREDICT_SKIPPED line for each dropped input line due next: while skips[*k] (the
+ * positions, ascending) is output line *line, or for all that are left when `all`; advances
+ * *k and *line. */
+static void put_skipped(FILE *out, int labelled, const int64_t *skips, int64_t n_skips, int64_t *k, int64_t *line,
+                        int all) {
+    for (; *k < n_skips && (all || skips[*k] == *line); ++*k, ++*line)
+        fputs(labelled ? REC_PREDICT_SKIPPED "\t" REC_PREDICT_SKIPPED "\n" : REC_PREDICT_SKIPPED "\n", out);
+}
+
+/* See train.h. Output line `line` (0-based) is input line `line`: before each row the dropped
+ * lines due at its place are written, and those after the last row at the end. */
+rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, const volatile sig_atomic_t *stop,
+                       rec_predict_report *rep) {
     memset(rep, 0, sizeof *rep);
+    rep->mean_p = NAN;
+    rep->m.auc = rep->m.logloss = rep->m.ne = rep->m.accuracy = rep->m.calibration = rep->m.ctr = NAN;
+    rep->m.mean_pred = NAN;
     int64_t n;
     REC_TRY(rec_dataset_rows(d, &n));
+    const int64_t *skips;
+    int64_t n_skips, k = 0, line = 0;
+    if (!rec_dataset_skips(d, &skips, &n_skips))
+        return rec_errorf(REC_EINVAL, "%s: --bad-rows skip dropped %lld rows, and the data set was opened without "
+                          "map_skips, so their lines cannot be kept in the predictions (open it with map_skips)",
+                          rec_dataset_path(d), (long long)rec_dataset_bad(d)->count);
     rep->labelled = rec_dataset_has_label(d);
     rec_eval_acc *acc = NULL;
     rec_loader *l = NULL;
-    rec_status s = rep->labelled ? rec_eval_acc_init(&acc, n) : REC_OK;
+    rec_status s = rep->labelled && n > 0 ? rec_eval_acc_init(&acc, n) : REC_OK;
     if (!s) s = rec_loader_open(&l, d, 0, n, batch, LOADER_DEPTH);
     const rec_batch *b;
     double sum = 0;
-    while (!s && !(s = rec_loader_next(l, &b)) && b) {
+    while (!s) {
+        if (stop && *stop) {
+            s = rec_errorf(REC_ESTOPPED, "%s: stopped by %s after %lld of %lld rows", rec_dataset_path(d),
+                           rec_signal_name(*stop), (long long)rep->rows, (long long)n);
+            break;
+        }
+        if ((s = rec_loader_next(l, &b)) || !b) break;
         const float *logits;
         s = rec_model_forward(m, b, &logits);
-        for (int64_t i = 0; !s && i < b->n; i++) {
+        for (int64_t i = 0; !s && i < b->n; i++, line++) {
+            put_skipped(out, rep->labelled, skips, n_skips, &k, &line, 0);
             const float p = (float)rec_sigmoid(logits[i]);
             sum += p;
             if (rep->labelled) fprintf(out, "%.9g\t%g\n", p, b->label[i]);
@@ -96,8 +124,11 @@ rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, r
         if (!s && ferror(out)) s = rec_errorf(REC_EIO, "writing the predictions failed: %s", strerror(errno));
         rep->rows += s ? 0 : b->n;
     }
+    if (!s) put_skipped(out, rep->labelled, skips, n_skips, &k, &line, 1); /* dropped lines at the end */
+    if (!s && ferror(out)) s = rec_errorf(REC_EIO, "writing the predictions failed: %s", strerror(errno));
+    rep->skipped = k;
     if (!s && acc && rep->rows) s = rec_eval_acc_finish(acc, &rep->m);
-    rep->mean_p = rep->rows ? sum / (double)rep->rows : 0;
+    if (rep->rows) rep->mean_p = sum / (double)rep->rows;
     rec_loader_close(l);
     rec_eval_acc_free(acc);
     return s;
@@ -607,6 +638,8 @@ static rec_status setup(job *j) {
     int64_t n;
     REC_TRY(rec_dataset_rows(j->train, &n));
     j->train_rows = n;
+    j->rep->bad_rows = rec_dataset_bad(j->train)->count;
+    rec_bad_report_print(o->log, "train", "the training data", rec_dataset_bad(j->train), n);
     if (o->eval_path) {
         REC_TRY(open_data(j, o->eval_path, o->eval_paths, o->n_eval, &j->eval));
         if (!rec_dataset_has_label(j->eval))
@@ -619,6 +652,8 @@ static rec_status setup(job *j) {
                               "prep both with the same spec (and --vocab-from)", o->eval_path, data);
         j->eval_row0 = 0;
         REC_TRY(rec_dataset_rows(j->eval, &j->eval_row1));
+        j->rep->bad_rows += rec_dataset_bad(j->eval)->count;
+        rec_bad_report_print(o->log, "train", "the evaluation data", rec_dataset_bad(j->eval), j->eval_row1);
         if (j->eval_row1 < 1)
             return rec_errorf(REC_EINVAL, "--eval %s holds no rows to evaluate; give the labelled evaluation split "
                               "(prepped with the training data's spec), or --holdout F instead", o->eval_path);
