@@ -134,7 +134,7 @@ static void test_train_and_eval(void) {
               strstr(out, "data       16000 training rows, digest ") &&
               strstr(out, "emb.25.weight                    parameter        (1000, 8)") &&
               strstr(out, "order      shuffled: blocks of 4096 rows, 16 per buffer (--resume keeps it)") &&
-              strstr(out, "\"format\": \"rckpt\", \"version\": 4") && json_num("step") == 126 &&
+              strstr(out, "\"format\": \"rckpt\", \"version\": 5") && json_num("step") == 126 &&
               json_num("shuffle_block_rows") == 4096 && json_num("shuffle_buffer_blocks") == 16 &&
               json_num("train_rows") == 16000 && json_num("params") > 26 * 8000 && strstr(out, "\"config\": {\"format\":"),
           "inspect a checkpoint: %s", out);

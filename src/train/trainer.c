@@ -690,9 +690,9 @@ static rec_status setup(job *j) {
 static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_seen) {
     if (j->gpu) REC_TRY(rec_cuda_model_download(j->gpu, j->model));
     rec_ckpt_meta meta = {.step = rec_model_steps(j->model), .epoch = epoch, .row = row, .rows_seen = rows_seen,
-                                .seed = j->cfg.seed, .train_rows = j->train_rows, .data_digest = j->data_digest,
-                                .shuffle_block_rows = j->shuffle_block_rows,
-                                .shuffle_buffer_blocks = j->shuffle_buffer_blocks};
+                          .seed = j->cfg.seed, .train_rows = j->train_rows, .data_digest = j->data_digest,
+                          .shuffle_block_rows = j->shuffle_block_rows,
+                          .shuffle_buffer_blocks = j->shuffle_buffer_blocks};
     /* the running losses: of the epoch up to `row` (none at an epoch's start), and since the
      * last training record */
     const loss_acc *a = j->acc;
