@@ -7,8 +7,8 @@
  *    both models (Adam's t and the sparse state really are restored);
  *  - the file's layout read independently here (magic, version, header CRC, 64-byte aligned
  *    tensor data equal to the model's bytes, trailer with the file size);
- *  - files of versions 1 (no train_rows / data_digest in the meta) and 2 (no shuffle sizes)
- *    still load, in file order;
+ *  - files of versions 1 (no train_rows / data_digest in the meta), 2 (no shuffle sizes), 3
+ *    (no shard fields) and 4 (no running losses) still load, in file order, losses not recorded;
  *  - every rejection with its message: wrong magic, version, half a shuffle order, truncation at every 1/16 of the
  *    file and at each section boundary, a flipped byte in the header and in a tensor (CRC,
  *    tensor named), a trailer that records another size, a renamed tensor and a changed shape
@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,8 +145,9 @@ typedef struct layout {
 static layout read_layout(const uint8_t *p) {
     layout l;
     l.H = rd_u32(p + 12);
-    /* version 2 added train_rows, data_digest; version 3 the shuffle sizes; 4 the shard fields */
-    const uint32_t v = rd_u32(p + 8), meta = v == 1 ? 40 : v == 2 ? 56 : v == 3 ? 72 : 96;
+    /* version 2 added train_rows, data_digest; version 3 the shuffle sizes; 4 the shard fields;
+     * 5 the running losses */
+    const uint32_t v = rd_u32(p + 8), meta = v == 1 ? 40 : v == 2 ? 56 : v == 3 ? 72 : v == 4 ? 96 : 128;
     l.json_len = rd_u32(p + 16 + meta);
     l.json_off = 16 + meta + 4;
     l.n = rd_u32(p + l.json_off + l.json_len);
@@ -170,7 +172,7 @@ static void check_layout(const char *path, const rec_model *m) {
     CHECK(p != NULL, "read %s", path);
     if (!p) return;
     layout l = read_layout(p);
-    CHECK(!memcmp(p, "RCKPT001", 8) && rd_u32(p + 8) == 4, "magic and version");
+    CHECK(!memcmp(p, "RCKPT001", 8) && rd_u32(p + 8) == 5, "magic and version");
     CHECK(rd_u32(p + 16 + l.H) == rec_crc32(0, p, 16 + (size_t)l.H), "header CRC covers prefix and header");
     CHECK(size >= 16 && !memcmp(p + size - 16, "RCKPTEND", 8) && rd_u64(p + size - 8) == size, "trailer and size");
     const rec_tensor *ts;
@@ -216,7 +218,8 @@ static void round_trip(rec_opt_kind dk, rec_sparse_opt_kind sk, const char *labe
     rec_ckpt_path(g_dir, path, sizeof path);
     rec_ckpt_meta meta = {.step = 2, .epoch = 1, .row = 40, .rows_seen = 123, .seed = 0x1234567890abcdefULL,
                           .train_rows = 4567, .data_digest = 0xfedcba9876543210ULL, .shuffle_block_rows = 4096,
-                          .shuffle_buffer_blocks = 16};
+                          .shuffle_buffer_blocks = 16, .epoch_loss_sum = 27.25, .epoch_loss_steps = 40,
+                          .record_loss_sum = 1.5, .record_loss_steps = 3};
     rec_status s = rec_ckpt_save(path, m, &meta);
     CHECK(s == REC_OK, "%s save: %s", label, rec_errmsg());
     char tmp[600];
@@ -321,11 +324,11 @@ static void rejections(void) {
     expect_reject(&x, "shard magic", p, size, REC_EFORMAT, "not a rectrain checkpoint", 1);
 
     memcpy(p, file, size);
-    wr_u32(p + 8, 5);
-    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 5; this build reads versions 1 to 4", 1);
+    wr_u32(p + 8, 6);
+    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 6; this build reads versions 1 to 5", 1);
     memcpy(p, file, size);
     wr_u32(p + 8, 0);
-    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 0; this build reads versions 1 to 4", 1);
+    expect_reject(&x, "version", p, size, REC_EFORMAT, "format version 0; this build reads versions 1 to 5", 1);
     memcpy(p, file, size);
     wr_u64(p + 16 + 56, 4096); /* shuffle_block_rows without shuffle_buffer_blocks */
     fix_header_crc(p, &l);
@@ -335,6 +338,11 @@ static void rejections(void) {
     wr_u64(p + 16 + 40, (uint64_t)-5); /* train_rows */
     fix_header_crc(p, &l);
     expect_reject(&x, "negative train_rows", p, size, REC_EFORMAT, "negative step, epoch, row, rows_seen or train_rows", 1);
+    memcpy(p, file, size);
+    wr_u64(p + 16 + 104, (uint64_t)-2); /* epoch_loss_steps */
+    fix_header_crc(p, &l);
+    expect_reject(&x, "running losses", p, size, REC_EFORMAT, "running losses 0 over -2 steps and 0 over 0 in the header: "
+                  "not sums of finite losses", 1);
 
     /* Truncation at every 1/16 of the file and at each boundary of the layout. */
     uint64_t hend = 16 + (uint64_t)l.H, data0 = ent_offset(file, &l, 0);
@@ -459,26 +467,28 @@ static void rejections(void) {
     CHECK(models_equal(m, x.target, &diff), "good file: equal (%s)", diff);
 
     /* Files of versions 1 (written before train_rows and data_digest), 2 (before the shuffle
-     * sizes) and 3 (before the shard fields): the same file without those 56, 40 or 24 bytes
-     * of meta, its tensors where they were. They load, with the missing fields 0 (file order,
-     * a whole model). */
-    for (uint32_t v = 1; v <= 3; v++) {
-        const uint32_t mb = v == 1 ? 40 : v == 2 ? 56 : 72, H1 = l.H - (96 - mb);
+     * sizes), 3 (before the shard fields) and 4 (before the running losses): the same file
+     * without those 88, 72, 56 or 32 bytes of meta, its tensors where they were. They load,
+     * with the missing fields 0 (file order, a whole model) and the losses not recorded (-1). */
+    for (uint32_t v = 1; v <= 4; v++) {
+        const uint32_t mb = v == 1 ? 40 : v == 2 ? 56 : v == 3 ? 72 : 96, H1 = l.H - (128 - mb);
         uint8_t *old = calloc(1, size);
         memcpy(old, file, 16 + mb);
         wr_u32(old + 8, v);
         wr_u32(old + 12, H1);
-        memcpy(old + 16 + mb, file + 16 + 96, l.H - 96);
+        memcpy(old + 16 + mb, file + 16 + 128, l.H - 128);
         wr_u32(old + 16 + H1, rec_crc32(0, old, 16 + (size_t)H1));
         memcpy(old + hend + 4, file + hend + 4, size - hend - 4); /* padding, data, trailer: in place */
         write_all(x.path, old, size);
         rec_ckpt_meta got = {.train_rows = 9, .data_digest = 9, .shuffle_block_rows = 9, .shuffle_buffer_blocks = 9,
-                             .shards = 9, .shard_id = 9, .shard = 9};
+                             .shards = 9, .shard_id = 9, .shard = 9, .epoch_loss_sum = 9, .epoch_loss_steps = 9,
+                             .record_loss_sum = 9, .record_loss_steps = 9};
         rec_model_set_steps(x.target, 0);
         s = rec_ckpt_load(x.path, x.target, &got);
         CHECK(s == REC_OK && got.step == 2 && (v >= 2 || (got.train_rows == 0 && got.data_digest == 0)) &&
-                  (v == 3 || (got.shuffle_block_rows == 0 && got.shuffle_buffer_blocks == 0)) && got.shards == 0 &&
-                  got.shard_id == 0 && got.shard == 0 && models_equal(m, x.target, &diff),
+                  (v >= 3 || (got.shuffle_block_rows == 0 && got.shuffle_buffer_blocks == 0)) && got.shards == 0 &&
+                  got.shard_id == 0 && got.shard == 0 && got.epoch_loss_steps == -1 && got.epoch_loss_sum == 0 &&
+                  got.record_loss_steps == -1 && got.record_loss_sum == 0 && models_equal(m, x.target, &diff),
               "a version-%u checkpoint loads, in file order%s: %s", v, v == 1 ? ", without data identity" : "",
               rec_errmsg());
         free(old);
@@ -489,6 +499,8 @@ static void rejections(void) {
     CHECK_ERR(rec_ckpt_save(good, m, &wrong), REC_EINVAL, "meta.step is 5 but the model has taken 2");
     rec_ckpt_meta neg = {.step = 2, .row = -1};
     CHECK_ERR(rec_ckpt_save(good, m, &neg), REC_EINVAL, "negative");
+    rec_ckpt_meta nan_loss = {.step = 2, .epoch_loss_sum = NAN, .epoch_loss_steps = 3};
+    CHECK_ERR(rec_ckpt_save(good, m, &nan_loss), REC_EINVAL, "meta has running losses nan over 3 steps");
     rec_ckpt_meta half = {.step = 2, .shuffle_buffer_blocks = 16};
     CHECK_ERR(rec_ckpt_save(good, m, &half), REC_EINVAL, "meta has shuffle blocks of 0 rows, 16 per buffer: not an order");
     CHECK_ERR(rec_ckpt_save(missing, m, &meta), REC_EIO, "cannot create");
@@ -590,8 +602,8 @@ static void export_failures(const rec_model *m, const char *dir, const char *cpa
     snprintf(p, sizeof p, "%s/notes.txt", dir);
     FILE *f = fopen(p, "w");
     if (f) fclose(f);
-    CHECK_ERR(rec_export_npy(m, dir, 1), REC_EINVAL, "holds 'notes.txt', which an export does not write; --overwrite "
-              "replaces only an earlier export");
+    CHECK_ERR(rec_export_npy(m, dir, 1), REC_EINVAL, "holds 'notes.txt', which an export does not write; only an "
+              "earlier export (NAME.npy files and config.json) is replaced");
     CHECK(exists(p) && exists(cpath), "the refused directory is left as it was");
     /* A DIR.tmp left by a killed export (an export's files) is cleared; anything else refused. */
     char fresh[400];

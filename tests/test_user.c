@@ -234,7 +234,10 @@ static uint32_t masked(const void *p, size_t n) {
     return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 
+static int64_t tb_start_step; /* the step of the last SessionLog START read_events met, or -1 */
+
 static int read_events(const char *file, tb_scalar *out, int cap) {
+    tb_start_step = -1;
     FILE *f = fopen(file, "rb");
     int n = 0, first = 1, bad = !f;
     uint8_t head[12], buf[4096];
@@ -254,6 +257,9 @@ static int read_events(const char *file, tb_scalar *out, int cap) {
             snprintf(out[n].tag, sizeof out[n].tag, "%s", ev->summary->value[0]->tag);
             out[n].step = ev->step, out[n].v = ev->summary->value[0]->simple_value;
             n++;
+        } else if (ev->what_case == REC_TB__EVENT__WHAT_SESSION_LOG &&
+                   ev->session_log->status == REC_TB__SESSION_LOG__SESSION_STATUS__START) {
+            tb_start_step = ev->step;
         }
         first = 0;
         if (ev) rec_tb__event__free_unpacked(ev, NULL);
@@ -342,6 +348,19 @@ static void test_metrics(void) {
     if (t) fputs("config\trectrain\nsmall\tfast\n", t), fclose(t);
     CHECK(run("plot --table bad.tsv --out b.png") == 1 && strstr(out, "bad.tsv:2: column 2 (rectrain) is 'fast', not a "
           "number"), "%s", out);
+    /* non-finite cells: refused with file, line and column, as a word is (a blank chart before) */
+    t = fopen(path("nan.tsv"), "w");
+    if (t) fputs("config\trectrain\tpeer\nsmall\t100\t40\nlarge\tnan\tinf\n", t), fclose(t);
+    CHECK(run("plot --table nan.tsv --out nan.png") == 1 && access(path("nan.png"), F_OK) != 0 &&
+          strstr(out, "nan.tsv:3: column 2 (rectrain) is 'nan', not a finite number"), "a nan cell: %s", out);
+    t = fopen(path("inf.tsv"), "w");
+    if (t) fputs("step\tloss\n1\t0.5\n\n2\t-inf\n", t), fclose(t);
+    CHECK(run("plot --table inf.tsv --lines --out inf.png") == 1 && access(path("inf.png"), F_OK) != 0 &&
+          strstr(out, "inf.tsv:4: column 2 (loss) is '-inf', not a finite number"), "an -inf cell: %s", out);
+    t = fopen(path("infx.tsv"), "w");
+    if (t) fputs("step\tloss\n1\t0.5\ninf\t0.4\n", t), fclose(t);
+    CHECK(run("plot --table infx.tsv --lines --out infx.png") == 1 &&
+          strstr(out, "infx.tsv:3: column 1 (step) is 'inf', not a finite number (a line chart's x)"), "an inf x: %s", out);
     t = fopen(path("lines.tsv"), "w");
     if (t) {
         fputs("step\tfp32\tbf16\n", t);
@@ -358,6 +377,110 @@ static void test_metrics(void) {
     CHECK(run("plot --metrics m.jsonl --table t.tsv --out x") == 2 && strstr(out, "one of them"), "%s", out);
     CHECK(run("plot --table t.tsv --out x.jpg") == 2 && strstr(out, "names a .png"), "%s", out);
     CHECK(run("train --data d.rshard --steps 2 --metrics d.rshard") == 1 && strstr(out, "--metrics"), "%s", out);
+}
+
+/* The lines of file `name` of the scratch directory, or -1. */
+static int lines_of(const char *name) {
+    FILE *f = fopen(path(name), "r");
+    int n = 0, c;
+    while (f && (c = fgetc(f)) != EOF) n += c == '\n';
+    if (f) fclose(f);
+    return f ? n : -1;
+}
+
+/* The lines of `out` that begin "epoch ", each without its samples/s (a timing), into buf. */
+static void epoch_lines(char *buf, size_t cap) {
+    buf[0] = 0;
+    for (const char *p = out; (p = strstr(p, "epoch ")) != NULL; p++) {
+        if (p != out && p[-1] != '\n') continue;
+        const char *end = strchr(p, '\n'), *cut = p;
+        for (const char *q = p; q < end; q++)
+            if (!strncmp(q, ", ", 2)) cut = q; /* the last ", ": before the samples/s */
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%.*s\n", (int)(cut - p), p);
+    }
+}
+
+/* The text of "key": VALUE in the JSON summary line of `out`, into buf. */
+static void json_text(const char *key, char *buf, size_t cap) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(out, "{\"model\"");
+    p = p ? strstr(p, pat) : NULL;
+    snprintf(buf, cap, "%.*s", p ? (int)strcspn(p + strlen(pat), ",}") : 0, p ? p + strlen(pat) : "");
+}
+
+/* A run split by --steps and --resume, one part of it killed after its checkpoint (its later
+ * steps taken again), reports what the uninterrupted run does: the same metrics records
+ * (--plot DIR's metrics.jsonl: steps, groups and values, samples/s aside), hence the same
+ * charts; the same epoch lines and --json loss (the epoch's mean, steps before the resume
+ * included); a TensorBoard event file that marks the restart. A metrics file that is not one
+ * is refused and left as it was. */
+static void test_resume_reports(void) {
+    char base[512], eu[1024], er[1024], lu[64], lr[64];
+    snprintf(base, sizeof base, "train --data d.rshard --config %s/configs/dlrm_small.json --batch 64 --epochs 2 "
+             "--threads 1 --holdout 0.25 --eval-every 6 --log-every 4", src);
+    CHECK(run("%s --metrics u.jsonl --json", base) == 0, "the uninterrupted run: %s", out);
+    epoch_lines(eu, sizeof eu);
+    json_text("loss", lu, sizeof lu);
+    CHECK(run("%s --ckpt rk --steps 10 --plot rp --tensorboard rtb", base) == 0, "to step 10: %s", out);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cp %s %s", path("rk/model.rckpt"), path("rk10.rckpt"));
+    CHECK(system(cmd) == 0, "%s", cmd);
+    CHECK(run("%s --ckpt rk --resume --steps 50 --plot rp", base) == 0, "on to step 60: %s", out);
+    snprintf(cmd, sizeof cmd, "cp %s %s && sleep 1", path("rk10.rckpt"), path("rk/model.rckpt"));
+    CHECK(system(cmd) == 0, "%s", cmd); /* killed after step 60: the checkpoint of step 10 is the last */
+    CHECK(run("%s --ckpt rk --resume --plot rp --tensorboard rtb --json", base) == 0 && strstr(out, "resumed") &&
+          strstr(out, "charts: rp/loss.png, rp/eval.png, rp/calibration.png"), "resumed at step 10: %s", out);
+    epoch_lines(er, sizeof er);
+    json_text("loss", lr, sizeof lr);
+    snprintf(cmd, sizeof cmd, "cd %s && for f in u.jsonl rp/metrics.jsonl; do sed 's/, \"samples_per_s\": [^,}]*//' $f "
+             "> $f.cmp; done", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    CHECK(lines_of("u.jsonl") > 20 && same_file("u.jsonl.cmp", "rp/metrics.jsonl.cmp"),
+          "the metrics of the run resumed twice (%d records) are the uninterrupted run's (%d)",
+          lines_of("rp/metrics.jsonl"), lines_of("u.jsonl"));
+    printf("resumed run's epochs:\n%s", er);
+    CHECK(strstr(eu, "epoch 1/2: 47 steps, loss ") && strstr(eu, "epoch 2/2: 94 steps, loss ") && !strcmp(eu, er),
+          "the resumed run's epoch lines:\n%sthe uninterrupted run's:\n%s", er, eu);
+    CHECK(lu[0] && !strcmp(lu, lr), "--json loss: %s resumed, %s uninterrupted", lr, lu);
+    /* TensorBoard: a file per run (the first run's is kept), the resumed one marked */
+    snprintf(cmd, sizeof cmd, "ls -t %s/rtb/events.out.tfevents.* 2>/dev/null", dir);
+    char ls[2048] = "";
+    check_capture(cmd, ls, sizeof ls);
+    int files = 0;
+    for (const char *p = ls; *p; p++) files += *p == '\n';
+    ls[strcspn(ls, "\n")] = 0;
+    tb_scalar sc[256];
+    const int n = read_events(ls, sc, 256);
+    CHECK(files == 2 && n > 0 && tb_start_step == 11 && sc[0].step > 10,
+          "%d event files; the resumed run's, %s: %d scalars from step %lld, SessionLog START at step %lld", files, ls, n,
+          n > 0 ? (long long)sc[0].step : -1LL, (long long)tb_start_step);
+    /* a file that is not metrics: refused, left as it was, before any step */
+    FILE *f = fopen(path("notes.jsonl"), "w");
+    if (f) fputs("{\"step\": 1, \"group\": \"train\", \"loss\": 0.7}\nmy notes\n", f), fclose(f);
+    CHECK(run("%s --ckpt rk --resume --metrics notes.jsonl", base) == 1 &&
+          strstr(out, "notes.jsonl:2: not a metrics record") && strstr(out, "give --metrics another path") &&
+          file_size("notes.jsonl") == 52, "a --metrics file that is not one: %s", out);
+}
+
+/* train --ckpt K --npy N, then the same with --resume: the earlier export in N is replaced by
+ * the resumed run's (without --overwrite, which --resume excludes); N holding other files is
+ * refused before any step, saying what is replaced. */
+static void test_resume_npy(void) {
+    char base[512];
+    snprintf(base, sizeof base, "train --data d.rshard --config %s/configs/dlrm_small.json --batch 256 --threads 1 "
+             "--steps 3 --ckpt nk --npy nx", src);
+    CHECK(run("%s", base) == 0 && file_size("nx/config.json") > 0, "the first run exports: %s", out);
+    const long emb = file_size("nx/emb.0.weight.npy");
+    CHECK(run("%s --resume --json", base) == 0 && json_num("steps") == 3 && file_size("nx/config.json") > 0 &&
+          file_size("nx/emb.0.weight.npy") == emb && file_size("nx.tmp") < 0,
+          "the resumed run replaces the earlier export: %s", out);
+    FILE *f = fopen(path("nx/notes.txt"), "w");
+    if (f) fputs("mine", f), fclose(f);
+    CHECK(run("%s --resume", base) == 1 && !strstr(out, "resumed at step") &&
+          strstr(out, "nx: holds 'notes.txt', which an export does not write; only an earlier export (NAME.npy files "
+                      "and config.json) is replaced: choose another directory") && file_size("nx/notes.txt") == 4,
+          "an --npy DIR with other files: %s", out);
 }
 
 /* A run piped to a file: a progress line at the interval, the epoch summary on its own line,
@@ -441,6 +564,8 @@ int main(void) {
     test_predict_stop();
     test_predict_empty();
     test_metrics();
+    test_resume_reports();
+    test_resume_npy();
     test_progress();
     test_default_charts();
     test_readme_walk();

@@ -52,13 +52,17 @@ static const char TRAIN_USAGE[] =
     "  --resume           continue from DIR/model.rckpt (same data; losses continue exactly)\n"
     "  --overwrite        start over, replacing DIR/model.rckpt (and an earlier export in --npy DIR)\n"
     "  --npy DIR          export the trained parameters as DIR/NAME.npy (written as DIR.tmp,\n"
-    "                     renamed at the end; a DIR that holds files needs --overwrite)\n"
+    "                     renamed at the end); an earlier export in DIR is replaced with\n"
+    "                     --overwrite, or with --resume (the run resumed exported there);\n"
+    "                     a DIR holding other files is refused\n"
     "  --oracle FILE      true click probabilities (gen --prob-out) to report the ceiling AUC:\n"
     "                     a line per row of the --eval file, or of --data with --holdout\n"
     "  --loss-log FILE    write \"step loss\" for every step (with --resume: the lines after the\n"
     "                     resumed step are dropped first, so the log is that of one run)\n"
     "  --metrics FILE     JSON lines as the run goes: training loss, learning rate and samples/s\n"
     "                     every --log-every steps, every evaluation, the final calibration curve\n"
+    "                     (with --resume: the records up to the resumed step are kept, so the\n"
+    "                     file and --plot's charts show the whole run)\n"
     "  --tensorboard DIR  the same scalars as a TensorBoard event file in DIR (tensorboard\n"
     "                     --logdir DIR shows them)\n"
     "  --plot DIR         at the end, PNG charts in DIR: loss.png, eval.png, calibration.png\n"
@@ -97,7 +101,8 @@ static void print_json(const rec_train_report *r) {
            "\"seconds\": %s, \"samples_per_s\": %s, \"gflops\": %s, \"input_wait_s\": %s, \"loss\": %s",
            r->model, (long long)r->rows, (long long)r->steps, (long long)r->batch, r->threads,
            cli_jnum("%.3f", r->train_seconds), cli_jnum("%.1f", r->samples_per_s), cli_jnum("%.2f", r->gflops),
-           cli_jnum("%.3f", r->wait_seconds), cli_jnum("%.6f", r->last_loss));
+           cli_jnum("%.3f", r->wait_seconds), cli_jnum("%.6f", r->epoch_loss));
+    if (r->epoch_loss_partial) printf(", \"loss_since_resume\": true");
     if (r->ckpts) printf(", \"ckpts\": %d, \"ckpt_seconds\": %s", r->ckpts, cli_jnum("%.3f", r->ckpt_seconds));
     if (r->stopped_by) printf(", \"stopped_by\": %d", r->stopped_by);
     printf(", \"bad_rows\": %lld", (long long)r->bad_rows);

@@ -211,6 +211,15 @@ typedef struct rec_ckpt_meta {
     int64_t shards;
     uint64_t shard_id;
     int64_t shard;
+    /* The run's losses so far, so that a resumed run reports what the uninterrupted one does:
+     * the sum of the losses of epoch `epoch`'s steps before `row` and their count (its mean is
+     * the epoch's loss), and of the steps since the last training record of --metrics (the
+     * next record's mean takes them in). A count of -1 (sum 0): not recorded, as in
+     * checkpoints of versions 1 to 4. */
+    double epoch_loss_sum;
+    int64_t epoch_loss_steps;
+    double record_loss_sum;
+    int64_t record_loss_steps;
 } rec_ckpt_meta;
 
 /* Rows whose rec_batch_digest identifies a checkpoint's training data. */
@@ -385,7 +394,12 @@ typedef struct rec_train_report {
                                   data (logged with their first locations when counted) */
     double samples_per_s;
     double wait_seconds;       /* time the loop waited for input */
-    double last_loss;          /* mean loss of the last 100 steps */
+    double last_loss;          /* mean loss of the last 100 steps (the progress line's) */
+    /* The mean loss of the last epoch trained: all its steps, those before a resume included
+     * (NAN when it took none); with epoch_loss_partial, resumed from a checkpoint that does not
+     * hold the epoch's earlier losses (version 4 or older), the mean of the steps since. */
+    double epoch_loss;
+    int epoch_loss_partial;
     int has_eval;
     rec_metrics eval;          /* final evaluation */
     int has_oracle;
@@ -439,7 +453,19 @@ rec_status rec_evaluate(rec_model *m, rec_dataset *d, int64_t row0, int64_t row1
  * TensorFlow's summary writer frames them). Either may be absent. */
 typedef struct rec_scalars rec_scalars;
 
-rec_status rec_scalars_open(rec_scalars **out, const char *jsonl_path, const char *tb_dir);
+/* Opens the JSON lines file (started afresh; with `keep`, an existing one is kept as it is
+ * until rec_scalars_resume cuts it) and a new event file in tb_dir. */
+rec_status rec_scalars_open(rec_scalars **out, const char *jsonl_path, const char *tb_dir, int keep);
+/* A resumed run (--resume) continues the interrupted run's records: the JSON lines up to step
+ * `resumed` (the checkpoint's) are kept and the later ones dropped, as --loss-log does, and so
+ * are the records the interrupted run wrote at its end, which this run writes again at its
+ * own: the final evaluation and its calibration curve at `resumed`, and with `end_train` (the
+ * checkpoint carries steps since the last training record) the training record there. A line
+ * that is not a metrics record, or whose step goes down, is refused with its number and the
+ * file left as it was; a last line cut short by a kill is dropped. The event file gets a
+ * SessionLog START at step resumed + 1, on which TensorBoard drops the interrupted run's
+ * events of the steps this run takes again. */
+rec_status rec_scalars_resume(rec_scalars *s, int64_t resumed, int end_train);
 /* One record of step `step`: n scalars under `group` ("train", "eval"). */
 rec_status rec_scalars_write(rec_scalars *s, int64_t step, const char *group, int n, const char *const *names,
                              const double *values);

@@ -350,6 +350,7 @@ typedef struct table {
     char *names[MAX_SERIES + 1];
     int nser;
     char **first;  /* (rows) */
+    int *line;     /* (rows) each row's line in the file */
     int nrow, cap;
     column val[MAX_SERIES];
 } table;
@@ -358,6 +359,7 @@ static void table_free(table *t) {
     for (int k = 0; k <= MAX_SERIES; k++) free(t->names[k]);
     for (int r = 0; r < t->nrow; r++) free(t->first[r]);
     free(t->first);
+    free(t->line);
     for (int k = 0; k < MAX_SERIES; k++) free(t->val[k].v);
 }
 
@@ -366,9 +368,12 @@ static rec_status table_row(table *t, const char *path, int n, char *line) {
     if (t->nrow == t->cap) {
         const int cap = t->cap ? 2 * t->cap : 64;
         char **q = realloc(t->first, sizeof(char *) * (size_t)cap);
-        if (!q) return rec_errorf(REC_ENOMEM, "plot: out of memory reading %s", path);
-        t->first = q, t->cap = cap;
+        if (q) t->first = q;
+        int *ln = q ? realloc(t->line, sizeof(int) * (size_t)cap) : NULL;
+        if (!ln) return rec_errorf(REC_ENOMEM, "plot: out of memory reading %s", path);
+        t->line = ln, t->cap = cap;
     }
+    t->line[t->nrow] = n;
     if (!(t->first[t->nrow] = strdup(cell ? cell : ""))) return rec_errorf(REC_ENOMEM, "plot: out of memory reading %s", path);
     t->nrow++;
     for (int k = 0; k < t->nser; k++) {
@@ -378,6 +383,9 @@ static rec_status table_row(table *t, const char *path, int n, char *line) {
         if (!cell || end == cell || *end)
             return rec_errorf(REC_EINVAL, "%s:%d: column %d (%s) is '%s', not a number", path, n, k + 2, t->names[k + 1],
                               cell ? cell : "(missing)");
+        if (!isfinite(v)) /* nothing to draw: a chart of it would be blank, or lack a point unsaid */
+            return rec_errorf(REC_EINVAL, "%s:%d: column %d (%s) is '%s', not a finite number; a chart draws finite "
+                              "values only: fix or drop the row", path, n, k + 2, t->names[k + 1], cell);
         REC_TRY(push(&t->val[k], v));
     }
     return REC_OK;
@@ -432,9 +440,9 @@ rec_status rec_plot_lines(const char *tsv, const char *png, const char *title, c
     for (int r = 0; !s && r < t.nrow; r++) {
         char *end = NULL;
         const double v = strtod(t.first[r], &end);
-        if (end == t.first[r] || *end)
-            s = rec_errorf(REC_EINVAL, "%s:%d: column 1 (%s) is '%s', not a number (a line chart's x)", tsv, r + 2,
-                           t.names[0], t.first[r]);
+        if (end == t.first[r] || *end || !isfinite(v))
+            s = rec_errorf(REC_EINVAL, "%s:%d: column 1 (%s) is '%s', not a %snumber (a line chart's x)", tsv, t.line[r],
+                           t.names[0], t.first[r], end == t.first[r] || *end ? "" : "finite ");
         else s = push(&x, v);
     }
     if (!s) {

@@ -2,14 +2,16 @@
  *
  * File layout (all integers little-endian; offsets in bytes from the start of the file):
  *
- *   prefix     char[8] "RCKPT001" | u32 version (4) | u32 H, the header's bytes
+ *   prefix     char[8] "RCKPT001" | u32 version (5) | u32 H, the header's bytes
  *   header     (H bytes, at 16)
  *                meta      i64 step | i64 epoch | i64 row | i64 rows_seen | u64 seed |
  *                          i64 train_rows | u64 data_digest |
  *                          i64 shuffle_block_rows | i64 shuffle_buffer_blocks |
- *                          i64 shards | u64 shard_id | i64 shard
+ *                          i64 shards | u64 shard_id | i64 shard |
+ *                          f64 epoch_loss_sum | i64 epoch_loss_steps |
+ *                          f64 record_loss_sum | i64 record_loss_steps
  *                          (version 1 stops after seed, 2 after data_digest, 3 after
- *                          shuffle_buffer_blocks)
+ *                          shuffle_buffer_blocks, 4 after shard)
  *                config    u32 length | the canonical config JSON (rec_model_config_to_json)
  *                tensors   u32 count | count directory entries of CKPT_ENTRY bytes:
  *                            char name[96] (NUL-padded) | u32 role | u32 ndim |
@@ -34,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +55,8 @@
 #define CKPT_END_MAGIC "RCKPTEND"
 
 enum {
-    CKPT_VERSION = 4,         /* written; versions 1 (no data identity), 2 (no order) and 3 (no shards) are read */
+    CKPT_VERSION = 5,         /* written; versions 1 (no data identity), 2 (no order), 3 (no shards) and 4 (no
+                                 running losses) are read */
     CKPT_ALIGN = 64,
 
     /* prefix, at file offset 0 */
@@ -74,7 +78,12 @@ enum {
     CKPT_M_SHARDS = 72,       /* i64, version 4 */
     CKPT_M_SHARD_ID = 80,     /* u64, version 4 */
     CKPT_M_SHARD = 88,        /* i64, version 4 */
-    CKPT_META = 96,           /* then u32 config length, config, u32 count, directory */
+    CKPT_M_EPOCH_LOSS = 96,   /* f64, version 5 */
+    CKPT_M_EPOCH_STEPS = 104, /* i64, version 5 */
+    CKPT_M_RECORD_LOSS = 112, /* f64, version 5 */
+    CKPT_M_RECORD_STEPS = 120,/* i64, version 5 */
+    CKPT_META = 128,          /* then u32 config length, config, u32 count, directory */
+    CKPT_META_V4 = 96,
     CKPT_META_V3 = 72,
     CKPT_META_V2 = 56,
     CKPT_META_V1 = 40,
@@ -109,6 +118,8 @@ static inline void put_i64(uint8_t *p, int64_t v) { memcpy(p, &v, 8); }
 static inline uint32_t get_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint64_t get_u64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline int64_t get_i64(const uint8_t *p) { int64_t v; memcpy(&v, p, 8); return v; }
+static inline void put_f64(uint8_t *p, double v) { memcpy(p, &v, 8); }
+static inline double get_f64(const uint8_t *p) { double v; memcpy(&v, p, 8); return v; }
 
 static inline uint64_t pad64(uint64_t x) { return (x + CKPT_ALIGN - 1) & ~(uint64_t)(CKPT_ALIGN - 1); }
 
@@ -196,6 +207,14 @@ static int order_ok(const rec_ckpt_meta *m) {
     return k >= 1 && w >= 1 && k <= ((int64_t)1 << 31) / w;
 }
 
+/* The running losses of a meta: each a finite sum over 0 or more steps, or not recorded (steps
+ * -1, sum 0). */
+static int losses_ok(const rec_ckpt_meta *m) {
+    return m->epoch_loss_steps >= -1 && m->record_loss_steps >= -1 && isfinite(m->epoch_loss_sum) &&
+           isfinite(m->record_loss_sum) && (m->epoch_loss_steps >= 0 || m->epoch_loss_sum == 0) &&
+           (m->record_loss_steps >= 0 || m->record_loss_sum == 0);
+}
+
 /* Fills the prefix, meta, config and directory of a header buffer of CKPT_PREFIX + H +
  * CKPT_HEADER_CRC bytes (zeroed by the caller), with every tensor CRC and the header CRC
  * still 0, and returns the offset where the trailer goes in *end. */
@@ -217,6 +236,10 @@ static void build_header(uint8_t *hdr, uint32_t H, const rec_ckpt_meta *meta, in
     put_i64(h + CKPT_M_SHARDS, meta->shards);
     put_u64(h + CKPT_M_SHARD_ID, meta->shard_id);
     put_i64(h + CKPT_M_SHARD, meta->shard);
+    put_f64(h + CKPT_M_EPOCH_LOSS, meta->epoch_loss_sum);
+    put_i64(h + CKPT_M_EPOCH_STEPS, meta->epoch_loss_steps);
+    put_f64(h + CKPT_M_RECORD_LOSS, meta->record_loss_sum);
+    put_i64(h + CKPT_M_RECORD_STEPS, meta->record_loss_steps);
     uint8_t *q = h + CKPT_META;
     put_u32(q, jlen);
     memcpy(q + 4, json, jlen);
@@ -304,6 +327,10 @@ rec_status rec_ckpt_save_tensors(const char *path, const rec_model_config *confi
                           path, meta->shuffle_block_rows, meta->shuffle_buffer_blocks);
     if (meta->shards < 0 || meta->shard < 0 || meta->shard > meta->shards)
         return rec_errorf(REC_EINVAL, "%s: meta names shard %" PRId64 " of %" PRId64, path, meta->shard, meta->shards);
+    if (!losses_ok(meta))
+        return rec_errorf(REC_EINVAL, "%s: meta has running losses %g over %" PRId64 " steps and %g over %" PRId64 ": not "
+                          "sums of finite losses", path, meta->epoch_loss_sum, meta->epoch_loss_steps, meta->record_loss_sum,
+                          meta->record_loss_steps);
     if (n < 0 || n > CKPT_MAX_TENSORS)
         return rec_errorf(REC_EINVAL, "%s: the model has %d tensors; a checkpoint holds at most %d", path, n, CKPT_MAX_TENSORS);
     for (int i = 0; i < n; i++) {
@@ -400,6 +427,7 @@ static rec_status ckpt_parse(ckpt_file *f) {
     const uint32_t meta_bytes = version == 1   ? CKPT_META_V1
                                 : version == 2 ? CKPT_META_V2
                                 : version == 3 ? CKPT_META_V3
+                                : version == 4 ? CKPT_META_V4
                                                : CKPT_META;
     f->version = version;
     if (size < CKPT_PREFIX + CKPT_TRAILER || memcmp(p + size - CKPT_TRAILER, CKPT_END_MAGIC, 8) != 0)
@@ -446,6 +474,17 @@ static rec_status ckpt_parse(ckpt_file *f) {
         if (f->meta.shards < 0 || f->meta.shards > (1 << 20) || f->meta.shard < 0 || f->meta.shard > f->meta.shards)
             return CKPT_CORRUPT(f, "shard %lld of %lld in the header: not a sharded save's file", (long long)f->meta.shard,
                                 (long long)f->meta.shards);
+    }
+    f->meta.epoch_loss_steps = f->meta.record_loss_steps = -1; /* before version 5: not recorded */
+    if (version >= 5) {
+        f->meta.epoch_loss_sum = get_f64(h + CKPT_M_EPOCH_LOSS);
+        f->meta.epoch_loss_steps = get_i64(h + CKPT_M_EPOCH_STEPS);
+        f->meta.record_loss_sum = get_f64(h + CKPT_M_RECORD_LOSS);
+        f->meta.record_loss_steps = get_i64(h + CKPT_M_RECORD_STEPS);
+        if (!losses_ok(&f->meta))
+            return CKPT_CORRUPT(f, "running losses %g over %lld steps and %g over %lld in the header: not sums of finite "
+                                "losses", f->meta.epoch_loss_sum, (long long)f->meta.epoch_loss_steps,
+                                f->meta.record_loss_sum, (long long)f->meta.record_loss_steps);
     }
     if (f->meta.step < 0 || f->meta.epoch < 0 || f->meta.row < 0 || f->meta.rows_seen < 0 || f->meta.train_rows < 0)
         return CKPT_CORRUPT(f, "negative step, epoch, row, rows_seen or train_rows in the header");

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "rectrain/core.h"
 #include "rectrain/train.h"
 #include "tb_event.pb-c.h"
@@ -54,13 +56,15 @@ static void put_event(rec_scalars *s, const RecTb__Event *ev) {
     free(data);
 }
 
-rec_status rec_scalars_open(rec_scalars **out, const char *jsonl_path, const char *tb_dir) {
+rec_status rec_scalars_open(rec_scalars **out, const char *jsonl_path, const char *tb_dir, int keep) {
     *out = NULL;
     rec_scalars *s = calloc(1, sizeof *s);
     if (!s) return rec_errorf(REC_ENOMEM, "out of memory");
     if (jsonl_path) {
         snprintf(s->jsonl_path, sizeof s->jsonl_path, "%s", jsonl_path);
-        if (!(s->jsonl = fopen(jsonl_path, "w"))) {
+        s->jsonl = keep ? fopen(jsonl_path, "r+") : NULL;
+        if (!s->jsonl && (!keep || errno == ENOENT)) s->jsonl = fopen(jsonl_path, "w");
+        if (!s->jsonl) {
             free(s);
             return rec_errorf(REC_EIO, "--metrics %s: cannot write it: %s", jsonl_path, strerror(errno));
         }
@@ -69,8 +73,13 @@ rec_status rec_scalars_open(rec_scalars **out, const char *jsonl_path, const cha
         char host[256] = "localhost";
         gethostname(host, sizeof host - 1);
         rec_status st = rec_mkdir_p(tb_dir, "TensorBoard directory");
-        snprintf(s->tb_path, sizeof s->tb_path, "%s/events.out.tfevents.%lld.%s", tb_dir, (long long)time(NULL), host);
-        if (!st && !(s->tb = fopen(s->tb_path, "wb")))
+        /* a file of its own: an earlier run's (a resumed run's history) of the same second is
+         * never replaced, the name gets a count */
+        const long long now = (long long)time(NULL);
+        snprintf(s->tb_path, sizeof s->tb_path, "%s/events.out.tfevents.%lld.%s", tb_dir, now, host);
+        for (int k = 1; !st && !(s->tb = fopen(s->tb_path, "wbx")) && errno == EEXIST && k < 1000; k++)
+            snprintf(s->tb_path, sizeof s->tb_path, "%s/events.out.tfevents.%lld.%s.%d", tb_dir, now, host, k);
+        if (!st && !s->tb)
             st = rec_errorf(REC_EIO, "--tensorboard %s: cannot write %s: %s", tb_dir, s->tb_path, strerror(errno));
         if (st) {
             if (s->jsonl) fclose(s->jsonl);
@@ -84,6 +93,98 @@ rec_status rec_scalars_open(rec_scalars **out, const char *jsonl_path, const cha
         put_event(s, &ev);
     }
     *out = s;
+    return REC_OK;
+}
+
+/* The step and group of metrics record `line` (a JSON line of rec_scalars_write or
+ * rec_scalars_write_calibration) into *step and group (cap bytes); 0 when it is not one. */
+static int parse_record(const char *line, int64_t *step, char *group, size_t cap) {
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *st = o ? cJSON_GetObjectItemCaseSensitive(o, "step") : NULL;
+    const cJSON *g = o ? cJSON_GetObjectItemCaseSensitive(o, "group") : NULL;
+    const int ok = cJSON_IsObject(o) && cJSON_IsNumber(st) && cJSON_IsString(g);
+    if (ok) *step = (int64_t)st->valuedouble, snprintf(group, cap, "%s", g->valuestring);
+    cJSON_Delete(o);
+    return ok;
+}
+
+enum { RESUME_TAIL = 8 }; /* records at the resumed step looked at: a run's end writes at most 3 */
+
+rec_status rec_scalars_resume(rec_scalars *s, int64_t resumed, int end_train) {
+    if (!s) return REC_OK;
+    if (s->tb) { /* TensorBoard drops the events of steps >= resumed + 1 it has read before */
+        RecTb__SessionLog sl = REC_TB__SESSION_LOG__INIT;
+        sl.status = REC_TB__SESSION_LOG__SESSION_STATUS__START;
+        RecTb__Event ev = REC_TB__EVENT__INIT;
+        ev.wall_time = wall_time();
+        ev.step = resumed + 1;
+        ev.what_case = REC_TB__EVENT__WHAT_SESSION_LOG;
+        ev.session_log = &sl;
+        put_event(s, &ev);
+        if (fflush(s->tb) != 0) s->failed = 1;
+    }
+    if (!s->jsonl) return REC_OK;
+    FILE *f = s->jsonl;
+    const char *path = s->jsonl_path;
+    char *line = NULL, group[32];
+    size_t cap = 0;
+    ssize_t len;
+    long long lineno = 0;
+    int64_t step, prev = INT64_MIN;
+    long keep = 0;     /* bytes of the records kept */
+    int open_end = 0;  /* the last record kept has no '\n' */
+    /* the last records at the resumed step, in order: where each starts and its group */
+    long at[RESUME_TAIL];
+    char what[RESUME_TAIL][32];
+    int n_at = 0;
+    rec_status st = REC_OK;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        if (!line[strspn(line, " \t\r\n")]) { /* a blank line: kept as it is */
+            keep += (long)len;
+            continue;
+        }
+        if (!parse_record(line, &step, group, sizeof group)) {
+            if (line[len - 1] != '\n') break; /* the last line, cut short by a kill */
+            st = rec_errorf(REC_EFORMAT, "%s:%lld: not a metrics record (a JSON object with \"step\" and \"group\"); "
+                            "--resume keeps the file's records up to the resumed step, so it must be this run's metrics: "
+                            "give --metrics another path, or remove the file", path, lineno);
+            break;
+        }
+        if (step < prev) {
+            st = rec_errorf(REC_EFORMAT, "%s:%lld: step %lld after step %lld: not the metrics of one run; give --metrics "
+                            "another path, or remove the file", path, lineno, (long long)step, (long long)prev);
+            break;
+        }
+        if (step > resumed) break;
+        if (step == resumed) { /* the last RESUME_TAIL of them */
+            if (n_at == RESUME_TAIL) {
+                memmove(at, at + 1, sizeof at[0] * (RESUME_TAIL - 1));
+                memmove(what, what + 1, sizeof what[0] * (RESUME_TAIL - 1));
+                n_at--;
+            }
+            at[n_at] = keep;
+            snprintf(what[n_at], sizeof what[n_at], "%s", group);
+            n_at++;
+        }
+        prev = step;
+        keep += (long)len;
+        open_end = line[len - 1] != '\n';
+    }
+    free(line);
+    if (st) return st;
+    /* The interrupted run's end at the resumed step, last to first: its calibration curve, the
+     * final evaluation before it, the training record of the steps since the last one. */
+    int k = n_at;
+    if (k > 0 && !strcmp(what[k - 1], "calibration")) {
+        while (k > 0 && !strcmp(what[k - 1], "calibration")) k--;
+        if (k > 0 && !strcmp(what[k - 1], "eval")) k--;
+    }
+    if (end_train && k > 0 && !strcmp(what[k - 1], "train")) k--;
+    if (k < n_at) keep = at[k], open_end = 0;
+    if (ftruncate(fileno(f), keep) != 0 || fseek(f, 0, SEEK_END) != 0 || (open_end && fputc('\n', f) == EOF) ||
+        fflush(f) != 0)
+        return rec_errorf(REC_EIO, "%s: cannot cut the metrics at step %lld: %s", path, (long long)resumed, strerror(errno));
     return REC_OK;
 }
 

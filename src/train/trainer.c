@@ -5,8 +5,9 @@
  * or the shuffled order of rec_shuffle: the config's seed, the epoch and the block and buffer
  * sizes, which checkpoints record), every kernel gives the same bits for a given thread count, and the model is drawn
  * from the config's seed, so a fixed seed and thread count give bitwise-identical runs. A
- * resumed run restores parameters, optimizer state, the step count (the LR schedule's t) and
- * the row position, so its losses continue the interrupted run's exactly — on the same data,
+ * resumed run restores parameters, optimizer state, the step count (the LR schedule's t), the
+ * row position and the running loss sums its reports average (the epoch's, the next metrics
+ * record's), so its losses and reports continue the interrupted run's exactly — on the same data,
  * which the checkpoint identifies (rows of the training range, digest of the first rows) and
  * --resume checks. A run ends early by --steps or by the caller's stop flag (a signal), and
  * then keeps the step it ended at in the checkpoint.
@@ -284,6 +285,28 @@ void rec_synth_dataset_remove(const char *dir) {
     rmdir(dir);
 }
 
+/* The training scalars since the last record: mean loss, and rows and training time (less
+ * evaluations and checkpoints) for samples/s. */
+typedef struct train_sum {
+    double loss;
+    int64_t steps, rows;
+    double t, aside;         /* when it began; seconds of evaluations and saves by then */
+} train_sum;
+
+/* The losses of the steps, as they come (the GPU's one step late): the divergence check, the
+ * loss log, the training records every log_every steps, the progress line's mean and the
+ * epoch's mean. A checkpoint keeps the record's and the epoch's sums (rec_ckpt_meta), so that
+ * a resumed run reports the means the uninterrupted run does. */
+typedef struct loss_acc {
+    train_sum sum;
+    double window[LOSS_WINDOW];
+    int64_t n;
+    double epoch_loss;       /* sum of the losses of the epoch's steps */
+    int64_t epoch_steps;
+    int epoch_partial;       /* resumed mid-epoch from a checkpoint without the epoch's sum: the
+                                sum holds the steps since the resume only */
+} loss_acc;
+
 /* ---- the job -------------------------------------------------------------------------------------- */
 
 typedef struct job {
@@ -318,6 +341,7 @@ typedef struct job {
     rec_cuda_model *gpu;   /* --device cuda: the model trains there; `model` is refreshed from it
                               before a checkpoint, an export or the end */
     float *logits;         /* (batch) the GPU's logits during evaluation */
+    loss_acc *acc;         /* run's losses, which checkpoints keep */
 } job;
 
 static rec_status open_data(job *j, const char *path, const char *const *paths, int n_paths, rec_dataset **out) {
@@ -691,6 +715,7 @@ static rec_status setup(job *j) {
     REC_TRY(rec_model_config_bind(&j->cfg, rec_dataset_n_dense(j->train), rec_dataset_n_sparse(j->train),
                                   rec_dataset_table_rows(j->train), data));
     if (o->loss_log) REC_TRY(open_loss_log(j, resumed.step));
+    if (o->resume) REC_TRY(rec_scalars_resume(j->scalars, resumed.step, resumed.record_loss_steps > 0));
     if (j->dist) return setup_dist(j);
     REC_TRY(rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads));
     return j->offload ? choose_offload(j, 0) : REC_OK;
@@ -699,10 +724,17 @@ static rec_status setup(job *j) {
 /* The directory exists: rec_train made it (or read the checkpoint from it, resuming). */
 static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_seen) {
     if (j->gpu) REC_TRY(rec_cuda_model_download(j->gpu, j->model));
-    const rec_ckpt_meta meta = {.step = rec_model_steps(j->model), .epoch = epoch, .row = row, .rows_seen = rows_seen,
-                                .seed = j->cfg.seed, .train_rows = j->train_rows, .data_digest = j->data_digest,
-                                .shuffle_block_rows = j->shuffle_block_rows,
-                                .shuffle_buffer_blocks = j->shuffle_buffer_blocks};
+    rec_ckpt_meta meta = {.step = rec_model_steps(j->model), .epoch = epoch, .row = row, .rows_seen = rows_seen,
+                          .seed = j->cfg.seed, .train_rows = j->train_rows, .data_digest = j->data_digest,
+                          .shuffle_block_rows = j->shuffle_block_rows,
+                          .shuffle_buffer_blocks = j->shuffle_buffer_blocks};
+    /* the running losses: of the epoch up to `row` (none at an epoch's start), and since the
+     * last training record */
+    const loss_acc *a = j->acc;
+    meta.epoch_loss_steps = row == 0 ? 0 : a->epoch_partial ? -1 : a->epoch_steps;
+    meta.epoch_loss_sum = meta.epoch_loss_steps > 0 ? a->epoch_loss : 0;
+    meta.record_loss_steps = a->sum.steps;
+    meta.record_loss_sum = a->sum.loss;
     double t0 = rec_now();
     if (j->exec) { /* under mpirun: every rank its rows, rank 0 the rest */
         REC_TRY(rec_exec_save(j->exec, j->ckpt, &meta));
@@ -784,14 +816,6 @@ static rec_status finish_plan(job *j) {
     return REC_OK;
 }
 
-/* The training scalars since the last record: mean loss, and rows and training time (less
- * evaluations and checkpoints) for samples/s. */
-typedef struct train_sum {
-    double loss;
-    int64_t steps, rows;
-    double t, aside;         /* when it began; seconds of evaluations and saves by then */
-} train_sum;
-
 static double aside_seconds(const job *j) { return j->eval_seconds + j->rep->ckpt_seconds; }
 
 static rec_status put_train(job *j, int64_t step, train_sum *t) {
@@ -829,20 +853,13 @@ static rec_status load_gpu_plan(job *j) {
     return s;
 }
 
-/* The losses of the steps, as they come (the GPU's one step late): the divergence check, the
- * loss log, the training records every log_every steps and the progress line's mean. */
-typedef struct loss_acc {
-    train_sum sum;
-    double window[LOSS_WINDOW];
-    int64_t n;
-} loss_acc;
-
 static rec_status take_loss(job *j, int64_t step, double loss, loss_acc *a) {
     if (!isfinite(loss))
         return rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates",
                           (long long)step, loss);
     if (j->loss_log) fprintf(j->loss_log, "%lld %.9g\n", (long long)step, loss);
     a->sum.loss += loss, a->sum.steps++;
+    a->epoch_loss += loss, a->epoch_steps++;
     a->window[a->n++ % LOSS_WINDOW] = loss;
     const int k = a->n < LOSS_WINDOW ? (int)a->n : LOSS_WINDOW;
     double mean = 0;
@@ -893,7 +910,13 @@ static rec_status run(job *j) {
         total = (double)meta.rows_seen + (double)o->max_steps * B;
     rec_progress_init(&pg, "train", "rows", total);
     double flops = rec_model_flops_per_sample(j->model);
-    loss_acc lsum = {{0, 0, rep->rows, rec_now(), aside_seconds(j)}, {0}, 0};
+    loss_acc lsum = {{0, 0, rep->rows, rec_now(), aside_seconds(j)}, {0}, 0, 0, 0, 0};
+    if (meta.record_loss_steps > 0) /* the steps since the last record, before the resume */
+        lsum.sum.loss = meta.record_loss_sum, lsum.sum.steps = meta.record_loss_steps;
+    if (meta.epoch_loss_steps > 0) lsum.epoch_loss = meta.epoch_loss_sum, lsum.epoch_steps = meta.epoch_loss_steps;
+    lsum.epoch_partial = meta.epoch_loss_steps < 0 && meta.row > 0;
+    j->acc = &lsum;
+    rep->epoch_loss = NAN;
     int64_t rows_seen = meta.rows_seen;
     if (o->device == REC_DEVICE_CUDA) { /* after --resume has loaded the model */
         REC_TRY(rec_cuda_model_init(&j->gpu, j->model, (int)B, j->cfg.precision));
@@ -917,6 +940,7 @@ static rec_status run(job *j) {
     int stop = 0;
     for (int64_t epoch = meta.epoch; !s && !stop && epoch < j->cfg.epochs; epoch++) {
         int64_t row = epoch == meta.epoch ? meta.row : 0;
+        if (epoch != meta.epoch) lsum.epoch_loss = 0, lsum.epoch_steps = 0, lsum.epoch_partial = 0;
         rec_loader *l = NULL;
         rec_shuffle sh = {j->cfg.seed, epoch, j->shuffle_block_rows, j->shuffle_buffer_blocks};
         if (j->shuffle_block_rows > 0) /* the epoch's order, less the rows the resumed run took */
@@ -990,9 +1014,13 @@ static rec_status run(job *j) {
         if (!s && !stop && rep->offload_auto && epoch + 1 < j->cfg.epochs && rep->train_seconds > secs0)
             s = check_drift(j, (double)(rep->rows - rows0) / (rep->train_seconds - secs0));
         rec_progress_clear(&pg);
+        rep->epoch_loss = lsum.epoch_steps > 0 ? lsum.epoch_loss / (double)lsum.epoch_steps : NAN;
+        rep->epoch_loss_partial = lsum.epoch_partial;
         if (!s && o->log)
-            fprintf(o->log, "epoch %lld/%d: %lld step%s, loss %.5f, %.0f samples/s\n", (long long)epoch + 1, j->cfg.epochs,
-                    (long long)rec_model_steps(j->model), rec_s(rec_model_steps(j->model)), rep->last_loss,
+            fprintf(o->log, "epoch %lld/%d: %lld step%s, loss %.5f%s, %.0f samples/s\n", (long long)epoch + 1, j->cfg.epochs,
+                    (long long)rec_model_steps(j->model), rec_s(rec_model_steps(j->model)), rep->epoch_loss,
+                    lsum.epoch_partial ? " (the steps since the resume: the checkpoint, of format version 4 or older, "
+                    "does not hold the epoch's earlier losses)" : "",
                     rep->train_seconds > 0 ? rep->rows / rep->train_seconds : 0.0);
     }
     rec_progress_finish(&pg);
@@ -1031,7 +1059,7 @@ static rec_status run(job *j) {
             rep->has_oracle = 1;
         }
     }
-    if (o->npy_dir) REC_TRY(rec_export_npy(j->model, o->npy_dir, o->overwrite));
+    if (o->npy_dir) REC_TRY(rec_export_npy(j->model, o->npy_dir, o->overwrite || o->resume));
     return REC_OK;
 }
 
@@ -1157,12 +1185,15 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     /* Output directories are made before the work: a path that cannot be written fails now,
      * not after the training it would have kept. */
     if (o->ckpt_dir && !o->resume) REC_TRY(rec_mkdir_p(o->ckpt_dir, "checkpoint directory"));
-    if (o->npy_dir) REC_TRY(rec_export_check(o->npy_dir, o->overwrite));
+    /* --npy DIR holding an earlier export: replaced with --overwrite (a new run), and with
+     * --resume (the run it continues exported there: the same command resumed); other files
+     * in DIR are refused either way (rec_export_check). */
+    if (o->npy_dir) REC_TRY(rec_export_check(o->npy_dir, o->overwrite || o->resume));
     if (o->plot_dir) REC_TRY(rec_mkdir_p(o->plot_dir, "--plot directory"));
     if (o->metrics_path) snprintf(j.metrics_path, sizeof j.metrics_path, "%s", o->metrics_path);
     else if (o->plot_dir) snprintf(j.metrics_path, sizeof j.metrics_path, "%s/metrics.jsonl", o->plot_dir);
     if (j.metrics_path[0] || o->tensorboard_dir)
-        REC_TRY(rec_scalars_open(&j.scalars, j.metrics_path[0] ? j.metrics_path : NULL, o->tensorboard_dir));
+        REC_TRY(rec_scalars_open(&j.scalars, j.metrics_path[0] ? j.metrics_path : NULL, o->tensorboard_dir, o->resume));
     if (o->tensorboard_dir && o->log) fprintf(o->log, "train: TensorBoard events in %s\n", rec_scalars_tb_path(j.scalars));
     j.o = o;
     j.rep = rep;
