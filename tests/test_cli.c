@@ -606,6 +606,53 @@ static void test_terabyte_recipe(void) {
           "train the Terabyte model: %s", out);
 }
 
+/* Messages that name what a file is and the fix that works (issue 46, rows 11, 15, 17): a
+ * checkpoint, an empty file or a JSON document given as data; data from a pipe; an export
+ * folder holding other files; a cluster config cut short; data that does not fit a
+ * checkpoint's tables; whole numbers in ranges; a port taken; sharding options without
+ * mpirun. Needs std.rshard, raw.tsv (test_same_files) and a checkpoint. */
+static void test_messages(void) {
+    CHECK(run("train --data std.rshard --holdout 0.5 --steps 2 --ckpt mk") == 0, "checkpoint: %s", out);
+    CHECK(run("train --data mk/model.rckpt --steps 1") == 1 &&
+              strstr(out, "mk/model.rckpt is a rectrain checkpoint, not data: give it as --ckpt"), "ckpt as data: %s", out);
+    FILE *f = fopen(path("empty.tsv"), "w");
+    if (f) fclose(f);
+    CHECK(run("eval --ckpt mk --data empty.tsv") == 1 && strstr(out, "empty.tsv is empty: it holds no rows"),
+          "empty data: %s", out);
+    CHECK(run("train --data %s/configs/criteo_standard.json --steps 1", src) == 1 &&
+              strstr(out, "is a JSON document (a spec, model config or plan?), not data"), "JSON as data: %s", out);
+    CHECK(mkfifo(path("pipe.tsv"), 0600) == 0, "mkfifo");
+    CHECK(run("predict --ckpt mk --data pipe.tsv --out p.tsv") == 1 &&
+              strstr(out, "a data set is read more than once") && !strstr(out, "training"), "predict from a pipe: %s", out);
+    CHECK(mkdir(path("ex46"), 0755) == 0, "mkdir ex46");
+    copy_lines("raw.tsv", "ex46/notes.txt", 3, 0, NULL);
+    CHECK(run("export --ckpt mk --out ex46") == 1 && strstr(out, "holds 'notes.txt', which an export does not write") &&
+              !strstr(out, "--overwrite"), "export over a folder of other files: %s", out);
+    f = fopen(path("cut.json"), "w");
+    if (f) fputs("{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"std.rsh", f), fclose(f);
+    CHECK(run("cluster cut.json") == 1 && strstr(out, "cut.json: not valid JSON near line 1") &&
+              strstr(out, "a file cut short?"), "a cluster config cut short: %s", out);
+    write_spec("tiny.json", 10, 1);
+    CHECK(run("predict --ckpt mk --data raw.tsv --spec tiny.json --out p.tsv") == 1 &&
+              strstr(out, "does not fit the checkpoint mk/model.rckpt") &&
+              strstr(out, "score rows prepared with the spec the model was trained with") && !strstr(out, "\"tables\""),
+          "predict with another spec: %s", out);
+    CHECK(run("train --data std.rshard --batch 99999999") == 2 && strstr(out, "[1, 1048576]"), "a range: %s", out);
+    CHECK(run("train --data std.rshard --holdout 2") == 2 && strstr(out, "[1e-09, 0.999999]"), "a range: %s", out);
+    const pid_t srv = spawn("embserver --listen tcp://127.0.0.1:5849 > srv.log 2>&1");
+    usleep(500 * 1000);
+    CHECK(run("embserver --listen tcp://127.0.0.1:5849") == 1 && strstr(out, "rectrain embserver: cannot listen on") &&
+              !strstr(out, "embserver: embserver:"), "port taken: %s", out);
+    kill(srv, SIGTERM);
+    waitpid(srv, NULL, 0);
+    CHECK(run("train --data std.rshard --steps 1 --plan-shards missing.json") == 1 &&
+              strstr(out, "--plan-shards shards the tables across the ranks of an mpirun"), "--plan-shards alone: %s", out);
+    CHECK(run("train --data std.rshard --steps 1 --fetch alltoall") == 1 && strstr(out, "--fetch alltoall shards"),
+          "--fetch alltoall alone: %s", out);
+    CHECK(run("train --data std.rshard --steps 1 --shard-kind row") == 2 && strstr(out, "--shard-kind shards"),
+          "--shard-kind alone: %s", out);
+}
+
 static void test_errors(void) {
     CHECK(run("prep --in train.tsv --out x.rshard") == 2 && strstr(out, "--spec, --in and --out are required"),
           "missing flags: %s", out);
@@ -705,6 +752,7 @@ int main(void) {
     test_nonfinite();
     test_same_files();
     test_json_undefined();
+    test_messages();
     test_outputs_first();
     test_prep_stop();
     test_gen_stop();

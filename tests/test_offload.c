@@ -202,6 +202,10 @@ static void test_policy(void) {
     rec_offload_decision d;
     rec_offload_decide(&m, 1.1, &d);
     CHECK(!d.offload && strstr(d.why, "no stall"), "no offload under the threshold: %s", d.why);
+    m.gthp = 104.31; /* x1.098: printed so that it reads as under the threshold, not "x1.10 < 1.10" */
+    rec_offload_decide(&m, 1.1, &d);
+    CHECK(!d.offload && strstr(d.why, "(x1.098 < 1.100)"), "the ratio beside the threshold: %s", d.why);
+    m.gthp = 100;
     m.lthp = 40;
     m.have_remote = 1;
     m.rthp[1] = 30, m.rthp[2] = 70, m.rthp[3] = 60;

@@ -182,7 +182,7 @@ static void test_train_and_eval(void) {
     write_text("tiny.json", "{\"format\": \"rectrain-model\", \"version\": 1, \"model\": \"dcn\", \"optimizer\": "
                             "{\"sparse\": {\"kind\": \"rowwise_adagrad\", \"lr\": 5e-79}}}");
     CHECK(run("train --config tiny.json --data train.rshard") == 1 && strstr(out, "tiny.json: $.optimizer.sparse") &&
-              strstr(out, "\"lr\" must be a number in (0, 1e+06] as a float (got 5e-79, which is 0 as a float)"),
+              strstr(out, "\"lr\" must be a number in (0, 1000000] as a float (got 5e-79, which is 0 as a float)"),
           "lr below the smallest float: %s", out);
     write_text("typo.json", "{\"format\": \"rectrain-model\", \"version\": 1, \"model\": \"dcn\", \"top_mlp\": [1]}");
     CHECK(run("train --config typo.json --data train.rshard") == 1 && strstr(out, "\"top_mlp\" does not apply to model \"dcn\""),
@@ -504,7 +504,7 @@ static void test_export_dir(void) {
     CHECK(run("export --ckpt lk --out ex") == 0 && file_size("ex/config.json") > 0 && file_size("ex.tmp") < 0,
           "export: %s", out);
     CHECK(run("export --ckpt lk --out ex") == 1 && strstr(out, "ex: exists and holds ") &&
-              strstr(out, " files; add --overwrite to replace it with this export, or choose another directory"),
+              strstr(out, " files); add --overwrite to replace it with this one, or choose another directory"),
           "export over an export: %s", out);
     CHECK(run("export --ckpt lk --out ex --overwrite") == 0 && file_size("ex/emb.0.weight.npy") == 128 + 1000 * 8 * 4,
           "export --overwrite: %s", out);
@@ -515,7 +515,7 @@ static void test_export_dir(void) {
     CHECK(run_fsize_limited("export --ckpt lk --out exl") == 1 && strstr(out, "File too large") &&
               file_size("exl") < 0 && file_size("exl.tmp") < 0, "export failing half-way leaves nothing: %s", out);
     const char *base = "train --config small.json --data train.rshard --holdout 0.2 --threads 2 --steps 2";
-    CHECK(run("%s --npy ex --loss-log x.log", base) == 1 && strstr(out, "ex: exists and holds ") && file_size("x.log") < 0,
+    CHECK(run("%s --npy ex --loss-log x.log", base) == 1 && strstr(out, "ex: holds 'readme.txt'") && file_size("x.log") < 0,
           "train --npy over files is refused before training: %s", out);
     CHECK(run_fsize_limited("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --steps 2 --npy tx") == 1 &&
               strstr(out, "File too large") && file_size("tx") < 0 && file_size("tx.tmp") < 0,

@@ -450,8 +450,17 @@ static rec_status scoring_open(scoring *x) {
     x->d.n_paths = x->data.n;
     REC_TRY(rec_dataset_open(&x->ds, &x->d));
     rec_model_config probe = x->c; /* binding only checks: the tables are listed */
-    REC_TRY(rec_model_config_bind(&probe, rec_dataset_n_dense(x->ds), rec_dataset_n_sparse(x->ds),
-                                  rec_dataset_table_rows(x->ds), rec_dataset_path(x->ds)));
+    if (rec_model_config_bind(&probe, rec_dataset_n_dense(x->ds), rec_dataset_n_sparse(x->ds),
+                              rec_dataset_table_rows(x->ds), rec_dataset_path(x->ds)) != REC_OK) {
+        /* The model is the checkpoint's: the data must change, not the config (bind's advice) */
+        char why[512], spec[sizeof x->c.prep_spec + 64] = "";
+        snprintf(why, sizeof why, "%s", rec_errmsg());
+        char *advice = strstr(why, "; use \"");
+        if (advice) *advice = 0;
+        if (x->c.prep_spec[0]) snprintf(spec, sizeof spec, " (the checkpoint names %s)", x->c.prep_spec);
+        return rec_errorf(REC_EINVAL, "%s does not fit the checkpoint %s (%s); score rows prepared with the spec the "
+                          "model was trained with%s", rec_dataset_path(x->ds), x->path, why, spec);
+    }
     REC_TRY(rec_model_init(&x->m, &x->c, (int)x->batch, x->threads > 0 ? x->threads : rec_cpu_count()));
     return rec_dist_ckpt_load(x->path, x->m, &x->meta);
 }

@@ -261,7 +261,7 @@ int cli_double(const char *cmd, int argc, char **argv, int *i, double min, doubl
     char *end;
     double x = strtod(v, &end);
     if (end == v || *end || !(x >= min && x <= max))
-        return cli_usage(cmd, "%s needs a number in [%g, %g] (got '%s')", flag, min, max, v);
+        return cli_usage(cmd, "%s needs a number in [%.15g, %.15g] (got '%s')", flag, min, max, v);
     *out = x;
     return CLI_OK;
 }

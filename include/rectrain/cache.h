@@ -174,6 +174,8 @@ rec_status rec_oracle_run(const rec_oracle_opts *o);
 
 /* ---- the trainer (`[mpirun -np N] rectrain train --oracle-cacher EP[,EP...] --embservers EP,...`) ---- */
 enum { REC_CACHE_MAX_ORACLES = 16 };
+/* The first 8 bytes of an embedding server's snapshot (embserver --ckpt DIR). */
+#define REC_SNAP_MAGIC "RTSNAP01"
 
 typedef struct rec_cache_train_opts {
     const char *const *oracles;  /* the Oracle Cachers, in table order (several: partitioned by table) */

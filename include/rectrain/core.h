@@ -87,6 +87,10 @@ static inline const char *rec_s(int64_t n) { return n == 1 ? "" : "s"; }
  * A list of input files in messages not about one of them: "A", or "A (and 2 more files)". */
 void rec_paths_name(const char *const *paths, int n, char *buf, size_t cap);
 
+/* The 1-based line and column of byte `pos` of `text` (its first pos bytes are read), for
+ * messages about a JSON document that does not parse: "not valid JSON near line L, column C". */
+void rec_line_col(const char *text, size_t pos, int64_t *line, int64_t *col);
+
 /* Reads a whole file into *out (malloc'ed, NUL-terminated, free() it) of *len bytes. Errors
  * name the path and `what` ("model config"): REC_EIO when it cannot be opened or read (a
  * directory is named as one),

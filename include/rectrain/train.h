@@ -228,6 +228,8 @@ typedef struct rec_ckpt_meta {
 /* The files a --ckpt directory's saves write, for the output guard (core.h): model.rckpt, and
  * under mpirun the sharded saves' model.ID.R-of-N.rckpt and model.ID.plan.json. NULL-ended. */
 extern const char *const rec_ckpt_files[];
+/* The first 8 bytes of a checkpoint file (docs/formats.md). */
+#define REC_CKPT_MAGIC "RCKPT001"
 /* The checkpoint file inside a --ckpt directory: DIR/model.rckpt. Writes into buf (cap). */
 void rec_ckpt_path(const char *dir, char *buf, size_t cap);
 rec_status rec_ckpt_save(const char *path, const rec_model *m, const rec_ckpt_meta *meta);

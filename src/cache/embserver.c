@@ -213,7 +213,7 @@ static rec_status on_put(server *v, const rec_zreq *r) {
 
 /* ---- snapshots (--ckpt DIR) ---------------------------------------------------------------- */
 
-#define SNAP_MAGIC "RTSNAP01"
+#define SNAP_MAGIC REC_SNAP_MAGIC
 
 typedef struct snap_head {
     uint64_t digest, seed;

@@ -16,6 +16,15 @@ void rec_paths_name(const char *const *paths, int n, char *buf, size_t cap) {
     else snprintf(buf, cap, "%s (and %d more file%s)", paths[0], n - 1, n > 2 ? "s" : "");
 }
 
+void rec_line_col(const char *text, size_t pos, int64_t *line, int64_t *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < pos; i++) {
+        if (text[i] == '\n') ++*line, *col = 1;
+        else ++*col;
+    }
+}
+
 rec_status rec_read_file(const char *path, const char *what, size_t max_bytes, char **out, size_t *len_out) {
     *out = NULL;
     *len_out = 0;

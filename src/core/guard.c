@@ -96,6 +96,11 @@ static int same_file(const char *a, const char *b) {
     return strcmp(ca, cb) == 0;
 }
 
+static int is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 /* Whether `path` is `dir` or lies anywhere under it, after resolving both. */
 static int under(const char *path, const char *dir) {
     char cp[2 * PATH_MAX], cd[2 * PATH_MAX];
@@ -122,8 +127,8 @@ static int clobbers(const rec_guard_entry *e, const char *path, char *what, size
     switch (e->kind) {
     case REC_GUARD_OUT:
         return writes_file(e->path, path, what, cap);
-    case REC_GUARD_DIR: /* the folder itself, then NAME in it; a name ending in '*' is a prefix (events files) */
-        if (same_file(e->path, path)) return snprintf(what, cap, "%s", e->path), 1;
+    case REC_GUARD_DIR: /* a file where the folder goes, then NAME in it; NAME* is a prefix (events files) */
+        if (same_file(e->path, path) && !is_dir(path)) return snprintf(what, cap, "%s", e->path), 1;
         for (const char *const *n = e->names; *n; n++) {
             const size_t len = strlen(*n);
             if (len && (*n)[len - 1] == '*') {

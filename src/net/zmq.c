@@ -121,10 +121,11 @@ void rec__zservice_log(const rec_zservice *v, const zmq_msg_t *id, const char *w
 rec_status rec__zservice_open(rec_zservice *v, const char *name, const char *listen, FILE *log) {
     *v = (rec_zservice){name, log, zmq_ctx_new(), NULL, 0};
     v->sock = v->ctx ? rec__zsocket(v->ctx, ZMQ_ROUTER) : NULL;
-    if (!v->sock) return rec_errorf(REC_EIO, "%s: cannot create a ZeroMQ socket: %s", name, zmq_strerror(zmq_errno()));
+    /* The messages leave out `name`: the command that reports them says it ("rectrain embserver: ...") */
+    if (!v->sock) return rec_errorf(REC_EIO, "cannot create a ZeroMQ socket: %s", zmq_strerror(zmq_errno()));
     if (zmq_bind(v->sock, listen) != 0)
-        return rec_errorf(REC_EIO, "%s: cannot listen on %s: %s (an endpoint is tcp://HOST:PORT; is the port taken?)",
-                          name, listen, zmq_strerror(zmq_errno()));
+        return rec_errorf(REC_EIO, "cannot listen on %s: %s (an endpoint is tcp://HOST:PORT; is the port taken?)",
+                          listen, zmq_strerror(zmq_errno()));
     return REC_OK;
 }
 

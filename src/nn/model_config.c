@@ -154,7 +154,7 @@ static rec_status get_num(const parser *p, const cJSON *obj, const char *key, co
     char b[64];
     double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
     if (!(open_lo ? x > lo : x >= lo) || !(x <= hi))
-        return fail(p, path, "\"%s\" must be a number in %c%g, %g] (got %s)", key, open_lo ? '(' : '[', lo, hi,
+        return fail(p, path, "\"%s\" must be a number in %c%.15g, %.15g] (got %s)", key, open_lo ? '(' : '[', lo, hi,
                     got(v, b, sizeof b));
     *out = x;
     return REC_OK;
@@ -170,7 +170,7 @@ static rec_status get_fnum(const parser *p, const cJSON *obj, const char *key, c
     const float f = (float)x;
     if (!(open_lo ? f > lo : f >= lo) || !(f <= hi)) {
         char b[64];
-        return fail(p, path, "\"%s\" must be a number in %c%g, %g] as a float (got %s, which is %g as a float)", key,
+        return fail(p, path, "\"%s\" must be a number in %c%.15g, %.15g] as a float (got %s, which is %.9g as a float)", key,
                     open_lo ? '(' : '[', lo, hi, got(cJSON_GetObjectItemCaseSensitive(obj, key), b, sizeof b), (double)f);
     }
     *out = f;
@@ -451,13 +451,11 @@ rec_status rec_model_config_parse(rec_model_config *c, const char *json, size_t 
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
     if (!root) {
-        size_t off = end && end >= json ? (size_t)(end - json) : 0;
-        int line = 1, col = 1;
-        for (size_t i = 0; i < off && i < len; i++) {
-            if (json[i] == '\n') line++, col = 1;
-            else col++;
-        }
-        return rec_errorf(REC_EINVAL, "%s: not valid JSON near line %d, column %d", p.origin, line, col);
+        const size_t off = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
+        int64_t line, col;
+        rec_line_col(json, off, &line, &col);
+        return rec_errorf(REC_EINVAL, "%s: not valid JSON near line %lld, column %lld", p.origin, (long long)line,
+                          (long long)col);
     }
     rec_status s = parse_root(&p, root, c);
     cJSON_Delete(root);

@@ -24,14 +24,14 @@
 void rec_offload_decide(const rec_offload_metrics *m, double threshold, rec_offload_decision *d) {
     memset(d, 0, sizeof *d);
     if (!(m->lthp > 0) || m->gthp <= m->lthp || m->gthp / m->lthp < threshold) {
-        snprintf(d->why, sizeof d->why, "no stall: training alone %.0f rows/s, with local preprocessing %.0f (x%.2f < %.2f)",
+        snprintf(d->why, sizeof d->why, "no stall: training alone %.0f rows/s, with local preprocessing %.0f (x%.3f < %.3f)",
                  m->gthp, m->lthp, m->lthp > 0 ? m->gthp / m->lthp : 0, threshold);
         d->est = m->lthp;
         return;
     }
     d->offload = 1;
     if (!m->have_remote) {
-        snprintf(d->why, sizeof d->why, "stall: training alone %.0f rows/s, with local preprocessing %.0f (x%.2f)",
+        snprintf(d->why, sizeof d->why, "stall: training alone %.0f rows/s, with local preprocessing %.0f (x%.3f)",
                  m->gthp, m->lthp, m->gthp / m->lthp);
         return;
     }
@@ -56,7 +56,7 @@ void rec_offload_decide(const rec_offload_metrics *m, double threshold, rec_offl
     if (d->ratio > 1) d->ratio = 1;
     if (d->ratio < 0) d->ratio = 0;
     d->est = best;
-    snprintf(d->why, sizeof d->why, "stall x%.2f; %s estimated %.0f rows/s; upper %.0f %s lower %.0f", m->gthp / m->lthp,
+    snprintf(d->why, sizeof d->why, "stall x%.3f; %s estimated %.0f rows/s; upper %.0f %s lower %.0f", m->gthp / m->lthp,
              rec_offload_point_name(p), best, d->upper, d->lower < d->upper ? ">" : "<=", d->lower);
 }
 

@@ -598,23 +598,6 @@ static rec_status parse_root(rec__spec_draft *d, const cJSON *root) {
 
 /* ---- public API ------------------------------------------------------------------------------ */
 
-/* 1-based line and column of byte `pos` of text. */
-static void line_col(const char *text, size_t pos, int64_t *line, int64_t *col) {
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < pos; i++) {
-        if (text[i] == '\n') {
-            ++*line;
-            *col = 1;
-        } else {
-            ++*col;
-        }
-    }
-}
-
-/* Parses JSON text json[0..len) (no terminating NUL needed) into a validated spec. On error
- * *out is NULL, everything allocated is freed and the message names `origin` and the JSON
- * path (or line and column for text that is not JSON). */
 rec_status rec_spec_parse(rec_spec **out, const char *json, size_t len, const char *origin) {
     *out = NULL;
     if (!origin) origin = "spec";
@@ -624,7 +607,7 @@ rec_status rec_spec_parse(rec_spec **out, const char *json, size_t len, const ch
     if (!root) {
         size_t pos = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
         int64_t line, col;
-        line_col(json ? json : "", pos, &line, &col);
+        rec_line_col(json ? json : "", pos, &line, &col);
         return rec_errorf(REC_EINVAL, "%s: not valid JSON near line %lld, column %lld; check the brackets, commas and quotes there",
                           origin, (long long)line, (long long)col);
     }
@@ -632,7 +615,7 @@ rec_status rec_spec_parse(rec_spec **out, const char *json, size_t len, const ch
     while (pos < len && (json[pos] == ' ' || json[pos] == '\t' || json[pos] == '\n' || json[pos] == '\r')) pos++;
     if (pos < len && !(json[pos] == '\0' && pos + 1 == len)) {
         int64_t line, col;
-        line_col(json, pos, &line, &col);
+        rec_line_col(json, pos, &line, &col);
         cJSON_Delete(root);
         return rec_errorf(REC_EINVAL, "%s: not valid JSON near line %lld, column %lld: text after the end of the spec object",
                           origin, (long long)line, (long long)col);

@@ -51,7 +51,7 @@
 #error "checkpoint tensor data is written and read in host order, which must be little-endian"
 #endif
 
-#define CKPT_MAGIC "RCKPT001"
+#define CKPT_MAGIC REC_CKPT_MAGIC
 #define CKPT_END_MAGIC "RCKPTEND"
 
 enum {

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "rectrain/cache.h"
 #include "rectrain/core.h"
 #include "rectrain/offload.h"
 #include "rectrain/prep.h"
@@ -79,14 +80,31 @@ struct rec_dataset {
 static const char SHARD_MAGIC[8] = {'R', 'S', 'H', 'A', 'R', 'D', '0', '1'};
 
 /* Whether `path` starts with the .rshard magic. REC_EIO (naming the path) when it cannot be
- * opened; a file shorter than the magic is simply not a shard. */
+ * opened. Anything else is taken for text (plain or gzip), except what is plainly not data,
+ * refused naming what it is and what to give instead: an empty file, a rectrain checkpoint
+ * or embedding server snapshot, a JSON document (a spec, config or plan), other binary data. */
 static rec_status sniff_shard(const char *path, int *is_shard) {
     FILE *f = fopen(path, "rb");
     if (!f) return rec_errorf(REC_EIO, "%s: cannot open the data set: %s", path, strerror(errno));
-    char head[8];
-    size_t got = fread(head, 1, sizeof head, f);
+    unsigned char head[4096];
+    const size_t got = fread(head, 1, sizeof head, f);
     fclose(f);
-    *is_shard = got == sizeof head && memcmp(head, SHARD_MAGIC, sizeof head) == 0;
+    *is_shard = got >= 8 && memcmp(head, SHARD_MAGIC, 8) == 0;
+    if (*is_shard) return REC_OK;
+    const char *give = "give a .rshard from rectrain prep, or a Criteo TSV (.tsv or .gz)";
+    if (got == 0) return rec_errorf(REC_EINVAL, "%s is empty: it holds no rows (a copy cut short?); %s", path, give);
+    if (got >= 8 && !memcmp(head, REC_CKPT_MAGIC, 8))
+        return rec_errorf(REC_EINVAL, "%s is a rectrain checkpoint, not data: give it as --ckpt, and as --data a .rshard "
+                          "from rectrain prep or a Criteo TSV (.tsv or .gz)", path);
+    if (got >= 8 && !memcmp(head, REC_SNAP_MAGIC, 8))
+        return rec_errorf(REC_EINVAL, "%s is an embedding server's snapshot, not data; %s", path, give);
+    size_t k = 0;
+    while (k < got && (head[k] == ' ' || head[k] == '\t' || head[k] == '\n' || head[k] == '\r')) k++;
+    if (k < got && (head[k] == '{' || head[k] == '['))
+        return rec_errorf(REC_EINVAL, "%s is a JSON document (a spec, model config or plan?), not data; %s", path, give);
+    const int gzip = got >= 2 && head[0] == 0x1f && head[1] == 0x8b;
+    if (!gzip && memchr(head, 0, got))
+        return rec_errorf(REC_EINVAL, "%s is binary data that is neither a .rshard nor gzip; %s", path, give);
     return REC_OK;
 }
 
@@ -189,9 +207,9 @@ static rec_status sniff_parts(const char *const *paths, int n, int *is_shard) {
     for (int k = 0; k < n; k++) {
         struct stat st;
         if (stat(paths[k], &st) == 0 && !S_ISREG(st.st_mode))
-            return rec_errorf(REC_EINVAL, "%s is not a regular file (a pipe?); training reads its data more than "
-                              "once (to count the rows, then every epoch): give a file, or rectrain prep it into a "
-                              "shard", paths[k]);
+            return rec_errorf(REC_EINVAL, "%s is not a regular file (a pipe?); a data set is read more than once "
+                              "(its rows counted, then read for every epoch or pass): give a file, or rectrain prep it "
+                              "into a .rshard", paths[k]);
         int shard = 0;
         REC_TRY(sniff_shard(paths[k], &shard));
         if (k > 0 && shard != *is_shard)

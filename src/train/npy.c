@@ -185,12 +185,12 @@ static rec_status export_prepare(const char *dir, const char *tmp, int overwrite
             return rec_errorf(REC_EIO, "%s: exists and is not a directory; choose another export directory", dir);
         if (scan_export_dir(dir, 0, &n, foreign, sizeof foreign) != 0)
             return rec_errorf(REC_EIO, "%s: cannot read the export directory: %s", dir, strerror(errno));
-        if (n > 0 && !overwrite)
-            return rec_errorf(REC_EINVAL, "%s: exists and holds %lld file%s; add --overwrite to replace it with this "
-                              "export, or choose another directory", dir, (long long)n, rec_s(n));
-        if (n > 0 && foreign[0])
+        if (n > 0 && foreign[0]) /* before advising --overwrite, which would not take it */
             return rec_errorf(REC_EINVAL, "%s: holds '%s', which an export does not write; only an earlier export "
                               "(NAME.npy files and config.json) is replaced: choose another directory", dir, foreign);
+        if (n > 0 && !overwrite)
+            return rec_errorf(REC_EINVAL, "%s: exists and holds an earlier export (%lld file%s); add --overwrite to "
+                              "replace it with this one, or choose another directory", dir, (long long)n, rec_s(n));
     } else if (errno != ENOENT && errno != ENOTDIR) { /* ENOTDIR: rec_mkdir_p says which part is a file */
         return rec_errorf(REC_EIO, "%s: cannot look at the export directory: %s", dir, strerror(errno));
     }
