@@ -156,10 +156,10 @@ static int supervise(child *ch, int n, child **failed) {
             if (ch[i].err >= 0) pf[np++] = (struct pollfd){ch[i].err, POLLIN, 0};
         if (np) poll(pf, (nfds_t)np, 50); /* EINTR (a signal): looked at below */
         else usleep(50 * 1000);
-        for (int i = 0; i < n; i++) drain(&ch[i], forward);
-        /* a signal first: Ctrl-C reaches the whole process group, and a service it stops is
-         * not a failure */
+        /* a signal first: Ctrl-C reaches the whole process group, and neither a service it
+         * stops is a failure nor are the processes' own stop messages forwarded */
         if (cli_stop && !stopping) stopping = signalled = 1, forward = 0;
+        for (int i = 0; i < n; i++) drain(&ch[i], forward);
         int st, live = 0;
         for (int i = 0; i < n; i++) {
             if (ch[i].pid > 0 && waitpid(ch[i].pid, &st, WNOHANG) == ch[i].pid) {
