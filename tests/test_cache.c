@@ -3,6 +3,7 @@
  * refusals; the frames of the embedding servers and the oracle; then servers, oracle and
  * trainer on loopback (`rectrain cluster`): the same losses as one process for every policy,
  * Bagpipe's critical path the smallest, and live services that refuse hostile frames. */
+#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -363,13 +364,18 @@ enum { SYN_ROWS = 4000, STEPS2 = 50 };
 enum { SYN_ROWS = 12000, STEPS2 = 200 };
 #endif
 
-static void write_cluster(const char *name, const char *extra) {
+/* A cluster config training `data` for `epochs` from base port p, with `extra` keys. */
+static void write_cluster_of(const char *name, const char *data, int epochs, int p, const char *extra) {
     FILE *f = fopen(path(name), "w");
     if (!f) return;
-    fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"syn/train.rshard\", \"model\": "
-               "\"%s/configs/dlrm_small.json\", \"batch\": 256, \"epochs\": 1, \"shuffle\": false, \"embservers\": 2, "
-               "\"threads\": 1, \"base_port\": %d%s}\n", src, port, extra);
+    fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"%s\", \"model\": "
+               "\"%s/configs/dlrm_small.json\", \"batch\": 256, \"epochs\": %d, \"shuffle\": false, \"embservers\": 2, "
+               "\"threads\": 1, \"base_port\": %d%s}\n", data, src, epochs, p, extra);
     fclose(f);
+}
+
+static void write_cluster(const char *name, const char *extra) {
+    write_cluster_of(name, "syn/train.rshard", 1, port, extra);
 }
 
 /* The losses of one process, then of the cluster for every policy: the same bits. */
@@ -872,6 +878,146 @@ static void test_hostile_oracle(void) {
 }
 
 /* The commands' refusals, with their messages. */
+/* ---- failures and stops of a cluster's processes -------------------------------------------------- */
+
+/* The pids of pid's children (from /proc), at most max. */
+static int children_of(pid_t pid, pid_t *v, int max) {
+    int n = 0;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && (e = readdir(d)) && n < max;) {
+        char name[300], buf[512];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        snprintf(name, sizeof name, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(name, "r");
+        const size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f) fclose(f);
+        buf[k] = 0;
+        const char *rp = strrchr(buf, ')'); /* "pid (comm) state ppid ..." */
+        char state;
+        int ppid;
+        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == pid) v[n++] = (pid_t)atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* Has process pid installed a handler for sig (SigCgt in /proc): its CLI is past its start? */
+static int catches(pid_t pid, int sig) {
+    char name[64], line[256];
+    snprintf(name, sizeof name, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(name, "r");
+    unsigned long long m = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "SigCgt:", 7)) m = strtoull(line + 7, NULL, 16);
+    if (f) fclose(f);
+    return (int)(m >> (sig - 1) & 1);
+}
+
+/* The lines of `hay` that hold `needle`. */
+static int lines_with(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); n++) p = strchr(p, '\n') ? strchr(p, '\n') : p + strlen(p);
+    return n;
+}
+
+/* A service that fails at start (data missing, a port taken, a cache too small): the cluster
+ * ends at once, not after peer_timeout (30 s here), naming the service, its exit status and
+ * its last line, with no process of the job left. */
+static void test_cluster_failures(void) {
+    const int p = port + 100;
+    char ep[128], live[160];
+    snprintf(live, sizeof live, "pgrep -f '[r]ectrain .*127[.]0[.]0[.]1:(%d|%d|%d)([^0-9]|$)' >/dev/null", p, p + 1, p + 2);
+    write_cluster_of("f1.json", "syn/missing.rshard", 1, p, ", \"peer_timeout\": 30");
+    double t0 = rec_now();
+    snprintf(ep, sizeof ep, "the oracle (tcp://127.0.0.1:%d) ended (exit status 1)", p + 2);
+    CHECK(run("cluster f1.json") == 1 && rec_now() - t0 < 10 && strstr(out, ep) &&
+              strstr(out, ": rectrain oracle: syn/missing.rshard: cannot open the data set: No such file or directory; "
+                          "the other processes are stopped"),
+          "missing data: the oracle is named at once (%.1f s): %s", rec_now() - t0, out);
+    CHECK(system(live) != 0, "no process of the job is left");
+    /* embedding server 1's port taken */
+    write_cluster_of("f2.json", "syn/train.rshard", 1, p, ", \"peer_timeout\": 30");
+    void *ctx = zmq_ctx_new(), *taken = zmq_socket(ctx, ZMQ_ROUTER);
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", p + 1);
+    CHECK(zmq_bind(taken, ep) == 0, "taking port %d", p + 1);
+    t0 = rec_now();
+    snprintf(ep, sizeof ep, "embedding server 1 (tcp://127.0.0.1:%d) ended (exit status 1)", p + 1);
+    CHECK(run("cluster f2.json") == 1 && rec_now() - t0 < 10 && strstr(out, ep) && strstr(out, "Address already in use"),
+          "a port taken: the server is named at once (%.1f s): %s", rec_now() - t0, out);
+    zmq_close(taken);
+    zmq_ctx_term(ctx);
+    CHECK(system(live) != 0, "no process of the job is left");
+    /* a cache that cannot hold a batch */
+    write_cluster_of("f3.json", "syn/train.rshard", 1, p, ", \"peer_timeout\": 30, \"cache\": {\"rows\": 5}");
+    t0 = rec_now();
+    CHECK(run("cluster f3.json") == 1 && rec_now() - t0 < 10 && strstr(out, "the oracle (tcp://") &&
+              strstr(out, "cannot hold one batch's rows; give a larger --cache-rows"),
+          "a tiny cache: the oracle is named at once (%.1f s): %s", rec_now() - t0, out);
+    CHECK(system(live) != 0, "no process of the job is left");
+}
+
+/* Ctrl-C: to the cluster alone, then to its process group (a terminal's Ctrl-C): every process
+ * stops at once (none is killed for outliving the grace), none is left, exit 130, and one stop
+ * message, with nothing about an interrupted poll. */
+static void test_cluster_stop(void) {
+    const int p = port + 110;
+    write_cluster_of("s.json", "syn/train.rshard", 1000, p, ", \"peer_timeout\": 30, \"cache\": {\"rows\": 6000}");
+    for (int group = 0; group < 2; group++) {
+        char loss[32];
+        snprintf(loss, sizeof loss, "stop%d.loss", group);
+        pid_t pid = spawn_sh("setsid %s cluster s.json --loss-log %s >stop.out 2>&1", cli, loss);
+        CHECK(wait_lines(loss, 3), "the cluster trains");
+        pid_t kids[64];
+        const int nk = children_of(pid, kids, 64);
+        CHECK(nk == 4, "the cluster runs 2 servers, an oracle and a trainer: %d children", nk);
+        const double t0 = rec_now();
+        kill(group ? -pid : pid, SIGINT);
+        int st = 0;
+        waitpid(pid, &st, 0);
+        const double took = rec_now() - t0;
+        read_out("stop.out");
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130, "SIGINT%s: exit status 0x%x: %s", group ? " to the group" : "", st, out);
+        CHECK(took < 1.5, "the cluster and its processes stopped in %.2f s", took);
+        int left = 0;
+        for (int i = 0; i < nk; i++) left += kill(kids[i], 0) == 0;
+        CHECK(left == 0, "%d of its %d processes are left", left, nk);
+        CHECK(lines_with(out, "stop") == 1 && strstr(out, "rectrain cluster: stopped by SIGINT; every process of the job is "
+                                                         "stopped; the trainer stopped at batch ") &&
+                  !strstr(out, "poll failed") && !strstr(out, "was killed"),
+              "one stop message: %s", out);
+    }
+}
+
+/* Ctrl-C of a standalone oracle while it chooses its lookahead (seconds of trial plans), and of
+ * a trainer waiting for an oracle that does not answer: each stops within a second, exit 130. */
+static void test_service_stop(void) {
+    pid_t pid = spawn("oracle --data syn/train.rshard --cache-rows 4000000 --batch 4096 --epochs 100 --listen "
+                      "tcp://127.0.0.1:%d >os.out 2>&1", port + 120);
+    for (int i = 0; i < 3000 && !catches(pid, SIGINT); i++) usleep(1000);
+    const double t0 = rec_now();
+    kill(pid, SIGINT);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    const double took = rec_now() - t0;
+    read_out("os.out");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130 && took < 1 &&
+              lines_with(out, "stop") == 1 && strstr(out, "rectrain oracle: stopped by SIGINT while choosing the lookahead") &&
+              !strstr(out, "listening"),
+          "the oracle stops during its choice: status 0x%x after %.2f s: %s", st, took, out);
+    pid = spawn("train --oracle-cacher tcp://127.0.0.1:%d --embservers tcp://127.0.0.1:%d --peer-timeout 30 >ts.out 2>&1",
+                port + 121, port + 122);
+    for (int i = 0; i < 3000 && !catches(pid, SIGINT); i++) usleep(1000);
+    usleep(200000); /* in its wait for the oracle */
+    const double t1 = rec_now();
+    kill(pid, SIGINT);
+    waitpid(pid, &st, 0);
+    const double took1 = rec_now() - t1;
+    read_out("ts.out");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130 && took1 < 1 &&
+              strstr(out, "rectrain train: stopped by SIGINT while waiting for the oracle") && !strstr(out, "poll failed"),
+          "the trainer stops its wait: status 0x%x after %.2f s: %s", st, took1, out);
+}
+
 static void test_refusals(void) {
     CHECK(run("oracle --cache-rows 10") == 2 && strstr(out, "--data is required"), "%s", out);
     CHECK(run("oracle --data syn/train.rshard") == 2 && strstr(out, "--cache-rows is required"), "%s", out);
@@ -915,6 +1061,9 @@ int main(void) {
     test_hostile();
     test_hostile_oracle();
     test_refusals();
+    test_cluster_failures();
+    test_cluster_stop();
+    test_service_stop();
     clirun_cleanup();
     return check_report();
 }

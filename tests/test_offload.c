@@ -376,12 +376,28 @@ static void test_messages(void) {
         {"train --data d.tsv --spec spec.json --offload 0.5", "need --workers", 2},
         {"train --data d.tsv --spec spec.json --workers tcp://127.0.0.1:1 --offload half", "auto, off or a share", 2},
         {"train --data d.tsv --spec spec.json --workers tcp://127.0.0.1:1 --offload-at p4", "p1, p2 or p3", 2},
-        {"train --data d.tsv --spec spec.json --workers 127.0.0.1:1", "endpoints tcp://HOST:PORT", 2},
-        {"prep-worker --listen 127.0.0.1:1", "--listen takes tcp://HOST:PORT", 2},
+        {"train --data d.tsv --spec spec.json --workers 127.0.0.1:1",
+         "--workers: '127.0.0.1:1' is not an endpoint: give tcp://HOST:PORT", 2},
+        {"prep-worker --listen 127.0.0.1:1", "--listen: '127.0.0.1:1' is not an endpoint: give tcp://HOST:PORT", 2},
+        /* ports outside 1..65535 (ZeroMQ would take them, and the trainer wait for a worker that
+         * cannot be), and a workers file that is not there: refused at once, named */
+        {"train --data d.tsv --spec spec.json --workers tcp://127.0.0.1:1,tcp://h:70000",
+         "--workers: 'tcp://h:70000': the port must be a number in 1..65535, got '70000'", 2},
+        {"prep-worker --listen tcp://127.0.0.1:0", "--listen: 'tcp://127.0.0.1:0': the port must be a number in 1..65535", 2},
+        {"prep-worker --listen tcp://127.0.0.1", "'tcp://127.0.0.1': give tcp://HOST:PORT, with a host and a port", 2},
+        {"train --data d.tsv --spec spec.json --workers @missing.txt",
+         "--workers @missing.txt: cannot read missing.txt: No such file or directory", 1},
+        {"train --data d.tsv --spec spec.json --workers @bad_workers.txt",
+         "bad_workers.txt:4: 'tcp://127.0.0.1:99999': the port must be a number in 1..65535", 1},
         {"prep-worker --listen tcp://256.1.1.1:1", "cannot listen on tcp://256.1.1.1:1", 1},
     };
-    for (size_t k = 0; k < sizeof U / sizeof U[0]; k++)
+    FILE *bw = fopen(path("bad_workers.txt"), "w");
+    if (bw) fputs("# workers\ntcp://127.0.0.1:1\n\ntcp://127.0.0.1:99999\n", bw), fclose(bw);
+    for (size_t k = 0; k < sizeof U / sizeof U[0]; k++) {
+        const double t0 = rec_now();
         CHECK(run("%s", U[k].args) == U[k].rc && strstr(out, U[k].needle), "%s: %s", U[k].args, out);
+        CHECK(rec_now() - t0 < 3, "%s: refused after %.1f s, not at once", U[k].args, rec_now() - t0);
+    }
     CHECK(run("prep --spec spec.json --in d.tsv --out d.rshard") == 0, "%s", out);
     CHECK(run("train --data d.rshard --workers tcp://127.0.0.1:1 --offload 0.5") == 1 &&
               strstr(out, "no preprocessing to offload"), "a shard: %s", out);

@@ -8,11 +8,15 @@
 #include "rectrain/cache.h"
 #include "rectrain/core.h"
 #include "rectrain/dist.h"
+<<<<<<< HEAD
 #include "rectrain/train.h"
+=======
+#include "rectrain/net.h"
+>>>>>>> wt-a
 
+/* A usage error naming opt when ep is no endpoint, or its port is not in 1..65535. */
 static int check_endpoint(const char *cmd, const char *opt, const char *ep) {
-    if (strncmp(ep, "tcp://", 6) && strncmp(ep, "ipc://", 6))
-        return cli_usage(cmd, "%s takes tcp://HOST:PORT (or ipc://PATH), got '%s'", opt, ep);
+    if (rec_endpoint_check(ep)) return cli_usage(cmd, "%s: %s", opt, rec_errmsg());
     return CLI_OK;
 }
 

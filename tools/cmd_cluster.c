@@ -1,11 +1,15 @@
 /* rectrain cluster: a whole disaggregated deployment on this machine (cache.h) — the embedding
  * servers, the oracle and the trainer, started, waited for and stopped by one command. */
+#define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,15 +38,42 @@ static const char CLUSTER_USAGE[] =
     "                     GBIT Gbit/s (0: unlimited) and US microseconds one way\n"
     "  --json             the trainer's JSON summary as the last line of stdout\n";
 
-/* Starts this program with argv (NULL-terminated), or with `via` (mpirun) in front of it; its
- * stdout to /dev/null unless keep_out. */
-static pid_t start_via(char *const *via, int n_via, char *const *argv, int keep_out) {
+/* The processes of a job at most: servers, their links, prep-workers, oracles, the trainer. */
+enum { MAXP = 2 * 62 + 16 + REC_CACHE_MAX_ORACLES + 1 };
+
+/* A process of the job: a service (embedding server, link, prep-worker, oracle) or the trainer
+ * (mpirun with several). Its stderr comes through a pipe, so that the cluster can forward its
+ * lines, keep its last one and name it when it ends. */
+typedef struct child {
+    pid_t pid;                /* 0 once reaped (or never started) */
+    int err;                  /* the read end of its stderr, -1 once at its end */
+    int status;               /* waitpid's, once reaped */
+    int killed;               /* it outlived the grace after SIGTERM and got SIGKILL */
+    char what[340];           /* "the oracle (tcp://...)" */
+    char part[1024];          /* a line being received */
+    size_t n_part;
+    char last[1024];          /* its last whole line */
+} child;
+
+/* Starts this program with argv (NULL-terminated), or with `via` (mpirun) in front of it, as
+ * child c named `what`: its stdout to /dev/null unless keep_out, its stderr into a pipe. The
+ * child dies with the cluster (PR_SET_PDEATHSIG: SIGTERM when the cluster ends, even by
+ * SIGKILL), so no service is left orphaned. Returns 0, or -1 when it cannot be started. */
+static int start_via(child *c, const char *what, char *const *via, int n_via, char *const *argv, int keep_out) {
+    memset(c, 0, sizeof *c);
+    c->err = -1;
+    snprintf(c->what, sizeof c->what, "%s", what);
     char self[4096];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return -1;
+    int fd[2];
+    if (n <= 0 || pipe2(fd, O_CLOEXEC) != 0) return -1;
     self[n] = 0;
-    pid_t pid = fork();
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(127); /* the cluster ended before prctl */
+        if (dup2(fd[1], STDERR_FILENO) < 0) _exit(127);
         if (!keep_out && !freopen("/dev/null", "w", stdout)) _exit(127);
         if (!n_via) execv(self, argv);
         char *av[96];
@@ -56,16 +87,121 @@ static pid_t start_via(char *const *via, int n_via, char *const *argv, int keep_
                 strerror(errno));
         _exit(127);
     }
-    return pid;
+    close(fd[1]);
+    if (pid < 0) {
+        close(fd[0]);
+        return -1;
+    }
+    c->pid = pid;
+    c->err = fd[0];
+    fcntl(c->err, F_SETFL, fcntl(c->err, F_GETFL) | O_NONBLOCK);
+    return 0;
 }
 
-static pid_t start(char *const *argv, int keep_out) { return start_via(NULL, 0, argv, keep_out); }
+static int start(child *c, const char *what, char *const *argv, int keep_out) {
+    return start_via(c, what, NULL, 0, argv, keep_out);
+}
 
-static void stop_all(pid_t *pids, int n) {
+/* Reads what child c wrote to stderr without blocking: whole lines are forwarded to our
+ * stderr when `forward`, and the last one kept; the pipe is closed at its end. */
+static void drain(child *c, int forward) {
+    char buf[4096];
+    ssize_t n;
+    while (c->err >= 0 && ((n = read(c->err, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))) {
+        for (ssize_t i = 0; i < n; i++) {
+            if (buf[i] != '\n' && c->n_part < sizeof c->part - 1) {
+                c->part[c->n_part++] = buf[i];
+                continue;
+            }
+            if (buf[i] != '\n') continue; /* an overlong line: its head is kept */
+            c->part[c->n_part] = 0;
+            if (forward) fprintf(stderr, "%s\n", c->part);
+            if (c->n_part) memcpy(c->last, c->part, c->n_part + 1);
+            c->n_part = 0;
+        }
+    }
+    if (c->err >= 0 && n == 0) { /* its end: a last line without newline too */
+        c->part[c->n_part] = 0;
+        if (c->n_part && forward) fprintf(stderr, "%s\n", c->part);
+        if (c->n_part) memcpy(c->last, c->part, c->n_part + 1);
+        c->n_part = 0;
+        close(c->err);
+        c->err = -1;
+    }
+}
+
+/* "exit status 1" or "killed by signal 9" for waitpid's status. */
+static const char *how_ended(int st, char *buf, size_t cap) {
+    if (WIFEXITED(st)) snprintf(buf, cap, "exit status %d", WEXITSTATUS(st));
+    else snprintf(buf, cap, "killed by signal %d", WTERMSIG(st));
+    return buf;
+}
+
+enum { GRACE_MS = 2000 }; /* after SIGTERM, the time a process has to stop before SIGKILL */
+
+/* Runs the job: forwards the processes' stderr, and waits until the trainer (children[0]) ends,
+ * a service ends (services end only when stopped, so one ending first has failed: at start,
+ * missing data, a port taken, a cache too small), or a signal stops the cluster. Then stops
+ * the others with SIGTERM (SIGKILL after GRACE_MS) and reaps every one. Once the job is cut
+ * short the others' lines are not forwarded (their own stop messages): one message says what
+ * happened. Returns the exit status: 0, 1 (*failed is the process that ended first) or 128 +
+ * the signal. */
+static int supervise(child *ch, int n, child **failed) {
+    *failed = NULL;
+    int stopping = 0, signalled = 0, forward = 1;
+    double deadline = 0;
+    for (;;) {
+        struct pollfd pf[MAXP];
+        int np = 0;
+        for (int i = 0; i < n; i++)
+            if (ch[i].err >= 0) pf[np++] = (struct pollfd){ch[i].err, POLLIN, 0};
+        if (np) poll(pf, (nfds_t)np, 50); /* EINTR (a signal): looked at below */
+        else usleep(50 * 1000);
+        /* a signal first: Ctrl-C reaches the whole process group, and neither a service it
+         * stops is a failure nor are the processes' own stop messages forwarded */
+        if (cli_stop && !stopping) stopping = signalled = 1, forward = 0;
+        for (int i = 0; i < n; i++) drain(&ch[i], forward);
+        int st, live = 0;
+        for (int i = 0; i < n; i++) {
+            if (ch[i].pid > 0 && waitpid(ch[i].pid, &st, WNOHANG) == ch[i].pid) {
+                ch[i].pid = 0, ch[i].status = st;
+                drain(&ch[i], forward);
+                if (!stopping && cli_stop) stopping = signalled = 1, forward = 0;
+                if (!stopping) { /* the trainer's end, or a service's failure: the job is over */
+                    stopping = 1;
+                    if (i > 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) *failed = &ch[i], forward = 0;
+                }
+            }
+            live += ch[i].pid > 0;
+        }
+        if (!live) break;
+        if (stopping && !deadline) {
+            for (int i = 0; i < n; i++)
+                if (ch[i].pid > 0) kill(ch[i].pid, SIGTERM);
+            deadline = rec_now() + GRACE_MS / 1000.0;
+        } else if (deadline > 0 && rec_now() > deadline) {
+            for (int i = 0; i < n; i++)
+                if (ch[i].pid > 0 && !ch[i].killed) kill(ch[i].pid, SIGKILL), ch[i].killed = 1;
+        }
+    }
+    for (int i = 0; i < n; i++) { /* what is left in the pipes (a grandchild may hold one: not waited for) */
+        drain(&ch[i], forward);
+        if (ch[i].err >= 0) close(ch[i].err), ch[i].err = -1;
+    }
+    if (signalled) return 128 + cli_stop;
+    return *failed ? CLI_FAIL : CLI_OK;
+}
+
+/* A process could not be started (no fork, no pipe): the ones started are stopped. */
+static int abandon(child *ch, int n, const child *c) {
+    fprintf(stderr, "rectrain cluster: cannot start %s: %s\n", c->what, strerror(errno));
     for (int i = 0; i < n; i++)
-        if (pids[i] > 0) kill(pids[i], SIGTERM);
-    for (int i = 0; i < n; i++)
-        if (pids[i] > 0) waitpid(pids[i], NULL, 0);
+        if (ch[i].pid > 0) kill(ch[i].pid, SIGTERM);
+    for (int i = 0; i < n; i++) {
+        if (ch[i].pid > 0) waitpid(ch[i].pid, NULL, 0);
+        if (ch[i].err >= 0) close(ch[i].err);
+    }
+    return CLI_FAIL;
 }
 
 int cmd_cluster(int argc, char **argv) {
@@ -124,9 +260,10 @@ int cmd_cluster(int argc, char **argv) {
     rec_guard_dir(&g, "$.durable.dir", c.durable_dir, NULL);
     if ((s = rec_guard_check(&g))) return cli_fail(cmd, s);
 
-    enum { MAXP = 2 * 62 + 16 + REC_CACHE_MAX_ORACLES + 1 }; /* servers, their links, prep-workers, the oracles */
-    pid_t pids[MAXP] = {0};
-    int np = 0;
+    static child ch[MAXP]; /* ch[0] the trainer, started last */
+    ch[0] = (child){.err = -1};
+    int np = 1;
+    char what[340];
     const int S = c.embservers, K = c.oracles;
     char ep[64][300], servers[64 * 300 + 64] = "", oracle[REC_CACHE_MAX_ORACLES][300], oracles[REC_CACHE_MAX_ORACLES * 300 + 64] = "";
     char gbit[32], lat[32];
@@ -139,13 +276,17 @@ int cmd_cluster(int argc, char **argv) {
         snprintf(every, sizeof every, "%lld", (long long)c.durable_every);
         char *av[] = {"rectrain", "embserver", "--listen", ep[k], c.durable_dir[0] ? "--ckpt" : NULL, sdir, "--ckpt-every",
                       every, NULL};
-        pids[np++] = start(av, 0);
+        snprintf(what, sizeof what, "embedding server %d (%.300s)", k, ep[k]);
+        if (start(&ch[np], what, av, 0)) return abandon(ch, np, &ch[np]);
+        np++;
         if (c.link) { /* the trainer's way to server k: through the link */
             char lp[16], to[300];
             snprintf(lp, sizeof lp, "%d", c.base_port + S + K + k);
             snprintf(to, sizeof to, "%s:%d", c.host, c.base_port + k);
             char *la[] = {"rectrain", "bench", "link", "--listen", lp, "--to", to, "--gbit", gbit, "--latency-us", lat, NULL};
-            pids[np++] = start(la, 0);
+            snprintf(what, sizeof what, "the link to embedding server %d (port %s)", k, lp);
+            if (start(&ch[np], what, la, 0)) return abandon(ch, np, &ch[np]);
+        np++;
             snprintf(ep[k], sizeof ep[k], "tcp://127.0.0.1:%d", c.base_port + S + K + k);
         }
         snprintf(servers + strlen(servers), sizeof servers - strlen(servers), "%s%s", k ? "," : "", ep[k]);
@@ -156,7 +297,9 @@ int cmd_cluster(int argc, char **argv) {
         snprintf(wep, sizeof wep, "tcp://%s:%d", c.host, c.base_port + 2 * S + K + k);
         snprintf(wlist + strlen(wlist), sizeof wlist - strlen(wlist), "%s%s", k ? "," : "", wep);
         char *wa[] = {"rectrain", "prep-worker", "--listen", wep, "--threads", "1", NULL};
-        pids[np++] = start(wa, 0);
+        snprintf(what, sizeof what, "prep-worker %d (%.300s)", k, wep);
+        if (start(&ch[np], what, wa, 0)) return abandon(ch, np, &ch[np]);
+        np++;
     }
     char b_batch[32], b_epochs[32], b_shuffle[8], b_steps[32], b_rows[32], b_la[32], b_depth[32], b_thr[32], b_tmo[32];
     snprintf(b_batch, sizeof b_batch, "%lld", (long long)c.batch);
@@ -187,7 +330,10 @@ int cmd_cluster(int argc, char **argv) {
         snprintf(oracles + strlen(oracles), sizeof oracles - strlen(oracles), "%s%s", j ? "," : "", oracle[j]);
         snprintf(part, sizeof part, "%d/%d", j, K);
         oa[3] = oracle[j];
-        pids[np++] = start(oa, 0);
+        if (K > 1) snprintf(what, sizeof what, "oracle %d (%.300s)", j, oracle[j]);
+        else snprintf(what, sizeof what, "the oracle (%.300s)", oracle[j]);
+        if (start(&ch[np], what, oa, 0)) return abandon(ch, np, &ch[np]);
+        np++;
     }
     char *ta[40] = {"rectrain", "train", "--oracle-cacher", oracles, "--embservers", servers, "--threads", b_thr,
                     "--peer-timeout", b_tmo};
@@ -207,16 +353,24 @@ int cmd_cluster(int argc, char **argv) {
     char ntr[16];
     snprintf(ntr, sizeof ntr, "%d", c.trainers);
     char *mpirun[] = {"mpirun", "-np", ntr, "--oversubscribe", "--bind-to", "none"};
-    pid_t tr = c.trainers > 1 ? start_via(mpirun, 6, ta, 1) : start(ta, 1);
-    int st = 0;
-    while (waitpid(tr, &st, 0) < 0 && errno == EINTR) {
-        if (cli_stop) kill(tr, SIGTERM);
+    const char *tw = c.trainers > 1 ? "the trainers (mpirun)" : "the trainer";
+    if (c.trainers > 1 ? start_via(&ch[0], tw, mpirun, 6, ta, 1) : start(&ch[0], tw, ta, 1))
+        return abandon(ch, np, &ch[0]);
+    child *failed;
+    const int rc = supervise(ch, np, &failed);
+    char how[64];
+    if (failed == &ch[0]) {
+        fprintf(stderr, "rectrain cluster: %s failed (%s)%s%s\n", failed->what, how_ended(failed->status, how, sizeof how),
+                failed->last[0] ? ": " : "", failed->last);
+    } else if (failed) {
+        fprintf(stderr, "rectrain cluster: %s ended (%s) while the job ran%s%s; the other processes are stopped\n",
+                failed->what, how_ended(failed->status, how, sizeof how), failed->last[0] ? ": " : "", failed->last);
+    } else if (rc > 128) {
+        const char *at = strstr(ch[0].last, " at batch "); /* the trainer's "stopped by SIGTERM at batch ..." */
+        fprintf(stderr, "rectrain cluster: stopped by %s; every process of the job is stopped%s%s\n",
+                rec_signal_name(rc - 128), at ? "; the trainer stopped" : "", at ? at : "");
     }
-    stop_all(pids, np);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "rectrain cluster: the trainer failed (%s %d)\n", WIFEXITED(st) ? "exit status" : "signal",
-                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-        return CLI_FAIL;
-    }
-    return CLI_OK;
+    for (int i = 0; i < np; i++)
+        if (ch[i].killed) fprintf(stderr, "rectrain cluster: %s did not stop in %d s and was killed\n", ch[i].what, GRACE_MS / 1000);
+    return rc;
 }

@@ -10,6 +10,7 @@
 #include "rectrain/core.h"
 #include "rectrain/dist.h"
 #include "rectrain/cuda.h"
+#include "rectrain/net.h"
 #include "rectrain/train.h"
 
 static const char TRAIN_USAGE[] =
@@ -239,13 +240,19 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     if (workers && workers[0] == '@') { /* a file of endpoints, read again while the job runs */
         if (!workers[1]) return cli_usage(cmd, "--workers @FILE: the file is missing");
         o.workers_file = workers + 1;
+        FILE *wf = fopen(o.workers_file, "r"); /* now, not after the data is scanned (the library checks it too) */
+        if (!wf) {
+            fprintf(stderr, "rectrain %s: --workers %s: cannot read %s: %s (it lists the workers' endpoints, one a line, "
+                    "and must exist when training starts)\n", cmd, workers, o.workers_file, strerror(errno));
+            return CLI_FAIL;
+        }
+        fclose(wf);
     } else if (workers) { /* a comma-separated list of endpoints */
         if (strlen(workers) >= sizeof worker_buf) return cli_usage(cmd, "--workers: the list is too long");
         snprintf(worker_buf, sizeof worker_buf, "%s", workers);
         for (char *save = NULL, *w = strtok_r(worker_buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
             if (o.n_workers == 64) return cli_usage(cmd, "--workers: at most 64 workers");
-            if (strncmp(w, "tcp://", 6) && strncmp(w, "ipc://", 6))
-                return cli_usage(cmd, "--workers takes endpoints tcp://HOST:PORT (or ipc://PATH), got '%s'", w);
+            if (rec_endpoint_check(w)) return cli_usage(cmd, "--workers: %s", rec_errmsg());
             worker_v[o.n_workers++] = w;
         }
         if (!o.n_workers) return cli_usage(cmd, "--workers: no endpoint in '%s'", workers);

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "rectrain/core.h"
+#include "rectrain/net.h"
 #include "rectrain/offload.h"
 
 static const char WORKER_USAGE[] =
@@ -37,8 +38,7 @@ int cmd_worker(int argc, char **argv) {
         }
         if (rc != CLI_OK) return rc;
     }
-    if (strncmp(o.listen, "tcp://", 6) && strncmp(o.listen, "ipc://", 6))
-        return cli_usage(cmd, "--listen takes tcp://HOST:PORT (or ipc://PATH), got '%s'", o.listen);
+    if (rec_endpoint_check(o.listen)) return cli_usage(cmd, "--listen: %s", rec_errmsg());
     cli_catch_stop("");
     rec_status s = rec_prep_worker_run(&o);
     return s ? cli_fail(cmd, s) : CLI_OK;

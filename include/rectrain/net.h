@@ -69,6 +69,11 @@ typedef enum rec_msg_type {
 
 const char *rec_msg_name(int type);  /* "JOB", ...; "unknown" */
 
+/* Checks an endpoint's text before ZeroMQ sees it (zmq_connect takes tcp://h:70000 and the
+ * peer then never answers): tcp://HOST:PORT with a HOST and a PORT in 1..65535, or
+ * ipc://PATH. REC_EINVAL with a message that names the endpoint and what is wrong. */
+rec_status rec_endpoint_check(const char *ep);
+
 typedef struct rec_frame_head {
     uint16_t version;
     uint16_t type;

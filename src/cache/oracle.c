@@ -230,6 +230,11 @@ static rec_status pick_hot(oracle *r) {
     int32_t x = 0;
     const rec_batch *b;
     while (!s && !(s = source_next(&src, &b)) && b) {
+        if (r->o->stop && *r->o->stop) {
+            s = rec_errorf(REC_ESTOPPED, "stopped by %s while counting the hot rows (batch %d of %lld)",
+                           rec_signal_name(*r->o->stop), x + 1, (long long)nb);
+            break;
+        }
         int64_t distinct = 0;
         x++;
         for (int f = 0; f < r->F; f++)
@@ -280,7 +285,8 @@ static int depth_for(const rec_oracle_opts *o, int L) {
     return d < L ? d : L;
 }
 
-/* Runs the planner over the first batches with lookahead L: 1 when the capacity holds it. */
+/* Runs the planner over the first batches with lookahead L: *ok = 1 when the capacity holds it.
+ * REC_ESTOPPED when the stop flag is raised between two batches (a Ctrl-C during the choice). */
 static rec_status fits(oracle *r, int L, int64_t batches, int *ok) {
     rec_cplan_opts po = r->po;
     po.lookahead = L;
@@ -295,6 +301,11 @@ static rec_status fits(oracle *r, int L, int64_t batches, int *ok) {
     for (int64_t x = 0; !s && x < batches && *ok; x++) {
         const rec_batch *b;
         rec_cstep st;
+        if (r->o->stop && *r->o->stop) { /* Ctrl-C: the trial plans take seconds on large batches */
+            s = rec_errorf(REC_ESTOPPED, "stopped by %s while choosing the lookahead (trying L = %d)",
+                           rec_signal_name(*r->o->stop), L);
+            break;
+        }
         s = plan_one(p, &a, &c, &b, &st);
         if (!b) break;
         if (s == REC_EINVAL && strstr(rec_errmsg(), "too small")) s = REC_OK, *ok = 0;

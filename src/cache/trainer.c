@@ -145,9 +145,18 @@ _Static_assert(sizeof(rec_centry) == 4 * sizeof(float), "a row's name fills 4 fl
 static rec_status recv_frame(ctrainer *t, void *sock, const char *who, zmq_msg_t *m, rec_frame_head *h,
                              const uint8_t **body) {
     zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-    const int n = zmq_poll(&it, 1, (long)(t->timeout * 1000));
-    if (n < 0) return rec_errorf(REC_EIO, "poll failed: %s", zmq_strerror(zmq_errno()));
-    if (n == 0) return rec_errorf(REC_EIO, "%s did not answer in %.0f s (is it running? --peer-timeout)", who, t->timeout);
+    const double deadline = rec_now() + t->timeout;
+    int n = 0;
+    for (;;) { /* slices of 100 ms: a stop (Ctrl-C) ends the wait, an interrupted poll is no error */
+        const double left = deadline - rec_now();
+        if (left <= 0) break;
+        n = zmq_poll(&it, 1, left < 0.1 ? (long)(left * 1000) + 1 : 100);
+        if (n > 0) break;
+        if (n < 0 && zmq_errno() != EINTR) return rec_errorf(REC_EIO, "poll failed: %s", zmq_strerror(zmq_errno()));
+        if (t->o->stop && *t->o->stop)
+            return rec_errorf(REC_ESTOPPED, "stopped by %s while waiting for %s", rec_signal_name(*t->o->stop), who);
+    }
+    if (n <= 0) return rec_errorf(REC_EIO, "%s did not answer in %.0f s (is it running? --peer-timeout)", who, t->timeout);
     zmq_msg_t raw;
     zmq_msg_init(&raw);
     if (zmq_msg_recv(&raw, sock, 0) < 0) {
@@ -536,16 +545,27 @@ static void *maintain(void *arg) {
         if (!s) s = commit_ready(t);
         /* after the flush (batch `total`, written back above): every write-back acknowledged */
         if (!s && t->evicted == t->total) {
-            while (!s && (t->acks > 0 || t->cm_n > 0)) {
+            double heard = rec_now();
+            int halted = 0;
+            while (!s && !halted && (t->acks > 0 || t->cm_n > 0)) {
                 zmq_pollitem_t its[62];
                 const int N = t->o->n_servers;
                 for (int k = 0; k < N; k++) its[k] = (zmq_pollitem_t){t->ssock[k], 0, ZMQ_POLLIN, 0};
-                if (zmq_poll(its, N, (long)(t->timeout * 1000)) == 0) s = unacked(t);
+                const int n = zmq_poll(its, N, 100); /* slices: the training thread may give up (a stop) */
+                if (n < 0 && zmq_errno() != EINTR) s = rec_errorf(REC_EIO, "trainer: poll failed: %s", zmq_strerror(zmq_errno()));
+                if (n <= 0) {
+                    pthread_mutex_lock(&t->mu);
+                    halted = t->failed;
+                    pthread_mutex_unlock(&t->mu);
+                    if (!s && !halted && rec_now() - heard > t->timeout) s = unacked(t);
+                    continue;
+                }
+                heard = rec_now();
                 for (int k = 0; !s && k < N; k++)
                     if (its[k].revents & ZMQ_POLLIN) s = take_one(t, k);
                 if (!s) s = commit_ready(t);
             }
-            if (!s) {
+            if (!s && !halted) {
                 pthread_mutex_lock(&t->mu);
                 t->finished = 1;
                 pthread_cond_broadcast(&t->cv);
@@ -1187,15 +1207,34 @@ static rec_status save_model(ctrainer *t, const char *dir) {
     return s;
 }
 
+/* A stop asked for (Ctrl-C, SIGTERM: the CLI's flag)? */
+static int stopped(const rec_cache_train_opts *o) { return o->stop && *o->stop; }
+
+/* The status of a job stopped before batch x. */
+static rec_status stop_status(const rec_cache_train_opts *o, int64_t x) {
+    return rec_errorf(REC_ESTOPPED, "stopped by %s at batch %lld: the servers miss the updates of the rows still cached",
+                      rec_signal_name(*o->stop), (long long)x);
+}
+
+/* Waits on t->cv (t->mu held) for 100 ms at most: the waits of the training thread check the
+ * stop flag between slices, since the signal may be taken by any thread and wake none. */
+static void wait_slice(ctrainer *t) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+}
+
 /* Durable: step c committed before the next is done, so a kill redoes one step at most. N
  * trainers: once each has its own writes of c acknowledged (a barrier), trainer 0 commits it. */
 static rec_status sync_commit(ctrainer *t, int64_t c) {
     if (t->N > 1) {
         pthread_mutex_lock(&t->mu);
-        while (t->acked < c && !t->failed) pthread_cond_wait(&t->cv, &t->mu);
+        while (t->acked < c && !t->failed && !stopped(t->o)) wait_slice(t);
         const int failed = t->failed;
         pthread_mutex_unlock(&t->mu);
-        if (failed) return REC_OK; /* the loop ends on it */
+        if (failed || stopped(t->o)) return REC_OK; /* the loop ends on it */
         MPI_TRY(MPI_Barrier(MPI_COMM_WORLD));
         pthread_mutex_lock(&t->mu);
         t->synced = c;
@@ -1204,7 +1243,7 @@ static rec_status sync_commit(ctrainer *t, int64_t c) {
         if (t->rank) return REC_OK;
     }
     pthread_mutex_lock(&t->mu);
-    while (t->committed < c && !t->failed) pthread_cond_wait(&t->cv, &t->mu);
+    while (t->committed < c && !t->failed && !stopped(t->o)) wait_slice(t); /* a stop: the loop ends on it */
     pthread_mutex_unlock(&t->mu);
     return REC_OK;
 }
@@ -1263,19 +1302,22 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
     double window[LOSS_WINDOW] = {0};
     const double t0 = rec_now();
     for (int64_t x = t.start; !s && x <= t.total; x++) { /* batch `total` is the flush */
-        if (o->stop && *o->stop) {
-            s = rec_errorf(REC_ESTOPPED, "stopped at batch %lld: the servers miss the updates of the rows still cached",
-                           (long long)x);
+        if (stopped(o)) {
+            s = stop_status(o, x);
             break;
         }
         const double w0 = rec_now();
         pthread_mutex_lock(&t.mu);
         t.want = x;
-        while (t.ready < x && !t.failed) pthread_cond_wait(&t.cv, &t.mu);
-        const int failed = t.failed;
+        while (t.ready < x && !t.failed && !stopped(o)) wait_slice(&t);
+        const int failed = t.failed, ready = t.ready >= x;
         pthread_mutex_unlock(&t.mu);
         if (x < t.total) rep->stall_seconds += rec_now() - w0;
         if (failed) break;
+        if (!ready) {
+            s = stop_status(o, x);
+            break;
+        }
         const rec_net_cache_step *p = &t.ring[x % t.Q].st; /* released once x is done */
         double loss = 0;
         int64_t n = 0;
@@ -1301,8 +1343,10 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
     }
     if (!s && started) { /* the flush: every cached row back on its server */
         pthread_mutex_lock(&t.mu);
-        while (!t.finished && !t.failed) pthread_cond_wait(&t.cv, &t.mu);
+        while (!t.finished && !t.failed && !stopped(o)) wait_slice(&t);
+        const int flushed = t.finished, failed = t.failed;
         pthread_mutex_unlock(&t.mu);
+        if (!flushed && !failed) s = stop_status(o, t.total);
     }
     rep->train_seconds = rec_now() - t0;
     if (started) {

@@ -118,11 +118,31 @@ void rec__zservice_log(const rec_zservice *v, const zmq_msg_t *id, const char *w
     fflush(v->log);
 }
 
+rec_status rec_endpoint_check(const char *ep) {
+    if (!strncmp(ep, "ipc://", 6)) {
+        if (!ep[6]) return rec_errorf(REC_EINVAL, "'%s': give the socket's path after ipc://", ep);
+        return REC_OK;
+    }
+    if (strncmp(ep, "tcp://", 6))
+        return rec_errorf(REC_EINVAL, "'%s' is not an endpoint: give tcp://HOST:PORT (or ipc://PATH)", ep);
+    const char *colon = strrchr(ep + 6, ':');
+    if (!colon || colon == ep + 6)
+        return rec_errorf(REC_EINVAL, "'%s': give tcp://HOST:PORT, with a host and a port", ep);
+    const char *p = colon + 1;
+    long port = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 9; p++, digits++) port = port * 10 + (*p - '0');
+    if (!digits || *p || port < 1 || port > 65535)
+        return rec_errorf(REC_EINVAL, "'%s': the port must be a number in 1..65535, got '%s'", ep, colon + 1);
+    return REC_OK;
+}
+
 rec_status rec__zservice_open(rec_zservice *v, const char *name, const char *listen, FILE *log) {
     *v = (rec_zservice){name, log, zmq_ctx_new(), NULL, 0};
     v->sock = v->ctx ? rec__zsocket(v->ctx, ZMQ_ROUTER) : NULL;
     /* The messages leave out `name`: the command that reports them says it ("rectrain embserver: ...") */
     if (!v->sock) return rec_errorf(REC_EIO, "cannot create a ZeroMQ socket: %s", zmq_strerror(zmq_errno()));
+    if (rec_endpoint_check(listen)) return rec_error_wrap(REC_EINVAL, "cannot listen");
     if (zmq_bind(v->sock, listen) != 0)
         return rec_errorf(REC_EIO, "cannot listen on %s: %s (an endpoint is tcp://HOST:PORT; is the port taken?)",
                           listen, zmq_strerror(zmq_errno()));

@@ -63,6 +63,7 @@ struct rec_offload {
     wconn *w;
     int nw;
     double list_read;        /* workers_file: when it was last read */
+    uint64_t list_hash;      /* and a hash of what it held */
     int point;
     double ratio;
     uint64_t gen;
@@ -115,18 +116,38 @@ static void set_down(rec_offload *x, int i, const char *why) {
 
 /* workers_file: endpoints one per line (or comma-separated; '#' starts a comment). New ones
  * are connected; workers no longer listed are let go (GONE: their pieces in flight are made
- * here by the stream that sees them). A missing or unreadable file changes nothing. */
-static rec_status read_list(rec_offload *x) {
+ * here by the stream that sees them). At the first read (`first`) a file that cannot be read,
+ * or an entry that is no endpoint, is an error naming the file (and line); later, while the
+ * job runs, an unreadable file changes nothing and a bad entry is skipped, logged once per
+ * change of the file. */
+static rec_status read_list(rec_offload *x, int first) {
     x->list_read = rec_now();
     char *text = NULL;
     size_t len = 0;
-    if (rec_read_file(x->o.workers_file, "workers file", 1 << 20, &text, &len)) return REC_OK;
+    rec_status rs = rec_read_file(x->o.workers_file, "workers file", 1 << 20, &text, &len);
+    if (rs && first)
+        return rec_error_append(rs, " (the workers file lists the workers' endpoints, one a line, and must exist when "
+                                "training starts)");
+    if (rs) return REC_OK;
+    const uint64_t h = rec_fnv1a64(REC_FNV_SEED, text, len);
+    const int changed = first || h != x->list_hash;
+    x->list_hash = h;
     char seen[MAX_WORKERS] = {0};
-    for (char *ls = NULL, *line = strtok_r(text, "\n", &ls); line; line = strtok_r(NULL, "\n", &ls)) {
+    int lineno = 0;
+    for (char *line = text, *next; line; line = next) {
+        if ((next = strchr(line, '\n'))) *next++ = 0;
+        lineno++;
         char *hash = strchr(line, '#');
         if (hash) *hash = 0;
         for (char *save = NULL, *t = strtok_r(line, ", \t\r", &save); t; t = strtok_r(NULL, ", \t\r", &save)) {
-            if (strncmp(t, "tcp://", 6) && strncmp(t, "ipc://", 6)) continue;
+            if (rec_endpoint_check(t)) {
+                if (first) {
+                    free(text);
+                    return rec_error_wrap(REC_EINVAL, "%s:%d", x->o.workers_file, lineno);
+                }
+                if (changed) wlog(x, "train: offload: %s:%d: skipped: %s\n", x->o.workers_file, lineno, rec_errmsg());
+                continue;
+            }
             int i = 0;
             while (i < x->nw && strcmp(x->w[i].addr, t)) i++;
             if (i == x->nw) {
@@ -199,13 +220,14 @@ rec_status rec_offload_open(rec_offload **out, const rec_offload_opts *o, const 
         if (!x->ctx || !x->w) s = rec_errorf(REC_EIO, "offload: cannot start ZeroMQ");
     }
     for (int i = 0; !s && i < o->n_workers; i++) {
-        if (strlen(o->workers[i]) >= sizeof x->w[i].addr)
+        if (rec_endpoint_check(o->workers[i])) s = rec_error_wrap(REC_EINVAL, "offload: a worker");
+        else if (strlen(o->workers[i]) >= sizeof x->w[i].addr)
             s = rec_errorf(REC_EINVAL, "offload: worker address %.40s... is too long", o->workers[i]);
         else snprintf(x->w[i].addr, sizeof x->w[i].addr, "%s", o->workers[i]);
         x->nw = i + 1;
         if (!s) connect_worker(x, i);
     }
-    if (!s && o->workers_file) s = read_list(x);
+    if (!s && o->workers_file) s = read_list(x, 1);
     if (s) {
         rec_offload_close(x);
         return s;
@@ -536,7 +558,7 @@ static void check_deadlines(rec_offload_stream *s) {
  * are due a probe and checks the deadlines. */
 static rec_status pump(rec_offload_stream *s, int wait_ms) {
     rec_offload *x = s->x;
-    if (x->o.workers_file && rec_now() - x->list_read >= LIST_EVERY_S) REC_TRY(read_list(x));
+    if (x->o.workers_file && rec_now() - x->list_read >= LIST_EVERY_S) REC_TRY(read_list(x, 0));
     for (int k = 0; k < s->la; k++) /* pieces of workers let go */
         if (s->win[k].state == S_SENT && x->w[s->win[k].worker].state == W_GONE) {
             s->win[k].state = S_LOCAL;
