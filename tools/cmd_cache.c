@@ -8,11 +8,8 @@
 #include "rectrain/cache.h"
 #include "rectrain/core.h"
 #include "rectrain/dist.h"
-<<<<<<< HEAD
-#include "rectrain/train.h"
-=======
 #include "rectrain/net.h"
->>>>>>> wt-a
+#include "rectrain/train.h"
 
 /* A usage error naming opt when ep is no endpoint, or its port is not in 1..65535. */
 static int check_endpoint(const char *cmd, const char *opt, const char *ep) {
