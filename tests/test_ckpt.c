@@ -597,7 +597,7 @@ static void export_failures(const rec_model *m, const char *dir, const char *cpa
     char tmp[700], p[800];
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     CHECK_ERR(rec_export_npy(m, dir, 0), REC_EINVAL, "exists and holds ");
-    CHECK(strstr(rec_errmsg(), " files; add --overwrite to replace it"), "%s", rec_errmsg());
+    CHECK(strstr(rec_errmsg(), " files); add --overwrite to replace it"), "%s", rec_errmsg());
     CHECK(rec_export_npy(m, dir, 1) == REC_OK && exists(cpath) && !exists(tmp), "export over an export: %s", rec_errmsg());
     snprintf(p, sizeof p, "%s/notes.txt", dir);
     FILE *f = fopen(p, "w");

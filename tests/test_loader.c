@@ -662,7 +662,7 @@ static void test_pipe(void) {
     CHECK(strstr(rec_errmsg(), "reads its input twice"), "names why: %s", rec_errmsg());
     rec_dataset *d = NULL;
     rec_dataset_opts o = tsv_opts(fifo, g_std, NULL, 2);
-    CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "fifo.tsv is not a regular file (a pipe?); training reads its data");
+    CHECK_ERR(rec_dataset_open(&d, &o), REC_EINVAL, "fifo.tsv is not a regular file (a pipe?); a data set is read more than once");
 }
 
 static void test_errors(void) {

@@ -286,7 +286,7 @@ int cmd_cluster(int argc, char **argv) {
             char *la[] = {"rectrain", "bench", "link", "--listen", lp, "--to", to, "--gbit", gbit, "--latency-us", lat, NULL};
             snprintf(what, sizeof what, "the link to embedding server %d (port %s)", k, lp);
             if (start(&ch[np], what, la, 0)) return abandon(ch, np, &ch[np]);
-        np++;
+            np++;
             snprintf(ep[k], sizeof ep[k], "tcp://127.0.0.1:%d", c.base_port + S + K + k);
         }
         snprintf(servers + strlen(servers), sizeof servers - strlen(servers), "%s%s", k ? "," : "", ep[k]);

@@ -87,9 +87,13 @@ static inline const char *rec_s(int64_t n) { return n == 1 ? "" : "s"; }
  * A list of input files in messages not about one of them: "A", or "A (and 2 more files)". */
 void rec_paths_name(const char *const *paths, int n, char *buf, size_t cap);
 
-/* The 1-based line and column of byte `pos` of `text` (its first pos bytes are read), for
- * messages about a JSON document that does not parse: "not valid JSON near line L, column C". */
+/* The 1-based line and column of byte `pos` of `text` (its first pos bytes are read). */
 void rec_line_col(const char *text, size_t pos, int64_t *line, int64_t *col);
+/* `status` with the message for a JSON document that does not parse: "ORIGIN: not valid JSON
+ * near line L, column C; " and what to do — a document that does not end with its closing
+ * bracket was cut short, another has a typo there. `end` is where the parser stopped (cJSON's
+ * return_parse_end; NULL or outside the text: its start). */
+rec_status rec_json_invalid(rec_status status, const char *origin, const char *text, size_t len, const char *end);
 
 /* Reads a whole file into *out (malloc'ed, NUL-terminated, free() it) of *len bytes. Errors
  * name the path and `what` ("model config"): REC_EIO when it cannot be opened or read (a

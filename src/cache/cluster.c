@@ -123,19 +123,7 @@ rec_status rec_cluster_config_parse(rec_cluster_config *c, const char *json, siz
     snprintf(c->host, sizeof c->host, "127.0.0.1");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-    if (!root) {
-        const size_t off = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
-        int64_t line, col;
-        rec_line_col(json, off, &line, &col);
-        size_t last = len;
-        while (last > 0 && (json[last - 1] == ' ' || json[last - 1] == '\n' || json[last - 1] == '\r' ||
-                            json[last - 1] == '\t' || json[last - 1] == 0))
-            last--;
-        return rec_errorf(REC_EINVAL, "%s: not valid JSON near line %lld, column %lld; %s", origin, (long long)line,
-                          (long long)col, last == 0 || json[last - 1] != '}'
-                                              ? "it ends before its closing '}': a file cut short? write it whole"
-                                              : "check the brackets, commas and quotes there");
-    }
+    if (!root) return rec_json_invalid(REC_EINVAL, origin, json, len, end);
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return rec_errorf(REC_EINVAL, "%s: not a JSON object (a cluster config is {\"format\": \"rectrain-cluster\", ...})",

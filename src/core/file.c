@@ -25,6 +25,19 @@ void rec_line_col(const char *text, size_t pos, int64_t *line, int64_t *col) {
     }
 }
 
+rec_status rec_json_invalid(rec_status status, const char *origin, const char *text, size_t len, const char *end) {
+    if (!text) text = "", len = 0;
+    const size_t off = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
+    int64_t line, col;
+    rec_line_col(text, off, &line, &col);
+    size_t last = len;
+    while (last > 0 && strchr(" \t\r\n", text[last - 1])) last--; /* strchr finds the NUL too */
+    const int whole = last > 0 && (text[last - 1] == '}' || text[last - 1] == ']');
+    return rec_errorf(status, "%s: not valid JSON near line %lld, column %lld; %s", origin, (long long)line,
+                      (long long)col, whole ? "check the brackets, commas and quotes there"
+                                            : "it ends before its closing bracket: a file cut short? write it whole");
+}
+
 rec_status rec_read_file(const char *path, const char *what, size_t max_bytes, char **out, size_t *len_out) {
     *out = NULL;
     *len_out = 0;

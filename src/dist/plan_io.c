@@ -177,12 +177,9 @@ static rec_status parse(rec_plan **out, const cJSON *root, const char *origin, c
 
 rec_status rec_plan_parse(rec_plan **out, const char *text, size_t len, const char *origin, const rec_plan_model *m) {
     *out = NULL;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) {
-        const char *e = cJSON_GetErrorPtr();
-        return rec_errorf(REC_EFORMAT, "%s: not valid JSON near byte %lld; give a plan written by `rectrain plan --out`",
-                          origin, e && e >= text && e <= text + len ? (long long)(e - text) : 0LL);
-    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) return rec_json_invalid(REC_EFORMAT, origin, text, len, end);
     rec_status s = parse(out, root, origin, m);
     cJSON_Delete(root);
     return s;

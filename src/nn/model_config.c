@@ -450,13 +450,7 @@ rec_status rec_model_config_parse(rec_model_config *c, const char *json, size_t 
     parser p = {origin ? origin : "model config"};
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-    if (!root) {
-        const size_t off = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
-        int64_t line, col;
-        rec_line_col(json, off, &line, &col);
-        return rec_errorf(REC_EINVAL, "%s: not valid JSON near line %lld, column %lld", p.origin, (long long)line,
-                          (long long)col);
-    }
+    if (!root) return rec_json_invalid(REC_EINVAL, p.origin, json, len, end);
     rec_status s = parse_root(&p, root, c);
     cJSON_Delete(root);
     if (s) rec_model_config_free(c);

@@ -604,13 +604,7 @@ rec_status rec_spec_parse(rec_spec **out, const char *json, size_t len, const ch
     if (!json) len = 0;
     const char *end = NULL;
     cJSON *root = len ? cJSON_ParseWithLengthOpts(json, len, &end, 0) : NULL;
-    if (!root) {
-        size_t pos = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
-        int64_t line, col;
-        rec_line_col(json ? json : "", pos, &line, &col);
-        return rec_errorf(REC_EINVAL, "%s: not valid JSON near line %lld, column %lld; check the brackets, commas and quotes there",
-                          origin, (long long)line, (long long)col);
-    }
+    if (!root) return rec_json_invalid(REC_EINVAL, origin, json, len, end);
     size_t pos = (size_t)(end - json);
     while (pos < len && (json[pos] == ' ' || json[pos] == '\t' || json[pos] == '\n' || json[pos] == '\r')) pos++;
     if (pos < len && !(json[pos] == '\0' && pos + 1 == len)) {

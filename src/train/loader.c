@@ -81,8 +81,9 @@ static const char SHARD_MAGIC[8] = {'R', 'S', 'H', 'A', 'R', 'D', '0', '1'};
 
 /* Whether `path` starts with the .rshard magic. REC_EIO (naming the path) when it cannot be
  * opened. Anything else is taken for text (plain or gzip), except what is plainly not data,
- * refused naming what it is and what to give instead: an empty file, a rectrain checkpoint
- * or embedding server snapshot, a JSON document (a spec, config or plan), other binary data. */
+ * refused naming what it is and what to give instead: a rectrain checkpoint or embedding
+ * server snapshot, a JSON document (a spec, config or plan), other binary data. An empty file
+ * is a TSV of no rows. */
 static rec_status sniff_shard(const char *path, int *is_shard) {
     FILE *f = fopen(path, "rb");
     if (!f) return rec_errorf(REC_EIO, "%s: cannot open the data set: %s", path, strerror(errno));
@@ -92,7 +93,6 @@ static rec_status sniff_shard(const char *path, int *is_shard) {
     *is_shard = got >= 8 && memcmp(head, SHARD_MAGIC, 8) == 0;
     if (*is_shard) return REC_OK;
     const char *give = "give a .rshard from rectrain prep, or a Criteo TSV (.tsv or .gz)";
-    if (got == 0) return rec_errorf(REC_EINVAL, "%s is empty: it holds no rows (a copy cut short?); %s", path, give);
     if (got >= 8 && !memcmp(head, REC_CKPT_MAGIC, 8))
         return rec_errorf(REC_EINVAL, "%s is a rectrain checkpoint, not data: give it as --ckpt, and as --data a .rshard "
                           "from rectrain prep or a Criteo TSV (.tsv or .gz)", path);
@@ -167,6 +167,10 @@ static rec_status open_shard_set(rec_dataset *d) {
  * vocab_from shard (the data cannot provide them: that takes a whole counting pass, which is
  * `rectrain prep`'s job), compile the plan and resolve has_label from the file's first line. */
 static rec_status open_tsv_set(rec_dataset *d, const rec_dataset_opts *o) {
+    struct stat st;
+    if (!o->spec_path && stat(d->parts[0], &st) == 0 && st.st_size == 0)
+        return rec_errorf(REC_EINVAL, "%s is empty: it holds no rows (a copy cut short?); give a .rshard from rectrain "
+                          "prep, or a Criteo TSV (.tsv or .gz)", d->path);
     if (!o->spec_path)
         return rec_errorf(REC_EINVAL, "%s is a TSV; give a prep spec to read it as raw text (--spec, or \"prep_spec\" "
                           "in the model config's train section), or prep it first with rectrain prep", d->path);
