@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "clirun.h"
+#include "rectrain/core.h"
 
 enum { OTHER, IN, OUT, INOUT, PREFIX };
 
@@ -298,6 +299,19 @@ static void test_shapes(void) {
     CHECK(hash_file("std.rshard") == h, "a refused command changed std.rshard");
 }
 
+/* The guard as a library call: more paths than it holds is refused, never a silent skip. */
+static void test_overflow(void) {
+    rec_guard g = {0};
+    for (int k = 0; k <= REC_GUARD_MAX; k++) rec_guard_in(&g, "--data", "x.rshard");
+    rec_guard_out(&g, "--out", "y.rshard");
+    CHECK_ERR(rec_guard_check(&g), REC_EINVAL, "more than 256 files given to one command");
+    rec_guard h = {0};
+    rec_guard_in(&h, "--data", NULL);
+    rec_guard_out(&h, "--out", "-"); /* stdout */
+    rec_guard_out(&h, "--prob-out", "");
+    CHECK(h.n == 0 && rec_guard_check(&h) == REC_OK, "NULL, empty and - are skipped (%d kept)", h.n);
+}
+
 int main(void) {
     int rc = clirun_setup("test_guard");
     if (rc) return rc;
@@ -306,6 +320,7 @@ int main(void) {
         CHECK(0, "fixtures");
         return check_report();
     }
+    test_overflow();
     test_enumerate();
     test_coverage();
     test_shapes();
