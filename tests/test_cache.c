@@ -1051,7 +1051,8 @@ int main(void) {
     test_frames();
     int rc = clirun_setup("rectrain_cache");
     if (rc) return rc == 77 ? check_report() : rc;
-    port = 21000 + (int)(getpid() % 20000);
+    /* below Linux's ephemeral range (32768 and up), where mpirun and other tests' clients bind */
+    port = 21000 + (int)(getpid() % 11000);
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
     test_same_training();
     test_partition_refusals();
