@@ -369,6 +369,19 @@ int main(void) {
           "deepfm under mpirun is refused:\n%s", out);
     CHECK(run("train %s --steps 5 --plan-shards p3.json --shard-kind row", COMMON) == 2, "--plan-shards with --shard-kind");
 
+    /* Two ranks bound to one core, as mpirun binds the ranks of two "hosts" that are network
+     * namespaces of one machine: a warning with the fix; unbound (mpi()), none. */
+    if (sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
+        snprintf(cmd, sizeof cmd, "cd %s && REC_PROGRESS=0 ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 timeout 120 mpirun "
+                 "-np 2 --cpu-set 0 --bind-to core:overload-allowed %s train %s --steps 2 --config sgd.json 2>&1", dir,
+                 cli, COMMON);
+        CHECK(check_capture(cmd, out, sizeof out) == 0 && strstr(out, "train: warning: ranks 0, 1 share machine") &&
+                  strstr(out, "leaves them 1 CPU for 2 threads") && strstr(out, "add --bind-to none to mpirun"),
+              "ranks bound to one core are warned about:\n%s", out);
+        CHECK(mpi(2, "train %s --steps 2 --config sgd.json", COMMON) == 0 && !strstr(out, "CPU binding"),
+              "unbound ranks are not:\n%s", out);
+    }
+
     checkpoints();
     killed_rank();
     clirun_cleanup();

@@ -59,6 +59,14 @@ void rec_dist_finalize(void);
  * large buffer; the plan's rule for replicating rows (OPER §4.3) takes them. */
 rec_status rec_dist_measure(int E, double *bw_p2p, double *bw_ar);
 
+/* Collective: whether the ranks that share a machine (the same boot id: network namespaces
+ * on one host count as one machine) are bound by their CPU affinity to fewer CPUs than they
+ * need — min(ranks x `threads`, the machine's CPUs) — so that they take turns on them, as
+ * when mpirun binds the one rank of each of two "hosts" to core 0 of one machine. Then
+ * writes a warning naming the machine, the ranks, the CPUs and the fix (mpirun --bind-to
+ * none) into `warn` (cap bytes), else leaves it empty. Every rank gets the same text. */
+rec_status rec_dist_check_binding(int threads, char *warn, size_t cap);
+
 /* The largest of every rank's v (a stop signal one rank got: all stop at the same step). */
 rec_status rec_dist_any(int v, int *out);
 
@@ -77,6 +85,9 @@ typedef struct rec_exec_stats {
     double dense_s;    /* dense forward and backward */
     double allreduce_s;/* waiting for the dense all-reduce, and the replicated rows' */
     double exchange_s; /* gradient records to the owners, their updates, the barrier */
+    double wait_s;     /* exposed communication: inside blocking MPI calls (the fetch's flush, the
+                        * loss and all-reduce waits, the exchange's all-to-alls, the barrier);
+                        * part of the fetch, all-reduce and exchange times above */
     double sent_bytes; /* rows served to others, gradient records, all-reduce ring traffic */
     double recv_bytes;
     /* over all ranks: the largest |bytes sent per step / the plan's prediction - 1|, and whose */

@@ -34,6 +34,14 @@ static void init_values(rec_exec *x, uint64_t seed) {
     free(row);
 }
 
+/* A blocking MPI call of a step, its time counted as exposed communication (wait_s). */
+#define MPI_WAIT(x, call)                                                                           \
+    do {                                                                                            \
+        const double w0_ = MPI_Wtime();                                                             \
+        MPI_TRY(call);                                                                              \
+        (x)->st.wait_s += MPI_Wtime() - w0_;                                                        \
+    } while (0)
+
 static rec_status zalloc(void **p, size_t bytes, const char *what) {
     REC_TRY(rec_alloc(p, bytes ? bytes : 64, what));
     memset(*p, 0, bytes ? bytes : 64);
@@ -282,11 +290,11 @@ static rec_status fetch_alltoall(rec_exec *x, int64_t total) {
         for (int64_t k = 0; k < x->fcount[o]; k++) q[2 * k] = x->fdisp[o][k] / (MPI_Aint)sizeof(float), q[2 * k + 1] = x->flen[o][k];
         at += x->scount[o];
     }
-    MPI_TRY(MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, MPI_COMM_WORLD));
     int64_t rn = 0;
     for (int o = 0; o < N; o++) x->rdispl[o] = (int)rn, rn += x->rcount[o];
     REC_TRY(grow((void **)&x->rbuf, &x->rbuf_cap, rn + 1, 1, "requests"));
-    MPI_TRY(MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->rbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->rbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
     /* answer: the rows asked for, in order, per requester */
     int64_t floats = 0;
     const int64_t *q = (const int64_t *)x->rbuf;
@@ -317,7 +325,7 @@ static rec_status fetch_alltoall(rec_exec *x, int64_t total) {
         b += x->rcount[o];
     }
     (void)total;
-    MPI_TRY(MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->fbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->fbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
     return REC_OK;
 }
 
@@ -365,7 +373,7 @@ static rec_status forward(rec_exec *x) {
             x->served[o] += 4.0 * (double)n;
             at += n;
         }
-        MPI_TRY(MPI_Win_flush_all(x->win));
+        MPI_WAIT(x, MPI_Win_flush_all(x->win));
     }
     int64_t own = 0; /* the baseline sends a rank's own rows through the all-to-all, not the network */
     for (int64_t k = 0; x->baseline && k < x->fcount[x->rank]; k++) own += x->flen[x->rank][k];
@@ -476,14 +484,14 @@ static rec_status exchange(rec_exec *x, float lr) {
             }
         }
     }
-    MPI_TRY(MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, MPI_COMM_WORLD));
     int64_t rn = 0;
     for (int o = 0; o < N; o++) {
         x->rdispl[o] = (int)rn, rn += x->rcount[o];
         if (o != x->rank) x->st.sent_bytes += x->scount[o], x->st.recv_bytes += x->rcount[o];
     }
     REC_TRY(grow((void **)&x->rbuf, &x->rbuf_cap, rn + 1, 1, "gradient records"));
-    MPI_TRY(MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->rbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->rbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
     /* the owner's side: records sorted by (table, part, row), ties in arrival (= rank) order */
     int64_t nrec = 0;
     for (int64_t at = 0; at < rn;) {
@@ -548,13 +556,13 @@ static rec_status replicated(rec_exec *x, float lr) {
     const int64_t S = x->rep_rows * E, chunk = (S + N - 1) / N;
     REC_TRY(grow((void **)&x->rbuf, &x->rbuf_cap, (int64_t)sizeof(float) * chunk * N + 1, 1, "replicated gradients"));
     float *parts = (float *)x->rbuf, *mine = x->rep_grad + (size_t)chunk * x->rank;
-    MPI_TRY(MPI_Alltoall(x->rep_grad, (int)chunk, MPI_FLOAT, parts, (int)chunk, MPI_FLOAT, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Alltoall(x->rep_grad, (int)chunk, MPI_FLOAT, parts, (int)chunk, MPI_FLOAT, MPI_COMM_WORLD));
     for (int64_t i = 0; i < chunk; i++) {
         float v = 0;
         for (int r = 0; r < N; r++) v += parts[(size_t)r * chunk + i];
         mine[i] = v;
     }
-    MPI_TRY(MPI_Allgather(MPI_IN_PLACE, (int)chunk, MPI_FLOAT, x->rep_grad, (int)chunk, MPI_FLOAT, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Allgather(MPI_IN_PLACE, (int)chunk, MPI_FLOAT, x->rep_grad, (int)chunk, MPI_FLOAT, MPI_COMM_WORLD));
     x->st.allreduce_s += MPI_Wtime() - t0;
     x->st.sent_bytes += 2.0 * (N - 1) * 4.0 * (double)chunk;
     x->st.recv_bytes += 2.0 * (N - 1) * 4.0 * (double)chunk;
@@ -589,7 +597,7 @@ rec_status rec_exec_train_step(rec_exec *x, const rec_batch *b, double *loss) {
         x->dlogits[i] = (float)((1.0 / (1.0 + exp(-z)) - y) / (double)b->n);
     }
     double t1 = MPI_Wtime();
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     *loss = sum / (double)b->n;
     double t2 = MPI_Wtime();
     x->n_req = 0;
@@ -608,9 +616,9 @@ rec_status rec_exec_train_step(rec_exec *x, const rec_batch *b, double *loss) {
     double t4 = MPI_Wtime();
     REC_TRY(replicated(x, lr));
     double t5 = MPI_Wtime();
-    MPI_TRY(MPI_Waitall(x->n_req, x->req, MPI_STATUSES_IGNORE));
+    MPI_WAIT(x, MPI_Waitall(x->n_req, x->req, MPI_STATUSES_IGNORE));
     double t6 = MPI_Wtime();
-    MPI_TRY(MPI_Barrier(MPI_COMM_WORLD)); /* owners' updates before anyone's next gets */
+    MPI_WAIT(x, MPI_Barrier(MPI_COMM_WORLD)); /* owners' updates before anyone's next gets */
     double t7 = MPI_Wtime();
     REC_TRY(rec_model_update_dense(x->m, rec_lr_scale(&rec_model_get_config(x->m)->schedule, rec_model_steps(x->m))));
     rec_model_set_steps(x->m, rec_model_steps(x->m) + 1);

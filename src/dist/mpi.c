@@ -1,5 +1,8 @@
 /* The MPI job (dist.h): start, failure, measured bandwidths, agreement checks. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +60,70 @@ void rec_dist_finalize(void) {
     MPI_Initialized(&inited);
     MPI_Finalized(&done);
     if (inited && !done) MPI_Finalize();
+}
+
+/* What rec_dist_check_binding gathers from each rank. */
+typedef struct binding {
+    char boot[40];      /* /proc/sys/kernel/random/boot_id: one per running kernel */
+    char host[64];
+    int32_t cpus;       /* the machine's online CPUs */
+    uint8_t mask[128];  /* CPU affinity, 1024 CPUs */
+} binding;
+
+static void my_binding(binding *b) {
+    memset(b, 0, sizeof *b);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f || !fgets(b->boot, sizeof b->boot, f)) snprintf(b->boot, sizeof b->boot, "unknown");
+    if (f) fclose(f);
+    gethostname(b->host, sizeof b->host - 1);
+    b->cpus = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) { /* unknown: as if unbound */
+        memset(b->mask, 0xff, sizeof b->mask);
+        return;
+    }
+    for (int c = 0; c < 1024 && c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) b->mask[c / 8] |= (uint8_t)(1u << (c % 8));
+}
+
+rec_status rec_dist_check_binding(int threads, char *warn, size_t cap) {
+    warn[0] = 0;
+    int rank, size;
+    REC_TRY(rec_dist_init(&rank, &size));
+    binding mine, *all = malloc(sizeof(binding) * (size_t)size);
+    if (!all) return rec_errorf(REC_ENOMEM, "out of memory checking the ranks' CPU binding");
+    my_binding(&mine);
+    const int rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return rec__mpi_fail(rc, "MPI_Allgather", __FILE__, __LINE__);
+    }
+    for (int r = 0; r < size && !warn[0]; r++) { /* the first machine, by its lowest rank */
+        int first = 1, ranks = 0, used = 0;
+        uint8_t u[128] = {0};
+        for (int q = 0; q < r && first; q++) first = strcmp(all[q].boot, all[r].boot) != 0;
+        if (!first) continue;
+        char list[96] = "";
+        for (int q = r; q < size; q++) {
+            if (strcmp(all[q].boot, all[r].boot)) continue;
+            for (int k = 0; k < 128; k++) u[k] |= all[q].mask[k];
+            const size_t n = strlen(list);
+            if (ranks < 6) snprintf(list + n, sizeof list - n, "%s%d", ranks ? ", " : "", q);
+            else if (ranks == 6) snprintf(list + n, sizeof list - n, ", ...");
+            ranks++;
+        }
+        for (int c = 0; c < 1024; c++) used += (u[c / 8] >> (c % 8)) & 1;
+        const int need = ranks * threads < all[r].cpus ? ranks * threads : all[r].cpus;
+        if (used < need)
+            snprintf(warn, cap, "ranks %s share machine %s (%d CPUs), and their CPU binding leaves them %d CPU%s for "
+                     "%d thread%s, so they take turns (mpirun binds each host's ranks to its first cores; \"hosts\" "
+                     "that are network namespaces of one machine share them): add --bind-to none to mpirun", list,
+                     all[r].host, all[r].cpus, used, used == 1 ? "" : "s", ranks * threads,
+                     ranks * threads == 1 ? "" : "s");
+    }
+    free(all);
+    return REC_OK;
 }
 
 rec_status rec_dist_any(int v, int *out) {

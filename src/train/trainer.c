@@ -455,6 +455,9 @@ static rec_status setup_dist(job *j) {
                          j->cfg.batch_size, rec_model_n_dense_params(j->model)};
     rec_plan_hw hw;
     rec_plan_hw_default(&hw);
+    char warn[512];
+    REC_TRY(rec_dist_check_binding(j->threads, warn, sizeof warn));
+    if (warn[0] && o->log) fprintf(o->log, "train: warning: %s\n", warn);
     REC_TRY(rec_dist_measure(j->cfg.emb_dim, &hw.bw_p2p, &hw.bw_ar));
     rec_plan_profile *prof = NULL;
     REC_TRY(rec_plan_profile_init(&prof, &pm));
