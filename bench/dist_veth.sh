@@ -2,7 +2,7 @@
 # Two ranks on two "hosts": network namespaces joined by a veth pair, mpirun over TCP only
 # (../shared/recipes/mpi-across-namespaces.md), against the same two ranks on shared memory
 # and against one process:
-#  1. a small DLRM (row-wise Adagrad on the tables, SGD on the dense layers), batch 256, STEPS
+#  1. a small DLRM (SGD on the tables and the dense layers), batch 256, STEPS
 #     steps on ROWS generated rows: the largest relative gap between the per-step losses of 2
 #     ranks over veth and of one process, the AUCs, and each 2-rank run's step split with its
 #     exposed communication (time inside blocking MPI calls);
@@ -60,7 +60,7 @@ cat > model.json <<'EOF'
 {"format": "rectrain-model", "version": 1, "name": "dlrm_rw", "model": "dlrm", "tables": "data",
  "embedding": {"dim": 16, "pooling": "sum"}, "bottom_mlp": [64, 16], "top_mlp": [64, 1],
  "interaction": {"kind": "dot", "self": false},
- "optimizer": {"dense": {"kind": "sgd", "lr": 0.1}, "sparse": {"kind": "rowwise_adagrad", "lr": 0.05}},
+ "optimizer": {"dense": {"kind": "sgd", "lr": 0.1}, "sparse": {"kind": "sgd", "lr": 0.1}},
  "train": {"batch_size": 256, "epochs": 1, "seed": 3}}
 EOF
 "$R" gen --rows "$ROWS" --out d.tsv >/dev/null 2>&1
@@ -110,7 +110,7 @@ a, b = losses("one.txt"), losses("two.txt")
 one, two, shm = summary("one.json"), summary("two.json"), summary("two_shm.json")
 gap = max(abs(x - y) / abs(x) for x, y in zip(a, b))
 print(f"1. small DLRM, batch 256, {steps} steps: 2 ranks in two network namespaces (veth, TCP) vs one process")
-print(f"  per-step losses: {len(a)} and {len(b)} steps, largest relative gap {gap:.2e} (criterion 1e-4)")
+print(f"  per-step losses: {len(a)} and {len(b)} steps, largest relative gap {gap:.2e} (criterion 1e-6, SGD: docs/distributed.md)")
 print(f"  AUC: one process {one['auc']:.6f}, 2 ranks {two['auc']:.6f} (gap {abs(one['auc'] - two['auc']):.1e})")
 print(f"  veth:          {split(two)}")
 print(f"  shared memory: {split(shm)}")
@@ -127,5 +127,5 @@ print(f"  shared memory: {mm:8.0f} samples/s  ({runs(m)})")
 print(f"  ratio {mv / mm:.2f} (criterion >= 0.9)")
 print(f"  veth (last):          {split(v[-1])}")
 print(f"  shared memory (last): {split(m[-1])}")
-sys.exit(0 if len(a) == len(b) == steps and gap <= 1e-4 else 1)
+sys.exit(0 if len(a) == len(b) == steps and gap <= 1e-6 else 1)
 EOF
