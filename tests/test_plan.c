@@ -293,7 +293,7 @@ static void test_torchrec(void) {
         SH(0, 0, 2, 500, 6) ", " SH(1, 500, 0, 500, 8) "]}, "
         "\"t1\": {\"sharding_type\": \"table_wise\", \"ranks\": [2], \"shards\": [" SH(2, 0, 0, 40, 8) "]}, "
         "\"C3\": {\"sharding_type\": \"column_wise\", \"ranks\": [1, 2], \"shards\": [" SH(1, 0, 0, 5, 3) ", "
-        SH(2, 0, 3, 5, 5) "]}}}";
+        SH(2, 0, 3, 5, 5) ", " SH(3, 5, 0, 0, 8) "]}}}"; /* an empty shard, as TorchRec gives ranks beyond R */
     CHECK(parse_tr(named, &p, names) == REC_OK, "%s", rec_errmsg());
     if (p) {
         CHECK(rec_plan_col_parts(p, 0, NULL) == 1 && rec_plan_owner(p, 0, 0, 499) == 0 && rec_plan_owner(p, 0, 0, 500) == 1,

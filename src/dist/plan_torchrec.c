@@ -109,16 +109,19 @@ static rec_status table_shards(rec_plan *p, int f, const cJSON *tp, const char *
         if ((s = get_pair(cJSON_GetObjectItemCaseSensitive(e, "sizes"), origin, fat, "the shard's rows and columns", &nr,
                           &nc)))
             break;
-        if (r0 < 0 || c0 < 0 || nr < 1 || nc < 1 || r0 + nr > R || c0 + nc > E) {
+        if (r0 < 0 || c0 < 0 || nr < 0 || nc < 0 || r0 + nr > R || c0 + nc > E) {
             s = rec_errorf(REC_EINVAL, "%s: %s: table %s's shard %d covers rows [%lld, %lld) and columns [%lld, %lld); the "
                            "table has %lld rows and the model's embedding dim is %d%s", origin, sat, key, i,
                            (long long)r0, (long long)(r0 + nr), (long long)c0, (long long)(c0 + nc), (long long)R, E,
                            c0 + nc > E ? " (make the TorchRec plan with this model's embedding dim)" : "");
             break;
         }
-        sh[i] = (tshard){i, (int)rk->valuedouble, r0, r0 + nr, (int)c0, (int)(c0 + nc)};
-        cuts[2 * i] = (int)c0;
-        cuts[2 * i + 1] = (int)(c0 + nc);
+        /* an empty shard (TorchRec gives a rank one when a table has fewer rows than its
+         * row-wise ranks) holds nothing: it spans no column interval and cuts none */
+        const int empty = nr == 0 || nc == 0;
+        sh[i] = (tshard){i, (int)rk->valuedouble, r0, r0 + nr, empty ? E + 1 : (int)c0, empty ? -1 : (int)(c0 + nc)};
+        cuts[2 * i] = empty ? 0 : (int)c0;
+        cuts[2 * i + 1] = empty ? 0 : (int)(c0 + nc);
     }
     int nc = 0, C = 0;
     if (!s) {
