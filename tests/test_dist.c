@@ -385,6 +385,9 @@ int main(void) {
         fprintf(tp, "}}\n");
         fclose(tp);
     }
+    CHECK(run("plan --data d.rshard --ranks 2 --batch 256 --config rw.json --score tr2.json") == 0 &&
+              strstr(out, "\ntorchrec ") && strstr(out, "lower max step than tr2.json (torchrec: "),
+          "plan --score: TorchRec's plan beside OPER's:\n%s", out);
     same_training(2, "--plan-shards tr2.json --config rw.json", "ref.txt", auc_ref);
     CHECK(same_file("l_2_0.txt", "l_2.txt"), "np 2: TorchRec's plan trains the bits of every other plan");
     CHECK(strstr(out, "plan torchrec from tr2.json"), "the log names the plan:\n%s", out);
