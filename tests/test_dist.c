@@ -2,7 +2,7 @@
  * kind of sharding plan, N = 2, 3, 4 (oversubscribed), gets and the all-to-all baseline, keeps
  * to the bounds docs/distributed.md states per optimizer (SGD: every step's loss; adaptive
  * optimizers: the mean loss and the AUC); a repeated run is bitwise identical; a saved plan
- * loads; sharded checkpoints resume bitwise on as many ranks and re-shard onto others; a
+ * loads, and so does TorchRec's form of one; sharded checkpoints resume bitwise on as many ranks and re-shard onto others; a
  * killed rank ends the job and the run resumes; the refusals. */
 #include <math.h>
 #include <signal.h>
@@ -368,6 +368,32 @@ int main(void) {
               strstr(out, "runs dlrm and dcn models"),
           "deepfm under mpirun is refused:\n%s", out);
     CHECK(run("train %s --steps 5 --plan-shards p3.json --shard-kind row", COMMON) == 2, "--plan-shards with --shard-kind");
+
+    /* TorchRec's plan form (plan_torchrec.c): t0 row-wise in uneven blocks, t1 column-wise, t2
+     * data parallel, the rest table-wise; it trains the bits of every other plan */
+    FILE *tp = fopen(path("tr2.json"), "w");
+    if (tp) {
+        fprintf(tp, "{\"table_plans\": {\"t0\": {\"sharding_type\": \"row_wise\", \"ranks\": [1, 0], \"shards\": "
+                "[{\"rank\": 1, \"offsets\": [0, 0], \"sizes\": [100, 16]}, {\"rank\": 0, \"offsets\": [100, 0], "
+                "\"sizes\": [140, 16]}]}, \"t1\": {\"sharding_type\": \"column_wise\", \"ranks\": [0, 1], \"shards\": "
+                "[{\"rank\": 0, \"offsets\": [0, 0], \"sizes\": [430, 6]}, {\"rank\": 1, \"offsets\": [0, 6], "
+                "\"sizes\": [430, 10]}]}, \"t2\": {\"sharding_type\": \"data_parallel\", \"ranks\": [0, 1], "
+                "\"shards\": null}");
+        for (int t = 3; t < 26; t++)
+            fprintf(tp, ", \"t%d\": {\"sharding_type\": \"table_wise\", \"ranks\": [%d], \"shards\": [{\"rank\": %d, "
+                    "\"offsets\": [0, 0], \"sizes\": [%d, 16]}]}", t, t % 2, t % 2, 50 + 190 * (t + 1));
+        fprintf(tp, "}}\n");
+        fclose(tp);
+    }
+    CHECK(run("plan --data d.rshard --ranks 2 --batch 256 --config rw.json --score tr2.json") == 0 &&
+              strstr(out, "\ntorchrec ") && strstr(out, "lower max step than tr2.json (torchrec: "),
+          "plan --score: TorchRec's plan beside OPER's:\n%s", out);
+    same_training(2, "--plan-shards tr2.json --config rw.json", "ref.txt", auc_ref);
+    CHECK(same_file("l_2_0.txt", "l_2.txt"), "np 2: TorchRec's plan trains the bits of every other plan");
+    CHECK(strstr(out, "plan torchrec from tr2.json"), "the log names the plan:\n%s", out);
+    CHECK(mpi(3, "train %s --steps 5 --plan-shards tr2.json", COMMON) != 0 &&
+              strstr(out, "tr2.json: $.table_plans.t2.ranks: table t2 is data_parallel on 2 of the 3 ranks"),
+          "a TorchRec plan for other ranks is refused, naming the table:\n%s", out);
 
     /* Two ranks bound to one core, as mpirun binds the ranks of two "hosts" that are network
      * namespaces of one machine: a warning with the fix; unbound (mpi()), none. */

@@ -67,7 +67,9 @@ static const gcase CASES[] = {
 };
 
 /* File options of commands that only read or only write (nothing to enumerate: an output-only
- * command's outputs are compared with each other in test_cli). */
+ * command's outputs are compared with each other in test_cli), and inputs that no output can
+ * meet: plan --score is refused beside --out and --chart, and plan --torchrec DIR reads only
+ * DIR/torchrec-N.json, which --chart's PREFIX-N.png never is. */
 static const struct {
     const char *cmd, *flag;
 } ONE_SIDED[] = {
@@ -76,6 +78,7 @@ static const struct {
     {"oracle", "--vocab-from"}, {"oracle", "--config"}, {"embserver", "--ckpt"}, {"bench embed", "--dump"},
     {"bench embed", "--plan-out"}, {"bench mlp", "--config"}, {"bench train", "--config"},
     {"bench train", "--data"}, {"bench loader", "--data"}, {"bench oracle", "--data"},
+    {"plan", "--score"}, {"plan", "--torchrec"},
 };
 
 /* Every fixture file, hashed before and after each refused command. */

@@ -1,5 +1,6 @@
 /* Sharding plans (plan.h): the profile, every planner's placement, the cost model against
- * counts made by hand, OPER against the simple plans, and plan files with each rejection. */
+ * counts made by hand, OPER against the simple plans, plan files with each rejection, and
+ * TorchRec's plans read, scored and refused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,7 @@ static void fill(rec_batch *b, rec_rng *r) {
 }
 
 static rec_plan_profile *profile(int N, rec_sparse_opt_kind opt, int batches) {
-    rec_plan_model m = {N, F, ROWS, E, opt, B, 100};
+    rec_plan_model m = {N, F, ROWS, E, opt, B, 100, NULL};
     rec_plan_profile *p = NULL;
     CHECK(rec_plan_profile_init(&p, &m) == REC_OK, "%s", rec_errmsg());
     rec_batch b;
@@ -53,6 +54,7 @@ static void test_kinds(void) {
     for (int k = 0; k < REC_PLAN_KINDS; k++)
         CHECK(rec_plan_kind_from_name(rec_plan_kind_name((rec_plan_kind)k)) == k, "kind %d", k);
     CHECK(rec_plan_kind_from_name("diagonal") == -1, "unknown kind");
+    CHECK(rec_plan_kind_from_name("torchrec") == REC_PLAN_TORCHREC, "torchrec: read, not built");
 }
 
 /* The simple plans place rows where their definitions say. */
@@ -119,7 +121,7 @@ static void test_costs(void) {
     const double dense = 2 * 0.5 * 4 * 100;
     rec_plan_free(p);
     /* one table alone: only table 2's row 3, rank 1 serves rank 0 */
-    rec_plan_model m = {2, 1, ROWS + 2, E, REC_SPARSE_SGD, B, 100};
+    rec_plan_model m = {2, 1, ROWS + 2, E, REC_SPARSE_SGD, B, 100, NULL};
     rec_plan_profile *q = NULL;
     rec_plan_profile_init(&q, &m);
     rec_batch_init(&b, B, 0, 1, 1);
@@ -159,13 +161,14 @@ static void test_oper(void) {
     /* memory that cannot hold the tables */
     hw.mem_bytes = 1000;
     CHECK_ERR(rec_plan_build(&p, REC_PLAN_TABLE, prof, &hw), REC_EINVAL, "fits on no rank");
+    CHECK_ERR(rec_plan_build(&p, REC_PLAN_TORCHREC, prof, &hw), REC_EINVAL, "dev/torchrec_plan.py");
     CHECK_ERR(rec_plan_build(&p, REC_PLAN_ROW, prof, &hw), REC_EINVAL, "rank 0 would hold");
     rec_plan_free(o);
     rec_plan_profile_free(prof);
 }
 
 static rec_status parse(const char *text, int N) {
-    rec_plan_model m = {N, F, ROWS, E, REC_SPARSE_SGD, B, 0};
+    rec_plan_model m = {N, F, ROWS, E, REC_SPARSE_SGD, B, 0, NULL};
     rec_plan *p = NULL;
     rec_status s = rec_plan_parse(&p, text, strlen(text), "p.json", &m);
     rec_plan_free(p);
@@ -182,7 +185,7 @@ static void test_files(void) {
     const int fd = mkstemp(path);
     if (fd >= 0) close(fd);
     CHECK(rec_plan_save(o, path) == REC_OK, "%s", rec_errmsg());
-    rec_plan_model m = {3, F, ROWS, E, REC_SPARSE_SGD, B, 100};
+    rec_plan_model m = {3, F, ROWS, E, REC_SPARSE_SGD, B, 100, NULL};
     CHECK(rec_plan_load(&l, path, &m) == REC_OK, "%s", rec_errmsg());
     int same = l != NULL;
     for (int f = 0; f < F && same; f++)
@@ -231,11 +234,133 @@ static void test_files(void) {
 #undef T
 }
 
+/* TorchRec's plans (plan_torchrec.c): every sharding type maps to the placement it names, on
+ * the model F = 3 tables (1000, 40, 5 rows) of dim 8, N = 4. */
+static rec_status parse_tr(const char *text, rec_plan **out, const char *const *names) {
+    rec_plan_model m = {4, F, ROWS, E, REC_SPARSE_SGD, B, 0, names};
+    *out = NULL;
+    return rec_plan_parse(out, text, strlen(text), "tr.json", &m);
+}
+
+#define SH(rank, r0, c0, nr, nc) "{\"rank\": " #rank ", \"offsets\": [" #r0 ", " #c0 "], \"sizes\": [" #nr ", " #nc "]}"
+
+static void test_torchrec(void) {
+    /* t0 row-wise in uneven blocks, t1 column-wise (table_column_wise) on ranks 3 and 1, t2 data parallel */
+    const char *good = "{\"table_plans\": {"
+        "\"t0\": {\"sharding_type\": \"row_wise\", \"ranks\": [0, 1, 2, 3], \"shards\": [" SH(0, 0, 0, 300, 8) ", "
+        SH(1, 300, 0, 300, 8) ", " SH(2, 600, 0, 300, 8) ", " SH(3, 900, 0, 100, 8) "]}, "
+        "\"t1\": {\"sharding_type\": \"table_column_wise\", \"ranks\": [3, 1], \"shards\": [" SH(3, 0, 0, 40, 4) ", "
+        SH(1, 0, 4, 40, 4) "]}, "
+        "\"t2\": {\"sharding_type\": \"data_parallel\", \"ranks\": [0, 1, 2, 3], \"shards\": null}}}";
+    rec_plan *p = NULL;
+    CHECK(parse_tr(good, &p, NULL) == REC_OK, "%s", rec_errmsg());
+    if (p) {
+        CHECK(rec_plan_get_kind(p) == REC_PLAN_TORCHREC, "kind torchrec");
+        CHECK(rec_plan_owner(p, 0, 0, 299) == 0 && rec_plan_owner(p, 0, 0, 300) == 1 && rec_plan_owner(p, 0, 0, 899) == 2 &&
+              rec_plan_owner(p, 0, 0, 999) == 3, "row-wise: the uneven blocks as given");
+        int col0[E + 1];
+        CHECK(rec_plan_col_parts(p, 1, col0) == 2 && col0[1] == 4, "column-wise: two parts of 4 columns");
+        CHECK(rec_plan_owner(p, 1, 0, 7) == 3 && rec_plan_owner(p, 1, 1, 39) == 1, "column parts on ranks 3 and 1");
+        CHECK(rec_plan_owner(p, 2, 0, 4) == REC_PLAN_EVERY, "data parallel: replicated");
+        /* scored: the same cost model as a built plan; saved, it loads back as the same placement */
+        rec_plan_profile *prof = profile(4, REC_SPARSE_SGD, 4);
+        rec_plan_hw hw;
+        rec_plan_hw_default(&hw);
+        CHECK(rec_plan_predict(p, prof, &hw) == REC_OK, "%s", rec_errmsg());
+        double mem1 = 0;
+        for (int j = 0; j < 4; j++) mem1 += rec_plan_costs(p)[j].mem_bytes;
+        CHECK(fabs(mem1 - (1000 + 40 + 4 * 5) * E * 4.0) < 1e-6, "memory: each row once, t2 on every rank (%g)", mem1);
+        CHECK(fabs(rec_plan_costs(p)[3].mem_bytes - (100 + 40 * 0.5 + 5) * E * 4.0) < 1e-6, "rank 3 holds %g",
+              rec_plan_costs(p)[3].mem_bytes);
+        char path[] = "/tmp/rectrain_trplan_XXXXXX";
+        const int fd = mkstemp(path);
+        if (fd >= 0) close(fd);
+        rec_plan *l = NULL;
+        rec_plan_model m = {4, F, ROWS, E, REC_SPARSE_SGD, B, 0, NULL};
+        CHECK(rec_plan_save(p, path) == REC_OK && rec_plan_load(&l, path, &m) == REC_OK, "%s", rec_errmsg());
+        CHECK(l && rec_plan_digest(l) == rec_plan_digest(p) && rec_plan_get_kind(l) == REC_PLAN_TORCHREC,
+              "a converted plan saves and loads as itself");
+        rec_plan_free(l);
+        remove(path);
+        rec_plan_profile_free(prof);
+        rec_plan_free(p);
+    }
+    /* table-wise whole tables by the spec's names; a grid (table_row_wise and columns) joins
+     * equal column intervals into one part */
+    static const char *const names[F] = {"C1", "C2", "C3"};
+    const char *named = "{\"table_plans\": {"
+        "\"C1\": {\"sharding_type\": \"table_row_wise\", \"ranks\": [0, 1], \"shards\": [" SH(0, 0, 0, 500, 2) ", "
+        SH(0, 0, 2, 500, 6) ", " SH(1, 500, 0, 500, 8) "]}, "
+        "\"t1\": {\"sharding_type\": \"table_wise\", \"ranks\": [2], \"shards\": [" SH(2, 0, 0, 40, 8) "]}, "
+        "\"C3\": {\"sharding_type\": \"column_wise\", \"ranks\": [1, 2], \"shards\": [" SH(1, 0, 0, 5, 3) ", "
+        SH(2, 0, 3, 5, 5) ", " SH(3, 5, 0, 0, 8) "]}}}"; /* an empty shard, as TorchRec gives ranks beyond R */
+    CHECK(parse_tr(named, &p, names) == REC_OK, "%s", rec_errmsg());
+    if (p) {
+        CHECK(rec_plan_col_parts(p, 0, NULL) == 1 && rec_plan_owner(p, 0, 0, 499) == 0 && rec_plan_owner(p, 0, 0, 500) == 1,
+              "C1: one part, rows [0, 500) on 0 and the rest on 1");
+        CHECK(rec_plan_owner(p, 1, 0, 39) == 2 && rec_plan_col_parts(p, 2, NULL) == 2, "t1 whole on 2, C3 in 2 parts");
+        rec_plan_free(p);
+    }
+    CHECK_ERR(parse_tr(named, &p, NULL), REC_EINVAL, "$.table_plans.C1: the model has no table C1");
+
+    /* refusals: each names the file, the JSON path, the table and the shard */
+    char bad[2048];
+#define TR_BAD(from, to, want, needle)                                              \
+    do {                                                                            \
+        snprintf(bad, sizeof bad, "%s", good);                                      \
+        char *at = strstr(bad, from);                                               \
+        CHECK(at != NULL, "pattern %s", from);                                      \
+        if (!at) break;                                                             \
+        memmove(at + strlen(to), at + strlen(from), strlen(at + strlen(from)) + 1); \
+        memcpy(at, to, strlen(to));                                                 \
+        CHECK_ERR(parse_tr(bad, &p, NULL), want, needle);                           \
+        rec_plan_free(p);                                                           \
+    } while (0)
+    TR_BAD(SH(3, 900, 0, 100, 8), SH(3, 900, 0, 99, 8), REC_EINVAL,
+           "tr.json: $.table_plans.t0.shards: table t0's rows [999, 1000) of columns [0, 8) are in no shard");
+    TR_BAD(SH(2, 600, 0, 300, 8), SH(2, 650, 0, 250, 8), REC_EINVAL,
+           "$.table_plans.t0.shards: table t0's rows [600, 650) of columns [0, 8) are in no shard");
+    TR_BAD(SH(2, 600, 0, 300, 8), SH(2, 550, 0, 350, 8), REC_EINVAL,
+           "$.table_plans.t0.shards[2]: table t0's shard 2 overlaps shard 1 at rows [550, 600) of columns [0, 8)");
+    TR_BAD(SH(1, 0, 4, 40, 4), SH(1, 0, 5, 40, 3), REC_EINVAL,
+           "$.table_plans.t1.shards: table t1's rows [0, 40) of columns [4, 5) are in no shard");
+    TR_BAD(SH(1, 0, 4, 40, 4), SH(1, 0, 3, 40, 5), REC_EINVAL, "table t1's shard 1 overlaps shard 0 at rows [0, 40) of columns [3, 4)");
+    TR_BAD(SH(3, 900, 0, 100, 8), SH(4, 900, 0, 100, 8), REC_EINVAL,
+           "$.table_plans.t0.shards[3].rank: table t0's shard 3 is on rank 4; this job has 4 ranks (0..3)");
+    TR_BAD(SH(3, 0, 0, 40, 4), SH(3, 0, 0, 41, 4), REC_EINVAL,
+           "$.table_plans.t1.shards[0]: table t1's shard 0 covers rows [0, 41) and columns [0, 4); the table has 40 rows");
+    TR_BAD(SH(1, 0, 4, 40, 4), SH(1, 0, 4, 40, 12), REC_EINVAL, "the model's embedding dim is 8 (make the TorchRec plan");
+    TR_BAD("\"t1\":", "\"t9\":", REC_EINVAL, "tr.json: $.table_plans.t9: the model has no table t9; its 3 tables are t0..t2");
+    TR_BAD("\"t2\":", "\"t1\":", REC_EINVAL, "$.table_plans.t1: table t1 is placed twice (also as \"t1\")");
+    TR_BAD("\"table_column_wise\"", "\"grid_shard\"", REC_EINVAL,
+           "$.table_plans.t1.sharding_type: table t1's sharding type is \"grid_shard\"; rectrain reads table_wise");
+    TR_BAD("\"sharding_type\": \"data_parallel\", ", "", REC_EFORMAT, "$.table_plans.t2.sharding_type: table t2's sharding type is missing");
+    TR_BAD("\"ranks\": [0, 1, 2, 3], \"shards\": null", "\"ranks\": [0, 2], \"shards\": null", REC_EINVAL,
+           "$.table_plans.t2.ranks: table t2 is data_parallel on 2 of the 4 ranks");
+    TR_BAD("\"ranks\": [0, 1, 2, 3], \"shards\": null", "\"ranks\": [0, 1, 2, 7], \"shards\": null", REC_EINVAL,
+           "$.table_plans.t2.ranks[3]: not a rank of this job's 4");
+    TR_BAD(SH(3, 0, 0, 40, 4) ", " SH(1, 0, 4, 40, 4), "", REC_EFORMAT, "$.table_plans.t1.shards: expected an array of shards");
+    TR_BAD("\"offsets\": [900, 0]", "\"offsets\": [900]", REC_EFORMAT,
+           "$.table_plans.t0.shards[3].offsets: expected the shard's first row and column as two integers");
+    TR_BAD("\"rank\": 2", "\"rank\": \"2\"", REC_EFORMAT, "$.table_plans.t0.shards[2].rank: expected an integer rank");
+    TR_BAD(", \"t2\": {\"sharding_type\": \"data_parallel\", \"ranks\": [0, 1, 2, 3], \"shards\": null}", "", REC_EINVAL,
+           "tr.json: $.table_plans: no plan for table t2 of the model's 3");
+    TR_BAD("{\"table_plans\": {", "{\"table_plans\": [{", REC_EFORMAT, "not valid JSON");
+    CHECK_ERR(parse_tr("{\"table_plans\": [1]}", &p, NULL), REC_EFORMAT, "tr.json: $.table_plans: expected an object of tables");
+    CHECK_ERR(parse_tr("{\"table_plans\": {\"t0\": ", &p, NULL), REC_EFORMAT, "not valid JSON");
+    /* names that fit two tables */
+    static const char *const twice[F] = {"C1", "C1", "C3"};
+    CHECK_ERR(parse_tr(named, &p, twice), REC_EINVAL, "$.table_plans.C1: several of the model's tables are named C1");
+#undef TR_BAD
+}
+#undef SH
+
 int main(void) {
     test_kinds();
     test_placements();
     test_costs();
     test_oper();
     test_files();
+    test_torchrec();
     return check_report();
 }

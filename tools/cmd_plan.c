@@ -9,19 +9,24 @@
 #include "cli.h"
 #include "rectrain/core.h"
 #include "rectrain/plan.h"
+#include "rectrain/prep.h"
 #include "rectrain/train.h"
 
 static const char USAGE[] =
     "usage: rectrain plan --data FILES --ranks N [--kind K] [--out PLAN.json] [options]\n"
-    "       rectrain plan --data FILES --simulate --ranks 8,64,1024 [--chart PREFIX] [options]\n"
+    "       rectrain plan --data FILES --simulate --ranks 8,64,1024 [--torchrec DIR] [--chart PREFIX]\n"
+    "       rectrain plan --data FILES --score PLAN.json --ranks N [options]\n"
     "\n"
     "Places the model's embedding rows on N ranks (mpirun -np N rectrain train --plan-shards\n"
     "PLAN.json) from the access profile of sampled global batches of the data, and prints what\n"
     "each rank is predicted to hold and do per step. --simulate builds every kind of plan for\n"
-    "each rank count and compares them (no ranks needed: thousands are fine).\n"
+    "each rank count and compares them (no ranks needed: thousands are fine). --score predicts a\n"
+    "plan file (rectrain's, or TorchRec's: dev/torchrec_plan.py) beside OPER's on the same\n"
+    "sampled batches.\n"
     "\n"
     "  --data FILES       data to profile (.rshard, or .tsv with --spec), as for train\n"
-    "  --spec FILE        prep spec for .tsv data\n"
+    "  --spec FILE        prep spec for .tsv data; also names the tables for TorchRec plans that\n"
+    "                     use the spec's table names instead of t0..tK-1\n"
     "  --config FILE      model config (default: the small DLRM); its embedding dim, optimizer\n"
     "                     and batch size\n"
     "  --batch B          global batch size (default: the config's)\n"
@@ -29,6 +34,10 @@ static const char USAGE[] =
     "  --kind K           oper (default), greedy, table, row, column or replicated\n"
     "  --out FILE         save the plan (JSON) for train --plan-shards\n"
     "  --simulate         build and compare every kind of plan for each rank count\n"
+    "  --score FILE       predict this plan (rectrain plan --out, or TorchRec's {\"table_plans\"})\n"
+    "                     beside OPER's, on the same sampled batches\n"
+    "  --torchrec DIR     with --simulate: one more row per rank count N, TorchRec's plan from\n"
+    "                     DIR/torchrec-N.json (dev/torchrec_plan.py --ranks N --out DIR/torchrec-N.json)\n"
     "  --chart PREFIX     with --simulate: PREFIX-N.png per rank count, one strip per plan (top to\n"
     "                     bottom: replicated, table, row, column, greedy, oper), a bar per rank\n"
     "                     of its predicted step time on one scale (bars beyond it, replicated's,\n"
@@ -44,7 +53,7 @@ static const char USAGE[] =
 enum { MAX_COUNTS = 16 };
 
 typedef struct plan_args {
-    const char *spec, *config, *out, *chart;
+    const char *spec, *config, *out, *chart, *score, *torchrec;
     cli_path_list data;
     int ranks[MAX_COUNTS], n_ranks, kind, simulate;
     int64_t batch, sample;
@@ -135,48 +144,97 @@ static void print_plan(const rec_plan *p) {
     printf("lower bound (all lookups spread evenly, no communication): %.3f ms\n", rec_plan_lower_bound(p) * 1e3);
 }
 
+/* One row of the comparison table: the plan's max and max/mean over ranks (see USAGE). */
+static void print_row(const char *name, const rec_plan *p, int N) {
+    const rec_plan_cost *c = rec_plan_costs(p);
+    double ml, mb, mm, mt;
+    const double xl = maxv(c, N, offsetof(rec_plan_cost, lookups), &ml);
+    const double xb = maxv(c, N, offsetof(rec_plan_cost, sent), &mb);
+    const double xm = maxv(c, N, offsetof(rec_plan_cost, mem_bytes), &mm);
+    const double xt = maxv(c, N, offsetof(rec_plan_cost, seconds), &mt);
+    const double lb = rec_plan_lower_bound(p);
+    printf("%-11s %10.0f %8.2f %11.3f %11.2f %11.1f %11.2f %9.3f %10.2f\n", name, xl, ml > 0 ? xl / ml : 1.0, xb / 1e6,
+           mb > 0 ? xb / mb : 1.0, xm / 1e6, mm > 0 ? xm / mm : 1.0, xt * 1e3, lb > 0 ? xt / lb : 0.0);
+}
+
+static double max_step(const rec_plan *p) {
+    double mt;
+    return maxv(rec_plan_costs(p), rec_plan_ranks(p), offsetof(rec_plan_cost, seconds), &mt);
+}
+
+/* Loads the plan file `path` for model m and predicts it on prof: *out, or NULL with the
+ * status (its message names the file). A file that does not exist is *out = NULL, REC_OK,
+ * when `optional`. */
+static rec_status load_scored(rec_plan **out, const char *path, const rec_plan_model *m, const rec_plan_profile *prof,
+                              const rec_plan_hw *hw, int optional) {
+    *out = NULL;
+    FILE *f = optional ? fopen(path, "r") : NULL;
+    if (optional && !f) return REC_OK;
+    if (f) fclose(f);
+    REC_TRY(rec_plan_load(out, path, m));
+    rec_status s = rec_plan_predict(*out, prof, hw);
+    if (s) {
+        rec_plan_free(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+/* N ranks: every kind built from one profile of the sampled batches (or, with --score, OPER
+ * alone), then the plan files scored on that same profile: --score's, and with --torchrec
+ * DIR the file DIR/torchrec-N.json where there is one. */
 static rec_status simulate_one(const plan_args *a, rec_dataset *d, int64_t rows, const rec_plan_model *base, int N) {
     rec_plan_model m = *base;
     m.ranks = N;
     rec_plan_profile *prof = NULL;
     REC_TRY(rec_plan_profile_init(&prof, &m));
     rec_status s = rec_plan_profile_data(prof, d, rows, a->sample, a->seed);
-    rec_plan *plans[REC_PLAN_KINDS] = {0};
+    rec_plan *plans[REC_PLAN_KINDS] = {0}, *scored = NULL, *tr = NULL;
+    char tr_path[PATH_MAX] = "";
     double lb = 0;
     printf("\n%d ranks, global batch %lld (%lld per rank), %lld sampled batch%s:\n", N, (long long)m.batch,
            (long long)(m.batch / N), (long long)rec_plan_profile_batches(prof), rec_plan_profile_batches(prof) == 1 ? "" : "es");
     printf("%-11s %10s %8s %11s %11s %11s %11s %9s %10s\n", "plan", "lookups", "max/mean", "sent MB", "max/mean",
            "memory MB", "max/mean", "step ms", "x lower");
     for (int k = 0; k < REC_PLAN_KINDS && !s; k++) {
+        if (a->score && k != REC_PLAN_OPER) continue;
         rec_status e = rec_plan_build(&plans[k], (rec_plan_kind)k, prof, &a->hw);
         if (e == REC_EINVAL) { /* does not fit: say so and go on */
             printf("%-11s %s\n", rec_plan_kind_name((rec_plan_kind)k), rec_errmsg());
             continue;
         }
         if ((s = e)) break;
-        const rec_plan_cost *c = rec_plan_costs(plans[k]);
-        double ml, mb, mm, mt;
-        const double xl = maxv(c, N, offsetof(rec_plan_cost, lookups), &ml);
-        const double xb = maxv(c, N, offsetof(rec_plan_cost, sent), &mb);
-        const double xm = maxv(c, N, offsetof(rec_plan_cost, mem_bytes), &mm);
-        const double xt = maxv(c, N, offsetof(rec_plan_cost, seconds), &mt);
         lb = rec_plan_lower_bound(plans[k]);
-        printf("%-11s %10.0f %8.2f %11.3f %11.2f %11.1f %11.2f %9.3f %10.2f\n", rec_plan_kind_name((rec_plan_kind)k), xl,
-               ml > 0 ? xl / ml : 1.0, xb / 1e6, mb > 0 ? xb / mb : 1.0, xm / 1e6, mm > 0 ? xm / mm : 1.0, xt * 1e3,
-               lb > 0 ? xt / lb : 0.0);
+        print_row(rec_plan_kind_name((rec_plan_kind)k), plans[k], N);
     }
-    if (!s) {
-        double best = INFINITY, mt;
+    if (!s && a->score) s = load_scored(&scored, a->score, &m, prof, &a->hw, 0);
+    if (!s && scored) print_row(rec_plan_kind_name(rec_plan_get_kind(scored)), scored, N);
+    if (!s && a->torchrec) {
+        snprintf(tr_path, sizeof tr_path, "%s/torchrec-%d.json", a->torchrec, N);
+        s = load_scored(&tr, tr_path, &m, prof, &a->hw, 1);
+        if (!s && tr) print_row("torchrec", tr, N);
+        else if (!s) printf("%-11s no %s (dev/torchrec_plan.py --ranks %d writes it)\n", "torchrec", tr_path, N);
+    }
+    if (!s && !a->score) {
+        double best = INFINITY;
         for (int k = REC_PLAN_TABLE; k <= REC_PLAN_COLUMN; k++)
-            if (plans[k]) best = fmin(best, maxv(rec_plan_costs(plans[k]), N, offsetof(rec_plan_cost, seconds), &mt));
+            if (plans[k]) best = fmin(best, max_step(plans[k]));
         if (plans[REC_PLAN_OPER]) {
-            const double o = maxv(rec_plan_costs(plans[REC_PLAN_OPER]), N, offsetof(rec_plan_cost, seconds), &mt);
+            const double o = max_step(plans[REC_PLAN_OPER]);
             printf("oper: %.2fx lower max step than the best of table/row/column; %.2fx the lower bound (%.3f ms)\n",
                    o > 0 ? best / o : 0.0, lb > 0 ? o / lb : 0.0, lb * 1e3);
         }
     }
+    const rec_plan *other = scored ? scored : tr;
+    if (!s && other && plans[REC_PLAN_OPER]) {
+        const double o = max_step(plans[REC_PLAN_OPER]), t = max_step(other);
+        printf("oper: %.2fx lower max step than %s (%s: %.3f ms, oper %.3f ms)\n", o > 0 ? t / o : 0.0,
+               scored ? a->score : tr_path, rec_plan_kind_name(rec_plan_get_kind(other)), t * 1e3, o * 1e3);
+    }
     if (!s && a->chart) s = chart(a->chart, N, plans, lb);
     for (int k = 0; k < REC_PLAN_KINDS; k++) rec_plan_free(plans[k]);
+    rec_plan_free(scored);
+    rec_plan_free(tr);
     rec_plan_profile_free(prof);
     return s;
 }
@@ -206,9 +264,18 @@ static rec_status run(const plan_args *a) {
     if (!s) s = rec_dataset_rows(d, &rows);
     if (!s) s = rec_model_init_sharded(&model, &cfg, 1, 1);
     rec_plan_model m = {1, cfg.n_sparse, cfg.table_rows, cfg.emb_dim, cfg.sparse_opt.kind, cfg.batch_size,
-                        model ? rec_model_n_dense_params(model) : 0};
-    for (int i = 0; i < a->n_ranks && !s && a->simulate; i++) s = simulate_one(a, d, rows, &m, a->ranks[i]);
-    if (!s && !a->simulate) {
+                        model ? rec_model_n_dense_params(model) : 0, NULL};
+    /* the tables' names, by which a TorchRec plan may call them: the spec's */
+    const char **names = NULL;
+    rec_spec *spec = NULL;
+    if (!s && a->spec) s = rec_spec_load(&spec, a->spec);
+    if (!s && spec && spec->n_sparse == m.tables) {
+        names = calloc((size_t)m.tables + 1, sizeof *names);
+        for (int f = 0; names && f < m.tables; f++) names[f] = spec->tables[rec_spec_sparse(spec, f)->table].name;
+        m.names = names;
+    }
+    for (int i = 0; i < a->n_ranks && !s && (a->simulate || a->score); i++) s = simulate_one(a, d, rows, &m, a->ranks[i]);
+    if (!s && !a->simulate && !a->score) {
         m.ranks = a->ranks[0];
         rec_plan_profile *prof = NULL;
         rec_plan *p = NULL;
@@ -221,6 +288,8 @@ static rec_status run(const plan_args *a) {
         rec_plan_free(p);
         rec_plan_profile_free(prof);
     }
+    free(names);
+    rec_spec_free(spec);
     rec_model_free(model);
     rec_model_config_free(&cfg);
     rec_dataset_close(d);
@@ -244,6 +313,8 @@ int cmd_plan(int argc, char **argv) {
         else if (!strcmp(x, "--config")) rc = cli_str(cmd, argc, argv, &i, &a.config);
         else if (!strcmp(x, "--out")) rc = cli_str(cmd, argc, argv, &i, &a.out);
         else if (!strcmp(x, "--chart")) rc = cli_str(cmd, argc, argv, &i, &a.chart);
+        else if (!strcmp(x, "--score")) rc = cli_str(cmd, argc, argv, &i, &a.score);
+        else if (!strcmp(x, "--torchrec")) rc = cli_str(cmd, argc, argv, &i, &a.torchrec);
         else if (!strcmp(x, "--ranks")) rc = parse_ranks(cmd, argc, argv, &i, &a);
         else if (!strcmp(x, "--batch")) rc = cli_i64(cmd, argc, argv, &i, 1, 1 << 24, &a.batch);
         else if (!strcmp(x, "--sample")) rc = cli_i64(cmd, argc, argv, &i, 1, 1 << 20, &a.sample);
@@ -254,7 +325,10 @@ int cmd_plan(int argc, char **argv) {
         } else if (!strcmp(x, "--kind")) {
             const char *v;
             rc = cli_str(cmd, argc, argv, &i, &v);
-            if (!rc && (a.kind = rec_plan_kind_from_name(v)) < 0)
+            if (!rc && !strcmp(v, "torchrec"))
+                rc = cli_usage(cmd, "--kind torchrec: TorchRec's planner makes these (dev/torchrec_plan.py); score its "
+                               "file with --score");
+            else if (!rc && ((a.kind = rec_plan_kind_from_name(v)) < 0 || a.kind >= REC_PLAN_KINDS))
                 rc = cli_usage(cmd, "--kind must be oper, greedy, table, row, column or replicated (got '%s')", v);
         } else if (!strcmp(x, "--simulate")) a.simulate = 1;
         else if (!strcmp(x, "--bw-p2p")) rc = cli_double(cmd, argc, argv, &i, 1e-6, 1e6, &p2p);
@@ -266,6 +340,9 @@ int cmd_plan(int argc, char **argv) {
     }
     if (!rc && (!a.data.n || !a.n_ranks)) rc = cli_usage(cmd, "--data and --ranks are required");
     if (!rc && !a.simulate && a.n_ranks > 1) rc = cli_usage(cmd, "one --ranks count, or --simulate to compare several");
+    if (!rc && a.score && (a.simulate || a.out))
+        rc = cli_usage(cmd, "--score predicts the given plan beside OPER's: drop --%s", a.simulate ? "simulate" : "out");
+    if (!rc && a.torchrec && !a.simulate) rc = cli_usage(cmd, "--torchrec goes with --simulate (or --score FILE alone)");
     if (!rc && a.simulate && a.out) rc = cli_usage(cmd, "--out saves one plan: drop --simulate, or --out");
     if (!rc && !a.simulate && a.chart) rc = cli_usage(cmd, "--chart goes with --simulate");
     if (rc) {
@@ -276,6 +353,7 @@ int cmd_plan(int argc, char **argv) {
     rec_guard_ins(&g, "--data", a.data.v, a.data.n);
     rec_guard_in(&g, "--spec", a.spec);
     rec_guard_in(&g, "--config", a.config);
+    rec_guard_in(&g, "--score", a.score);
     rec_guard_out(&g, "--out", a.out);
     char charts[MAX_COUNTS][PATH_MAX];
     for (int k = 0; a.chart && k < a.n_ranks; k++) {

@@ -79,7 +79,8 @@ static const char TRAIN_USAGE[] =
     "  --rows N           embedded default only: rows to generate (default 1M)\n"
     "  --json             print a JSON summary as the last line of stdout\n"
     "Under mpirun -np N (docs/distributed.md):\n"
-    "  --plan-shards FILE the sharding plan (rectrain plan --out) for N ranks\n"
+    "  --plan-shards FILE the sharding plan for N ranks: rectrain plan --out, or TorchRec's\n"
+    "                     ({\"table_plans\": ...}, dev/torchrec_plan.py; see docs/distributed.md)\n"
     "  --shard-kind K     without --plan-shards: build a plan of kind K at the start from the\n"
     "                     training data: oper (default), greedy, table, row, column, replicated\n"
     "  --fetch M          gets (default: one-sided MPI gets of remote rows) or alltoall (the\n"
@@ -220,7 +221,10 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
         else if (!strcmp(a, "--shard-kind")) {
             const char *v;
             rc = cli_str(cmd, argc, argv, &i, &v);
-            if (!rc && (o.shard_kind = rec_plan_kind_from_name(v)) < 0)
+            if (!rc && !strcmp(v, "torchrec"))
+                rc = cli_usage(cmd, "--shard-kind torchrec: TorchRec's plans come from its planner (dev/torchrec_plan.py); "
+                               "give the file with --plan-shards");
+            else if (!rc && ((o.shard_kind = rec_plan_kind_from_name(v)) < 0 || o.shard_kind >= REC_PLAN_KINDS))
                 rc = cli_usage(cmd, "--shard-kind must be oper, greedy, table, row, column or replicated (got '%s')", v);
         } else if (!strcmp(a, "--fetch")) {
             const char *v;

@@ -53,11 +53,13 @@ typedef enum rec_plan_kind {
     REC_PLAN_ROW = 2,
     REC_PLAN_COLUMN = 3,
     REC_PLAN_GREEDY = 4,
-    REC_PLAN_OPER = 5
+    REC_PLAN_OPER = 5,
+    REC_PLAN_TORCHREC = 6      /* read from TorchRec's plan (below); not built here */
 } rec_plan_kind;
-enum { REC_PLAN_KINDS = 6 };
+enum { REC_PLAN_KINDS = 6 };   /* the kinds rec_plan_build makes: 0 .. 5 */
 
-/* "replicated", "table", "row", "column", "greedy", "oper"; and back (-1 when unknown). */
+/* "replicated", "table", "row", "column", "greedy", "oper", "torchrec"; and back (-1 when
+ * unknown). */
 const char *rec_plan_kind_name(rec_plan_kind k);
 int rec_plan_kind_from_name(const char *name);
 
@@ -76,6 +78,8 @@ typedef struct rec_plan_model {
     rec_sparse_opt_kind opt;   /* its state per row: Adagrad E floats, row-wise 1, SGD none */
     int64_t batch;             /* global B */
     size_t dense_params;       /* floats all-reduced every step (dense gradients) */
+    const char *const *names;  /* (F) or NULL: the tables' names (the prep spec's), by which a
+                                  TorchRec plan may name them besides t0..t{F-1} */
 } rec_plan_model;
 
 typedef struct rec_plan_profile rec_plan_profile;
@@ -164,6 +168,17 @@ double rec_plan_threshold(const rec_plan *p);
  * dim) and refuses anything else with REC_EFORMAT / REC_EINVAL naming the file and the JSON
  * path. Saving is atomic (PATH.tmp, then rename). */
 rec_status rec_plan_save(const rec_plan *p, const char *path);
+/* Loading and parsing also read TorchRec's plans, as dev/torchrec_plan.py dumps its
+ * ParameterShardings: {"table_plans": {"t0": {"sharding_type": "table_wise", "ranks": [5],
+ * "shards": [{"rank": 5, "offsets": [0, 0], "sizes": [1460, 16]}]}, ...}}. Tables are t0..t{F-1}
+ * (the model's sparse features in order) or m->names; sharding types table_wise, row_wise,
+ * column_wise, table_row_wise, table_column_wise (shards: [row, column] offsets and sizes) and
+ * data_parallel (replicated on every rank). The shards of a table must tile its R_f rows x E
+ * columns, on ranks < N; they become column parts at the shards' column edges, each cut into
+ * row segments (any row blocks, even or not). Refused with REC_EINVAL / REC_EFORMAT naming the
+ * file, the JSON path, the table and the shard: an unknown table or sharding type, a table
+ * missing or placed twice, rows or columns in no shard or in two, a rank >= N, a
+ * data_parallel table on only some ranks. The plan's kind is REC_PLAN_TORCHREC. */
 rec_status rec_plan_load(rec_plan **out, const char *path, const rec_plan_model *m);
 rec_status rec_plan_parse(rec_plan **out, const char *text, size_t len, const char *origin, const rec_plan_model *m);
 

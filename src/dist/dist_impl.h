@@ -70,6 +70,9 @@ rec_status rec__plan_set_cols(rec_plan *p, int f, int n_parts);
 /* Checks a plan's structure (rows and owners in range, sorted, replicated only whole rows):
  * REC_EINVAL naming `origin` and the table and part. */
 rec_status rec__plan_check(const rec_plan *p, const char *origin);
+/* A TorchRec plan's JSON ({"table_plans": ...}, plan_torchrec.c) as a plan of kind TORCHREC. */
+struct cJSON;
+rec_status rec__plan_from_torchrec(rec_plan **out, const struct cJSON *root, const char *origin, const rec_plan_model *m);
 
 /* Floats of optimizer state a row of w columns keeps under opt. */
 static inline int rec__state_floats(rec_sparse_opt_kind opt, int w) {

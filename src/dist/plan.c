@@ -21,12 +21,13 @@
 
 #include "dist_impl.h"
 
-static const char *const KIND_NAMES[REC_PLAN_KINDS] = {"replicated", "table", "row", "column", "greedy", "oper"};
+static const char *const KIND_NAMES[REC_PLAN_TORCHREC + 1] = {"replicated", "table", "row", "column", "greedy", "oper",
+                                                                "torchrec"};
 
-const char *rec_plan_kind_name(rec_plan_kind k) { return (int)k >= 0 && (int)k < REC_PLAN_KINDS ? KIND_NAMES[k] : "?"; }
+const char *rec_plan_kind_name(rec_plan_kind k) { return (int)k >= 0 && (int)k <= REC_PLAN_TORCHREC ? KIND_NAMES[k] : "?"; }
 
 int rec_plan_kind_from_name(const char *name) {
-    for (int k = 0; k < REC_PLAN_KINDS; k++)
+    for (int k = 0; k <= REC_PLAN_TORCHREC; k++)
         if (strcmp(name, KIND_NAMES[k]) == 0) return k;
     return -1;
 }
@@ -670,6 +671,9 @@ static rec_status oper(rec_plan *p, const rec_plan_profile *prof, const rec_plan
 
 rec_status rec_plan_build(rec_plan **out, rec_plan_kind kind, const rec_plan_profile *prof, const rec_plan_hw *hw) {
     *out = NULL;
+    if (kind == REC_PLAN_TORCHREC)
+        return rec_errorf(REC_EINVAL, "plan torchrec: TorchRec's planner makes these (dev/torchrec_plan.py); load its "
+                          "plan with rec_plan_load (rectrain plan --score, train --plan-shards)");
     if ((int)kind < 0 || (int)kind >= REC_PLAN_KINDS) return rec_errorf(REC_EINVAL, "plan: unknown kind %d", (int)kind);
     rec_plan *p = NULL;
     REC_TRY(rec__plan_alloc(&p, kind, &prof->m));
@@ -685,6 +689,7 @@ rec_status rec_plan_build(rec_plan **out, rec_plan_kind kind, const rec_plan_pro
     case REC_PLAN_COLUMN: s = column_wise(p); break;
     case REC_PLAN_GREEDY: s = table_or_greedy(p, prof, hw, 1); break;
     case REC_PLAN_OPER: s = oper(p, prof, hw); break;
+    case REC_PLAN_TORCHREC: break; /* refused above */
     }
     if (!s) s = rec__plan_check(p, "plan");
     if (!s) s = rec_plan_predict(p, prof, hw);

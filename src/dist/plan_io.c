@@ -93,11 +93,14 @@ static rec_status get_pairs(const cJSON *arr, const char *origin, const char *pa
 }
 
 static rec_status parse(rec_plan **out, const cJSON *root, const char *origin, const rec_plan_model *m) {
-    if (!cJSON_IsObject(root)) return rec_errorf(REC_EFORMAT, "%s: $: expected a JSON object (a rectrain plan)", origin);
+    if (!cJSON_IsObject(root))
+        return rec_errorf(REC_EFORMAT, "%s: $: expected a JSON object (a rectrain plan, or TorchRec's {\"table_plans\": "
+                          "...})", origin);
+    if (cJSON_GetObjectItemCaseSensitive(root, "table_plans")) return rec__plan_from_torchrec(out, root, origin, m);
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "rectrain-plan") != 0)
         return rec_errorf(REC_EFORMAT, "%s: $.format: expected \"rectrain-plan\"; is this a plan written by `rectrain plan "
-                          "--out`?", origin);
+                          "--out`, or TorchRec's (with \"table_plans\")?", origin);
     int64_t v;
     REC_TRY(get_int(cJSON_GetObjectItemCaseSensitive(root, "version"), origin, "$.version", 1, 1, &v));
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");

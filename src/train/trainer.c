@@ -452,7 +452,16 @@ static rec_status setup_dist(job *j) {
                           "wide_deep model in one process", j->cfg.name);
     REC_TRY(rec_model_init_sharded(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads));
     rec_plan_model pm = {j->ranks, j->cfg.n_sparse, j->cfg.table_rows, j->cfg.emb_dim, j->cfg.sparse_opt.kind,
-                         j->cfg.batch_size, rec_model_n_dense_params(j->model)};
+                         j->cfg.batch_size, rec_model_n_dense_params(j->model), NULL};
+    /* a TorchRec plan may name the tables as the prep spec does (else t0..t{F-1}) */
+    const char *spec_path = o->spec_path ? o->spec_path : j->cfg.prep_spec[0] ? j->cfg.prep_spec : NULL;
+    rec_spec *spec = NULL;
+    const char **names = NULL;
+    if (o->plan_shards && spec_path && rec_spec_load(&spec, spec_path) == REC_OK && spec->n_sparse == pm.tables &&
+        (names = calloc((size_t)pm.tables, sizeof *names)) != NULL) {
+        for (int f = 0; f < pm.tables; f++) names[f] = spec->tables[rec_spec_sparse(spec, f)->table].name;
+        pm.names = names;
+    }
     rec_plan_hw hw;
     rec_plan_hw_default(&hw);
     char warn[512];
@@ -470,6 +479,8 @@ static rec_status setup_dist(job *j) {
         rec_dist_plan_path(j->ckpt, j->resumed.shard_id, saved, sizeof saved);
     const char *from = o->plan_shards ? o->plan_shards : saved[0] ? saved : NULL;
     if (!s && from) s = rec_plan_load(&j->splan, from, &pm);
+    free(names);
+    rec_spec_free(spec);
     if (!s && from) s = rec_plan_predict(j->splan, prof, &hw);
     else if (!s) s = rec_plan_build(&j->splan, o->shard_kind < 0 ? REC_PLAN_OPER : (rec_plan_kind)o->shard_kind, prof, &hw);
     rec_plan_profile_free(prof);
