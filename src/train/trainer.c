@@ -13,6 +13,7 @@
  * then keeps the step it ended at in the checkpoint.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1096,8 +1097,13 @@ static rec_status check_outputs(const rec_train_opts *o, const char *ckpt) {
     rec_guard_in(&g, "--workers", o->workers_file);
     rec_guard_in(&g, "--plan", o->plan_path);
     if (o->tune) rec_guard_out(&g, "--plan", o->plan_path); /* rewritten in place when retuned */
-    rec_guard_in(&g, "--offload-store", o->offload_store);
-    rec_guard_out(&g, "--offload-store", o->offload_store);
+    char store[PATH_MAX] = ""; /* auto offloading reads and writes its metric store */
+    if ((o->n_workers > 0 || o->workers_file) && o->offload_ratio < 0 && !o->offload_store)
+        rec_offload_store_default(store, sizeof store);
+    const char *st = o->offload_store ? o->offload_store : store;
+    const char *st_opt = o->offload_store ? "--offload-store" : "the default --offload-store";
+    rec_guard_in(&g, st_opt, st);
+    rec_guard_out(&g, st_opt, st);
     if (o->resume) rec_guard_in(&g, "--ckpt", ckpt);
     if (ckpt) rec_guard_dir(&g, "--ckpt", o->ckpt_dir, rec_ckpt_files);
     rec_guard_out(&g, "--loss-log", o->loss_log);
