@@ -299,6 +299,10 @@ static void test_shapes(void) {
           "an input that is the output's temp file: %s", out);
     CHECK(run("train --data std.rshard --steps 1 --plot R --tensorboard R --metrics R/run.jsonl") == 0,
           "charts and events in one folder pass: %s", out);
+    setenv("REC_OFFLOAD_STORE", path("store.json"), 1); /* auto offloading's store, by default */
+    CHECK(run("train --data raw.tsv --spec spec.json --workers @workers.txt --steps 1 --loss-log store.json") == 1 &&
+              strstr(out, "which is the default --offload-store"), "--loss-log over the default store: %s", out);
+    unsetenv("REC_OFFLOAD_STORE");
     CHECK(hash_file("std.rshard") == h, "a refused command changed std.rshard");
 }
 
