@@ -791,6 +791,38 @@ static void test_errors(void) {
         o.map_skips = 0;
     }
 
+    /* Two files, the second starting with a line longer than --max-line and the read buffer:
+     * opening every file up front must not count it twice, so the map holds its one position
+     * (line 5 of the set: after the first file's 5 rows). Found in review. */
+    {
+        char a[400], b2[400], cmd[2400];
+        snprintf(a, sizeof a, "%s/two_a.tsv", g_dir);
+        snprintf(b2, sizeof b2, "%s/two_b.tsv", g_dir);
+        snprintf(cmd, sizeof cmd, "head -n 5 %s > %s && { head -c 3145728 /dev/zero | tr '\\0' x; echo; "
+                 "sed -n 6,10p %s; } > %s", bad, a, bad, b2);
+        CHECK(system(cmd) == 0, "%s", cmd);
+        const char *two[2] = {a, b2};
+        rec_dataset_opts t = tsv_opts(a, g_std, NULL, 2);
+        t.paths = two;
+        t.n_paths = 2;
+        t.tsv.bad_rows = REC_BAD_ROWS_SKIP;
+        t.tsv.max_line = 1000;
+        t.tsv.max_bad_share = 0.5;
+        t.map_skips = 1;
+        const int64_t *pos = NULL;
+        int64_t n_pos = -1;
+        CHECK(rec_dataset_open(&d, &t) == REC_OK, "open two files: %s", rec_errmsg());
+        if (d) {
+            CHECK(rec_dataset_rows(d, &n) == REC_OK && n == 10, "two files: %lld rows (%s)", (long long)n, rec_errmsg());
+            CHECK(rec_dataset_bad(d)->count == 1, "two files: %lld dropped, want 1", (long long)rec_dataset_bad(d)->count);
+            CHECK(rec_dataset_skips(d, &pos, &n_pos) && n_pos == 1 && pos[0] == 5,
+                  "two files: the long line mapped at %lld (%lld mapped), want 5", (long long)(n_pos > 0 ? pos[0] : -1),
+                  (long long)n_pos);
+        }
+        rec_dataset_close(d);
+        d = NULL;
+    }
+
     /* Fail mode, the line going bad after the count (the file changed under the data set):
      * the batches before the bad chunk arrive, then rec_loader_next returns FILE:LINE, again
      * on the next call. */

@@ -343,6 +343,14 @@ static void test_torchrec(void) {
     TR_BAD("\"offsets\": [900, 0]", "\"offsets\": [900]", REC_EFORMAT,
            "$.table_plans.t0.shards[3].offsets: expected the shard's first row and column as two integers");
     TR_BAD("\"rank\": 2", "\"rank\": \"2\"", REC_EFORMAT, "$.table_plans.t0.shards[2].rank: expected an integer rank");
+    /* numbers no int or int64 holds: refused before any cast (found in review) */
+    TR_BAD("\"rank\": 2", "\"rank\": 1e10", REC_EFORMAT, "$.table_plans.t0.shards[2].rank: expected an integer rank");
+    TR_BAD("\"offsets\": [900, 0]", "\"offsets\": [1e19, 0]", REC_EFORMAT,
+           "$.table_plans.t0.shards[3].offsets: expected the shard's first row and column as two integers");
+    TR_BAD("\"offsets\": [900, 0], \"sizes\": [100, 8]", "\"offsets\": [4e15, 0], \"sizes\": [9e15, 8]", REC_EINVAL,
+           "$.table_plans.t0.shards[3]: table t0's shard 3 covers rows [4000000000000000, 13000000000000000)");
+    TR_BAD("\"ranks\": [0, 1, 2, 3], \"shards\": null", "\"ranks\": [0, 1, 2, 1e12], \"shards\": null", REC_EINVAL,
+           "$.table_plans.t2.ranks[3]: not a rank of this job's 4");
     TR_BAD(", \"t2\": {\"sharding_type\": \"data_parallel\", \"ranks\": [0, 1, 2, 3], \"shards\": null}", "", REC_EINVAL,
            "tr.json: $.table_plans: no plan for table t2 of the model's 3");
     TR_BAD("{\"table_plans\": {", "{\"table_plans\": [{", REC_EFORMAT, "not valid JSON");

@@ -75,7 +75,11 @@ static int start_via(child *c, const char *what, char *const *via, int n_via, ch
         if (getppid() != parent) _exit(127); /* the cluster ended before prctl */
         if (dup2(fd[1], STDERR_FILENO) < 0) _exit(127);
         if (!keep_out && !freopen("/dev/null", "w", stdout)) _exit(127);
-        if (!n_via) execv(self, argv);
+        if (!n_via) {
+            execv(self, argv);
+            fprintf(stderr, "rectrain cluster: cannot run %s: %s\n", self, strerror(errno));
+            _exit(127);
+        }
         char *av[96];
         int k = 0;
         for (int i = 0; i < n_via && k < 90; i++) av[k++] = via[i];

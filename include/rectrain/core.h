@@ -117,8 +117,8 @@ rec_status rec_mkdir_p(const char *dir, const char *what);
  * refused too. An option that names a file both read and written (train --resume's
  * checkpoint, --tune's --plan) updates it in place on purpose and is not compared with itself.
  * NULL, empty and "-" (stdout) paths are skipped. The guard holds pointers: the strings must
- * outlive rec_guard_check. A zeroed rec_guard is empty. */
-enum { REC_GUARD_MAX = 256 };
+ * outlive rec_guard_check. A zeroed rec_guard is empty; rec_guard_check frees what adding
+ * allocated and leaves it empty again, so a command adds every path, then checks once. */
 enum { REC_GUARD_IN, REC_GUARD_OUT, REC_GUARD_DIR, REC_GUARD_TREE };
 typedef struct rec_guard_entry {
     int kind;                 /* REC_GUARD_* */
@@ -126,8 +126,8 @@ typedef struct rec_guard_entry {
     const char *const *names; /* REC_GUARD_DIR: the files written in the folder, NULL-ended */
 } rec_guard_entry;
 typedef struct rec_guard {
-    rec_guard_entry e[REC_GUARD_MAX];
-    int n, overflow;
+    rec_guard_entry *e;       /* (n) grown as paths are added; freed by rec_guard_check */
+    int n, cap, no_memory;
 } rec_guard;
 void rec_guard_in(rec_guard *g, const char *opt, const char *path);
 void rec_guard_ins(rec_guard *g, const char *opt, const char *const *paths, int n);
@@ -138,8 +138,9 @@ void rec_guard_out(rec_guard *g, const char *opt, const char *path);
  * (written as DIR.tmp, then renamed: exports), so nothing under it may be an input. */
 void rec_guard_dir(rec_guard *g, const char *opt, const char *dir, const char *const *names);
 /* REC_EINVAL naming both options, both paths and the file at stake, and what to do, when an
- * output would write over an input or over another output; REC_OK otherwise. */
-rec_status rec_guard_check(const rec_guard *g);
+ * output would write over an input or over another output; REC_ENOMEM when a path could not be
+ * kept; REC_OK otherwise. Frees the guard's list either way. */
+rec_status rec_guard_check(rec_guard *g);
 
 /* A file that appears whole or not at all (shards, checkpoints, generated data): written as
  * PATH.tmp, then committed — fsync, rename over PATH, fsync of the directory — so that a

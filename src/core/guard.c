@@ -10,9 +10,15 @@
 
 static void add(rec_guard *g, int kind, const char *opt, const char *path, const char *const *names) {
     if (!path || !path[0] || !strcmp(path, "-")) return; /* not given, or stdout */
-    if (g->n == REC_GUARD_MAX) {
-        g->overflow = 1; /* refused at check: a guard that silently skipped a path would be no guard */
-        return;
+    if (g->n == g->cap) {
+        const int cap = g->cap ? 2 * g->cap : 32;
+        rec_guard_entry *e = realloc(g->e, sizeof *e * (size_t)cap);
+        if (!e) {
+            g->no_memory = 1; /* refused at check: a guard that silently skipped a path would be no guard */
+            return;
+        }
+        g->e = e;
+        g->cap = cap;
     }
     g->e[g->n++] = (rec_guard_entry){kind, opt, path, names};
 }
@@ -84,12 +90,13 @@ static void canonical(const char *path, char *buf, size_t cap) {
 }
 
 /* Whether a and b are one file: the same device and inode when both exist (a hard link, a
- * symbolic link, ./x and ../d/x all compare equal), else the same canonical path. */
+ * symbolic link, ./x and ../d/x all compare equal), else the same canonical path (a file to be
+ * made may be one that exists, through a folder to be made and ..). */
 static int same_file(const char *a, const char *b) {
     struct stat sa, sb;
     const int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
     if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    if (ea != eb) return 0;
+    /* one or both to be made: newdir/../x is x once newdir exists */
     char ca[2 * PATH_MAX], cb[2 * PATH_MAX];
     canonical(a, ca, sizeof ca);
     canonical(b, cb, sizeof cb);
@@ -170,10 +177,10 @@ static int collide(const rec_guard_entry *a, const rec_guard_entry *b, char *wha
     return 0;
 }
 
-rec_status rec_guard_check(const rec_guard *g) {
-    if (g->overflow)
-        return rec_errorf(REC_EINVAL, "more than %d files given to one command; give fewer (a glob for --data can "
-                          "be narrowed)", REC_GUARD_MAX);
+static rec_status check(const rec_guard *g) {
+    if (g->no_memory)
+        return rec_errorf(REC_ENOMEM, "out of memory listing the %d files of this command to check that none it "
+                          "writes is one it reads", g->n + 1);
     char what[4 * PATH_MAX];
     /* Inputs first: an output over an input is named as such even where it is also over
      * another output. An option that names a file both read and written updates it in place
@@ -199,4 +206,11 @@ rec_status rec_guard_check(const rec_guard *g) {
         }
     }
     return REC_OK;
+}
+
+rec_status rec_guard_check(rec_guard *g) {
+    const rec_status s = check(g);
+    free(g->e);
+    *g = (rec_guard){0};
+    return s;
 }

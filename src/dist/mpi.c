@@ -73,9 +73,9 @@ typedef struct binding {
 static void my_binding(binding *b) {
     memset(b, 0, sizeof *b);
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (!f || !fgets(b->boot, sizeof b->boot, f)) snprintf(b->boot, sizeof b->boot, "unknown");
-    if (f) fclose(f);
     gethostname(b->host, sizeof b->host - 1);
+    if (!f || !fgets(b->boot, sizeof b->boot, f)) snprintf(b->boot, sizeof b->boot, "host %.30s", b->host);
+    if (f) fclose(f);
     b->cpus = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -114,7 +114,8 @@ rec_status rec_dist_check_binding(int threads, char *warn, size_t cap) {
             ranks++;
         }
         for (int c = 0; c < 1024; c++) used += (u[c / 8] >> (c % 8)) & 1;
-        const int need = ranks * threads < all[r].cpus ? ranks * threads : all[r].cpus;
+        int need = ranks * threads < all[r].cpus ? ranks * threads : all[r].cpus;
+        if (need > 1024) need = 1024; /* the CPUs a mask holds */
         if (used < need)
             snprintf(warn, cap, "ranks %s share machine %s (%d CPUs), and their CPU binding leaves them %d CPU%s for "
                      "%d thread%s, so they take turns (mpirun binds each host's ranks to its first cores; \"hosts\" "

@@ -10,6 +10,7 @@
  * on only some ranks (rectrain replicates on every rank), shards that leave a row or column
  * of the table uncovered or cover one twice, a rank outside the job, and a table width other
  * than the model's embedding dim. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,9 +49,11 @@ static int table_index(const char *key, const rec_plan_model *m) {
 
 /* An integer pair [row, column] at JSON path `at` (ranges are checked by the caller). */
 static rec_status get_pair(const cJSON *o, const char *origin, const char *at, const char *what, int64_t *a, int64_t *b) {
+    /* integers of at most 2^53 (exact as doubles: no cast out of range) */
     if (!cJSON_IsArray(o) || cJSON_GetArraySize(o) != 2 || !cJSON_IsNumber(o->child) || !cJSON_IsNumber(o->child->next) ||
-        o->child->valuedouble != (double)(int64_t)o->child->valuedouble ||
-        o->child->next->valuedouble != (double)(int64_t)o->child->next->valuedouble)
+        !(fabs(o->child->valuedouble) <= 9007199254740992.0) || !(fabs(o->child->next->valuedouble) <= 9007199254740992.0) ||
+        o->child->valuedouble != floor(o->child->valuedouble) ||
+        o->child->next->valuedouble != floor(o->child->next->valuedouble))
         return rec_errorf(REC_EFORMAT, "%s: %s: expected %s as two integers [row, column]", origin, at, what);
     *a = (int64_t)o->child->valuedouble;
     *b = (int64_t)o->child->next->valuedouble;
@@ -89,7 +92,7 @@ static rec_status table_shards(rec_plan *p, int f, const cJSON *tp, const char *
             break;
         }
         const cJSON *rk = cJSON_GetObjectItemCaseSensitive(e, "rank");
-        if (!cJSON_IsNumber(rk) || rk->valuedouble != (double)(int)rk->valuedouble) {
+        if (!cJSON_IsNumber(rk) || !(fabs(rk->valuedouble) < 1e9) || rk->valuedouble != floor(rk->valuedouble)) {
             s = rec_errorf(REC_EFORMAT, "%s: %s.rank: expected an integer rank", origin, sat);
             break;
         }
@@ -109,7 +112,7 @@ static rec_status table_shards(rec_plan *p, int f, const cJSON *tp, const char *
         if ((s = get_pair(cJSON_GetObjectItemCaseSensitive(e, "sizes"), origin, fat, "the shard's rows and columns", &nr,
                           &nc)))
             break;
-        if (r0 < 0 || c0 < 0 || nr < 0 || nc < 0 || r0 + nr > R || c0 + nc > E) {
+        if (r0 < 0 || c0 < 0 || nr < 0 || nc < 0 || r0 > R || nr > R - r0 || c0 > E || nc > E - c0) {
             s = rec_errorf(REC_EINVAL, "%s: %s: table %s's shard %d covers rows [%lld, %lld) and columns [%lld, %lld); the "
                            "table has %lld rows and the model's embedding dim is %d%s", origin, sat, key, i,
                            (long long)r0, (long long)(r0 + nr), (long long)c0, (long long)(c0 + nc), (long long)R, E,
@@ -231,8 +234,8 @@ rec_status rec__plan_from_torchrec(rec_plan **out, const cJSON *root, const char
                 break;
             }
             for (const cJSON *r = cJSON_IsArray(rk) ? rk->child : NULL; r; r = r->next) {
-                const int v = cJSON_IsNumber(r) ? (int)r->valuedouble : -1;
-                if (v < 0 || v >= p->N || r->valuedouble != (double)v) bad = bad < 0 ? n_rk : bad;
+                const int v = cJSON_IsNumber(r) && r->valuedouble >= 0 && r->valuedouble < p->N ? (int)r->valuedouble : -1;
+                if (v < 0 || r->valuedouble != (double)v) bad = bad < 0 ? n_rk : bad;
                 else n_rk += !on[v]++;
             }
             free(on);

@@ -288,7 +288,9 @@ rec_status rec_tsv_open_list(rec_tsv **out, const char *const *paths, int n_path
     /* Every file is opened (and its format resolved) now, so that a missing or odd one fails
      * before any work, not hours into the pass that reaches it; then reading starts. */
     for (int k = 0; k < n_paths && !s; k++) s = open_file(r, k);
-    if (!s && n_paths > 1) s = open_file(r, 0);
+    /* reading starts again at the first file: what opening the others dropped (an over-long
+     * first line) is dropped again, and counted then, when the reader reaches it */
+    if (!s && n_paths > 1) memset(&r->bad, 0, sizeof r->bad), s = open_file(r, 0);
     if (s) {
         rec_tsv_close(r);
         return s;

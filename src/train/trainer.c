@@ -466,13 +466,15 @@ static rec_status setup_dist(job *j) {
     rec_plan_hw hw;
     rec_plan_hw_default(&hw);
     char warn[512];
-    REC_TRY(rec_dist_check_binding(j->threads, warn, sizeof warn));
-    if (warn[0] && o->log) fprintf(o->log, "train: warning: %s\n", warn);
-    REC_TRY(rec_dist_measure(j->cfg.emb_dim, &hw.bw_p2p, &hw.bw_ar));
+    rec_status s = rec_dist_check_binding(j->threads, warn, sizeof warn);
+    if (!s && warn[0] && o->log) fprintf(o->log, "train: warning: %s\n", warn);
+    if (!s) s = rec_dist_measure(j->cfg.emb_dim, &hw.bw_p2p, &hw.bw_ar);
     rec_plan_profile *prof = NULL;
-    REC_TRY(rec_plan_profile_init(&prof, &pm));
+    rec_plan_model pm_prof = pm; /* the profile keeps its model: not the names, freed below */
+    pm_prof.names = NULL;
+    if (!s) s = rec_plan_profile_init(&prof, &pm_prof);
     enum { PROFILE_BATCHES = 16 };
-    rec_status s = rec_plan_profile_data(prof, j->train, j->train_rows, PROFILE_BATCHES, j->cfg.seed);
+    if (!s) s = rec_plan_profile_data(prof, j->train, j->train_rows, PROFILE_BATCHES, j->cfg.seed);
     /* resuming a save by as many ranks, without another plan asked for: its plan, so that each
      * rank's rows are its own file's */
     char saved[1200] = "";
