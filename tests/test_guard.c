@@ -286,6 +286,8 @@ static void test_shapes(void) {
           "--plot DIR holding the data: %s", out);
     CHECK(run("train --data PL/loss.png --steps 1 --npy PL") == 1 && strstr(out, "--npy PL would write PL"),
           "--npy DIR holding the data: %s", out);
+    CHECK(run("train --data PL/loss.png --steps 1 --plot PL/nd/..") == 1 && strstr(out, "which is --data PL/loss.png"),
+          "--plot through a folder to be made, then ..: %s", out);
     CHECK(run("train --data std.rshard --steps 1 --metrics x.jsonl --loss-log ./x.jsonl") == 1 &&
               strstr(out, "would both write"), "--metrics = --loss-log: %s", out);
     CHECK(run("train --data std.rshard --steps 1 --plot Q --loss-log Q/eval.png") == 1 && strstr(out, "would both write"),
