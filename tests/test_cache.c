@@ -993,7 +993,7 @@ static void test_cluster_stop(void) {
 static void test_service_stop(void) {
     pid_t pid = spawn("oracle --data syn/train.rshard --cache-rows 4000000 --batch 4096 --epochs 100 --listen "
                       "tcp://127.0.0.1:%d >os.out 2>&1", port + 120);
-    for (int i = 0; i < 3000 && !catches(pid, SIGINT); i++) usleep(1000);
+    for (int i = 0; i < 30000 && !catches(pid, SIGINT); i++) usleep(1000); /* up to 30 s: ASan under load */
     const double t0 = rec_now();
     kill(pid, SIGINT);
     int st = 0;
@@ -1006,7 +1006,7 @@ static void test_service_stop(void) {
           "the oracle stops during its choice: status 0x%x after %.2f s: %s", st, took, out);
     pid = spawn("train --oracle-cacher tcp://127.0.0.1:%d --embservers tcp://127.0.0.1:%d --peer-timeout 30 >ts.out 2>&1",
                 port + 121, port + 122);
-    for (int i = 0; i < 3000 && !catches(pid, SIGINT); i++) usleep(1000);
+    for (int i = 0; i < 30000 && !catches(pid, SIGINT); i++) usleep(1000); /* up to 30 s: ASan under load */
     usleep(200000); /* in its wait for the oracle */
     const double t1 = rec_now();
     kill(pid, SIGINT);
