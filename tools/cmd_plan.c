@@ -271,7 +271,7 @@ static rec_status run(const plan_args *a) {
     if (!s && a->spec) s = rec_spec_load(&spec, a->spec);
     if (!s && spec && spec->n_sparse == m.tables) {
         names = calloc((size_t)m.tables + 1, sizeof *names);
-        for (int f = 0; names && f < m.tables; f++) names[f] = spec->tables[rec_spec_sparse(spec, f)->table].name;
+        for (int f = 0; names && f < m.tables; f++) names[f] = rec_spec_table_name(spec, f);
         m.names = names;
     }
     for (int i = 0; i < a->n_ranks && !s && (a->simulate || a->score); i++) s = simulate_one(a, d, rows, &m, a->ranks[i]);

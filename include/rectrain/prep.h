@@ -147,6 +147,8 @@ void rec_spec_free(rec_spec *s);
 const rec_feature *rec_spec_sparse(const rec_spec *s, int32_t f);
 /* Rows of the table that Batch sparse feature f feeds (after vocabularies are bound). */
 int64_t rec_spec_table_rows(const rec_spec *s, int32_t f);
+/* The name of that table (the spec's string, valid while the spec lives). */
+const char *rec_spec_table_name(const rec_spec *s, int32_t f);
 /* What each vocabulary slot counts, as a 64-bit signature: the raw columns and every op (with
  * its parameters) on the way to its categorify op, and that op's min_count. Two specs whose
  * slot k has the same signature build the same vocabulary from the same data; feature and

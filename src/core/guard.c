@@ -1,5 +1,4 @@
 /* The output guard: no command writes a file it reads (core.h, DESIGN.md "CLI contract"). */
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -662,6 +662,11 @@ const rec_feature *rec_spec_sparse(const rec_spec *s, int32_t f) {
     return NULL;
 }
 
+const char *rec_spec_table_name(const rec_spec *s, int32_t f) {
+    const rec_feature *ft = rec_spec_sparse(s, f);
+    return ft && ft->table >= 0 && ft->table < s->n_tables ? s->tables[ft->table].name : NULL;
+}
+
 int64_t rec_spec_table_rows(const rec_spec *s, int32_t f) {
     const rec_feature *ft = rec_spec_sparse(s, f);
     if (!ft || ft->table < 0 || ft->table >= s->n_tables) return -1;

@@ -460,7 +460,7 @@ static rec_status setup_dist(job *j) {
     const char **names = NULL;
     if (o->plan_shards && spec_path && rec_spec_load(&spec, spec_path) == REC_OK && spec->n_sparse == pm.tables &&
         (names = calloc((size_t)pm.tables, sizeof *names)) != NULL) {
-        for (int f = 0; f < pm.tables; f++) names[f] = spec->tables[rec_spec_sparse(spec, f)->table].name;
+        for (int f = 0; f < pm.tables; f++) names[f] = rec_spec_table_name(spec, f);
         pm.names = names;
     }
     rec_plan_hw hw;
@@ -1080,12 +1080,15 @@ static rec_status run(job *j) {
     return REC_OK;
 }
 
+/* The metrics --plot DIR draws from, in DIR, when --metrics does not name a file. */
+#define PLOT_METRICS "metrics.jsonl"
+
 /* No file the job writes may be one it reads (the output guard, core.h): every input and
  * output option, the checkpoint `ckpt` (read too with --resume), the files --plot and
  * --tensorboard write in their folders, the --npy folder replaced whole, and the prep spec a
  * --config names when it is the one TSV data is read with. */
 static rec_status check_outputs(const rec_train_opts *o, const char *ckpt) {
-    const char *plot_files[8] = {"metrics.jsonl"}; /* where the charts' metrics go without --metrics */
+    const char *plot_files[8] = {PLOT_METRICS}; /* where the charts' metrics go without --metrics */
     for (int k = 0; rec_plot_files[k]; k++) plot_files[k + 1] = rec_plot_files[k];
     static const char *const tb_files[] = {"events.out.tfevents.*", NULL};
     rec_guard g = {0};
@@ -1213,7 +1216,7 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     if (o->npy_dir) REC_TRY(rec_export_check(o->npy_dir, o->overwrite || o->resume));
     if (o->plot_dir) REC_TRY(rec_mkdir_p(o->plot_dir, "--plot directory"));
     if (o->metrics_path) snprintf(j.metrics_path, sizeof j.metrics_path, "%s", o->metrics_path);
-    else if (o->plot_dir) snprintf(j.metrics_path, sizeof j.metrics_path, "%s/metrics.jsonl", o->plot_dir);
+    else if (o->plot_dir) snprintf(j.metrics_path, sizeof j.metrics_path, "%s/" PLOT_METRICS, o->plot_dir);
     if (j.metrics_path[0] || o->tensorboard_dir)
         REC_TRY(rec_scalars_open(&j.scalars, j.metrics_path[0] ? j.metrics_path : NULL, o->tensorboard_dir, o->resume));
     if (o->tensorboard_dir && o->log) fprintf(o->log, "train: TensorBoard events in %s\n", rec_scalars_tb_path(j.scalars));
