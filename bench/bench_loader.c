@@ -17,13 +17,15 @@
 #include "rectrain/train.h"
 
 static const char USAGE[] =
-    "usage: rectrain bench loader --data FILE [--batch B] [--reps R] [--seed S] [--json]\n"
+    "usage: rectrain bench loader --data FILE [--batch B] [--reps R] [--seed S] [--threads T] [--json]\n"
     "\n"
     "Drains every batch of FILE (.rshard) through the training loader, in file order and\n"
     "shuffled (blocks of " CLI_STR(REC_SHUFFLE_BLOCK_ROWS) " rows, " CLI_STR(REC_SHUFFLE_BUFFER_BLOCKS) " per buffer: what rectrain train\n"
     "reads by default), alternating, R times each (default 3; the median is reported), batches\n"
     "of B rows (default 2048). Prints rows/s and MB/s of both orders, their ratio, and the\n"
-    "measured copy bandwidth.\n";
+    "measured copy bandwidth. --threads T: the loader's threads (default 1, as training on\n"
+    "the CPUs; train --device cuda gives it all of them): groups' checksums and the shuffled\n"
+    "gather on T threads.\n";
 
 /* Seconds to drain rows [0, n) of d in batches of `batch`, in the order `sh` (NULL: file
  * order); *bytes gets the bytes of the batches delivered (labels, dense values, offsets, ids). */
@@ -48,7 +50,7 @@ static rec_status drain(rec_dataset *d, int64_t n, int64_t batch, const rec_shuf
 int bench_loader(int argc, char **argv) {
     const char *cmd = "bench loader", *path = NULL;
     int64_t batch = 2048, seed = 1;
-    int reps = 3, json = 0;
+    int reps = 3, json = 0, threads = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
@@ -57,13 +59,14 @@ int bench_loader(int argc, char **argv) {
         else if (!strcmp(a, "--batch")) rc = cli_i64(cmd, argc, argv, &i, 1, 1 << 20, &batch);
         else if (!strcmp(a, "--reps")) rc = cli_int(cmd, argc, argv, &i, 1, 100, &reps);
         else if (!strcmp(a, "--seed")) rc = cli_i64(cmd, argc, argv, &i, 0, INT64_MAX, &seed);
+        else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 256, &threads);
         else if (!strcmp(a, "--json")) json = 1;
         else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
     if (!path) return cli_usage(cmd, "--data FILE is required (a .rshard, e.g. from rectrain prep)");
     rec_dataset *d = NULL;
-    rec_dataset_opts o = {.path = path, .prep_threads = 1};
+    rec_dataset_opts o = {.path = path, .prep_threads = threads};
     o.tsv.has_label = -1;
     rec_status s = rec_dataset_open(&d, &o);
     int64_t n = 0;

@@ -449,6 +449,19 @@ static void test_shuffled_order(void) {
           "a shuffled range [700, N) holds its rows once");
     rec_dataset_close(d);
 
+    /* The gather on 4 threads (features in parallel, for runs of 1024 rows or more: blocks of
+     * 1000, batches of 1500) delivers the rows, in the order 1 thread does. */
+    const rec_shuffle wide = {.seed = 3, .epoch = 0, .block_rows = 1000, .buffer_blocks = 3};
+    for (int threads = 1; threads <= 4; threads += 3) {
+        o = (rec_dataset_opts){.path = g_shard, .prep_threads = threads};
+        d = NULL;
+        CHECK(rec_dataset_open(&d, &o) == REC_OK, "open shard, %d threads: %s", threads, rec_errmsg());
+        if (d) CHECK(drain_order("shard gather", d, 0, ROWS, 1500, 2, &wide, 0, threads == 1 ? c : b) == ROWS,
+                     "shuffled, %d loader threads: every row", threads);
+        rec_dataset_close(d);
+    }
+    CHECK(is_permutation(b, ROWS, 0) && !memcmp(c, b, sizeof b), "4 loader threads gather the order of 1");
+
     /* A list of three shards cut at rows 1234 and 3050 (blocks of 100 straddle both cuts) is
      * the one shard: the same file order and the same shuffled order. */
     rec_dataset *parts = NULL;

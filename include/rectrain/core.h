@@ -226,6 +226,9 @@ double rec_median(double *v, int n);
  * rec_crc32(rec_crc32(0, a, n), b, m) == CRC of a followed by b. A thin wrapper over
  * zlib's crc32_z (hardware-accelerated where zlib is). */
 uint32_t rec_crc32(uint32_t crc, const void *p, size_t n);
+/* The same on up to `threads` OpenMP threads: pieces of 1 MiB or more, each summed alone and
+ * combined (zlib's crc32_combine). The shard loader's check of a group on a GPU's host. */
+uint32_t rec_crc32_threads(uint32_t crc, const void *p, size_t n, int threads);
 /* CRC-32C (Castagnoli; TFRecord framing), chained alike: crc 0 to start. */
 uint32_t rec_crc32c(uint32_t crc, const void *p, size_t n);
 /* 64-bit FNV-1a, chainable alike: start with REC_FNV_SEED. For keys (job and metric-store

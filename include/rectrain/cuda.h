@@ -23,8 +23,9 @@
  *             distinct row one warp sums its entries' gradients in float64 (the bag's output
  *             gradient × weight, / L for MEAN) and applies SGD, Adagrad or row-wise Adagrad
  *             to the row: one read and one write per touched row. Rows with more than
- *             REC_CUDA_LONG_RUN entries (the hot rows of small tables) are summed by a whole
- *             block instead. No host sync.
+ *             REC_CUDA_LONG_RUN entries (the hot rows of small tables) are summed in pieces
+ *             of REC_CUDA_CHUNK entries, a warp each, whose float64 partial sums one warp per
+ *             row then adds in order (deterministic). No host sync.
  *
  * Tuning (RecFlex §IV-A, both stages): for each occupancy setting, round r gives table f its
  * candidate (r + f) mod N_f (all co-executed in the fused kernel; a Latin rotation, so every
@@ -58,7 +59,8 @@ extern "C" {
 enum {
     REC_CUDA_MAX_DIM = 256,
     REC_CUDA_BLOCK = 256,     /* threads per block of the fused forward */
-    REC_CUDA_LONG_RUN = 256,  /* entries above which one row's gradient is summed by a block */
+    REC_CUDA_LONG_RUN = 256,  /* entries above which one row's gradient is summed in pieces */
+    REC_CUDA_CHUNK = 128,     /* entries of such a piece, one warp each */
     REC_CUDA_N_SCHED = 18,    /* T in {1,2,...,256} x {v4, v1} */
     REC_CUDA_N_OCC = 4        /* occupancy settings the tuner tries: m, m/2, m/4, 1 (deduplicated), m the
                                * most blocks of 256 threads an SM holds with this kernel */

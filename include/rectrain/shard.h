@@ -78,6 +78,9 @@ int64_t rec_shard_groups(const rec_shard *s);
  * and cap >= n; each of its features takes the id width the shard stores (rec_ids_wide).
  * Verifies the checksum of every group it touches the first time. */
 rec_status rec_shard_read(rec_shard *s, int64_t row0, int64_t n, rec_batch *b);
+/* Checks a group's checksum on up to `threads` threads (default 1): the loader of a GPU's
+ * training, whose host CPUs are otherwise free, reads groups faster than one thread sums them. */
+void rec_shard_set_threads(rec_shard *s, int threads);
 /* Checks every group's checksum now. */
 rec_status rec_shard_verify(rec_shard *s);
 /* The vocabularies stored in the shard (n = 0 when none). Owned by the shard. */

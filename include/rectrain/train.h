@@ -76,7 +76,8 @@ typedef struct rec_dataset_opts {
     const char *spec_path;   /* TSV only: the prep spec (categorify specs need vocab_from) */
     const char *vocab_from;  /* TSV only: .rshard whose vocabularies the spec uses, or NULL */
     rec_tsv_opts tsv;        /* TSV only: has_label -1 detects; bad_rows */
-    int prep_threads;        /* TSV only: threads of the prep engine (>= 1) */
+    int prep_threads;        /* the loader's threads (>= 1): the TSV prep engine's, and a shuffled
+                              * order's gather of each window's rows (features in parallel) */
     /* TSV in SKIP mode: record where every dropped row was among the input's lines
      * (rec_dataset_skips), 8 bytes per dropped row, for a caller that keeps one output line
      * per input line (predict). Without it only the count and the first locations are kept. */

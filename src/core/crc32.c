@@ -19,6 +19,23 @@ uint32_t rec_crc32(uint32_t crc, const void *p, size_t n) {
     return (uint32_t)crc32_z((uLong)crc, (const Bytef *)p, (z_size_t)n);
 }
 
+uint32_t rec_crc32_threads(uint32_t crc, const void *p, size_t n, int threads) {
+    enum { PIECE_MIN = 1 << 20, PIECES_MAX = 256 };
+    size_t pieces = n / PIECE_MIN;
+    if (threads < 2 || pieces < 2) return rec_crc32(crc, p, n);
+    if (pieces > (size_t)threads) pieces = (size_t)threads;
+    if (pieces > PIECES_MAX) pieces = PIECES_MAX;
+    uint32_t part[PIECES_MAX];
+    const size_t len = n / pieces;
+#pragma omp parallel for num_threads((int)pieces) schedule(static, 1)
+    for (size_t i = 0; i < pieces; i++) {
+        const size_t a = i * len, e = i + 1 == pieces ? n : a + len;
+        part[i] = rec_crc32(0, (const unsigned char *)p + a, e - a);
+    }
+    for (size_t i = 0; i < pieces; i++) crc = (uint32_t)crc32_combine(crc, part[i], (z_off_t)(i + 1 == pieces ? n - i * len : len));
+    return crc;
+}
+
 uint32_t rec_crc32c(uint32_t crc, const void *p, size_t n) {
     const unsigned char *b = p;
     uint64_t c = ~crc;

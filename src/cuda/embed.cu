@@ -21,6 +21,7 @@ struct fwd_params {
     const int32_t *off, *ids;
     const float *w;
     float *out;
+    __nv_bfloat16 *out16;       // instead of out where not NULL
     unsigned long long *prof;
 };
 
@@ -98,7 +99,8 @@ __device__ __forceinline__ void pool_bags(const fwd_params &p, const tab_arg &t,
             }
             if (live && s == 0 && c < Cv) {
                 if (p.mean && end > beg) scale(acc, 1.0f / (float)(end - beg));
-                reinterpret_cast<vec *>(p.out + (size_t)b * p.W + t.col)[c] = acc;
+                if (p.out16) store_bf16(p.out16 + (size_t)b * p.W + t.col + (size_t)c * V, acc);
+                else reinterpret_cast<vec *>(p.out + (size_t)b * p.W + t.col)[c] = acc;
             }
         }
     }
@@ -158,11 +160,14 @@ struct bwd_params {
     int F, B, W, mean;
     const int32_t *off, *ids;
     const float *w, *dout;
+    const __nv_bfloat16 *dout16;  // instead of dout where not NULL
     uint32_t *keys;
     int32_t *vals, *tag;
     const uint32_t *keys_sorted;
     const int32_t *vals_sorted, *starts, *counters;
-    int32_t *long_list, *nlong;
+    int32_t *long_list, *nlong, *chunk_first, *nchunks;
+    double *partial;  // (chunks, pw) the long runs' partial sums
+    int pw;
     int64_t n;
     rec_sparse_opt_config opt;
     float lr;
@@ -234,26 +239,52 @@ __device__ __forceinline__ dvec4 shfl_down(const dvec4 &a, int o, int width) {
 }
 __device__ __forceinline__ double shfl_down(double a, int o, int width) { return __shfl_down_sync(0xffffffffu, a, o, width); }
 
-// Sums the gradient of one run's entries [a, e) taken from position a + first, every `step`-th
-// (a warp: first = s, step = S; a block's warp w: first = w * S + s, step = 8 * S), into
-// acc[i] for chunk c0 + i * Cg; then the warp's S id-lanes meet (lanes s == 0 hold the sums).
+// Sums the gradients of entries [a, e) of the sorted batch (all of one row of table t) into
+// acc, by one warp: the lanes first read 32 entries at a time (each entry's bag and scale, a
+// chain of dependent loads done once per entry and in parallel), then the warp's S id-lanes
+// (s = lane / Cg) take every S-th of them, lane % Cg the 16- or 4-byte chunk, so that the row
+// loads of consecutive entries are independent and in flight together; the id-lanes meet at
+// the end (lanes < Cg hold the sums of chunks c0 + i * Cg).
 template <int V, int NC>
-__device__ __forceinline__ void run_grad(const bwd_params &p, const tab_arg &t, int a, int e, int first, int step,
-                                         int c0, int Cg, int Cv, typename acc_t<V>::type *acc) {
+__device__ __forceinline__ void run_grad(const bwd_params &p, const tab_arg &t, int a, int e, int Cg, int Cv,
+                                         typename acc_t<V>::type *acc) {
     typedef typename vec_t<V>::type vec;
+    const int lane = threadIdx.x & 31, S = 32 / Cg, s = lane / Cg, c0 = lane % Cg;
 #pragma unroll
     for (int i = 0; i < NC; i++) acc[i] = acc_t<V>::zero();
-    for (int j = a + first; j < e; j += step) {
-        const int k = p.vals_sorted[j], tg = p.tag[k], f = tg / p.B, b = tg - f * p.B;
-        float sc = p.w ? p.w[k] : 1.0f;
-        if (p.mean) {
-            const int32_t *o = p.off + (size_t)f * (p.B + 1);
-            sc /= (float)(o[b + 1] - o[b]);
+    for (int j0 = a; j0 < e; j0 += 32) {
+        int b = 0;
+        float sc = 0;
+        if (j0 + lane < e) {
+            const int k = p.vals_sorted[j0 + lane], tg = p.tag[k], f = tg / p.B;
+            b = tg - f * p.B;
+            sc = p.w ? p.w[k] : 1.0f;
+            if (p.mean) {
+                const int32_t *o = p.off + (size_t)f * (p.B + 1);
+                sc /= (float)(o[b + 1] - o[b]);
+            }
         }
-        const vec *g = reinterpret_cast<const vec *>(p.dout + (size_t)b * p.W + t.col);
+        const int m = e - j0;
+#pragma unroll 4
+        for (int q = s; q < 32; q += S) {  // 32 / S turns on every lane: the shuffles see the whole warp
+            const int bq = __shfl_sync(0xffffffffu, b, q);
+            const float sq = __shfl_sync(0xffffffffu, sc, q);
+            if (q < m && p.dout16) {
+                const __nv_bfloat16 *g = p.dout16 + (size_t)bq * p.W + t.col;
 #pragma unroll
-        for (int i = 0; i < NC; i++)
-            if (c0 + i * Cg < Cv) axpy(acc[i], sc, g[c0 + i * Cg]);
+                for (int i = 0; i < NC; i++)
+                    if (c0 + i * Cg < Cv) {
+                        vec x;
+                        load_bf16(g + (size_t)(c0 + i * Cg) * V, x);
+                        axpy(acc[i], sq, x);
+                    }
+            } else if (q < m) {
+                const vec *g = reinterpret_cast<const vec *>(p.dout + (size_t)bq * p.W + t.col);
+#pragma unroll
+                for (int i = 0; i < NC; i++)
+                    if (c0 + i * Cg < Cv) axpy(acc[i], sq, g[c0 + i * Cg]);
+            }
+        }
     }
 #pragma unroll
     for (int i = 0; i < NC; i++)
@@ -316,80 +347,119 @@ __device__ __forceinline__ int table_of(const bwd_params &p, uint32_t key) {
     return lo;
 }
 
-// The summed gradient of run [a, e) (one distinct row) and its update, by `nw` warps: one warp
-// alone (nw 1, threads 0..31 of it) or a whole block of 8 (the partial sums of the warps meet
-// in shared memory `red`, and warp 0 updates the row).
-template <int V, int NC>
-__device__ __forceinline__ void row_run(const bwd_params &p, const tab_arg &t, uint32_t row, int a, int e, int nw,
-                                        double *red) {
+// What a warp does with the entries of one distinct row (RUN: sum [a, e) and update the row;
+// CHUNK: sum [a, e), a piece of a long run, into partial sum q; APPLY: add partial sums
+// [q, q1) in order and update the row) at the row's width: V floats per load, NC chunks a lane.
+enum { OP_RUN, OP_CHUNK, OP_APPLY };
+template <int OP, int V, int NC>
+__device__ __forceinline__ void row_op(const bwd_params &p, const tab_arg &t, uint32_t row, int a, int e, int q, int q1) {
     typedef typename vec_t<V>::type vec;
     typedef typename acc_t<V>::type acc_v;
-    const int lane = threadIdx.x & 31, w = nw > 1 ? threadIdx.x >> 5 : 0;
-    const int Cv = t.E / V;
+    const int lane = threadIdx.x & 31, Cv = t.E / V;
     int Cg = 1;
     while (Cg < Cv && Cg < 32) Cg <<= 1;
-    const int S = 32 / Cg;
     acc_v acc[NC];
-    run_grad<V, NC>(p, t, a, e, w * S + lane / Cg, nw * S, lane % Cg, Cg, Cv, acc);
-    if (nw > 1) {
-        acc_v *rv = reinterpret_cast<acc_v *>(red);  // (warps, NC, 32)
-        if (lane < Cg)
+    acc_v *part = reinterpret_cast<acc_v *>(p.partial);  // (chunks, PW / V) each
+    const int pw = p.pw / V;
+    if constexpr (OP == OP_APPLY) {
 #pragma unroll
-            for (int i = 0; i < NC; i++) rv[(w * NC + i) * 32 + lane] = acc[i];
-        __syncthreads();
-        if (w == 0 && lane < Cg)
-            for (int v = 1; v < nw; v++)
+        for (int i = 0; i < NC; i++) acc[i] = acc_t<V>::zero();
+        for (; q < q1; q++)
 #pragma unroll
-                for (int i = 0; i < NC; i++) add(acc[i], rv[(v * NC + i) * 32 + lane]);
-    }
-    if (w == 0) {
+            for (int i = 0; i < NC; i++)
+                if (lane < Cg && lane + i * Cg < Cv) add(acc[i], part[(size_t)q * pw + lane + i * Cg]);
+    } else
+        run_grad<V, NC>(p, t, a, e, Cg, Cv, acc);
+    if constexpr (OP == OP_CHUNK) {
+#pragma unroll
+        for (int i = 0; i < NC; i++)
+            if (lane < Cg && lane + i * Cg < Cv) part[(size_t)q * pw + lane + i * Cg] = acc[i];
+    } else {
         vec g[NC];
 #pragma unroll
         for (int i = 0; i < NC; i++) g[i] = acc_t<V>::round(acc[i]);
         apply<V, NC>(p, t, row, lane, Cg, Cv, g);
     }
-    if (nw > 1) __syncthreads();  // red is free for the next run
 }
 
-// Run [a, e): its row and table from the sorted key, then the row's width decides the
-// accumulators (registers for E <= 256: 16-byte chunks or single floats).
-__device__ __forceinline__ void update_row(const bwd_params &p, int a, int e, int nw, double *red) {
+// The row (and table) of sorted entry a, then row_op at the table's width: 16-byte chunks
+// where the row and its gradient columns allow them, registers for E <= 256.
+template <int OP>
+__device__ __forceinline__ void row_dispatch(const bwd_params &p, int a, int e, int q, int q1) {
     const uint32_t key = p.keys_sorted[a];
     const int f = table_of(p, key);
     const tab_arg t = p.tabs[f];
     const uint32_t row = key - p.row_base[f];
     if (t.E % 4 == 0 && t.col % 4 == 0 && p.W % 4 == 0) {
-        if (t.E <= 128) row_run<4, 1>(p, t, row, a, e, nw, red);
-        else row_run<4, 2>(p, t, row, a, e, nw, red);
+        if (t.E <= 128) row_op<OP, 4, 1>(p, t, row, a, e, q, q1);
+        else row_op<OP, 4, 2>(p, t, row, a, e, q, q1);
     } else {
-        if (t.E <= 32) row_run<1, 1>(p, t, row, a, e, nw, red);
-        else if (t.E <= 128) row_run<1, 4>(p, t, row, a, e, nw, red);
-        else row_run<1, 8>(p, t, row, a, e, nw, red);
+        if (t.E <= 32) row_op<OP, 1, 1>(p, t, row, a, e, q, q1);
+        else if (t.E <= 128) row_op<OP, 1, 4>(p, t, row, a, e, q, q1);
+        else row_op<OP, 1, 8>(p, t, row, a, e, q, q1);
     }
 }
 
-// One warp per distinct row (runs of at most REC_CUDA_LONG_RUN entries; longer ones are listed
-// for long_kernel).
+__device__ __forceinline__ int run_end(const bwd_params &p, int u, int nruns) {
+    return u + 1 < nruns ? p.starts[u + 1] : (int)p.n;
+}
+
+// One warp per distinct row of at most REC_CUDA_LONG_RUN entries; longer runs (the hot rows of
+// small tables: tens of thousands of entries at batch 65536) are listed for the chunked path.
 __global__ void update_kernel(bwd_params p) {
     const int lane = threadIdx.x & 31, nruns = p.counters[0];
     const int64_t w0 = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5, nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
     for (int64_t u = w0; u < nruns; u += nw) {
-        const int a = p.starts[u], e = u + 1 < nruns ? p.starts[u + 1] : (int)p.n;
+        const int a = p.starts[u], e = run_end(p, (int)u, nruns);
         if (e - a > REC_CUDA_LONG_RUN) {
             if (lane == 0) p.long_list[atomicAdd(p.nlong, 1)] = (int32_t)u;
             continue;
         }
-        update_row(p, a, e, 1, NULL);
+        row_dispatch<OP_RUN>(p, a, e, 0, 0);
     }
 }
 
-// One block per long run (the hot rows of small tables: thousands of entries for one row).
-__global__ void __launch_bounds__(256) long_kernel(bwd_params p) {
-    __shared__ double red[8 * 8 * 32 * 2];  // (warps, NC, 32) of 4 doubles (NC <= 2) or 1 (NC <= 8)
-    const int nruns = p.counters[0], nlong = *p.nlong;
-    for (int i = blockIdx.x; i < nlong; i += gridDim.x) {
+// The long runs' pieces of REC_CUDA_CHUNK entries: chunk_first[i] is long run i's first piece
+// (an exclusive scan over the list, one block), chunk_first[nlong] and counters[2] the total.
+// A long run is spread over as many warps as it has pieces, each summing its piece into a
+// partial sum (float64); then one warp per run adds its pieces in order and updates the row,
+// so the result does not depend on the order the runs were listed in.
+__global__ void __launch_bounds__(1024) long_plan_kernel(bwd_params p) {
+    typedef cub::BlockScan<int, 1024> scan;
+    __shared__ typename scan::TempStorage tmp;
+    const int nruns = p.counters[0], nlong = *p.nlong, per = (nlong + 1023) / 1024;
+    const int i0 = min(nlong, (int)threadIdx.x * per), i1 = min(nlong, i0 + per);
+    int local = 0;
+    for (int i = i0; i < i1; i++) {
         const int u = p.long_list[i];
-        update_row(p, p.starts[u], u + 1 < nruns ? p.starts[u + 1] : (int)p.n, 8, red);
+        local += (run_end(p, u, nruns) - p.starts[u] + REC_CUDA_CHUNK - 1) / REC_CUDA_CHUNK;
+    }
+    int first, total;
+    scan(tmp).ExclusiveSum(local, first, total);
+    for (int i = i0; i < i1; i++) {
+        const int u = p.long_list[i];
+        p.chunk_first[i] = first;
+        first += (run_end(p, u, nruns) - p.starts[u] + REC_CUDA_CHUNK - 1) / REC_CUDA_CHUNK;
+    }
+    if (threadIdx.x == 0) p.chunk_first[nlong] = total, p.nchunks[0] = total;
+}
+
+__global__ void long_chunk_kernel(bwd_params p) {
+    const int nruns = p.counters[0], nlong = *p.nlong, total = *p.nchunks;
+    const int w0 = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nw = (gridDim.x * blockDim.x) >> 5;
+    for (int q = w0; q < total; q += nw) {
+        const int i = upper_bound32(p.chunk_first, nlong, q, 1) - 1, u = p.long_list[i];
+        const int a = p.starts[u] + (q - p.chunk_first[i]) * REC_CUDA_CHUNK, e = min(run_end(p, u, nruns), a + REC_CUDA_CHUNK);
+        row_dispatch<OP_CHUNK>(p, a, e, q, 0);
+    }
+}
+
+__global__ void long_apply_kernel(bwd_params p) {
+    const int nlong = *p.nlong;
+    const int w0 = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nw = (gridDim.x * blockDim.x) >> 5;
+    for (int i = w0; i < nlong; i += nw) {
+        const int u = p.long_list[i];
+        row_dispatch<OP_APPLY>(p, p.starts[u], 0, p.chunk_first[i], p.chunk_first[i + 1]);
     }
 }
 
@@ -467,10 +537,11 @@ extern "C" void rec_cuda_embed_free(rec_cuda_embed *g) {
     }
     cudaFree(g->keys), cudaFree(g->keys_sorted), cudaFree(g->vals), cudaFree(g->vals_sorted), cudaFree(g->tag);
     cudaFree(g->heads), cudaFree(g->head_pos), cudaFree(g->starts), cudaFree(g->long_list), cudaFree(g->counters);
-    cudaFree(g->cub_tmp);
+    cudaFree(g->cub_tmp), cudaFree(g->chunk_first), cudaFree(g->partial);
     if (g->ev0) cudaEventDestroy(g->ev0);
     if (g->ev1) cudaEventDestroy(g->ev1);
     if (g->st) cudaStreamDestroy(g->st);
+    if (g->cp) cudaStreamDestroy(g->cp);
     free(g->rows), free(g->dims), free(g->cols), free(g->sched), free(g->tab_off), free(g->st_off), free(g->h_args);
     free(g);
 }
@@ -494,6 +565,19 @@ rec_status cu_upload_args(rec_cuda_embed *g) {
            "copying the table arguments");
     CU_TRY(cudaStreamSynchronize(g->st), "copying the table arguments");
     return REC_OK;
+}
+
+rec_status cu_embed_layout(rec_cuda_embed *g, int ld, int col0) {
+    int W = 0;
+    for (int f = 0; f < g->F; f++) W += g->dims[f];
+    if (col0 < 0 || ld < col0 + W)
+        return rec_errorf(REC_EINVAL, "GPU embedding: output rows of %d floats cannot hold %d from column %d", ld, W, col0);
+    for (int f = 0, c = col0; f < g->F; c += g->dims[f], f++) {
+        g->cols[f] = g->h_args[f].col = c;
+        g->sched[f] = rec_cuda_sched_default(g->dims[f], c, ld);
+    }
+    g->W = ld;
+    return cu_upload_args(g);
 }
 
 extern "C" rec_status rec_cuda_embed_init(rec_cuda_embed **out, const rec_embed_config *cfg, const rec_embed *src) {
@@ -551,6 +635,7 @@ extern "C" rec_status rec_cuda_embed_init(rec_cuda_embed **out, const rec_embed_
         g->smem_per_sm = prop.sharedMemPerMultiprocessor;
         e = cudaStreamCreate(&g->st);  // ordered with the legacy stream's copies and fills
     }
+    if (e == cudaSuccess) e = cudaStreamCreate(&g->cp);  // batches' copies, beside the kernels
     if (e == cudaSuccess) e = cudaEventCreate(&g->ev0);
     if (e == cudaSuccess) e = cudaEventCreate(&g->ev1);
     for (int i = 0; e == cudaSuccess && i < 2; i++) {
@@ -641,8 +726,10 @@ extern "C" rec_status rec_cuda_batch_new(rec_cuda_batch **out) {
     REC_TRY(rec_cuda_probe(name, sizeof name));
     rec_cuda_batch *d = (rec_cuda_batch *)calloc(1, sizeof *d);
     if (!d) return rec_errorf(REC_ENOMEM, "GPU batch: out of memory");
-    const cudaError_t e = cudaEventCreateWithFlags(&d->copied, cudaEventDisableTiming);
+    cudaError_t e = cudaEventCreateWithFlags(&d->copied, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->used, cudaEventDisableTiming);
     if (e != cudaSuccess) {
+        if (d->copied) cudaEventDestroy(d->copied);
         free(d);
         return cu_fail(e, "creating a batch event");
     }
@@ -652,8 +739,8 @@ extern "C" rec_status rec_cuda_batch_new(rec_cuda_batch **out) {
 
 extern "C" void rec_cuda_batch_free(rec_cuda_batch *d) {
     if (!d) return;
-    cudaEventSynchronize(d->copied);
-    cudaEventDestroy(d->copied);
+    cudaEventSynchronize(d->copied), cudaEventSynchronize(d->used);
+    cudaEventDestroy(d->copied), cudaEventDestroy(d->used);
     cudaFreeHost(d->h_buf), cudaFree(d->d_buf), free(d->nnz);
     free(d);
 }
@@ -692,15 +779,18 @@ extern "C" rec_status rec_cuda_batch_load(rec_cuda_embed *g, rec_cuda_batch *d, 
     d->B = B, d->F = F, d->total = total;
     d->d_off = (const int32_t *)d->d_buf, d->d_ids = d->d_off + (size_t)F * (B + 1);
     d->d_w = weighted ? (const float *)(d->d_ids + total) : NULL;
-    CU_TRY(cudaMemcpyAsync(d->d_buf, d->h_buf, bytes, cudaMemcpyHostToDevice, g->st), "copying a batch to the GPU");
-    CU_TRY(cudaEventRecord(d->copied, g->st), "recording a batch copy");
+    // On the copy stream, once the kernels that read this batch's last contents are done: the
+    // copy overlaps the previous step's kernels, which wait for it only where they read it.
+    CU_TRY(cudaStreamWaitEvent(g->cp, d->used, 0), "ordering a batch copy");
+    CU_TRY(cudaMemcpyAsync(d->d_buf, d->h_buf, bytes, cudaMemcpyHostToDevice, g->cp), "copying a batch to the GPU");
+    CU_TRY(cudaEventRecord(d->copied, g->cp), "recording a batch copy");
     d->pending = 1;
     return REC_OK;
 }
 
 // ---- forward ------------------------------------------------------------------------------------
 
-rec_status cu_launch_forward(rec_cuda_embed *g, const rec_cuda_batch *d, float *out, int prof) {
+static rec_status launch_forward(rec_cuda_embed *g, const rec_cuda_batch *d, float *out, __nv_bfloat16 *out16, int prof) {
     if (d->F != g->F) return rec_errorf(REC_EINVAL, "GPU forward: the batch was loaded for %d tables, the engine has %d", d->F, g->F);
     // The block map of this batch into the next slot of the pinned ring, once that slot's
     // last copy is done (two launches ago: in the steady state this does not wait).
@@ -714,17 +804,25 @@ rec_status cu_launch_forward(rec_cuda_embed *g, const rec_cuda_batch *d, float *
     CU_TRY(cudaMemcpyAsync(g->d_map[i], g->h_map[i], (2 * g->F + 1) * sizeof(int32_t), cudaMemcpyHostToDevice, g->st),
            "copying the block map");
     CU_TRY(cudaEventRecord(g->map_done[i], g->st), "recording the block map copy");
+    CU_TRY(cudaStreamWaitEvent(g->st, d->copied, 0), "waiting for a batch's copy");
     fwd_params p = {g->d_args, g->d_map[i], g->F, d->B, g->W, g->pooling == REC_POOL_MEAN, d->d_off, d->d_ids, d->d_w, out,
-                    g->d_prof};
+                    out16, g->d_prof};
     const size_t smem = fwd_smem(g, g->occ);
     if (prof) fwd_kernel<true><<<(unsigned)nblocks, REC_CUDA_BLOCK, smem, g->st>>>(p);
     else fwd_kernel<false><<<(unsigned)nblocks, REC_CUDA_BLOCK, smem, g->st>>>(p);
     CU_TRY(cudaGetLastError(), "launching the fused embedding forward");
+    CU_TRY(cudaEventRecord(d->used, g->st), "recording a batch's use");
     return REC_OK;
 }
 
+rec_status cu_launch_forward(rec_cuda_embed *g, const rec_cuda_batch *d, float *out, int prof) {
+    return launch_forward(g, d, out, NULL, prof);
+}
 extern "C" rec_status rec_cuda_embed_forward(rec_cuda_embed *g, const rec_cuda_batch *d, float *out) {
-    return cu_launch_forward(g, d, out, 0);
+    return launch_forward(g, d, out, NULL, 0);
+}
+rec_status cu_embed_forward16(rec_cuda_embed *g, const rec_cuda_batch *d, __nv_bfloat16 *out16) {
+    return launch_forward(g, d, NULL, out16, 0);
 }
 
 // ---- backward -----------------------------------------------------------------------------------
@@ -733,13 +831,24 @@ static rec_status bw_reserve(rec_cuda_embed *g, int64_t n) {
     if (n <= g->bw_cap) return REC_OK;
     cudaFree(g->keys), cudaFree(g->keys_sorted), cudaFree(g->vals), cudaFree(g->vals_sorted), cudaFree(g->tag);
     cudaFree(g->heads), cudaFree(g->head_pos), cudaFree(g->starts), cudaFree(g->long_list), cudaFree(g->cub_tmp);
+    cudaFree(g->chunk_first), cudaFree(g->partial);
     g->keys = g->keys_sorted = NULL, g->vals = g->vals_sorted = g->tag = g->heads = g->head_pos = g->starts = NULL;
-    g->long_list = NULL, g->cub_tmp = NULL, g->bw_cap = 0;
+    g->long_list = g->chunk_first = NULL, g->partial = NULL, g->cub_tmp = NULL, g->bw_cap = 0;
     const int64_t cap = n + n / 4 + 1024;
     const size_t b4 = (size_t)cap * 4;
     void **bufs[] = {(void **)&g->keys, (void **)&g->keys_sorted, (void **)&g->vals, (void **)&g->vals_sorted,
                      (void **)&g->tag, (void **)&g->heads, (void **)&g->head_pos, (void **)&g->starts, (void **)&g->long_list};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) REC_TRY(rec_cuda_alloc(bufs[i], b4, "the backward's sort"));
+    // Long runs have more than REC_CUDA_LONG_RUN entries each, and as many pieces as they
+    // have REC_CUDA_CHUNK entries, rounded up.
+    const int64_t nlong = cap / REC_CUDA_LONG_RUN + 1, chunks = cap / REC_CUDA_CHUNK + nlong;
+    g->pw = 4;
+    for (int f = 0; f < g->F; f++) {
+        const int w = (g->dims[f] + 3) / 4 * 4;
+        if (w > g->pw) g->pw = w;
+    }
+    REC_TRY(rec_cuda_alloc((void **)&g->chunk_first, (size_t)(nlong + 1) * 4, "the backward's long runs"));
+    REC_TRY(rec_cuda_alloc((void **)&g->partial, (size_t)chunks * g->pw * sizeof(double), "the long runs' partial sums"));
     size_t a = 0, b = 0;
     CU_TRY(cub::DeviceRadixSort::SortPairs(NULL, a, g->keys, g->keys_sorted, g->vals, g->vals_sorted, (int)cap, 0, 32, g->st),
            "sizing the sort");
@@ -750,17 +859,20 @@ static rec_status bw_reserve(rec_cuda_embed *g, int64_t n) {
     return REC_OK;
 }
 
-extern "C" rec_status rec_cuda_embed_backward_update(rec_cuda_embed *g, const rec_cuda_batch *d, const float *dout, float lr) {
+static rec_status backward_update(rec_cuda_embed *g, const rec_cuda_batch *d, const float *dout, const __nv_bfloat16 *dout16,
+                                  float lr) {
     if (d->F != g->F) return rec_errorf(REC_EINVAL, "GPU backward: the batch was loaded for %d tables, the engine has %d", d->F, g->F);
     const int64_t n = d->total;
     if (n == 0) return REC_OK;
     REC_TRY(bw_reserve(g, n));
+    CU_TRY(cudaStreamWaitEvent(g->st, d->copied, 0), "waiting for a batch's copy");
     bwd_params p;
     memset(&p, 0, sizeof p);
     p.tabs = g->d_args, p.row_base = g->d_row_base, p.F = g->F, p.B = d->B, p.W = g->W, p.mean = g->pooling == REC_POOL_MEAN;
-    p.off = d->d_off, p.ids = d->d_ids, p.w = d->d_w, p.dout = dout;
+    p.off = d->d_off, p.ids = d->d_ids, p.w = d->d_w, p.dout = dout, p.dout16 = dout16;
     p.keys = g->keys, p.vals = g->vals, p.tag = g->tag, p.keys_sorted = g->keys_sorted, p.vals_sorted = g->vals_sorted;
     p.starts = g->starts, p.counters = g->counters, p.long_list = g->long_list, p.nlong = g->counters + 1;
+    p.chunk_first = g->chunk_first, p.nchunks = g->counters + 2, p.partial = g->partial, p.pw = g->pw;
     p.n = n, p.opt = g->opt, p.lr = lr;
     const int grid = grid_for(g, n, 256);
     keys_kernel<<<grid, 256, 0, g->st>>>(p);
@@ -773,7 +885,17 @@ extern "C" rec_status rec_cuda_embed_backward_update(rec_cuda_embed *g, const re
     CU_TRY(cub::DeviceScan::ExclusiveSum(g->cub_tmp, tb, g->heads, g->head_pos, (int)n, g->st), "scanning the runs");
     starts_kernel<<<grid, 256, 0, g->st>>>(g->heads, g->head_pos, n, g->starts, g->counters);
     update_kernel<<<grid_for(g, n * 32, 256), 256, 0, g->st>>>(p);
-    long_kernel<<<g->sms * 2, 256, 0, g->st>>>(p);
+    long_plan_kernel<<<1, 1024, 0, g->st>>>(p);
+    long_chunk_kernel<<<g->sms * 8, 256, 0, g->st>>>(p);
+    long_apply_kernel<<<g->sms * 2, 256, 0, g->st>>>(p);
     CU_TRY(cudaGetLastError(), "launching the backward's update");
+    CU_TRY(cudaEventRecord(d->used, g->st), "recording a batch's use");
     return REC_OK;
+}
+
+extern "C" rec_status rec_cuda_embed_backward_update(rec_cuda_embed *g, const rec_cuda_batch *d, const float *dout, float lr) {
+    return backward_update(g, d, dout, NULL, lr);
+}
+rec_status cu_embed_backward16(rec_cuda_embed *g, const rec_cuda_batch *d, const __nv_bfloat16 *dout16, float lr) {
+    return backward_update(g, d, NULL, dout16, lr);
 }

@@ -3,6 +3,7 @@
 #ifndef RECTRAIN_CUDA_EMBED_IMPL_CUH
 #define RECTRAIN_CUDA_EMBED_IMPL_CUH
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "cuda_impl.h"
@@ -20,6 +21,20 @@ static inline rec_status cu_fail(cudaError_t e, const char *what) {
         const cudaError_t cu_e_ = (call);            \
         if (cu_e_ != cudaSuccess) return cu_fail(cu_e_, what); \
     } while (0)
+
+// ---- bf16 values: 4 at a time (8 bytes, aligned) or one -----------------------------------------
+
+__device__ __forceinline__ void store_bf16(__nv_bfloat16 *d, const float4 &v) {
+    reinterpret_cast<__nv_bfloat162 *>(d)[0] = __floats2bfloat162_rn(v.x, v.y);
+    reinterpret_cast<__nv_bfloat162 *>(d)[1] = __floats2bfloat162_rn(v.z, v.w);
+}
+__device__ __forceinline__ void store_bf16(__nv_bfloat16 *d, float v) { *d = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void load_bf16(const __nv_bfloat16 *s, float4 &v) {
+    const float2 a = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162 *>(s)[0]);
+    const float2 b = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162 *>(s)[1]);
+    v = make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ void load_bf16(const __nv_bfloat16 *s, float &v) { v = __bfloat162float(*s); }
 
 // ---- engine state ---------------------------------------------------------------------------
 
@@ -41,7 +56,7 @@ struct rec_cuda_embed {
     tab_arg *h_args, *d_args;
     uint32_t *d_row_base;       // (F + 1) first global row of each table
     int key_bits;
-    cudaStream_t st;
+    cudaStream_t st, cp;        // the kernels; the batches' host-to-device copies
     // per-batch block map: a pinned ring of two, each reused once its copy is done
     int32_t *h_map[2], *d_map[2];
     cudaEvent_t map_done[2];
@@ -49,7 +64,10 @@ struct rec_cuda_embed {
     // backward scratch for up to bw_cap entries
     int64_t bw_cap;
     uint32_t *keys, *keys_sorted;
-    int32_t *vals, *vals_sorted, *tag, *heads, *head_pos, *starts, *long_list, *counters;  // counters: nruns, nlong
+    int32_t *vals, *vals_sorted, *tag, *heads, *head_pos, *starts, *long_list, *counters;  // counters: nruns, nlong, nchunks
+    int32_t *chunk_first;       // (long runs + 1) each long run's first piece
+    double *partial;            // (pieces, pw) the long runs' partial sums
+    int pw;                     // doubles a partial sum: the widest table, rounded up to 4
     void *cub_tmp;
     size_t cub_bytes;
     unsigned long long *d_prof;  // (2F) per table: block cycles summed, longest block, when profiling
@@ -65,15 +83,25 @@ struct rec_cuda_batch {
     const int32_t *d_off, *d_ids;
     const float *d_w;
     int F_cap;
-    cudaEvent_t copied;
+    cudaEvent_t copied;         // on the engine's copy stream: the batch is on the device
+    cudaEvent_t used;           // on its kernel stream: the last kernel reading it is done
     int pending;
 };
 
+// Lays the pooled output (and the gradient the backward reads) out in rows of ld floats a
+// sample, the tables' columns from col0 on (a default of ld = the dims' sum, col0 = 0): the GPU
+// model pools straight into its interaction's input [x, e_1, ..., e_F]. Resets the schedules
+// to the defaults for the new columns; waits.
+rec_status cu_embed_layout(rec_cuda_embed *g, int ld, int col0);
 // Copies the per-table arguments (with the current schedules) to the device; waits.
 rec_status cu_upload_args(rec_cuda_embed *g);
 // One fused forward of batch d into out under the current plan; prof: time each block into
 // its table's sums (d_prof).
 rec_status cu_launch_forward(rec_cuda_embed *g, const rec_cuda_batch *d, float *out, int prof);
+// The same in bf16: the forward pools into out16 (rounded to nearest), the backward reads its
+// output gradient from dout16 (the GPU model's bf16 interaction input and gradient).
+rec_status cu_embed_forward16(rec_cuda_embed *g, const rec_cuda_batch *d, __nv_bfloat16 *out16);
+rec_status cu_embed_backward16(rec_cuda_embed *g, const rec_cuda_batch *d, const __nv_bfloat16 *dout16, float lr);
 int cu_cmp_double(const void *a, const void *b);
 
 #endif

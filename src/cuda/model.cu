@@ -1,8 +1,10 @@
 // A DLRM trained on the GPU (cuda.h, "the GPU model"): the dense layers through cuBLASLt with
-// bias and ReLU fused as epilogues, the interaction, loss and dense optimizers as kernels, the
-// embeddings through the fused engine (embed.cu), all on the engine's one stream with every
-// buffer allocated at start. Inputs travel through pinned, double-buffered copies; the host
-// reads a step's loss one step later, so it never waits for the device to drain.
+// bias and ReLU fused as epilogues; the interaction over T = [x; e_1..e_F] (the embedding engine,
+// embed.cu, pools straight into it), for DOT by the fused tensor-core kernels (interact.cu) or
+// as batched cuBLASLt products; the loss and dense optimizers as kernels; all on the engine's
+// one stream with every buffer allocated at start. Inputs travel through pinned,
+// double-buffered copies on a stream of their own; the host reads a step's loss one step
+// later, so it never waits for the device to drain.
 #include <cuda_runtime.h>
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "embed_impl.cuh"
+#include "interact.cuh"
 #include "rectrain/model.h"
 
 // ---- cuBLASLt, loaded when the first GPU model is made ---------------------------------------
@@ -31,6 +34,7 @@ static struct {
     decltype(&cublasLtMatmulDescSetAttribute) desc_set;
     decltype(&cublasLtMatrixLayoutCreate) layout_create;
     decltype(&cublasLtMatrixLayoutDestroy) layout_destroy;
+    decltype(&cublasLtMatrixLayoutSetAttribute) layout_set;
     decltype(&cublasLtMatmulPreferenceCreate) pref_create;
     decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy;
     decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set;
@@ -58,6 +62,7 @@ static rec_status lt_load(void) {
     LT_SYM(desc_set, "cublasLtMatmulDescSetAttribute");
     LT_SYM(layout_create, "cublasLtMatrixLayoutCreate");
     LT_SYM(layout_destroy, "cublasLtMatrixLayoutDestroy");
+    LT_SYM(layout_set, "cublasLtMatrixLayoutSetAttribute");
     LT_SYM(pref_create, "cublasLtMatmulPreferenceCreate");
     LT_SYM(pref_destroy, "cublasLtMatmulPreferenceDestroy");
     LT_SYM(pref_set, "cublasLtMatmulPreferenceSetAttribute");
@@ -79,7 +84,19 @@ typedef struct gemm {
     cublasLtMatmulAlgo_t algo;
     int m, n, k, ta, tb, epi, planned;
     int bf16;  // A and B in bf16 (D and the bias fp32); 0 also where bf16 was asked but has no algorithm
+    int count;                 // products in the batch (1: one product)
+    long long sa, sb, sd;      // elements from one product's A, B, D to the next's
+    int d16;                   // D in bf16
 } gemm;
+
+// A strided batch of `count` products, each operand `s*` elements after the last (count 1: one
+// product), and D in bf16 where d16 (else fp32).
+typedef struct gemm_batch {
+    int count;
+    long long sa, sb, sd;
+    int d16;
+} gemm_batch;
+static const gemm_batch ONE = {1, 0, 0, 0, 0};
 
 static const char *lt_err(cublasStatus_t s) {
     static char buf[32];
@@ -96,10 +113,11 @@ static void gemm_free(gemm *g) {
 // epi: 0 none, 1 bias, 2 bias + ReLU. bf16: A and B in bf16 (fp32 accumulation and output); a
 // shape cuBLASLt has no bf16 algorithm for is planned in fp32 instead (g->bf16 says which).
 static rec_status gemm_plan_as(cublasLtHandle_t h, gemm *g, int m, int n, int k, int ta, int tb, int epi, size_t ws,
-                               int bf16) {
+                               int bf16, gemm_batch bt) {
     gemm_free(g);
     *g = gemm{};
     g->m = m, g->n = n, g->k = k, g->ta = ta, g->tb = tb, g->epi = epi, g->bf16 = bf16;
+    g->count = bt.count, g->sa = bt.sa, g->sb = bt.sb, g->sd = bt.sd, g->d16 = bt.d16;
     const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cudaDataType_t in = bf16 ? CUDA_R_16BF : CUDA_R_32F;
     cublasStatus_t s = lt.desc_create(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
@@ -114,7 +132,16 @@ static rec_status gemm_plan_as(cublasLtHandle_t h, gemm *g, int m, int n, int k,
     // Stored shapes (column-major): A is (m, k) or, transposed, (k, m); B likewise.
     if (!s) s = lt.layout_create(&g->a, in, ta ? k : m, ta ? m : k, ta ? k : m);
     if (!s) s = lt.layout_create(&g->b, in, tb ? n : k, tb ? k : n, tb ? n : k);
-    if (!s) s = lt.layout_create(&g->d, CUDA_R_32F, m, n, m);
+    if (!s) s = lt.layout_create(&g->d, bt.d16 ? CUDA_R_16BF : CUDA_R_32F, m, n, m);
+    if (bt.count > 1) {
+        const cublasLtMatrixLayout_t ls[3] = {g->a, g->b, g->d};
+        const long long st[3] = {bt.sa, bt.sb, bt.sd};
+        for (int i = 0; !s && i < 3; i++) {
+            s = lt.layout_set(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bt.count, sizeof bt.count);
+            const int64_t stride = st[i];
+            if (!s) s = lt.layout_set(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+        }
+    }
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
@@ -125,17 +152,22 @@ static rec_status gemm_plan_as(cublasLtHandle_t h, gemm *g, int m, int n, int k,
     g->planned = 1;
     if (s || !found) {
         gemm_free(g);
-        return rec_errorf(REC_EUNSUPPORTED, "GPU: no cuBLASLt algorithm for a (%d x %d x %d) %s product%s (%s)", m, n, k,
-                          bf16 ? "bf16" : "fp32", epi ? " with a bias epilogue" : "", lt_err(s));
+        return rec_errorf(REC_EUNSUPPORTED, "GPU: no cuBLASLt algorithm for %d (%d x %d x %d) %s product%s%s (%s)",
+                          bt.count, m, n, k, bf16 ? "bf16" : "fp32", bt.count > 1 ? "s" : "",
+                          epi ? " with a bias epilogue" : "", lt_err(s));
     }
     g->algo = res.algo;
     return REC_OK;
 }
 
+static rec_status gemm_plan_batch(cublasLtHandle_t h, gemm *g, int m, int n, int k, int ta, int tb, int epi, size_t ws,
+                                  int bf16, gemm_batch bt) {
+    if (g->planned && g->m == m && g->n == n && g->k == k && g->count == bt.count && g->d16 == bt.d16) return REC_OK;
+    if (bf16 && gemm_plan_as(h, g, m, n, k, ta, tb, epi, ws, 1, bt) == REC_OK) return REC_OK;
+    return gemm_plan_as(h, g, m, n, k, ta, tb, epi, ws, 0, bt);
+}
 static rec_status gemm_plan(cublasLtHandle_t h, gemm *g, int m, int n, int k, int ta, int tb, int epi, size_t ws, int bf16) {
-    if (g->planned && g->m == m && g->n == n && g->k == k) return REC_OK;
-    if (bf16 && gemm_plan_as(h, g, m, n, k, ta, tb, epi, ws, 1) == REC_OK) return REC_OK;
-    return gemm_plan_as(h, g, m, n, k, ta, tb, epi, ws, 0);
+    return gemm_plan_batch(h, g, m, n, k, ta, tb, epi, ws, bf16, ONE);
 }
 
 // A and B each come in fp32 and, when the model runs bf16, as a bf16 copy: the plan picks.
@@ -144,7 +176,7 @@ typedef struct operand {
     const __nv_bfloat16 *b16;
 } operand;
 
-static rec_status gemm_run(cublasLtHandle_t h, gemm *g, operand A, operand B, float *D, const float *bias, void *ws,
+static rec_status gemm_run(cublasLtHandle_t h, gemm *g, operand A, operand B, void *D, const float *bias, void *ws,
                            size_t wsb, cudaStream_t st) {
     const float one = 1.0f, zero = 0.0f;
     const void *a = g->bf16 ? (const void *)A.b16 : (const void *)A.f32, *b = g->bf16 ? (const void *)B.b16 : (const void *)B.f32;
@@ -157,18 +189,36 @@ static rec_status gemm_run(cublasLtHandle_t h, gemm *g, operand A, operand B, fl
 
 // ---- kernels ------------------------------------------------------------------------------------
 
+template <int V> struct vec_t;
+template <> struct vec_t<4> { typedef float4 type; };
+template <> struct vec_t<1> { typedef float type; };
+
+// The elementwise kernels take four floats a thread (16-byte loads; every buffer here starts
+// 16-byte aligned) over a grid that fills the GPU (ew_grid), and the last n % 4 one at a time.
 // dy *= (y > 0) where relu, and its bf16 copy where b16 is not NULL.
+__device__ __forceinline__ float relu_mask(float g, float y) { return y > 0.0f ? g : 0.0f; }
 __global__ void relu_grad_kernel(float *dy, const float *y, size_t n, int relu, __nv_bfloat16 *b16) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const size_t n4 = n / 4, step = (size_t)gridDim.x * blockDim.x, t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (size_t i = t; i < n4; i += step) {
+        float4 v = reinterpret_cast<const float4 *>(dy)[i];
+        if (relu) {
+            const float4 a = reinterpret_cast<const float4 *>(y)[i];
+            v = make_float4(relu_mask(v.x, a.x), relu_mask(v.y, a.y), relu_mask(v.z, a.z), relu_mask(v.w, a.w));
+            reinterpret_cast<float4 *>(dy)[i] = v;
+        }
+        if (b16) store_bf16(b16 + 4 * i, v);
+    }
+    for (size_t i = 4 * n4 + t; i < n; i += step) {
         float v = dy[i];
-        if (relu && !(y[i] > 0.0f)) dy[i] = v = 0.0f;
+        if (relu) dy[i] = v = relu_mask(v, y[i]);
         if (b16) b16[i] = __float2bfloat16_rn(v);
     }
 }
 
 __global__ void to_bf16_kernel(const float *x, size_t n, __nv_bfloat16 *y) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = __float2bfloat16_rn(x[i]);
+    const size_t n4 = n / 4, step = (size_t)gridDim.x * blockDim.x, t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (size_t i = t; i < n4; i += step) store_bf16(y + 4 * i, reinterpret_cast<const float4 *>(x)[i]);
+    for (size_t i = 4 * n4 + t; i < n; i += step) y[i] = __float2bfloat16_rn(x[i]);
 }
 
 // db (N) = column sums of dy (B, N), in two passes so that the whole GPU reads dy: block
@@ -197,69 +247,62 @@ __global__ void bias_sum_kernel(const float *part, int Y, int N, float *db) {
     db[c] = s;
 }
 
-// Dot interaction (nn.h), one warp per sample: T = [x; emb] (F + 1, E) in shared memory, the
-// pairs (i, j) of dlrm's li/lj order from a device table, each lane a pair at a time.
-__global__ void interact_fwd_kernel(int B, int F, int E, int D, int npairs, const int2 *pairs, const float *x,
-                                    const float *emb, float *z) {
-    extern __shared__ float sm[];
-    const int warps = blockDim.x >> 5, w = threadIdx.x >> 5, lane = threadIdx.x & 31, n = (F + 1) * E;
-    float *T = sm + (size_t)w * n;
-    for (int b = blockIdx.x * warps + w; b < B; b += gridDim.x * warps) {
-        for (int i = lane; i < n; i += 32) T[i] = i < E ? x[(size_t)b * E + i] : emb[(size_t)b * F * E + i - E];
-        __syncwarp();
-        float *o = z + (size_t)b * D;
-        for (int i = lane; i < E; i += 32) o[i] = T[i];
-        for (int k = lane; k < npairs; k += 32) {
-            const int2 p = pairs[k];
-            float s = 0;
-            for (int e = 0; e < E; e++) s += T[p.x * E + e] * T[p.y * E + e];
-            o[E + k] = s;
+// ---- interaction ---------------------------------------------------------------------------------
+// Every sample's features as one matrix T = [x; e_1; ...; e_F] ((F + 1) x E, row-major, the
+// embedding engine pools straight into rows 1..F): CAT's output is T itself, and DOT's pairwise
+// dot products are its Gram matrix T T^T, one strided-batched product over the batch on the
+// tensor cores (bf16 operands with fp32 sums, or fp32); the backward is dT = G T with G the
+// symmetric matrix of the output gradients (dZ_ij on both (i, j) and (j, i); twice dZ_ii on the
+// diagonal with self-interaction), a second batched product.
+
+// Row 0 of every sample's T from x (B, E), into T (fp32) and/or T16 (bf16); with `all`, T16
+// takes T's other rows as well. Block per sample, V floats a thread.
+template <int V>
+__global__ void interact_pack_kernel(int B, int E, int n, const float *x, float *T, __nv_bfloat16 *T16, int all) {
+    typedef typename vec_t<V>::type vec;
+    for (int b = blockIdx.x; b < B; b += gridDim.x) {
+        const vec *xs = reinterpret_cast<const vec *>(x + (size_t)b * E);
+        vec *t = T ? reinterpret_cast<vec *>(T + (size_t)b * n) : NULL;
+        for (int c = threadIdx.x; c < (all ? n : E) / V; c += blockDim.x) {
+            const bool head = c < E / V;
+            const vec v = head ? xs[c] : t[c];
+            if (t && head) t[c] = v;
+            if (T16) store_bf16(T16 + (size_t)b * n + c * V, v);
         }
-        __syncwarp();
     }
 }
 
-// dT_i = sum over the pairs holding i of dZ times the other row (twice T_i on the diagonal);
-// dx = dz[0:E] + dT_0, demb = dT_1..F. Lane per element (i, e) of T.
-__global__ void interact_bwd_kernel(int B, int F, int E, int D, int self, const float *x, const float *emb,
-                                    const float *dz, float *dx, float *demb) {
-    extern __shared__ float sm[];
-    const int warps = blockDim.x >> 5, w = threadIdx.x >> 5, lane = threadIdx.x & 31, n = (F + 1) * E;
-    float *T = sm + (size_t)w * n;
-    for (int b = blockIdx.x * warps + w; b < B; b += gridDim.x * warps) {
-        for (int i = lane; i < n; i += 32) T[i] = i < E ? x[(size_t)b * E + i] : emb[(size_t)b * F * E + i - E];
-        __syncwarp();
-        const float *g = dz + (size_t)b * D + E;
-        for (int q = lane; q < n; q += 32) {
-            const int i = q / E, e = q - i * E;
-            float s = 0;
-            for (int j = 0; j <= F; j++) {
-                if (j == i && !self) continue;
-                const int hi = i > j ? i : j, lo = i > j ? j : i;
-                const int k = self ? hi * (hi + 1) / 2 + lo : hi * (hi - 1) / 2 + lo;
-                s += g[k] * T[j * E + e] * (j == i ? 2.0f : 1.0f);
-            }
-            if (i == 0) dx[(size_t)b * E + e] = dz[(size_t)b * D + e] + s;
-            else demb[(size_t)b * F * E + (size_t)(i - 1) * E + e] = s;
+// z = [x, Z_k for the pairs k in dlrm's li/lj order] from every sample's Gram matrix Z
+// ((F + 1)^2, at[k] its entry of pair k), in fp32 and/or bf16 (the top MLP's input).
+__global__ void interact_gather_kernel(int B, int E, int Dz, int nn, const int *at, const float *x, const float *Z, float *z,
+                                       __nv_bfloat16 *z16) {
+    for (int b = blockIdx.x; b < B; b += gridDim.x)
+        for (int c = threadIdx.x; c < Dz; c += blockDim.x) {
+            const float v = c < E ? x[(size_t)b * E + c] : Z[(size_t)b * nn + at[c - E]];
+            if (z) z[(size_t)b * Dz + c] = v;
+            if (z16) z16[(size_t)b * Dz + c] = __float2bfloat16_rn(v);
         }
-        __syncwarp();
-    }
 }
 
-// CAT: z = [x | emb], and back.
-__global__ void cat_fwd_kernel(int B, int E, int FE, const float *x, const float *emb, float *z) {
-    const int D = E + FE;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)B * D; i += (size_t)gridDim.x * blockDim.x) {
-        const size_t b = i / D, c = i - b * D;
-        z[i] = c < (size_t)E ? x[b * E + c] : emb[b * FE + c - E];
-    }
+// G ((F + 1)^2 a sample) from dz: src[r] = k + 1 takes dz's pair k, -(k + 1) twice it (the
+// diagonal with self-interaction), 0 nothing (the diagonal without). fp32 or bf16, as the
+// backward product takes it.
+__global__ void interact_grad_kernel(int B, int E, int Dz, int nn, const int *src, const float *dz, float *G, __nv_bfloat16 *G16) {
+    for (int b = blockIdx.x; b < B; b += gridDim.x)
+        for (int r = threadIdx.x; r < nn; r += blockDim.x) {
+            const int k = src[r];
+            const float v = k > 0 ? dz[(size_t)b * Dz + E + k - 1] : k < 0 ? 2.0f * dz[(size_t)b * Dz + E - k - 1] : 0.0f;
+            if (G16) G16[(size_t)b * nn + r] = __float2bfloat16_rn(v);
+            else G[(size_t)b * nn + r] = v;
+        }
 }
-__global__ void cat_bwd_kernel(int B, int E, int FE, const float *dz, float *dx, float *demb) {
-    const int D = E + FE;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)B * D; i += (size_t)gridDim.x * blockDim.x) {
-        const size_t b = i / D, c = i - b * D;
-        if (c < (size_t)E) dx[b * E + c] = dz[i];
-        else demb[b * FE + c - E] = dz[i];
+
+// The bottom MLP's output gradient: dh = dz[:, 0:E] (+ dT[:, 0, :] for DOT, fp32 or bf16).
+__global__ void interact_dx_kernel(int B, int E, int ldz, int ldt, const float *dz, const float *dT, const __nv_bfloat16 *dT16,
+                                   float *dh) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)B * E; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t b = i / E, e = i - b * E;
+        dh[i] = dz[b * ldz + e] + (dT ? dT[b * ldt + e] : dT16 ? __bfloat162float(dT16[b * ldt + e]) : 0.0f);
     }
 }
 
@@ -314,7 +357,6 @@ enum { SLOTS = 2 };
 struct rec_cuda_model {
     rec_model_config cfg;         // shallow copy (table_rows borrowed from the CPU model)
     int B, Dn, F, E, Dz, npairs;
-    int iwarps;                   // samples (warps) per block of the interaction kernels
     size_t P;
     int64_t steps;
     rec_cuda_embed *emb;
@@ -324,14 +366,24 @@ struct rec_cuda_model {
     size_t ws_bytes;
     float *params, *grads, *s0, *s1;  // (P) each; optimizer state as the kind needs
     mlp_dev bottom, top;
-    float *emb_out, *demb, *z, *dz, *dh, *dbuf[2], *dlogits;  // (B, ...)
+    // The interaction (see its kernels): T (B, F + 1, E) and, for DOT, z, the Gram matrices Zg
+    // and their gradients Gg ((B, (F + 1)^2), bf16 where the backward product takes bf16) and dT.
+    float *T, *z, *Zg, *Gg, *dT;
+    __nv_bfloat16 *T16;               // T in bf16 where a DOT product takes bf16
+    __nv_bfloat16 *dT16;              // direct: dT in bf16
+    int direct;                       // DOT in bf16 end to end: the embeddings pool into T16, the
+                                      // backward product writes dT16, which their backward reads
+    int mma;                          // direct, by the fused tensor-core kernels (interact.cu)
+    gemm gram, gram_bwd;
+    int *pair_at, *grad_src;          // DOT: each pair's entry of Zg; each entry's source in dz
+    int z32;                          // DOT: the top MLP reads z in fp32 (else only its bf16 copy)
+    float *dz, *dh, *dbuf[2], *dlogits;  // (B, ...)
     float *bias_part;                 // (BIAS_CHUNKS, widest) partial bias gradients
     int bf16;                         // REC_PRECISION_BF16: GEMM operands in bf16, fp32 master weights
     __nv_bfloat16 *w16, *dy16;        // bf16 runs: the parameters (P), an output gradient (B, widest)
-    int2 *pairs;
     double *d_loss;
     // inputs: pinned dense + labels per slot, the device copy, and a device batch per slot
-    float *h_in[SLOTS], *d_in;
+    float *h_in[SLOTS], *d_in[SLOTS];
     cudaEvent_t in_done[SLOTS];
     rec_cuda_batch *batch[SLOTS];
     int slot;
@@ -350,6 +402,12 @@ static const char *const PART_NAMES[REC_CUDA_N_PARTS] = {"input copy", "embeddin
                                                          "top fwd", "loss", "top bwd", "interaction bwd", "bottom bwd",
                                                          "embedding bwd+update", "dense optimizer"};
 extern "C" const char *rec_cuda_part_name(int k) { return k >= 0 && k < REC_CUDA_N_PARTS ? PART_NAMES[k] : "?"; }
+
+// Blocks of 256 threads for n elements four a thread, at most 16 a multiprocessor.
+static int ew_grid(const rec_cuda_model *g, size_t n) {
+    const size_t want = (n / 4 + 255) / 256, cap = (size_t)g->emb->sms * 16;
+    return (int)(want < 1 ? 1 : want > cap ? cap : want);
+}
 
 static rec_status mlp_setup(rec_cuda_model *g, mlp_dev *d, rec_mlp *m, const float *host_params, int input_grad) {
     d->L = rec_mlp_layers(m), d->relu_last = rec_mlp_last_relu(m);
@@ -376,12 +434,12 @@ static void mlp_free(mlp_dev *d) {
 }
 
 // The GEMMs are planned for the largest batch; a smaller one (an epoch's last) re-plans.
-static rec_status mlp_forward(rec_cuda_model *g, mlp_dev *d, int B, const float *x, const float **y) {
+static rec_status mlp_forward(rec_cuda_model *g, mlp_dev *d, int B, const float *x, const float **y, int in16_ready) {
     const float *in = x;
     for (int l = 0; l < d->L; l++) {
         const int relu = l < d->L - 1 || d->relu_last;
         REC_TRY(gemm_plan(g->lt, &d->fwd[l], d->sizes[l + 1], B, d->sizes[l], 1, 0, relu ? 2 : 1, g->ws_bytes, g->bf16));
-        if (g->bf16) to_bf16_kernel<<<256, 256, 0, g->st>>>(in, (size_t)B * d->sizes[l], d->in16[l]);
+        if (g->bf16 && !(l == 0 && in16_ready)) to_bf16_kernel<<<ew_grid(g, (size_t)B * d->sizes[l]), 256, 0, g->st>>>(in, (size_t)B * d->sizes[l], d->in16[l]);
         REC_TRY(gemm_run(g->lt, &d->fwd[l], operand{g->params + d->w_off[l], g->w16 + d->w_off[l]}, operand{in, d->in16[l]},
                          d->act[l], g->params + d->b_off[l], g->ws, g->ws_bytes, g->st));
         in = d->act[l];
@@ -397,7 +455,7 @@ static rec_status mlp_backward(rec_cuda_model *g, mlp_dev *d, int B, const float
     for (int l = d->L - 1; l >= 0; l--) {
         const int in = d->sizes[l], out = d->sizes[l + 1], relu = l < d->L - 1 || d->relu_last;
         const float *xin = l ? d->act[l - 1] : x;
-        if (relu || g->bf16) relu_grad_kernel<<<256, 256, 0, g->st>>>(cur, d->act[l], (size_t)B * out, relu, g->dy16);
+        if (relu || g->bf16) relu_grad_kernel<<<ew_grid(g, (size_t)B * out), 256, 0, g->st>>>(cur, d->act[l], (size_t)B * out, relu, g->dy16);
         REC_TRY(gemm_plan(g->lt, &d->bw[l], in, out, B, 0, 1, 0, g->ws_bytes, g->bf16));
         REC_TRY(gemm_run(g->lt, &d->bw[l], operand{xin, d->in16[l]}, operand{cur, g->dy16}, g->grads + d->w_off[l], NULL,
                          g->ws, g->ws_bytes, g->st));
@@ -421,9 +479,10 @@ extern "C" void rec_cuda_model_free(rec_cuda_model *g) {
     if (g->st) cudaStreamSynchronize(g->st);
     mlp_free(&g->bottom), mlp_free(&g->top);
     cudaFree(g->params), cudaFree(g->grads), cudaFree(g->s0), cudaFree(g->s1), cudaFree(g->ws);
-    cudaFree(g->emb_out), cudaFree(g->demb), cudaFree(g->z), cudaFree(g->dz), cudaFree(g->dh);
-    cudaFree(g->dbuf[0]), cudaFree(g->dbuf[1]), cudaFree(g->dlogits), cudaFree(g->pairs), cudaFree(g->d_loss);
-    cudaFree(g->d_in), cudaFree(g->bias_part), cudaFree(g->w16), cudaFree(g->dy16);
+    cudaFree(g->T), cudaFree(g->T16), cudaFree(g->dT16), cudaFree(g->z), cudaFree(g->Zg), cudaFree(g->Gg), cudaFree(g->dT);
+    cudaFree(g->pair_at), cudaFree(g->grad_src), gemm_free(&g->gram), gemm_free(&g->gram_bwd);
+    cudaFree(g->dz), cudaFree(g->dh), cudaFree(g->dbuf[0]), cudaFree(g->dbuf[1]), cudaFree(g->dlogits), cudaFree(g->d_loss);
+    cudaFree(g->d_in[0]), cudaFree(g->d_in[1]), cudaFree(g->bias_part), cudaFree(g->w16), cudaFree(g->dy16);
     for (int i = 0; i < SLOTS; i++) {
         cudaFreeHost(g->h_in[i]);
         rec_cuda_batch_free(g->batch[i]);
@@ -439,6 +498,108 @@ extern "C" void rec_cuda_model_free(rec_cuda_model *g) {
 }
 
 static size_t opt_states(rec_opt_kind k) { return k == REC_OPT_ADAM ? 2 : k == REC_OPT_ADAGRAD ? 1 : 0; }
+
+// DOT: the pairs' entries in the Gram matrices, the sources of their gradients, and the two
+// batched products planned for the largest batch (a smaller one re-plans).
+static rec_status interact_setup(rec_cuda_model *g) {
+    const int F1 = g->F + 1, E = g->E, self = g->cfg.self_interaction != 0, nn = F1 * F1;
+    int *at = (int *)malloc((size_t)nn * sizeof(int)), *src = (int *)malloc((size_t)nn * sizeof(int));
+    rec_status s = at && src ? REC_OK : rec_errorf(REC_ENOMEM, "GPU model: out of memory");
+    int n = 0;
+    for (int i = 0; !s && i < F1; i++)  // dlrm's li/lj order
+        for (int j = 0; j < i + self; j++) at[n++] = i + j * F1;
+    for (int r = 0; !s && r < nn; r++) {
+        const int i = r % F1, j = r / F1, hi = i > j ? i : j, lo = i > j ? j : i;
+        const int k = self ? hi * (hi + 1) / 2 + lo : hi * (hi - 1) / 2 + lo;
+        src[r] = i != j ? k + 1 : self ? -(k + 1) : 0;
+    }
+    g->npairs = n;
+    if (!s) s = rec_cuda_alloc((void **)&g->pair_at, (size_t)nn * sizeof(int), "the interaction's pairs");
+    if (!s) s = rec_cuda_alloc((void **)&g->grad_src, (size_t)nn * sizeof(int), "the interaction's pairs");
+    if (!s) s = rec_cuda_upload(g->pair_at, at, (size_t)n * sizeof(int));
+    if (!s) s = rec_cuda_upload(g->grad_src, src, (size_t)nn * sizeof(int));
+    free(at), free(src);
+    // bf16 end to end where cuBLASLt has the products in bf16 with a bf16 D for the backward;
+    // else T and dT in fp32 (and T in bf16 too where the products still take bf16).
+    const long long sT = (long long)F1 * E;
+    const gemm_batch fwd = {g->B, sT, sT, nn, 0}, bwd = {g->B, sT, nn, sT, 1};
+    // The fused kernels where the shape fits them; REC_CUDA_INTERACT=gemm keeps the batched
+    // cuBLASLt products (a diagnostic: docs/gpu.md).
+    const char *how = getenv("REC_CUDA_INTERACT");
+    g->mma = !s && g->bf16 && rec_interact_mma_fits(F1, E) && !(how && !strcmp(how, "gemm"));
+    if (g->mma) {
+        const cudaError_t e = rec_interact_mma_setup();
+        if (e != cudaSuccess) s = cu_fail(e, "configuring the interaction kernels");
+    }
+    g->direct = g->mma || (!s && g->bf16 && gemm_plan_batch(g->lt, &g->gram, F1, F1, E, 1, 0, 0, g->ws_bytes, 1, fwd) == REC_OK &&
+                g->gram.bf16 && gemm_plan_batch(g->lt, &g->gram_bwd, E, F1, F1, 0, 0, 0, g->ws_bytes, 1, bwd) == REC_OK &&
+                g->gram_bwd.bf16);
+    if (!s && !g->direct) {
+        s = gemm_plan_batch(g->lt, &g->gram, F1, F1, E, 1, 0, 0, g->ws_bytes, g->bf16, fwd);
+        if (!s) s = gemm_plan_batch(g->lt, &g->gram_bwd, E, F1, F1, 0, 0, 0, g->ws_bytes, g->bf16, gemm_batch{g->B, sT, nn, sT, 0});
+    }
+    const size_t nT = (size_t)g->B * sT;
+    if (!s && !g->direct) s = rec_cuda_alloc((void **)&g->T, nT * sizeof(float), "the interaction's input");
+    if (!s && !g->direct) s = rec_cuda_alloc((void **)&g->dT, nT * sizeof(float), "the interaction's input gradient");
+    if (!s && g->bf16) s = rec_cuda_alloc((void **)&g->T16, nT * 2, "the interaction's input in bf16");
+    if (!s && g->direct) s = rec_cuda_alloc((void **)&g->dT16, nT * 2, "the interaction's input gradient in bf16");
+    g->z32 = !g->bf16 || !g->top.fwd[0].bf16 || !g->top.bw[0].bf16;
+    return s;
+}
+
+static int grid_rows(int B) { return B < 8192 ? B : 8192; }
+
+// T's row 0 from the bottom MLP's output h, then for DOT z (and the top MLP's bf16 input).
+static rec_status interact_forward(rec_cuda_model *g, int B, const float *h) {
+    const int F1 = g->F + 1, E = g->E, n = F1 * E, nn = F1 * F1, dot = g->cfg.interaction == REC_INTERACT_DOT;
+    if (g->mma) {  // T16's rows 1..F hold the embeddings; x comes from h
+        CU_TRY(rec_interact_mma_fwd(g->st, g->emb->sms, B, F1, E, g->Dz, g->cfg.self_interaction != 0, h, g->T16,
+                                    g->z32 ? g->z : NULL, g->top.in16[0]), "launching the interaction");
+        return REC_OK;
+    }
+    // T's row 0 from h: T16 alone (direct), T (and all of T16 where a product takes bf16), or T (CAT).
+    __nv_bfloat16 *T16 = dot && g->bf16 && (g->gram.bf16 || g->gram_bwd.bf16) ? g->T16 : NULL;
+    const int all = T16 && !g->direct;
+    if (E % 4 == 0) interact_pack_kernel<4><<<grid_rows(B), 256, 0, g->st>>>(B, E, n, h, g->T, T16, all);
+    else interact_pack_kernel<1><<<grid_rows(B), 256, 0, g->st>>>(B, E, n, h, g->T, T16, all);
+    CU_TRY(cudaGetLastError(), "launching the interaction");
+    if (!dot) return REC_OK;
+    REC_TRY(gemm_plan_batch(g->lt, &g->gram, F1, F1, E, 1, 0, 0, g->ws_bytes, g->bf16, gemm_batch{B, n, n, nn, 0}));
+    if (g->direct && !g->gram.bf16)
+        return rec_errorf(REC_EUNSUPPORTED, "GPU: cuBLASLt has bf16 interaction products for batch %d but not for %d", g->B, B);
+    REC_TRY(gemm_run(g->lt, &g->gram, operand{g->T, T16}, operand{g->T, T16}, g->Zg, NULL, g->ws, g->ws_bytes, g->st));
+    interact_gather_kernel<<<grid_rows(B), 256, 0, g->st>>>(B, E, g->Dz, nn, g->pair_at, h, g->Zg, g->z32 ? g->z : NULL,
+                                                            g->bf16 ? g->top.in16[0] : NULL);
+    CU_TRY(cudaGetLastError(), "launching the interaction's gather");
+    return REC_OK;
+}
+
+// From dz (B, Dz): dh for the bottom MLP, and for DOT dT (the embeddings' gradients in its rows 1..F).
+static rec_status interact_backward(rec_cuda_model *g, int B) {
+    const int F1 = g->F + 1, E = g->E, n = F1 * E, nn = F1 * F1;
+    if (g->cfg.interaction != REC_INTERACT_DOT) {
+        interact_dx_kernel<<<ew_grid(g, (size_t)B * E), 256, 0, g->st>>>(B, E, g->Dz, 0, g->dz, NULL, NULL, g->dh);
+        CU_TRY(cudaGetLastError(), "launching the interaction's backward");
+        return REC_OK;
+    }
+    if (g->mma) {
+        CU_TRY(rec_interact_mma_bwd(g->st, g->emb->sms, B, F1, E, g->Dz, g->cfg.self_interaction != 0,
+                                    g->bottom.act[g->bottom.L - 1], g->T16, g->dz, g->dh, g->dT16),
+               "launching the interaction's backward");
+        return REC_OK;
+    }
+    REC_TRY(gemm_plan_batch(g->lt, &g->gram_bwd, E, F1, F1, 0, 0, 0, g->ws_bytes, g->bf16, gemm_batch{B, n, nn, n, g->direct}));
+    if (g->direct && !g->gram_bwd.bf16)
+        return rec_errorf(REC_EUNSUPPORTED, "GPU: cuBLASLt has bf16 interaction products for batch %d but not for %d", g->B, B);
+    __nv_bfloat16 *G16 = g->gram_bwd.bf16 ? (__nv_bfloat16 *)g->Gg : NULL, *T16 = g->gram_bwd.bf16 ? g->T16 : NULL;
+    interact_grad_kernel<<<grid_rows(B), 256, 0, g->st>>>(B, E, g->Dz, nn, g->grad_src, g->dz, g->Gg, G16);
+    CU_TRY(cudaGetLastError(), "launching the interaction's backward");
+    REC_TRY(gemm_run(g->lt, &g->gram_bwd, operand{g->T, T16}, operand{g->Gg, G16}, g->direct ? (void *)g->dT16 : (void *)g->dT,
+                     NULL, g->ws, g->ws_bytes, g->st));
+    interact_dx_kernel<<<ew_grid(g, (size_t)B * E), 256, 0, g->st>>>(B, E, g->Dz, n, g->dz, g->dT, g->dT16, g->dh);
+    CU_TRY(cudaGetLastError(), "launching the interaction's backward");
+    return REC_OK;
+}
 
 extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, int max_batch, int precision) {
     *out = NULL;
@@ -488,13 +649,18 @@ extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, in
         rec_mlp *mlp = rec_model_mlp(m, i, NULL, NULL);
         for (int l = 0; mlp && l <= rec_mlp_layers(mlp); l++) widest = rec_mlp_size(mlp, l) > widest ? rec_mlp_size(mlp, l) : widest;
     }
+    const int dot = c->interaction == REC_INTERACT_DOT;
+    const size_t nT = B * (g->F + 1) * g->E, nn = (size_t)(g->F + 1) * (g->F + 1);
     struct { float **p; size_t n; const char *what; } bufs[] = {
-        {&g->emb_out, B * g->F * g->E, "pooled embeddings"}, {&g->demb, B * g->F * g->E, "their gradients"},
-        {&g->z, B * g->Dz, "the interaction"}, {&g->dz, B * g->Dz, "its gradient"}, {&g->dh, B * g->E, "the bottom gradient"},
+        {&g->T, dot ? 0 : nT, "the interaction's input"}, {&g->z, dot ? B * g->Dz : 0, "the interaction"},
+        {&g->Zg, dot ? B * nn : 0, "the interaction's products"}, {&g->Gg, dot ? B * nn : 0, "their gradients"},
+        {&g->dz, B * g->Dz, "the interaction's gradient"}, {&g->dh, B * g->E, "the bottom gradient"},
         {&g->dbuf[0], B * widest, "activation gradients"}, {&g->dbuf[1], B * widest, "activation gradients"},
-        {&g->dlogits, B, "the logits' gradient"}, {&g->d_in, B * (g->Dn + 1), "dense inputs and labels"},
-        {&g->bias_part, (size_t)BIAS_CHUNKS * widest, "partial bias gradients"}};
-    for (size_t i = 0; !s && i < sizeof bufs / sizeof bufs[0]; i++) s = rec_cuda_alloc((void **)bufs[i].p, bufs[i].n * sizeof(float), bufs[i].what);
+        {&g->dlogits, B, "the logits' gradient"}, {&g->d_in[0], B * (g->Dn + 1), "dense inputs and labels"},
+        {&g->d_in[1], B * (g->Dn + 1), "dense inputs and labels"}, {&g->bias_part, (size_t)BIAS_CHUNKS * widest, "partial bias gradients"}};
+    for (size_t i = 0; !s && i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i].n) s = rec_cuda_alloc((void **)bufs[i].p, bufs[i].n * sizeof(float), bufs[i].what);
+    if (!s) s = cu_embed_layout(g->emb, (g->F + 1) * g->E, g->E);  // pooled into T's rows 1..F
     if (!s) s = rec_cuda_alloc((void **)&g->d_loss, sizeof(double), "the loss");
     if (!s && g->bf16) s = rec_cuda_alloc((void **)&g->w16, P * 2, "the parameters in bf16");
     if (!s && g->bf16) s = rec_cuda_alloc((void **)&g->dy16, B * widest * 2, "output gradients in bf16");
@@ -511,7 +677,7 @@ extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, in
     // Parameters and optimizer state from the CPU model.
     const float *hp = rec_model_dense_params(m);
     if (!s) s = rec_cuda_upload(g->params, hp, P * sizeof(float));
-    if (!s && g->bf16) to_bf16_kernel<<<512, 256, 0, g->st>>>(g->params, P, g->w16);
+    if (!s && g->bf16) to_bf16_kernel<<<ew_grid(g, P), 256, 0, g->st>>>(g->params, P, g->w16);
     if (!s) s = mlp_setup(g, &g->bottom, rec_model_mlp(m, 0, NULL, NULL), hp, 0);
     if (!s) s = mlp_setup(g, &g->top, rec_model_mlp(m, 1, NULL, NULL), hp, 1);
     static const char *const ST[2][2] = {{"opt.dense.sum", NULL}, {"opt.dense.m", "opt.dense.v"}};
@@ -520,32 +686,7 @@ extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, in
         s = t ? rec_cuda_upload(k ? g->s1 : g->s0, t->data, P * sizeof(float))
               : rec_errorf(REC_EINVAL, "GPU model: the CPU model has no dense optimizer state to copy");
     }
-    if (!s && c->interaction == REC_INTERACT_DOT) { // a sample's T in shared memory, up to 8 a block
-        cudaDeviceProp prop;
-        const size_t one = (size_t)(g->F + 1) * g->E * sizeof(float);
-        e2 = cudaGetDeviceProperties(&prop, 0);
-        g->iwarps = 8;
-        while (e2 == cudaSuccess && g->iwarps > 1 && g->iwarps * one > prop.sharedMemPerBlockOptin) g->iwarps /= 2;
-        if (e2 == cudaSuccess && one > prop.sharedMemPerBlockOptin)
-            s = rec_errorf(REC_EUNSUPPORTED, "GPU model: the dot interaction of %d features of dim %d needs %zu bytes of "
-                           "shared memory per sample; this GPU has %zu", g->F + 1, g->E, one, prop.sharedMemPerBlockOptin);
-        if (!s && e2 == cudaSuccess)
-            e2 = cudaFuncSetAttribute(interact_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(g->iwarps * one));
-        if (!s && e2 == cudaSuccess)
-            e2 = cudaFuncSetAttribute(interact_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(g->iwarps * one));
-        if (!s && e2 != cudaSuccess) s = cu_fail(e2, "configuring the interaction kernels");
-    }
-    if (!s && c->interaction == REC_INTERACT_DOT) { // dlrm's li/lj order
-        int2 *pairs = (int2 *)malloc((size_t)(g->F + 1) * (g->F + 1) * sizeof(int2));
-        int n = 0;
-        for (int i = 0; pairs && i <= g->F; i++)
-            for (int j = 0; j < i + (c->self_interaction != 0); j++) pairs[n++] = make_int2(i, j);
-        g->npairs = n;
-        s = pairs ? rec_cuda_alloc((void **)&g->pairs, (size_t)(n + 1) * sizeof(int2), "the interaction's pairs")
-                  : rec_errorf(REC_ENOMEM, "GPU model: out of memory");
-        if (!s) s = rec_cuda_upload(g->pairs, pairs, (size_t)n * sizeof(int2));
-        free(pairs);
-    }
+    if (!s && dot) s = interact_setup(g);
     if (s) {
         rec_cuda_model_free(g);
         return s;
@@ -569,10 +710,14 @@ static rec_status load_inputs(rec_cuda_model *g, const rec_batch *b) {
     float *h = g->h_in[i];
     memcpy(h, b->dense, (size_t)B * g->Dn * sizeof(float));
     memcpy(h + (size_t)B * g->Dn, b->label, (size_t)B * sizeof(float));
-    CU_TRY(cudaMemcpyAsync(g->d_in, h, (size_t)B * (g->Dn + 1) * sizeof(float), cudaMemcpyHostToDevice, g->st),
+    // The ids first: their copy waits (on the copy stream) for the kernels of the step that
+    // last used this slot, which the dense copy after it then also does.
+    REC_TRY(rec_cuda_batch_load(g->emb, g->batch[i], b, 0));
+    CU_TRY(cudaMemcpyAsync(g->d_in[i], h, (size_t)B * (g->Dn + 1) * sizeof(float), cudaMemcpyHostToDevice, g->emb->cp),
            "copying a batch's dense values");
-    CU_TRY(cudaEventRecord(g->in_done[i], g->st), "recording an input copy");
-    return rec_cuda_batch_load(g->emb, g->batch[i], b, 0);
+    CU_TRY(cudaEventRecord(g->in_done[i], g->emb->cp), "recording an input copy");
+    CU_TRY(cudaStreamWaitEvent(g->st, g->in_done[i], 0), "waiting for an input copy");
+    return REC_OK;
 }
 
 static void mark(rec_cuda_model *g, int k) {
@@ -580,21 +725,17 @@ static void mark(rec_cuda_model *g, int k) {
 }
 
 static rec_status forward(rec_cuda_model *g, int B, const float **logits) {
-    const rec_cuda_batch *d = g->batch[g->slot];
+    const int i = g->slot, dot = g->cfg.interaction == REC_INTERACT_DOT;
     mark(g, 1);
-    REC_TRY(rec_cuda_embed_forward(g->emb, d, g->emb_out));
+    if (g->direct) REC_TRY(cu_embed_forward16(g->emb, g->batch[i], g->T16));
+    else REC_TRY(rec_cuda_embed_forward(g->emb, g->batch[i], g->T));
     mark(g, 2);
     const float *h, *y;
-    REC_TRY(mlp_forward(g, &g->bottom, B, g->d_in, &h));
+    REC_TRY(mlp_forward(g, &g->bottom, B, g->d_in[i], &h, 0));
     mark(g, 3);
-    if (g->cfg.interaction == REC_INTERACT_DOT) {
-        const size_t smem = (size_t)g->iwarps * (g->F + 1) * g->E * sizeof(float);
-        interact_fwd_kernel<<<(B + g->iwarps - 1) / g->iwarps, 32 * g->iwarps, smem, g->st>>>(B, g->F, g->E, g->Dz, g->npairs, g->pairs, h, g->emb_out, g->z);
-    } else
-        cat_fwd_kernel<<<256, 256, 0, g->st>>>(B, g->E, g->F * g->E, h, g->emb_out, g->z);
-    CU_TRY(cudaGetLastError(), "launching the interaction");
+    REC_TRY(interact_forward(g, B, h));
     mark(g, 4);
-    REC_TRY(mlp_forward(g, &g->top, B, g->z, &y));
+    REC_TRY(mlp_forward(g, &g->top, B, dot ? g->z : g->T, &y, dot && g->bf16));
     *logits = y;
     return REC_OK;
 }
@@ -620,33 +761,30 @@ extern "C" rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_bat
     const float *logits;
     REC_TRY(forward(g, B, &logits));
     mark(g, 5);
-    bce_kernel<<<1, 256, 0, g->st>>>(B, logits, g->d_in + (size_t)B * g->Dn, g->dlogits, g->d_loss);
+    bce_kernel<<<1, 256, 0, g->st>>>(B, logits, g->d_in[i] + (size_t)B * g->Dn, g->dlogits, g->d_loss);
     CU_TRY(cudaMemcpyAsync(g->h_loss + i, g->d_loss, sizeof(double), cudaMemcpyDeviceToHost, g->st), "copying the loss");
     mark(g, 6);
-    REC_TRY(mlp_backward(g, &g->top, B, g->z, g->dlogits, g->dz));
+    const int dot = g->cfg.interaction == REC_INTERACT_DOT;
+    REC_TRY(mlp_backward(g, &g->top, B, dot ? g->z : g->T, g->dlogits, g->dz));
     mark(g, 7);
-    if (g->cfg.interaction == REC_INTERACT_DOT) {
-        const size_t smem = (size_t)g->iwarps * (g->F + 1) * g->E * sizeof(float);
-        interact_bwd_kernel<<<(B + g->iwarps - 1) / g->iwarps, 32 * g->iwarps, smem, g->st>>>(B, g->F, g->E, g->Dz, g->cfg.self_interaction != 0,
-                                                                g->bottom.act[g->bottom.L - 1], g->emb_out, g->dz, g->dh, g->demb);
-    } else
-        cat_bwd_kernel<<<256, 256, 0, g->st>>>(B, g->E, g->F * g->E, g->dz, g->dh, g->demb);
-    CU_TRY(cudaGetLastError(), "launching the interaction's backward");
+    REC_TRY(interact_backward(g, B));
     mark(g, 8);
-    REC_TRY(mlp_backward(g, &g->bottom, B, g->d_in, g->dh, NULL));
+    REC_TRY(mlp_backward(g, &g->bottom, B, g->d_in[i], g->dh, NULL));
     mark(g, 9);
     // A step at scale 0 still updates optimizer state, as on the CPU.
     const double scale = rec_lr_scale(&g->cfg.schedule, g->steps);
-    REC_TRY(rec_cuda_embed_backward_update(g->emb, g->batch[i], g->demb, (float)(g->cfg.sparse_opt.lr * scale)));
+    const float slr = (float)(g->cfg.sparse_opt.lr * scale);
+    if (g->direct) REC_TRY(cu_embed_backward16(g->emb, g->batch[i], g->dT16, slr));
+    else REC_TRY(rec_cuda_embed_backward_update(g->emb, g->batch[i], dot ? g->dT : g->dz, slr));
     mark(g, 10);
     const rec_dense_opt_config *o = &g->cfg.dense_opt;
     const int64_t t = g->steps + 1;  // Adam's bias correction counts this step
     const double bc1 = 1.0 - pow(o->beta1, (double)t), bc2 = 1.0 - pow(o->beta2, (double)t);
     const float lr = (float)(o->lr * scale);
-    dense_opt_kernel<<<512, 256, 0, g->st>>>((int)o->kind, g->P, g->params, g->grads, g->s0, g->s1, lr, o->beta1,
+    dense_opt_kernel<<<ew_grid(g, g->P), 256, 0, g->st>>>((int)o->kind, g->P, g->params, g->grads, g->s0, g->s1, lr, o->beta1,
                                              o->beta2, o->eps, o->kind == REC_OPT_ADAM ? (float)(lr / bc1) : 0.0f,
                                              o->kind == REC_OPT_ADAM ? (float)sqrt(bc2) : 1.0f);
-    if (g->bf16) to_bf16_kernel<<<512, 256, 0, g->st>>>(g->params, g->P, g->w16);  // the next step's operands
+    if (g->bf16) to_bf16_kernel<<<ew_grid(g, g->P), 256, 0, g->st>>>(g->params, g->P, g->w16);  // the next step's operands
     CU_TRY(cudaGetLastError(), "launching the dense optimizer");
     mark(g, 11);
     CU_TRY(cudaEventRecord(g->loss_done[i], g->st), "recording a step");

@@ -45,6 +45,7 @@ struct rec_shard {
     int64_t rows;            /* N */
     int64_t n_groups;
     shard_group *groups;     /* (n_groups) */
+    int threads;             /* a group's checksum on this many threads (rec_shard_set_threads) */
     int64_t *row0;           /* (n_groups+1) first row of each group */
     int64_t *nnz;            /* (n_groups, F) */
     uint8_t *flags;          /* (n_groups, F) SHARD_FF_* */
@@ -420,7 +421,7 @@ static int64_t first_outside(const shard_column *c, int64_t nnz, int64_t R) {
  * every id inside its table. */
 static rec_status check_group(rec_shard *s, int64_t g) {
     const shard_group *gr = &s->groups[g];
-    uint32_t crc = rec_crc32(0, s->map + gr->off, gr->bytes);
+    uint32_t crc = rec_crc32_threads(0, s->map + gr->off, gr->bytes, s->threads);
     if (crc != gr->crc)
         return BAD("%s: group %lld: checksum mismatch (stored %08x, computed %08x): the file is "
                    "corrupt; re-run rectrain prep", s->path, (long long)g, gr->crc, crc);
@@ -453,6 +454,8 @@ static rec_status check_group(rec_shard *s, int64_t g) {
     s->groups[g].verified = 1;
     return REC_OK;
 }
+
+void rec_shard_set_threads(rec_shard *s, int threads) { s->threads = threads < 1 ? 1 : threads; }
 
 rec_status rec_shard_verify(rec_shard *s) {
     for (int64_t g = 0; g < s->n_groups; g++) REC_TRY(check_group(s, g));

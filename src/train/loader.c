@@ -141,7 +141,7 @@ static rec_status check_same_schema(const rec_shard *a, const char *pa, const re
 
 /* Every part is opened (the first stays open as the schema's owner) and checked against the
  * first; part_row0 numbers the rows across them in order. */
-static rec_status open_shard_set(rec_dataset *d) {
+static rec_status open_shard_set(rec_dataset *d, const rec_dataset_opts *o) {
     REC_TRY(rec_shard_open(&d->shard, d->parts[0]));
     const rec_shard_schema *sc = rec_shard_get_schema(d->shard);
     d->has_label = sc->has_label;
@@ -160,6 +160,7 @@ static rec_status open_shard_set(rec_dataset *d) {
     d->rows = d->part_row0[d->n_parts];
     REC_TRY(rec_alloc((void **)&d->table_rows, (size_t)(d->n_sparse + 1) * sizeof(int64_t), "data set tables"));
     for (int32_t f = 0; f < d->n_sparse; f++) d->table_rows[f] = sc->sparse[f].table_rows;
+    d->prep_threads = o->prep_threads < 1 ? 1 : o->prep_threads > 256 ? 256 : o->prep_threads;  /* the gather's */
     return REC_OK;
 }
 
@@ -252,7 +253,7 @@ rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o) {
         d->is_shard = is_shard;
         d->stop = o->stop;
         d->map_skips = o->map_skips;
-        s = is_shard ? open_shard_set(d) : open_tsv_set(d, o);
+        s = is_shard ? open_shard_set(d, o) : open_tsv_set(d, o);
     }
     if (s) {
         rec_dataset_close(d);
@@ -533,12 +534,8 @@ static int64_t block_len(const rec_loader *l, int64_t blk) {
     return left < l->sh.block_rows ? left : l->sh.block_rows;
 }
 
-/* Appends the window rows code[0..k) (code = block << 32 | row: that row of win[block]) to
- * dst, which must have room for k more rows: what batch_append_rows does for a run of rows,
- * gathered. A feature's ids take the widest width among its sources (a shard's blocks all
- * share one). Fails only on allocation, leaving dst->n unchanged. */
-static rec_status gather_rows(rec_batch *dst, const rec_batch *win, const uint64_t *code, int64_t k) {
-    const int64_t at = dst->n;
+/* The labels and dense values of window rows code[0..k) into dst's rows at.. */
+static void gather_dense(rec_batch *dst, const rec_batch *win, const uint64_t *code, int64_t k, int64_t at) {
     const int32_t dn = dst->n_dense;
     for (int64_t i = 0; i < k; i++) {
         const rec_batch *s = &win[code[i] >> 32];
@@ -548,39 +545,71 @@ static rec_status gather_rows(rec_batch *dst, const rec_batch *win, const uint64
         const float *from = s->dense + r * dn;
         for (int32_t c = 0; c < dn; c++) to[c] = from[c];  /* a few values: no memcpy call */
     }
-    for (int32_t f = 0; f < dst->n_sparse; f++) {
-        rec_jagged *dj = &dst->sparse[f];
-        int64_t add = 0;
-        int wide = 0, weighted = 0;
-        for (int64_t i = 0; i < k; i++) {
-            const rec_jagged *sj = &win[code[i] >> 32].sparse[f];
-            const int64_t r = (int64_t)(code[i] & 0xffffffffu);
-            add += sj->offsets[r + 1] - sj->offsets[r];
-            wide |= sj->wide;
-            weighted |= sj->weights != NULL;
+}
+
+/* Sparse feature f of window rows code[0..k) into dst's rows at..: its ids take the widest
+ * width among its sources (a shard's blocks all share one). Touches feature f alone. */
+static rec_status gather_feature(rec_batch *dst, const rec_batch *win, const uint64_t *code, int64_t k, int64_t at,
+                                 int32_t f) {
+    rec_jagged *dj = &dst->sparse[f];
+    int64_t add = 0;
+    int wide = 0, weighted = 0;
+    for (int64_t i = 0; i < k; i++) {
+        const rec_jagged *sj = &win[code[i] >> 32].sparse[f];
+        const int64_t r = (int64_t)(code[i] & 0xffffffffu);
+        add += sj->offsets[r + 1] - sj->offsets[r];
+        wide |= sj->wide;
+        weighted |= sj->weights != NULL;
+    }
+    if (wide && !dj->wide) REC_TRY(rec_batch_set_wide(dst, f, 1));
+    else if (!wide && dj->wide && dj->offsets[at] == 0) REC_TRY(rec_batch_set_wide(dst, f, 0));
+    REC_TRY(rec_batch_reserve_nnz(dst, f, dj->offsets[at] + add, weighted || dj->weights != NULL));
+    int64_t o = dj->offsets[at];
+    for (int64_t i = 0; i < k; i++) {  /* bags of a few ids (mostly one): no memcpy call */
+        const rec_jagged *sj = &win[code[i] >> 32].sparse[f];
+        const int64_t r = (int64_t)(code[i] & 0xffffffffu), first = sj->offsets[r];
+        const int64_t len = sj->offsets[r + 1] - first;
+        if (!dj->wide && len == 1)
+            dj->ids32[o] = sj->ids32[first];
+        else if (!dj->wide)
+            for (int64_t q = 0; q < len; q++) dj->ids32[o + q] = sj->ids32[first + q];
+        else if (sj->wide)
+            for (int64_t q = 0; q < len; q++) dj->ids64[o + q] = sj->ids64[first + q];
+        else
+            for (int64_t q = 0; q < len; q++) dj->ids64[o + q] = sj->ids32[first + q];
+        if (dj->weights)
+            for (int64_t q = 0; q < len; q++) dj->weights[o + q] = sj->weights ? sj->weights[first + q] : 1.0f;
+        o += len;
+        dj->offsets[at + i + 1] = o;
+    }
+    return REC_OK;
+}
+
+/* Appends the window rows code[0..k) (code = block << 32 | row: that row of win[block]) to
+ * dst, which must have room for k more rows: what batch_append_rows does for a run of rows,
+ * gathered. The dense part and each feature are independent: with threads > 1 (a GPU trains
+ * and the CPUs are free; at batch 65536 one thread gathered a batch slower than the GPU
+ * trained on it) they run as that many OpenMP tasks. Fails only on allocation, leaving
+ * dst->n unchanged. */
+static rec_status gather_rows(rec_batch *dst, const rec_batch *win, const uint64_t *code, int64_t k, int threads) {
+    const int64_t at = dst->n;
+    const int32_t F = dst->n_sparse;
+    const int nt = threads > 1 && k >= 1024 ? (threads < F + 1 ? threads : F + 1) : 1;
+    rec_status s = REC_OK;
+    char msg[MSG_CAP] = "";
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int32_t f = -1; f < F; f++) {
+        if (f < 0) {
+            gather_dense(dst, win, code, k, at);
+            continue;
         }
-        if (wide && !dj->wide) REC_TRY(rec_batch_set_wide(dst, f, 1));
-        else if (!wide && dj->wide && dj->offsets[at] == 0) REC_TRY(rec_batch_set_wide(dst, f, 0));
-        REC_TRY(rec_batch_reserve_nnz(dst, f, dj->offsets[at] + add, weighted || dj->weights != NULL));
-        int64_t o = dj->offsets[at];
-        for (int64_t i = 0; i < k; i++) {  /* bags of a few ids (mostly one): no memcpy call */
-            const rec_jagged *sj = &win[code[i] >> 32].sparse[f];
-            const int64_t r = (int64_t)(code[i] & 0xffffffffu), first = sj->offsets[r];
-            const int64_t len = sj->offsets[r + 1] - first;
-            if (!dj->wide && len == 1)
-                dj->ids32[o] = sj->ids32[first];
-            else if (!dj->wide)
-                for (int64_t q = 0; q < len; q++) dj->ids32[o + q] = sj->ids32[first + q];
-            else if (sj->wide)
-                for (int64_t q = 0; q < len; q++) dj->ids64[o + q] = sj->ids64[first + q];
-            else
-                for (int64_t q = 0; q < len; q++) dj->ids64[o + q] = sj->ids32[first + q];
-            if (dj->weights)
-                for (int64_t q = 0; q < len; q++) dj->weights[o + q] = sj->weights ? sj->weights[first + q] : 1.0f;
-            o += len;
-            dj->offsets[at + i + 1] = o;
+        const rec_status e = gather_feature(dst, win, code, k, at, f);
+        if (e != REC_OK) {
+#pragma omp critical(rec_loader_gather)
+            if (s == REC_OK) s = e, snprintf(msg, sizeof msg, "%s", rec_errmsg());  /* the message is per thread */
         }
     }
+    if (s != REC_OK) return rec_errorf(s, "%s", msg);
     dst->n = at + k;
     return REC_OK;
 }
@@ -612,7 +641,7 @@ static rec_status emit_window(rec_loader *l, int64_t w, int nb, int64_t skip, in
             return REC_OK;
         }
         int64_t m = n - k < l->batch - l->out->n ? n - k : l->batch - l->out->n;
-        REC_TRY(gather_rows(l->out, l->win, l->perm + k, m));
+        REC_TRY(gather_rows(l->out, l->win, l->perm + k, m, l->d->prep_threads));
         k += m;
         if (l->out->n == l->batch) {
             slot_publish(l);
@@ -817,7 +846,10 @@ rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0,
     if (!s && sh) s = shuffle_init(l);
     if (!s && d->is_shard) {
         s = rec_alloc((void **)&l->shards, (size_t)d->n_parts * sizeof *l->shards, "loader shards");
-        for (int k = 0; !s && k < d->n_parts; k++) s = rec_shard_open(&l->shards[k], d->parts[k]);
+        for (int k = 0; !s && k < d->n_parts; k++) {
+            s = rec_shard_open(&l->shards[k], d->parts[k]);
+            if (!s) rec_shard_set_threads(l->shards[k], d->prep_threads);
+        }
         const int64_t most = sh && sh->block_rows > batch ? sh->block_rows : batch;  /* rows of one read */
         if (!s && d->n_parts > 1) s = rec_batch_init(&l->span, most, d->n_dense, d->n_sparse, 1);
     } else if (!s && !l->pieces) {
