@@ -82,8 +82,9 @@ static void test_block_map(void) {
 }
 
 /* rec_cuda_pack against a plain loop: random features of both id widths, some weighted, empty
- * bags; then bad ids in two features: the first in order is named. */
-static void test_pack(void) {
+ * bags; then bad ids in two features: the first in order is named. On this thread (pool NULL)
+ * and on a pool's. */
+static void test_pack(rec_pool *pool) {
     rec_rng rng;
     rec_rng_seed(&rng, 11, 0);
     enum { F = 9, B = 333 };
@@ -115,7 +116,7 @@ static void test_pack(void) {
     int32_t *off = malloc(sizeof(int32_t) * (size_t)(F + 2) * (B + 1)), *ids = malloc(sizeof(int32_t) * (size_t)(all + 1));
     float *w = malloc(sizeof(float) * (size_t)(all + 1));
     int64_t nnz[F];
-    s = rec_cuda_pack(&b, 1, Fw, rows + 1, off, ids, w, nnz);
+    s = rec_cuda_pack(&b, 1, Fw, rows + 1, off, ids, w, nnz, pool);
     int ok = s == REC_OK;
     int64_t at = 0;
     for (int f = 0; ok && f < Fw; f++) {
@@ -135,11 +136,11 @@ static void test_pack(void) {
     while (b.sparse[3].offsets[r3 + 1] == b.sparse[3].offsets[r3]) r3++;
     b.sparse[6].ids64[b.sparse[6].offsets[r6]] = rows[6];
     b.sparse[3].ids64[b.sparse[3].offsets[r3]] = -1;
-    s = rec_cuda_pack(&b, 0, F, rows, off, ids, NULL, nnz);
+    s = rec_cuda_pack(&b, 0, F, rows, off, ids, NULL, nnz, pool);
     char want[96];
     snprintf(want, sizeof want, "feature 3, batch row %d: id -1 is outside", r3);
     CHECK_ERR(s, REC_EINVAL, want);
-    s = rec_cuda_pack(&b, 4, F - 4, rows + 4, off, ids, NULL, nnz);
+    s = rec_cuda_pack(&b, 4, F - 4, rows + 4, off, ids, NULL, nnz, pool);
     snprintf(want, sizeof want, "feature 6, batch row %d: id %lld is outside", r6, (long long)rows[6]);
     CHECK_ERR(s, REC_EINVAL, want);
     free(off), free(ids), free(w);
@@ -256,7 +257,11 @@ int main(void) {
     if (rc) return rc;
     test_sched_names();
     test_block_map();
-    test_pack();
+    test_pack(NULL);
+    rec_pool *pool = NULL;
+    CHECK(rec_pool_init(&pool, 3) == REC_OK, "a pool: %s", rec_errmsg());
+    if (pool) test_pack(pool);
+    rec_pool_free(pool);
     test_plans();
     test_cli();
     clirun_cleanup();

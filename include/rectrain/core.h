@@ -181,6 +181,9 @@ rec_status rec_pool_init(rec_pool **out, int n_threads);
 void rec_pool_free(rec_pool *p);
 int rec_pool_threads(const rec_pool *p);
 rec_status rec_pool_run(rec_pool *p, int64_t n_tasks, rec_task_fn fn, void *ctx);
+/* rec_crc32 on the pool's threads (NULL: this one): pieces of 1 MiB or more, each summed
+ * alone and combined (zlib's crc32_combine). The shard loader's check of a group. */
+uint32_t rec_crc32_pool(uint32_t crc, const void *p, size_t n, rec_pool *pool);
 
 /* Number of CPUs this process may run on (sched_getaffinity), at least 1. */
 int rec_cpu_count(void);
@@ -226,9 +229,6 @@ double rec_median(double *v, int n);
  * rec_crc32(rec_crc32(0, a, n), b, m) == CRC of a followed by b. A thin wrapper over
  * zlib's crc32_z (hardware-accelerated where zlib is). */
 uint32_t rec_crc32(uint32_t crc, const void *p, size_t n);
-/* The same on up to `threads` OpenMP threads: pieces of 1 MiB or more, each summed alone and
- * combined (zlib's crc32_combine). The shard loader's check of a group on a GPU's host. */
-uint32_t rec_crc32_threads(uint32_t crc, const void *p, size_t n, int threads);
 /* CRC-32C (Castagnoli; TFRecord framing), chained alike: crc 0 to start. */
 uint32_t rec_crc32c(uint32_t crc, const void *p, size_t n);
 /* 64-bit FNV-1a, chainable alike: start with REC_FNV_SEED. For keys (job and metric-store

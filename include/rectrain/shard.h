@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "rectrain/batch.h"
+#include "rectrain/core.h"
 #include "rectrain/prep.h"
 #include "rectrain/status.h"
 
@@ -78,9 +79,13 @@ int64_t rec_shard_groups(const rec_shard *s);
  * and cap >= n; each of its features takes the id width the shard stores (rec_ids_wide).
  * Verifies the checksum of every group it touches the first time. */
 rec_status rec_shard_read(rec_shard *s, int64_t row0, int64_t n, rec_batch *b);
-/* Checks a group's checksum on up to `threads` threads (default 1): the loader of a GPU's
- * training, whose host CPUs are otherwise free, reads groups faster than one thread sums them. */
-void rec_shard_set_threads(rec_shard *s, int threads);
+/* Checks (once) every group that rows [row0, row0+n) touch, as a read of them would. After
+ * it, reading those rows changes nothing in s: threads may read them from one handle at once. */
+rec_status rec_shard_check_rows(rec_shard *s, int64_t row0, int64_t n);
+/* Checks groups' checksums on the pool's threads (NULL, the default: the reading thread's):
+ * the loader of a GPU's training, whose host CPUs are otherwise free, reads groups faster than
+ * one thread sums them. The pool outlives s's reads. */
+void rec_shard_set_pool(rec_shard *s, rec_pool *pool);
 /* Checks every group's checksum now. */
 rec_status rec_shard_verify(rec_shard *s);
 /* The vocabularies stored in the shard (n = 0 when none). Owned by the shard. */

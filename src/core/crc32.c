@@ -19,20 +19,31 @@ uint32_t rec_crc32(uint32_t crc, const void *p, size_t n) {
     return (uint32_t)crc32_z((uLong)crc, (const Bytef *)p, (z_size_t)n);
 }
 
-uint32_t rec_crc32_threads(uint32_t crc, const void *p, size_t n, int threads) {
-    enum { PIECE_MIN = 1 << 20, PIECES_MAX = 256 };
-    size_t pieces = n / PIECE_MIN;
-    if (threads < 2 || pieces < 2) return rec_crc32(crc, p, n);
-    if (pieces > (size_t)threads) pieces = (size_t)threads;
-    if (pieces > PIECES_MAX) pieces = PIECES_MAX;
-    uint32_t part[PIECES_MAX];
-    const size_t len = n / pieces;
-#pragma omp parallel for num_threads((int)pieces) schedule(static, 1)
-    for (size_t i = 0; i < pieces; i++) {
-        const size_t a = i * len, e = i + 1 == pieces ? n : a + len;
-        part[i] = rec_crc32(0, (const unsigned char *)p + a, e - a);
-    }
-    for (size_t i = 0; i < pieces; i++) crc = (uint32_t)crc32_combine(crc, part[i], (z_off_t)(i + 1 == pieces ? n - i * len : len));
+/* rec_crc32_pool's pieces: piece i of `pieces` equal ones (the last takes the rest). */
+typedef struct crc_job {
+    const unsigned char *p;
+    size_t n, len, pieces;
+    uint32_t part[256];
+} crc_job;
+
+static rec_status crc_piece(void *ctx, int64_t i, int thread) {
+    crc_job *j = ctx;
+    const size_t a = (size_t)i * j->len, e = (size_t)i + 1 == j->pieces ? j->n : a + j->len;
+    j->part[i] = rec_crc32(0, j->p + a, e - a);
+    return REC_OK;
+}
+
+uint32_t rec_crc32_pool(uint32_t crc, const void *p, size_t n, rec_pool *pool) {
+    enum { PIECE_MIN = 1 << 20 };
+    crc_job j = {p, n, 0, n / PIECE_MIN, {0}};
+    const size_t threads = pool ? (size_t)rec_pool_threads(pool) : 1;
+    if (j.pieces > threads) j.pieces = threads;
+    if (j.pieces > sizeof j.part / sizeof j.part[0]) j.pieces = sizeof j.part / sizeof j.part[0];
+    if (j.pieces < 2) return rec_crc32(crc, p, n);
+    j.len = n / j.pieces;
+    rec_pool_run(pool, (int64_t)j.pieces, crc_piece, &j);  /* the pieces cannot fail */
+    for (size_t i = 0; i < j.pieces; i++)
+        crc = (uint32_t)crc32_combine(crc, j.part[i], (z_off_t)(i + 1 == j.pieces ? n - i * j.len : j.len));
     return crc;
 }
 

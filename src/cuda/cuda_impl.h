@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "rectrain/batch.h"
+#include "rectrain/core.h"
 #include "rectrain/status.h"
 
 #ifdef __cplusplus
@@ -36,9 +37,10 @@ int64_t rec_cuda_block_map(int F, int B, const int *dims, const int *sched, cons
  * offsets into ids, absolute (table f's ids start after tables 0..f-1's), ids (total) as int32,
  * and where w is not NULL every id's weight (1 for unweighted features); nnz (F) the ids per
  * table. Each id is checked against rows[f]: REC_EINVAL names the first feature (in order)
- * holding one outside its table, its batch row and the id. Features in parallel (OpenMP). */
+ * holding one outside its table, its batch row and the id. Features in parallel on `pool`
+ * (NULL: this thread). */
 rec_status rec_cuda_pack(const rec_batch *b, int first, int F, const int64_t *rows, int32_t *off, int32_t *ids, float *w,
-                         int64_t *nnz);
+                         int64_t *nnz, rec_pool *pool);
 
 #ifdef __cplusplus
 }

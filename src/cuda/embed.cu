@@ -542,6 +542,7 @@ extern "C" void rec_cuda_embed_free(rec_cuda_embed *g) {
     if (g->ev1) cudaEventDestroy(g->ev1);
     if (g->st) cudaStreamDestroy(g->st);
     if (g->cp) cudaStreamDestroy(g->cp);
+    rec_pool_free(g->pool);
     free(g->rows), free(g->dims), free(g->cols), free(g->sched), free(g->tab_off), free(g->st_off), free(g->h_args);
     free(g);
 }
@@ -643,6 +644,8 @@ extern "C" rec_status rec_cuda_embed_init(rec_cuda_embed **out, const rec_embed_
         if (e == cudaSuccess) e = cudaMallocHost((void **)&g->h_map[i], (2 * F + 1) * sizeof(int32_t));
     }
     if (e != cudaSuccess) s = cu_fail(e, "setting up the GPU embedding engine");
+    const int cpus = rec_cpu_count();
+    if (!s) s = rec_pool_init(&g->pool, cpus < F ? cpus : F);
     if (!s) s = rec_cuda_alloc((void **)&g->d_tab, to * sizeof(float), "the embedding tables");
     if (!s) s = rec_cuda_alloc((void **)&g->d_state, so * sizeof(float), "the embedding optimizer state");
     if (!s) s = rec_cuda_alloc((void **)&g->d_args, F * sizeof(tab_arg), "the table arguments");
@@ -775,7 +778,7 @@ extern "C" rec_status rec_cuda_batch_load(rec_cuda_embed *g, rec_cuda_batch *d, 
         d->cap_bytes = cap, d->F_cap = F;
     }
     int32_t *off = (int32_t *)d->h_buf, *ids = off + (size_t)F * (B + 1);
-    REC_TRY(rec_cuda_pack(b, first_feature, F, g->rows, off, ids, weighted ? (float *)(ids + total) : NULL, d->nnz));
+    REC_TRY(rec_cuda_pack(b, first_feature, F, g->rows, off, ids, weighted ? (float *)(ids + total) : NULL, d->nnz, g->pool));
     d->B = B, d->F = F, d->total = total;
     d->d_off = (const int32_t *)d->d_buf, d->d_ids = d->d_off + (size_t)F * (B + 1);
     d->d_w = weighted ? (const float *)(d->d_ids + total) : NULL;

@@ -57,6 +57,7 @@ struct rec_cuda_embed {
     uint32_t *d_row_base;       // (F + 1) first global row of each table
     int key_bits;
     cudaStream_t st, cp;        // the kernels; the batches' host-to-device copies
+    rec_pool *pool;             // the host's threads packing a batch (rec_cuda_pack)
     // per-batch block map: a pinned ring of two, each reused once its copy is done
     int32_t *h_map[2], *d_map[2];
     cudaEvent_t map_done[2];

@@ -45,7 +45,7 @@ struct rec_shard {
     int64_t rows;            /* N */
     int64_t n_groups;
     shard_group *groups;     /* (n_groups) */
-    int threads;             /* a group's checksum on this many threads (rec_shard_set_threads) */
+    rec_pool *pool;          /* a group's checksum on its threads (rec_shard_set_pool), or NULL */
     int64_t *row0;           /* (n_groups+1) first row of each group */
     int64_t *nnz;            /* (n_groups, F) */
     uint8_t *flags;          /* (n_groups, F) SHARD_FF_* */
@@ -421,7 +421,7 @@ static int64_t first_outside(const shard_column *c, int64_t nnz, int64_t R) {
  * every id inside its table. */
 static rec_status check_group(rec_shard *s, int64_t g) {
     const shard_group *gr = &s->groups[g];
-    uint32_t crc = rec_crc32_threads(0, s->map + gr->off, gr->bytes, s->threads);
+    uint32_t crc = rec_crc32_pool(0, s->map + gr->off, gr->bytes, s->pool);
     if (crc != gr->crc)
         return BAD("%s: group %lld: checksum mismatch (stored %08x, computed %08x): the file is "
                    "corrupt; re-run rectrain prep", s->path, (long long)g, gr->crc, crc);
@@ -455,7 +455,7 @@ static rec_status check_group(rec_shard *s, int64_t g) {
     return REC_OK;
 }
 
-void rec_shard_set_threads(rec_shard *s, int threads) { s->threads = threads < 1 ? 1 : threads; }
+void rec_shard_set_pool(rec_shard *s, rec_pool *pool) { s->pool = pool; }
 
 rec_status rec_shard_verify(rec_shard *s) {
     for (int64_t g = 0; g < s->n_groups; g++) REC_TRY(check_group(s, g));
@@ -471,6 +471,15 @@ static int64_t find_group(const rec_shard *s, int64_t r) {
         else hi = mid - 1;
     }
     return lo;
+}
+
+rec_status rec_shard_check_rows(rec_shard *s, int64_t row0, int64_t n) {
+    if (row0 < 0 || n < 0 || row0 > s->rows || n > s->rows - row0)
+        return rec_errorf(REC_EINVAL, "%s: rows [%lld, %lld) requested; the shard has %lld rows", s->path,
+                          (long long)row0, (long long)row0 + (long long)n, (long long)s->rows);
+    for (int64_t g = n ? find_group(s, row0) : 0; n && g < s->n_groups && s->row0[g] < row0 + n; g++)
+        if (!s->groups[g].verified) REC_TRY(check_group(s, g));
+    return REC_OK;
 }
 
 rec_status rec_shard_read(rec_shard *s, int64_t row0, int64_t n, rec_batch *b) {

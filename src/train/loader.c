@@ -160,7 +160,7 @@ static rec_status open_shard_set(rec_dataset *d, const rec_dataset_opts *o) {
     d->rows = d->part_row0[d->n_parts];
     REC_TRY(rec_alloc((void **)&d->table_rows, (size_t)(d->n_sparse + 1) * sizeof(int64_t), "data set tables"));
     for (int32_t f = 0; f < d->n_sparse; f++) d->table_rows[f] = sc->sparse[f].table_rows;
-    d->prep_threads = o->prep_threads < 1 ? 1 : o->prep_threads > 256 ? 256 : o->prep_threads;  /* the gather's */
+    d->prep_threads = o->prep_threads < 1 ? 1 : o->prep_threads > 256 ? 256 : o->prep_threads;  /* the loader pool's */
     return REC_OK;
 }
 
@@ -437,6 +437,8 @@ struct rec_loader {
     uint64_t *perm;             /* (W*K) the window's row order: block << 32 | row in block */
     int64_t *next;              /* (W) the next row of each block to deal */
     rec_batch *out;             /* the ring slot being filled across windows, or NULL */
+    rec_pool *pool;             /* shard, prep_threads > 1 (a GPU run): the checksums, the window's
+                                 * reads and the gather on its threads; else NULL */
 
     pthread_mutex_t mu;
     pthread_cond_t not_empty;   /* producer -> consumer: a slot was filled, or the end */
@@ -585,32 +587,36 @@ static rec_status gather_feature(rec_batch *dst, const rec_batch *win, const uin
     return REC_OK;
 }
 
+/* gather_rows' tasks: -1 + task = the dense part (task 0) or a sparse feature. */
+typedef struct gather_job {
+    rec_batch *dst;
+    const rec_batch *win;
+    const uint64_t *code;
+    int64_t k, at;
+} gather_job;
+
+static rec_status gather_task(void *ctx, int64_t task, int thread) {
+    const gather_job *j = ctx;
+    if (task == 0) {
+        gather_dense(j->dst, j->win, j->code, j->k, j->at);
+        return REC_OK;
+    }
+    return gather_feature(j->dst, j->win, j->code, j->k, j->at, (int32_t)task - 1);
+}
+
 /* Appends the window rows code[0..k) (code = block << 32 | row: that row of win[block]) to
  * dst, which must have room for k more rows: what batch_append_rows does for a run of rows,
- * gathered. The dense part and each feature are independent: with threads > 1 (a GPU trains
- * and the CPUs are free; at batch 65536 one thread gathered a batch slower than the GPU
- * trained on it) they run as that many OpenMP tasks. Fails only on allocation, leaving
- * dst->n unchanged. */
-static rec_status gather_rows(rec_batch *dst, const rec_batch *win, const uint64_t *code, int64_t k, int threads) {
-    const int64_t at = dst->n;
-    const int32_t F = dst->n_sparse;
-    const int nt = threads > 1 && k >= 1024 ? (threads < F + 1 ? threads : F + 1) : 1;
-    rec_status s = REC_OK;
-    char msg[MSG_CAP] = "";
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-    for (int32_t f = -1; f < F; f++) {
-        if (f < 0) {
-            gather_dense(dst, win, code, k, at);
-            continue;
-        }
-        const rec_status e = gather_feature(dst, win, code, k, at, f);
-        if (e != REC_OK) {
-#pragma omp critical(rec_loader_gather)
-            if (s == REC_OK) s = e, snprintf(msg, sizeof msg, "%s", rec_errmsg());  /* the message is per thread */
-        }
-    }
-    if (s != REC_OK) return rec_errorf(s, "%s", msg);
-    dst->n = at + k;
+ * gathered. The dense part and each feature are independent tasks, on the pool's threads
+ * where there is one (a GPU trains and the CPUs are free: at batch 65536 one thread gathered
+ * a batch slower than the GPU trained on it) and the run is long enough to pay. Fails only on
+ * allocation, leaving dst->n unchanged. */
+static rec_status gather_rows(rec_batch *dst, const rec_batch *win, const uint64_t *code, int64_t k, rec_pool *pool) {
+    gather_job j = {dst, win, code, k, dst->n};
+    const int64_t tasks = (int64_t)dst->n_sparse + 1;
+    if (pool && k >= 1024) REC_TRY(rec_pool_run(pool, tasks, gather_task, &j));
+    else
+        for (int64_t t = 0; t < tasks; t++) REC_TRY(gather_task(&j, t, 0));
+    dst->n = j.at + k;
     return REC_OK;
 }
 
@@ -641,7 +647,7 @@ static rec_status emit_window(rec_loader *l, int64_t w, int nb, int64_t skip, in
             return REC_OK;
         }
         int64_t m = n - k < l->batch - l->out->n ? n - k : l->batch - l->out->n;
-        REC_TRY(gather_rows(l->out, l->win, l->perm + k, m, l->d->prep_threads));
+        REC_TRY(gather_rows(l->out, l->win, l->perm + k, m, l->pool));
         k += m;
         if (l->out->n == l->batch) {
             slot_publish(l);
@@ -655,6 +661,34 @@ static rec_status emit_window(rec_loader *l, int64_t w, int nb, int64_t skip, in
 static void flush_out(rec_loader *l) {
     if (l->out && l->out->n > 0) slot_publish(l);
     l->out = NULL;
+}
+
+/* read_window's tasks: block i of the window. */
+typedef struct window_job {
+    rec_loader *l;
+    const int64_t *blk;
+} window_job;
+
+static rec_status window_task(void *ctx, int64_t i, int thread) {
+    const window_job *j = ctx;
+    rec_loader *l = j->l;
+    const int64_t r0 = l->row0 + j->blk[i] * l->sh.block_rows;
+    REC_TRY(read_rows(l, r0, block_len(l, j->blk[i]), &l->win[i]));
+    return check_values(l, &l->win[i], r0);
+}
+
+/* The window's blocks blk[0..nb) into win[0..nb), each checked as a file-order batch is. On
+ * the pool's threads where there is one and the data set is one shard: first the groups the
+ * window touches are checked (rec_shard_check_rows), after which the reads share nothing. */
+static rec_status read_window(rec_loader *l, const int64_t *blk, int nb) {
+    window_job j = {l, blk};
+    if (!l->pool || l->d->n_parts != 1) {
+        for (int i = 0; i < nb; i++) REC_TRY(window_task(&j, i, 0));
+        return REC_OK;
+    }
+    for (int i = 0; i < nb; i++)
+        REC_TRY(rec_shard_check_rows(l->shards[0], l->row0 + blk[i] * l->sh.block_rows, block_len(l, blk[i])));
+    return rec_pool_run(l->pool, nb, window_task, &j);
 }
 
 /* A shard in shuffled order: window by window of the block permutation, each block one
@@ -671,11 +705,7 @@ static rec_status produce_shard_shuffled(rec_loader *l) {
             skip -= rows;
             continue;
         }
-        for (int i = 0; i < nb; i++) {
-            const int64_t r0 = l->row0 + blk[i] * l->sh.block_rows;
-            REC_TRY(read_rows(l, r0, block_len(l, blk[i]), &l->win[i]));
-            REC_TRY(check_values(l, &l->win[i], r0));
-        }
+        REC_TRY(read_window(l, blk, nb));
         int quit;
         REC_TRY(emit_window(l, w, nb, skip, &quit));
         if (quit) return REC_OK;
@@ -846,9 +876,10 @@ rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0,
     if (!s && sh) s = shuffle_init(l);
     if (!s && d->is_shard) {
         s = rec_alloc((void **)&l->shards, (size_t)d->n_parts * sizeof *l->shards, "loader shards");
+        if (!s && d->prep_threads > 1) s = rec_pool_init(&l->pool, d->prep_threads);
         for (int k = 0; !s && k < d->n_parts; k++) {
             s = rec_shard_open(&l->shards[k], d->parts[k]);
-            if (!s) rec_shard_set_threads(l->shards[k], d->prep_threads);
+            if (!s) rec_shard_set_pool(l->shards[k], l->pool);
         }
         const int64_t most = sh && sh->block_rows > batch ? sh->block_rows : batch;  /* rows of one read */
         if (!s && d->n_parts > 1) s = rec_batch_init(&l->span, most, d->n_dense, d->n_sparse, 1);
@@ -910,6 +941,7 @@ void rec_loader_close(rec_loader *l) {
     rec_offload_stream_close(l->os);
     for (int k = 0; l->shards && k < l->d->n_parts; k++) rec_shard_close(l->shards[k]);
     rec_free(l->shards);
+    rec_pool_free(l->pool);
     rec_batch_free(&l->span);
     for (int i = 0; l->slot && i < l->depth; i++) rec_batch_free(&l->slot[i]);
     rec_free(l->slot);
