@@ -268,6 +268,22 @@ static int read_events(const char *file, tb_scalar *out, int cap) {
     return bad ? -1 : n;
 }
 
+/* Without --log-every a run records about 100 points, or every step of a shorter one: the
+ * chart of a short run is a curve (176 steps once drew two points). */
+static void test_log_every(void) {
+    CHECK(rec_log_every(7, 176) == 7 && rec_log_every(0, 176) == 1 && rec_log_every(0, 5000) == 50 &&
+              rec_log_every(0, 50000) == 100 && rec_log_every(0, 0) == 1, "rec_log_every");
+    CHECK(run("train --data d.rshard --config %s/configs/dlrm_small.json --batch 256 --epochs 1 --threads 1 --holdout "
+              "0.25 --metrics m_short.jsonl", src) == 0, "%s", out);
+    FILE *f = fopen(path("m_short.jsonl"), "r");
+    char line[2048];
+    int trains = 0;
+    while (f && fgets(line, sizeof line, f)) trains += strstr(line, "\"group\": \"train\"") != NULL;
+    if (f) fclose(f);
+    const int steps = (ROWS - ROWS / 4 + 255) / 256;
+    CHECK(trains == steps, "a short run (%d steps) records every step: %d records", steps, trains);
+}
+
 /* train --metrics / --tensorboard / --plot: the same scalars in the JSON lines and the event
  * file (the tags the dlrm reference logs: loss, AUC, learning rate, samples/s), charts drawn. */
 static void test_metrics(void) {
@@ -564,6 +580,7 @@ int main(void) {
     test_predict_stop();
     test_predict_empty();
     test_metrics();
+    test_log_every();
     test_resume_reports();
     test_resume_npy();
     test_progress();

@@ -354,7 +354,7 @@ typedef struct rec_train_opts {
     const char *tensorboard_dir; /* the same scalars as a TensorBoard event file in DIR */
     const char *plot_dir;      /* at the end, PNG charts of them in DIR (plot.h), with the metrics
                                   in DIR/metrics.jsonl when metrics_path is NULL */
-    int64_t log_every;         /* steps between training records (0: 100) */
+    int64_t log_every;         /* steps between training records (0: rec_log_every's default) */
     int64_t gen_rows;          /* embedded default: rows to generate (0 = 1M) */
     int tune;                  /* tune the embedding plan on the first steps (embed.h, tuner) */
     const char *plan_path;     /* embedding plan: load it if it exists and fits the tables (with
@@ -435,6 +435,13 @@ typedef struct rec_train_report {
     int64_t device_steps;
 } rec_train_report;
 
+/* Steps between training records: `asked` where > 0, else 100, or fewer for a run of `steps`
+ * steps so that it still records about 100 points (a chart of a short run shows a curve). */
+static inline int64_t rec_log_every(int64_t asked, int64_t steps) {
+    if (asked > 0) return asked;
+    const int64_t k = steps / 100;
+    return k < 1 ? 1 : k > 100 ? 100 : k;
+}
 rec_status rec_train(const rec_train_opts *o, rec_train_report *rep);
 
 /* The embedded default data: generates `rows` synthetic Criteo rows (rectrain gen, seed 1, the

@@ -343,6 +343,7 @@ typedef struct job {
                               before a checkpoint, an export or the end */
     float *logits;         /* (batch) the GPU's logits during evaluation */
     loss_acc *acc;         /* run's losses, which checkpoints keep */
+    int64_t log_every;     /* steps between training records (rec_log_every) */
 } job;
 
 static rec_status open_data(job *j, const char *path, const char *const *paths, int n_paths, rec_dataset **out) {
@@ -884,7 +885,7 @@ static rec_status take_loss(job *j, int64_t step, double loss, loss_acc *a) {
     double mean = 0;
     for (int i = 0; i < k; i++) mean += a->window[i];
     j->rep->last_loss = mean / k;
-    if (j->scalars && step % (j->o->log_every > 0 ? j->o->log_every : 100) == 0) return put_train(j, step, &a->sum);
+    if (j->scalars && step % j->log_every == 0) return put_train(j, step, &a->sum);
     return REC_OK;
 }
 
@@ -928,6 +929,7 @@ static rec_status run(job *j) {
     if (o->max_steps > 0 && (double)meta.rows_seen + (double)o->max_steps * B < total) /* --steps ends it sooner */
         total = (double)meta.rows_seen + (double)o->max_steps * B;
     rec_progress_init(&pg, "train", "rows", total);
+    j->log_every = rec_log_every(o->log_every, (int64_t)ceil(total / (double)B));
     double flops = rec_model_flops_per_sample(j->model);
     loss_acc lsum = {{0, 0, rep->rows, rec_now(), aside_seconds(j)}, {0}, 0, 0, 0, 0};
     if (meta.record_loss_steps > 0) /* the steps since the last record, before the resume */
