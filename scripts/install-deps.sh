@@ -2,7 +2,7 @@
 # Installs the Debian packages rectrain builds and tests with; does nothing for those already
 # present. Needs root (or sudo) only when something is missing.
 set -eu
-PKGS="build-essential cmake pkg-config zlib1g-dev libcjson-dev libdnnl-dev libopenmpi-dev openmpi-bin libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libcairo2-dev libglpk-dev libxgboost-dev python3"
+PKGS="build-essential cmake pkg-config zlib1g-dev libcjson-dev libdnnl-dev libopenmpi-dev openmpi-bin libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libcairo2-dev libglpk-dev libxgboost-dev python3 python3-numpy"
 # Fuzzing (docs/development.md) uses clang's libFuzzer, and its OpenMP runtime for the engine.
 [ "${REC_FUZZ:-0}" = 1 ] && PKGS="$PKGS clang libclang-rt-dev libomp-dev"
 

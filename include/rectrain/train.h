@@ -92,6 +92,7 @@ rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o);
 void rec_dataset_close(rec_dataset *d);
 const char *rec_dataset_path(const rec_dataset *d);
 int rec_dataset_has_label(const rec_dataset *d);
+int rec_dataset_is_shard(const rec_dataset *d);            /* .rshard (1) or TSV (0) */
 int32_t rec_dataset_n_dense(const rec_dataset *d);          /* Dn */
 int32_t rec_dataset_n_sparse(const rec_dataset *d);         /* F */
 const int64_t *rec_dataset_table_rows(const rec_dataset *d);/* (F) */

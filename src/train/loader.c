@@ -281,6 +281,7 @@ void rec_dataset_close(rec_dataset *d) {
 
 const char *rec_dataset_path(const rec_dataset *d) { return d->path; }
 int rec_dataset_has_label(const rec_dataset *d) { return d->has_label; }
+int rec_dataset_is_shard(const rec_dataset *d) { return d->is_shard; }
 int32_t rec_dataset_n_dense(const rec_dataset *d) { return d->n_dense; }
 int32_t rec_dataset_n_sparse(const rec_dataset *d) { return d->n_sparse; }
 const int64_t *rec_dataset_table_rows(const rec_dataset *d) { return d->table_rows; }
