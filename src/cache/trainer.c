@@ -69,7 +69,7 @@ typedef struct commit {
 
 /* One Oracle Cacher: its tables and slots among the job's (several: partitioned by table). */
 typedef struct opart {
-    void *sock;
+    void *sock, *mon;        /* its socket and the monitor of its handshakes */
     char who[300];
     rec_net_cache_info info; /* its INFO; rows point into the trainer's */
     int32_t slot0;           /* its first slot of the cache */
@@ -93,7 +93,8 @@ typedef struct ctrainer {
     int32_t *touched;        /* (C) */
     float *dlogits;          /* (B) */
     /* sockets: all the maintenance thread's once it runs */
-    void *ctx, **ssock, *wake_m, *wake_t;
+    void *ctx, **ssock, **smon, *wake_m, *wake_t;  /* smon: the servers' handshake monitors */
+    rec__zkeys keys;         /* CURVE (o->sec) */
     double timeout;
     int Q;                   /* plans held: depth + 2 */
     plan *ring;
@@ -146,10 +147,18 @@ static rec_status recv_frame(ctrainer *t, void *sock, const char *who, zmq_msg_t
                              const uint8_t **body) {
     zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
     const double deadline = rec_now() + t->timeout;
+    void *mon = NULL; /* the monitor of sock's handshakes: a refusal ends the wait with its cause */
+    for (int k = 0; k < t->K; k++)
+        if (t->op[k].sock == sock) mon = t->op[k].mon;
+    for (int k = 0; t->ssock && k < t->o->n_servers; k++)
+        if (t->ssock[k] == sock) mon = t->smon[k];
     int n = 0;
+    char why[300];
     for (;;) { /* slices of 100 ms: a stop (Ctrl-C) ends the wait, an interrupted poll is no error */
         const double left = deadline - rec_now();
         if (left <= 0) break;
+        if (rec__zmon_failed(mon, 0, t->keys.on, why, sizeof why))
+            return rec_errorf(REC_EIO, "%s refused this trainer's connection: %s", who, why);
         n = zmq_poll(&it, 1, left < 0.1 ? (long)(left * 1000) + 1 : 100);
         if (n > 0) break;
         if (n < 0 && zmq_errno() != EINTR) return rec_errorf(REC_EIO, "poll failed: %s", zmq_strerror(zmq_errno()));
@@ -978,13 +987,12 @@ static rec_status resume(ctrainer *t, const rec_net_emb_state *st) {
 
 /* ---- setup ------------------------------------------------------------------------------------- */
 
-static void *dealer(ctrainer *t, const char *ep) {
-    void *s = rec__zsocket(t->ctx, ZMQ_DEALER);
-    if (s && zmq_connect(s, ep) != 0) {
-        zmq_close(s);
-        return NULL;
-    }
-    return s;
+/* A DEALER to ep, secured with the trainer's keys, and its handshake monitor. `opt` names the
+ * option that gave ep in messages. */
+static rec_status dealer(ctrainer *t, const char *opt, const char *ep, void **sock, void **mon) {
+    REC_TRY(rec__zplain_check(&t->keys, &t->o->sec, ep, REC__ZCLIENT, opt));
+    if (rec__zconnect(t->ctx, ZMQ_DEALER, ep, &t->keys, sock, mon)) return rec_error_wrap(REC_EINVAL, "%s", opt);
+    return REC_OK;
 }
 
 static rec_status setup(ctrainer *t) {
@@ -996,15 +1004,14 @@ static rec_status setup(ctrainer *t) {
         return rec_errorf(REC_EINVAL, "give 1 to %d oracles with --oracle-cacher (got %d)", REC_CACHE_MAX_ORACLES,
                           o->n_oracles);
     if (!(t->ctx = zmq_ctx_new())) return rec_errorf(REC_EIO, "cannot create a ZeroMQ context");
+    REC_TRY(rec__zkeys_load(&t->keys, &o->sec, REC__ZCLIENT));
     t->K = o->n_oracles;
     if (!(t->op = calloc((size_t)t->K, sizeof(opart)))) return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     for (int k = 0; k < t->K; k++) {
         opart *p = &t->op[k];
         if (t->K == 1) snprintf(p->who, sizeof p->who, "the oracle (%s)", o->oracles[k]);
         else snprintf(p->who, sizeof p->who, "oracle %d (%s)", k, o->oracles[k]);
-        if (!(p->sock = dealer(t, o->oracles[k])))
-            return rec_errorf(REC_EINVAL, "--oracle-cacher %s: %s (an endpoint is tcp://HOST:PORT)", o->oracles[k],
-                              zmq_strerror(zmq_errno()));
+        REC_TRY(dealer(t, "--oracle-cacher", o->oracles[k], &p->sock, &p->mon));
     }
     t->rank = 0, t->N = 1;
     if (rec_dist_launched()) REC_TRY(rec_dist_init(&t->rank, &t->N));
@@ -1053,10 +1060,11 @@ static rec_status setup(ctrainer *t) {
     t->Q = t->info.depth + 2;
     t->ring = calloc((size_t)t->Q, sizeof(plan));
     t->ssock = calloc((size_t)o->n_servers, sizeof(void *));
+    t->smon = calloc((size_t)o->n_servers, sizeof(void *));
     t->slot_f = malloc(sizeof(int32_t) * (size_t)t->C);
     t->slot_row = malloc(sizeof(int64_t) * (size_t)t->C);
     t->cm = calloc((size_t)t->Q, sizeof(commit));
-    if (!t->stamp || !t->touched || !t->by_srv || !t->srv_n || !t->srv_acks || !t->dlogits || !t->ring || !t->ssock || !t->cnt ||
+    if (!t->stamp || !t->touched || !t->by_srv || !t->srv_n || !t->srv_acks || !t->dlogits || !t->ring || !t->ssock || !t->smon || !t->cnt ||
         !t->sh_stamp || !t->sh_pos || !t->slot_f || !t->slot_row || !t->cm || !t->fetch_tmp)
         return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     const rec_tensor *ts;
@@ -1071,9 +1079,7 @@ static rec_status setup(ctrainer *t) {
     rec_net_emb_hello eh = {0, 0, o->n_servers, t->F, t->E, t->cfg.sparse_opt.kind, t->cfg.sparse_opt.init_acc,
                             rec_mix64(t->cfg.seed + 1), t->rows, o->durable || o->resume};
     for (int k = 0; k < o->n_servers; k++) {
-        if (!(t->ssock[k] = dealer(t, o->servers[k])))
-            return rec_errorf(REC_EINVAL, "--embservers %s: %s (an endpoint is tcp://HOST:PORT)", o->servers[k],
-                              zmq_strerror(zmq_errno()));
+        REC_TRY(dealer(t, "--embservers", o->servers[k], &t->ssock[k], &t->smon[k]));
         eh.shard = k;
         eh.digest = rec_net_emb_hello_digest(&eh);
         rec_frame_begin(&t->w, REC_MSG_EMB_HELLO, t->job, 0);
@@ -1116,12 +1122,11 @@ static void teardown(ctrainer *t) {
     for (int q = 0; t->cm && q < t->Q; q++) free(t->cm[q].dense);
     free(t->cm), free(t->slot_f), free(t->slot_row);
     free(t->ring);
-    for (int k = 0; t->ssock && k < t->o->n_servers; k++)
-        if (t->ssock[k]) zmq_close(t->ssock[k]);
-    free(t->ssock);
-    for (int k = 0; t->op && k < t->K; k++)
-        if (t->op[k].sock) zmq_close(t->op[k].sock);
+    for (int k = 0; t->ssock && k < t->o->n_servers; k++) rec__zclose(&t->ssock[k], t->smon ? &t->smon[k] : NULL);
+    free(t->ssock), free(t->smon);
+    for (int k = 0; t->op && k < t->K; k++) rec__zclose(&t->op[k].sock, &t->op[k].mon);
     free(t->op);
+    rec__zkeys_free(&t->keys);
     if (t->wake_m) zmq_close(t->wake_m);
     if (t->wake_t) zmq_close(t->wake_t);
     if (t->ctx) zmq_ctx_term(t->ctx);
