@@ -133,10 +133,16 @@ typedef struct ctrainer {
     int64_t start;           /* the first batch (a resumed job: the committed step + 1) */
     int64_t n_touched;       /* slots the last step touched (touched[]) */
     int64_t slice;           /* the most rows of this trainer's part of a batch */
-    int64_t rows_per_frame;  /* rows of one GET or PUT at most (its frame under REC_NET_MAX_BODY) */
+    int64_t rows_per_frame;  /* rows of one GET or PUT (about FRAME_BYTES; frame_rows) */
+    int64_t max_frame_rows;  /* rows of one GET or PUT at most (its frame under REC_NET_MAX_BODY) */
 } ctrainer;
 
 _Static_assert(sizeof(rec_centry) == 4 * sizeof(float), "a row's name fills 4 floats of a move");
+
+/* The rows of one GET or PUT frame: about FRAME_BYTES, and at most MAX_FRAMES frames to a
+ * server per batch (ZeroMQ queues 1000 messages a socket: a server's answers must fit). */
+#define FRAME_BYTES ((size_t)256 << 10)
+#define MAX_FRAMES 256
 
 /* ---- messages ------------------------------------------------------------------------------ */
 
@@ -273,15 +279,23 @@ static rec_status take_one(ctrainer *t, int k) {
     return s;
 }
 
-/* Batch x's fetches: a GET per server, the rows into their slots. */
+/* Rows per frame of n rows to one server: rows_per_frame, or more when that would take over
+ * MAX_FRAMES frames (up to the largest frame). */
+static int64_t frame_rows(const ctrainer *t, int64_t n) {
+    int64_t r = (n + MAX_FRAMES - 1) / MAX_FRAMES;
+    if (r < t->rows_per_frame) r = t->rows_per_frame;
+    return r < t->max_frame_rows ? r : t->max_frame_rows;
+}
+
+/* Batch x's fetches: GETs to each server, the rows into their slots. */
 static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
     const rec_net_cache_step *st = &p->st;
     const int N = t->o->n_servers, E = t->E, S = t->S;
     group(t, st->fetch, st->n_fetch);
     rec_centry *tmp = t->fetch_tmp; /* the entries in server order (n_fetch <= C) */
     rec_status s = REC_OK;
-    const int64_t R = t->rows_per_frame; /* rows a GET asks for at most: its answer fits a frame */
-    for (int k = 0; !s && k < N; k++)
+    for (int k = 0; !s && k < N; k++) {
+        const int64_t R = frame_rows(t, t->srv_n[k + 1] - t->srv_n[k]); /* rows a GET asks for: its answer fits a frame */
         for (int64_t a = t->srv_n[k]; !s && a < t->srv_n[k + 1]; a += R) {
             const int64_t n = t->srv_n[k + 1] - a < R ? t->srv_n[k + 1] - a : R;
             for (int64_t i = 0; i < n; i++) tmp[a + i] = st->fetch[t->by_srv[a + i]];
@@ -291,7 +305,9 @@ static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
             s = rec_frame_end(&t->w);
             if (!s) s = rec__zsend(t->ssock[k], NULL, &t->w, 0);
         }
-    for (int k = 0; !s && k < N; k++)
+    }
+    for (int k = 0; !s && k < N; k++) {
+        const int64_t R = frame_rows(t, t->srv_n[k + 1] - t->srv_n[k]);
         for (int64_t a = t->srv_n[k]; !s && a < t->srv_n[k + 1]; a += R) {
             const int64_t n = t->srv_n[k + 1] - a < R ? t->srv_n[k + 1] - a : R;
             zmq_msg_t m;
@@ -316,6 +332,7 @@ static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
             }
             zmq_msg_close(&m);
         }
+    }
     const double bytes = 4.0 * (double)(E + S) * (double)st->n_fetch;
     if (critical) t->rep->fetch_crit_rows += st->n_fetch, t->rep->fetch_crit_bytes += bytes;
     else t->rep->fetch_bg_rows += st->n_fetch, t->rep->fetch_bg_bytes += bytes;
@@ -339,9 +356,10 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
         memcpy(c->dense, p->dur_dense, sizeof(float) * (size_t)t->P);
     }
     group(t, ents, nents);
-    for (int k = 0; k < N; k++)
-        for (int64_t a = t->srv_n[k]; a < t->srv_n[k + 1]; a += t->rows_per_frame) {
-        const int64_t n = t->srv_n[k + 1] - a < t->rows_per_frame ? t->srv_n[k + 1] - a : t->rows_per_frame;
+    for (int k = 0; k < N; k++) {
+        const int64_t R = frame_rows(t, t->srv_n[k + 1] - t->srv_n[k]);
+        for (int64_t a = t->srv_n[k]; a < t->srv_n[k + 1]; a += R) {
+        const int64_t n = t->srv_n[k + 1] - a < R ? t->srv_n[k + 1] - a : R;
         rec_frame_begin(&t->w, REC_MSG_EMB_PUT, t->job, (uint64_t)x);
         rec_wbuf *w = &t->w;
         /* rec_net_rows_encode's layout, the rows gathered from their slots */
@@ -366,6 +384,7 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
         t->acks++, t->srv_acks[k]++;
         if (c) c->pending++;
         }
+    }
     t->rep->write_rows += nents;
     t->rep->write_bytes += 4.0 * (double)(E + S) * (double)nents;
     return REC_OK;
@@ -1043,7 +1062,13 @@ static rec_status setup(ctrainer *t) {
     REC_TRY(rec_model_init_sharded(&t->m, &t->cfg, (int)slice, o->threads > 0 ? o->threads : rec_cpu_count()));
     t->E = t->cfg.emb_dim;
     t->S = rec_cache_state_floats(t->cfg.sparse_opt.kind, t->E);
-    t->rows_per_frame = (int64_t)(REC_NET_MAX_BODY / (sizeof(rec_centry) + 4 * (size_t)(t->E + t->S))) - 64;
+    /* GETs and PUTs of about FRAME_BYTES each: a server answers the first while the next are
+     * on their way, and CurveZMQ (which seals a whole message before sending a byte of it)
+     * encrypts one while the one before crosses the network */
+    const size_t row_bytes = sizeof(rec_centry) + 4 * (size_t)(t->E + t->S);
+    t->max_frame_rows = (int64_t)(REC_NET_MAX_BODY / row_bytes) - 64;
+    t->rows_per_frame = (int64_t)(FRAME_BYTES / row_bytes);
+    if (t->rows_per_frame < 1) t->rows_per_frame = 1;
     REC_TRY(rec_alloc((void **)&t->values, sizeof(float) * (size_t)(t->C * t->E), "the trainer cache"));
     REC_TRY(rec_alloc((void **)&t->state, sizeof(float) * (size_t)(t->C * t->S) + 64, "the trainer cache's state"));
     REC_TRY(rec_alloc((void **)&t->grad, sizeof(float) * (size_t)(t->C * t->E), "the cache's gradients"));
