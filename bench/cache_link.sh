@@ -21,25 +21,8 @@ R=$(pwd)/build/rectrain
 W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-cache-XXXXXX")
 trap 'rm -rf "$W"' EXIT INT TERM
 export REC_PROGRESS=0
-python3 - "$W" <<'PYEOF'
-import json, sys
-w = sys.argv[1]
-s = json.load(open("configs/criteo_standard.json"))
-rows = {}
-for k, v in s["tables"].items():
-    v["rows"] = max(2, (v["rows"] + 3) // 4); rows[k] = v["rows"]
-for sp in s["sparse"]:
-    for op in sp["ops"]:
-        if op.get("op") == "modulo": op["divisor"] = rows[sp["table"]]
-json.dump(s, open(f"{w}/spec.json", "w"))
-m = json.load(open("configs/dlrm_small.json"))
-m.update(name="dlrm_cat64", bottom_mlp=[64], top_mlp=[64, 1], interaction={"kind": "cat"})
-m["embedding"]["dim"] = 64
-json.dump(m, open(f"{w}/model.json", "w"))
-PYEOF
-"$R" gen --rows "$ROWS" --multi-hot --out "$W/d.tsv" >/dev/null 2>&1
-"$R" prep --spec "$W/spec.json" --in "$W/d.tsv" --out "$W/d.rshard" >/dev/null 2>&1
-rm -f "$W/d.tsv"
+. "$(dirname "$0")/cache_workload.sh"
+cache_workload "$W" "$ROWS"
 PORT=$((31000 + $$ % 20000))
 cat > "$W/c.json" <<JSON
 {"format": "rectrain-cluster", "version": 1, "data": "$W/d.rshard", "model": "$W/model.json",

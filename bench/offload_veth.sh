@@ -26,7 +26,10 @@ export REC_PROGRESS=0
 netns_pair "$NA" "$NB" $A $B
 
 "$R" gen --rows "$ROWS" --scale 0.01 --out "$W/d.tsv" >/dev/null 2>&1
-ip netns exec "$NB" "$R" prep-worker --listen "tcp://$B:$PORT" --threads 1 2>"$W/worker.log" &
+# off loopback the worker and the trainer speak CurveZMQ (docs/security.md): a pair each
+"$R" keygen --out "$W/svc" >/dev/null && "$R" keygen --out "$W/tr" >/dev/null
+cp "$W/tr/self.pub" "$W/svc/allow/tr.pub" && cp "$W/svc/self.pub" "$W/tr/server.pub"
+ip netns exec "$NB" "$R" prep-worker --listen "tcp://$B:$PORT" --threads 1 --keys "$W/svc" 2>"$W/worker.log" &
 WPID=$!
 sleep 0.5
 train() { # NAME ARGS...
@@ -39,7 +42,7 @@ train local
 echo "offload across a veth pair: trainer on $A, prep-worker on $B:$PORT, 50% of the pieces remote"
 printf '%-6s %14s %14s %12s %12s %s\n' point pieces_remote pieces_local MB_in MB_out losses
 for p in p1 p2 p3; do
-    train "$p" --workers "tcp://$B:$PORT" --offload 0.5 --offload-at $p
+    train "$p" --workers "tcp://$B:$PORT" --keys "$W/tr" --offload 0.5 --offload-at $p
     same=$(cmp -s "$W/local.loss" "$W/$p.loss" && echo "equal to local, bitwise" || echo DIFFER)
     python3 - "$W/$p.json" "$p" "$same" <<'EOF'
 import json, sys

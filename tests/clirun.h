@@ -110,6 +110,15 @@ static inline int compare_files(const char *a, const char *b, int prefix) {
 }
 static inline int same_file(const char *a, const char *b) { return compare_files(a, b, 0); }
 
+/* The lines of file `name` of the scratch directory, or -1 when it cannot be read. */
+static inline int lines_of(const char *name) {
+    FILE *f = fopen(path(name), "r");
+    int n = 0;
+    for (int c; f && (c = fgetc(f)) != EOF;) n += c == '\n';
+    if (f) fclose(f);
+    return f ? n : -1;
+}
+
 /* The value of "key": in the last line of `out` (a JSON summary), or -1. */
 static __attribute__((unused)) double json_num(const char *key) {
     char *last = out + strlen(out);

@@ -519,14 +519,6 @@ static void test_data_processors(void) {
           strstr(out, "give its prep spec with --spec"), "%s", out);
 }
 
-static int lines_of(const char *name) {
-    FILE *f = fopen(path(name), "r");
-    int n = 0;
-    for (int c; f && (c = fgetc(f)) != EOF;) n += c == '\n';
-    if (f) fclose(f);
-    return n;
-}
-
 /* Waits (at most 60 s) until the loss log has `n` lines. */
 static int wait_lines(const char *name, int n) {
     for (int i = 0; i < 6000; i++) {

@@ -79,6 +79,8 @@ static const struct {
     {"bench embed", "--plan-out"}, {"bench mlp", "--config"}, {"bench train", "--config"},
     {"bench train", "--data"}, {"bench loader", "--data"}, {"bench oracle", "--data"},
     {"plan", "--score"}, {"plan", "--torchrec"},
+    /* key directories are read (keygen's --out, written, is its only file) */
+    {"train", "--keys"}, {"prep-worker", "--keys"}, {"embserver", "--keys"}, {"oracle", "--keys"}, {"keygen", "--out"},
 };
 
 /* Every fixture file, hashed before and after each refused command. */

@@ -389,7 +389,7 @@ static void test_messages(void) {
          "--workers @missing.txt: cannot read missing.txt: No such file or directory", 1},
         {"train --data d.tsv --spec spec.json --workers @bad_workers.txt",
          "bad_workers.txt:4: 'tcp://127.0.0.1:99999': the port must be a number in 1..65535", 1},
-        {"prep-worker --listen tcp://256.1.1.1:1", "cannot listen on tcp://256.1.1.1:1", 1},
+        {"prep-worker --listen tcp://256.1.1.1:1 --insecure", "cannot listen on tcp://256.1.1.1:1", 1},
     };
     FILE *bw = fopen(path("bad_workers.txt"), "w");
     if (bw) fputs("# workers\ntcp://127.0.0.1:1\n\ntcp://127.0.0.1:99999\n", bw), fclose(bw);

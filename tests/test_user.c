@@ -395,15 +395,6 @@ static void test_metrics(void) {
     CHECK(run("train --data d.rshard --steps 2 --metrics d.rshard") == 1 && strstr(out, "--metrics"), "%s", out);
 }
 
-/* The lines of file `name` of the scratch directory, or -1. */
-static int lines_of(const char *name) {
-    FILE *f = fopen(path(name), "r");
-    int n = 0, c;
-    while (f && (c = fgetc(f)) != EOF) n += c == '\n';
-    if (f) fclose(f);
-    return f ? n : -1;
-}
-
 /* The lines of `out` that begin "epoch ", each without its samples/s (a timing), into buf. */
 static void epoch_lines(char *buf, size_t cap) {
     buf[0] = 0;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "rectrain/io.h"
+#include "rectrain/net.h"
 #include "rectrain/status.h"
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -26,6 +27,7 @@ int cmd_worker(int argc, char **argv);
 int cmd_embserver(int argc, char **argv);
 int cmd_oracle(int argc, char **argv);
 int cmd_cluster(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
 /* rectrain train --oracle-cacher ...: training with the lookahead cache (cmd_cache.c). */
 int cmd_train_cached(int argc, char **argv);
 
@@ -77,6 +79,22 @@ int cli_tsv_option(const char *cmd, int argc, char **argv, int *i, rec_tsv_opts 
     "  --max-bad-share F  with skip: refuse the input when more than this share of its rows are\n"    \
     "                     malformed (default 0.02)\n"                                                 \
     "  --max-line BYTES   longest accepted line (default 1 MiB)\n"
+
+/* The security options of every service and client (cmd_keygen.c): --keys DIR and --insecure
+ * (which contradict each other). Returns -1 when argv[*i] is neither (nothing consumed), else
+ * CLI_OK or CLI_USAGE. */
+int cli_secure_option(const char *cmd, int argc, char **argv, int *i, rec_net_secure *s);
+/* Their help lines: a service's and a client's. */
+#define CLI_SECURE_SERVICE_HELP                                                                    \
+    "  --keys DIR         CurveZMQ: this service's pair (DIR/self.key) and the clients it lets in\n" \
+    "                     (DIR/allow/*.pub); rectrain keygen makes them (docs/security.md)\n"       \
+    "  --insecure         serve plain text on an address other than loopback (refused without\n"  \
+    "                     --keys otherwise)\n"
+#define CLI_SECURE_CLIENT_HELP                                                                     \
+    "  --keys DIR         CurveZMQ: this process's pair (DIR/self.key) and the services' public\n" \
+    "                     key (DIR/server.pub); rectrain keygen makes them (docs/security.md)\n"   \
+    "  --insecure         reach services on other hosts in plain text (refused without --keys\n"  \
+    "                     otherwise)\n"
 
 /* x printed with fmt ("%.6f") as a JSON number, or "null" where x is NaN or infinite, which
  * JSON cannot hold (the AUC of rows of one class, a rate over no time). Rotates over 32

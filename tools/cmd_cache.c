@@ -34,7 +34,7 @@ static int endpoints(const char *cmd, const char *opt, const char *list, char *b
 }
 
 static const char EMBSERVER_USAGE[] =
-    "usage: rectrain embserver [--listen ENDPOINT] [--ckpt DIR [--ckpt-every K]]\n"
+    "usage: rectrain embserver [--listen ENDPOINT] [--ckpt DIR [--ckpt-every K]] [--keys DIR | --insecure]\n"
     "\n"
     "Holds one shard of a job's embedding tables (rows r with r mod S == its index among the\n"
     "trainer's --embservers) and serves the rows to trainers started with --oracle-cacher.\n"
@@ -44,7 +44,8 @@ static const char EMBSERVER_USAGE[] =
     "  --listen ENDPOINT  where to listen (default tcp://127.0.0.1:5600, loopback only)\n"
     "  --ckpt DIR         for --durable jobs: save the shard every K commits (default 100) in\n"
     "                     DIR, and start from the newest save there (a restarted server); a\n"
-    "                     trainer started with --resume then rolls the job back to that step\n";
+    "                     trainer started with --resume then rolls the job back to that step\n"
+    CLI_SECURE_SERVICE_HELP;
 
 int cmd_embserver(int argc, char **argv) {
     const char *cmd = "embserver";
@@ -61,6 +62,7 @@ int cmd_embserver(int argc, char **argv) {
             rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);
         } else if (!strcmp(a, "--ckpt-every")) {
             rc = cli_i64(cmd, argc, argv, &i, 1, INT32_MAX, &o.ckpt_every);
+        } else if ((rc = cli_secure_option(cmd, argc, argv, &i, &o.sec)) >= 0) {
         } else {
             return cli_usage(cmd, "unknown option '%s'", a);
         }
@@ -98,7 +100,10 @@ static const char ORACLE_USAGE[] =
     "  --tables LO:HI     plan tables LO to HI-1 only: one of several oracles partitioned by table,\n"
     "                     each with its own --cache-rows (the trainer lists them in table order);\n"
     "                     J/K: part J (from 0) of K, the tables split evenly\n"
-    "  --listen ENDPOINT  where to listen (default tcp://127.0.0.1:5650, loopback only)\n";
+    "  --listen ENDPOINT  where to listen (default tcp://127.0.0.1:5650, loopback only)\n"
+    CLI_SECURE_SERVICE_HELP
+    "                     with --workers, DIR/server.pub is the workers' key (the oracle is their\n"
+    "                     client)\n";
 
 int cmd_oracle(int argc, char **argv) {
     const char *cmd = "oracle";
@@ -126,6 +131,7 @@ int cmd_oracle(int argc, char **argv) {
         else if (!strcmp(a, "--prefetch-depth")) rc = cli_int(cmd, argc, argv, &i, 1, 100000, &o.depth);
         else if (!strcmp(a, "--hot-batches")) rc = cli_i64(cmd, argc, argv, &i, 1, INT32_MAX, &o.hot_batches);
         else if (!strcmp(a, "--tables")) rc = cli_str(cmd, argc, argv, &i, &tables);
+        else if ((rc = cli_secure_option(cmd, argc, argv, &i, &o.sec)) >= 0) {}
         else return cli_usage(cmd, "unknown option '%s'", a);
         if (rc != CLI_OK) return rc;
     }
@@ -180,6 +186,7 @@ static const char TRAIN_CACHED_USAGE[] =
     "  --resume           a restarted job (every trainer of its mpirun): go on from the\n"
     "                     servers' last committed step\n"
     "  --peer-timeout S   seconds the oracle or a server may stay silent (default 10)\n"
+    CLI_SECURE_CLIENT_HELP
     "  --json             print a JSON summary as the last line of stdout\n";
 
 int cmd_train_cached(int argc, char **argv) {
@@ -203,6 +210,7 @@ int cmd_train_cached(int argc, char **argv) {
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--durable")) o.durable = 1;
         else if (!strcmp(a, "--resume")) o.resume = o.durable = 1;
+        else if ((rc = cli_secure_option(cmd, argc, argv, &i, &o.sec)) >= 0) {}
         else
             return cli_usage(cmd, "'%s' is not an option of training with --oracle-cacher (the oracle gives the data, batch "
                              "and epochs; see rectrain train --oracle-cacher X --help)", a);

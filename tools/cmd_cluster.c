@@ -3,6 +3,7 @@
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -22,7 +23,7 @@
 static const char CLUSTER_USAGE[] =
     "usage: rectrain cluster CONFIG.json [--policy P] [--cache-rows C] [--lookahead L]\n"
     "                        [--base-port P] [--loss-log FILE] [--ckpt DIR] [--link GBIT,US]\n"
-    "                        [--json]\n"
+    "                        [--insecure] [--json]\n"
     "\n"
     "Starts the embedding servers, the Oracle Cacher and the trainers (several: under mpirun) of\n"
     "a disaggregated job on this machine (docs/bagpipe.md describes CONFIG.json), waits for the\n"
@@ -36,6 +37,9 @@ static const char CLUSTER_USAGE[] =
     "  --ckpt DIR         the trained model, whole, as DIR/model.rckpt\n"
     "  --link GBIT,US     reach the servers through an emulated link (rectrain bench link) of\n"
     "                     GBIT Gbit/s (0: unlimited) and US microseconds one way\n"
+    "  --insecure         plain text between the processes; by default the cluster makes a\n"
+    "                     CurveZMQ key pair for the services and one for the trainers, lets\n"
+    "                     in only the job's own keys, and removes the keys at the end\n"
     "  --json             the trainer's JSON summary as the last line of stdout\n";
 
 /* The processes of a job at most: servers, their links, prep-workers, oracles, the trainer. */
@@ -196,6 +200,50 @@ static int supervise(child *ch, int n, child **failed) {
     return *failed ? CLI_FAIL : CLI_OK;
 }
 
+/* ---- the job's keys ---------------------------------------------------------------------------
+ * A one-machine deployment makes its own: a pair for the services (every embedding server,
+ * oracle and prep-worker shares it) and one for the trainers, in a fresh private directory:
+ * services/ lets in the trainers' key and its own (the oracle is the prep-workers' client),
+ * trainers/ trusts the services' key. Removed when the cluster ends. */
+static char keyroot[1024], svc_keys[1100], trainer_keys[1100];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f) {
+    (void)st, (void)flag, (void)f;
+    return remove(path) != 0 && errno != ENOENT;
+}
+
+static void remove_keys(void) {
+    if (keyroot[0]) nftw(keyroot, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    keyroot[0] = 0;
+}
+
+static rec_status make_keys(void) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(keyroot, sizeof keyroot, "%s/rectrain-cluster-keys-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(keyroot)) {
+        rec_status s = rec_errorf(REC_EIO, "cannot make a directory for the job's keys (%s): %s", keyroot, strerror(errno));
+        keyroot[0] = 0;
+        return s;
+    }
+    snprintf(svc_keys, sizeof svc_keys, "%s/services", keyroot);
+    snprintf(trainer_keys, sizeof trainer_keys, "%s/trainers", keyroot);
+    char svc_pub[1200], trainer_pub[1200];
+    snprintf(svc_pub, sizeof svc_pub, "%s/self.pub", svc_keys);
+    snprintf(trainer_pub, sizeof trainer_pub, "%s/self.pub", trainer_keys);
+    REC_TRY(rec_keygen(svc_keys, 0));
+    REC_TRY(rec_keygen(trainer_keys, 0));
+    REC_TRY(rec_keys_trust(svc_keys, trainer_pub, "trainers"));
+    REC_TRY(rec_keys_trust(svc_keys, svc_pub, "services"));
+    REC_TRY(rec_keys_trust(svc_keys, svc_pub, NULL));
+    return rec_keys_trust(trainer_keys, svc_pub, NULL);
+}
+
+/* Appends a process's security options to av at *n: --keys DIR, or --insecure. */
+static void add_secure(char **av, int *n, int insecure, char *dir) {
+    if (insecure) av[(*n)++] = "--insecure";
+    else av[(*n)++] = "--keys", av[(*n)++] = dir;
+}
+
 /* A process could not be started (no fork, no pipe): the ones started are stopped. */
 static int abandon(child *ch, int n, const child *c) {
     fprintf(stderr, "rectrain cluster: cannot start %s: %s\n", c->what, strerror(errno));
@@ -205,13 +253,14 @@ static int abandon(child *ch, int n, const child *c) {
         if (ch[i].pid > 0) waitpid(ch[i].pid, NULL, 0);
         if (ch[i].err >= 0) close(ch[i].err);
     }
+    remove_keys();
     return CLI_FAIL;
 }
 
 int cmd_cluster(int argc, char **argv) {
     const char *cmd = "cluster", *cfg_path = NULL, *policy = NULL, *loss = NULL, *link = NULL, *ckpt = NULL;
     int64_t rows = 0;
-    int lookahead = -1, port = 0, json = 0;
+    int lookahead = -1, port = 0, json = 0, insecure = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
@@ -226,6 +275,7 @@ int cmd_cluster(int argc, char **argv) {
         else if (!strcmp(a, "--link")) rc = cli_str(cmd, argc, argv, &i, &link);
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--insecure")) insecure = 1;
         else if (a[0] == '-') return cli_usage(cmd, "unknown option '%s'", a);
         else if (cfg_path) return cli_usage(cmd, "one CONFIG.json, got '%s' and '%s'", cfg_path, a);
         else cfg_path = a;
@@ -263,6 +313,10 @@ int cmd_cluster(int argc, char **argv) {
     rec_guard_dir(&g, ckpt ? "--ckpt" : "$.ckpt", c.ckpt, rec_ckpt_files);
     rec_guard_dir(&g, "$.durable.dir", c.durable_dir, NULL);
     if ((s = rec_guard_check(&g))) return cli_fail(cmd, s);
+    if (!insecure && (s = make_keys())) {
+        remove_keys();
+        return cli_fail(cmd, s);
+    }
 
     static child ch[MAXP]; /* ch[0] the trainer, started last */
     ch[0] = (child){.err = -1};
@@ -278,8 +332,11 @@ int cmd_cluster(int argc, char **argv) {
         char sdir[1100], every[32];
         snprintf(sdir, sizeof sdir, "%s/server-%d", c.durable_dir, k);
         snprintf(every, sizeof every, "%lld", (long long)c.durable_every);
-        char *av[] = {"rectrain", "embserver", "--listen", ep[k], c.durable_dir[0] ? "--ckpt" : NULL, sdir, "--ckpt-every",
-                      every, NULL};
+        char *av[12] = {"rectrain", "embserver", "--listen", ep[k]};
+        int na = 4;
+        add_secure(av, &na, insecure, svc_keys);
+        if (c.durable_dir[0]) av[na++] = "--ckpt", av[na++] = sdir, av[na++] = "--ckpt-every", av[na++] = every;
+        av[na] = NULL;
         snprintf(what, sizeof what, "embedding server %d (%.300s)", k, ep[k]);
         if (start(&ch[np], what, av, 0)) return abandon(ch, np, &ch[np]);
         np++;
@@ -300,7 +357,10 @@ int cmd_cluster(int argc, char **argv) {
         char wep[300];
         snprintf(wep, sizeof wep, "tcp://%s:%d", c.host, c.base_port + 2 * S + K + k);
         snprintf(wlist + strlen(wlist), sizeof wlist - strlen(wlist), "%s%s", k ? "," : "", wep);
-        char *wa[] = {"rectrain", "prep-worker", "--listen", wep, "--threads", "1", NULL};
+        char *wa[10] = {"rectrain", "prep-worker", "--listen", wep, "--threads", "1"};
+        int nw = 6;
+        add_secure(wa, &nw, insecure, svc_keys);
+        wa[nw] = NULL;
         snprintf(what, sizeof what, "prep-worker %d (%.300s)", k, wep);
         if (start(&ch[np], what, wa, 0)) return abandon(ch, np, &ch[np]);
         np++;
@@ -328,6 +388,7 @@ int cmd_cluster(int argc, char **argv) {
     if (c.depth) oa[n++] = "--prefetch-depth", oa[n++] = b_depth;
     if (c.spec[0]) oa[n++] = "--spec", oa[n++] = c.spec;
     if (c.prep_workers) oa[n++] = "--workers", oa[n++] = wlist;
+    add_secure(oa, &n, insecure, svc_keys);
     oa[n] = NULL;
     for (int j = 0; j < K; j++) { /* oracle j plans part j of the tables */
         snprintf(oracle[j], sizeof oracle[j], "tcp://%s:%d", c.host, c.base_port + S + j);
@@ -347,11 +408,13 @@ int cmd_cluster(int argc, char **argv) {
     if (c.ckpt[0]) ta[n++] = "--ckpt", ta[n++] = c.ckpt;
     if (c.durable_dir[0]) ta[n++] = "--durable";
     if (json) ta[n++] = "--json";
+    add_secure(ta, &n, insecure, trainer_keys);
     ta[n] = NULL;
     fprintf(stderr, "cluster: %d embedding server%s (%s), oracle%s %s (%s cache of %lld rows), %d trainer%s", S,
             S == 1 ? "" : "s", servers, K == 1 ? "" : "s", oracles, rec_cache_policy_name(c.policy),
             (long long)c.cache_rows, c.trainers, c.trainers == 1 ? "" : "s");
     if (c.link) fprintf(stderr, "; servers behind a %g Gbit/s, %g us link", c.link_gbit, c.link_latency_us);
+    fprintf(stderr, insecure ? "; plain text" : "; CurveZMQ with the job's own keys");
     fputc('\n', stderr);
     cli_catch_stop("");
     char ntr[16];
@@ -376,5 +439,6 @@ int cmd_cluster(int argc, char **argv) {
     }
     for (int i = 0; i < np; i++)
         if (ch[i].killed) fprintf(stderr, "rectrain cluster: %s did not stop in %d s and was killed\n", ch[i].what, GRACE_MS / 1000);
+    remove_keys();
     return rc;
 }

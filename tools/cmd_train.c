@@ -96,7 +96,8 @@ static const char TRAIN_USAGE[] =
     "                     default: p3, or the policy's choice with auto\n"
     "  --offload-store F  the metric store auto reads and writes (default\n"
     "                     ~/.cache/rectrain/offload-metrics.json; \"none\" keeps nothing)\n"
-    "  --worker-timeout S a piece unanswered for S seconds is made here (default 5)\n";
+    "  --worker-timeout S a piece unanswered for S seconds is made here (default 5)\n"
+    CLI_SECURE_CLIENT_HELP;
 
 static void print_json(const rec_train_report *r) {
     printf("{\"model\": \"%s\", \"rows\": %lld, \"steps\": %lld, \"batch\": %lld, \"threads\": %d, "
@@ -233,6 +234,7 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
                 rc = cli_usage(cmd, "--fetch must be gets or alltoall (got '%s')", v);
             if (!rc) o.alltoall = !strcmp(v, "alltoall");
         }
+        else if ((rc = cli_secure_option(cmd, argc, argv, &i, &o.sec)) >= 0) {}
         else if ((rc = cli_tsv_option(cmd, argc, argv, &i, &o.tsv)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
@@ -278,6 +280,8 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     }
     if ((offload || offload_at || o.offload_store || o.worker_timeout > 0) && !workers)
         return cli_usage(cmd, "--offload, --offload-at, --offload-store and --worker-timeout need --workers");
+    if ((o.sec.keys || o.sec.insecure) && !workers)
+        return cli_usage(cmd, "--keys and --insecure are for the services a trainer reaches: --workers, --oracle-cacher");
     if (o.offload_store && !strcmp(o.offload_store, "none")) o.offload_store = "";
     o.data_path = data->n ? data->v[0] : NULL;
     o.data_paths = data->v;

@@ -29,6 +29,7 @@ static const struct {
     {"prep-worker", cmd_worker, "serve preprocessing to trainers that offload it (train --workers)"},
     {"embserver", cmd_embserver, "hold a shard of the embedding tables for trainers with --oracle-cacher"},
     {"oracle", cmd_oracle, "plan trainers' embedding caches L batches ahead (Bagpipe's Oracle Cacher)"},
+    {"keygen", cmd_keygen, "make a CurveZMQ key pair for the services and clients of a job (--keys)"},
     {"cluster", cmd_cluster, "run a disaggregated job (servers, oracle, trainer) on this machine"},
     {"bench", cmd_bench, "benchmarks: prep, embed, mlp, train"},
 };

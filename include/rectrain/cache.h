@@ -46,6 +46,7 @@
 #include <stdio.h>
 
 #include "rectrain/batch.h"
+#include "rectrain/net.h"
 #include "rectrain/status.h"
 
 #ifdef __cplusplus
@@ -135,7 +136,8 @@ typedef struct rec_embserver_opts {
     const char *ckpt_dir;    /* durable jobs: snapshots of the shard here (NULL: none) */
     int64_t ckpt_every;      /* a snapshot every this many commits */
     const volatile sig_atomic_t *stop;  /* set by a signal handler: the server returns */
-    FILE *log;               /* a line when the tables are made, per refused frame, at the end */
+    FILE *log;               /* a line when the tables are made, per refused frame or peer, at the end */
+    rec_net_secure sec;      /* CURVE keys and allow-list (net.h); none: plain text on loopback */
 } rec_embserver_opts;
 
 /* Serves until *stop is set. Fails only when it cannot bind (REC_EIO, naming the endpoint). */
@@ -166,6 +168,7 @@ typedef struct rec_oracle_opts {
     int part, parts;         /* or (parts > 0) part J of K: tables [J T / K, (J + 1) T / K) of T */
     const volatile sig_atomic_t *stop;
     FILE *log;
+    rec_net_secure sec;      /* its keys as a service, and as the workers' client (net.h) */
 } rec_oracle_opts;
 
 /* Serves one trainer the job's batches and plans, then waits for the next trainer (a
@@ -191,6 +194,7 @@ typedef struct rec_cache_train_opts {
     double timeout;              /* seconds a peer may stay silent (0: 10) */
     const volatile sig_atomic_t *stop;
     FILE *log;
+    rec_net_secure sec;          /* its keys as the oracles' and servers' client (net.h) */
 } rec_cache_train_opts;
 
 typedef struct rec_cache_train_report {

@@ -74,6 +74,32 @@ const char *rec_msg_name(int type);  /* "JOB", ...; "unknown" */
  * ipc://PATH. REC_EINVAL with a message that names the endpoint and what is wrong. */
 rec_status rec_endpoint_check(const char *ep);
 
+/* ---- CurveZMQ: authenticated, encrypted connections (src/net/curve.c; docs/security.md) ----
+ * Every service and client takes a key directory (`--keys DIR`), made by rec_keygen:
+ *   DIR/self.key     this process's key pair, ZeroMQ's secret certificate form (mode 0600)
+ *   DIR/self.pub     its public half (public certificate): the file to hand to peers
+ *   DIR/server.pub   a client's: the public key of the services it connects to
+ *   DIR/allow/N.pub  a service's: the public keys of the clients it lets in (its allow-list,
+ *                    checked by a ZAP handler on every connection)
+ * A certificate may say `expires = "YYYY-MM-DDTHH:MM:SSZ"` (keygen --days): an expired one is
+ * refused when loaded, and an expired allow-list key when its peer connects. Without keys a
+ * service or client speaks plain text, on loopback (or ipc://) only unless `insecure`. */
+typedef struct rec_net_secure {
+    const char *keys;        /* the key directory: CURVE on every socket; NULL: plain text */
+    int insecure;            /* plain text allowed on an endpoint other than loopback */
+} rec_net_secure;
+
+/* Writes a new key pair into dir (made, with dir/allow/, when missing): self.key (mode 0600)
+ * and self.pub; days > 0: both expire that many days from now. REC_EINVAL when dir/self.key
+ * exists (a key is never replaced: peers trust its public half), REC_EIO naming the file. */
+rec_status rec_keygen(const char *dir, int days);
+/* Adds the public key of certificate `cert` (a .pub, or a .key whose public half is taken) to
+ * dir: as dir/server.pub when name is NULL (the services a client reaches), else as
+ * dir/allow/NAME.pub (a client a service lets in). The certificate is checked as a load would. */
+rec_status rec_keys_trust(const char *dir, const char *cert, const char *name);
+/* 1 when ep is on this machine only: tcp:// on 127.0.0.0/8, [::1], localhost, or ipc://. */
+int rec_endpoint_is_local(const char *ep);
+
 typedef struct rec_frame_head {
     uint16_t version;
     uint16_t type;

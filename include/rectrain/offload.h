@@ -24,6 +24,7 @@
 
 #include "rectrain/batch.h"
 #include "rectrain/io.h"
+#include "rectrain/net.h"
 #include "rectrain/prep.h"
 #include "rectrain/status.h"
 
@@ -65,7 +66,8 @@ typedef struct rec_prep_worker_opts {
     const char *listen;      /* a ZeroMQ endpoint, e.g. tcp://127.0.0.1:5555 */
     int threads;             /* of the prep engine (>= 1) */
     const volatile sig_atomic_t *stop; /* set by a signal handler: the worker returns */
-    FILE *log;               /* one line per job, refused frame and error; NULL quiet */
+    FILE *log;               /* one line per job, refused frame or peer and error; NULL quiet */
+    rec_net_secure sec;      /* CURVE keys and allow-list (net.h); none: plain text on loopback */
 } rec_prep_worker_opts;
 
 /* Serves until *stop is set. Fails only when it cannot bind (REC_EIO, naming the endpoint). */
@@ -85,6 +87,7 @@ typedef struct rec_offload_opts {
     double timeout_s;        /* a piece unanswered this long marks its worker down (0: 5 s) */
     int depth;               /* batches' worth of pieces in flight per worker (0: 4) */
     FILE *log;               /* workers going down and up; NULL quiet */
+    rec_net_secure sec;      /* the trainer's keys as the workers' client (net.h) */
 } rec_offload_opts;
 
 /* What a job's pieces need (the data set's): its files, resolved TSV options, the spec's path,

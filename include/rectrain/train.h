@@ -385,6 +385,7 @@ typedef struct rec_train_opts {
     const char *offload_store;   /* NULL: rec_offload_store_default */
     double worker_timeout;       /* seconds; 0: 5 */
     FILE *log;
+    rec_net_secure sec;          /* CURVE keys for the workers (net.h) */
 } rec_train_opts;
 
 typedef struct rec_train_report {

@@ -517,7 +517,7 @@ rec_status rec_embserver_run(const rec_embserver_opts *o) {
         return rec_errorf(REC_EINVAL, "embserver: --ckpt-every must be 1 or more (got %lld)", (long long)o->ckpt_every);
     if (o->ckpt_dir) REC_TRY(rec_mkdir_p(o->ckpt_dir, "snapshot directory"));
     if (o->ckpt_dir) snap_find(&v);
-    rec_status s = rec__zservice_open(&v.svc, "embserver", o->listen, o->log);
+    rec_status s = rec__zservice_open(&v.svc, "embserver", o->listen, &o->sec, o->log);
     if (!s && o->log) {
         fprintf(o->log, "embserver: listening on %s\n", o->listen);
         fflush(o->log);

@@ -358,7 +358,7 @@ static rec_status setup(oracle *r) {
     r->d2 = r->d;
     if (!shard) REC_TRY(rec_dataset_open(&r->d2, &dopt));
     for (int k = 0; !shard && o->n_workers && k < 2; k++) { /* the data processors make every batch */
-        const rec_offload_opts oo = {o->workers, o->n_workers, NULL, 0, 0, o->log};
+        const rec_offload_opts oo = {o->workers, o->n_workers, NULL, 0, 0, o->log, o->sec};
         rec_offload *x;
         REC_TRY(rec_dataset_offload(k ? r->d2 : r->d, &oo, o->batch ? o->batch : r->cfg.batch_size, &x));
         rec_offload_set(x, REC_OFFLOAD_P3, 1.0);
@@ -505,7 +505,7 @@ static void serve_one(void *arg) {
 rec_status rec_oracle_run(const rec_oracle_opts *o) {
     oracle r = {.o = o};
     rec_status s = setup(&r);
-    if (!s) s = rec__zservice_open(&r.svc, "oracle", o->listen, o->log);
+    if (!s) s = rec__zservice_open(&r.svc, "oracle", o->listen, &o->sec, o->log);
     if (!s && o->log) {
         fprintf(o->log, "oracle: listening on %s: %lld batches of %s, tables %d to %d of %d, %s cache of %lld rows\n",
                 o->listen, (long long)r.total, o->data_path, r.lo, r.lo + r.F - 1, r.tables,

@@ -69,7 +69,7 @@ typedef struct commit {
 
 /* One Oracle Cacher: its tables and slots among the job's (several: partitioned by table). */
 typedef struct opart {
-    void *sock;
+    void *sock, *mon;        /* its socket and the monitor of its handshakes */
     char who[300];
     rec_net_cache_info info; /* its INFO; rows point into the trainer's */
     int32_t slot0;           /* its first slot of the cache */
@@ -93,7 +93,8 @@ typedef struct ctrainer {
     int32_t *touched;        /* (C) */
     float *dlogits;          /* (B) */
     /* sockets: all the maintenance thread's once it runs */
-    void *ctx, **ssock, *wake_m, *wake_t;
+    void *ctx, **ssock, **smon, *wake_m, *wake_t;  /* smon: the servers' handshake monitors */
+    rec__zkeys keys;         /* CURVE (o->sec) */
     double timeout;
     int Q;                   /* plans held: depth + 2 */
     plan *ring;
@@ -132,10 +133,16 @@ typedef struct ctrainer {
     int64_t start;           /* the first batch (a resumed job: the committed step + 1) */
     int64_t n_touched;       /* slots the last step touched (touched[]) */
     int64_t slice;           /* the most rows of this trainer's part of a batch */
-    int64_t rows_per_frame;  /* rows of one GET or PUT at most (its frame under REC_NET_MAX_BODY) */
+    int64_t rows_per_frame;  /* rows of one GET or PUT (about FRAME_BYTES; frame_rows) */
+    int64_t max_frame_rows;  /* rows of one GET or PUT at most (its frame under REC_NET_MAX_BODY) */
 } ctrainer;
 
 _Static_assert(sizeof(rec_centry) == 4 * sizeof(float), "a row's name fills 4 floats of a move");
+
+/* The rows of one GET or PUT frame: about FRAME_BYTES, and at most MAX_FRAMES frames to a
+ * server per batch (ZeroMQ queues 1000 messages a socket: a server's answers must fit). */
+#define FRAME_BYTES ((size_t)256 << 10)
+#define MAX_FRAMES 256
 
 /* ---- messages ------------------------------------------------------------------------------ */
 
@@ -146,10 +153,18 @@ static rec_status recv_frame(ctrainer *t, void *sock, const char *who, zmq_msg_t
                              const uint8_t **body) {
     zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
     const double deadline = rec_now() + t->timeout;
+    void *mon = NULL; /* the monitor of sock's handshakes: a refusal ends the wait with its cause */
+    for (int k = 0; k < t->K; k++)
+        if (t->op[k].sock == sock) mon = t->op[k].mon;
+    for (int k = 0; t->ssock && k < t->o->n_servers; k++)
+        if (t->ssock[k] == sock) mon = t->smon[k];
     int n = 0;
+    char why[300];
     for (;;) { /* slices of 100 ms: a stop (Ctrl-C) ends the wait, an interrupted poll is no error */
         const double left = deadline - rec_now();
         if (left <= 0) break;
+        if (rec__zmon_failed(mon, 0, t->keys.on, why, sizeof why))
+            return rec_errorf(REC_EIO, "%s refused this trainer's connection: %s", who, why);
         n = zmq_poll(&it, 1, left < 0.1 ? (long)(left * 1000) + 1 : 100);
         if (n > 0) break;
         if (n < 0 && zmq_errno() != EINTR) return rec_errorf(REC_EIO, "poll failed: %s", zmq_strerror(zmq_errno()));
@@ -264,15 +279,23 @@ static rec_status take_one(ctrainer *t, int k) {
     return s;
 }
 
-/* Batch x's fetches: a GET per server, the rows into their slots. */
+/* Rows per frame of n rows to one server: rows_per_frame, or more when that would take over
+ * MAX_FRAMES frames (up to the largest frame). */
+static int64_t frame_rows(const ctrainer *t, int64_t n) {
+    int64_t r = (n + MAX_FRAMES - 1) / MAX_FRAMES;
+    if (r < t->rows_per_frame) r = t->rows_per_frame;
+    return r < t->max_frame_rows ? r : t->max_frame_rows;
+}
+
+/* Batch x's fetches: GETs to each server, the rows into their slots. */
 static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
     const rec_net_cache_step *st = &p->st;
     const int N = t->o->n_servers, E = t->E, S = t->S;
     group(t, st->fetch, st->n_fetch);
     rec_centry *tmp = t->fetch_tmp; /* the entries in server order (n_fetch <= C) */
     rec_status s = REC_OK;
-    const int64_t R = t->rows_per_frame; /* rows a GET asks for at most: its answer fits a frame */
-    for (int k = 0; !s && k < N; k++)
+    for (int k = 0; !s && k < N; k++) {
+        const int64_t R = frame_rows(t, t->srv_n[k + 1] - t->srv_n[k]); /* rows a GET asks for: its answer fits a frame */
         for (int64_t a = t->srv_n[k]; !s && a < t->srv_n[k + 1]; a += R) {
             const int64_t n = t->srv_n[k + 1] - a < R ? t->srv_n[k + 1] - a : R;
             for (int64_t i = 0; i < n; i++) tmp[a + i] = st->fetch[t->by_srv[a + i]];
@@ -282,7 +305,9 @@ static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
             s = rec_frame_end(&t->w);
             if (!s) s = rec__zsend(t->ssock[k], NULL, &t->w, 0);
         }
-    for (int k = 0; !s && k < N; k++)
+    }
+    for (int k = 0; !s && k < N; k++) {
+        const int64_t R = frame_rows(t, t->srv_n[k + 1] - t->srv_n[k]);
         for (int64_t a = t->srv_n[k]; !s && a < t->srv_n[k + 1]; a += R) {
             const int64_t n = t->srv_n[k + 1] - a < R ? t->srv_n[k + 1] - a : R;
             zmq_msg_t m;
@@ -307,6 +332,7 @@ static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
             }
             zmq_msg_close(&m);
         }
+    }
     const double bytes = 4.0 * (double)(E + S) * (double)st->n_fetch;
     if (critical) t->rep->fetch_crit_rows += st->n_fetch, t->rep->fetch_crit_bytes += bytes;
     else t->rep->fetch_bg_rows += st->n_fetch, t->rep->fetch_bg_bytes += bytes;
@@ -330,9 +356,10 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
         memcpy(c->dense, p->dur_dense, sizeof(float) * (size_t)t->P);
     }
     group(t, ents, nents);
-    for (int k = 0; k < N; k++)
-        for (int64_t a = t->srv_n[k]; a < t->srv_n[k + 1]; a += t->rows_per_frame) {
-        const int64_t n = t->srv_n[k + 1] - a < t->rows_per_frame ? t->srv_n[k + 1] - a : t->rows_per_frame;
+    for (int k = 0; k < N; k++) {
+        const int64_t R = frame_rows(t, t->srv_n[k + 1] - t->srv_n[k]);
+        for (int64_t a = t->srv_n[k]; a < t->srv_n[k + 1]; a += R) {
+        const int64_t n = t->srv_n[k + 1] - a < R ? t->srv_n[k + 1] - a : R;
         rec_frame_begin(&t->w, REC_MSG_EMB_PUT, t->job, (uint64_t)x);
         rec_wbuf *w = &t->w;
         /* rec_net_rows_encode's layout, the rows gathered from their slots */
@@ -357,6 +384,7 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
         t->acks++, t->srv_acks[k]++;
         if (c) c->pending++;
         }
+    }
     t->rep->write_rows += nents;
     t->rep->write_bytes += 4.0 * (double)(E + S) * (double)nents;
     return REC_OK;
@@ -978,13 +1006,12 @@ static rec_status resume(ctrainer *t, const rec_net_emb_state *st) {
 
 /* ---- setup ------------------------------------------------------------------------------------- */
 
-static void *dealer(ctrainer *t, const char *ep) {
-    void *s = rec__zsocket(t->ctx, ZMQ_DEALER);
-    if (s && zmq_connect(s, ep) != 0) {
-        zmq_close(s);
-        return NULL;
-    }
-    return s;
+/* A DEALER to ep, secured with the trainer's keys, and its handshake monitor. `opt` names the
+ * option that gave ep in messages. */
+static rec_status dealer(ctrainer *t, const char *opt, const char *ep, void **sock, void **mon) {
+    REC_TRY(rec__zplain_check(&t->keys, &t->o->sec, ep, REC__ZCLIENT, opt));
+    if (rec__zconnect(t->ctx, ZMQ_DEALER, ep, &t->keys, sock, mon)) return rec_error_wrap(REC_EINVAL, "%s", opt);
+    return REC_OK;
 }
 
 static rec_status setup(ctrainer *t) {
@@ -996,15 +1023,14 @@ static rec_status setup(ctrainer *t) {
         return rec_errorf(REC_EINVAL, "give 1 to %d oracles with --oracle-cacher (got %d)", REC_CACHE_MAX_ORACLES,
                           o->n_oracles);
     if (!(t->ctx = zmq_ctx_new())) return rec_errorf(REC_EIO, "cannot create a ZeroMQ context");
+    REC_TRY(rec__zkeys_load(&t->keys, &o->sec, REC__ZCLIENT));
     t->K = o->n_oracles;
     if (!(t->op = calloc((size_t)t->K, sizeof(opart)))) return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     for (int k = 0; k < t->K; k++) {
         opart *p = &t->op[k];
         if (t->K == 1) snprintf(p->who, sizeof p->who, "the oracle (%s)", o->oracles[k]);
         else snprintf(p->who, sizeof p->who, "oracle %d (%s)", k, o->oracles[k]);
-        if (!(p->sock = dealer(t, o->oracles[k])))
-            return rec_errorf(REC_EINVAL, "--oracle-cacher %s: %s (an endpoint is tcp://HOST:PORT)", o->oracles[k],
-                              zmq_strerror(zmq_errno()));
+        REC_TRY(dealer(t, "--oracle-cacher", o->oracles[k], &p->sock, &p->mon));
     }
     t->rank = 0, t->N = 1;
     if (rec_dist_launched()) REC_TRY(rec_dist_init(&t->rank, &t->N));
@@ -1036,7 +1062,13 @@ static rec_status setup(ctrainer *t) {
     REC_TRY(rec_model_init_sharded(&t->m, &t->cfg, (int)slice, o->threads > 0 ? o->threads : rec_cpu_count()));
     t->E = t->cfg.emb_dim;
     t->S = rec_cache_state_floats(t->cfg.sparse_opt.kind, t->E);
-    t->rows_per_frame = (int64_t)(REC_NET_MAX_BODY / (sizeof(rec_centry) + 4 * (size_t)(t->E + t->S))) - 64;
+    /* GETs and PUTs of about FRAME_BYTES each: a server answers the first while the next are
+     * on their way, and CurveZMQ (which seals a whole message before sending a byte of it)
+     * encrypts one while the one before crosses the network */
+    const size_t row_bytes = sizeof(rec_centry) + 4 * (size_t)(t->E + t->S);
+    t->max_frame_rows = (int64_t)(REC_NET_MAX_BODY / row_bytes) - 64;
+    t->rows_per_frame = (int64_t)(FRAME_BYTES / row_bytes);
+    if (t->rows_per_frame < 1) t->rows_per_frame = 1;
     REC_TRY(rec_alloc((void **)&t->values, sizeof(float) * (size_t)(t->C * t->E), "the trainer cache"));
     REC_TRY(rec_alloc((void **)&t->state, sizeof(float) * (size_t)(t->C * t->S) + 64, "the trainer cache's state"));
     REC_TRY(rec_alloc((void **)&t->grad, sizeof(float) * (size_t)(t->C * t->E), "the cache's gradients"));
@@ -1053,10 +1085,11 @@ static rec_status setup(ctrainer *t) {
     t->Q = t->info.depth + 2;
     t->ring = calloc((size_t)t->Q, sizeof(plan));
     t->ssock = calloc((size_t)o->n_servers, sizeof(void *));
+    t->smon = calloc((size_t)o->n_servers, sizeof(void *));
     t->slot_f = malloc(sizeof(int32_t) * (size_t)t->C);
     t->slot_row = malloc(sizeof(int64_t) * (size_t)t->C);
     t->cm = calloc((size_t)t->Q, sizeof(commit));
-    if (!t->stamp || !t->touched || !t->by_srv || !t->srv_n || !t->srv_acks || !t->dlogits || !t->ring || !t->ssock || !t->cnt ||
+    if (!t->stamp || !t->touched || !t->by_srv || !t->srv_n || !t->srv_acks || !t->dlogits || !t->ring || !t->ssock || !t->smon || !t->cnt ||
         !t->sh_stamp || !t->sh_pos || !t->slot_f || !t->slot_row || !t->cm || !t->fetch_tmp)
         return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     const rec_tensor *ts;
@@ -1071,9 +1104,7 @@ static rec_status setup(ctrainer *t) {
     rec_net_emb_hello eh = {0, 0, o->n_servers, t->F, t->E, t->cfg.sparse_opt.kind, t->cfg.sparse_opt.init_acc,
                             rec_mix64(t->cfg.seed + 1), t->rows, o->durable || o->resume};
     for (int k = 0; k < o->n_servers; k++) {
-        if (!(t->ssock[k] = dealer(t, o->servers[k])))
-            return rec_errorf(REC_EINVAL, "--embservers %s: %s (an endpoint is tcp://HOST:PORT)", o->servers[k],
-                              zmq_strerror(zmq_errno()));
+        REC_TRY(dealer(t, "--embservers", o->servers[k], &t->ssock[k], &t->smon[k]));
         eh.shard = k;
         eh.digest = rec_net_emb_hello_digest(&eh);
         rec_frame_begin(&t->w, REC_MSG_EMB_HELLO, t->job, 0);
@@ -1116,12 +1147,11 @@ static void teardown(ctrainer *t) {
     for (int q = 0; t->cm && q < t->Q; q++) free(t->cm[q].dense);
     free(t->cm), free(t->slot_f), free(t->slot_row);
     free(t->ring);
-    for (int k = 0; t->ssock && k < t->o->n_servers; k++)
-        if (t->ssock[k]) zmq_close(t->ssock[k]);
-    free(t->ssock);
-    for (int k = 0; t->op && k < t->K; k++)
-        if (t->op[k].sock) zmq_close(t->op[k].sock);
+    for (int k = 0; t->ssock && k < t->o->n_servers; k++) rec__zclose(&t->ssock[k], t->smon ? &t->smon[k] : NULL);
+    free(t->ssock), free(t->smon);
+    for (int k = 0; t->op && k < t->K; k++) rec__zclose(&t->op[k].sock, &t->op[k].mon);
     free(t->op);
+    rec__zkeys_free(&t->keys);
     if (t->wake_m) zmq_close(t->wake_m);
     if (t->wake_t) zmq_close(t->wake_t);
     if (t->ctx) zmq_ctx_term(t->ctx);

@@ -137,32 +137,60 @@ rec_status rec_endpoint_check(const char *ep) {
     return REC_OK;
 }
 
-rec_status rec__zservice_open(rec_zservice *v, const char *name, const char *listen, FILE *log) {
-    *v = (rec_zservice){name, log, zmq_ctx_new(), NULL, 0};
+rec_status rec__zservice_open(rec_zservice *v, const char *name, const char *listen, const rec_net_secure *sec, FILE *log) {
+    *v = (rec_zservice){.name = name, .log = log, .ctx = zmq_ctx_new(), .listen = listen, .rlog = {.f = log}};
     v->sock = v->ctx ? rec__zsocket(v->ctx, ZMQ_ROUTER) : NULL;
     /* The messages leave out `name`: the command that reports them says it ("rectrain embserver: ...") */
     if (!v->sock) return rec_errorf(REC_EIO, "cannot create a ZeroMQ socket: %s", zmq_strerror(zmq_errno()));
     if (rec_endpoint_check(listen)) return rec_error_wrap(REC_EINVAL, "cannot listen");
+    REC_TRY(rec__zkeys_load(&v->keys, sec, REC__ZSERVICE));
+    REC_TRY(rec__zplain_check(&v->keys, sec, listen, REC__ZSERVICE, "--listen"));
+    if (v->keys.on) REC_TRY(rec__zap_open(v->ctx, &v->zap)); /* before the first connection asks it */
+    REC_TRY(rec__zcurve_server(v->sock, &v->keys));
+    REC_TRY(rec__zmon_open(v->ctx, v->sock, 1, &v->mon));
     if (zmq_bind(v->sock, listen) != 0)
         return rec_errorf(REC_EIO, "cannot listen on %s: %s (an endpoint is tcp://HOST:PORT; is the port taken?)",
                           listen, zmq_strerror(zmq_errno()));
+    if (v->log && v->keys.on)
+        fprintf(v->log, "%s: CURVE on %s: lets in the %d key%s of %s/allow\n", name, listen, v->keys.n_allow,
+                v->keys.n_allow == 1 ? "" : "s", v->keys.dir);
+    else if (v->log && !rec_endpoint_is_local(listen))
+        fprintf(v->log, "%s: warning: plain text on %s (--insecure): anyone who reaches it can read and change the job's "
+                "data\n", name, listen);
     return REC_OK;
+}
+
+/* Logs the handshakes the monitor saw fail (a peer without keys, or with another service key). */
+static void log_failed_handshakes(rec_zservice *v) {
+    char why[300];
+    while (rec__zmon_failed(v->mon, 1, v->keys.on, why, sizeof why)) {
+        v->refused_peers++;
+        char line[700];
+        snprintf(line, sizeof line, "%s: refused a connection on %s: %s", v->name, v->listen, why);
+        rec__zlog_line(&v->rlog, line);
+    }
 }
 
 rec_status rec__zservice_run(rec_zservice *v, const volatile sig_atomic_t *stop, void (*serve)(void *), void *arg) {
     while (!(stop && *stop)) {
-        zmq_pollitem_t it = {v->sock, 0, ZMQ_POLLIN, 0};
-        const int n = zmq_poll(&it, 1, 200);
+        zmq_pollitem_t it[3] = {{v->sock, 0, ZMQ_POLLIN, 0}, {v->mon, 0, ZMQ_POLLIN, 0}, {v->zap, 0, ZMQ_POLLIN, 0}};
+        const int n = zmq_poll(it, v->zap ? 3 : 2, 200);
         if (n < 0 && zmq_errno() != EINTR) return rec_errorf(REC_EIO, "%s: poll failed: %s", v->name, zmq_strerror(zmq_errno()));
-        if (n > 0 && (it.revents & ZMQ_POLLIN)) serve(arg);
+        if (n <= 0) continue;
+        if (it[2].revents & ZMQ_POLLIN) rec__zap_serve(v->zap, &v->keys, v->name, &v->rlog, &v->refused_peers);
+        if (it[1].revents & ZMQ_POLLIN) log_failed_handshakes(v);
+        if (it[0].revents & ZMQ_POLLIN) serve(arg);
     }
     return REC_OK;
 }
 
 void rec__zservice_close(rec_zservice *v) {
+    rec__zlog_flush(&v->rlog);
+    rec__zclose(&v->zap, &v->mon);
     if (v->sock) zmq_close(v->sock);
     if (v->ctx) zmq_ctx_term(v->ctx);
     v->sock = v->ctx = NULL;
+    rec__zkeys_free(&v->keys);
 }
 
 int rec__zservice_take(rec_zservice *v, rec_zreq *r, rec_wbuf *w) {

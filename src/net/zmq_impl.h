@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <zmq.h>
 
+#include "curve_impl.h"
 #include "rectrain/net.h"
 
 /* Largest message a socket accepts (ZMQ_MAXMSGSIZE): a frame and its header. Bigger ones make
@@ -47,12 +48,20 @@ typedef struct rec_zservice {
     const char *name;        /* "embserver", ...: the prefix of its messages and log lines */
     FILE *log;               /* NULL: quiet */
     void *ctx, *sock;
+    void *zap, *mon;         /* its ZAP handler (with keys), the monitor of its handshakes */
+    rec__zkeys keys;
+    rec__zlog rlog;          /* its refused peers (log) */
+    const char *listen;
     int64_t refused;         /* requests refused before they were read (bad frames) */
+    int64_t refused_peers;   /* connections refused: keys not allowed, failed handshakes */
 } rec_zservice;
 
-/* Binds name's ROUTER socket at `listen`: REC_EIO naming the endpoint when it cannot. */
-rec_status rec__zservice_open(rec_zservice *v, const char *name, const char *listen, FILE *log);
-/* Calls serve(arg) whenever a request waits, until *stop is set (polled every 200 ms). */
+/* Binds name's ROUTER socket at `listen`, with CURVE and the allow-list of sec->keys (secure
+ * by default: plain text off loopback only with sec->insecure). REC_EIO naming the endpoint
+ * when it cannot bind; the key loader's errors (curve_impl.h). */
+rec_status rec__zservice_open(rec_zservice *v, const char *name, const char *listen, const rec_net_secure *sec, FILE *log);
+/* Calls serve(arg) whenever a request waits, until *stop is set (polled every 200 ms); answers
+ * the ZAP handler's requests and logs refused handshakes in the same loop. */
 rec_status rec__zservice_run(rec_zservice *v, const volatile sig_atomic_t *stop, void (*serve)(void *), void *arg);
 void rec__zservice_close(rec_zservice *v);
 /* Takes the waiting request into r: 1 when r holds a frame to serve; 0 otherwise, a refusal

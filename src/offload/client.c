@@ -46,7 +46,8 @@ enum { MAX_WORKERS = 64 };
 
 typedef struct wconn {
     char addr[256];
-    void *sock;
+    void *sock, *mon;        /* mon: the monitor of its handshakes */
+    char refused[300];       /* why its last handshake failed, as logged ("" none) */
     int state;
     int inflight;
     double since;            /* WAIT: when the probe went out; DOWN: when it went down */
@@ -54,6 +55,7 @@ typedef struct wconn {
 
 struct rec_offload {
     rec_offload_opts o;
+    rec__zkeys keys;         /* CURVE (o.sec) */
     rec_offload_data d;
     rec_grid *g;
     rec_net_job job;
@@ -90,15 +92,13 @@ static void wlog(rec_offload *x, const char *fmt, ...) {
 /* A new socket to worker i with JOB and PING queued: WAIT. */
 static void connect_worker(rec_offload *x, int i) {
     wconn *c = &x->w[i];
-    if (c->sock) zmq_close(c->sock);
-    c->sock = rec__zsocket(x->ctx, ZMQ_DEALER);
+    rec__zclose(&c->sock, &c->mon);
     c->inflight = 0;
     c->since = rec_now();
     c->state = W_WAIT;
-    if (!c->sock || zmq_connect(c->sock, c->addr) != 0) {
+    if (rec__zconnect(x->ctx, ZMQ_DEALER, c->addr, &x->keys, &c->sock, &c->mon)) {
         c->state = W_UNFIT;
-        wlog(x, "train: offload: worker %s is not a ZeroMQ endpoint (%s); it is left out\n", c->addr,
-             zmq_strerror(zmq_errno()));
+        wlog(x, "train: offload: worker %s; it is left out\n", rec_errmsg());
         return;
     }
     rec__zsend(c->sock, NULL, &x->jobframe, ZMQ_DONTWAIT);
@@ -140,7 +140,7 @@ static rec_status read_list(rec_offload *x, int first) {
         char *hash = strchr(line, '#');
         if (hash) *hash = 0;
         for (char *save = NULL, *t = strtok_r(line, ", \t\r", &save); t; t = strtok_r(NULL, ", \t\r", &save)) {
-            if (rec_endpoint_check(t)) {
+            if (rec_endpoint_check(t) || rec__zplain_check(&x->keys, &x->o.sec, t, REC__ZCLIENT, "worker")) {
                 if (first) {
                     free(text);
                     return rec_error_wrap(REC_EINVAL, "%s:%d", x->o.workers_file, lineno);
@@ -167,8 +167,7 @@ static rec_status read_list(rec_offload *x, int first) {
     for (int i = 0; i < x->nw; i++)
         if (!seen[i] && x->w[i].state != W_GONE) {
             wlog(x, "train: offload: worker %s removed (%s)\n", x->w[i].addr, x->o.workers_file);
-            if (x->w[i].sock) zmq_close(x->w[i].sock);
-            x->w[i].sock = NULL;
+            rec__zclose(&x->w[i].sock, &x->w[i].mon);
             x->w[i].state = W_GONE;
         }
     return REC_OK;
@@ -186,7 +185,8 @@ rec_status rec_offload_open(rec_offload **out, const rec_offload_opts *o, const 
     if (x->o.depth <= 0) x->o.depth = 4;
     x->d = *d;
     x->point = REC_OFFLOAD_P3;
-    rec_status s = rec_grid_build(&x->g, d->parts, d->n_parts, &d->tsv);
+    rec_status s = rec__zkeys_load(&x->keys, &o->sec, REC__ZCLIENT);
+    if (!s) s = rec_grid_build(&x->g, d->parts, d->n_parts, &d->tsv);
     char *spec = NULL;
     size_t spec_len = 0;
     if (!s) s = rec_read_file(d->spec_path, "prep spec", 16 << 20, &spec, &spec_len);
@@ -221,6 +221,7 @@ rec_status rec_offload_open(rec_offload **out, const rec_offload_opts *o, const 
     }
     for (int i = 0; !s && i < o->n_workers; i++) {
         if (rec_endpoint_check(o->workers[i])) s = rec_error_wrap(REC_EINVAL, "offload: a worker");
+        else if (rec__zplain_check(&x->keys, &o->sec, o->workers[i], REC__ZCLIENT, "--workers")) s = REC_EINVAL;
         else if (strlen(o->workers[i]) >= sizeof x->w[i].addr)
             s = rec_errorf(REC_EINVAL, "offload: worker address %.40s... is too long", o->workers[i]);
         else snprintf(x->w[i].addr, sizeof x->w[i].addr, "%s", o->workers[i]);
@@ -238,9 +239,9 @@ rec_status rec_offload_open(rec_offload **out, const rec_offload_opts *o, const 
 
 void rec_offload_close(rec_offload *x) {
     if (!x) return;
-    for (int i = 0; x->w && i < x->nw; i++)
-        if (x->w[i].sock) zmq_close(x->w[i].sock);
+    for (int i = 0; x->w && i < x->nw; i++) rec__zclose(&x->w[i].sock, &x->w[i].mon);
     free(x->w);
+    rec__zkeys_free(&x->keys);
     if (x->ctx) zmq_ctx_term(x->ctx);
     free(x->job.spec);
     for (int k = 0; x->job.parts && k < x->d.n_parts; k++) free(x->job.parts[k]);
@@ -467,6 +468,7 @@ static rec_status on_answer(rec_offload_stream *s, int i, zmq_msg_t *m) {
     }
     if (c->state == W_WAIT) {
         c->state = W_UP;
+        c->refused[0] = 0;
         if (x->st.worker_downs) wlog(x, "train: offload: worker %s is up\n", c->addr);
     }
     const uint64_t gen = h.seq >> GEN_SHIFT;
@@ -542,8 +544,18 @@ static rec_status on_answer(rec_offload_stream *s, int i, zmq_msg_t *m) {
 static void check_deadlines(rec_offload_stream *s) {
     rec_offload *x = s->x;
     const double now = rec_now();
-    for (int i = 0; i < x->nw; i++)
-        if (x->w[i].state == W_WAIT && now - x->w[i].since > x->o.timeout_s) set_down(x, i, "no answer");
+    char why[300];
+    for (int i = 0; i < x->nw; i++) {
+        wconn *c = &x->w[i];
+        if (rec__zmon_failed(c->mon, 0, x->keys.on, why, sizeof why)) { /* a refusal: not worth waiting for */
+            if (strcmp(why, c->refused))
+                wlog(x, "train: offload: worker %s refused this trainer's connection: %s; its pieces are made here\n",
+                     c->addr, why);
+            snprintf(c->refused, sizeof c->refused, "%s", why);
+            if (c->state == W_WAIT || c->state == W_UP) worker_lost(s, i, why);
+        }
+        if (c->state == W_WAIT && now - c->since > x->o.timeout_s) set_down(x, i, "no answer");
+    }
     for (int k = 0; k < s->la; k++) {
         pslot *p = &s->win[k];
         if (p->state == S_SENT && now - p->sent > x->o.timeout_s) {

@@ -217,7 +217,7 @@ rec_status rec_prep_worker_run(const rec_prep_worker_opts *o) {
     if (o->threads < 1 || o->threads > 256)
         return rec_errorf(REC_EINVAL, "prep-worker: threads must be between 1 and 256 (got %d)", o->threads);
     worker w = {.o = o};
-    rec_status s = rec__zservice_open(&w.svc, "prep-worker", o->listen, o->log);
+    rec_status s = rec__zservice_open(&w.svc, "prep-worker", o->listen, &o->sec, o->log);
     if (!s && o->log) {
         fprintf(o->log, "prep-worker: listening on %s with %d thread%s\n", o->listen, o->threads, o->threads == 1 ? "" : "s");
         fflush(o->log);

@@ -511,7 +511,7 @@ static rec_status attach_offload(job *j) {
     if (j->dist)
         return rec_errorf(REC_EINVAL, "--workers: offloading preprocessing is not available under mpirun yet; run the "
                           "job in one process, or prep the data into a shard");
-    const rec_offload_opts oo = {o->workers, o->n_workers, o->workers_file, o->worker_timeout, 0, o->log};
+    const rec_offload_opts oo = {o->workers, o->n_workers, o->workers_file, o->worker_timeout, 0, o->log, o->sec};
     return rec_dataset_offload(j->train, &oo, j->cfg.batch_size, &j->offload);
 }
 
