@@ -300,6 +300,10 @@ static void test_cli(void) {
     if (f) fclose(f);
     CHECK(ok && !memcmp(magic, "RECFEED1", 8) && hdr[0] == 13 && hdr[1] == 26 && end == 0,
           "feed header %.8s Dn %lld F %lld end %lld", magic, (long long)hdr[0], (long long)hdr[1], (long long)end);
+    CHECK(run("predict --ckpt ck --data d.rshard --out r.tsv --feed-out no-dir/r.feed") == 1 &&
+              strstr(out, "no-dir/r.feed") && strstr(out, "the predictions in r.tsv are complete") &&
+              file_size("r.tsv") > 0,
+          "feed into a missing folder: %s", out);
     CHECK(run("predict --ckpt ck --data d.rshard --out q.tsv --feed-out q.tsv") == 1 &&
               strstr(out, "--feed-out and --out are both q.tsv"),
           "feed over the predictions: %s", out);

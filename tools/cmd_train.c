@@ -613,7 +613,8 @@ static int predict_main(int argc, char **argv, scoring *x) {
     const double secs = rec_now() - t0;
     if (f && f != stdout && fclose(f) != 0 && !s) s = rec_errorf(REC_EIO, "writing %s failed: %s", out, strerror(errno));
     if (opened) s = s ? (rec_atomic_abort(&a), s) : rec_atomic_commit(&a);
-    if (!s && feed_out) s = rec_feed_write(x->ds, x->batch, feed_out);
+    if (!s && feed_out && (s = rec_feed_write(x->ds, x->batch, feed_out)) != REC_OK && !to_stdout)
+        rec_error_append(s, "; the predictions in %s are complete", out);
     if (s == REC_ESTOPPED)
         rec_error_append(s, "; %s", opened ? "the partial output is removed"
                                     : to_stdout && scored ? "stdout holds the lines written before it"

@@ -19,10 +19,11 @@
  *
  * The rest follows model.h's definitions operator for operator: Gemm (transB = 1, W is
  * (Out, In) as torch.nn.Linear) + Relu for the MLPs; DLRM's dot interaction as
- * MatMul(T, T^T) on T = [h; emb] (batch, F+1, F+1) flattened and a Gather of the lower
+ * MatMul(T, T^T) on T = [h; emb] (batch, F+1, E), flattened, and a Gather of the lower
  * triangle in dlrm_s_pytorch.py's order; the cross layers as MatMul + Mul + Add; the FM term
  * as ReduceSums. The graph computes in fp32, as predict does for an fp32 model; a model that
- * computes its products in bf16 is refused (its scores would differ near 1e-2).
+ * computes its products in bf16 is refused (its scores would differ by far more than fp32's
+ * rounding).
  *
  * Writing: the small messages (nodes, constants, input and output types) are encoded in
  * memory (pb_impl.h); the weight tables, which can be most of a gigabyte, are counted and
@@ -471,8 +472,7 @@ rec_status rec_export_onnx_check(const rec_model *m) {
     const rec_model_config *c = rec_model_get_config(m);
     if (c->precision != REC_PRECISION_FP32)
         return rec_errorf(REC_EUNSUPPORTED, "model %s computes its dense products in %s (\"precision\": \"%s\"), "
-                          "which rectrain predict reproduces and an fp32 ONNX graph does not (scores would differ "
-                          "near 1e-2); the ONNX export takes models trained with --precision fp32",
+                          "which rectrain predict reproduces and an fp32 ONNX graph does not; the ONNX export takes models trained with --precision fp32",
                           c->name, rec_precision_name(c->precision), rec_precision_name(c->precision));
     if (c->kind != REC_MODEL_DLRM && c->kind != REC_MODEL_DCN && c->kind != REC_MODEL_DEEPFM &&
         c->kind != REC_MODEL_WIDE_DEEP)
