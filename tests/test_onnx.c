@@ -1,7 +1,7 @@
 /* The ONNX export without onnx installed: the protobuf encoder's bytes against hand-worked
  * encodings (protobuf.dev "Encoding"), the structure of an exported file decoded here (the
  * model's version and opset, the graph's inputs and outputs, every node's inputs defined
- * before use, each parameter's bytes equal to the model's), and every refusal with its
+ * before use, a table's bytes equal to the model's, bf16 tables widened), and every refusal with its
  * message, through the library and the CLI (`export --format onnx`, `predict --feed-out`).
  * ONNX Runtime's scores against predict's are bench/onnx_vs_predict.sh. */
 #include <stdint.h>
@@ -184,8 +184,12 @@ static void check_file(const char *path, const rec_model *m, const char *what) {
                 span s2;
                 while (next_field(&tp, &f2, &w2, &v2, &s2))
                     if (f2 == 9) raw = s2;
-                table_ok = t && raw.p && (size_t)(raw.end - raw.p) == (size_t)rec_tensor_numel(t) * sizeof(float) &&
-                           memcmp(raw.p, t->data, (size_t)(raw.end - raw.p)) == 0;
+                table_ok = t && raw.p && (size_t)(raw.end - raw.p) == (size_t)rec_tensor_numel(t) * sizeof(float);
+                for (int64_t i = 0; table_ok && i < rec_tensor_numel(t); i++) { /* bf16 tables: widened */
+                    float x;
+                    memcpy(&x, raw.p + i * 4, 4);
+                    table_ok = x == (t->data16 ? rec_bf16_to_float(t->data16[i]) : t->data[i]);
+                }
             }
         }
     }
@@ -224,11 +228,12 @@ static void check_file(const char *path, const rec_model *m, const char *what) {
 
 /* ---- the library ------------------------------------------------------------------------------ */
 
-static rec_model *small_model(rec_model_kind kind, rec_pooling pooling, rec_precision prec) {
+static rec_model *small_model(rec_model_kind kind, rec_pooling pooling, rec_precision prec, rec_precision tables) {
     rec_model_config c;
     rec_model_config_default(&c, kind);
     c.pooling = pooling;
     c.precision = prec;
+    c.embed_precision = tables;
     const int64_t rows[3] = {5, 7, 3};
     rec_model *m = NULL;
     rec_status s = rec_model_config_bind(&c, 4, 3, rows, "test");
@@ -243,17 +248,19 @@ static void test_export(const char *tmp) {
     char path[600];
     for (int k = 0; k < 4; k++) {
         for (int pool = 0; pool < 2; pool++) {
-            rec_model *m = small_model(kinds[k], pool ? REC_POOL_MEAN : REC_POOL_SUM, REC_PRECISION_FP32);
+            rec_model *m = small_model(kinds[k], pool ? REC_POOL_MEAN : REC_POOL_SUM, REC_PRECISION_FP32,
+                                       k == 2 && pool ? REC_PRECISION_BF16 : REC_PRECISION_FP32);
             if (!m) continue;
             snprintf(path, sizeof path, "%s/%s_%d.onnx", tmp, rec_model_kind_name(kinds[k]), pool);
             const rec_status s = rec_export_onnx(m, path);
             CHECK(s == REC_OK, "export %s: %s", rec_model_kind_name(kinds[k]), rec_errmsg());
             check_file(path, m, rec_model_kind_name(kinds[k]));
+            if (k == 2 && pool) CHECK(rec_model_tensor(m, "emb.0.weight")->data16 != NULL, "bf16 tables expected");
             rec_model_free(m);
         }
     }
     /* refusals */
-    rec_model *m = small_model(REC_MODEL_DLRM, REC_POOL_SUM, REC_PRECISION_BF16);
+    rec_model *m = small_model(REC_MODEL_DLRM, REC_POOL_SUM, REC_PRECISION_BF16, REC_PRECISION_FP32);
     if (m) {
         snprintf(path, sizeof path, "%s/bf16.onnx", tmp);
         CHECK_ERR(rec_export_onnx(m, path), REC_EUNSUPPORTED, "in bf16 (\"precision\": \"bf16\")");
@@ -261,7 +268,7 @@ static void test_export(const char *tmp) {
         CHECK(access(path, F_OK) != 0, "a refused export left %s", path);
         rec_model_free(m);
     }
-    m = small_model(REC_MODEL_DLRM, REC_POOL_SUM, REC_PRECISION_FP32);
+    m = small_model(REC_MODEL_DLRM, REC_POOL_SUM, REC_PRECISION_FP32, REC_PRECISION_FP32);
     if (m) {
         snprintf(path, sizeof path, "%s/no-such-dir/m.onnx", tmp);
         CHECK_ERR(rec_export_onnx(m, path), REC_EIO, "no-such-dir/m.onnx");
