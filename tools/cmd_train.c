@@ -572,16 +572,19 @@ static const char PREDICT_USAGE[] =
     "  --threads T        threads (default: all CPUs)\n"
     "  --json             print a JSON summary as the last line of stdout (with AUC and\n"
     "                     logloss when DATA has labels; null where undefined, as over no rows)\n"
+    "  --feed-out FILE    also write the rows scored as the inputs of the model's ONNX graph\n"
+    "                     (export --format onnx), batch by batch (layout: docs/commands.md)\n"
     "TSV data:\n"
     CLI_TSV_HELP;
 
 static int predict_main(int argc, char **argv, scoring *x) {
-    const char *cmd = "predict", *out = NULL;
+    const char *cmd = "predict", *out = NULL, *feed_out = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
         if (cli_is_help(a)) { fputs(PREDICT_USAGE, stdout); return CLI_OK; }
         else if (!strcmp(a, "--out")) rc = cli_str(cmd, argc, argv, &i, &out);
+        else if (!strcmp(a, "--feed-out")) rc = cli_str(cmd, argc, argv, &i, &feed_out);
         else if ((rc = scoring_option(x, cmd, argc, argv, &i)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
@@ -597,6 +600,9 @@ static int predict_main(int argc, char **argv, scoring *x) {
     const int to_stdout = !strcmp(out, "-");
     rec_status s = scoring_config(x);
     if (!s) s = scoring_guard(x, "--out", out);
+    if (!s && feed_out) s = scoring_guard(x, "--feed-out", feed_out);
+    if (!s && feed_out && !strcmp(feed_out, out))
+        s = rec_errorf(REC_EINVAL, "--feed-out and --out are both %s; give two files", out);
     if (!s) s = scoring_open(x);
     int64_t rows = 0;
     if (!s) s = rec_dataset_rows(x->ds, &rows); /* before the output exists: a refused input leaves none */
@@ -611,6 +617,8 @@ static int predict_main(int argc, char **argv, scoring *x) {
     const double secs = rec_now() - t0;
     if (f && f != stdout && fclose(f) != 0 && !s) s = rec_errorf(REC_EIO, "writing %s failed: %s", out, strerror(errno));
     if (opened) s = s ? (rec_atomic_abort(&a), s) : rec_atomic_commit(&a);
+    if (!s && feed_out && (s = rec_feed_write(x->ds, x->batch, feed_out)) != REC_OK && !to_stdout)
+        rec_error_append(s, "; the predictions in %s are complete", out);
     if (s == REC_ESTOPPED)
         rec_error_append(s, "; %s", opened ? "the partial output is removed"
                                     : to_stdout && scored ? "stdout holds the lines written before it"
@@ -646,18 +654,25 @@ int cmd_predict(int argc, char **argv) {
 }
 
 static const char EXPORT_USAGE[] =
-    "usage: rectrain export --ckpt CKPT --out DIR [--overwrite]\n"
+    "usage: rectrain export --ckpt CKPT --out DIR [--format npy] [--overwrite]\n"
+    "       rectrain export --ckpt CKPT --format onnx --out FILE.onnx [--overwrite]\n"
     "\n"
-    "Writes every parameter of a checkpoint as DIR/NAME.npy (float32; numpy.load and\n"
-    "torch.from_numpy read them) and the model config as DIR/config.json. The files are\n"
-    "written into DIR.tmp, which is renamed to DIR once all are there, so a failure leaves\n"
-    "no partial DIR.\n"
+    "npy (the default) writes every parameter of a checkpoint as DIR/NAME.npy (float32;\n"
+    "numpy.load and torch.from_numpy read them) and the model config as DIR/config.json. The\n"
+    "files are written into DIR.tmp, which is renamed to DIR once all are there, so a failure\n"
+    "leaves no partial DIR.\n"
     "\n"
-    "  --overwrite        replace a DIR that holds an earlier export (without it, a DIR\n"
-    "                     that holds files is refused; one holding other files always is)\n";
+    "onnx writes the model as one ONNX file (opset 17, fp32 weights) that ONNX Runtime scores\n"
+    "as rectrain predict does: inputs dense (batch, Dn) float32 and, per sparse feature f,\n"
+    "ids_f (nnz) and offsets_f (batch + 1) int64; outputs logit and probability (batch).\n"
+    "dlrm, dcn, deepfm and wide_deep; models trained with --precision bf16 are refused.\n"
+    "\n"
+    "  --format F         npy or onnx (default npy)\n"
+    "  --overwrite        replace an earlier export (npy: a DIR that holds files is refused\n"
+    "                     without it, one holding other files always is; onnx: an existing FILE)\n";
 
 int cmd_export(int argc, char **argv) {
-    const char *cmd = "export", *ckpt = NULL, *out = NULL;
+    const char *cmd = "export", *ckpt = NULL, *out = NULL, *format = "npy";
     int overwrite = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -665,11 +680,15 @@ int cmd_export(int argc, char **argv) {
         if (cli_is_help(a)) { fputs(EXPORT_USAGE, stdout); return CLI_OK; }
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
         else if (!strcmp(a, "--out")) rc = cli_str(cmd, argc, argv, &i, &out);
+        else if (!strcmp(a, "--format")) rc = cli_str(cmd, argc, argv, &i, &format);
         else if (!strcmp(a, "--overwrite")) overwrite = 1;
         else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
     if (!ckpt || !out) return cli_usage(cmd, "--ckpt and --out are required");
+    const int onnx = !strcmp(format, "onnx");
+    if (!onnx && strcmp(format, "npy"))
+        return cli_usage(cmd, "--format %s: want npy (a folder of .npy files) or onnx (one ONNX model file)", format);
     char path[1100];
     resolve_ckpt(ckpt, path, sizeof path);
     rec_model_config c;
@@ -678,14 +697,19 @@ int cmd_export(int argc, char **argv) {
     rec_guard g = {0};
     rec_guard_in(&g, "--ckpt", ckpt);
     rec_guard_in(&g, "--ckpt", path);
-    rec_guard_dir(&g, "--out", out, NULL);
+    if (onnx) rec_guard_out(&g, "--out", out);
+    else rec_guard_dir(&g, "--out", out, NULL);
     rec_status s = rec_guard_check(&g);
-    if (!s) s = rec_export_check(out, overwrite); /* before reading a large checkpoint */
+    /* before reading a large checkpoint */
+    if (!s && !onnx) s = rec_export_check(out, overwrite);
+    if (!s && onnx && !overwrite && access(out, F_OK) == 0)
+        s = rec_errorf(REC_EINVAL, "--out %s exists; add --overwrite to replace it, or give another file", out);
     int have_config = 0;
     if (!s) have_config = (s = rec_ckpt_read_config(path, &c, NULL)) == REC_OK;
     if (!s) s = rec_model_init(&m, &c, 1, 1);
+    if (!s && onnx) s = rec_export_onnx_check(m); /* before loading the parameters */
     if (!s) s = rec_dist_ckpt_load(path, m, &meta);
-    if (!s) s = rec_export_npy(m, out, overwrite);
+    if (!s) s = onnx ? rec_export_onnx(m, out) : rec_export_npy(m, out, overwrite);
     rec_model_free(m);
     if (have_config) rec_model_config_free(&c);
     if (s) return cli_fail(cmd, s);

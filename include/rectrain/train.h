@@ -299,6 +299,22 @@ rec_status rec_export_npy(const rec_model *m, const char *dir, int overwrite);
  * cannot happen fails in the first second, not after the training it would keep. */
 rec_status rec_export_check(const char *dir, int overwrite);
 
+/* Writes the model as one ONNX file (opset 17, fp32 initializers) that scores rows as
+ * rec_predict does: inputs dense (batch, Dn) float32 and, per sparse feature f, ids_{f} (nnz)
+ * and offsets_{f} (batch + 1) int64; outputs logit and probability (batch) float32 (graph in
+ * src/train/onnx.c, for users in docs/commands.md). PATH appears whole or not at all
+ * (rec_atomic_file). REC_EUNSUPPORTED for what rec_export_onnx_check refuses and for a model
+ * over protobuf's 2 GiB limit, REC_EIO naming the file that could not be written. */
+rec_status rec_export_onnx(const rec_model *m, const char *path);
+/* The refusals of rec_export_onnx that need no file: a model whose products are bf16 (the
+ * graph is fp32 and would not score as predict does) and a kind the graph cannot express. */
+rec_status rec_export_onnx_check(const rec_model *m);
+/* Writes the rows of d, in input order and in batches of `batch`, as the ONNX graph's inputs
+ * (dense, and per feature ids and offsets) to one binary file (layout in src/train/feed.c),
+ * whole or not at all: what `predict --feed-out` writes so that an ONNX server or a test
+ * scores exactly the rows predict scores. REC_EIO names the file that could not be written. */
+rec_status rec_feed_write(rec_dataset *d, int64_t batch, const char *path);
+
 /* ---- the trainer ----------------------------------------------------------------------------
  * rec_train runs a whole job: open the data (or generate the embedded default), build or
  * resume the model, train epoch by epoch through a loader (reading and preprocessing overlap

@@ -1,0 +1,65 @@
+/* The model inputs of a data set as one binary file (train.h rec_feed_write), in the layout of
+ * the ONNX graph's inputs (onnx.c), so that a server or a test scores exactly the rows
+ * `rectrain predict` scores, batch by batch, without its own reader of .rshard or TSV.
+ *
+ *   "RECFEED1" | int64 Dn | int64 F | per batch: int64 B (>= 1)
+ *                                              | float32 dense (B, Dn)
+ *                                              | per feature: int64 nnz | int64 offsets (B + 1)
+ *                                                             | int64 ids (nnz)
+ *              | int64 0 (the end)
+ *
+ * All little-endian. Rows come in input order, through the same loader predict reads with. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rectrain/core.h"
+#include "rectrain/train.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the feed file is the host's image of its arrays and needs a little-endian host"
+#endif
+
+/* One batch's record (its header and arrays) to f; 0 on a write error. */
+static int put_batch(FILE *f, const rec_batch *b, int F) {
+    const int64_t B = b->n;
+    int ok = fwrite(&B, sizeof B, 1, f) == 1 &&
+             fwrite(b->dense, sizeof(float), (size_t)(B * b->n_dense), f) == (size_t)(B * b->n_dense);
+    for (int k = 0; ok && k < F; k++) {
+        const rec_jagged *j = &b->sparse[k];
+        const int64_t nnz = j->offsets[B];
+        ok = fwrite(&nnz, sizeof nnz, 1, f) == 1 && fwrite(j->offsets, sizeof(int64_t), (size_t)B + 1, f) == (size_t)B + 1;
+        if (ok && j->wide) ok = fwrite(j->ids64, sizeof(int64_t), (size_t)nnz, f) == (size_t)nnz;
+        for (int64_t q = 0; ok && !j->wide && q < nnz; q++) {
+            const int64_t id = j->ids32[q];
+            ok = fwrite(&id, sizeof id, 1, f) == 1;
+        }
+    }
+    return ok;
+}
+
+rec_status rec_feed_write(rec_dataset *d, int64_t batch, const char *path) {
+    int64_t n;
+    REC_TRY(rec_dataset_rows(d, &n));
+    const int64_t Dn = rec_dataset_n_dense(d), F = rec_dataset_n_sparse(d);
+    rec_atomic_file a = {.fd = -1};
+    REC_TRY(rec_atomic_open(&a, path));
+    FILE *f = fdopen(dup(a.fd), "wb"); /* its own descriptor: the commit fsyncs and closes a.fd */
+    rec_loader *l = NULL;
+    rec_status s = f ? rec_loader_open(&l, d, 0, n, batch, 3) : REC_OK;
+    int ok = f && fwrite("RECFEED1", 1, 8, f) == 8 && fwrite(&Dn, sizeof Dn, 1, f) == 1 &&
+             fwrite(&F, sizeof F, 1, f) == 1;
+    const rec_batch *b;
+    while (!s && ok && !(s = rec_loader_next(l, &b)) && b) ok = put_batch(f, b, (int)F);
+    const int64_t end = 0;
+    ok = ok && fwrite(&end, sizeof end, 1, f) == 1;
+    rec_loader_close(l);
+    if (f && fclose(f) != 0) ok = 0;
+    if (!s && !ok) s = rec_errorf(REC_EIO, "%s: cannot write the model inputs: %s", a.tmp, strerror(errno));
+    if (s) {
+        rec_atomic_abort(&a);
+        return s;
+    }
+    return rec_atomic_commit(&a);
+}
