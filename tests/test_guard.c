@@ -52,7 +52,7 @@ static const gcase CASES[] = {
     {"train", {X("--oracle-cacher", "tcp://127.0.0.1:9"), X("--embservers", "tcp://127.0.0.1:9"),
                I("--config", "cfg.json"), O("--loss-log", "loss.txt"), O("--ckpt", "C")}},
     {"predict", {IF("--ckpt", "K", "K/model.rckpt"), I("--data", "raw.tsv"), I("--spec", "spec.json"),
-                 I("--vocab-from", "std.rshard"), O("--out", "p.tsv")}},
+                 I("--vocab-from", "std.rshard"), O("--out", "p.tsv"), O("--feed-out", "feed.bin")}},
     {"plot", {I("--metrics", "m.jsonl"), O("--out", "PD")}},
     {"plot", {I("--table", "t.tsv"), O("--out", "t.png")}},
     {"export", {IF("--ckpt", "K", "K/model.rckpt"), O("--out", "E")}},
