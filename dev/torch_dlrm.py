@@ -46,6 +46,20 @@ def load_tsv(path, divisors):
     return y, x, s
 
 
+def load_rshard(path):
+    """The same arrays from a .rshard through rectrain's Python reader (python/rectrain), in file
+    order: what prep's spec made of the rows, for the peer's own model."""
+    import rectrain
+    ys, xs, ss = [], [], []
+    for b in rectrain.ShardReader(path, batch=65536):
+        for o in b.offsets:
+            if not np.array_equal(np.diff(o), np.ones(len(b), np.int64)):
+                sys.exit(f"{path}: a multi-hot feature; this peer trains one id a feature")
+        ys.append(b.labels.copy()), xs.append(b.dense.copy())
+        ss.append(np.stack([i.astype(np.int64) for i in b.ids], axis=1))
+    return np.concatenate(ys), np.concatenate(xs), np.concatenate(ss)
+
+
 def spec_divisors(spec_path):
     spec = json.load(open(spec_path))
     out = []
@@ -99,6 +113,7 @@ class DLRM(torch.nn.Module):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tsv")
+    ap.add_argument("--rshard", help="read a .rshard (made with --spec) through python/rectrain instead of --tsv")
     ap.add_argument("--synthetic", type=int, default=0, help="draw N rows instead of reading --tsv")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--batch", type=int, default=0, help="batch size (default: the config's)")
@@ -113,8 +128,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    if not a.tsv and not a.synthetic:
-        sys.exit("give --tsv FILE or --synthetic N")
+    if not a.tsv and not a.synthetic and not a.rshard:
+        sys.exit("give --tsv FILE, --rshard FILE or --synthetic N")
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("dev/torch_dlrm.py: --device cuda, but this torch sees no GPU")
     dev = torch.device(a.device)
@@ -142,6 +157,8 @@ def main():
         u = rng.random((n, len(divisors)))
         s = np.minimum((np.asarray(divisors, dtype=np.float64) * u ** (4.0 / 3.0)).astype(np.int64),
                        np.asarray(divisors, dtype=np.int64) - 1)
+    elif a.rshard:
+        y, x, s = load_rshard(a.rshard)
     else:
         y, x, s = load_tsv(a.tsv, divisors)
     N = len(y)
