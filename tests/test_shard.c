@@ -272,6 +272,8 @@ static void round_trip_bags(const char *name, int32_t dn, int32_t F, int64_t N, 
     CHECK_ERR(s, REC_EINVAL, "shard has");
     s = rec_shard_read(sh, -1, 1, &b);
     CHECK_ERR(s, REC_EINVAL, "requested");
+    CHECK_ERR(rec_shard_check_rows(sh, N - 1, 2), REC_EINVAL, "the shard has");
+    CHECK(rec_shard_check_rows(sh, 0, N) == REC_OK, "%s: check_rows of every row: %s", name, rec_errmsg());
     rec_batch_free(&b);
     rec_batch_init(&b, 4, dn + 1, F, 1);
     s = rec_shard_read(sh, 0, N < 4 ? N : 4, &b);
@@ -476,6 +478,7 @@ static void corruption(void) {
         CHECK_ERR(st, REC_EFORMAT, bad);
         CHECK_ERR(rec_shard_read(s, 3 * G + 1, 1, &b), REC_EFORMAT, "group 3: checksum");
         CHECK_ERR(rec_shard_verify(s), REC_EFORMAT, "group 3: checksum");
+        CHECK_ERR(rec_shard_check_rows(s, 3 * G - 1, 2), REC_EFORMAT, "group 3: checksum");
         rec_shard_close(s);
     }
     st = rec_shard_open(&s, bad);

@@ -4,7 +4,7 @@
  * rec_reader_next or rec_reader_close. Built into librectrain_reader.so as well as the static
  * library.
  *
- *   rec_reader *r;  rec_reader_open(&r, "train.rshard", 2048, 1, seed, epoch, threads);
+ *   rec_reader *r;  rec_reader_open(&r, paths, 1, 2048, 1, seed, epoch, threads);
  *   while (rec_reader_next(r, &n) == REC_OK && n > 0) { labels, dense, per feature offsets+ids }
  *   rec_reader_close(r);
  *
@@ -23,10 +23,11 @@ extern "C" {
 
 typedef struct rec_reader rec_reader;
 
-/* A .rshard (or several, as `train --data` takes them; paths separated by ','), batches of
- * `batch` rows; threads >= 1 for the loader (the shuffled gather and checksums). */
-rec_status rec_reader_open(rec_reader **out, const char *path, int64_t batch, int shuffled, uint64_t seed, int64_t epoch,
-                           int threads);
+/* paths[0..n_paths): a .rshard, or several read as one data set (as `train --data` takes
+ * them); batches of `batch` rows; threads >= 1 for the loader (the shuffled gather and
+ * checksums). */
+rec_status rec_reader_open(rec_reader **out, const char *const *paths, int n_paths, int64_t batch, int shuffled,
+                           uint64_t seed, int64_t epoch, int threads);
 void rec_reader_close(rec_reader *r);
 
 int64_t rec_reader_rows(const rec_reader *r);                 /* N of the data set */

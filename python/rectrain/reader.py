@@ -34,8 +34,8 @@ def _lib():
                       "build/librectrain_reader.so") from None
     P, I64, I32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
     sig = {
-        "rec_reader_open": (ctypes.c_int, [ctypes.POINTER(P), ctypes.c_char_p, I64, ctypes.c_int, ctypes.c_uint64, I64,
-                                           ctypes.c_int]),
+        "rec_reader_open": (ctypes.c_int, [ctypes.POINTER(P), ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, I64,
+                                           ctypes.c_int, ctypes.c_uint64, I64, ctypes.c_int]),
         "rec_reader_close": (None, [P]),
         "rec_reader_rows": (I64, [P]),
         "rec_reader_n_dense": (I32, [P]),
@@ -87,9 +87,10 @@ class ShardReader:
 
     def __init__(self, path, batch=2048, shuffle=False, seed=1, epoch=0, threads=1):
         self._lib = _lib()
-        paths = path if isinstance(path, str) else ",".join(path)
+        paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+        names = (ctypes.c_char_p * len(paths))(*[os.fsencode(p) for p in paths])
         h = ctypes.c_void_p()
-        if self._lib.rec_reader_open(ctypes.byref(h), paths.encode(), int(batch), int(bool(shuffle)), int(seed),
+        if self._lib.rec_reader_open(ctypes.byref(h), names, len(paths), int(batch), int(bool(shuffle)), int(seed),
                                      int(epoch), int(threads)) != 0:
             raise ValueError(self._lib.rec_errmsg().decode())
         self._h = h

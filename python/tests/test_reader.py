@@ -131,17 +131,19 @@ def main():
         check(multi, "the second shard has multi-hot features")
         both = copies(rectrain.ShardReader(shards[:1] * 2, batch=5000))
         check(sum(len(b) for b in both) == 2 * len(read_layout(shards[0])[0]), "a list of shards reads as one")
-        for bad, why in ((f"{d}/none.rshard", "none.rshard"), (f"{d}/d.tsv", "prep it first with rectrain prep")):
+        for bad, why in ((f"{d}/none.rshard", "none.rshard"), (f"{d}/d.tsv", "prep it first with rectrain prep"),
+                         ([], "no data set named")):
             try:
                 rectrain.ShardReader(bad)
                 check(False, f"{bad} refused")
             except ValueError as e:
                 check(why in str(e), f"{bad} refused naming it: {e}")
-        try:
-            rectrain.ShardReader(shards[0], batch=0)
-            check(False, "batch 0 refused")
-        except ValueError as e:
-            check("batch 0" in str(e), f"batch 0 refused: {e}")
+        for kw, why in (({"batch": 0}, "batch 0"), ({"threads": 0}, "threads 0"), ({"epoch": -1}, "epoch -1")):
+            try:
+                rectrain.ShardReader(shards[0], **kw)
+                check(False, f"{kw} refused")
+            except ValueError as e:
+                check(why in str(e), f"{kw} refused naming it: {e}")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

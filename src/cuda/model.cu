@@ -356,7 +356,7 @@ enum { SLOTS = 2 };
 
 struct rec_cuda_model {
     rec_model_config cfg;         // shallow copy (table_rows borrowed from the CPU model)
-    int B, Dn, F, E, Dz, npairs;
+    int B, Dn, F, E, Dz;
     size_t P;
     int64_t steps;
     rec_cuda_embed *emb;
@@ -513,7 +513,6 @@ static rec_status interact_setup(rec_cuda_model *g) {
         const int k = self ? hi * (hi + 1) / 2 + lo : hi * (hi - 1) / 2 + lo;
         src[r] = i != j ? k + 1 : self ? -(k + 1) : 0;
     }
-    g->npairs = n;
     if (!s) s = rec_cuda_alloc((void **)&g->pair_at, (size_t)nn * sizeof(int), "the interaction's pairs");
     if (!s) s = rec_cuda_alloc((void **)&g->grad_src, (size_t)nn * sizeof(int), "the interaction's pairs");
     if (!s) s = rec_cuda_upload(g->pair_at, at, (size_t)n * sizeof(int));

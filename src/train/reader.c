@@ -1,6 +1,5 @@
 /* The flat reader API (reader.h) over a data set and its loader. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "rectrain/core.h"
 #include "rectrain/reader.h"
@@ -11,45 +10,31 @@ struct rec_reader {
     rec_loader *l;
     const rec_batch *b;   /* the current batch, NULL before the first and at the end */
     int64_t rows;
-    char *paths;          /* the ','-separated list, cut in place */
-    const char **list;
 };
 
 void rec_reader_close(rec_reader *r) {
     if (!r) return;
     rec_loader_close(r->l);
     rec_dataset_close(r->d);
-    free(r->paths), free(r->list);
     free(r);
 }
 
-rec_status rec_reader_open(rec_reader **out, const char *path, int64_t batch, int shuffled, uint64_t seed, int64_t epoch,
-                           int threads) {
+rec_status rec_reader_open(rec_reader **out, const char *const *paths, int n_paths, int64_t batch, int shuffled,
+                           uint64_t seed, int64_t epoch, int threads) {
     *out = NULL;
-    if (!path || !path[0]) return rec_errorf(REC_EINVAL, "reader: no data set named (give a .rshard path)");
+    if (!paths || n_paths < 1 || !paths[0] || !paths[0][0])
+        return rec_errorf(REC_EINVAL, "reader: no data set named (give a .rshard path)");
     if (batch < 1) return rec_errorf(REC_EINVAL, "reader: batch %lld: want >= 1", (long long)batch);
     if (threads < 1 || threads > 256) return rec_errorf(REC_EINVAL, "reader: threads %d: want 1..256", threads);
     if (epoch < 0) return rec_errorf(REC_EINVAL, "reader: epoch %lld: want >= 0", (long long)epoch);
     rec_reader *r = calloc(1, sizeof *r);
-    const size_t len = strlen(path);
-    if (r) r->paths = malloc(len + 1), r->list = calloc(len + 1, sizeof *r->list);
-    if (!r || !r->paths || !r->list) {
-        rec_reader_close(r);
-        return rec_errorf(REC_ENOMEM, "reader: out of memory");
-    }
-    memcpy(r->paths, path, len + 1);
-    int n = 0;
-    for (char *p = r->paths, *comma; p; p = comma ? comma + 1 : NULL) {
-        comma = strchr(p, ',');
-        if (comma) *comma = '\0';
-        r->list[n++] = p;
-    }
-    rec_dataset_opts o = {.paths = r->list, .n_paths = n, .prep_threads = threads};
+    if (!r) return rec_errorf(REC_ENOMEM, "reader: out of memory");
+    rec_dataset_opts o = {.paths = paths, .n_paths = n_paths, .prep_threads = threads};
     o.tsv.has_label = -1;
     rec_status s = rec_dataset_open(&r->d, &o);
     if (!s && !rec_dataset_is_shard(r->d))
         s = rec_errorf(REC_EINVAL, "%s is not a .rshard: the reader takes preprocessed shards (rectrain prep makes them)",
-                       path);
+                       paths[0]);
     if (!s) s = rec_dataset_rows(r->d, &r->rows);
     const rec_shuffle sh = {seed, epoch, REC_SHUFFLE_BLOCK_ROWS, REC_SHUFFLE_BUFFER_BLOCKS};
     if (!s) s = rec_loader_open_order(&r->l, r->d, 0, r->rows, batch, 3, shuffled ? &sh : NULL, 0);
