@@ -314,6 +314,9 @@ static void test_cli(void) {
     CHECK(run("predict --ckpt ck --data d.rshard --out q.tsv --feed-out q.tsv") == 1 &&
               strstr(out, "--feed-out and --out are both q.tsv"),
           "feed over the predictions: %s", out);
+    CHECK(run("predict --ckpt ck --data d.rshard --out q2.tsv --feed-out ./q2.tsv") == 1 &&
+              strstr(out, "would both write") && access(path("q2.tsv"), F_OK) != 0,
+          "feed over the predictions by another name: %s", out);
 }
 
 int main(void) {

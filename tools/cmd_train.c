@@ -481,16 +481,18 @@ static rec_status scoring_open(scoring *x) {
 }
 
 /* The output guard (core.h) over what scoring reads — the checkpoint (as given and its file),
- * the data, the spec (--spec, or the checkpoint's) and --vocab-from — and the output `out`
- * of option `opt`. After scoring_config, before anything is opened for writing. */
-static rec_status scoring_guard(const scoring *x, const char *opt, const char *out) {
+ * the data, the spec (--spec, or the checkpoint's) and --vocab-from — and its outputs, --out
+ * and --feed-out (NULL: none), against those and each other. After scoring_config, before
+ * anything is opened for writing. */
+static rec_status scoring_guard(const scoring *x, const char *out, const char *feed_out) {
     rec_guard g = {0};
     rec_guard_in(&g, "--ckpt", x->ckpt);
     rec_guard_in(&g, "--ckpt", x->path);
     rec_guard_ins(&g, "--data", x->data.v, x->data.n);
     rec_guard_in(&g, x->d.spec_path == x->c.prep_spec ? "the checkpoint's prep spec" : "--spec", x->d.spec_path);
     rec_guard_in(&g, "--vocab-from", x->d.vocab_from);
-    rec_guard_out(&g, opt, out);
+    rec_guard_out(&g, "--out", out);
+    if (feed_out) rec_guard_out(&g, "--feed-out", feed_out);
     return rec_guard_check(&g);
 }
 
@@ -599,10 +601,9 @@ static int predict_main(int argc, char **argv, scoring *x) {
                                     : "\nrectrain predict: stopping (send it again to stop at once)\n");
     const int to_stdout = !strcmp(out, "-");
     rec_status s = scoring_config(x);
-    if (!s) s = scoring_guard(x, "--out", out);
-    if (!s && feed_out) s = scoring_guard(x, "--feed-out", feed_out);
-    if (!s && feed_out && !strcmp(feed_out, out))
+    if (!s && feed_out && !strcmp(feed_out, out))  /* the plain case in plainer words; the guard catches aliases */
         s = rec_errorf(REC_EINVAL, "--feed-out and --out are both %s; give two files", out);
+    if (!s) s = scoring_guard(x, out, feed_out);
     if (!s) s = scoring_open(x);
     int64_t rows = 0;
     if (!s) s = rec_dataset_rows(x->ds, &rows); /* before the output exists: a refused input leaves none */
