@@ -503,6 +503,19 @@ static size_t opt_states(rec_opt_kind k) { return k == REC_OPT_ADAM ? 2 : k == R
 // batched products planned for the largest batch (a smaller one re-plans).
 static rec_status interact_setup(rec_cuda_model *g) {
     const int F1 = g->F + 1, E = g->E, self = g->cfg.self_interaction != 0, nn = F1 * F1;
+    const long long sT = (long long)F1 * E;
+    const size_t nT = (size_t)g->B * sT;
+    // The fused kernels where the shape fits them (they need none of the below); REC_CUDA_INTERACT=gemm
+    // keeps the batched cuBLASLt products (a diagnostic: docs/gpu.md).
+    const char *how = getenv("REC_CUDA_INTERACT");
+    g->mma = g->bf16 && rec_interact_mma_fits(F1, E) && !(how && !strcmp(how, "gemm"));
+    if (g->mma) {
+        const cudaError_t e = rec_interact_mma_setup();
+        g->direct = 1, g->z32 = !g->top.fwd[0].bf16 || !g->top.bw[0].bf16;
+        if (e != cudaSuccess) return cu_fail(e, "configuring the interaction kernels");
+        REC_TRY(rec_cuda_alloc((void **)&g->T16, nT * 2, "the interaction's input in bf16"));
+        return rec_cuda_alloc((void **)&g->dT16, nT * 2, "the interaction's input gradient in bf16");
+    }
     int *at = (int *)malloc((size_t)nn * sizeof(int)), *src = (int *)malloc((size_t)nn * sizeof(int));
     rec_status s = at && src ? REC_OK : rec_errorf(REC_ENOMEM, "GPU model: out of memory");
     int n = 0;
@@ -518,26 +531,18 @@ static rec_status interact_setup(rec_cuda_model *g) {
     if (!s) s = rec_cuda_upload(g->pair_at, at, (size_t)n * sizeof(int));
     if (!s) s = rec_cuda_upload(g->grad_src, src, (size_t)nn * sizeof(int));
     free(at), free(src);
+    if (!s) s = rec_cuda_alloc((void **)&g->Zg, (size_t)g->B * nn * sizeof(float), "the interaction's products");
+    if (!s) s = rec_cuda_alloc((void **)&g->Gg, (size_t)g->B * nn * sizeof(float), "their gradients");
     // bf16 end to end where cuBLASLt has the products in bf16 with a bf16 D for the backward;
     // else T and dT in fp32 (and T in bf16 too where the products still take bf16).
-    const long long sT = (long long)F1 * E;
     const gemm_batch fwd = {g->B, sT, sT, nn, 0}, bwd = {g->B, sT, nn, sT, 1};
-    // The fused kernels where the shape fits them; REC_CUDA_INTERACT=gemm keeps the batched
-    // cuBLASLt products (a diagnostic: docs/gpu.md).
-    const char *how = getenv("REC_CUDA_INTERACT");
-    g->mma = !s && g->bf16 && rec_interact_mma_fits(F1, E) && !(how && !strcmp(how, "gemm"));
-    if (g->mma) {
-        const cudaError_t e = rec_interact_mma_setup();
-        if (e != cudaSuccess) s = cu_fail(e, "configuring the interaction kernels");
-    }
-    g->direct = g->mma || (!s && g->bf16 && gemm_plan_batch(g->lt, &g->gram, F1, F1, E, 1, 0, 0, g->ws_bytes, 1, fwd) == REC_OK &&
+    g->direct = !s && g->bf16 && gemm_plan_batch(g->lt, &g->gram, F1, F1, E, 1, 0, 0, g->ws_bytes, 1, fwd) == REC_OK &&
                 g->gram.bf16 && gemm_plan_batch(g->lt, &g->gram_bwd, E, F1, F1, 0, 0, 0, g->ws_bytes, 1, bwd) == REC_OK &&
-                g->gram_bwd.bf16);
+                g->gram_bwd.bf16;
     if (!s && !g->direct) {
         s = gemm_plan_batch(g->lt, &g->gram, F1, F1, E, 1, 0, 0, g->ws_bytes, g->bf16, fwd);
         if (!s) s = gemm_plan_batch(g->lt, &g->gram_bwd, E, F1, F1, 0, 0, 0, g->ws_bytes, g->bf16, gemm_batch{g->B, sT, nn, sT, 0});
     }
-    const size_t nT = (size_t)g->B * sT;
     if (!s && !g->direct) s = rec_cuda_alloc((void **)&g->T, nT * sizeof(float), "the interaction's input");
     if (!s && !g->direct) s = rec_cuda_alloc((void **)&g->dT, nT * sizeof(float), "the interaction's input gradient");
     if (!s && g->bf16) s = rec_cuda_alloc((void **)&g->T16, nT * 2, "the interaction's input in bf16");
@@ -649,10 +654,9 @@ extern "C" rec_status rec_cuda_model_init(rec_cuda_model **out, rec_model *m, in
         for (int l = 0; mlp && l <= rec_mlp_layers(mlp); l++) widest = rec_mlp_size(mlp, l) > widest ? rec_mlp_size(mlp, l) : widest;
     }
     const int dot = c->interaction == REC_INTERACT_DOT;
-    const size_t nT = B * (g->F + 1) * g->E, nn = (size_t)(g->F + 1) * (g->F + 1);
+    const size_t nT = B * (g->F + 1) * g->E;
     struct { float **p; size_t n; const char *what; } bufs[] = {
         {&g->T, dot ? 0 : nT, "the interaction's input"}, {&g->z, dot ? B * g->Dz : 0, "the interaction"},
-        {&g->Zg, dot ? B * nn : 0, "the interaction's products"}, {&g->Gg, dot ? B * nn : 0, "their gradients"},
         {&g->dz, B * g->Dz, "the interaction's gradient"}, {&g->dh, B * g->E, "the bottom gradient"},
         {&g->dbuf[0], B * widest, "activation gradients"}, {&g->dbuf[1], B * widest, "activation gradients"},
         {&g->dlogits, B, "the logits' gradient"}, {&g->d_in[0], B * (g->Dn + 1), "dense inputs and labels"},
