@@ -1360,13 +1360,14 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
             s = rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates", (long long)x + 1, loss);
             break;
         }
+        /* logged before x is done: a durable job may commit x as soon as it is, and a loss
+         * line must not be missing for a committed step after a kill */
+        if (ll && x < t.total) fprintf(ll, "%lld %.9g\n", (long long)rec_model_steps(t.m), loss), fflush(ll);
         pthread_mutex_lock(&t.mu);
         t.done = x;
         pthread_mutex_unlock(&t.mu);
         zmq_send(t.wake_t, "", 0, ZMQ_DONTWAIT);
         if (x == t.total) break;
-        if (ll && t.rank == 0) fprintf(ll, "%lld %.9g\n", (long long)rec_model_steps(t.m), loss);
-        if (ll) fflush(ll);
         window[rep->steps % LOSS_WINDOW] = loss;
         rep->steps++;
         rep->rows += n;
