@@ -136,6 +136,11 @@ static void test_costs(void) {
           c[0].recv);
     CHECK(fabs(c[0].sent - (8 + E * 4 + dense)) < 1e-9 && fabs(c[1].recv - (8 + E * 4 + dense)) < 1e-9, "grads %g %g",
           c[0].sent, c[1].recv);
+    /* the bound: 2 lookups over 2 ranks; the row moved the cheaper way, replicated (an
+     * all-reduce of E floats, 2 (N-1)/N of them each way at bw_ar) rather than fetched by one
+     * rank (E floats in, E floats of gradient out, at bw_p2p, over 2 ranks) */
+    const double lb = 2 * hw.lookup_s / 2 + fmin(2 * 0.5 * 8.0 * E / hw.bw_p2p / 2, 2 * 0.5 * 4.0 * E / hw.bw_ar);
+    CHECK(fabs(rec_plan_lower_bound(p) - lb) < 1e-15, "lower bound %g, by hand %g", rec_plan_lower_bound(p), lb);
     rec_plan_free(p);
     rec_plan_profile_free(q);
     rec_batch_free(&b);
@@ -155,6 +160,7 @@ static void test_oper(void) {
     for (int k = REC_PLAN_TABLE; k <= REC_PLAN_GREEDY; k++) {
         CHECK(rec_plan_build(&p, (rec_plan_kind)k, prof, &hw) == REC_OK, "%s", rec_errmsg());
         CHECK(max_sec(o) < max_sec(p), "oper %g s, %s %g s", max_sec(o), rec_plan_kind_name((rec_plan_kind)k), max_sec(p));
+        CHECK(max_sec(p) >= rec_plan_lower_bound(p), "%s above the lower bound", rec_plan_kind_name((rec_plan_kind)k));
         rec_plan_free(p);
     }
     CHECK(max_sec(o) >= rec_plan_lower_bound(o), "never below the lower bound");

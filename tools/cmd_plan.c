@@ -41,7 +41,7 @@ static const char USAGE[] =
     "  --chart PREFIX     with --simulate: PREFIX-N.png per rank count, one strip per plan (top to\n"
     "                     bottom: replicated, table, row, column, greedy, oper), a bar per rank\n"
     "                     of its predicted step time on one scale (bars beyond it, replicated's,\n"
-    "                     are cut, black-topped); the grey line is the lower bound, total lookups / N\n"
+    "                     are cut, black-topped); the grey line is the lower bound (see --show)\n"
     "  --sample B         global batches profiled (default 16)\n"
     "  --seed S           order the sampled batches are drawn in (default 1)\n"
     "  --bw-p2p GBPS      a rank's point-to-point bandwidth for row fetches, GB/s (default 1)\n"
@@ -141,7 +141,8 @@ static void print_plan(const rec_plan *p) {
         printf("%6d %12.2f %12.0f %12.3f %12.3f %12.3f\n", j, c[j].mem_bytes / 1e6, c[j].lookups, c[j].sent / 1e6,
                c[j].recv / 1e6, c[j].seconds * 1e3);
     if (N > 64) printf("   ... (%d more ranks in the plan file's \"predicted\")\n", N - 64);
-    printf("lower bound (all lookups spread evenly, no communication): %.3f ms\n", rec_plan_lower_bound(p) * 1e3);
+    printf("lower bound (lookups and each row's cheaper transfer, fetch or replica, spread evenly): %.3f ms\n",
+           rec_plan_lower_bound(p) * 1e3);
 }
 
 /* One row of the comparison table: the plan's max and max/mean over ranks (see USAGE). */

@@ -154,7 +154,9 @@ void rec_plan_get_part(const rec_plan *p, int f, int c, rec_plan_part *out);
 int rec_plan_owner(const rec_plan *p, int f, int c, int64_t r);
 /* Per rank (N): the costs the plan was built or last predicted with. */
 const rec_plan_cost *rec_plan_costs(const rec_plan *p);
-/* The lower bound of the step time: all profiled lookups spread evenly, no communication. */
+/* A lower bound of the max step time of any plan on the profile it was predicted with: all
+ * lookups spread evenly, and each row moved the cheaper way, fetched by its users or
+ * replicated, its bytes spread evenly (plan.c). */
 double rec_plan_lower_bound(const rec_plan *p);
 /* A digest of the placement (every part's columns, segments and hot rows). */
 uint64_t rec_plan_digest(const rec_plan *p);

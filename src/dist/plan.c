@@ -14,6 +14,11 @@
  *   dense gradients: a ring all-reduce of P floats, the same under every plan.
  * Step time = lookups * L + max(point-to-point sent, received) / bw_p2p + replicated
  * all-reduce bytes / bw_ar.
+ *
+ * Lower bound of the max step over every plan: the mean over ranks of the terms above, each
+ * row moved the cheaper way — sharded, its A (N-1)/N users' fetches and gradients (at least
+ * 8 E bytes each: ids and column cuts only add) spread over the N ranks; replicated, its
+ * all-reduce on every rank (column cuts divide both alike). Lookups add up to sum A * L.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -223,7 +228,9 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
     const double share = (double)(N - 1) / N;
     double *own_fwd = calloc((size_t)N * 3, sizeof(double)), *own_grad = own_fwd + N, *ar = own_fwd + 2 * N;
     if (!own_fwd) return rec_errorf(REC_ENOMEM, "plan: out of memory");
-    double all_fwd = 0, all_grad = 0, all_lookups = 0;
+    double all_fwd = 0, all_grad = 0, all_lookups = 0, comm_floor = 0;
+    /* the cheaper way of moving a row whatever the plan, per rank (the lower bound below) */
+    const double fetch_row = share * 8.0 * E / hw->bw_p2p / N, rep_row = 2.0 * share * 4.0 * E / hw->bw_ar;
     memset(p->cost, 0, sizeof(rec_plan_cost) * (size_t)N);
     rec_plan_cost *k = p->cost;
     rec_status s = REC_OK;
@@ -231,7 +238,10 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
         prof_row *rows = NULL;
         int64_t n = 0;
         if ((s = rec__profile_rows(prof, f, &rows, &n))) break;
-        for (int64_t i = 0; i < n; i++) all_lookups += rows[i].A;
+        for (int64_t i = 0; i < n; i++) {
+            all_lookups += rows[i].A;
+            comm_floor += fmin(rows[i].A * fetch_row, rep_row);
+        }
         for (int c = 0; c < p->n_parts[f]; c++) {
             const plan_part *q = &p->parts[f][c];
             const int w = q->c1 - q->c0;
@@ -276,7 +286,7 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
         k[j].sent += ar[j] + dense;
         k[j].recv += ar[j] + dense;
     }
-    p->lower_bound = all_lookups * hw->lookup_s / N;
+    p->lower_bound = all_lookups * hw->lookup_s / N + comm_floor;
     free(own_fwd);
     return s;
 }
