@@ -368,6 +368,21 @@ static void test_job(void) {
         fclose(f);
     }
     CHECK(run("cluster c.json --insecure --loss-log plain.loss") == 0 && strstr(out, "; plain text"), "%s", out);
+    /* key directories in TMPDIR: one of a cluster SIGKILLed (its pid gone), one of a live one */
+    const pid_t gone = fork();
+    if (gone == 0) _exit(0);
+    waitpid(gone, NULL, 0);
+    char stale[64], live[64], old_tmp[1024];
+    snprintf(stale, sizeof stale, "rectrain-cluster-keys-%d-AbC123", (int)gone);
+    snprintf(live, sizeof live, "rectrain-cluster-keys-%d-AbC123", (int)getpid());
+    mkdir(path(stale), 0700), mkdir(path(live), 0700);
+    FILE *k = fopen(path("x"), "w");
+    if (k) fclose(k);
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "cp %s %s/ && cp %s %s/", path("x"), path(stale), path("x"), path(live));
+    CHECK(system(cmd) == 0, "key directories made");
+    snprintf(old_tmp, sizeof old_tmp, "%s", getenv("TMPDIR") ? getenv("TMPDIR") : "");
+    setenv("TMPDIR", dir, 1);
     pid_t cl = spawn("cluster c.json --loss-log curve.loss >curve.out 2>&1");
     void *ctx = zmq_ctx_new();
     rec_wbuf w = {0};
@@ -400,6 +415,11 @@ static void test_job(void) {
           "the CURVE job trains the plain-text job's losses bitwise, bad peers refused meanwhile");
     CHECK(knocks >= 3 && strstr(out, "embserver: refused") && strstr(out, "oracle: refused"),
           "the services log the bad peers (%d knocks): %s", knocks, out);
+    struct stat sb;
+    CHECK(stat(path(stale), &sb) != 0 && strstr(out, "the keys of a cluster that was killed (pid ") &&
+          stat(path(live), &sb) == 0, "a killed cluster's keys removed, a live one's kept: %s", out);
+    if (old_tmp[0]) setenv("TMPDIR", old_tmp, 1);
+    else unsetenv("TMPDIR");
 }
 
 /* Offloading to a CURVE prep-worker trains the rows and losses of plain text; a trainer the

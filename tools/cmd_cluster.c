@@ -3,6 +3,7 @@
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <limits.h>
 #include <poll.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -204,7 +206,8 @@ static int supervise(child *ch, int n, child **failed) {
  * A one-machine deployment makes its own: a pair for the services (every embedding server,
  * oracle and prep-worker shares it) and one for the trainers, in a fresh private directory:
  * services/ lets in the trainers' key and its own (the oracle is the prep-workers' client),
- * trainers/ trusts the services' key. Removed when the cluster ends. */
+ * trainers/ trusts the services' key. Removed when the cluster ends (or, after a SIGKILL,
+ * by the next cluster on the machine). */
 static char keyroot[1024], svc_keys[1100], trainer_keys[1100];
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f) {
@@ -217,9 +220,33 @@ static void remove_keys(void) {
     keyroot[0] = 0;
 }
 
+/* The key directories of clusters killed before they could remove them (SIGKILL): named
+ * KEYS_PREFIX PID-..., removed when their process is gone. A reused pid keeps its directory. */
+#define KEYS_PREFIX "rectrain-cluster-keys-"
+
+static void remove_stale_keys(const char *tmp) {
+    DIR *d = opendir(tmp);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, KEYS_PREFIX, strlen(KEYS_PREFIX)) != 0) continue;
+        const char *num = e->d_name + strlen(KEYS_PREFIX);
+        char *end;
+        const long pid = strtol(num, &end, 10);
+        if (end == num || *end != '-' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char dir[1300];
+        struct stat st;
+        snprintf(dir, sizeof dir, "%s/%s", tmp, e->d_name);
+        if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) continue;
+        if (nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS) == 0)
+            fprintf(stderr, "rectrain cluster: removed %s, the keys of a cluster that was killed (pid %ld)\n", dir, pid);
+    }
+    closedir(d);
+}
+
 static rec_status make_keys(void) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(keyroot, sizeof keyroot, "%s/rectrain-cluster-keys-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    const char *env = getenv("TMPDIR"), *tmp = env && env[0] ? env : "/tmp";
+    remove_stale_keys(tmp);
+    snprintf(keyroot, sizeof keyroot, "%s/" KEYS_PREFIX "%ld-XXXXXX", tmp, (long)getpid());
     if (!mkdtemp(keyroot)) {
         rec_status s = rec_errorf(REC_EIO, "cannot make a directory for the job's keys (%s): %s", keyroot, strerror(errno));
         keyroot[0] = 0;
