@@ -3,7 +3,9 @@
 # (--insecure), alternating, REPS times each; medians and their ratio.
 #   cache    the Bagpipe link bench (bench/cache_link.sh's workload): `rectrain cluster` with the
 #            servers behind `rectrain bench link` (1 Gbit/s, 100 us), policies bagpipe and none
-#            (none moves every row of every batch: the most traffic); ms per step
+#            (none moves every row of every batch: the most traffic); ms per step. Twice: every
+#            process on both cores (shared), and split as on separate hosts, like the offload
+#            bench: the trainer on core 0, the servers, oracle and links on core 1 (split)
 #   offload  the offload bench (bench/offload_sweep.sh heavy): the trainer on core 0, one
 #            prep-worker on core 1, every piece made by the worker at p'3; samples/s
 # The last line is JSON with every median and ratio (curve / plain: ms per step, and plain /
@@ -30,10 +32,24 @@ cat > "$W/c.json" <<JSON
  "batch": 512, "epochs": 1, "shuffle": false, "steps": $CSTEPS, "embservers": 2, "threads": 1,
  "base_port": $PORT, "peer_timeout": 60, "cache": {"policy": "bagpipe", "rows": 1048576}}
 JSON
-cluster() { # NAME POLICY [--insecure]
-    name=$1; pol=$2; shift 2
-    "$R" cluster "$W/c.json" --policy "$pol" --link 1,100 --json "$@" 2>"$W/$name.err" | grep '^{"steps"' > "$W/$name.json" ||
-        { cat "$W/$name.err" >&2; exit 1; }
+cluster() { # NAME POLICY shared|split [--insecure]
+    name=$1; pol=$2; place=$3; shift 3
+    if [ "$place" = shared ]; then
+        "$R" cluster "$W/c.json" --policy "$pol" --link 1,100 --json "$@" 2>"$W/$name.err" | grep '^{"steps"' > "$W/$name.json" ||
+            { cat "$W/$name.err" >&2; exit 1; }
+        return
+    fi
+    # split: everything starts on core 1; the trainer (every thread) moves to core 0 once it runs
+    taskset -c 1 "$R" cluster "$W/c.json" --policy "$pol" --link 1,100 --json "$@" 2>"$W/$name.err" |
+        grep '^{"steps"' > "$W/$name.json" &
+    cpid=$!
+    t=""; i=0
+    while [ -z "$t" ] && [ $i -lt 1000 ]; do
+        t=$(pgrep -f "^rectrain train --oracle-cacher tcp://127.0.0.1:$((PORT + 2)) " | head -1 || true); i=$((i + 1)); sleep 0.005
+    done
+    [ -n "$t" ] && taskset -a -cp 0 "$t" >/dev/null
+    wait $cpid || { cat "$W/$name.err" >&2; exit 1; }
+    [ -n "$t" ] || { echo "split: the trainer was not found to move to core 0" >&2; exit 1; }
 }
 
 # the offload bench: a worker speaking CURVE and one speaking plain text, both on core 1
@@ -54,8 +70,10 @@ offload() { # NAME PORT [--keys DIR]
 
 for k in $(seq 1 "$REPS"); do
     for pol in bagpipe none; do
-        cluster "${pol}_plain_$k" $pol --insecure
-        cluster "${pol}_curve_$k" $pol
+        for place in shared split; do
+            cluster "${pol}_${place}_plain_$k" $pol $place --insecure
+            cluster "${pol}_${place}_curve_$k" $pol $place
+        done
     done
     offload "off_plain_$k" $((PORT + 40))
     offload "off_curve_$k" $((PORT + 41)) --keys "$W/tr"
@@ -70,13 +88,15 @@ res = {}
 print(f"CurveZMQ against plain text, medians of {reps} alternating runs")
 print(f"{'run':<28} {'plain':>10} {'curve':>10} {'ratio':>7}")
 for pol in ("bagpipe", "none"):
-    ms = {m: med([1e3 * load(f"{pol}_{m}_{k}")["seconds"] / load(f"{pol}_{m}_{k}")["steps"] for k in range(1, reps + 1)])
-          for m in ("plain", "curve")}
-    kb = load(f"{pol}_curve_1")["per_step"]
-    ratio = ms["curve"] / ms["plain"]
-    res[f"cache_{pol}"] = {"ms_per_step_plain": ms["plain"], "ms_per_step_curve": ms["curve"], "ratio": ratio,
-                           "kb_per_step": (kb["fetch_crit_bytes"] + kb["fetch_bg_bytes"] + kb["write_bytes"]) / 1e3}
-    print(f"{'cache ' + pol + ', ms/step':<28} {ms['plain']:10.2f} {ms['curve']:10.2f} {ratio:7.3f}")
+    for place in ("shared", "split"):
+        n = f"{pol}_{place}"
+        ms = {m: med([1e3 * load(f"{n}_{m}_{k}")["seconds"] / load(f"{n}_{m}_{k}")["steps"] for k in range(1, reps + 1)])
+              for m in ("plain", "curve")}
+        kb = load(f"{n}_curve_1")["per_step"]
+        ratio = ms["curve"] / ms["plain"]
+        res[f"cache_{n}"] = {"ms_per_step_plain": ms["plain"], "ms_per_step_curve": ms["curve"], "ratio": ratio,
+                             "kb_per_step": (kb["fetch_crit_bytes"] + kb["fetch_bg_bytes"] + kb["write_bytes"]) / 1e3}
+        print(f"{'cache ' + pol + ' ' + place + ', ms/step':<28} {ms['plain']:10.2f} {ms['curve']:10.2f} {ratio:7.3f}")
 sps = {m: med([load(f"off_{m}_{k}")["samples_per_s"] for k in range(1, reps + 1)]) for m in ("plain", "curve")}
 remote = min(load(f"off_curve_{k}")["offload"]["pieces_remote"] for k in range(1, reps + 1))
 ratio = sps["plain"] / sps["curve"]
