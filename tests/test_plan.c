@@ -369,7 +369,50 @@ static void test_torchrec(void) {
 }
 #undef SH
 
+typedef struct kp {
+    int64_t key;
+    int32_t pos;
+} kp;
+
+static int cmp_kp(const void *a, const void *b) {
+    const kp *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->pos - y->pos;
+}
+
+/* rec_radix_order, the executor's dedup of a slice's ids: the stable order a (key, position)
+ * sort gives, for key widths of one digit to 62 bits, few and many keys, all keys equal. */
+static void test_radix_order(void) {
+    enum { MAX = 5000 };
+    static int64_t keys[MAX];
+    static int32_t order[MAX], tmp[MAX];
+    static kp want[MAX];
+    static const int BITS[] = {1, 8, 9, 20, 40, 62};
+    static const int64_t NS[] = {0, 1, 5, 1000, MAX};
+    rec_rng r;
+    rec_rng_seed(&r, 11, 0);
+    for (size_t b = 0; b < sizeof BITS / sizeof BITS[0]; b++)
+        for (size_t k = 0; k < sizeof NS / sizeof NS[0]; k++)
+            for (int same = 0; same < 2; same++) {
+                const int64_t n = NS[k];
+                const uint64_t range = (uint64_t)1 << BITS[b];
+                /* few distinct keys among many (ties), or all one key */
+                for (int64_t i = 0; i < n; i++) {
+                    keys[i] = same ? (int64_t)(range - 1) : (int64_t)(rec_rng_below(&r, 64) * (range / 64 ? range / 64 : 1) +
+                                                                     rec_rng_below(&r, range < 64 ? range : 64)) % (int64_t)range;
+                    want[i] = (kp){keys[i], (int32_t)i};
+                }
+                qsort(want, (size_t)n, sizeof *want, cmp_kp);
+                rec_radix_order(keys, n, BITS[b], order, tmp);
+                int ok = 1;
+                for (int64_t i = 0; i < n; i++) ok &= order[i] == want[i].pos;
+                CHECK(ok, "radix order of %lld keys of %d bits%s: the stable sorted order", (long long)n, BITS[b],
+                      same ? ", all equal" : "");
+            }
+}
+
 int main(void) {
+    test_radix_order();
     test_kinds();
     test_placements();
     test_costs();

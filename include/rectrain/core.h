@@ -167,6 +167,12 @@ void rec_atomic_abort(rec_atomic_file *a);
 /* Monotonic seconds. */
 double rec_now(void);
 
+/* ---- sorting ---------------------------------------------------------------------------- */
+/* The stable ascending order of keys[0..n), each in [0, 2^bits): order[i] is the position of
+ * the i-th smallest (equal keys in position order). An LSD radix sort of 8-bit digits over
+ * the positions (sort.c); tmp (n) is scratch. */
+void rec_radix_order(const int64_t *keys, int64_t n, int bits, int32_t *order, int32_t *tmp);
+
 /* ---- thread pool ------------------------------------------------------------------------
  * A fixed set of worker threads that run fork-join jobs: rec_pool_run calls
  * fn(ctx, task, thread) for every task in [0, n_tasks), tasks handed out in order, and

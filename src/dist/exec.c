@@ -177,7 +177,8 @@ void rec_exec_free(rec_exec *x) {
     free(x->scount);
     free(x->sbuf);
     free(x->rbuf);
-    free(x->owner_of);
+    free(x->order);
+    free(x->loc);
     free(x->n_uniq);
     free(x->req);
     free(x->served);
@@ -219,12 +220,8 @@ static rec_status take_slice(rec_exec *x, const rec_batch *g, int64_t a, int64_t
     return REC_OK;
 }
 
-static int cmp_i64(const void *a, const void *b) {
-    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Per table: the slice's ids sorted and deduplicated, and each id's position among them. */
+/* Per table: the slice's ids sorted and deduplicated (a radix order over the table's row
+ * bits), and each id's position among them. */
 static rec_status dedup(rec_exec *x) {
     int64_t most = 1;
     for (int f = 0; f < x->F; f++) most = x->lb.sparse[f].offsets[x->lb.n] > most ? x->lb.sparse[f].offsets[x->lb.n] : most;
@@ -236,23 +233,25 @@ static rec_status dedup(rec_exec *x) {
         REC_TRY(grow((void **)&x->idx, &x->icap, most * x->F, sizeof(int32_t), "ids"));
         x->ucap = most;
     }
+    REC_TRY(grow((void **)&x->order, &x->order_cap, 2 * most, sizeof(int32_t), "ids"));
     for (int f = 0; f < x->F; f++) {
         const rec_jagged *j = &x->lb.sparse[f];
-        const int64_t nnz = j->offsets[x->lb.n];
-        int64_t *u = x->uniq + (size_t)f * x->ucap;
-        memcpy(u, j->ids64, sizeof(int64_t) * (size_t)nnz);
-        qsort(u, (size_t)nnz, sizeof(int64_t), cmp_i64);
-        int64_t n = 0;
+        const int64_t nnz = j->offsets[x->lb.n], rows = rec_plan_rows(x->plan, f);
         for (int64_t k = 0; k < nnz; k++)
-            if (n == 0 || u[k] != u[n - 1]) u[n++] = u[k];
-        x->n_uniq[f] = n;
+            if (j->ids64[k] < 0 || j->ids64[k] >= rows)
+                return rec_errorf(REC_EINVAL, "feature %d has id %lld, outside its table's %lld rows", f,
+                                  (long long)j->ids64[k], (long long)rows);
+        int bits = 1;
+        while (bits < 63 && (rows - 1) >> bits) bits++;
+        rec_radix_order(j->ids64, nnz, bits, x->order, x->order + most);
+        int64_t *u = x->uniq + (size_t)f * x->ucap, n = 0;
         int32_t *ix = x->idx + (size_t)f * x->ucap;
         for (int64_t k = 0; k < nnz; k++) {
-            if (j->ids64[k] < 0 || j->ids64[k] >= rec_plan_rows(x->plan, f))
-                return rec_errorf(REC_EINVAL, "feature %d has id %lld, outside its table's %lld rows", f,
-                                  (long long)j->ids64[k], (long long)rec_plan_rows(x->plan, f));
-            ix[k] = (int32_t)(rec__last_le(u, n, j->ids64[k]));
+            const int64_t id = j->ids64[x->order[k]];
+            if (n == 0 || id != u[n - 1]) u[n++] = id;
+            ix[x->order[k]] = (int32_t)(n - 1);
         }
+        x->n_uniq[f] = n;
     }
     return REC_OK;
 }
@@ -336,7 +335,10 @@ static rec_status forward(rec_exec *x) {
     double t0 = MPI_Wtime();
     REC_TRY(dedup(x));
     for (int o = 0; o < N; o++) x->fcount[o] = 0;
-    int64_t remote = 0;
+    int64_t nloc = 0;
+    for (int f = 0; f < x->F; f++) nloc += x->n_uniq[f] * rec_plan_col_parts(x->plan, f, NULL);
+    REC_TRY(grow((void **)&x->loc, &x->loc_cap, nloc + 1, sizeof(xloc), "row locations"));
+    int64_t remote = 0, q = 0;
     for (int f = 0; f < x->F; f++) {
         const int C = rec_plan_col_parts(x->plan, f, NULL);
         const int64_t *u = x->uniq + (size_t)f * x->ucap;
@@ -344,7 +346,7 @@ static rec_status forward(rec_exec *x) {
         for (int c = 0; c < C; c++) {
             const xpart *p = &x->map.parts[f][c];
             for (int64_t k = 0; k < x->n_uniq[f]; k++) {
-                const xloc l = rec__xmap_locate(&x->map, f, c, u[k]);
+                const xloc l = x->loc[q++] = rec__xmap_locate(&x->map, f, c, u[k]);
                 float *dst = rows + (size_t)k * E + p->pl.c0;
                 if (l.owner == REC_PLAN_EVERY) memcpy(dst, x->rep + l.off, sizeof(float) * (size_t)E);
                 else if (l.owner == x->rank && !x->baseline) memcpy(dst, x->store + l.off, sizeof(float) * (size_t)p->w);
@@ -400,11 +402,12 @@ static rec_status forward(rec_exec *x) {
 
 /* ---- the backward ------------------------------------------------------------------------ */
 
-/* A received gradient record: its row and where it starts in the receive buffer (arrival
- * order is rank order). */
+/* A received gradient record: its row, where it starts in the receive buffer (arrival order
+ * is rank order) and where the row lives in this rank's store. */
 typedef struct key {
     int32_t f, c;
     int64_t row, at;
+    int64_t off, srow;
 } key;
 
 static int cmp_key(const void *a, const void *b) {
@@ -441,17 +444,13 @@ static rec_status exchange(rec_exec *x, float lr) {
     /* records per owner; replicated rows into the zero-padded buffer */
     if (x->rep_rows) memset(x->rep_grad, 0, sizeof(float) * (size_t)((x->rep_rows * E + N - 1) / N * N));
     for (int o = 0; o < N; o++) x->scount[o] = 0;
-    int64_t nown = 0;
-    for (int f = 0; f < x->F; f++) nown += x->n_uniq[f] * rec_plan_col_parts(x->plan, f, NULL);
-    REC_TRY(grow((void **)&x->owner_of, &x->owner_cap, nown + 1, sizeof(int), "owners"));
-    int64_t q = 0;
+    int64_t q = 0; /* the forward's locations, in its order */
     for (int f = 0; f < x->F; f++) {
         const int C = rec_plan_col_parts(x->plan, f, NULL);
         for (int c = 0; c < C; c++) {
             const int G = G_row ? E : x->map.parts[f][c].w;
             for (int64_t k = 0; k < x->n_uniq[f]; k++) {
-                const xloc l = rec__xmap_locate(&x->map, f, c, x->uniq[(size_t)f * x->ucap + k]);
-                x->owner_of[q++] = l.owner;
+                const xloc l = x->loc[q++];
                 if (l.owner == REC_PLAN_EVERY) {
                     const float *g = x->grads + ((size_t)f * x->ucap + (size_t)k) * E;
                     float *r = x->rep_grad + l.off;
@@ -474,7 +473,7 @@ static rec_status exchange(rec_exec *x, float lr) {
             const xpart *p = &x->map.parts[f][c];
             const int G = G_row ? E : p->w, c0 = G_row ? 0 : p->pl.c0;
             for (int64_t k = 0; k < x->n_uniq[f]; k++) {
-                const int o = x->owner_of[q++];
+                const int o = x->loc[q++].owner;
                 if (o == REC_PLAN_EVERY) continue;
                 rec_hdr h = {f, c, x->uniq[(size_t)f * x->ucap + k]};
                 memcpy(x->sbuf + fill[o], &h, sizeof h);
@@ -494,15 +493,14 @@ static rec_status exchange(rec_exec *x, float lr) {
     MPI_WAIT(x, MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->rbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
     /* the owner's side: records sorted by (table, part, row), ties in arrival (= rank) order */
     int64_t nrec = 0;
-    for (int64_t at = 0; at < rn;) {
+    for (int64_t at = 0; at < rn; nrec++) {
         rec_hdr h;
         memcpy(&h, x->rbuf + at, sizeof h);
         if (h.f < 0 || h.f >= x->F || h.c < 0 || h.c >= rec_plan_col_parts(x->plan, h.f, NULL) || h.row < 0 ||
-            h.row >= rec_plan_rows(x->plan, h.f) || rec__xmap_locate(&x->map, h.f, h.c, h.row).owner != x->rank)
-            return rec_errorf(REC_EINVAL, "executor: rank %d got a gradient for table %d part %d row %lld, which it does "
-                              "not own: the ranks disagree on the plan", x->rank, h.f, h.c, (long long)h.row);
+            h.row >= rec_plan_rows(x->plan, h.f))
+            return rec_errorf(REC_EINVAL, "executor: rank %d got a gradient for table %d part %d row %lld, which no "
+                              "table has: the ranks disagree on the plan", x->rank, h.f, h.c, (long long)h.row);
         at += (int64_t)sizeof h + (int64_t)sizeof(float) * (G_row ? E : x->map.parts[h.f][h.c].w);
-        nrec++;
     }
     key *keys = malloc(sizeof(key) * (size_t)(nrec + 1));
     if (!keys) return rec_errorf(REC_ENOMEM, "executor: out of memory");
@@ -510,7 +508,13 @@ static rec_status exchange(rec_exec *x, float lr) {
     for (int64_t at = 0; at < rn; n++) {
         rec_hdr h;
         memcpy(&h, x->rbuf + at, sizeof h);
-        keys[n] = (key){h.f, h.c, h.row, at};
+        const xloc l = rec__xmap_locate(&x->map, h.f, h.c, h.row);
+        if (l.owner != x->rank) {
+            free(keys);
+            return rec_errorf(REC_EINVAL, "executor: rank %d got a gradient for table %d part %d row %lld, which it does "
+                              "not own: the ranks disagree on the plan", x->rank, h.f, h.c, (long long)h.row);
+        }
+        keys[n] = (key){h.f, h.c, h.row, at, l.off, l.srow};
         at += (int64_t)sizeof h + (int64_t)sizeof(float) * (G_row ? E : x->map.parts[h.f][h.c].w);
     }
     qsort(keys, (size_t)n, sizeof(key), cmp_key);
@@ -529,11 +533,10 @@ static rec_status exchange(rec_exec *x, float lr) {
                 sum[e] += v;
             }
         }
-        const xloc l = rec__xmap_locate(&x->map, k->f, k->c, k->row);
-        float *st = x->opt.kind == REC_SPARSE_ADAGRAD ? x->state + l.off
-                    : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? x->state + l.srow : NULL;
-        if (G_row) rec_sparse_opt_step(&x->opt, lr, sum, E, p->pl.c0, p->pl.c1, x->store + l.off, st);
-        else rec_sparse_opt_step(&x->opt, lr, sum, p->w, 0, p->w, x->store + l.off, st);
+        float *st = x->opt.kind == REC_SPARSE_ADAGRAD ? x->state + k->off
+                    : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? x->state + k->srow : NULL;
+        if (G_row) rec_sparse_opt_step(&x->opt, lr, sum, E, p->pl.c0, p->pl.c1, x->store + k->off, st);
+        else rec_sparse_opt_step(&x->opt, lr, sum, p->w, 0, p->w, x->store + k->off, st);
         i = j;
     }
     free(keys);

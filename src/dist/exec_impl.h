@@ -32,6 +32,10 @@ struct rec_exec {
     int64_t *n_uniq, ucap;
     int32_t *idx;            /* (F)(icap) position of each id in uniq */
     int64_t icap;
+    int32_t *order;          /* (2 ucap) a table's ids in sorted order, and the sort's scratch */
+    int64_t order_cap;
+    xloc *loc;               /* per (table, part, unique row) in that order: where the row lives */
+    int64_t loc_cap;
     float *rows, *grads;     /* (F)(ucap)(E) */
     float *dlogits;
     /* fetch lists per owner */
@@ -45,8 +49,6 @@ struct rec_exec {
     int *scount, *sdispl, *rcount, *rdispl;
     char *sbuf, *rbuf;
     int64_t sbuf_cap, rbuf_cap;
-    int *owner_of;           /* per (table, part, unique row) */
-    int64_t owner_cap;
     /* dense all-reduces started by the backward's hook */
     MPI_Request *req;
     int n_req, req_cap;
