@@ -9,7 +9,9 @@
 #  2. trained: OPER's and TorchRec's plans for 2 and 4 ranks (Kaggle sizes, the Kaggle DLRM,
 #     global batch 2048, STEPS steps) by `mpirun ... train --plan-shards`, rank 0's measured
 #     step split and bytes sent beside the plan's predictions (embedding ms on the busiest
-#     rank, with the bandwidths the job measured; bytes sent per rank).
+#     rank, with the bandwidths the job measured; bytes sent per rank), and beside the same
+#     prediction calibrated with the executor's work per unit measured by a row-wise run at
+#     as many ranks (plan --slice-ns, --lookup-ns, --get-ns, --ranks-per-core).
 # Usage: bench/plan_vs_torchrec.sh VENV [ROWS=400000] [STEPS=40]   (from the repo root)
 #   VENV: a virtual environment with torch 2.14, fbgemm-gpu-cpu 1.9.0 and torchrec 1.9.2
 #   (docs/distributed.md, "Bringing a TorchRec plan"). KEEP=DIR keeps the plans and data there.
@@ -65,13 +67,28 @@ echo "== predicted: Terabyte sizes (dim 128), global batch 65536"
 echo
 echo "== trained: Kaggle sizes, the Kaggle DLRM, global batch 2048, $STEPS steps"
 COMMON="--data $W/kaggle.rshard --config configs/dlrm_kaggle.json --steps $STEPS --json --threads 1"
+train() { # TAG PLAN NP
+    mpirun -np "$3" --oversubscribe --bind-to none "$R" train $COMMON --plan-shards "$2" 2>"$W/$1.err" |
+        grep '^{"model"' > "$W/$1.out" || { cat "$W/$1.err" >&2; exit 1; }
+}
+NPROC=$(nproc)
 for np in 2 4; do
     "$R" plan --data "$W/kaggle.rshard" --config configs/dlrm_kaggle.json --ranks "$np" --out "$W/oper-$np.json" >/dev/null 2>&1
+    "$R" plan --data "$W/kaggle.rshard" --config configs/dlrm_kaggle.json --ranks "$np" --kind row --out "$W/row-$np.json" \
+        >/dev/null 2>&1
+    train "row-$np" "$W/row-$np.json" "$np" # the calibration: the executor's work per unit on this machine
+    units=$(python3 -c "import json,sys; u=json.load(open(sys.argv[1]))['unit_ns']; \
+print('--slice-ns %.3f --lookup-ns %.3f --get-ns %.3f' % (u['slice_id'], u['owner_record'], u['fetched_row']))" "$W/row-$np.out")
+    cores=$(python3 -c "print(max(1.0, $np / $NPROC))")
     for p in oper "train/torchrec"; do
         f="$W/$p-$np.json"
         tag=$(echo "$p" | sed 's|train/||')-$np
-        mpirun -np "$np" --oversubscribe --bind-to none "$R" train $COMMON --plan-shards "$f" 2>"$W/$tag.err" |
-            grep '^{"model"' > "$W/$tag.out" || { cat "$W/$tag.err" >&2; exit 1; }
+        train "$tag" "$f" "$np"
+        gbps=$(python3 -c "import json,sys; g=json.load(open(sys.argv[1]))['gbps']; \
+print('--bw-p2p %.4f --bw-ar %.4f' % (g['p2p'], g['allreduce']))" "$W/$tag.out")
+        # the plan predicted with the calibration's units, this job's bandwidths and the ranks per core
+        "$R" plan --data "$W/kaggle.rshard" --config configs/dlrm_kaggle.json --ranks "$np" --batch 2048 --score "$f" \
+            $units $gbps --ranks-per-core "$cores" > "$W/$tag.pred" 2>&1 || { cat "$W/$tag.pred" >&2; exit 1; }
     done
 done
 python3 - "$W" <<'EOF'
@@ -79,18 +96,24 @@ import json, re, sys
 w = sys.argv[1]
 cols = ["local", "fetch", "dense", "allreduce", "exchange"]
 print(f"  {'run':<14}{'samples/s':>10}" + "".join(f"{c:>11}" for c in cols) +
-      f"{'embed ms':>10}{'predicted':>10}{'sent MB':>9}{'predicted':>10}{'worst rank':>12}")
+      f"{'embed ms':>10}{'predicted':>10}{'calibrated':>11}{'ratio':>7}{'sent MB':>9}{'predicted':>10}{'worst rank':>12}")
 for np in (2, 4):
+    u = json.load(open(f"{w}/row-{np}.out"))["unit_ns"]
+    print(f"  calibrated on the row-wise plan at {np} ranks: {u['slice_id']:.1f} ns a slice id, "
+          f"{u['owner_record']:.1f} ns an owner's record, {u['fetched_row']:.1f} ns a fetched row")
     for p in ("oper", "torchrec"):
         j = json.load(open(f"{w}/{p}-{np}.out"))
         log = open(f"{w}/{p}-{np}.err").read()
         pred = float(re.search(r"predicted per step: ([0-9.]+) ms", log).group(1))
+        cal = float(re.search(r"lower max step than \S+ \(\w+: ([0-9.]+) ms", open(f"{w}/{p}-{np}.pred").read()).group(1))
         ms = j["step_ms"]
         emb = ms["local"] + ms["fetch"] + ms["exchange"]
         worst = j["worst_sent_vs_plan"]
         print(f"  {f'{np} ranks {p}':<14}{j['samples_per_s']:>10.0f}" + "".join(f"{ms[c]:>9.3f}ms" for c in cols) +
-              f"{emb:>10.3f}{pred:>10.3f}{j['sent_bytes_per_step'] / 1e6:>9.3f}"
+              f"{emb:>10.3f}{pred:>10.3f}{cal:>11.3f}{emb / cal:>7.2f}{j['sent_bytes_per_step'] / 1e6:>9.3f}"
               f"{j['plan_sent_bytes_per_step'] / 1e6:>10.3f}{'r%d %.1f%%' % (worst['rank'], 100 * worst['deviation']):>12}")
-print("  (rank 0's split and bytes; embed ms = local + fetch + exchange, predicted = the plan's busiest rank;\n"
+print("  (rank 0's split and bytes; embed ms = local + fetch + exchange; predicted = the plan's busiest rank,\n"
+      "   the job's own prediction; calibrated = the same with the row-wise run's work per unit (plan --slice-ns,\n"
+      "   --lookup-ns, --get-ns), the job's bandwidths and the ranks per core; ratio = embed / calibrated;\n"
       "   worst rank: |sent / predicted - 1| over all ranks)")
 EOF

@@ -391,6 +391,13 @@ int main(void) {
     same_training(2, "--plan-shards tr2.json --config rw.json", "ref.txt", auc_ref);
     CHECK(same_file("l_2_0.txt", "l_2.txt"), "np 2: TorchRec's plan trains the bits of every other plan");
     CHECK(strstr(out, "plan torchrec from tr2.json"), "the log names the plan:\n%s", out);
+    CHECK(strstr(out, "train: rank 0's embedding work: ") && strstr(out, " ns a slice id, ") &&
+          strstr(out, " ns a fetched row beyond its bytes (plan --slice-ns, --lookup-ns, --get-ns)"),
+          "the job measures the executor's work per unit for plan's cost model:\n%s", out);
+    CHECK(run("plan --data d.rshard --ranks 2 --batch 256 --config rw.json --score tr2.json --ranks-per-core 0.5") == 2 &&
+          strstr(out, "--ranks-per-core needs a number in [1, 1000000] (got '0.5')"), "%s", out);
+    CHECK(run("plan --data d.rshard --ranks 2 --batch 256 --config rw.json --score tr2.json --get-ns -1") == 2 &&
+          strstr(out, "--get-ns needs a number in [0, 1000000000] (got '-1')"), "%s", out);
     CHECK(mpi(3, "train %s --steps 5 --plan-shards tr2.json", COMMON) != 0 &&
               strstr(out, "tr2.json: $.table_plans.t2.ranks: table t2 is data_parallel on 2 of the 3 ranks"),
           "a TorchRec plan for other ranks is refused, naming the table:\n%s", out);

@@ -141,6 +141,18 @@ static void test_costs(void) {
      * rank (E floats in, E floats of gradient out, at bw_p2p, over 2 ranks) */
     const double lb = 2 * hw.lookup_s / 2 + fmin(2 * 0.5 * 8.0 * E / hw.bw_p2p / 2, 2 * 0.5 * 4.0 * E / hw.bw_ar);
     CHECK(fabs(rec_plan_lower_bound(p) - lb) < 1e-15, "lower bound %g, by hand %g", rec_plan_lower_bound(p), lb);
+    /* the executor's terms: 32 ids a slice, rank 0 fetches row 3 once; two ranks a core */
+    CHECK(c[0].ids == B / 2 && c[1].ids == B / 2 && c[0].fetched == 1 && c[1].fetched == 0, "ids %g %g, fetched %g %g",
+          c[0].ids, c[1].ids, c[0].fetched, c[1].fetched);
+    const double base0 = c[0].seconds, base1 = c[1].seconds;
+    rec_plan_hw w = hw;
+    w.slice_s = 1e-6, w.get_s = 1e-7, w.ranks_per_core = 2;
+    CHECK(rec_plan_predict(p, q, &w) == REC_OK, "%s", rec_errmsg());
+    c = rec_plan_costs(p);
+    CHECK(fabs(c[0].seconds - (base0 + 2 * (B / 2) * 1e-6 + 1e-7)) < 1e-15 &&
+          fabs(c[1].seconds - (base1 + 2 * (B / 2) * 1e-6 + 2 * hw.lookup_s)) < 1e-15,
+          "slices, gets and shared cores: %g %g", c[0].seconds, c[1].seconds);
+    CHECK(c[0].seconds >= rec_plan_lower_bound(p) && c[1].seconds >= rec_plan_lower_bound(p), "the bound with them");
     rec_plan_free(p);
     rec_plan_profile_free(q);
     rec_batch_free(&b);

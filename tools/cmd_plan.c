@@ -46,7 +46,14 @@ static const char USAGE[] =
     "  --seed S           order the sampled batches are drawn in (default 1)\n"
     "  --bw-p2p GBPS      a rank's point-to-point bandwidth for row fetches, GB/s (default 1)\n"
     "  --bw-ar GBPS       a ring all-reduce's bandwidth, GB/s (default 4)\n"
-    "  --lookup-ns NS     a local lookup of one row, ns (default 23)\n"
+    "  --lookup-ns NS     a local lookup of one row, ns (default 23); the executor: an owner's\n"
+    "                     sum and update of a gradient record\n"
+    "  --slice-ns NS      the executor's work per id of a rank's own slice (default 0: the same\n"
+    "                     under every plan)\n"
+    "  --get-ns NS        per row fetched from another rank, beyond its bytes (default 0)\n"
+    "  --ranks-per-core R ranks sharing a core: the compute terms scale by R (default 1)\n"
+    "                     (train under mpirun prints the --slice-ns, --lookup-ns and --get-ns\n"
+    "                     it measured)\n"
     "  --mem-gb GB        a rank's memory for rows and optimizer state (default 64)\n"
     "  --threshold T      OPER's initial partition threshold (default 0.001)\n";
 
@@ -305,7 +312,8 @@ int cmd_plan(int argc, char **argv) {
     a.seed = 1;
     rec_plan_hw_default(&a.hw);
     int rc = CLI_OK;
-    double gb = a.hw.mem_bytes / (1 << 30), p2p = a.hw.bw_p2p / 1e9, ar = a.hw.bw_ar / 1e9, ns = a.hw.lookup_s * 1e9;
+    double gb = a.hw.mem_bytes / (1 << 30), p2p = a.hw.bw_p2p / 1e9, ar = a.hw.bw_ar / 1e9, ns = a.hw.lookup_s * 1e9,
+           slice_ns = 0, get_ns = 0;
     for (int i = 1; i < argc && !rc; i++) {
         const char *x = argv[i];
         if (cli_is_help(x)) { fputs(USAGE, stdout); cli_paths_free(&a.data); return CLI_OK; }
@@ -335,6 +343,9 @@ int cmd_plan(int argc, char **argv) {
         else if (!strcmp(x, "--bw-p2p")) rc = cli_double(cmd, argc, argv, &i, 1e-6, 1e6, &p2p);
         else if (!strcmp(x, "--bw-ar")) rc = cli_double(cmd, argc, argv, &i, 1e-6, 1e6, &ar);
         else if (!strcmp(x, "--lookup-ns")) rc = cli_double(cmd, argc, argv, &i, 1e-3, 1e9, &ns);
+        else if (!strcmp(x, "--slice-ns")) rc = cli_double(cmd, argc, argv, &i, 0, 1e9, &slice_ns);
+        else if (!strcmp(x, "--get-ns")) rc = cli_double(cmd, argc, argv, &i, 0, 1e9, &get_ns);
+        else if (!strcmp(x, "--ranks-per-core")) rc = cli_double(cmd, argc, argv, &i, 1, 1e6, &a.hw.ranks_per_core);
         else if (!strcmp(x, "--mem-gb")) rc = cli_double(cmd, argc, argv, &i, 1e-6, 1e9, &gb);
         else if (!strcmp(x, "--threshold")) rc = cli_double(cmd, argc, argv, &i, 1e-9, 1, &a.hw.threshold);
         else rc = cli_usage(cmd, "unknown option '%s'", x);
@@ -370,6 +381,8 @@ int cmd_plan(int argc, char **argv) {
     a.hw.bw_p2p = p2p * 1e9;
     a.hw.bw_ar = ar * 1e9;
     a.hw.lookup_s = ns * 1e-9;
+    a.hw.slice_s = slice_ns * 1e-9;
+    a.hw.get_s = get_ns * 1e-9;
     s = run(&a);
     cli_paths_free(&a.data);
     return s ? cli_fail(cmd, s) : CLI_OK;

@@ -99,6 +99,17 @@ static const char TRAIN_USAGE[] =
     "  --worker-timeout S a piece unanswered for S seconds is made here (default 5)\n"
     CLI_SECURE_CLIENT_HELP;
 
+/* The executor's work per unit as `plan`'s cost model counts it (its --slice-ns, --lookup-ns
+ * and --get-ns): ns per id of this rank's slices, per gradient record it applied as owner,
+ * per row it fetched beyond the row's bytes at the measured bandwidth; NaN where none. */
+static void unit_ns(const rec_train_report *r, double ns[3]) {
+    const rec_exec_stats *d = &r->dist;
+    const double net = d->fetch_s - (r->bw_p2p > 0 ? d->fetched_bytes / r->bw_p2p : 0);
+    ns[0] = d->ids > 0 ? d->slice_s / d->ids * 1e9 : NAN;
+    ns[1] = d->records > 0 ? d->owner_s / d->records * 1e9 : NAN;
+    ns[2] = d->fetched > 0 ? (net > 0 ? net : 0) / d->fetched * 1e9 : NAN;
+}
+
 static void print_json(const rec_train_report *r) {
     printf("{\"model\": \"%s\", \"rows\": %lld, \"steps\": %lld, \"batch\": %lld, \"threads\": %d, "
            "\"seconds\": %s, \"samples_per_s\": %s, \"gflops\": %s, \"input_wait_s\": %s, \"loss\": %s",
@@ -142,12 +153,20 @@ static void print_json(const rec_train_report *r) {
         const rec_exec_stats *d = &r->dist;
         const double n = d->steps > 0 ? (double)d->steps : 1;
         printf(", \"ranks\": %d, \"shard_plan\": \"%s\", \"step_ms\": {\"local\": %s, \"fetch\": %s, \"dense\": %s, "
-               "\"allreduce\": %s, \"exchange\": %s, \"exposed_comm\": %s}, \"sent_bytes_per_step\": %s, \"recv_bytes_per_step\": %s, "
+               "\"allreduce\": %s, \"exchange\": %s, \"exposed_comm\": %s, \"slice\": %s, \"owner\": %s}, \"work_per_step\": "
+               "{\"ids\": %s, \"records\": %s, \"fetched_rows\": %s}, \"sent_bytes_per_step\": %s, \"recv_bytes_per_step\": %s, "
                "\"plan_sent_bytes_per_step\": %s, \"worst_sent_vs_plan\": {\"rank\": %d, \"deviation\": %s}", r->ranks, r->shard_plan, cli_jnum("%.4f", d->local_s / n * 1e3),
                cli_jnum("%.4f", d->fetch_s / n * 1e3), cli_jnum("%.4f", d->dense_s / n * 1e3),
                cli_jnum("%.4f", d->allreduce_s / n * 1e3), cli_jnum("%.4f", d->exchange_s / n * 1e3),
-               cli_jnum("%.4f", d->wait_s / n * 1e3), cli_jnum("%.1f", d->sent_bytes / n), cli_jnum("%.1f", d->recv_bytes / n), cli_jnum("%.1f", r->plan_sent_bytes),
+               cli_jnum("%.4f", d->wait_s / n * 1e3), cli_jnum("%.4f", d->slice_s / n * 1e3), cli_jnum("%.4f", d->owner_s / n * 1e3),
+               cli_jnum("%.1f", d->ids / n), cli_jnum("%.1f", d->records / n), cli_jnum("%.1f", d->fetched / n),
+               cli_jnum("%.1f", d->sent_bytes / n), cli_jnum("%.1f", d->recv_bytes / n), cli_jnum("%.1f", r->plan_sent_bytes),
                d->worst_sent_rank, cli_jnum("%.4f", d->worst_sent_dev));
+        double ns[3];
+        unit_ns(r, ns);
+        printf(", \"unit_ns\": {\"slice_id\": %s, \"owner_record\": %s, \"fetched_row\": %s}, \"gbps\": {\"p2p\": %s, "
+               "\"allreduce\": %s}", cli_jnum("%.2f", ns[0]), cli_jnum("%.2f", ns[1]), cli_jnum("%.2f", ns[2]),
+               cli_jnum("%.3f", r->bw_p2p / 1e9), cli_jnum("%.3f", r->bw_ar / 1e9));
     }
     printf("}\n");
 }
@@ -328,6 +347,11 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
                 d->local_s / n * 1e3, d->fetch_s / n * 1e3, d->dense_s / n * 1e3, d->allreduce_s / n * 1e3,
                 d->exchange_s / n * 1e3, d->wait_s / n * 1e3, d->sent_bytes / n / 1e6, r.shard_plan, r.plan_sent_bytes / 1e6,
                 d->recv_bytes / n / 1e6, d->worst_sent_rank, 100 * d->worst_sent_dev);
+        double ns[3];
+        unit_ns(&r, ns);
+        fprintf(stderr, "train: rank 0's embedding work: %s ns a slice id, %s ns an owner's record, %s ns a fetched row "
+                "beyond its bytes (plan --slice-ns, --lookup-ns, --get-ns)\n", cli_num("%.1f", ns[0], "-"),
+                cli_num("%.1f", ns[1], "-"), cli_num("%.1f", ns[2], "-"));
     }
     char saves[96] = "";
     if (r.ckpts) snprintf(saves, sizeof saves, "; %d checkpoint%s saved in %.2f s", r.ckpts, rec_s(r.ckpts), r.ckpt_seconds);

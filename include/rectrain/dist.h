@@ -88,6 +88,14 @@ typedef struct rec_exec_stats {
     double wait_s;     /* exposed communication: inside blocking MPI calls (the fetch's flush, the
                         * loss and all-reduce waits, the exchange's all-to-alls, the barrier);
                         * part of the fetch, all-reduce and exchange times above */
+    /* the embedding work the cost model counts (plan.h), sums over steps: */
+    double slice_s;    /* compute on this rank's slice: dedup, locating, copies, pooling, the
+                        * gradients' sums and packing (part of local and exchange above) */
+    double owner_s;    /* compute as owner: the records' sort, sums and updates (part of exchange) */
+    double ids;        /* ids of its slices */
+    double records;    /* gradient records it applied as owner (its own rows' included) */
+    double fetched;    /* rows (parts of rows) it fetched from other ranks */
+    double fetched_bytes; /* their bytes */
     double sent_bytes; /* rows served to others, gradient records, all-reduce ring traffic */
     double recv_bytes;
     /* over all ranks: the largest |bytes sent per step / the plan's prediction - 1|, and whose */

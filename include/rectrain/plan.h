@@ -99,7 +99,12 @@ rec_status rec_plan_profile_data(rec_plan_profile *p, struct rec_dataset *d, int
  * The machine a plan is costed on (Eq. 2-3 with one L for every local lookup and one
  * bandwidth for every pair of ranks). */
 typedef struct rec_plan_hw {
-    double lookup_s;           /* seconds to read one row of E floats locally: L[j][j] */
+    double lookup_s;           /* seconds to read one row of E floats locally: L[j][j] (the
+                                  executor: an owner's sum and update of a gradient record) */
+    double slice_s;            /* seconds per id of a rank's own slice: dedup, locating, pooling,
+                                  summing and packing gradients; the same under every plan */
+    double get_s;              /* seconds per row fetched from another rank, beyond its bytes */
+    double ranks_per_core;     /* ranks sharing a core (>= 1): the compute terms scale by it */
     double bw_p2p;             /* bytes/s a rank moves to or from another rank: 1 / L[i][j] per byte */
     double bw_ar;              /* bytes/s of a ring all-reduce's per-rank traffic */
     double mem_bytes;          /* a rank's memory for rows and their state */
@@ -114,9 +119,12 @@ void rec_plan_hw_default(rec_plan_hw *hw);
 typedef struct rec_plan_cost {
     double mem_bytes;          /* rows and optimizer state held (Eq. 1) */
     double lookups;            /* rows read: its own and those served to others (Eq. 2) */
+    double ids;                /* ids of its slice of the batch */
+    double fetched;            /* rows (parts of rows) it fetches from other ranks */
     double sent, recv;         /* bytes: rows served / fetched, gradients to / from owners, the
                                   sparse all-reduce of replicated rows and the dense one */
-    double seconds;            /* embedding step time: lookups * L + point-to-point bytes /
+    double seconds;            /* embedding step time: (ids * slice_s + lookups * L) *
+                                  ranks_per_core + fetched * get_s + point-to-point bytes /
                                   bw_p2p + replicated rows' all-reduce bytes / bw_ar (the dense
                                   all-reduce, the same under every plan, is left out) */
 } rec_plan_cost;

@@ -434,6 +434,7 @@ typedef struct rec_train_report {
     int ranks, rank;
     char shard_plan[16];
     double plan_sent_bytes;
+    double bw_p2p, bw_ar;        /* bytes/s the job measured between its ranks (plan.h's rec_plan_hw) */
     rec_exec_stats dist;
     /* with workers: the split trained with, the policy's decision and inputs (auto), and the
      * client's counters */

@@ -24,6 +24,7 @@ struct rec_plan_profile {
     int64_t *rows;                   /* (F) */
     prof_table *t;                   /* (F) */
     int64_t batches, slices;
+    int64_t ids;                     /* ids of every profiled batch */
 };
 
 typedef struct prof_row {

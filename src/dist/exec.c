@@ -358,6 +358,8 @@ static rec_status forward(rec_exec *x) {
         }
     }
     REC_TRY(grow((void **)&x->fbuf, &x->fbuf_cap, remote + 1, sizeof(float), "fetched rows"));
+    for (int f = 0; f < x->F; f++) x->st.ids += (double)x->lb.sparse[f].offsets[x->lb.n];
+    for (int o = 0; o < N; o++) x->st.fetched += o == x->rank ? 0 : (double)x->fcount[o];
     double t1 = MPI_Wtime();
     if (x->baseline) {
         REC_TRY(fetch_alltoall(x, remote));
@@ -380,6 +382,7 @@ static rec_status forward(rec_exec *x) {
     int64_t own = 0; /* the baseline sends a rank's own rows through the all-to-all, not the network */
     for (int64_t k = 0; x->baseline && k < x->fcount[x->rank]; k++) own += x->flen[x->rank][k];
     x->st.recv_bytes += 4.0 * (double)(remote - own);
+    x->st.fetched_bytes += 4.0 * (double)(remote - own);
     double t2 = MPI_Wtime();
     int64_t at = 0;
     for (int o = 0; o < N; o++)
@@ -396,6 +399,7 @@ static rec_status forward(rec_exec *x) {
                             x->idx + (size_t)f * x->ucap, j->weights, x->lb.n, out + (size_t)f * E, x->F * E);
     }
     x->st.local_s += (t1 - t0) + (MPI_Wtime() - t2);
+    x->st.slice_s += (t1 - t0) + (MPI_Wtime() - t2);
     x->st.fetch_s += t2 - t1;
     return REC_OK;
 }
@@ -423,6 +427,7 @@ static int cmp_key(const void *a, const void *b) {
 static rec_status exchange(rec_exec *x, float lr) {
     const int N = x->N, E = x->E;
     const int G_row = x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD;
+    const double t0 = MPI_Wtime();
     /* per unique row: its gradient, fmaf(d, coef, g) from 0 in position order as the backward
      * sums a row (backward.c), so one rank has the one-process bits */
     const float *demb = rec_model_emb_grad(x->m, 0);
@@ -483,6 +488,7 @@ static rec_status exchange(rec_exec *x, float lr) {
             }
         }
     }
+    x->st.slice_s += MPI_Wtime() - t0;
     MPI_WAIT(x, MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, MPI_COMM_WORLD));
     int64_t rn = 0;
     for (int o = 0; o < N; o++) {
@@ -491,6 +497,7 @@ static rec_status exchange(rec_exec *x, float lr) {
     }
     REC_TRY(grow((void **)&x->rbuf, &x->rbuf_cap, rn + 1, 1, "gradient records"));
     MPI_WAIT(x, MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->rbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
+    const double t1 = MPI_Wtime();
     /* the owner's side: records sorted by (table, part, row), ties in arrival (= rank) order */
     int64_t nrec = 0;
     for (int64_t at = 0; at < rn; nrec++) {
@@ -542,6 +549,8 @@ static rec_status exchange(rec_exec *x, float lr) {
     free(keys);
     if (!sum) return rec_errorf(REC_ENOMEM, "executor: out of memory");
     free(sum);
+    x->st.owner_s += MPI_Wtime() - t1;
+    x->st.records += (double)n;
     return REC_OK;
 }
 

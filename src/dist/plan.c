@@ -12,13 +12,18 @@
  *     by a ring all-reduce (§5, "Local-aggregated Sparse AllReduce"): 2 (N-1)/N of the
  *     buffer sent and received by every rank.
  *   dense gradients: a ring all-reduce of P floats, the same under every plan.
- * Step time = lookups * L + max(point-to-point sent, received) / bw_p2p + replicated
- * all-reduce bytes / bw_ar.
+ * Step time = (ids * slice_s + lookups * L) * ranks_per_core + fetched * get_s +
+ * max(point-to-point sent, received) / bw_p2p + replicated all-reduce bytes / bw_ar.
+ *
+ * The executor's own work (plan --calibrate measures it): every rank's slice, ids * slice_s
+ * (the same under every plan); each fetched row's get, get_s; lookups * L is the owner's sum
+ * and update of its records. Compute scales by the ranks sharing a core.
  *
  * Lower bound of the max step over every plan: the mean over ranks of the terms above, each
- * row moved the cheaper way — sharded, its A (N-1)/N users' fetches and gradients (at least
- * 8 E bytes each: ids and column cuts only add) spread over the N ranks; replicated, its
- * all-reduce on every rank (column cuts divide both alike). Lookups add up to sum A * L.
+ * row moved the cheaper way — sharded, its A (N-1)/N users' fetches (bytes and gets) and
+ * gradients (at least 8 E bytes each: ids and column cuts only add) spread over the N ranks;
+ * replicated, its all-reduce on every rank (column cuts divide both alike). Lookups add up to
+ * sum A * L; the slices' work is the same on every plan.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -39,6 +44,9 @@ int rec_plan_kind_from_name(const char *name) {
 
 void rec_plan_hw_default(rec_plan_hw *hw) {
     hw->lookup_s = 1.0 / 43e6;  /* random 64-byte rows, ~43M/s on this machine */
+    hw->slice_s = 0;            /* the same on every plan: 0 compares plans (plan --calibrate) */
+    hw->get_s = 0;
+    hw->ranks_per_core = 1;
     hw->bw_p2p = 1.0e9;         /* fine-grained gets of rows from another rank */
     hw->bw_ar = 4.0e9;          /* a ring all-reduce of a large buffer */
     hw->mem_bytes = 64.0 * (1 << 30);
@@ -226,11 +234,13 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
                           "tables of dim %d", p->N, p->F, p->E, m->ranks, m->tables, m->dim);
     const int N = p->N, E = p->E;
     const double share = (double)(N - 1) / N;
-    double *own_fwd = calloc((size_t)N * 3, sizeof(double)), *own_grad = own_fwd + N, *ar = own_fwd + 2 * N;
+    double *own_fwd = calloc((size_t)N * 4, sizeof(double)), *own_grad = own_fwd + N, *ar = own_fwd + 2 * N,
+           *own_rows = own_fwd + 3 * N;
     if (!own_fwd) return rec_errorf(REC_ENOMEM, "plan: out of memory");
-    double all_fwd = 0, all_grad = 0, all_lookups = 0, comm_floor = 0;
+    double all_fwd = 0, all_grad = 0, all_lookups = 0, all_rows = 0, comm_floor = 0;
+    const double cpu = hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
     /* the cheaper way of moving a row whatever the plan, per rank (the lower bound below) */
-    const double fetch_row = share * 8.0 * E / hw->bw_p2p / N, rep_row = 2.0 * share * 4.0 * E / hw->bw_ar;
+    const double fetch_row = share * (8.0 * E / hw->bw_p2p + hw->get_s) / N, rep_row = 2.0 * share * 4.0 * E / hw->bw_ar;
     memset(p->cost, 0, sizeof(rec_plan_cost) * (size_t)N);
     rec_plan_cost *k = p->cost;
     rec_status s = REC_OK;
@@ -271,6 +281,8 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
                 k[j].recv += A * share * grad_bytes;
                 all_fwd += A / N * 4.0 * w;
                 own_fwd[j] += A / N * 4.0 * w;
+                all_rows += A / N;
+                own_rows[j] += A / N;
                 all_grad += A / N * grad_bytes;
                 own_grad[j] += A / N * grad_bytes;
             }
@@ -278,15 +290,19 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
         free(rows);
     }
     const double dense = 2.0 * share * 4.0 * (double)p->dense_params;
+    const double ids = prof->batches > 0 ? (double)prof->ids / (double)prof->batches / N : 0; /* slices are even */
     for (int j = 0; j < N && !s; j++) {
         k[j].recv += all_fwd - own_fwd[j];
         k[j].sent += all_grad - own_grad[j];
+        k[j].ids = ids;
+        k[j].fetched = all_rows - own_rows[j];
         const double p2p = k[j].sent > k[j].recv ? k[j].sent : k[j].recv;
-        k[j].seconds = k[j].lookups * hw->lookup_s + p2p / hw->bw_p2p + ar[j] / hw->bw_ar;
+        k[j].seconds = (ids * hw->slice_s + k[j].lookups * hw->lookup_s) * cpu + k[j].fetched * hw->get_s +
+                       p2p / hw->bw_p2p + ar[j] / hw->bw_ar;
         k[j].sent += ar[j] + dense;
         k[j].recv += ar[j] + dense;
     }
-    p->lower_bound = all_lookups * hw->lookup_s / N + comm_floor;
+    p->lower_bound = (ids * hw->slice_s + all_lookups * hw->lookup_s / N) * cpu + comm_floor;
     free(own_fwd);
     return s;
 }

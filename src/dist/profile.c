@@ -95,6 +95,7 @@ rec_status rec_plan_profile_add(rec_plan_profile *p, const rec_batch *b) {
                 REC_TRY(table_touch(&p->t[f], id, slice, (uint32_t)p->batches));
             }
         }
+        p->ids += j->offsets[B] - j->offsets[0];
     }
     p->slices += N;
     p->batches++;

@@ -501,6 +501,7 @@ static rec_status setup_dist(job *j) {
                 j->ranks, rec_plan_kind_name(rec_plan_get_kind(j->splan)), from ? " from " : "", from ? from : "", mx * 1e3, sent / 1e6, hw.bw_p2p / 1e9, hw.bw_ar / 1e9,
                 o->alltoall ? "all-to-all-v (baseline)" : "one-sided gets");
     j->rep->plan_sent_bytes = c[j->rank].sent;
+    j->rep->bw_p2p = hw.bw_p2p, j->rep->bw_ar = hw.bw_ar;
     snprintf(j->rep->shard_plan, sizeof j->rep->shard_plan, "%s", rec_plan_kind_name(rec_plan_get_kind(j->splan)));
     return rec_exec_init(&j->exec, j->model, j->splan, j->cfg.batch_size, o->alltoall);
 }
