@@ -78,6 +78,8 @@ static void test_codec(void) {
     CHECK(decode_result(m, w.len, &v, sp) == REC_OK, "%s", rec_errmsg());
     CHECK(v.n == 3 && rec_batch_digest(&v) == rec_batch_digest(&b), "a RESULT decodes to the batch it encoded");
     CHECK(rec_batch_row_hash_sum(&v) == rec_batch_row_hash_sum(&b), "row checksums agree");
+    CHECK(b.sparse[1].wide && !v.sparse[1].wide && v.sparse[1].ids32[3] == 7,
+          "int64 ids that fit int32 travel as int32");
     /* every truncation is refused, none read out of bounds (ASan watches) */
     int refused = 0;
     for (size_t n = 0; n < w.len; n++) {
@@ -119,6 +121,23 @@ static void test_codec(void) {
               "the job's spec makes 3 and 2");
     free(m);
     rec_batch_free(&bad_b);
+    { /* an id past int32 keeps its feature's ids int64 */
+        rec_batch big;
+        make_batch(&big);
+        big.sparse[1].ids64[3] = (int64_t)1 << 40;
+        uint8_t *bm = encode_result(&w, &big);
+        rec_frame_head bh;
+        int64_t bbad;
+        rec_batch bv;
+        rec_jagged bsp[2];
+        const int64_t rows[2] = {10, (int64_t)1 << 41};
+        CHECK(rec_frame_head_decode(bm, w.len, "test", &bh) == REC_OK &&
+              rec_net_result_decode(bm + REC_NET_HEAD, bh.body, 2, 2, rows, &bbad, &bv, bsp) == REC_OK && bv.sparse[1].wide &&
+              bv.sparse[1].ids64[3] == (int64_t)1 << 40 && rec_batch_digest(&bv) == rec_batch_digest(&big),
+              "ids past int32 travel as int64: %s", rec_errmsg());
+        free(bm);
+        rec_batch_free(&big);
+    }
 
     /* JOB round trip and truncations */
     const char *parts[] = {"/data/a.tsv", "/data/b.tsv"};

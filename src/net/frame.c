@@ -216,11 +216,23 @@ void rec__net_put_batch(rec_wbuf *w, const rec_batch *b) {
     for (int32_t f = 0; f < b->n_sparse; f++) {
         const rec_jagged *j = &b->sparse[f];
         const int64_t nnz = j->offsets[n];
-        put_u32(w, (uint32_t)j->wide);
+        /* int64 ids that fit int32 (the prep executor's, of tables under 2^31 rows) go as
+         * int32: half the bytes to move, seal and open; the receiver reads either width */
+        int narrow = !j->wide;
+        if (!narrow) {
+            narrow = 1;
+            for (int64_t k = 0; k < nnz && narrow; k++) narrow = j->ids64[k] >= 0 && j->ids64[k] <= INT32_MAX;
+        }
+        put_u32(w, narrow ? 0u : 1u);
         put_u32(w, j->weights ? 1u : 0u);
         put_i64(w, nnz);
         put(w, j->offsets, (size_t)(n + 1) * sizeof(int64_t));
-        put(w, j->ids, (size_t)nnz * (size_t)rec_jagged_id_bytes(j));
+        if (narrow && j->wide) {
+            int32_t *ids = nnz ? rec_wbuf_grab(w, (size_t)nnz * sizeof(int32_t)) : NULL;
+            for (int64_t k = 0; ids && k < nnz; k++) ids[k] = (int32_t)j->ids64[k];
+        } else {
+            put(w, j->ids, (size_t)nnz * (size_t)rec_jagged_id_bytes(j));
+        }
         pad8(w);
         if (j->weights) put(w, j->weights, (size_t)nnz * sizeof(float));
         pad8(w);
