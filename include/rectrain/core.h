@@ -162,6 +162,9 @@ rec_status rec_atomic_open(rec_atomic_file *a, const char *path);
 rec_status rec_atomic_commit(rec_atomic_file *a);
 /* Closes and removes PATH.tmp; frees a's strings. A no-op on a zeroed or finished a. */
 void rec_atomic_abort(rec_atomic_file *a);
+/* Writes all n bytes to fd (write(2) may write fewer; EINTR is retried): 1, or 0 with errno
+ * set (EIO where a write made no progress). */
+int rec_write_full(int fd, const void *p, size_t n);
 
 /* ---- clock ------------------------------------------------------------------------------ */
 /* Monotonic seconds. */

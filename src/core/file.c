@@ -176,3 +176,18 @@ void rec_atomic_abort(rec_atomic_file *a) {
     }
     atomic_free(a);
 }
+
+int rec_write_full(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n > 0) {
+        const ssize_t k = write(fd, c, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (k == 0) errno = EIO;
+            return 0;
+        }
+        c += k;
+        n -= (size_t)k;
+    }
+    return 1;
+}

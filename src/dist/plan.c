@@ -15,7 +15,7 @@
  * Step time = (ids * slice_s + lookups * L) * ranks_per_core + fetched * get_s +
  * max(point-to-point sent, received) / bw_p2p + replicated all-reduce bytes / bw_ar.
  *
- * The executor's own work (plan --calibrate measures it): every rank's slice, ids * slice_s
+ * The executor's own work (train under mpirun measures it): every rank's slice, ids * slice_s
  * (the same under every plan); each fetched row's get, get_s; lookups * L is the owner's sum
  * and update of its records. Compute scales by the ranks sharing a core.
  *
@@ -44,7 +44,7 @@ int rec_plan_kind_from_name(const char *name) {
 
 void rec_plan_hw_default(rec_plan_hw *hw) {
     hw->lookup_s = 1.0 / 43e6;  /* random 64-byte rows, ~43M/s on this machine */
-    hw->slice_s = 0;            /* the same on every plan: 0 compares plans (plan --calibrate) */
+    hw->slice_s = 0;            /* the same on every plan: 0 compares plans (train measures it) */
     hw->get_s = 0;
     hw->ranks_per_core = 1;
     hw->bw_p2p = 1.0e9;         /* fine-grained gets of rows from another rank */

@@ -66,16 +66,7 @@ static rec_status w_io_error(const rec_shard_writer *w, const char *what) {
 }
 
 static rec_status w_write_fd(rec_shard_writer *w, const uint8_t *p, size_t n) {
-    while (n) {
-        ssize_t k = write(w->file.fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return w_io_error(w, "write");
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return REC_OK;
+    return rec_write_full(w->file.fd, p, n) ? REC_OK : w_io_error(w, "write");
 }
 
 static rec_status w_flush(rec_shard_writer *w) {

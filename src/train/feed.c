@@ -31,9 +31,11 @@ static int put_batch(FILE *f, const rec_batch *b, int F) {
         const int64_t nnz = j->offsets[B];
         ok = fwrite(&nnz, sizeof nnz, 1, f) == 1 && fwrite(j->offsets, sizeof(int64_t), (size_t)B + 1, f) == (size_t)B + 1;
         if (ok && j->wide) ok = fwrite(j->ids64, sizeof(int64_t), (size_t)nnz, f) == (size_t)nnz;
-        for (int64_t q = 0; ok && !j->wide && q < nnz; q++) {
-            const int64_t id = j->ids32[q];
-            ok = fwrite(&id, sizeof id, 1, f) == 1;
+        int64_t wide[1024]; /* int32 ids widened a chunk at a time */
+        for (int64_t q = 0; ok && !j->wide && q < nnz; q += 1024) {
+            const size_t k = (size_t)(nnz - q < 1024 ? nnz - q : 1024);
+            for (size_t i = 0; i < k; i++) wide[i] = j->ids32[q + (int64_t)i];
+            ok = fwrite(wide, sizeof *wide, k, f) == k;
         }
     }
     return ok;

@@ -35,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "pb_impl.h"
 #include "rectrain/core.h"
@@ -439,30 +438,15 @@ static void big_header(const big_init *b, rec__pb *h, uint64_t *len) {
     *len = h->n + 1 + rec__pb_varint_len(bytes) + bytes; /* key 9 is one byte */
 }
 
-/* Writes n bytes to fd; 0 with errno on failure. */
-static int write_all(int fd, const void *p, size_t n) {
-    const char *c = p;
-    while (n > 0) {
-        const ssize_t k = write(fd, c, n);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return 0;
-        }
-        c += k;
-        n -= (size_t)k;
-    }
-    return 1;
-}
-
 /* The values of t as float32 bytes to fd (bf16 widened a chunk at a time). */
 static int write_values(int fd, const rec_tensor *t) {
     const size_t n = (size_t)rec_tensor_numel(t);
-    if (!t->data16) return write_all(fd, t->data, n * sizeof(float));
+    if (!t->data16) return rec_write_full(fd, t->data, n * sizeof(float));
     float buf[4096];
     for (size_t i = 0; i < n;) {
         const size_t k = n - i < 4096 ? n - i : 4096;
         for (size_t q = 0; q < k; q++) buf[q] = rec_bf16_to_float(t->data16[i + q]);
-        if (!write_all(fd, buf, k * sizeof(float))) return 0;
+        if (!rec_write_full(fd, buf, k * sizeof(float))) return 0;
         i += k;
     }
     return 1;
@@ -517,7 +501,7 @@ rec_status rec_export_onnx(const rec_model *m, const char *path) {
                        path, c->name, (double)(head.n + graph_len) / 1e9);
     rec_atomic_file a = {.fd = -1};
     if (!s) s = rec_atomic_open(&a, path);
-    int ok = !s && write_all(a.fd, head.p, head.n) && write_all(a.fd, g.body.p, g.body.n);
+    int ok = !s && rec_write_full(a.fd, head.p, head.n) && rec_write_full(a.fd, g.body.p, g.body.n);
     for (int i = 0; ok && i < g.n_big; i++) {
         uint64_t len;
         big_header(&g.big[i], &hdr, &len);
@@ -527,10 +511,10 @@ rec_status rec_export_onnx(const rec_model *m, const char *path) {
         rec__pb_raw(&field, hdr.p, hdr.n);
         rec__pb_key(&field, TENSOR_RAW_DATA, REC_PB_LEN);
         rec__pb_varint(&field, (uint64_t)rec_tensor_numel(g.big[i].t) * sizeof(float));
-        ok = !field.oom && write_all(a.fd, field.p, field.n) && write_values(a.fd, g.big[i].t);
+        ok = !field.oom && rec_write_full(a.fd, field.p, field.n) && write_values(a.fd, g.big[i].t);
         rec__pb_free(&field);
     }
-    ok = ok && write_all(a.fd, g.io.p, g.io.n);
+    ok = ok && rec_write_full(a.fd, g.io.p, g.io.n);
     if (!s && !ok) {
         s = rec_errorf(REC_EIO, "%s: cannot write the ONNX model: %s", a.tmp, strerror(errno));
         rec_atomic_abort(&a);

@@ -37,12 +37,17 @@ void rec__pb_raw(rec__pb *b, const void *data, size_t n) {
     if (n && reserve(b, n)) memcpy(b->p + b->n, data, n), b->n += n;
 }
 
-void rec__pb_varint(rec__pb *b, uint64_t v) {
-    uint8_t t[VARINT_MAX];
+/* v as a varint into t (VARINT_MAX bytes); its length. */
+static size_t varint_to(uint8_t *t, uint64_t v) {
     size_t k = 0;
     for (; v >= 0x80; v >>= 7) t[k++] = (uint8_t)(v | 0x80);
     t[k++] = (uint8_t)v;
-    rec__pb_raw(b, t, k);
+    return k;
+}
+
+void rec__pb_varint(rec__pb *b, uint64_t v) {
+    uint8_t t[VARINT_MAX];
+    rec__pb_raw(b, t, varint_to(t, v));
 }
 
 void rec__pb_key(rec__pb *b, int field, int wire) { rec__pb_varint(b, (uint64_t)field << 3 | (uint64_t)wire); }
@@ -80,11 +85,7 @@ void rec__pb_end(rec__pb *b, size_t mark) {
     if (b->oom) return;
     const size_t body = mark + VARINT_MAX, len = b->n - body;
     uint8_t t[VARINT_MAX];
-    size_t k = 0;
-    for (uint64_t v = len; ; v >>= 7) {
-        t[k++] = (uint8_t)(v >= 0x80 ? (v | 0x80) : v);
-        if (v < 0x80) break;
-    }
+    const size_t k = varint_to(t, len);
     memcpy(b->p + mark, t, k);
     memmove(b->p + mark + k, b->p + body, len);
     b->n = mark + k + len;
