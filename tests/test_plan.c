@@ -9,6 +9,7 @@
 #include "check.h"
 #include "rectrain/core.h"
 #include "rectrain/plan.h"
+#include "../src/dist/dist_impl.h" /* the executor's map (test_xmap) */
 
 enum { F = 3, E = 8, B = 64 };
 static const int64_t ROWS[F] = {1000, 40, 5};
@@ -423,7 +424,66 @@ static void test_radix_order(void) {
             }
 }
 
+/* The executor's O(1) row index (map.c) against the plan's binary search, on parts with
+ * uneven segments (one row to hundreds), hot rows at random and replicated ones: every row
+ * of every part has the plan's owner and a place of its own in its owner's store. */
+static void test_xmap(void) {
+    enum { N = 3, TF = 4 };
+    static const int64_t rows[TF] = {1, 97, 5000, 65537};
+    rec_plan_model m = {N, TF, rows, E, REC_SPARSE_SGD, B, 0, NULL};
+    rec_plan *p = NULL;
+    CHECK(rec__plan_alloc(&p, REC_PLAN_OPER, &m) == REC_OK, "%s", rec_errmsg());
+    rec_rng r;
+    rec_rng_seed(&r, 13, 0);
+    static int64_t seg[70000], hot[70000];
+    static int so[70000], ho[70000];
+    for (int f = 0; f < TF && p; f++) {
+        const int C = f == 3 ? 2 : 1;
+        CHECK(rec__plan_set_cols(p, f, C) == REC_OK, "%s", rec_errmsg());
+        for (int c = 0; c < C; c++) {
+            int64_t ns = 0, nh = 0;
+            for (int64_t row = 0; row < rows[f]; row++) {
+                /* segments of 1 to ~600 rows (a run of short ones near the end), every owner */
+                if (row == 0 || rec_rng_below(&r, row > rows[f] - 40 ? 2 : 300) == 0) {
+                    seg[ns] = row;
+                    so[ns++] = C == 1 && rec_rng_below(&r, 4) == 0 ? REC_PLAN_EVERY : (int)rec_rng_below(&r, N);
+                } else if (rec_rng_below(&r, 10) == 0) {
+                    hot[nh] = row;
+                    ho[nh++] = C == 1 && rec_rng_below(&r, 3) == 0 ? REC_PLAN_EVERY : (int)rec_rng_below(&r, N);
+                }
+            }
+            const int c0 = c * E / C, c1 = (c + 1) * E / C;
+            CHECK(rec__plan_set_part(p, f, c, c0, c1, ns, seg, so, nh, hot, ho) == REC_OK, "%s", rec_errmsg());
+        }
+    }
+    CHECK(rec__plan_check(p, "test") == REC_OK, "%s", rec_errmsg());
+    xmap x;
+    CHECK(rec__xmap_build(&x, p) == REC_OK, "%s", rec_errmsg());
+    /* each owner's rows (and the replicas) used once each */
+    int64_t total = x.rep_rows;
+    for (int o = 0; o < N; o++) total += x.rows[o];
+    unsigned char *used = calloc((size_t)total, 1);
+    int64_t wrong = 0, twice = 0, outside = 0;
+    for (int f = 0; f < TF; f++)
+        for (int c = 0; c < rec_plan_col_parts(p, f, NULL); c++)
+            for (int64_t row = 0; row < rows[f]; row++) {
+                const xloc l = rec__xmap_locate(&x, f, c, row);
+                wrong += l.owner != rec_plan_owner(p, f, c, row);
+                int64_t at = l.srow, lim = l.owner == REC_PLAN_EVERY ? x.rep_rows : x.rows[l.owner];
+                for (int o = 0; l.owner != REC_PLAN_EVERY && o < l.owner; o++) at += x.rows[o];
+                if (l.owner != REC_PLAN_EVERY) at += x.rep_rows;
+                if (l.srow < 0 || l.srow >= lim) outside++;
+                else twice += used[at]++ > 0;
+            }
+    CHECK(wrong == 0 && twice == 0 && outside == 0, "every row located at its owner, once: %lld wrong owners, %lld "
+          "places used twice, %lld outside", (long long)wrong, (long long)twice, (long long)outside);
+    free(used);
+    rec__xmap_free(&x);
+    rec_plan_free(p);
+}
+
 int main(void) {
+    test_xmap();
     test_radix_order();
     test_kinds();
     test_placements();

@@ -3,6 +3,35 @@
 
 #include "dist_impl.h"
 
+/* The O(1) row index of a part of R rows (xpart): the hot rows' open-addressing table at most
+ * half full, and per bucket of rows the segment covering its first row, ~2 buckets a segment. */
+static rec_status index_part(xpart *p, int64_t R) {
+    const rec_plan_part *q = &p->pl;
+    if (q->n_hot > INT32_MAX / 2 || q->n_seg > INT32_MAX / 2)
+        return rec_errorf(REC_EINVAL, "executor: a part with %lld hot rows and %lld segments; at most %d of each are "
+                          "indexed", (long long)q->n_hot, (long long)q->n_seg, INT32_MAX / 2);
+    uint64_t slots = 1;
+    while (q->n_hot && slots < 2 * (uint64_t)q->n_hot) slots *= 2;
+    p->hot_mask = slots - 1;
+    while (R > 0 && ((R - 1) >> p->seg_shift) + 1 > 2 * q->n_seg) p->seg_shift++;
+    const int64_t buckets = R > 0 ? ((R - 1) >> p->seg_shift) + 1 : 1;
+    p->hot_slot = malloc(sizeof(int32_t) * (size_t)slots);
+    p->seg_at = malloc(sizeof(int32_t) * (size_t)buckets);
+    if (!p->hot_slot || !p->seg_at) return rec_errorf(REC_ENOMEM, "executor: out of memory for the map");
+    for (uint64_t i = 0; i < slots; i++) p->hot_slot[i] = -1;
+    for (int64_t h = 0; h < q->n_hot; h++) {
+        uint64_t i = rec_mix64((uint64_t)q->hot_row[h]) & p->hot_mask;
+        while (p->hot_slot[i] >= 0) i = (i + 1) & p->hot_mask;
+        p->hot_slot[i] = (int32_t)h;
+    }
+    int64_t g = 0;
+    for (int64_t b = 0; b < buckets; b++) {
+        while (g + 1 < q->n_seg && q->seg_start[g + 1] <= b << p->seg_shift) g++;
+        p->seg_at[b] = (int32_t)g;
+    }
+    return REC_OK;
+}
+
 rec_status rec__xmap_build(xmap *m, const rec_plan *plan) {
     *m = (xmap){.plan = plan, .N = rec_plan_ranks(plan), .F = rec_plan_tables(plan), .E = rec_plan_dim(plan)};
     const int N = m->N;
@@ -33,6 +62,11 @@ rec_status rec__xmap_build(xmap *m, const rec_plan *plan) {
             p->seg_srow = p->seg_off + p->pl.n_seg;
             p->hot_off = p->seg_srow + p->pl.n_seg;
             p->hot_srow = p->hot_off + p->pl.n_hot;
+            const rec_status st = index_part(p, R);
+            if (st != REC_OK) {
+                rec__xmap_free(m);
+                return st;
+            }
             for (int64_t g = 0; g < p->pl.n_seg; g++) {
                 const int64_t len = (g + 1 < p->pl.n_seg ? p->pl.seg_start[g + 1] : R) - p->pl.seg_start[g];
                 const int o = p->pl.seg_owner[g];
@@ -61,7 +95,11 @@ rec_status rec__xmap_build(xmap *m, const rec_plan *plan) {
 
 void rec__xmap_free(xmap *m) {
     for (int f = 0; m->parts && f < m->F; f++) {
-        for (int c = 0; m->parts[f] && c < rec_plan_col_parts(m->plan, f, NULL); c++) free(m->parts[f][c].seg_off);
+        for (int c = 0; m->parts[f] && c < rec_plan_col_parts(m->plan, f, NULL); c++) {
+            free(m->parts[f][c].seg_off);
+            free(m->parts[f][c].hot_slot);
+            free(m->parts[f][c].seg_at);
+        }
         free(m->parts[f]);
     }
     free(m->parts);
