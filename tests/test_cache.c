@@ -337,18 +337,20 @@ static void test_frames(void) {
     m = aligned(&w);
     rec_net_cache_step cs;
     rec_jagged sp[2];
+    rec_net_room room = {0};
     const size_t sb = w.len - REC_NET_HEAD;
-    CHECK(rec_net_cache_step_decode(m + REC_NET_HEAD, sb, &ci, &cs, sp) == REC_OK && cs.n_fetch == 1 &&
+    CHECK(rec_net_cache_step_decode(m + REC_NET_HEAD, sb, &ci, &cs, sp, &room) == REC_OK && cs.n_fetch == 1 &&
           cs.evict[0].row == 6 && cs.batch.n == 2 && cs.batch.sparse[0].ids32[1] == 15 && cs.pre_send[0].peer == 1 &&
           cs.shared[1] == 15,
           "CACHE_STEP round trip: %s", rec_errmsg());
     refused = 0;
-    for (size_t n = 0; n < sb; n++) refused += rec_net_cache_step_decode(m + REC_NET_HEAD, n, &ci, &cs, sp) == REC_EFORMAT;
+    for (size_t n = 0; n < sb; n++) refused += rec_net_cache_step_decode(m + REC_NET_HEAD, n, &ci, &cs, sp, &room) == REC_EFORMAT;
     CHECK(refused == (int)sb, "every truncated CACHE_STEP is refused (%d of %zu)", refused, sb);
     ci.rank = 1; /* the move is now to itself */
-    CHECK_ERR(rec_net_cache_step_decode(m + REC_NET_HEAD, sb, &ci, &cs, sp), REC_EFORMAT, "not another of the 2 trainers");
+    CHECK_ERR(rec_net_cache_step_decode(m + REC_NET_HEAD, sb, &ci, &cs, sp, &room), REC_EFORMAT, "not another of the 2 trainers");
     ci.rank = 0, ci.capacity = 15; /* slot 15 is now outside the cache */
-    CHECK_ERR(rec_net_cache_step_decode(m + REC_NET_HEAD, sb, &ci, &cs, sp), REC_EFORMAT, "outside the cache");
+    CHECK_ERR(rec_net_cache_step_decode(m + REC_NET_HEAD, sb, &ci, &cs, sp, &room), REC_EFORMAT, "outside the cache");
+    rec_net_room_free(&room);
     free(m);
     rec_batch_free(&b);
     rec_wbuf_free(&w);

@@ -41,13 +41,18 @@ static void make_batch(rec_batch *b) {
 }
 
 static const int64_t ROWS[2] = {10, 8};
+static rec_net_room room; /* the decoded views' widened arrays */
 
-/* Decodes msg as a RESULT of the batch's shape; returns the status. */
-static rec_status decode_result(const uint8_t *msg, size_t len, rec_batch *view, rec_jagged *sp) {
+/* Decodes msg as a RESULT of the batch's shape with these tables; returns the status. */
+static rec_status decode_rows(const uint8_t *msg, size_t len, const int64_t *rows, rec_batch *view, rec_jagged *sp) {
     rec_frame_head h;
     REC_TRY(rec_frame_head_decode(msg, len, "test", &h));
     int64_t bad;
-    return rec_net_result_decode(msg + REC_NET_HEAD, h.body, 2, 2, ROWS, &bad, view, sp);
+    return rec_net_result_decode(msg + REC_NET_HEAD, h.body, 2, 2, rows, &bad, view, sp, &room);
+}
+
+static rec_status decode_result(const uint8_t *msg, size_t len, rec_batch *view, rec_jagged *sp) {
+    return decode_rows(msg, len, ROWS, view, sp);
 }
 
 /* An 8-byte aligned copy of w's first n bytes. */
@@ -79,7 +84,11 @@ static void test_codec(void) {
     CHECK(v.n == 3 && rec_batch_digest(&v) == rec_batch_digest(&b), "a RESULT decodes to the batch it encoded");
     CHECK(rec_batch_row_hash_sum(&v) == rec_batch_row_hash_sum(&b), "row checksums agree");
     CHECK(b.sparse[1].wide && !v.sparse[1].wide && v.sparse[1].ids32[3] == 7,
-          "int64 ids that fit int32 travel as int32");
+          "int64 ids of small tables travel narrow and are read as int32");
+    /* the narrowest forms: 16-bit ids, row lengths as bytes (header 32, bad-row count, n, Dn
+     * and F 24, labels 16, dense 24; feature 0: 16 + 8 lengths + 8 ids; feature 1: 16 + 8 +
+     * 8 + 16 weights) */
+    CHECK(w.len == 32 + 24 + 16 + 24 + 32 + 48, "a RESULT of 3 rows in its narrowest form: %zu bytes", w.len);
     /* every truncation is refused, none read out of bounds (ASan watches) */
     int refused = 0;
     for (size_t n = 0; n < w.len; n++) {
@@ -94,7 +103,7 @@ static void test_codec(void) {
     CHECK(refused == (int)w.len, "every truncation of a RESULT is refused (%d of %zu)", refused, w.len);
     /* header faults */
     struct { size_t at; uint32_t val; int bytes; const char *needle; } faults[] = {
-        {0, 0x12345678, 4, "not a rectrain frame"}, {4, 2, 2, "frame version 2"}, {6, 99, 2, "unknown frame type"},
+        {0, 0x12345678, 4, "not a rectrain frame"}, {4, 1, 2, "frame version 1"}, {6, 99, 2, "unknown frame type"},
         {24, 5, 4, "says its body is 5 bytes"}, {28, 1, 4, "reserved"}};
     for (size_t k = 0; k < sizeof faults / sizeof faults[0]; k++) {
         uint8_t *t = aligned_copy(&w, w.len);
@@ -114,13 +123,51 @@ static void test_codec(void) {
     free(m);
     m = encode_result(&w, &bad_b);
     CHECK_ERR(decode_result(m, w.len, &v, sp), REC_EFORMAT, "offsets decrease");
+    /* row lengths that do not add up to the id count; an unknown id form or flag */
+    bad_b.sparse[1].offsets[2] = 3;
+    free(m);
+    m = encode_result(&w, &bad_b);
+    const size_t f0 = 32 + 24 + 16 + 24; /* feature 0's header: form, flags, nnz */
+    int64_t two = 2;
+    memcpy(m + f0 + 8, &two, 8);
+    CHECK_ERR(decode_result(m, w.len, &v, sp), REC_EFORMAT, "offsets run from 0 to 3 over 2 ids");
+    int64_t three = 3;
+    memcpy(m + f0 + 8, &three, 8);
+    CHECK(decode_result(m, w.len, &v, sp) == REC_OK, "the frame unpatched decodes: %s", rec_errmsg());
+    const uint32_t form3 = 3, flags4 = 4;
+    memcpy(m + f0, &form3, 4);
+    CHECK_ERR(decode_result(m, w.len, &v, sp), REC_EFORMAT, "feature 0: id form 3");
+    memcpy(m + f0, &(uint32_t){2}, 4);
+    memcpy(m + f0 + 4, &flags4, 4);
+    CHECK_ERR(decode_result(m, w.len, &v, sp), REC_EFORMAT, "flags 4");
     rec_frame_head h;
     int64_t bad;
     rec_frame_head_decode(m, w.len, "test", &h);
-    CHECK_ERR(rec_net_result_decode(m + REC_NET_HEAD, h.body, 3, 2, ROWS, &bad, &v, sp), REC_EFORMAT,
+    CHECK_ERR(rec_net_result_decode(m + REC_NET_HEAD, h.body, 3, 2, ROWS, &bad, &v, sp, &room), REC_EFORMAT,
               "the job's spec makes 3 and 2");
     free(m);
     rec_batch_free(&bad_b);
+    { /* a row of 256 ids keeps its feature's offsets; ids past 16 bits go as int32 */
+        rec_batch big;
+        make_batch(&big);
+        rec_batch_reserve_nnz(&big, 0, 300, 0);
+        const int64_t o0[] = {0, 1, 257, 258};
+        memcpy(big.sparse[0].offsets, o0, sizeof o0);
+        for (int k = 0; k < 258; k++) big.sparse[0].ids32[k] = k % 10;
+        big.sparse[1].ids64[3] = 70000;
+        uint8_t *bm = encode_result(&w, &big);
+        rec_batch bv;
+        rec_jagged bsp[2];
+        const int64_t rows[2] = {10, 70001};
+        const int ok = decode_rows(bm, w.len, rows, &bv, bsp) == REC_OK;
+        CHECK(ok && rec_batch_digest(&bv) == rec_batch_digest(&big) && bv.sparse[0].offsets[2] == 257 &&
+              bv.sparse[1].ids32[3] == 70000,
+              "a row of 256 ids and an id of 17 bits round-trip: %s", ok ? "digest" : rec_errmsg());
+        CHECK(w.len == 32 + 24 + 16 + 24 + (16 + 32 + 520) + (16 + 8 + 16 + 16),
+              "feature 0 with int64 offsets and 16-bit ids, feature 1 with lengths and int32 ids: %zu bytes", w.len);
+        free(bm);
+        rec_batch_free(&big);
+    }
     { /* an id past int32 keeps its feature's ids int64 */
         rec_batch big;
         make_batch(&big);
@@ -132,7 +179,7 @@ static void test_codec(void) {
         rec_jagged bsp[2];
         const int64_t rows[2] = {10, (int64_t)1 << 41};
         CHECK(rec_frame_head_decode(bm, w.len, "test", &bh) == REC_OK &&
-              rec_net_result_decode(bm + REC_NET_HEAD, bh.body, 2, 2, rows, &bbad, &bv, bsp) == REC_OK && bv.sparse[1].wide &&
+              rec_net_result_decode(bm + REC_NET_HEAD, bh.body, 2, 2, rows, &bbad, &bv, bsp, &room) == REC_OK && bv.sparse[1].wide &&
               bv.sparse[1].ids64[3] == (int64_t)1 << 40 && rec_batch_digest(&bv) == rec_batch_digest(&big),
               "ids past int32 travel as int64: %s", rec_errmsg());
         free(bm);
@@ -181,6 +228,7 @@ static void test_codec(void) {
     CHECK_ERR(rec_net_piece_decode(w.p + REC_NET_HEAD, w.len - REC_NET_HEAD, &q), REC_EFORMAT, "out of range");
     rec_wbuf_free(&w);
     rec_batch_free(&b);
+    rec_net_room_free(&room);
 }
 
 /* ---- grid, policy, store -------------------------------------------------------------------- */

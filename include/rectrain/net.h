@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define REC_NET_MAGIC 0x464e5452u /* "RTNF" */
-#define REC_NET_VERSION 1
+#define REC_NET_VERSION 2 /* 2: a batch's ids and row lengths in their narrowest form */
 #define REC_NET_HEAD 32
 /* The largest body accepted: a batch of 64Ki Criteo rows with 26 multi-hot lists of ~100 ids
  * is ~70 MB; a piece of raw text sent by the trainer (p'1) is a few MB. */
@@ -164,16 +164,28 @@ void rec_net_piece_encode(rec_wbuf *w, const rec_net_piece *p);
  * and, with text, that it is all there. */
 rec_status rec_net_piece_decode(const uint8_t *body, size_t len, rec_net_piece *p);
 
+/* Where a decoder widens what travelled narrow (a batch's row lengths into offsets, 16-bit ids
+ * into 32-bit): grown as needed and reused; a view decoded with it points into it until the
+ * room's next decode. Zero-initialise; free with rec_net_room_free. */
+typedef struct rec_net_room {
+    void *p;
+    size_t cap;
+} rec_net_room;
+void rec_net_room_free(rec_net_room *room);
+
 /* REC_MSG_RESULT: the piece's rows (bad rows skipped in SKIP mode: `bad` of them) as a batch.
- * The encoded batch: n, Dn, F, labels, dense rows, then per feature its width, whether it has
- * weights, nnz, offsets (n+1), ids and weights. */
+ * The encoded batch: n, Dn, F, labels, dense rows, then per feature its id form (32-, 64- or
+ * 16-bit), its flags (weights; row lengths as bytes instead of offsets), nnz, the offsets (n+1)
+ * or lengths (n), the ids and the weights; each feature in the narrowest form its ids and
+ * lengths fit. */
 void rec_net_result_encode(rec_wbuf *w, int64_t bad, const rec_batch *b);
 /* A view of the batch in place in body (which must be 8-byte aligned and outlive the view):
- * b's arrays point into it (b->sparse into `sparse`, F entries the caller provides). The
- * batch must have the job's Dn and F and table_rows[f] > every id of feature f; offsets
- * start at 0, never decrease and end at nnz. */
+ * b's arrays point into it or into room (b->sparse into `sparse`, F entries the caller
+ * provides). The batch must have the job's Dn and F and table_rows[f] > every id of feature f;
+ * offsets start at 0, never decrease and end at nnz. */
 rec_status rec_net_result_decode(const uint8_t *body, size_t len, int32_t n_dense, int32_t n_sparse,
-                                 const int64_t *table_rows, int64_t *bad, rec_batch *b, rec_jagged *sparse);
+                                 const int64_t *table_rows, int64_t *bad, rec_batch *b, rec_jagged *sparse,
+                                 rec_net_room *room);
 
 /* REC_MSG_ERROR: a status and its message. */
 void rec_net_error_encode(rec_wbuf *w, rec_status s, const char *msg);
@@ -261,10 +273,11 @@ typedef struct rec_net_cache_step {
 
 /* Encodes s, its batch as given (a slice, ids being slots). */
 void rec_net_cache_step_encode(rec_wbuf *w, const rec_net_cache_step *s);
-/* sparse: F entries the caller provides for the batch's features. Moves name another trainer
- * of c's; slots are below the capacity; entries are in the tables. */
+/* sparse: F entries the caller provides for the batch's features, room where narrow ones are
+ * widened (rec_net_room). Moves name another trainer of c's; slots are below the capacity;
+ * entries are in the tables. */
 rec_status rec_net_cache_step_decode(const uint8_t *body, size_t len, const rec_net_cache_info *c, rec_net_cache_step *s,
-                                     rec_jagged *sparse);
+                                     rec_jagged *sparse, rec_net_room *room);
 
 #ifdef __cplusplus
 }

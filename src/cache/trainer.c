@@ -48,6 +48,7 @@
 /* A batch's plan: each oracle's part, a message the part's arrays point into, and the whole. */
 typedef struct plan {
     zmq_msg_t msg[REC_CACHE_MAX_ORACLES];
+    rec_net_room room[REC_CACHE_MAX_ORACLES]; /* where each part's narrow ids and lengths are widened */
     rec_net_cache_step part[REC_CACHE_MAX_ORACLES];
     uint64_t have;           /* the parts received: bit k, oracle k's */
     rec_net_cache_step st;   /* the parts merged (one oracle: its part) */
@@ -524,7 +525,7 @@ static rec_status on_oracle(ctrainer *t, int k) {
         s = rec_errorf(REC_EFORMAT, "%s sent %s %lld while batch %lld's plan was due", o->who, rec_msg_name(h.type),
                        (long long)h.seq, (long long)x);
     rec_jagged *sp = p->sparse + o->info.table0;
-    if (!s) s = rec_net_cache_step_decode(body, h.body, &o->info, &p->part[k], sp);
+    if (!s) s = rec_net_cache_step_decode(body, h.body, &o->info, &p->part[k], sp, &p->room[k]);
     if (s) {
         zmq_msg_close(m);
         return s;
@@ -1143,6 +1144,7 @@ static void teardown(ctrainer *t) {
     for (int q = 0; t->ring && q < t->Q; q++) {
         plan *p = &t->ring[q];
         plan_release(p), free(p->sparse), free(p->lists), free(p->dur_e), free(p->dur_v), free(p->dur_dense);
+        for (int k = 0; k < REC_CACHE_MAX_ORACLES; k++) rec_net_room_free(&p->room[k]);
     }
     for (int q = 0; t->cm && q < t->Q; q++) free(t->cm[q].dense);
     free(t->cm), free(t->slot_f), free(t->slot_row);

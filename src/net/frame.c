@@ -204,6 +204,12 @@ void rec_net_result_encode(rec_wbuf *w, int64_t bad, const rec_batch *b) {
     rec__net_put_batch(w, b);
 }
 
+/* A feature's ids and row lengths travel in the narrowest form that holds them (every id of
+ * a table under 2^16 rows in 16 bits, under 2^31 in 32; lengths up to 255 as bytes instead of
+ * 64-bit offsets): fewer bytes to move, seal and open. The receiver widens them into its room. */
+enum { ID32, ID64, ID16 };
+enum { HAS_WEIGHTS = 1, HAS_LENGTHS = 2 };
+
 void rec__net_put_batch(rec_wbuf *w, const rec_batch *b) {
     const int64_t n = b->n;
     put_i64(w, n);
@@ -216,20 +222,38 @@ void rec__net_put_batch(rec_wbuf *w, const rec_batch *b) {
     for (int32_t f = 0; f < b->n_sparse; f++) {
         const rec_jagged *j = &b->sparse[f];
         const int64_t nnz = j->offsets[n];
-        /* int64 ids that fit int32 (the prep executor's, of tables under 2^31 rows) go as
-         * int32: half the bytes to move, seal and open; the receiver reads either width */
-        int narrow = !j->wide;
-        if (!narrow) {
-            narrow = 1;
-            for (int64_t k = 0; k < nnz && narrow; k++) narrow = j->ids64[k] >= 0 && j->ids64[k] <= INT32_MAX;
+        int64_t lo = 0, hi = 0;
+        for (int64_t k = 0; k < nnz; k++) {
+            const int64_t id = rec_jagged_id(j, k);
+            lo = id < lo ? id : lo, hi = id > hi ? id : hi;
         }
-        put_u32(w, narrow ? 0u : 1u);
-        put_u32(w, j->weights ? 1u : 0u);
+        int bytes = 1; /* every row's length in [0, 255] (offsets that decrease go as they are, to be refused) */
+        for (int64_t i = 0; i < n && bytes; i++) bytes = (uint64_t)(j->offsets[i + 1] - j->offsets[i]) <= UINT8_MAX;
+        const uint32_t form = lo < 0 ? (j->wide ? ID64 : ID32) : hi <= UINT16_MAX ? ID16 : hi <= INT32_MAX ? ID32 : ID64;
+        const uint32_t flags = (j->weights ? HAS_WEIGHTS : 0) | (bytes ? HAS_LENGTHS : 0);
+        put_u32(w, form);
+        put_u32(w, flags);
         put_i64(w, nnz);
-        put(w, j->offsets, (size_t)(n + 1) * sizeof(int64_t));
-        if (narrow && j->wide) {
-            int32_t *ids = nnz ? rec_wbuf_grab(w, (size_t)nnz * sizeof(int32_t)) : NULL;
-            for (int64_t k = 0; ids && k < nnz; k++) ids[k] = (int32_t)j->ids64[k];
+        if (flags & HAS_LENGTHS) {
+            uint8_t *len = n ? rec_wbuf_grab(w, (size_t)n) : NULL;
+            for (int64_t i = 0; len && i < n; i++) len[i] = (uint8_t)(j->offsets[i + 1] - j->offsets[i]);
+            pad8(w);
+        } else {
+            put(w, j->offsets, (size_t)(n + 1) * sizeof(int64_t));
+        }
+        if (form == ID16 || (form == ID32 && j->wide)) {
+            const size_t size = form == ID16 ? 2 : 4;
+            uint8_t *ids = nnz ? rec_wbuf_grab(w, (size_t)nnz * size) : NULL;
+            for (int64_t k = 0; ids && k < nnz; k++) {
+                const int64_t id = rec_jagged_id(j, k);
+                if (form == ID16) {
+                    const uint16_t v = (uint16_t)id;
+                    memcpy(ids + 2 * k, &v, 2);
+                } else {
+                    const int32_t v = (int32_t)id;
+                    memcpy(ids + 4 * k, &v, 4);
+                }
+            }
         } else {
             put(w, j->ids, (size_t)nnz * (size_t)rec_jagged_id_bytes(j));
         }
@@ -240,7 +264,8 @@ void rec__net_put_batch(rec_wbuf *w, const rec_batch *b) {
 }
 
 rec_status rec_net_result_decode(const uint8_t *body, size_t len, int32_t n_dense, int32_t n_sparse,
-                                 const int64_t *table_rows, int64_t *bad, rec_batch *b, rec_jagged *sparse) {
+                                 const int64_t *table_rows, int64_t *bad, rec_batch *b, rec_jagged *sparse,
+                                 rec_net_room *room) {
     memset(b, 0, sizeof *b);
     if ((uintptr_t)body % 8)
         return rec_errorf(REC_EINVAL, "RESULT frame: the message buffer is not 8-byte aligned");
@@ -249,13 +274,47 @@ rec_status rec_net_result_decode(const uint8_t *body, size_t len, int32_t n_dens
     if (!r.err && (*bad < 0 || *bad > REC_NET_MAX_ROWS))
         r.err = rec_errorf(REC_EFORMAT, "RESULT frame: %lld bad rows (at most %lld)", (long long)*bad,
                            (long long)REC_NET_MAX_ROWS);
-    rec__net_get_batch(&r, n_dense, n_sparse, table_rows, 0, "the job's spec makes", b, sparse);
+    rec__net_get_batch(&r, n_dense, n_sparse, table_rows, 0, "the job's spec makes", b, sparse, room);
     return finish(&r);
 }
 
+void rec_net_room_free(rec_net_room *room) {
+    free(room->p);
+    *room = (rec_net_room){0};
+}
+
+/* A feature's header and where its arrays lie in the frame (NULL where r failed). */
+typedef struct wire_feature {
+    uint32_t form, flags;
+    int64_t nnz;
+    const uint8_t *offsets, *ids, *weights;
+} wire_feature;
+
+static wire_feature take_feature(rbuf *r, int64_t n, uint32_t f) {
+    wire_feature x = {0};
+    x.form = get_u32(r, "a feature's id form");
+    x.flags = get_u32(r, "a feature's flags");
+    x.nnz = get_i64(r, "a feature's id count");
+    if (!r->err && (x.form > ID16 || x.flags > (HAS_WEIGHTS | HAS_LENGTHS) || x.nnz < 0 || x.nnz > REC_NET_MAX_ROWS * 64))
+        r->err = rec_errorf(REC_EFORMAT, "%s frame: feature %u: id form %u, flags %u, %lld ids", r->what, f, x.form,
+                            x.flags, (long long)x.nnz);
+    x.offsets = x.flags & HAS_LENGTHS ? take(r, bytes_of(n, 1), "a feature's row lengths")
+                                      : take(r, bytes_of(n + 1, 8), "a feature's offsets");
+    skip8(r);
+    x.ids = take(r, bytes_of(x.nnz, x.form == ID16 ? 2 : x.form == ID64 ? 8 : 4), "a feature's ids");
+    skip8(r);
+    if (x.flags & HAS_WEIGHTS) x.weights = take(r, bytes_of(x.nnz, 4), "a feature's weights");
+    skip8(r);
+    return x;
+}
+
+/* Bytes of room a feature widens into: offsets from lengths, 32-bit ids from 16-bit. */
+static size_t room_bytes(const wire_feature *x, int64_t n) {
+    return (x->flags & HAS_LENGTHS ? (size_t)(n + 1) * 8 : 0) + (x->form == ID16 ? ((size_t)x->nnz * 4 + 7) / 8 * 8 : 0);
+}
+
 void rec__net_get_batch(rbuf *rp, int32_t n_dense, int32_t n_sparse, const int64_t *table_rows, int64_t all_rows,
-                        const char *whose,
-                        rec_batch *b, rec_jagged *sparse) {
+                        const char *whose, rec_batch *b, rec_jagged *sparse, rec_net_room *room) {
     rbuf r = *rp;
     memset(b, 0, sizeof *b);
     const int64_t n = get_i64(&r, "the row count");
@@ -278,25 +337,59 @@ void rec__net_get_batch(rbuf *rp, int32_t n_dense, int32_t n_sparse, const int64
     skip8(&r);
     b->dense = (float *)take(&r, bytes_of(n, 4 * (size_t)dn), "the dense values");
     skip8(&r);
+    /* the room every feature widens into, grown once (a first pass over the headers; the
+     * second reports what is wrong) */
+    size_t want = 0;
+    rbuf scan = r;
+    for (uint32_t f = 0; !scan.err && f < F; f++) {
+        const wire_feature x = take_feature(&scan, n, f);
+        if (!scan.err) want += room_bytes(&x, n);
+    }
+    if (want > room->cap) {
+        void *p = realloc(room->p, want);
+        if (!p) {
+            r.err = rec_errorf(REC_ENOMEM, "out of memory widening a %s frame's %lld rows", r.what, (long long)n);
+            *rp = r;
+            return;
+        }
+        room->p = p, room->cap = want;
+    }
+    uint8_t *free_at = room->p;
     for (uint32_t f = 0; !r.err && f < F; f++) {
         rec_jagged *j = &sparse[f];
         memset(j, 0, sizeof *j);
-        const uint32_t wide = get_u32(&r, "a feature's id width"), weighted = get_u32(&r, "a feature's weight flag");
-        const int64_t nnz = get_i64(&r, "a feature's id count");
-        if (!r.err && (wide > 1 || weighted > 1 || nnz < 0 || nnz > REC_NET_MAX_ROWS * 64))
-            r.err = rec_errorf(REC_EFORMAT, "%s frame: feature %u: width flag %u, weight flag %u, %lld ids", r.what, f, wide,
-                               weighted, (long long)nnz);
-        j->wide = (int)wide;
-        j->nnz_cap = nnz;
-        j->offsets = (int64_t *)take(&r, bytes_of(n + 1, 8), "a feature's offsets");
-        j->ids = (void *)take(&r, bytes_of(nnz, wide ? 8 : 4), "a feature's ids");
-        skip8(&r);
-        if (weighted) j->weights = (float *)take(&r, bytes_of(nnz, 4), "a feature's weights");
-        skip8(&r);
+        const wire_feature x = take_feature(&r, n, f);
         if (r.err) break;
-        if (j->offsets[0] != 0 || j->offsets[n] != nnz) {
+        if (room_bytes(&x, n) > room->cap - (size_t)(free_at - (uint8_t *)room->p)) { /* not what the first pass read */
+            r.err = rec_errorf(REC_EINVAL, "%s frame: feature %u needs more room than its first reading found (the "
+                               "message changed while it was decoded?)", r.what, f);
+            break;
+        }
+        j->wide = x.form == ID64;
+        j->nnz_cap = x.nnz;
+        j->weights = (float *)x.weights;
+        if (x.flags & HAS_LENGTHS) {
+            j->offsets = (int64_t *)free_at;
+            free_at += (size_t)(n + 1) * 8;
+            j->offsets[0] = 0;
+            for (int64_t i = 0; i < n; i++) j->offsets[i + 1] = j->offsets[i] + x.offsets[i];
+        } else {
+            j->offsets = (int64_t *)x.offsets;
+        }
+        if (x.form == ID16) {
+            j->ids32 = (int32_t *)free_at;
+            free_at += ((size_t)x.nnz * 4 + 7) / 8 * 8;
+            for (int64_t k = 0; k < x.nnz; k++) {
+                uint16_t v;
+                memcpy(&v, x.ids + 2 * k, 2);
+                j->ids32[k] = v;
+            }
+        } else {
+            j->ids = (void *)x.ids;
+        }
+        if (j->offsets[0] != 0 || j->offsets[n] != x.nnz) {
             r.err = rec_errorf(REC_EFORMAT, "%s frame: feature %u: offsets run from %lld to %lld over %lld ids", r.what, f,
-                               (long long)j->offsets[0], (long long)j->offsets[n], (long long)nnz);
+                               (long long)j->offsets[0], (long long)j->offsets[n], (long long)x.nnz);
             break;
         }
         for (int64_t i = 0; i < n; i++)
@@ -305,7 +398,7 @@ void rec__net_get_batch(rbuf *rp, int32_t n_dense, int32_t n_sparse, const int64
                 break;
             }
         const int64_t rows = table_rows ? table_rows[f] : all_rows;
-        for (int64_t k = 0; !r.err && k < nnz; k++) {
+        for (int64_t k = 0; !r.err && k < x.nnz; k++) {
             const int64_t id = rec_jagged_id(j, k);
             if (id < 0 || id >= rows)
                 r.err = rec_errorf(REC_EFORMAT, "%s frame: feature %u: id %lld outside its table of %lld rows", r.what, f,

@@ -253,7 +253,7 @@ static void check_slots(rbuf *r, const int32_t *s, int64_t n, const rec_net_cach
 }
 
 rec_status rec_net_cache_step_decode(const uint8_t *body, size_t len, const rec_net_cache_info *c, rec_net_cache_step *s,
-                                     rec_jagged *sparse) {
+                                     rec_jagged *sparse, rec_net_room *room) {
     memset(s, 0, sizeof *s);
     if ((uintptr_t)body % 8) return rec_errorf(REC_EINVAL, "CACHE_STEP frame: the message buffer is not 8-byte aligned");
     rbuf r = body_reader(body, len, "CACHE_STEP");
@@ -282,7 +282,7 @@ rec_status rec_net_cache_step_decode(const uint8_t *body, size_t len, const rec_
     check_moves(&r, s->post_recv, s->n_post_recv, c, "take-back");
     check_slots(&r, s->shared, s->n_shared, c, "shared");
     check_slots(&r, s->apply, s->n_apply, c, "step");
-    if (!r.err) rec__net_get_batch(&r, c->n_dense, c->F, NULL, c->capacity, "the oracle's job has", &s->batch, sparse);
+    if (!r.err) rec__net_get_batch(&r, c->n_dense, c->F, NULL, c->capacity, "the oracle's job has", &s->batch, sparse, room);
     for (int f = 0; !r.err && f < c->F; f++)
         if (s->batch.sparse[f].wide)
             r.err = rec_errorf(REC_EFORMAT, "CACHE_STEP frame: feature %d has 64-bit ids; cache slots are 32-bit", f);

@@ -119,12 +119,12 @@ static inline size_t bytes_of(int64_t n, size_t size) {
     return n < 0 || (uint64_t)n > SIZE_MAX / size ? SIZE_MAX : (size_t)n * size;
 }
 
-/* A batch's fields (RESULT, CACHE_STEP): n, Dn, F, labels, dense rows, then per feature its
- * width, whether it has weights, nnz, offsets (n+1), ids and weights; decoded in place with
- * every id checked against table_rows[f], or against all_rows for every feature when table_rows
- * is NULL (`whose` names the side that fixes Dn and F). */
+/* A batch's fields (RESULT, CACHE_STEP; the layout: rec_net_result_encode in net.h); decoded in
+ * place (narrow ids and lengths widened into room) with every id checked against
+ * table_rows[f], or against all_rows for every feature when table_rows is NULL (`whose` names
+ * the side that fixes Dn and F). */
 void rec__net_put_batch(rec_wbuf *w, const rec_batch *b);
 void rec__net_get_batch(rbuf *r, int32_t n_dense, int32_t n_sparse, const int64_t *table_rows, int64_t all_rows,
-                        const char *whose, rec_batch *b, rec_jagged *sparse);
+                        const char *whose, rec_batch *b, rec_jagged *sparse, rec_net_room *room);
 
 #endif

@@ -276,6 +276,7 @@ typedef struct pslot {
     int has_msg;
     rec_batch view;
     rec_jagged *sp;          /* (F) */
+    rec_net_room room;       /* where the answer's narrow ids and lengths are widened */
 } pslot;
 
 struct rec_offload_stream {
@@ -363,6 +364,7 @@ void rec_offload_stream_close(rec_offload_stream *s) {
         if (s->win[i].state == S_SENT && s->x->w[s->win[i].worker].inflight > 0) s->x->w[s->win[i].worker].inflight--;
         slot_release(&s->win[i]);
         free(s->win[i].sp);
+        rec_net_room_free(&s->win[i].room);
     }
     free(s->win);
     for (int k = 0; s->fd && k < s->x->d.n_parts; k++)
@@ -520,7 +522,7 @@ static rec_status on_answer(rec_offload_stream *s, int i, zmq_msg_t *m) {
     rec_piece p;
     rec_grid_piece(x->g, s->lines, j, &p);
     const rec_status bad_frame = rec_net_result_decode(frame + REC_NET_HEAD, h.body, x->d.n_dense, x->d.n_sparse,
-                                                      x->d.table_rows, &bad, &slot->view, slot->sp);
+                                                      x->d.table_rows, &bad, &slot->view, slot->sp, &slot->room);
     if (bad_frame || slot->view.n + bad != p.n_lines) {
         char why[1100];
         snprintf(why, sizeof why, "its answer for piece %lld was refused: %s", (long long)j,

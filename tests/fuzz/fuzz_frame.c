@@ -44,8 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (h.type == REC_MSG_RESULT) {
         rec_batch b;
         rec_jagged sp[3];
+        rec_net_room room = {0}, room2 = {0};
         int64_t bad;
-        if (rec_net_result_decode(body, h.body, 2, 3, ROWS, &bad, &b, sp) == REC_OK) {
+        if (rec_net_result_decode(body, h.body, 2, 3, ROWS, &bad, &b, sp, &room) == REC_OK) {
             const uint64_t d = rec_batch_digest(&b);
             rec_frame_begin(&w, REC_MSG_RESULT, h.job, h.seq);
             rec_net_result_encode(&w, bad, &b);
@@ -55,11 +56,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             rec_batch b2;
             rec_jagged sp2[3];
             int64_t bad2;
-            if (rec_net_result_decode(c + REC_NET_HEAD, w.len - REC_NET_HEAD, 2, 3, ROWS, &bad2, &b2, sp2) != REC_OK ||
+            if (rec_net_result_decode(c + REC_NET_HEAD, w.len - REC_NET_HEAD, 2, 3, ROWS, &bad2, &b2, sp2, &room2) != REC_OK ||
                 rec_batch_digest(&b2) != d || bad2 != bad)
                 abort();
             free(c);
         }
+        rec_net_room_free(&room);
+        rec_net_room_free(&room2);
     } else if (h.type == REC_MSG_EMB_HELLO) {
         rec_net_emb_hello e;
         if (rec_net_emb_hello_decode(body, h.body, &e) == REC_OK && rec_net_emb_hello_digest(&e) != e.digest) abort();
@@ -92,12 +95,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const rec_net_cache_info c = {3, 2, 0, 4, 2, 2, 0, 16, 64, 10, ROWS, 0, 0};
         rec_net_cache_step st;
         rec_jagged sp[3];
-        if (rec_net_cache_step_decode(body, h.body, &c, &st, sp) == REC_OK) {
+        rec_net_room room = {0};
+        if (rec_net_cache_step_decode(body, h.body, &c, &st, sp, &room) == REC_OK) {
             for (int64_t i = 0; i < st.n_fetch; i++)
                 if (st.fetch[i].slot < 0 || st.fetch[i].slot >= 16) abort();
             for (int64_t i = 0; i < st.n_pre_send; i++)
                 if (st.pre_send[i].peer != 1) abort();
         }
+        rec_net_room_free(&room);
     } else if (h.type == REC_MSG_ERROR) {
         rec_status s;
         char msg[256];
