@@ -223,10 +223,10 @@ void rec__net_put_batch(rec_wbuf *w, const rec_batch *b) {
         const rec_jagged *j = &b->sparse[f];
         const int64_t nnz = j->offsets[n];
         int64_t lo = 0, hi = 0;
-        for (int64_t k = 0; k < nnz; k++) {
-            const int64_t id = rec_jagged_id(j, k);
-            lo = id < lo ? id : lo, hi = id > hi ? id : hi;
-        }
+        if (j->wide)
+            for (int64_t k = 0; k < nnz; k++) lo = j->ids64[k] < lo ? j->ids64[k] : lo, hi = j->ids64[k] > hi ? j->ids64[k] : hi;
+        else
+            for (int64_t k = 0; k < nnz; k++) lo = j->ids32[k] < lo ? j->ids32[k] : lo, hi = j->ids32[k] > hi ? j->ids32[k] : hi;
         int bytes = 1; /* every row's length in [0, 255] (offsets that decrease go as they are, to be refused) */
         for (int64_t i = 0; i < n && bytes; i++) bytes = (uint64_t)(j->offsets[i + 1] - j->offsets[i]) <= UINT8_MAX;
         const uint32_t form = lo < 0 ? (j->wide ? ID64 : ID32) : hi <= UINT16_MAX ? ID16 : hi <= INT32_MAX ? ID32 : ID64;
@@ -241,19 +241,12 @@ void rec__net_put_batch(rec_wbuf *w, const rec_batch *b) {
         } else {
             put(w, j->offsets, (size_t)(n + 1) * sizeof(int64_t));
         }
-        if (form == ID16 || (form == ID32 && j->wide)) {
-            const size_t size = form == ID16 ? 2 : 4;
-            uint8_t *ids = nnz ? rec_wbuf_grab(w, (size_t)nnz * size) : NULL;
-            for (int64_t k = 0; ids && k < nnz; k++) {
-                const int64_t id = rec_jagged_id(j, k);
-                if (form == ID16) {
-                    const uint16_t v = (uint16_t)id;
-                    memcpy(ids + 2 * k, &v, 2);
-                } else {
-                    const int32_t v = (int32_t)id;
-                    memcpy(ids + 4 * k, &v, 4);
-                }
-            }
+        if (form == ID16) { /* the frame is 8-aligned here: the ids go in place */
+            uint16_t *ids = nnz ? rec_wbuf_grab(w, (size_t)nnz * 2) : NULL;
+            for (int64_t k = 0; ids && k < nnz; k++) ids[k] = (uint16_t)(j->wide ? j->ids64[k] : j->ids32[k]);
+        } else if (form == ID32 && j->wide) {
+            int32_t *ids = nnz ? rec_wbuf_grab(w, (size_t)nnz * 4) : NULL;
+            for (int64_t k = 0; ids && k < nnz; k++) ids[k] = (int32_t)j->ids64[k];
         } else {
             put(w, j->ids, (size_t)nnz * (size_t)rec_jagged_id_bytes(j));
         }
@@ -379,11 +372,8 @@ void rec__net_get_batch(rbuf *rp, int32_t n_dense, int32_t n_sparse, const int64
         if (x.form == ID16) {
             j->ids32 = (int32_t *)free_at;
             free_at += ((size_t)x.nnz * 4 + 7) / 8 * 8;
-            for (int64_t k = 0; k < x.nnz; k++) {
-                uint16_t v;
-                memcpy(&v, x.ids + 2 * k, 2);
-                j->ids32[k] = v;
-            }
+            const uint16_t *narrow = (const uint16_t *)x.ids; /* 8-aligned in the frame */
+            for (int64_t k = 0; k < x.nnz; k++) j->ids32[k] = narrow[k];
         } else {
             j->ids = (void *)x.ids;
         }
