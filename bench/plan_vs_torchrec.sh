@@ -11,7 +11,9 @@
 #     step split and bytes sent beside the plan's predictions (embedding ms on the busiest
 #     rank, with the bandwidths the job measured; bytes sent per rank), and beside the same
 #     prediction calibrated with the executor's work per unit measured by a row-wise run at
-#     as many ranks (plan --slice-ns, --lookup-ns, --get-ns, --ranks-per-core).
+#     as many ranks (plan --slice-ns, --lookup-ns, --get-ns, --ranks-per-core). The measured
+#     embedding time leaves out the wait for the slowest rank at the exchange (its "skew"
+#     column: the dense work's jitter between ranks, the same under every plan).
 # Usage: bench/plan_vs_torchrec.sh VENV [ROWS=400000] [STEPS=40]   (from the repo root)
 #   VENV: a virtual environment with torch 2.14, fbgemm-gpu-cpu 1.9.0 and torchrec 1.9.2
 #   (docs/distributed.md, "Bringing a TorchRec plan"). KEEP=DIR keeps the plans and data there.
@@ -94,7 +96,7 @@ done
 python3 - "$W" <<'EOF'
 import json, re, sys
 w = sys.argv[1]
-cols = ["local", "fetch", "dense", "allreduce", "exchange"]
+cols = ["local", "fetch", "dense", "allreduce", "exchange", "skew"]
 print(f"  {'run':<14}{'samples/s':>10}" + "".join(f"{c:>11}" for c in cols) +
       f"{'embed ms':>10}{'predicted':>10}{'calibrated':>11}{'ratio':>7}{'sent MB':>9}{'predicted':>10}{'worst rank':>12}")
 for np in (2, 4):
@@ -107,12 +109,13 @@ for np in (2, 4):
         pred = float(re.search(r"predicted per step: ([0-9.]+) ms", log).group(1))
         cal = float(re.search(r"lower max step than \S+ \(\w+: ([0-9.]+) ms", open(f"{w}/{p}-{np}.pred").read()).group(1))
         ms = j["step_ms"]
-        emb = ms["local"] + ms["fetch"] + ms["exchange"]
+        emb = ms["local"] + ms["fetch"] + ms["exchange"] - ms["skew"]
         worst = j["worst_sent_vs_plan"]
         print(f"  {f'{np} ranks {p}':<14}{j['samples_per_s']:>10.0f}" + "".join(f"{ms[c]:>9.3f}ms" for c in cols) +
               f"{emb:>10.3f}{pred:>10.3f}{cal:>11.3f}{emb / cal:>7.2f}{j['sent_bytes_per_step'] / 1e6:>9.3f}"
               f"{j['plan_sent_bytes_per_step'] / 1e6:>10.3f}{'r%d %.1f%%' % (worst['rank'], 100 * worst['deviation']):>12}")
-print("  (rank 0's split and bytes; embed ms = local + fetch + exchange; predicted = the plan's busiest rank,\n"
+print("  (rank 0's split and bytes; embed ms = local + fetch + exchange - skew (the exchange's wait for the slowest\n"
+      "   rank); predicted = the plan's busiest rank,\n"
       "   the job's own prediction; calibrated = the same with the row-wise run's work per unit (plan --slice-ns,\n"
       "   --lookup-ns, --get-ns), the job's bandwidths and the ranks per core; ratio = embed / calibrated;\n"
       "   worst rank: |sent / predicted - 1| over all ranks)")

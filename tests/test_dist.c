@@ -394,6 +394,13 @@ int main(void) {
     CHECK(strstr(out, "train: rank 0's embedding work: ") && strstr(out, " ns a slice id, ") &&
           strstr(out, " ns a fetched row beyond its bytes (plan --slice-ns, --lookup-ns, --get-ns)"),
           "the job measures the executor's work per unit for plan's cost model:\n%s", out);
+    {
+        const char *x = strstr(out, "gradient exchange ");
+        double exch = -1, skew = -1;
+        if (x) sscanf(x, "gradient exchange %lf ms (%lf ms of them waiting for the slowest rank)", &exch, &skew);
+        CHECK(exch > 0 && skew >= 0 && skew <= exch, "the wait for the slowest rank is part of the exchange: %g of %g ms",
+              skew, exch);
+    }
     CHECK(run("plan --data d.rshard --ranks 2 --batch 256 --config rw.json --score tr2.json --ranks-per-core 0.5") == 2 &&
           strstr(out, "--ranks-per-core needs a number in [1, 1000000] (got '0.5')"), "%s", out);
     CHECK(run("plan --data d.rshard --ranks 2 --batch 256 --config rw.json --score tr2.json --get-ns -1") == 2 &&

@@ -153,12 +153,13 @@ static void print_json(const rec_train_report *r) {
         const rec_exec_stats *d = &r->dist;
         const double n = d->steps > 0 ? (double)d->steps : 1;
         printf(", \"ranks\": %d, \"shard_plan\": \"%s\", \"step_ms\": {\"local\": %s, \"fetch\": %s, \"dense\": %s, "
-               "\"allreduce\": %s, \"exchange\": %s, \"exposed_comm\": %s, \"slice\": %s, \"owner\": %s}, \"work_per_step\": "
+               "\"allreduce\": %s, \"exchange\": %s, \"skew\": %s, \"exposed_comm\": %s, \"slice\": %s, \"owner\": %s}, "
+               "\"work_per_step\": "
                "{\"ids\": %s, \"records\": %s, \"fetched_rows\": %s}, \"sent_bytes_per_step\": %s, \"recv_bytes_per_step\": %s, "
                "\"plan_sent_bytes_per_step\": %s, \"worst_sent_vs_plan\": {\"rank\": %d, \"deviation\": %s}", r->ranks, r->shard_plan, cli_jnum("%.4f", d->local_s / n * 1e3),
                cli_jnum("%.4f", d->fetch_s / n * 1e3), cli_jnum("%.4f", d->dense_s / n * 1e3),
                cli_jnum("%.4f", d->allreduce_s / n * 1e3), cli_jnum("%.4f", d->exchange_s / n * 1e3),
-               cli_jnum("%.4f", d->wait_s / n * 1e3), cli_jnum("%.4f", d->slice_s / n * 1e3), cli_jnum("%.4f", d->owner_s / n * 1e3),
+               cli_jnum("%.4f", d->skew_s / n * 1e3), cli_jnum("%.4f", d->wait_s / n * 1e3), cli_jnum("%.4f", d->slice_s / n * 1e3), cli_jnum("%.4f", d->owner_s / n * 1e3),
                cli_jnum("%.1f", d->ids / n), cli_jnum("%.1f", d->records / n), cli_jnum("%.1f", d->fetched / n),
                cli_jnum("%.1f", d->sent_bytes / n), cli_jnum("%.1f", d->recv_bytes / n), cli_jnum("%.1f", r->plan_sent_bytes),
                d->worst_sent_rank, cli_jnum("%.4f", d->worst_sent_dev));
@@ -342,10 +343,12 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
         const rec_exec_stats *d = &r.dist;
         const double n = d->steps > 0 ? (double)d->steps : 1;
         fprintf(stderr, "train: rank 0 per step: local lookups %.3f ms, remote fetch %.3f ms, dense %.3f ms, all-reduce "
-                "%.3f ms, gradient exchange %.3f ms (exposed communication %.3f ms of them); sent %.3f MB (plan %s predicted %.3f MB), received %.3f MB; "
+                "%.3f ms, gradient exchange %.3f ms (%.3f ms of them waiting for the slowest rank); exposed communication %.3f ms; "
+                "sent %.3f MB (plan %s predicted %.3f MB), received %.3f MB; "
                 "furthest from the plan: rank %d, %.1f%%\n",
                 d->local_s / n * 1e3, d->fetch_s / n * 1e3, d->dense_s / n * 1e3, d->allreduce_s / n * 1e3,
-                d->exchange_s / n * 1e3, d->wait_s / n * 1e3, d->sent_bytes / n / 1e6, r.shard_plan, r.plan_sent_bytes / 1e6,
+                d->exchange_s / n * 1e3, d->skew_s / n * 1e3, d->wait_s / n * 1e3, d->sent_bytes / n / 1e6, r.shard_plan,
+                r.plan_sent_bytes / 1e6,
                 d->recv_bytes / n / 1e6, d->worst_sent_rank, 100 * d->worst_sent_dev);
         double ns[3];
         unit_ns(&r, ns);

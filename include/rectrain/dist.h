@@ -83,8 +83,11 @@ typedef struct rec_exec_stats {
     double local_s;    /* local and replicated lookups, and pooling */
     double fetch_s;    /* waiting for remote rows (after the local work) */
     double dense_s;    /* dense forward and backward */
-    double allreduce_s;/* waiting for the dense all-reduce, and the replicated rows' */
-    double exchange_s; /* gradient records to the owners, their updates, the barrier */
+    double allreduce_s;/* waiting for the dense all-reduce */
+    double exchange_s; /* gradient records to the owners, their updates, the replicated rows'
+                        * all-reduce, the barrier */
+    double skew_s;     /* waiting for the slowest rank: the exchange's first all-to-all (a count
+                        * per rank, no transfer to speak of); part of exchange and wait */
     double wait_s;     /* exposed communication: inside blocking MPI calls (the fetch's flush, the
                         * loss and all-reduce waits, the exchange's all-to-alls, the barrier);
                         * part of the fetch, all-reduce and exchange times above */

@@ -489,8 +489,10 @@ static rec_status exchange(rec_exec *x, float lr) {
             }
         }
     }
-    x->st.slice_s += MPI_Wtime() - t0;
+    const double ts = MPI_Wtime();
+    x->st.slice_s += ts - t0;
     MPI_WAIT(x, MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, MPI_COMM_WORLD));
+    x->st.skew_s += MPI_Wtime() - ts;
     int64_t rn = 0;
     for (int o = 0; o < N; o++) {
         x->rdispl[o] = (int)rn, rn += x->rcount[o];
@@ -576,7 +578,6 @@ static rec_status replicated(rec_exec *x, float lr) {
         mine[i] = v;
     }
     MPI_WAIT(x, MPI_Allgather(MPI_IN_PLACE, (int)chunk, MPI_FLOAT, x->rep_grad, (int)chunk, MPI_FLOAT, MPI_COMM_WORLD));
-    x->st.allreduce_s += MPI_Wtime() - t0;
     x->st.sent_bytes += 2.0 * (N - 1) * 4.0 * (double)chunk;
     x->st.recv_bytes += 2.0 * (N - 1) * 4.0 * (double)chunk;
     for (int64_t r = 0; r < x->rep_rows; r++) {
@@ -588,6 +589,7 @@ static rec_status replicated(rec_exec *x, float lr) {
                     : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? x->rep_state + r : NULL;
         rec_sparse_opt_step(&x->opt, lr, g, E, 0, E, x->rep + (size_t)r * E, st);
     }
+    x->st.exchange_s += MPI_Wtime() - t0;
     return REC_OK;
 }
 
