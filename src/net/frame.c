@@ -347,13 +347,13 @@ void rec__net_get_batch(rbuf *rp, int32_t n_dense, int32_t n_sparse, const int64
         }
         room->p = p, room->cap = want;
     }
-    uint8_t *free_at = room->p;
+    size_t used = 0; /* bytes of room taken by the features before */
     for (uint32_t f = 0; !r.err && f < F; f++) {
         rec_jagged *j = &sparse[f];
         memset(j, 0, sizeof *j);
         const wire_feature x = take_feature(&r, n, f);
         if (r.err) break;
-        if (room_bytes(&x, n) > room->cap - (size_t)(free_at - (uint8_t *)room->p)) { /* not what the first pass read */
+        if (room_bytes(&x, n) > room->cap - used) { /* not what the first pass read */
             r.err = rec_errorf(REC_EINVAL, "%s frame: feature %u needs more room than its first reading found (the "
                                "message changed while it was decoded?)", r.what, f);
             break;
@@ -362,16 +362,16 @@ void rec__net_get_batch(rbuf *rp, int32_t n_dense, int32_t n_sparse, const int64
         j->nnz_cap = x.nnz;
         j->weights = (float *)x.weights;
         if (x.flags & HAS_LENGTHS) {
-            j->offsets = (int64_t *)free_at;
-            free_at += (size_t)(n + 1) * 8;
+            j->offsets = (int64_t *)((uint8_t *)room->p + used);
+            used += (size_t)(n + 1) * 8;
             j->offsets[0] = 0;
             for (int64_t i = 0; i < n; i++) j->offsets[i + 1] = j->offsets[i] + x.offsets[i];
         } else {
             j->offsets = (int64_t *)x.offsets;
         }
-        if (x.form == ID16) {
-            j->ids32 = (int32_t *)free_at;
-            free_at += ((size_t)x.nnz * 4 + 7) / 8 * 8;
+        if (x.form == ID16 && x.nnz > 0) {
+            j->ids32 = (int32_t *)((uint8_t *)room->p + used);
+            used += ((size_t)x.nnz * 4 + 7) / 8 * 8;
             const uint16_t *narrow = (const uint16_t *)x.ids; /* 8-aligned in the frame */
             for (int64_t k = 0; k < x.nnz; k++) j->ids32[k] = narrow[k];
         } else {
