@@ -98,7 +98,7 @@ typedef struct xpart {
     rec_plan_part pl;
     int w;
     int64_t *seg_off, *seg_srow, *hot_off, *hot_srow;
-    int32_t *hot_slot, *seg_at;
+    int64_t *hot_slot, *seg_at;
     uint64_t hot_mask;
     int seg_shift;
 } xpart;
@@ -127,7 +127,7 @@ static inline xloc rec__xmap_locate(const xmap *m, int f, int c, int64_t r) {
     const xpart *p = &m->parts[f][c];
     if (p->pl.n_hot)
         for (uint64_t i = rec_mix64((uint64_t)r) & p->hot_mask;; i = (i + 1) & p->hot_mask) {
-            const int32_t h = p->hot_slot[i];
+            const int64_t h = p->hot_slot[i];
             if (h < 0) break;
             if (p->pl.hot_row[h] == r) return (xloc){p->pl.hot_owner[h], p->hot_off[h], p->hot_srow[h]};
         }

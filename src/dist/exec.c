@@ -128,6 +128,7 @@ rec_status rec_exec_init(rec_exec **out, rec_model *m, const rec_plan *plan, int
     if (!s) {
         x->sdispl = x->scount + N, x->rcount = x->scount + 2 * N, x->rdispl = x->scount + 3 * N;
         s = zalloc((void **)&x->dlogits, sizeof(float) * (size_t)x->max_local, "executor");
+        if (!s) s = zalloc((void **)&x->gsum, sizeof(float) * (size_t)x->E, "executor");
     }
     if (!s) {
         const int rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, x->win);
@@ -177,6 +178,8 @@ void rec_exec_free(rec_exec *x) {
     free(x->scount);
     free(x->sbuf);
     free(x->rbuf);
+    free(x->keys);
+    free(x->gsum);
     free(x->order);
     free(x->loc);
     free(x->n_uniq);
@@ -512,24 +515,22 @@ static rec_status exchange(rec_exec *x, float lr) {
                               "table has: the ranks disagree on the plan", x->rank, h.f, h.c, (long long)h.row);
         at += (int64_t)sizeof h + (int64_t)sizeof(float) * (G_row ? E : x->map.parts[h.f][h.c].w);
     }
-    key *keys = malloc(sizeof(key) * (size_t)(nrec + 1));
-    if (!keys) return rec_errorf(REC_ENOMEM, "executor: out of memory");
+    REC_TRY(grow(&x->keys, &x->keys_cap, nrec + 1, sizeof(key), "gradient records"));
+    key *keys = x->keys;
     int64_t n = 0;
     for (int64_t at = 0; at < rn; n++) {
         rec_hdr h;
         memcpy(&h, x->rbuf + at, sizeof h);
         const xloc l = rec__xmap_locate(&x->map, h.f, h.c, h.row);
-        if (l.owner != x->rank) {
-            free(keys);
+        if (l.owner != x->rank)
             return rec_errorf(REC_EINVAL, "executor: rank %d got a gradient for table %d part %d row %lld, which it does "
                               "not own: the ranks disagree on the plan", x->rank, h.f, h.c, (long long)h.row);
-        }
         keys[n] = (key){h.f, h.c, h.row, at, l.off, l.srow};
         at += (int64_t)sizeof h + (int64_t)sizeof(float) * (G_row ? E : x->map.parts[h.f][h.c].w);
     }
     qsort(keys, (size_t)n, sizeof(key), cmp_key);
-    float *sum = malloc(sizeof(float) * (size_t)E);
-    for (int64_t i = 0; i < n && sum;) {
+    float *sum = x->gsum;
+    for (int64_t i = 0; i < n;) {
         const key *k = &keys[i];
         const xpart *p = &x->map.parts[k->f][k->c];
         const int G = G_row ? E : p->w;
@@ -549,9 +550,6 @@ static rec_status exchange(rec_exec *x, float lr) {
         else rec_sparse_opt_step(&x->opt, lr, sum, p->w, 0, p->w, x->store + k->off, st);
         i = j;
     }
-    free(keys);
-    if (!sum) return rec_errorf(REC_ENOMEM, "executor: out of memory");
-    free(sum);
     x->st.owner_s += MPI_Wtime() - t1;
     x->st.records += (double)n;
     return REC_OK;

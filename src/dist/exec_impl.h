@@ -49,6 +49,9 @@ struct rec_exec {
     int *scount, *sdispl, *rcount, *rdispl;
     char *sbuf, *rbuf;
     int64_t sbuf_cap, rbuf_cap;
+    void *keys;              /* (keys_cap) the owner's received records (exec.c's key) */
+    int64_t keys_cap;
+    float *gsum;             /* (E) a row's summed gradient */
     /* dense all-reduces started by the backward's hook */
     MPI_Request *req;
     int n_req, req_cap;

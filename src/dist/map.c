@@ -7,27 +7,24 @@
  * half full, and per bucket of rows the segment covering its first row, ~2 buckets a segment. */
 static rec_status index_part(xpart *p, int64_t R) {
     const rec_plan_part *q = &p->pl;
-    if (q->n_hot > INT32_MAX / 2 || q->n_seg > INT32_MAX / 2)
-        return rec_errorf(REC_EINVAL, "executor: a part with %lld hot rows and %lld segments; at most %d of each are "
-                          "indexed", (long long)q->n_hot, (long long)q->n_seg, INT32_MAX / 2);
     uint64_t slots = 1;
     while (q->n_hot && slots < 2 * (uint64_t)q->n_hot) slots *= 2;
     p->hot_mask = slots - 1;
     while (R > 0 && ((R - 1) >> p->seg_shift) + 1 > 2 * q->n_seg) p->seg_shift++;
     const int64_t buckets = R > 0 ? ((R - 1) >> p->seg_shift) + 1 : 1;
-    p->hot_slot = malloc(sizeof(int32_t) * (size_t)slots);
-    p->seg_at = malloc(sizeof(int32_t) * (size_t)buckets);
+    p->hot_slot = malloc(sizeof(int64_t) * (size_t)slots);
+    p->seg_at = malloc(sizeof(int64_t) * (size_t)buckets);
     if (!p->hot_slot || !p->seg_at) return rec_errorf(REC_ENOMEM, "executor: out of memory for the map");
     for (uint64_t i = 0; i < slots; i++) p->hot_slot[i] = -1;
     for (int64_t h = 0; h < q->n_hot; h++) {
         uint64_t i = rec_mix64((uint64_t)q->hot_row[h]) & p->hot_mask;
         while (p->hot_slot[i] >= 0) i = (i + 1) & p->hot_mask;
-        p->hot_slot[i] = (int32_t)h;
+        p->hot_slot[i] = h;
     }
     int64_t g = 0;
     for (int64_t b = 0; b < buckets; b++) {
         while (g + 1 < q->n_seg && q->seg_start[g + 1] <= b << p->seg_shift) g++;
-        p->seg_at[b] = (int32_t)g;
+        p->seg_at[b] = g;
     }
     return REC_OK;
 }

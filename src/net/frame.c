@@ -306,6 +306,18 @@ static size_t room_bytes(const wire_feature *x, int64_t n) {
     return (x->flags & HAS_LENGTHS ? (size_t)(n + 1) * 8 : 0) + (x->form == ID16 ? ((size_t)x->nnz * 4 + 7) / 8 * 8 : 0);
 }
 
+/* Grows the room to `want` bytes (its contents kept): 1, or 0 with r's error set. */
+static int room_reserve(rec_net_room *room, size_t want, rbuf *r, int64_t n) {
+    if (want <= room->cap) return 1;
+    void *p = realloc(room->p, want);
+    if (!p) {
+        r->err = rec_errorf(REC_ENOMEM, "out of memory widening a %s frame's %lld rows", r->what, (long long)n);
+        return 0;
+    }
+    room->p = p, room->cap = want;
+    return 1;
+}
+
 void rec__net_get_batch(rbuf *rp, int32_t n_dense, int32_t n_sparse, const int64_t *table_rows, int64_t all_rows,
                         const char *whose, rec_batch *b, rec_jagged *sparse, rec_net_room *room) {
     rbuf r = *rp;
@@ -330,34 +342,28 @@ void rec__net_get_batch(rbuf *rp, int32_t n_dense, int32_t n_sparse, const int64
     skip8(&r);
     b->dense = (float *)take(&r, bytes_of(n, 4 * (size_t)dn), "the dense values");
     skip8(&r);
-    /* the room every feature widens into, grown once (a first pass over the headers; the
-     * second reports what is wrong) */
-    size_t want = 0;
-    rbuf scan = r;
-    for (uint32_t f = 0; !scan.err && f < F; f++) {
-        const wire_feature x = take_feature(&scan, n, f);
-        if (!scan.err) want += room_bytes(&x, n);
+    /* every feature's header and arrays first, kept at the head of the room; then the room
+     * the narrow ones widen into, behind them */
+    const size_t head = ((size_t)F * sizeof(wire_feature) + 7) / 8 * 8;
+    size_t want = head;
+    if (!room_reserve(room, want, &r, n)) {
+        *rp = r;
+        return;
     }
-    if (want > room->cap) {
-        void *p = realloc(room->p, want);
-        if (!p) {
-            r.err = rec_errorf(REC_ENOMEM, "out of memory widening a %s frame's %lld rows", r.what, (long long)n);
-            *rp = r;
-            return;
-        }
-        room->p = p, room->cap = want;
+    for (uint32_t f = 0; !r.err && f < F; f++) {
+        wire_feature *x = (wire_feature *)room->p + f;
+        *x = take_feature(&r, n, f);
+        want += room_bytes(x, n);
     }
-    size_t used = 0; /* bytes of room taken by the features before */
+    if (r.err || !room_reserve(room, want, &r, n)) {
+        *rp = r;
+        return;
+    }
+    size_t used = head; /* bytes of room taken by the features before */
     for (uint32_t f = 0; !r.err && f < F; f++) {
         rec_jagged *j = &sparse[f];
         memset(j, 0, sizeof *j);
-        const wire_feature x = take_feature(&r, n, f);
-        if (r.err) break;
-        if (room_bytes(&x, n) > room->cap - used) { /* not what the first pass read */
-            r.err = rec_errorf(REC_EINVAL, "%s frame: feature %u needs more room than its first reading found (the "
-                               "message changed while it was decoded?)", r.what, f);
-            break;
-        }
+        const wire_feature x = ((const wire_feature *)room->p)[f];
         j->wide = x.form == ID64;
         j->nnz_cap = x.nnz;
         j->weights = (float *)x.weights;
