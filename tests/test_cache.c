@@ -895,16 +895,21 @@ static int children_of(pid_t pid, pid_t *v, int max) {
     return n;
 }
 
-/* Has process pid installed a handler for sig (SigCgt in /proc): its CLI is past its start? */
+/* Has rectrain, as process pid, installed a handler for sig (SigCgt in /proc): its CLI is past
+ * its start? The name matters: the shell that execs it (dash) catches SIGINT too, and a
+ * SIGINT sent before the exec ends the shell by the signal, with no output. */
 static int catches(pid_t pid, int sig) {
     char name[64], line[256];
     snprintf(name, sizeof name, "/proc/%d/status", (int)pid);
     FILE *f = fopen(name, "r");
     unsigned long long m = 0;
-    while (f && fgets(line, sizeof line, f))
+    int rectrain = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "Name:", 5)) rectrain = strstr(line, "rectrain") != NULL;
         if (!strncmp(line, "SigCgt:", 7)) m = strtoull(line + 7, NULL, 16);
+    }
     if (f) fclose(f);
-    return (int)(m >> (sig - 1) & 1);
+    return rectrain && (int)(m >> (sig - 1) & 1);
 }
 
 /* The lines of `hay` that hold `needle`. */
