@@ -744,6 +744,33 @@ static void test_bench(void) {
           "bench embed --batches 257: %s", out);
 }
 
+/* prep --raw: the TSV parsed once into a .rraw, which inspect describes as the TSV, prep
+ * --spec turns into the TSV's shard byte for byte, and train reads with a spec to the same
+ * loss log as the shard (shuffled, the default); its refusals. */
+static void test_raw_columns(void) {
+    CHECK(run("gen --rows 5000 --scale 0.01 --seed 9 --multi-hot --out raw.tsv") == 0, "gen: %s", out);
+    CHECK(run("prep --raw --in raw.tsv --out raw.rraw --json") == 0 && json_num("rows") == 5000, "prep --raw: %s", out);
+    CHECK(run("inspect raw.rraw --verify --json") == 0 && strstr(out, "\"format\": \"rraw\"") &&
+              strstr(out, "\"verified\": true") && json_num("rows") == 5000, "inspect .rraw: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_heavy.json --in raw.tsv --out heavy_tsv.rshard", src) == 0 &&
+              run("prep --spec %s/configs/criteo_heavy.json --in raw.rraw --out heavy_raw.rshard", src) == 0 &&
+              same_file("heavy_tsv.rshard", "heavy_raw.rshard"), "prep from the .rraw: %s", out);
+    const char *train = "train --config %s/configs/dlrm_small.json --steps 25 --batch 128 --threads 1";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s --data heavy_tsv.rshard --loss-log shard.log", train);
+    CHECK(run(cmd, src) == 0, "train on the shard: %s", out);
+    snprintf(cmd, sizeof cmd, "%s --data raw.rraw --spec %%s/configs/criteo_heavy.json --loss-log raw.log", train);
+    CHECK(run(cmd, src, src) == 0 && same_file("shard.log", "raw.log"), "train on the .rraw: %s", out);
+    CHECK(run("prep --raw --spec %s/configs/criteo_standard.json --in raw.tsv --out x.rraw", src) != 0 &&
+              strstr(out, "--raw parses only: it takes no --spec"), "prep --raw --spec: %s", out);
+    CHECK(run("prep --raw --in raw.tsv") != 0 && strstr(out, "--in and --out are required"), "prep --raw no --out: %s",
+          out);
+    CHECK(run("train --data raw.rraw --steps 1") != 0 && strstr(out, "raw.rraw is a .rraw of raw columns; give a prep "
+                                                                     "spec"), "train on a .rraw without spec: %s", out);
+    CHECK(run("prep --raw --in raw.rraw --out y.rraw") != 0 && strstr(out, "raw.rraw is a .rraw already"), "prep --raw of a .rraw: %s",
+          out);
+}
+
 int main(void) {
     int rc = clirun_setup("rectrain_cli");
     if (rc) return rc;
@@ -760,6 +787,7 @@ int main(void) {
     test_stripped();
     test_input_lists();
     test_data_lists();
+    test_raw_columns();
     test_errors();
     test_bench();
     clirun_cleanup();

@@ -81,7 +81,7 @@ static const char ORACLE_USAGE[] =
     "batches ahead to decide which embedding rows the trainer prefetches and how long it keeps\n"
     "them, and serves each batch with that plan to a trainer (train --oracle-cacher).\n"
     "\n"
-    "  --data FILE        training data: a .rshard, or raw Criteo .tsv/.gz with --spec\n"
+    "  --data FILE        training data: a .rshard, or raw Criteo .tsv/.gz or .rraw with --spec\n"
     "  --spec SPEC.json   raw data's prep spec (default: the config's train.prep_spec)\n"
     "  --vocab-from SHARD the vocabularies of a spec's categorify ops\n"
     "  --workers LIST     raw data: prep-worker endpoints that preprocess every batch (the data\n"

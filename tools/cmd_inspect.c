@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "rectrain/core.h"
+#include "rectrain/rawcols.h"
 #include "rectrain/io.h"
 #include "rectrain/shard.h"
 #include "rectrain/stats.h"
@@ -24,8 +25,8 @@
 static const char USAGE[] =
     "usage: rectrain inspect FILE [--verify] [--rows N] [--json]\n"
     "\n"
-    "Describes a .rshard or a checkpoint (each detected by its magic bytes), or a Criteo\n"
-    ".tsv/.gz file.\n"
+    "Describes a .rshard, a .rraw or a checkpoint (each detected by its magic bytes), or a\n"
+    "Criteo .tsv/.gz file.\n"
     "\n"
     ".rshard: schema (spec, dense width, sparse features with table sizes, vocabularies), rows,\n"
     "row groups, label rate, and per sparse feature the distinct ids, ids in total (nnz), the\n"
@@ -34,6 +35,7 @@ static const char USAGE[] =
     ".tsv/.gz: rows, label rate, per column the missing rate; integers: min, max, negatives;\n"
     "categoricals: distinct ids, pooling distribution (multi-hot lists), top-0.1% skew of the\n"
     "distinct ids. Malformed rows are counted and skipped.\n"
+    ".rraw (prep --raw): the same as of the TSV it was parsed from; --verify checks every group.\n"
     "checkpoint (model.rckpt of train --ckpt): the model, the training position (step, epoch,\n"
     "row), the training data it records (rows and digest, which --resume checks), every tensor\n"
     "with its role, shape and size, and the stored config as JSON.\n"
@@ -408,14 +410,41 @@ static rec_status tsv_scan(const char *path, int64_t max_rows, tsv_stats *t, int
     return s;
 }
 
-static int inspect_tsv(const char *path, int64_t max_rows, int json) {
+/* The same statistics over a .rraw's rows (rows parsed already); verify: every group's
+ * checksum and lists first. */
+static rec_status raw_scan(const char *path, int64_t max_rows, int verify, tsv_stats *t, int *has_label) {
+    rec_rawcols *r;
+    REC_TRY(rec_rawcols_open(&r, path));
+    *has_label = rec_rawcols_has_label(r);
+    const int64_t N = rec_rawcols_rows(r), scan = max_rows >= 0 && max_rows < N ? max_rows : N, B = 65536;
+    rec_raw_block raw;
+    rec_status s = verify ? rec_rawcols_verify(r) : REC_OK;
+    if (!s) s = rec_raw_block_init(&raw, B);
+    rec_progress pr;
+    rec_progress_init(&pr, "inspect", "rows", (double)scan);
+    for (int64_t r0 = 0; !s && r0 < scan; r0 += B) {
+        const int64_t n = scan - r0 < B ? scan - r0 : B;
+        s = rec_rawcols_read(r, r0, n, &raw);
+        if (!s) s = tsv_add(t, &raw, n, *has_label);
+        rec_progress_update(&pr, (double)t->rows, NULL);
+    }
+    rec_progress_finish(&pr);
+    rec_raw_block_free(&raw);
+    rec_rawcols_close(r);
+    for (int c = 0; !s && c < REC_CRITEO_NCAT; c++)
+        s = feat_finish(&t->cat[c], rec_id_counter_distinct(t->cat[c].ids));
+    return s;
+}
+
+/* A Criteo TSV, or a .rraw of its rows parsed (raw), with --verify for the latter. */
+static int inspect_tsv(const char *path, int64_t max_rows, int json, int raw, int verify) {
     tsv_stats *t = calloc(1, sizeof *t);
     rec_bad_report bad = {0};
     if (!t) return cli_fail(CMD, rec_errorf(REC_ENOMEM, "out of memory"));
     rec_status s = REC_OK;
     int has_label = 0;
     for (int c = 0; !s && c < REC_CRITEO_NCAT; c++) s = rec_id_counter_init(&t->cat[c].ids, 0);
-    if (!s) s = tsv_scan(path, max_rows, t, &has_label, &bad);
+    if (!s) s = raw ? raw_scan(path, max_rows, verify, t, &has_label) : tsv_scan(path, max_rows, t, &has_label, &bad);
     if (s) {
         for (int c = 0; c < REC_CRITEO_NCAT; c++) {
             rec_id_counter_free(t->cat[c].ids);
@@ -425,7 +454,9 @@ static int inspect_tsv(const char *path, int64_t max_rows, int json) {
         return cli_fail(CMD, s);
     }
     const double rows = t->rows ? (double)t->rows : NAN; /* every rate of no rows is undefined */
-    printf("file       %s (Criteo TSV, %s)\n", path, has_label ? "train format with label" : "test format, no label");
+    printf("file       %s (%s, %s)\n", path, raw ? ".rraw, Criteo rows parsed" : "Criteo TSV",
+           has_label ? "train format with label" : "test format, no label");
+    if (raw && verify) printf("verified   every group's checksum and lists\n");
     printf("rows       %lld%s\n", (long long)t->rows, max_rows >= 0 && t->rows == max_rows ? " (limited by --rows)" : "");
     if (bad.count) {
         printf("malformed  %lld rows skipped; first:\n", (long long)bad.count);
@@ -453,9 +484,10 @@ static int inspect_tsv(const char *path, int64_t max_rows, int json) {
     if (json) {
         printf("{\"file\": ");
         json_str(path);
-        printf(", \"format\": \"tsv\", \"rows\": %lld, \"bad_rows\": %lld, \"has_label\": %s, \"label_rate\": ",
-               (long long)t->rows, (long long)bad.count, has_label ? "true" : "false");
+        printf(", \"format\": \"%s\", \"rows\": %lld, \"bad_rows\": %lld, \"has_label\": %s, \"label_rate\": ",
+               raw ? "rraw" : "tsv", (long long)t->rows, (long long)bad.count, has_label ? "true" : "false");
         printf("%s", has_label ? cli_jnum("%.6f", t->label_sum / rows) : "null");
+        if (raw) printf(", \"verified\": %s", verify ? "true" : "false");
         printf(", \"int_columns\": [");
         for (int c = 0; c < REC_CRITEO_NINT; c++) {
             const int_stats *is = &t->ints[c];
@@ -503,7 +535,7 @@ int cmd_inspect(int argc, char **argv) {
     if (!path) return cli_usage(CMD, "FILE is required");
 
     struct stat st; /* a pipe is read once, as text (a shard is mapped, so never a pipe) */
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return inspect_tsv(path, max_rows, json);
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return inspect_tsv(path, max_rows, json, 0, 0);
     char magic[8] = {0};
     FILE *f = fopen(path, "rb");
     if (!f) return cli_fail(CMD, rec_errorf(REC_EIO, "%s: cannot open: %s", path, strerror(errno)));
@@ -514,6 +546,7 @@ int cmd_inspect(int argc, char **argv) {
         if (max_rows >= 0) fprintf(stderr, "rectrain inspect: --rows applies to data files only; ignored\n");
         return inspect_ckpt(path, verify, json);
     }
-    if (verify) fprintf(stderr, "rectrain inspect: --verify applies to .rshard and checkpoint files only; ignored\n");
-    return inspect_tsv(path, max_rows, json);
+    if (got == sizeof magic && rec_rawcols_magic(magic, got)) return inspect_tsv(path, max_rows, json, 1, verify);
+    if (verify) fprintf(stderr, "rectrain inspect: --verify applies to .rshard, .rraw and checkpoint files only; ignored\n");
+    return inspect_tsv(path, max_rows, json, 0, 0);
 }

@@ -24,7 +24,7 @@ static const char USAGE[] =
     "plan file (rectrain's, or TorchRec's: dev/torchrec_plan.py) beside OPER's on the same\n"
     "sampled batches.\n"
     "\n"
-    "  --data FILES       data to profile (.rshard, or .tsv with --spec), as for train\n"
+    "  --data FILES       data to profile (.rshard, or .tsv or .rraw with --spec), as for train\n"
     "  --spec FILE        prep spec for .tsv data; also names the tables for TorchRec plans that\n"
     "                     use the spec's table names instead of t0..tK-1\n"
     "  --config FILE      model config (default: the small DLRM); its embedding dim, optimizer\n"

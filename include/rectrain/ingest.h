@@ -43,6 +43,10 @@ typedef struct rec_ingest_report {
 } rec_ingest_report;
 
 rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep);
+/* `prep --raw`: the TSV parsed into typed raw columns and stored as a .rraw (rawcols.h), no
+ * spec: spec_path, vocab_from, explain and device are not read. One pass; malformed rows as
+ * rec_ingest handles them. */
+rec_status rec_ingest_raw(const rec_ingest_opts *o, rec_ingest_report *rep);
 
 #ifdef __cplusplus
 }

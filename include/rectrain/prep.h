@@ -361,6 +361,10 @@ rec_status rec_prep_engine_set_device(rec_prep_engine *e, rec_prep_device d);
 rec_status rec_prep_engine_run(rec_prep_engine *e, const rec_text_chunk *chunk);
 /* The counting pass of categorify: counts the ids of the chunk in per-thread counters. */
 rec_status rec_prep_engine_count(rec_prep_engine *e, const rec_text_chunk *chunk);
+/* The same over rows already parsed (a .rraw file's, rawcols.h): thread t takes the t-th of
+ * T equal shares of raw's rows, in slices; batches 0..T-1 hold them in order. */
+rec_status rec_prep_engine_run_raw(rec_prep_engine *e, const rec_raw_block *raw);
+rec_status rec_prep_engine_count_raw(rec_prep_engine *e, const rec_raw_block *raw);
 /* Merges the counters of every pass so far and builds the vocabularies. */
 rec_status rec_prep_engine_vocabs(rec_prep_engine *e, rec_vocab_set *out);
 /* Thread t's batch from the last run (valid until the second run after it). */

@@ -68,13 +68,15 @@ double rec_sigmoid(double z);
 typedef struct rec_dataset rec_dataset;
 
 typedef struct rec_dataset_opts {
-    const char *path;        /* .rshard, or .tsv / .gz */
+    const char *path;        /* .rshard, .rraw (rawcols.h), or .tsv / .gz */
     /* Or several files, read in order as one data set (n_paths > 0; path is then unused):
-     * all .rshard, of one schema and the same vocabularies, or all TSV of one format. */
+     * all .rshard, of one schema and the same vocabularies, all .rraw of one format, or all
+     * TSV of one format. A .rraw is read as a shard is (any rows at once, the same shuffled
+     * order), its rows preprocessed by the spec as they are read. */
     const char *const *paths;
     int n_paths;
-    const char *spec_path;   /* TSV only: the prep spec (categorify specs need vocab_from) */
-    const char *vocab_from;  /* TSV only: .rshard whose vocabularies the spec uses, or NULL */
+    const char *spec_path;   /* TSV, .rraw: the prep spec (categorify specs need vocab_from) */
+    const char *vocab_from;  /* TSV, .rraw: .rshard whose vocabularies the spec uses, or NULL */
     rec_tsv_opts tsv;        /* TSV only: has_label -1 detects; bad_rows */
     int prep_threads;        /* the loader's threads (>= 1): the TSV prep engine's, and a shuffled
                               * order's gather of each window's rows (features in parallel) */
@@ -92,7 +94,7 @@ rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o);
 void rec_dataset_close(rec_dataset *d);
 const char *rec_dataset_path(const rec_dataset *d);
 int rec_dataset_has_label(const rec_dataset *d);
-int rec_dataset_is_shard(const rec_dataset *d);            /* .rshard (1) or TSV (0) */
+int rec_dataset_is_shard(const rec_dataset *d);            /* .rshard (1) or TSV / .rraw (0) */
 int32_t rec_dataset_n_dense(const rec_dataset *d);          /* Dn */
 int32_t rec_dataset_n_sparse(const rec_dataset *d);         /* F */
 const int64_t *rec_dataset_table_rows(const rec_dataset *d);/* (F) */

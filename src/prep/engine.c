@@ -39,8 +39,9 @@ struct rec_prep_engine {
     int cur;                    /* batch set of the last run */
     worker *w;
     rec_bad_report bad;
-    /* the chunk being processed */
+    /* the chunk being processed: text, or rows of parsed raw columns (rawin) */
     const rec_text_chunk *chunk;
+    const rec_raw_block *rawin;
     size_t start[257];
     int64_t first[256];
     int counting;
@@ -126,10 +127,10 @@ static int64_t count_lines(const char *p, const char *end) {
     return n;
 }
 
-/* Grows the worker's raw block and batch to hold `rows` rows (rare: only when a slice has
- * more lines than any before). */
+/* Grows the worker's raw block (for text) and batch to hold `rows` more rows (rare: only when
+ * a slice has more lines than any before). */
 static rec_status worker_reserve(rec_prep_engine *e, worker *w, int64_t rows) {
-    if (rows > w->raw.cap) {
+    if (!e->rawin && rows > w->raw.cap) {
         rec_raw_block_free(&w->raw);
         REC_TRY(rec_raw_block_init(&w->raw, rows + rows / 4));
     }
@@ -159,6 +160,13 @@ static rec_status worker_reserve(rec_prep_engine *e, worker *w, int64_t rows) {
     return REC_OK;
 }
 
+/* Runs (or counts) the plan over raw rows [r0, r0 + n) of `raw` into the worker's batch. */
+static rec_status run_rows(rec_prep_engine *e, worker *w, const rec_raw_block *raw, int64_t r0, int64_t n, rec_batch *b) {
+    if (e->counting) return rec_prep_count(e->plan, w->ws, raw, r0, n, w->counts);
+    if (w->gx) return rec_gexec_run(w->gx, raw, r0, n, b);
+    return rec_prep_run(e->plan, w->ws, raw, r0, n, b);
+}
+
 static rec_status piece_task(void *ctx, int64_t task, int thread) {
     rec_prep_engine *e = ctx;
     worker *w = &e->w[task];
@@ -182,9 +190,7 @@ static rec_status piece_task(void *ctx, int64_t task, int thread) {
         s = rec_tsv_parse(&e->opts, e->chunk->path ? e->chunk->path : e->path, p, (size_t)(q - p), line, &w->raw,
                           &w->bad);
         if (s) break;
-        if (e->counting) s = rec_prep_count(e->plan, w->ws, &w->raw, 0, w->raw.n, w->counts);
-        else if (w->gx) s = rec_gexec_run(w->gx, &w->raw, 0, w->raw.n, b);
-        else s = rec_prep_run(e->plan, w->ws, &w->raw, 0, w->raw.n, b);
+        s = run_rows(e, w, &w->raw, 0, w->raw.n, b);
         if (s) break;
         line += lines;
         p = q;
@@ -194,40 +200,61 @@ static rec_status piece_task(void *ctx, int64_t task, int thread) {
     return s;
 }
 
-static rec_status run_chunk(rec_prep_engine *e, const rec_text_chunk *chunk) {
-    e->chunk = chunk;
-    int parts = e->nt;
-    rec_tsv_split(chunk, parts, e->start, e->first);
-    for (int t = 0; t < parts; t++) {
-        e->w[t].status = REC_OK;
-        memset(&e->w[t].bad, 0, sizeof e->w[t].bad);
+/* Thread `task`'s share of parsed rows, in slices (L2-sized on the CPU, the GPU's blocks). */
+static rec_status rows_task(void *ctx, int64_t task, int thread) {
+    rec_prep_engine *e = ctx;
+    worker *w = &e->w[task];
+    (void)thread;
+    const int64_t n = e->rawin->n, a = n * task / e->nt, z = n * (task + 1) / e->nt;
+    const int64_t slice = w->gx ? GPU_ROWS : 1024;
+    rec_batch *b = &w->batch[e->cur];
+    b->n = 0;
+    rec_status s = REC_OK;
+    for (int64_t r = a; !s && r < z; r += slice) {
+        const int64_t k = z - r < slice ? z - r : slice;
+        s = worker_reserve(e, w, k);
+        if (!s) s = run_rows(e, w, e->rawin, r, k, b);
     }
-    rec_pool_run(e->pool, parts, piece_task, e);
-    /* Report the first failure in file order, not the first in time. */
-    for (int t = 0; t < parts; t++) {
+    w->status = s;
+    if (s) snprintf(w->msg, sizeof w->msg, "%s", rec_errmsg());
+    return s;
+}
+
+/* The first failure of the threads' runs in input order, not the first in time. */
+static rec_status first_failure(const rec_prep_engine *e) {
+    for (int t = 0; t < e->nt; t++)
         if (e->w[t].status != REC_OK) {
             rec_error_set_msg(e->w[t].msg);
             return e->w[t].status;
         }
-    }
-    for (int t = 0; t < parts; t++) rec_bad_report_merge(&e->bad, &e->w[t].bad);
     return REC_OK;
 }
 
-rec_status rec_prep_engine_run(rec_prep_engine *e, const rec_text_chunk *chunk) {
+/* A run (or counting run) of the threads over a text chunk, or over rows of parsed raw columns. */
+static rec_status run(rec_prep_engine *e, const rec_text_chunk *chunk, const rec_raw_block *raw, int counting) {
+    for (int t = 0; counting && t < e->nt; t++)
+        if (!e->w[t].counts) REC_TRY(rec_vocab_counts_init(&e->w[t].counts, e->spec));
+    if (!counting) e->cur ^= 1;
+    e->counting = counting;
+    e->chunk = chunk;
+    e->rawin = raw;
+    for (int t = 0; t < e->nt; t++) {
+        e->w[t].status = REC_OK;
+        memset(&e->w[t].bad, 0, sizeof e->w[t].bad);
+    }
+    if (chunk) rec_tsv_split(chunk, e->nt, e->start, e->first);
+    rec_pool_run(e->pool, e->nt, chunk ? piece_task : rows_task, e);
+    e->rawin = NULL;
     e->counting = 0;
-    e->cur ^= 1;
-    return run_chunk(e, chunk);
+    REC_TRY(first_failure(e));
+    for (int t = 0; t < e->nt; t++) rec_bad_report_merge(&e->bad, &e->w[t].bad);
+    return REC_OK;
 }
 
-rec_status rec_prep_engine_count(rec_prep_engine *e, const rec_text_chunk *chunk) {
-    for (int t = 0; t < e->nt; t++)
-        if (!e->w[t].counts) REC_TRY(rec_vocab_counts_init(&e->w[t].counts, e->spec));
-    e->counting = 1;
-    rec_status s = run_chunk(e, chunk);
-    e->counting = 0;
-    return s;
-}
+rec_status rec_prep_engine_run(rec_prep_engine *e, const rec_text_chunk *chunk) { return run(e, chunk, NULL, 0); }
+rec_status rec_prep_engine_count(rec_prep_engine *e, const rec_text_chunk *chunk) { return run(e, chunk, NULL, 1); }
+rec_status rec_prep_engine_run_raw(rec_prep_engine *e, const rec_raw_block *raw) { return run(e, NULL, raw, 0); }
+rec_status rec_prep_engine_count_raw(rec_prep_engine *e, const rec_raw_block *raw) { return run(e, NULL, raw, 1); }
 
 rec_status rec_prep_engine_vocabs(rec_prep_engine *e, rec_vocab_set *out) {
     for (int t = 0; t < e->nt; t++)

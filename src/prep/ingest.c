@@ -1,4 +1,4 @@
-/* TSV -> prep spec -> .rshard (see ingest.h). */
+/* TSV (or a .rraw of parsed rows) -> prep spec -> .rshard (see ingest.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include "rectrain/core.h"
 #include "rectrain/ingest.h"
 #include "rectrain/prep.h"
+#include "rectrain/rawcols.h"
 #include "rectrain/shard.h"
 
 /* One pass over the input runs as a three-stage pipeline (DESIGN.md "Data flow"):
@@ -129,22 +130,49 @@ static void *write_main(void *arg) {
     return NULL;
 }
 
+/* A pass's state, and its engine (made on the first pass, rows of format `tsv`, on the
+ * device the options ask for when writing). */
+static rec_status pass_begin(pass *p, const rec_ingest_opts *o, const char *name, const rec_spec *spec,
+                             const rec_prep_plan *plan, const rec_tsv_opts *tsv, rec_prep_engine **engine,
+                             rec_shard_writer *w) {
+    memset(p, 0, sizeof *p);
+    p->w = w;
+    p->spec = spec;
+    p->o = o;
+    p->name = name;
+    if (!*engine) REC_TRY(rec_prep_engine_init(engine, plan, o->threads, tsv, name));
+    if (w && o->device != REC_PREP_CPU) REC_TRY(rec_prep_engine_set_device(*engine, (rec_prep_device)o->device));
+    p->e = *engine;
+    return REC_OK;
+}
+
+/* The rest of a pass's step once the reader `rd` is reading the next input and the engine has
+ * run (status se): the previous writer joined, the next one started on the engine's batches,
+ * the reader joined; the first failure in input order (the writer's run, the engine's, the
+ * reader's), with its message. */
+static rec_status pass_step(pass *p, stage *rd, rec_status se) {
+    char emsg[1024] = "";
+    if (se) snprintf(emsg, sizeof emsg, "%s", rec_errmsg());
+    rec_status sw = stage_join(&p->wr);
+    if (!sw && !se && p->w) {
+        p->n_out = rec_prep_engine_threads(p->e);
+        for (int t = 0; t < p->n_out; t++) p->out[t] = rec_prep_engine_batch(p->e, t);
+        sw = stage_start(&p->wr, write_main, p);
+    }
+    rec_status sr = stage_join(rd);
+    if (sw) return sw; /* the message of the failing stage is already this thread's */
+    if (se) return rec_errorf(se, "%s", emsg);
+    return sr;
+}
+
 /* Runs one pass over the input, read through r (closed here): counting (`w` NULL) or writing
  * into `w`. */
 static rec_status one_pass(const rec_ingest_opts *o, const char *name, rec_tsv *r, const rec_spec *spec,
                            const rec_prep_plan *plan, rec_prep_engine **engine, rec_shard_writer *w,
                            rec_ingest_report *rep, const char *label) {
     pass p;
-    memset(&p, 0, sizeof p);
-    p.w = w;
-    p.spec = spec;
-    p.o = o;
-    p.name = name;
+    rec_status s = pass_begin(&p, o, name, spec, plan, rec_tsv_options(r), engine, w);
     p.r = r;
-    rec_status s = REC_OK;
-    if (!*engine) s = rec_prep_engine_init(engine, plan, o->threads, rec_tsv_options(p.r), name);
-    if (!s && w && o->device != REC_PREP_CPU) s = rec_prep_engine_set_device(*engine, (rec_prep_device)o->device);
-    p.e = *engine;
     rec_progress pg;
     rec_progress_init(&pg, label, "MB", 0);
     int cur = 0;
@@ -153,20 +181,8 @@ static rec_status one_pass(const rec_ingest_opts *o, const char *name, rec_tsv *
     while (!s && p.chunk[cur].len > 0) {
         p.fill = cur ^ 1;
         p.chunk[p.fill].len = 0;
-        rec_status sr = stage_start(&p.rd, read_main, &p);
-        rec_status se = w ? rec_prep_engine_run(p.e, &p.chunk[cur]) : rec_prep_engine_count(p.e, &p.chunk[cur]);
-        char emsg[1024] = "";
-        if (se) snprintf(emsg, sizeof emsg, "%s", rec_errmsg());
-        rec_status sw = stage_join(&p.wr);
-        if (!sw && !se && w) {
-            p.n_out = rec_prep_engine_threads(p.e);
-            for (int t = 0; t < p.n_out; t++) p.out[t] = rec_prep_engine_batch(p.e, t);
-            sw = stage_start(&p.wr, write_main, &p);
-        }
-        if (!sr) sr = stage_join(&p.rd);
-        if (sw) s = sw; /* the message of the failing stage is already this thread's */
-        else if (se) s = rec_errorf(se, "%s", emsg);
-        else s = sr;
+        s = stage_start(&p.rd, read_main, &p);
+        if (!s) s = pass_step(&p, &p.rd, w ? rec_prep_engine_run(p.e, &p.chunk[cur]) : rec_prep_engine_count(p.e, &p.chunk[cur]));
         rec_progress_update(&pg, (double)rec_tsv_bytes(p.r) / 1e6, NULL);
         if (!s && o->stop && *o->stop)
             s = rec_errorf(REC_ESTOPPED, "%s: stopped by %s after %.1f MB of the input; %s", name, rec_signal_name(*o->stop),
@@ -183,6 +199,114 @@ static rec_status one_pass(const rec_ingest_opts *o, const char *name, rec_tsv *
     rec_tsv_close(p.r);
     rec_free(p.buf[0]);
     rec_free(p.buf[1]);
+    return s;
+}
+
+/* ---- .rraw input: rows parsed already ----------------------------------------------------
+ * The same pipeline with a reader that copies the next run of rows out of the mapping into
+ * the other of two raw blocks while the engine preprocesses this one. */
+
+enum { RAW_RUN = 65536 }; /* rows read and preprocessed at once */
+
+typedef struct raw_input {
+    rec_rawcols *part[256];
+    int n;
+    int has_label;
+    uint64_t bytes;           /* the files' sizes */
+    rec_raw_block blk[2];
+    int k;                    /* the reader: part, next row, rows of its last read */
+    int64_t at, got;
+    int fill;                 /* the block it fills */
+    stage rd;
+} raw_input;
+
+static void raw_input_close(raw_input *in) {
+    for (int k = 0; k < in->n; k++) rec_rawcols_close(in->part[k]);
+    rec_raw_block_free(&in->blk[0]);
+    rec_raw_block_free(&in->blk[1]);
+    memset(in, 0, sizeof *in);
+}
+
+/* Whether the inputs are .rraw files (all of them, or none: refused otherwise); when they
+ * are, each is opened and checked, their labels alike. */
+static rec_status raw_input_open(const rec_ingest_opts *o, raw_input *in, int *is_raw) {
+    memset(in, 0, sizeof *in);
+    *is_raw = 0;
+    for (int k = 0; k < o->n_in; k++) {
+        const int raw = rec_rawcols_is_file(o->in_paths[k]);
+        if (k > 0 && raw != *is_raw)
+            return rec_errorf(REC_EINVAL, "%s is %s and %s %s: the inputs of one prep are all TSV or all .rraw",
+                              o->in_paths[k], raw ? "a .rraw" : "a TSV", o->in_paths[0], *is_raw ? "a .rraw" : "a TSV");
+        *is_raw = raw;
+    }
+    if (!*is_raw) return REC_OK;
+    if (o->n_in > 256) return rec_errorf(REC_EINVAL, "prep: %d .rraw inputs; give at most 256", o->n_in);
+    for (int k = 0; k < o->n_in; k++) {
+        REC_TRY(rec_rawcols_open(&in->part[k], o->in_paths[k]));
+        in->n++;
+        struct stat st;
+        if (stat(o->in_paths[k], &st) == 0) in->bytes += (uint64_t)st.st_size;
+        const int label = rec_rawcols_has_label(in->part[k]);
+        if (k > 0 && label != in->has_label)
+            return rec_errorf(REC_EINVAL, "%s has %s and %s %s: the inputs of one prep are all of the train format or "
+                              "all of the test format", o->in_paths[k], label ? "labels" : "no labels", o->in_paths[0],
+                              in->has_label ? "has" : "has none");
+        in->has_label = label;
+    }
+    REC_TRY(rec_raw_block_init(&in->blk[0], RAW_RUN));
+    return rec_raw_block_init(&in->blk[1], RAW_RUN);
+}
+
+/* The reader stage: the next run of rows (got = 0 at the end) into blk[fill]. */
+static void *raw_read_main(void *arg) {
+    raw_input *in = arg;
+    rec_status s = REC_OK;
+    in->got = 0;
+    while (in->k < in->n && in->at == rec_rawcols_rows(in->part[in->k])) in->k++, in->at = 0;
+    if (in->k < in->n) {
+        const int64_t left = rec_rawcols_rows(in->part[in->k]) - in->at;
+        in->got = left < RAW_RUN ? left : RAW_RUN;
+        s = rec_rawcols_read(in->part[in->k], in->at, in->got, &in->blk[in->fill]);
+        in->at += in->got;
+    }
+    stage_end(&in->rd, s);
+    return NULL;
+}
+
+/* One pass over .rraw inputs: counting (`w` NULL) or writing into `w`. */
+static rec_status raw_pass(const rec_ingest_opts *o, const char *name, raw_input *in, const rec_spec *spec,
+                           const rec_prep_plan *plan, rec_prep_engine **engine, rec_shard_writer *w,
+                           rec_ingest_report *rep, const char *label) {
+    rec_tsv_opts tsv = o->tsv;
+    tsv.has_label = in->has_label;
+    in->k = 0, in->at = 0, in->fill = 0;
+    pass p;
+    rec_status s = pass_begin(&p, o, name, spec, plan, &tsv, engine, w);
+    int64_t total = 0, done = 0;
+    for (int k = 0; k < in->n; k++) total += rec_rawcols_rows(in->part[k]);
+    rec_progress pg;
+    rec_progress_init(&pg, label, "rows", (double)total);
+    if (!s) s = stage_start(&in->rd, raw_read_main, in);
+    if (!s) s = stage_join(&in->rd);
+    while (!s && in->got > 0) {
+        const int cur = in->fill;
+        const int64_t m = in->got;
+        in->fill ^= 1;
+        s = stage_start(&in->rd, raw_read_main, in);
+        if (!s) s = pass_step(&p, &in->rd, w ? rec_prep_engine_run_raw(p.e, &in->blk[cur])
+                                             : rec_prep_engine_count_raw(p.e, &in->blk[cur]));
+        done += m;
+        rec_progress_update(&pg, (double)done, NULL);
+        if (!s && o->stop && *o->stop)
+            s = rec_errorf(REC_ESTOPPED, "%s: stopped by %s after %lld rows; %s", name, rec_signal_name(*o->stop),
+                           (long long)done, w ? "the partial output is removed" : "nothing was written");
+    }
+    stage_join(&in->rd);
+    rec_status sw = stage_join(&p.wr);
+    if (!s) s = sw;
+    rec_progress_finish(&pg);
+    rep->rows = p.rows;
+    rep->bytes = in->bytes;
     return s;
 }
 
@@ -215,6 +339,10 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     rec_guard_in(&guard, "--spec", o->spec_path);
     rec_guard_out(&guard, "--out", o->out_path);
     rec_status s = rec_guard_check(&guard);
+    raw_input raw;
+    memset(&raw, 0, sizeof raw);
+    int is_raw = 0;
+    if (!s) s = raw_input_open(o, &raw, &is_raw);
     if (!s) s = rec_spec_load(&spec, o->spec_path);
     /* A pipe (or any input that is not a regular file) can be read once: enough for a spec
      * without categorify, or with vocabularies from --vocab-from. Each pass opens the input
@@ -247,8 +375,9 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
         } else {
             rep->passes++;
             s = rec_prep_plan_init(&plan, spec, NULL);
-            if (!s) s = open_input(o, &tsv, &r);
-            if (!s) s = one_pass(o, name, r, spec, plan, &engine, NULL, rep, "prep: counting ids");
+            if (!s && is_raw) s = raw_pass(o, name, &raw, spec, plan, &engine, NULL, rep, "prep: counting ids");
+            else if (!s) s = open_input(o, &tsv, &r);
+            if (!s && !is_raw) s = one_pass(o, name, r, spec, plan, &engine, NULL, rep, "prep: counting ids");
             if (!s) s = rec_prep_engine_vocabs(engine, &built);
             vocabs = &built;
             rec_prep_engine_free(engine);
@@ -267,11 +396,13 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
         rec_fusion_free(&fu);
     }
     r = NULL;
-    if (!s) s = open_input(o, &tsv, &r);
+    if (is_raw) tsv.has_label = raw.has_label;
+    else if (!s) s = open_input(o, &tsv, &r);
     if (!s) s = rec_shard_writer_open(&w, o->out_path, spec, vocabs, tsv.has_label, o->group_rows);
     if (!s) {
         rep->passes++;
-        s = one_pass(o, name, r, spec, plan, &engine, w, rep, "prep");
+        s = is_raw ? raw_pass(o, name, &raw, spec, plan, &engine, w, rep, "prep")
+                   : one_pass(o, name, r, spec, plan, &engine, w, rep, "prep");
     } else {
         rec_tsv_close(r);
     }
@@ -286,6 +417,7 @@ rec_status rec_ingest(const rec_ingest_opts *o, rec_ingest_report *rep) {
     rec_vocab_set_free(&built);
     rec_shard_close(vocab_shard);
     rec_spec_free(spec);
+    raw_input_close(&raw);
     rep->seconds = rec_now() - t0;
     return s;
 }

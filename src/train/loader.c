@@ -1,7 +1,8 @@
 /* Data sets and the loading pipeline (see train.h "data sets and the loading pipeline").
  *
- * A data set is either a .rshard (recognised by its magic, not its name) or raw Criteo text
- * (.tsv or .gz) that is parsed and preprocessed on the fly by a prep spec. A loader streams a
+ * A data set is either a .rshard (recognised by its magic, not its name), raw Criteo text
+ * (.tsv or .gz) that is parsed and preprocessed on the fly by a prep spec, or the same rows
+ * parsed already (.rraw, rawcols.h), preprocessed on the fly by a prep spec. A loader streams a
  * row range of it as fixed-size batches through a ring of `depth` preallocated batches that
  * one producer thread fills ahead of the consumer:
  *
@@ -9,6 +10,8 @@
  *             (rec_shard is not thread-safe per handle, so loaders never share one)
  *             TSV:   rec_tsv_next -> rec_prep_engine_run (prep_threads threads) -> copy the
  *                    chunk's rows, in file order, into ring batches
+ *             .rraw: as a shard (any rows, at once), each read rec_rawcols_read and
+ *                    rec_prep_engine_run_raw in runs of RAW_ROWS rows
  *   consumer  rec_loader_next: releases the batch it returned last time, takes the next one
  *
  * Ring protocol (mutex + two condition variables): slots [head, head+held) are the batch the
@@ -21,7 +24,7 @@
  * depth or the engine's thread count (the engine returns a chunk's rows in file order).
  *
  * Shuffled (rec_loader_open_order, scheme in train.h): the producer reads a window of W blocks
- * of K rows into W block batches of its own (shard: one rec_shard_read per block of the
+ * of K rows into W block batches of its own (shard and .rraw: one read per block of the
  * epoch's block permutation; TSV: the chunks' rows, in file order, fill the blocks), then
  * gathers the window's rows, interleaved at random, into ring batches. The order is drawn per
  * window from its own RNG stream, so it depends only on (seed, epoch, range, K, W), and a
@@ -38,6 +41,7 @@
 #include "rectrain/core.h"
 #include "rectrain/offload.h"
 #include "rectrain/prep.h"
+#include "rectrain/rawcols.h"
 #include "rectrain/shard.h"
 #include "rectrain/train.h"
 
@@ -46,7 +50,8 @@
  * tests lower to exercise chunk boundaries. */
 size_t rec__loader_chunk_bytes = 1 << 20;
 
-enum { MSG_CAP = 2048 };
+enum { MSG_CAP = 2048, RAW_ROWS = 8192 /* rows of a .rraw preprocessed at once: about a TSV chunk's */ };
+enum { KIND_TSV = 0, KIND_SHARD = 1, KIND_RAW = 2 };
 
 /* ---- data set ------------------------------------------------------------------------------ */
 
@@ -54,15 +59,16 @@ struct rec_dataset {
     char *path;                 /* the data set in messages: its file, or the first of several */
     int n_parts;                /* files read in order as one data set (>= 1) */
     char **parts;               /* (n_parts) their paths */
-    int64_t *part_row0;         /* (n_parts + 1) shards: data set row of each part's first row */
+    int64_t *part_row0;         /* (n_parts + 1) shards, .rraw: data set row of each part's first row */
     int is_shard;
+    int is_raw;                 /* .rraw parts: parsed rows, a prep spec to run on them */
     int has_label;
     int32_t n_dense;            /* Dn */
     int32_t n_sparse;           /* F */
     int64_t *table_rows;        /* (F) */
     int64_t rows;               /* N, -1 until counted (TSV) */
     rec_shard *shard;           /* shard: the schema's owner (loaders open their own) */
-    /* TSV only */
+    /* TSV and .rraw only */
     rec_spec *spec;
     rec_shard *vocab_shard;     /* owns the vocabularies the plan points to */
     rec_prep_plan *plan;        /* immutable: shared by every loader's engine */
@@ -79,20 +85,20 @@ struct rec_dataset {
 
 static const char SHARD_MAGIC[8] = {'R', 'S', 'H', 'A', 'R', 'D', '0', '1'};
 
-/* Whether `path` starts with the .rshard magic. REC_EIO (naming the path) when it cannot be
- * opened. Anything else is taken for text (plain or gzip), except what is plainly not data,
+/* The kind of `path` by its first bytes: KIND_SHARD, KIND_RAW (.rraw) or KIND_TSV. REC_EIO
+ * (naming the path) when it cannot be opened. Anything else is taken for text (plain or gzip), except what is plainly not data,
  * refused naming what it is and what to give instead: a rectrain checkpoint or embedding
  * server snapshot, a JSON document (a spec, config or plan), other binary data. An empty file
  * is a TSV of no rows. */
-static rec_status sniff_shard(const char *path, int *is_shard) {
+static rec_status sniff_kind(const char *path, int *kind) {
     FILE *f = fopen(path, "rb");
     if (!f) return rec_errorf(REC_EIO, "%s: cannot open the data set: %s", path, strerror(errno));
     unsigned char head[4096];
     const size_t got = fread(head, 1, sizeof head, f);
     fclose(f);
-    *is_shard = got >= 8 && memcmp(head, SHARD_MAGIC, 8) == 0;
-    if (*is_shard) return REC_OK;
-    const char *give = "give a .rshard from rectrain prep, or a Criteo TSV (.tsv or .gz)";
+    *kind = got >= 8 && memcmp(head, SHARD_MAGIC, 8) == 0 ? KIND_SHARD : rec_rawcols_magic(head, got) ? KIND_RAW : KIND_TSV;
+    if (*kind != KIND_TSV) return REC_OK;
+    const char *give = "give a .rshard from rectrain prep, a .rraw from rectrain prep --raw, or a Criteo TSV (.tsv or .gz)";
     if (got >= 8 && !memcmp(head, REC_CKPT_MAGIC, 8))
         return rec_errorf(REC_EINVAL, "%s is a rectrain checkpoint, not data: give it as --ckpt, and as --data a .rshard "
                           "from rectrain prep or a Criteo TSV (.tsv or .gz)", path);
@@ -104,7 +110,7 @@ static rec_status sniff_shard(const char *path, int *is_shard) {
         return rec_errorf(REC_EINVAL, "%s is a JSON document (a spec, model config or plan?), not data; %s", path, give);
     const int gzip = got >= 2 && head[0] == 0x1f && head[1] == 0x8b;
     if (!gzip && memchr(head, 0, got))
-        return rec_errorf(REC_EINVAL, "%s is binary data that is neither a .rshard nor gzip; %s", path, give);
+        return rec_errorf(REC_EINVAL, "%s is binary data that is neither a .rshard, a .rraw nor gzip; %s", path, give);
     return REC_OK;
 }
 
@@ -164,17 +170,41 @@ static rec_status open_shard_set(rec_dataset *d, const rec_dataset_opts *o) {
     return REC_OK;
 }
 
-/* TSV: load and validate the spec, bind the vocabularies of a categorify spec from the
- * vocab_from shard (the data cannot provide them: that takes a whole counting pass, which is
- * `rectrain prep`'s job), compile the plan and resolve has_label from the file's first line. */
+/* .rraw parts: each opened and checked (its header and directory), their labels alike;
+ * part_row0 numbers the rows across them, as a shard set's. */
+static rec_status open_raw_parts(rec_dataset *d) {
+    REC_TRY(rec_alloc((void **)&d->part_row0, (size_t)(d->n_parts + 1) * sizeof(int64_t), "data set parts"));
+    d->part_row0[0] = 0;
+    for (int k = 0; k < d->n_parts; k++) {
+        rec_rawcols *r;
+        REC_TRY(rec_rawcols_open(&r, d->parts[k]));
+        const int label = rec_rawcols_has_label(r);
+        d->part_row0[k + 1] = d->part_row0[k] + rec_rawcols_rows(r);
+        rec_rawcols_close(r);
+        if (k > 0 && label != d->has_label)
+            return rec_errorf(REC_EINVAL, "%s has %s and %s %s: the parts of one data set are all of the train format "
+                              "or all of the test format", d->parts[k], label ? "labels" : "no labels", d->parts[0],
+                              d->has_label ? "has" : "has none");
+        d->has_label = label;
+    }
+    d->rows = d->part_row0[d->n_parts];
+    d->tsv.has_label = d->has_label;
+    return REC_OK;
+}
+
+/* TSV and .rraw: load and validate the spec, bind the vocabularies of a categorify spec from
+ * the vocab_from shard (the data cannot provide them: that takes a whole counting pass, which
+ * is `rectrain prep`'s job), compile the plan and resolve has_label from the file's first line
+ * (a .rraw's header). */
 static rec_status open_tsv_set(rec_dataset *d, const rec_dataset_opts *o) {
     struct stat st;
-    if (!o->spec_path && stat(d->parts[0], &st) == 0 && st.st_size == 0)
+    if (!d->is_raw && !o->spec_path && stat(d->parts[0], &st) == 0 && st.st_size == 0)
         return rec_errorf(REC_EINVAL, "%s is empty: it holds no rows (a copy cut short?); give a .rshard from rectrain "
                           "prep, or a Criteo TSV (.tsv or .gz)", d->path);
     if (!o->spec_path)
-        return rec_errorf(REC_EINVAL, "%s is a TSV; give a prep spec to read it as raw text (--spec, or \"prep_spec\" "
-                          "in the model config's train section), or prep it first with rectrain prep", d->path);
+        return rec_errorf(REC_EINVAL, "%s is %s; give a prep spec to read it as %s (--spec, or \"prep_spec\" in the "
+                          "model config's train section), or prep it first with rectrain prep", d->path,
+                          d->is_raw ? "a .rraw of raw columns" : "a TSV", d->is_raw ? "preprocessed rows" : "raw text");
     if (o->prep_threads < 1 || o->prep_threads > 256)
         return rec_errorf(REC_EINVAL, "%s: prep threads must be between 1 and 256 (got %d)", d->path,
                           o->prep_threads);
@@ -191,37 +221,44 @@ static rec_status open_tsv_set(rec_dataset *d, const rec_dataset_opts *o) {
         vocabs = rec_shard_vocabs(d->vocab_shard);
     }
     REC_TRY(rec_prep_plan_init(&d->plan, d->spec, vocabs));
-    rec_tsv *r; /* every file opened, its format resolved: all must agree */
-    REC_TRY(rec_tsv_open_list(&r, (const char *const *)d->parts, d->n_parts, &o->tsv, 4096));
-    d->tsv = *rec_tsv_options(r);
-    rec_tsv_close(r);
-    d->has_label = d->tsv.has_label;
+    if (d->is_raw) {
+        d->tsv = o->tsv;
+        REC_TRY(open_raw_parts(d));
+    } else {
+        rec_tsv *r; /* every file opened, its format resolved: all must agree */
+        REC_TRY(rec_tsv_open_list(&r, (const char *const *)d->parts, d->n_parts, &o->tsv, 4096));
+        d->tsv = *rec_tsv_options(r);
+        rec_tsv_close(r);
+        d->has_label = d->tsv.has_label;
+    }
     d->prep_threads = o->prep_threads;
     d->spec_path = o->spec_path;
     d->vocab_from = o->vocab_from;
     d->n_dense = d->spec->n_dense;
     d->n_sparse = d->spec->n_sparse;
-    d->rows = -1;
+    if (!d->is_raw) d->rows = -1;
     REC_TRY(rec_alloc((void **)&d->table_rows, (size_t)(d->n_sparse + 1) * sizeof(int64_t), "data set tables"));
     for (int32_t f = 0; f < d->n_sparse; f++) d->table_rows[f] = rec_spec_table_rows(d->spec, f);
     return REC_OK;
 }
 
-/* The kind of every file of the list: all shards or all TSV, each a regular file. */
-static rec_status sniff_parts(const char *const *paths, int n, int *is_shard) {
+/* The kind of every file of the list: all shards, all .rraw or all TSV, each a regular file. */
+static const char *kind_name(int kind) { return kind == KIND_SHARD ? "a .rshard" : kind == KIND_RAW ? "a .rraw" : "a TSV"; }
+
+static rec_status sniff_parts(const char *const *paths, int n, int *kind) {
     for (int k = 0; k < n; k++) {
         struct stat st;
         if (stat(paths[k], &st) == 0 && !S_ISREG(st.st_mode))
             return rec_errorf(REC_EINVAL, "%s is not a regular file (a pipe?); a data set is read more than once "
                               "(its rows counted, then read for every epoch or pass): give a file, or rectrain prep it "
                               "into a .rshard", paths[k]);
-        int shard = 0;
-        REC_TRY(sniff_shard(paths[k], &shard));
-        if (k > 0 && shard != *is_shard)
-            return rec_errorf(REC_EINVAL, "%s is %s and %s %s: the files of one data set are all .rshard or all "
-                              "TSV; prep the TSV with the shards' spec first", paths[k], shard ? "a .rshard" : "a TSV",
-                              paths[0], *is_shard ? "a .rshard" : "a TSV");
-        *is_shard = shard;
+        int kk = KIND_TSV;
+        REC_TRY(sniff_kind(paths[k], &kk));
+        if (k > 0 && kk != *kind)
+            return rec_errorf(REC_EINVAL, "%s is %s and %s %s: the files of one data set are all .rshard, all .rraw or "
+                              "all TSV; prep the others the same way first", paths[k], kind_name(kk), paths[0],
+                              kind_name(*kind));
+        *kind = kk;
     }
     return REC_OK;
 }
@@ -234,8 +271,8 @@ rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o) {
     const char *const *paths = o && o->n_paths > 0 ? o->paths : o ? &o->path : NULL;
     const int n_paths = o && o->n_paths > 0 ? o->n_paths : 1;
     if (!paths || !paths[0]) return rec_errorf(REC_EINVAL, "data set: a path is required");
-    int is_shard = 0;
-    REC_TRY(sniff_parts(paths, n_paths, &is_shard));
+    int kind = KIND_TSV;
+    REC_TRY(sniff_parts(paths, n_paths, &kind));
     rec_dataset *d;
     REC_TRY(rec_alloc((void **)&d, sizeof *d, "data set"));
     char name[600];
@@ -250,10 +287,11 @@ rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o) {
         if (!s) memcpy(d->parts[k], paths[k], strlen(paths[k]) + 1), d->n_parts++;
     }
     if (!s) {
-        d->is_shard = is_shard;
+        d->is_shard = kind == KIND_SHARD;
+        d->is_raw = kind == KIND_RAW;
         d->stop = o->stop;
         d->map_skips = o->map_skips;
-        s = is_shard ? open_shard_set(d, o) : open_tsv_set(d, o);
+        s = d->is_shard ? open_shard_set(d, o) : open_tsv_set(d, o);
     }
     if (s) {
         rec_dataset_close(d);
@@ -425,6 +463,9 @@ struct rec_loader {
     rec_shard **shards;         /* shard data sets: (n_parts) this loader's own handles */
     rec_batch span;             /* several parts: the rows of one part, for a batch across parts */
     tsv_stream ts;              /* TSV data sets */
+    rec_rawcols **raws;         /* .rraw data sets: (n_parts) this loader's own handles, */
+    rec_raw_block rawblk;       /* RAW_ROWS of their rows at a time, */
+    rec_prep_engine *engine;    /* preprocessed by this engine */
     int pieces;                 /* TSV with workers given a share of it: rows come from os */
     rec_offload_stream *os;     /* instead of ts */
     const rec_batch *parts[256];/* the run of rows produce_tsv appends next */
@@ -508,7 +549,30 @@ static rec_status check_values(const rec_loader *l, const rec_batch *b, int64_t 
 
 /* Data set rows [r, r+n) of a shard data set into b (b->n = n), from the parts that hold
  * them: one part reads straight into b, rows across parts go through the span batch. */
+/* The same for a .rraw data set: its rows read and preprocessed RAW_ROWS at a time, the
+ * engine's batches appended in order. */
+static rec_status read_raw_rows(rec_loader *l, int64_t r, int64_t n, rec_batch *b) {
+    const int64_t *row0 = l->d->part_row0;
+    batch_clear(b);
+    for (int64_t done = 0; done < n;) {
+        int k = 0;
+        while (r + done >= row0[k + 1]) k++;
+        int64_t m = row0[k + 1] - (r + done);
+        if (m > n - done) m = n - done;
+        if (m > RAW_ROWS) m = RAW_ROWS;
+        REC_TRY(rec_rawcols_read(l->raws[k], r + done - row0[k], m, &l->rawblk));
+        REC_TRY(rec_prep_engine_run_raw(l->engine, &l->rawblk));
+        for (int t = 0; t < rec_prep_engine_threads(l->engine); t++) {
+            const rec_batch *src = rec_prep_engine_batch(l->engine, t);
+            REC_TRY(rec_batch_append_rows(b, src, 0, src->n));
+        }
+        done += m;
+    }
+    return REC_OK;
+}
+
 static rec_status read_rows(rec_loader *l, int64_t r, int64_t n, rec_batch *b) {
+    if (l->d->is_raw) return read_raw_rows(l, r, n, b);
     const int64_t *row0 = l->d->part_row0;
     int k = 0;
     while (r >= row0[k + 1]) k++;
@@ -806,7 +870,7 @@ static rec_status produce_tsv(rec_loader *l) {
 
 static void *producer_main(void *arg) {
     rec_loader *l = arg;
-    rec_status s = l->d->is_shard ? produce_shard(l) : produce_tsv(l);
+    rec_status s = l->d->is_shard || l->d->is_raw ? produce_shard(l) : produce_tsv(l);
     producer_finish(l, s);
     return NULL;
 }
@@ -820,7 +884,7 @@ static rec_status shuffle_init(rec_loader *l) {
     for (int64_t i = 0; i < W; i++) REC_TRY(rec_batch_init(&l->win[i], K, l->d->n_dense, l->d->n_sparse, 1));
     REC_TRY(rec_alloc((void **)&l->perm, (size_t)(W * K) * sizeof(uint64_t), "shuffle order"));
     REC_TRY(rec_alloc((void **)&l->next, (size_t)W * sizeof(int64_t), "shuffle order"));
-    if (!l->d->is_shard) return REC_OK;
+    if (!l->d->is_shard && !l->d->is_raw) return REC_OK;
     REC_TRY(rec_alloc((void **)&l->order, (size_t)(l->n_blocks + 1) * sizeof(int64_t), "shuffle block order"));
     rec_rng rng;
     rec_rng_seed(&rng, l->sh.seed, shuffle_stream(l->sh.epoch, -1));
@@ -884,6 +948,11 @@ rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0,
         }
         const int64_t most = sh && sh->block_rows > batch ? sh->block_rows : batch;  /* rows of one read */
         if (!s && d->n_parts > 1) s = rec_batch_init(&l->span, most, d->n_dense, d->n_sparse, 1);
+    } else if (!s && d->is_raw) {
+        s = rec_alloc((void **)&l->raws, (size_t)d->n_parts * sizeof *l->raws, "loader parts");
+        for (int k = 0; !s && k < d->n_parts; k++) s = rec_rawcols_open(&l->raws[k], d->parts[k]);
+        if (!s) s = rec_raw_block_init(&l->rawblk, RAW_ROWS);
+        if (!s) s = rec_prep_engine_init(&l->engine, d->plan, d->prep_threads, &d->tsv, d->path);
     } else if (!s && !l->pieces) {
         s = tsv_stream_open(&l->ts, d);
     }
@@ -939,6 +1008,10 @@ void rec_loader_close(rec_loader *l) {
         pthread_join(l->th, NULL);
     }
     tsv_stream_close(&l->ts);
+    for (int k = 0; l->raws && k < l->d->n_parts; k++) rec_rawcols_close(l->raws[k]);
+    rec_free(l->raws);
+    rec_raw_block_free(&l->rawblk);
+    rec_prep_engine_free(l->engine);
     rec_offload_stream_close(l->os);
     for (int k = 0; l->shards && k < l->d->n_parts; k++) rec_shard_close(l->shards[k]);
     rec_free(l->shards);
@@ -977,6 +1050,9 @@ rec_status rec_dataset_offload(rec_dataset *d, const rec_offload_opts *o, int64_
     if (d->is_shard)
         return rec_errorf(REC_EINVAL, "%s is a preprocessed shard: there is no preprocessing to offload (train on the "
                           "TSV with its spec to offload it)", d->path);
+    if (d->is_raw)
+        return rec_errorf(REC_EINVAL, "%s is a .rraw of parsed rows: workers read and preprocess TSV (train on the TSV "
+                          "with its spec to offload it)", d->path);
     const rec_offload_data od = {(const char *const *)d->parts, d->n_parts, d->path, d->tsv, d->spec_path,
                                  d->vocab_from, d->vocab_shard ? rec_shard_vocabs(d->vocab_shard) : NULL, d->plan,
                                  d->n_dense, d->n_sparse, d->table_rows, d->prep_threads, batch};

@@ -1,0 +1,475 @@
+/* .rraw writer and reader (rawcols.h): parsed Criteo rows as typed raw columns.
+ *
+ * The writer lays each group out in memory (its arrays in the order of rawcols.h), sums it and
+ * writes it to PATH.tmp; the footer and the header's sizes and checksum come at close, then
+ * the atomic commit. The reader maps the file read-only and checks at open everything that
+ * bounds a pointer (directory entries against the file and against the sizes their rows and
+ * ids imply), the first read of a group its checksum and its lists' structure.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rectrain/core.h"
+#include "rectrain/rawcols.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error ".rraw is written and mmapped in host order, which must be little-endian"
+#endif
+
+enum {
+    HEADER = 64, /* magic 0, version 8, flags 12, G 16, file bytes 24, footer offset 32, CRC 40 */
+    H_VERSION = 8, H_FLAGS = 12, H_G = 16, H_FILE = 24, H_FOOTER = 32, H_CRC = 40,
+    FLAG_LABEL = 1,
+    NCAT = REC_CRITEO_NCAT, NINT = REC_CRITEO_NINT,
+    ENTRY = 32 + 8 * NCAT,       /* offset, bytes, rows, CRC + 0, nnz[26] */
+    F_FIXED = 16,                /* groups, rows */
+    TAIL = 24,                   /* footer CRC + 0, footer offset, end magic */
+    DEFAULT_G = 65536, MAX_G = 1 << 24,
+};
+static const char END_MAGIC[8] = {'R', 'R', 'A', 'W', 'E', 'N', 'D', '1'};
+
+static uint64_t pad8(uint64_t x) { return (x + 7) & ~(uint64_t)7; }
+static uint64_t pad64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+/* Byte offsets of a group's arrays for n rows and nnz[26] ids; returns its padded size. */
+typedef struct group_layout {
+    uint64_t ints, int_null, cat_null[NCAT], cat_off[NCAT], cat_val[NCAT];
+} group_layout;
+
+static uint64_t layout(int64_t n, const int64_t *nnz, group_layout *g) {
+    uint64_t at = pad8(4 * (uint64_t)n);
+    g->ints = at;
+    at += 8 * NINT * (uint64_t)n;
+    g->int_null = at;
+    at += pad8(NINT * (uint64_t)n);
+    for (int c = 0; c < NCAT; c++) {
+        g->cat_null[c] = at;
+        at += pad8((uint64_t)n);
+        g->cat_off[c] = at;
+        at += pad8(4 * ((uint64_t)n + 1));
+        g->cat_val[c] = at;
+        at += 8 * (uint64_t)nnz[c];
+    }
+    return pad64(at);
+}
+
+static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint32_t get_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t get_u64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+int rec_rawcols_magic(const void *head, size_t n) { return n >= 8 && memcmp(head, REC_RAWCOLS_MAGIC, 8) == 0; }
+
+int rec_rawcols_is_file(const char *path) {
+    struct stat st; /* a pipe is never one: reading its first bytes here would take them */
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    char head[8];
+    FILE *f = fopen(path, "rb");
+    const size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    return rec_rawcols_magic(head, got);
+}
+
+/* ---- writer ------------------------------------------------------------------------------ */
+
+struct rec_rawcols_writer {
+    rec_atomic_file file;
+    int has_label;
+    int64_t G, rows;
+    uint64_t at;              /* file offset of the next group */
+    uint8_t *buf;             /* a group being laid out */
+    uint64_t buf_cap;
+    uint8_t *dir;             /* (n_groups, ENTRY) the footer's directory */
+    int64_t n_groups, dir_cap;
+};
+
+static rec_status w_io(const rec_rawcols_writer *w, const char *what) {
+    return rec_errorf(REC_EIO, "%s: cannot write %s: %s (is the disk full?)", w->file.tmp, what, strerror(errno));
+}
+
+static void w_free(rec_rawcols_writer *w) {
+    rec_atomic_abort(&w->file);
+    free(w->buf);
+    free(w->dir);
+    free(w);
+}
+
+rec_status rec_rawcols_writer_open(rec_rawcols_writer **out, const char *path, int has_label, int64_t group_rows) {
+    *out = NULL;
+    if (group_rows < 0 || group_rows > MAX_G)
+        return rec_errorf(REC_EINVAL, "%s: raw column groups of %lld rows; give 1 to %d (0: %d)", path,
+                          (long long)group_rows, MAX_G, DEFAULT_G);
+    rec_rawcols_writer *w = calloc(1, sizeof *w);
+    if (!w) return rec_errorf(REC_ENOMEM, "%s: out of memory for the writer", path);
+    w->file.fd = -1;
+    w->has_label = has_label != 0;
+    w->G = group_rows ? group_rows : DEFAULT_G;
+    w->at = HEADER;
+    rec_status s = rec_atomic_open(&w->file, path);
+    if (!s) {
+        uint8_t zero[HEADER] = {0}; /* the header is written at close, when its sizes are known */
+        if (!rec_write_full(w->file.fd, zero, sizeof zero)) s = w_io(w, "the header");
+    }
+    if (s) {
+        w_free(w);
+        return s;
+    }
+    *out = w;
+    return REC_OK;
+}
+
+/* One group of rows [r0, r0 + n) of b. */
+static rec_status w_group(rec_rawcols_writer *w, const rec_raw_block *b, int64_t r0, int64_t n) {
+    int64_t nnz[NCAT];
+    for (int c = 0; c < NCAT; c++) {
+        nnz[c] = (int64_t)b->cat[c].off[r0 + n] - b->cat[c].off[r0];
+        if (nnz[c] > INT32_MAX)
+            return rec_errorf(REC_EINVAL, "%s: column C%d holds %lld ids in %lld rows, more than a group's 32-bit "
+                              "offsets allow; give smaller groups", w->file.path, c + 1, (long long)nnz[c], (long long)n);
+    }
+    group_layout g;
+    const uint64_t bytes = layout(n, nnz, &g);
+    if (bytes > w->buf_cap) {
+        uint8_t *p = realloc(w->buf, bytes);
+        if (!p) return rec_errorf(REC_ENOMEM, "%s: out of memory for a group of %llu bytes", w->file.path,
+                                  (unsigned long long)bytes);
+        w->buf = p;
+        w->buf_cap = bytes;
+    }
+    uint8_t *p = w->buf;
+    memset(p, 0, bytes);
+    if (b->has_label) memcpy(p, b->label + r0, 4 * (size_t)n);
+    for (int c = 0; c < NINT; c++) {
+        memcpy(p + g.ints + 8 * (uint64_t)(c * n), b->ints + (size_t)c * b->cap + r0, 8 * (size_t)n);
+        memcpy(p + g.int_null + (uint64_t)(c * n), b->int_null + (size_t)c * b->cap + r0, (size_t)n);
+    }
+    for (int c = 0; c < NCAT; c++) {
+        const rec_raw_list *l = &b->cat[c];
+        memcpy(p + g.cat_null[c], l->null + r0, (size_t)n);
+        int32_t *off = (int32_t *)(p + g.cat_off[c]);
+        for (int64_t i = 0; i <= n; i++) off[i] = l->off[r0 + i] - l->off[r0];
+        memcpy(p + g.cat_val[c], l->val + l->off[r0], 8 * (size_t)nnz[c]);
+    }
+    if (!rec_write_full(w->file.fd, p, bytes)) return w_io(w, "a group");
+    if (w->n_groups == w->dir_cap) {
+        const int64_t cap = w->dir_cap ? 2 * w->dir_cap : 64;
+        uint8_t *d = realloc(w->dir, (size_t)cap * ENTRY);
+        if (!d) return rec_errorf(REC_ENOMEM, "%s: out of memory for the group directory", w->file.path);
+        w->dir = d;
+        w->dir_cap = cap;
+    }
+    uint8_t *e = w->dir + (size_t)w->n_groups++ * ENTRY;
+    memset(e, 0, ENTRY);
+    put_u64(e, w->at);
+    put_u64(e + 8, bytes);
+    put_u64(e + 16, (uint64_t)n);
+    put_u32(e + 24, rec_crc32(0, p, bytes));
+    for (int c = 0; c < NCAT; c++) put_u64(e + 32 + 8 * c, (uint64_t)nnz[c]);
+    w->at += bytes;
+    w->rows += n;
+    return REC_OK;
+}
+
+rec_status rec_rawcols_writer_append(rec_rawcols_writer *w, const rec_raw_block *b, int64_t r0, int64_t n) {
+    if (!b->has_label != !w->has_label)
+        return rec_errorf(REC_EINVAL, "%s: rows %s labels appended to a file of rows %s", w->file.path,
+                          b->has_label ? "with" : "without", w->has_label ? "with" : "without");
+    if (r0 < 0 || n < 0 || r0 + n > b->n)
+        return rec_errorf(REC_EINVAL, "%s: rows [%lld, +%lld) of a block of %lld", w->file.path, (long long)r0,
+                          (long long)n, (long long)b->n);
+    for (int64_t k = 0; k < n; k += w->G) REC_TRY(w_group(w, b, r0 + k, n - k < w->G ? n - k : w->G));
+    return REC_OK;
+}
+
+static rec_status w_finish(rec_rawcols_writer *w) {
+    const uint64_t footer = w->at;
+    uint8_t fixed[F_FIXED];
+    put_u64(fixed, (uint64_t)w->n_groups);
+    put_u64(fixed + 8, (uint64_t)w->rows);
+    uint32_t crc = rec_crc32(0, fixed, sizeof fixed);
+    crc = rec_crc32(crc, w->dir, (size_t)w->n_groups * ENTRY);
+    uint8_t tail[TAIL] = {0};
+    put_u32(tail, crc);
+    put_u64(tail + 8, footer);
+    memcpy(tail + 16, END_MAGIC, 8);
+    if (!rec_write_full(w->file.fd, fixed, sizeof fixed) ||
+        !rec_write_full(w->file.fd, w->dir, (size_t)w->n_groups * ENTRY) || !rec_write_full(w->file.fd, tail, TAIL))
+        return w_io(w, "the footer");
+    uint8_t h[HEADER] = {0};
+    memcpy(h, REC_RAWCOLS_MAGIC, 8);
+    put_u32(h + H_VERSION, REC_RAWCOLS_VERSION);
+    put_u32(h + H_FLAGS, w->has_label ? FLAG_LABEL : 0);
+    put_u64(h + H_G, (uint64_t)w->G);
+    put_u64(h + H_FILE, footer + F_FIXED + (uint64_t)w->n_groups * ENTRY + TAIL);
+    put_u64(h + H_FOOTER, footer);
+    put_u32(h + H_CRC, rec_crc32(0, h, HEADER));
+    if (pwrite(w->file.fd, h, HEADER, 0) != HEADER) return w_io(w, "the header");
+    return rec_atomic_commit(&w->file);
+}
+
+rec_status rec_rawcols_writer_close(rec_rawcols_writer *w) {
+    if (!w) return REC_OK;
+    const rec_status s = w_finish(w);
+    w_free(w); /* after a commit, nothing is left to remove */
+    return s;
+}
+
+void rec_rawcols_writer_abort(rec_rawcols_writer *w) {
+    if (w) w_free(w);
+}
+
+/* ---- reader ------------------------------------------------------------------------------ */
+
+typedef struct rgroup {
+    uint64_t off, bytes;
+    int64_t rows, row0;
+    uint32_t crc;
+    int64_t nnz[NCAT];
+    int verified;
+} rgroup;
+
+struct rec_rawcols {
+    char *path;
+    const uint8_t *map;
+    uint64_t size;
+    int has_label;
+    int64_t G, rows, n_groups;
+    rgroup *groups;
+};
+
+#define BAD(...) rec_errorf(REC_EFORMAT, __VA_ARGS__)
+
+void rec_rawcols_close(rec_rawcols *r) {
+    if (!r) return;
+    if (r->map) munmap((void *)r->map, r->size);
+    free(r->groups);
+    free(r->path);
+    free(r);
+}
+
+int64_t rec_rawcols_rows(const rec_rawcols *r) { return r->rows; }
+int64_t rec_rawcols_groups(const rec_rawcols *r) { return r->n_groups; }
+int rec_rawcols_has_label(const rec_rawcols *r) { return r->has_label; }
+
+static rec_status check_header(rec_rawcols *r) {
+    const uint8_t *h = r->map;
+    const char *p = r->path;
+    if (r->size < 8 || memcmp(h, REC_RAWCOLS_MAGIC, 8) != 0)
+        return BAD("%s: not a raw column file (no RRAWCOL1 magic); make one with rectrain prep --raw", p);
+    if (r->size < HEADER + F_FIXED + TAIL)
+        return BAD("%s: truncated: %llu bytes, less than an empty raw column file; make it again with rectrain prep "
+                   "--raw", p, (unsigned long long)r->size);
+    uint8_t copy[HEADER];
+    memcpy(copy, h, HEADER);
+    put_u32(copy + H_CRC, 0);
+    if (rec_crc32(0, copy, HEADER) != get_u32(h + H_CRC))
+        return BAD("%s: header checksum mismatch (the file is damaged); make it again with rectrain prep --raw", p);
+    if (get_u32(h + H_VERSION) != REC_RAWCOLS_VERSION)
+        return BAD("%s: raw column format version %u; this rectrain reads version %d", p, get_u32(h + H_VERSION),
+                   REC_RAWCOLS_VERSION);
+    const uint32_t flags = get_u32(h + H_FLAGS);
+    if (flags & ~(uint32_t)FLAG_LABEL) return BAD("%s: unknown header flags 0x%x", p, flags);
+    r->has_label = (flags & FLAG_LABEL) != 0;
+    r->G = (int64_t)get_u64(h + H_G);
+    if (r->G < 1 || r->G > MAX_G) return BAD("%s: groups of %lld rows in the header (1 to %d)", p, (long long)r->G, MAX_G);
+    if (get_u64(h + H_FILE) != r->size)
+        return BAD("%s: %s: %llu bytes, the header says %llu; copy the file again", p,
+                   get_u64(h + H_FILE) > r->size ? "truncated" : "trailing bytes", (unsigned long long)r->size,
+                   (unsigned long long)get_u64(h + H_FILE));
+    return REC_OK;
+}
+
+static rec_status parse_footer(rec_rawcols *r) {
+    const char *p = r->path;
+    const uint8_t *t = r->map + r->size - TAIL;
+    if (memcmp(t + 16, END_MAGIC, 8) != 0) return BAD("%s: no end magic RRAWEND1: the file is truncated or damaged", p);
+    const uint64_t footer = get_u64(t + 8);
+    if (footer != get_u64(r->map + H_FOOTER) || footer < HEADER || footer % 64 || footer > r->size - TAIL - F_FIXED)
+        return BAD("%s: footer offset %llu is outside the file or disagrees with the header", p,
+                   (unsigned long long)footer);
+    const uint8_t *f = r->map + footer;
+    const uint64_t n_groups = get_u64(f);
+    if (n_groups > (r->size - TAIL - F_FIXED - footer) / ENTRY || footer + F_FIXED + n_groups * ENTRY != r->size - TAIL)
+        return BAD("%s: the footer's %llu groups do not fit its %llu bytes", p, (unsigned long long)n_groups,
+                   (unsigned long long)(r->size - footer));
+    if (rec_crc32(0, f, F_FIXED + n_groups * ENTRY) != get_u32(t))
+        return BAD("%s: footer checksum mismatch (the file is damaged); make it again with rectrain prep --raw", p);
+    r->n_groups = (int64_t)n_groups;
+    r->groups = calloc(n_groups + 1, sizeof *r->groups);
+    if (!r->groups) return rec_errorf(REC_ENOMEM, "%s: out of memory for %llu groups", p, (unsigned long long)n_groups);
+    uint64_t at = HEADER;
+    int64_t rows = 0;
+    for (uint64_t k = 0; k < n_groups; k++) {
+        const uint8_t *e = f + F_FIXED + k * ENTRY;
+        rgroup *g = &r->groups[k];
+        g->off = get_u64(e);
+        g->bytes = get_u64(e + 8);
+        g->rows = (int64_t)get_u64(e + 16);
+        g->crc = get_u32(e + 24);
+        g->row0 = rows;
+        if (g->off != at) return BAD("%s: group %llu starts at byte %llu, not right after the one before (%llu)", p,
+                                     (unsigned long long)k, (unsigned long long)g->off, (unsigned long long)at);
+        if (g->rows < 1 || g->rows > r->G)
+            return BAD("%s: group %llu has %lld rows (1 to %lld)", p, (unsigned long long)k, (long long)g->rows,
+                       (long long)r->G);
+        for (int c = 0; c < NCAT; c++) {
+            g->nnz[c] = (int64_t)get_u64(e + 32 + 8 * c);
+            if (g->nnz[c] < 0 || g->nnz[c] > INT32_MAX)
+                return BAD("%s: group %llu column C%d has %lld ids", p, (unsigned long long)k, c + 1, (long long)g->nnz[c]);
+        }
+        group_layout gl;
+        if (layout(g->rows, g->nnz, &gl) != g->bytes || g->bytes > footer - at)
+            return BAD("%s: group %llu's %llu bytes do not match its rows and ids, or leave the file", p,
+                       (unsigned long long)k, (unsigned long long)g->bytes);
+        at += g->bytes;
+        rows += g->rows;
+    }
+    if (at != footer)
+        return BAD("%s: %llu bytes between the last group and the footer", p, (unsigned long long)(footer - at));
+    if ((int64_t)get_u64(f + 8) != rows)
+        return BAD("%s: the footer says %lld rows, its groups hold %lld", p, (long long)get_u64(f + 8), (long long)rows);
+    r->rows = rows;
+    r->groups[n_groups].row0 = rows;
+    return REC_OK;
+}
+
+rec_status rec_rawcols_open(rec_rawcols **out, const char *path) {
+    *out = NULL;
+    rec_rawcols *r = calloc(1, sizeof *r);
+    if (!r || !(r->path = strdup(path))) {
+        free(r);
+        return rec_errorf(REC_ENOMEM, "%s: out of memory", path);
+    }
+    rec_status st = REC_OK;
+    struct stat sb;
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) st = rec_errorf(REC_EIO, "%s: cannot open: %s", path, strerror(errno));
+    else if (fstat(fd, &sb) != 0) st = rec_errorf(REC_EIO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode)) st = rec_errorf(REC_EINVAL, "%s: not a regular file", path);
+    else if (sb.st_size == 0) st = BAD("%s: empty file, not a raw column file; make it with rectrain prep --raw", path);
+    else {
+        r->size = (uint64_t)sb.st_size;
+        void *m = mmap(NULL, r->size, PROT_READ, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) st = rec_errorf(REC_EIO, "%s: cannot map: %s", path, strerror(errno));
+        else r->map = m;
+    }
+    if (fd >= 0) close(fd);
+    if (!st) st = check_header(r);
+    if (!st) st = parse_footer(r);
+    if (st) {
+        rec_rawcols_close(r);
+        return st;
+    }
+    *out = r;
+    return REC_OK;
+}
+
+/* A group's checksum and structure, once. */
+static rec_status verify_group(rec_rawcols *r, int64_t k) {
+    rgroup *g = &r->groups[k];
+    if (g->verified) return REC_OK;
+    const uint8_t *p = r->map + g->off;
+    const char *path = r->path;
+    if (rec_crc32(0, p, g->bytes) != g->crc)
+        return BAD("%s: checksum mismatch in group %lld (rows %lld..%lld): the file is damaged; make it again with "
+                   "rectrain prep --raw", path, (long long)k, (long long)g->row0 + 1, (long long)(g->row0 + g->rows));
+    const int64_t n = g->rows;
+    group_layout gl;
+    layout(n, g->nnz, &gl);
+    for (int64_t i = 0; i < n; i++) {
+        float y;
+        memcpy(&y, p + 4 * i, 4);
+        if (r->has_label ? y != 0.0f && y != 1.0f : y != 0.0f)
+            return BAD("%s:%lld: label %g (want %s)", path, (long long)(g->row0 + i + 1), y, r->has_label ? "0 or 1" : "0");
+    }
+    for (int64_t i = 0; i < NINT * n; i++)
+        if (p[gl.int_null + i] > 1)
+            return BAD("%s:%lld: I%lld has missing flag %u", path, (long long)(g->row0 + i % n + 1), (long long)(i / n + 1),
+                       p[gl.int_null + i]);
+    for (int c = 0; c < NCAT; c++) {
+        const uint8_t *null = p + gl.cat_null[c];
+        const uint8_t *ob = p + gl.cat_off[c];
+        int32_t prev = 0, o0;
+        memcpy(&o0, ob, 4);
+        if (o0 != 0) return BAD("%s: group %lld column C%d: offsets start at %d, not 0", path, (long long)k, c + 1, o0);
+        for (int64_t i = 0; i < n; i++) {
+            int32_t o;
+            memcpy(&o, ob + 4 * (i + 1), 4);
+            if (null[i] > 1 || o < prev || o > g->nnz[c] || (null[i] && o != prev))
+                return BAD("%s:%lld: C%d: %s", path, (long long)(g->row0 + i + 1), c + 1,
+                           null[i] > 1 ? "missing flag not 0 or 1" : o < prev || o > g->nnz[c] ? "offsets out of order"
+                                                                                               : "ids in a missing field");
+            prev = o;
+        }
+        if (prev != g->nnz[c])
+            return BAD("%s: group %lld column C%d: offsets end at %d, the directory says %lld ids", path, (long long)k,
+                       c + 1, prev, (long long)g->nnz[c]);
+    }
+    g->verified = 1;
+    return REC_OK;
+}
+
+rec_status rec_rawcols_verify(rec_rawcols *r) {
+    for (int64_t k = 0; k < r->n_groups; k++) REC_TRY(verify_group(r, k));
+    return REC_OK;
+}
+
+/* The group holding row `row` (binary search over row0). */
+static int64_t group_of(const rec_rawcols *r, int64_t row) {
+    int64_t lo = 0, hi = r->n_groups;
+    while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (r->groups[mid].row0 <= row) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+rec_status rec_rawcols_read(rec_rawcols *r, int64_t row0, int64_t n, rec_raw_block *out) {
+    if (row0 < 0 || n < 0 || row0 + n > r->rows)
+        return rec_errorf(REC_EINVAL, "%s: rows [%lld, %lld) asked for; the file has %lld", r->path, (long long)row0,
+                          (long long)(row0 + n), (long long)r->rows);
+    if (n > out->cap)
+        return rec_errorf(REC_EINVAL, "%s: %lld rows into a raw block of %lld", r->path, (long long)n, (long long)out->cap);
+    out->n = 0;
+    out->has_label = r->has_label;
+    out->first_line = row0 + 1;
+    for (int c = 0; c < NCAT; c++) out->cat[c].off[0] = 0;
+    for (int64_t k = n ? group_of(r, row0) : r->n_groups; out->n < n; k++) {
+        REC_TRY(verify_group(r, k));
+        const rgroup *g = &r->groups[k];
+        const uint8_t *p = r->map + g->off;
+        group_layout gl;
+        layout(g->rows, g->nnz, &gl);
+        const int64_t a = row0 + out->n - g->row0, m = g->rows - a < n - out->n ? g->rows - a : n - out->n;
+        const int64_t at = out->n, cap = out->cap;
+        memcpy(out->label + at, p + 4 * a, 4 * (size_t)m);
+        for (int c = 0; c < NINT; c++) {
+            memcpy(out->ints + c * cap + at, p + gl.ints + 8 * (uint64_t)(c * g->rows + a), 8 * (size_t)m);
+            memcpy(out->int_null + c * cap + at, p + gl.int_null + (uint64_t)(c * g->rows + a), (size_t)m);
+        }
+        for (int c = 0; c < NCAT; c++) {
+            rec_raw_list *l = &out->cat[c];
+            int32_t o0, o1;
+            memcpy(&o0, p + gl.cat_off[c] + 4 * (uint64_t)a, 4);
+            memcpy(&o1, p + gl.cat_off[c] + 4 * (uint64_t)(a + m), 4);
+            const int32_t base = l->off[at];
+            REC_TRY(rec_raw_list_reserve(l, (int64_t)base + (o1 - o0)));
+            memcpy(l->null + at, p + gl.cat_null[c] + a, (size_t)m);
+            for (int64_t i = 1; i <= m; i++) {
+                int32_t o;
+                memcpy(&o, p + gl.cat_off[c] + 4 * (uint64_t)(a + i), 4);
+                l->off[at + i] = base + (o - o0);
+            }
+            memcpy(l->val + base, p + gl.cat_val[c] + 8 * (uint64_t)o0, 8 * (size_t)(o1 - o0));
+        }
+        out->n += m;
+    }
+    return REC_OK;
+}
