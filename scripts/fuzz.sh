@@ -92,7 +92,7 @@ run_one() {
     # JSON fuzzers never get past the syntax (fuzz_spec: 40 edges instead of ~670).
     case $name in
     fuzz_spec | fuzz_model) cp "$ROOT"/configs/*.json "$corpus"/; extra="-max_len=16384" ;;
-    fuzz_shard) extra="-max_len=16384" ;; # room to grow past the largest seed shard (11 KB)
+    fuzz_shard | fuzz_rawcols) extra="-max_len=16384" ;; # room to grow past the largest seed (12 KB)
     esac
     if [ -d "$ROOT/tests/fuzz/seeds/$name" ]; then cp "$ROOT/tests/fuzz/seeds/$name"/* "$corpus"/ 2>/dev/null || true; fi
     if [ -f "$ROOT/tests/fuzz/$name.dict" ]; then extra="$extra -dict=$ROOT/tests/fuzz/$name.dict"; fi

@@ -22,6 +22,7 @@
 #include "rectrain/prep.h"
 #include "rectrain/rawcols.h"
 #include "rectrain/train.h"
+#include "../src/io/rawcols_format.h"
 
 static char g_dir[256];
 
@@ -33,25 +34,30 @@ static uint64_t rnd(void) {
     return g_rng;
 }
 
-/* n random rows: ints with ~1/5 missing, lists of 0..3 ids with ~1/7 missing fields. */
+/* n random rows, ~1/5 of ints and ~1/7 of lists missing, in every form a group can take:
+ * even int columns within 32 bits, odd ones with a rare value beyond (some groups 32-bit,
+ * some 64); lists C1, C4, ... of 0..3 64-bit ids, C2, C5, ... of one 32-bit id (offsets
+ * implied), C3, C6, ... mostly of one 32-bit id with rare 64-bit ids and rare pairs. */
 static void fill(rec_raw_block *b, int64_t n, int has_label) {
     b->n = n;
     b->has_label = has_label;
     for (int64_t r = 0; r < n; r++) b->label[r] = has_label ? (float)(rnd() % 2) : 0.0f;
     for (int c = 0; c < REC_CRITEO_NINT; c++)
         for (int64_t r = 0; r < n; r++) {
-            const int null = rnd() % 5 == 0;
+            const int null = rnd() % 5 == 0, wide = c % 2 && rnd() % 64 == 0;
             b->int_null[c * b->cap + r] = (uint8_t)null;
-            b->ints[c * b->cap + r] = null ? 0 : (int64_t)(rnd() % 2001) - 1000;
+            b->ints[c * b->cap + r] = null ? 0 : wide ? (int64_t)(rnd() >> 1) * (rnd() % 2 ? 1 : -1)
+                                                      : (int64_t)(rnd() % 2001) - 1000;
         }
     for (int c = 0; c < REC_CRITEO_NCAT; c++) {
         rec_raw_list *l = &b->cat[c];
         l->off[0] = 0;
         for (int64_t r = 0; r < n; r++) {
             const int null = rnd() % 7 == 0;
-            const int len = null ? 0 : (int)(rnd() % 4);
+            const int len = null ? 0 : c % 3 == 0 ? (int)(rnd() % 4) : c % 3 == 2 && rnd() % 64 == 0 ? 2 : 1;
+            const uint64_t mask = c % 3 == 0 || (c % 3 == 2 && rnd() % 16 == 0) ? ~0ull : 0xffffffffull;
             rec_raw_list_reserve(l, l->off[r] + len);
-            for (int k = 0; k < len; k++) l->val[l->off[r] + k] = (int64_t)rnd();
+            for (int k = 0; k < len; k++) l->val[l->off[r] + k] = (int64_t)(rnd() & mask);
             l->null[r] = (uint8_t)null;
             l->off[r + 1] = l->off[r] + len;
         }
@@ -154,23 +160,29 @@ static void fix_header(unsigned char *p) {
     set32(p + 40, rec_crc32(0, p, 64));
 }
 
-/* The first group of g_file: its offset and bytes, and a copy whose directory CRC and footer
- * CRC are fixed up after `edit` changed the group. */
-static void crafted(void (*edit)(unsigned char *group), const char *needle, const char *what) {
+enum { ENTRY = RRAW_ENTRY, E_INT32 = RRAW_E_INT32, E_ID32 = RRAW_E_ID32, E_IMPLIED = RRAW_E_IMPLIED, E_NNZ = RRAW_E_NNZ };
+
+/* A copy of g_file with its first group changed by `edit` and its directory entry by
+ * `edit_entry` (either may be NULL), the group's and the footer's CRCs fixed up. */
+static void crafted(void (*edit)(unsigned char *group), void (*edit_entry)(unsigned char *entry), const char *needle,
+                    const char *what) {
     unsigned char *p = malloc(g_len);
     memcpy(p, g_file, g_len);
     const uint64_t footer = get64(p + 32), off = get64(p + footer + 16), bytes = get64(p + footer + 16 + 8);
-    edit(p + off);
+    if (edit) edit(p + off);
     set32(p + footer + 16 + 24, rec_crc32(0, p + off, bytes));
+    if (edit_entry) edit_entry(p + footer + 16);
     const uint64_t n_groups = get64(p + footer);
-    set32(p + g_len - 24, rec_crc32(0, p + footer, 16 + n_groups * (32 + 8 * 26)));
+    set32(p + g_len - 24, rec_crc32(0, p + footer, 16 + n_groups * ENTRY));
     expect_refused(p, g_len, needle, what);
     free(p);
 }
 
-/* Layout of the first group of the fixture (7 rows): label 28 -> 32, ints 728, int_null 91 -> 96,
- * then C1: null 8, offsets 32. */
+/* Layout of the first group of the fixture (7 rows; its ints 64-bit, C1 with offsets, C2 one
+ * 32-bit id a present field): label 28 -> 32, ints 728, int_null 91 -> 96, then C1: null 8,
+ * offsets 32, ids 8 a value, then C2: null 8. */
 enum { FIX_ROWS = 7, G_INT_NULL = 32 + 728, G_C1_NULL = 32 + 728 + 96, G_C1_OFF = G_C1_NULL + 8 };
+static uint64_t g_c2_null; /* C2's missing flags in the first group */
 
 static void edit_label(unsigned char *g) { const float y = 0.5f; memcpy(g, &y, 4); }
 static void edit_int_null(unsigned char *g) { g[G_INT_NULL + 2] = 2; }
@@ -189,6 +201,17 @@ static void edit_null_ids(unsigned char *g) { /* a missing field with an id: row
     if (o[1] == o[0]) g[G_C1_NULL] = 2; /* no ids in row 0: make the flag bad instead */
 }
 
+static void edit_c2_present(unsigned char *g) { /* a field of C2 missing, its id kept */
+    for (int i = 0; i < FIX_ROWS; i++)
+        if (!g[g_c2_null + i]) {
+            g[g_c2_null + i] = 1;
+            return;
+        }
+}
+static void edit_c2_flag(unsigned char *g) { g[g_c2_null] = 2; }
+static void edit_widths(unsigned char *e) { set32(e + E_ID32, get32(e + E_ID32) | 1u << 30); }
+static void edit_nnz(unsigned char *e) { e[E_NNZ] += 100; } /* C1 said to hold 100 more ids */
+
 static void refusals(void) {
     char path[512];
     path_of(path, sizeof path, "fixture.rraw");
@@ -196,7 +219,10 @@ static void refusals(void) {
     rec_raw_block_init(&b, 40);
     g_rng = 12345;
     fill(&b, 40, 1);
-    /* row 0 of C1 with two ids, so that edit_null_ids has ids to misplace */
+    for (int c = 0; c < REC_CRITEO_NINT; c++) { /* 64-bit ints in the first group */
+        b.ints[c * b.cap] = (int64_t)1 << 40;
+        b.int_null[c * b.cap] = 0;
+    }
     rec_rawcols_writer *w;
     rec_status s = rec_rawcols_writer_open(&w, path, 1, FIX_ROWS);
     if (!s) s = rec_rawcols_writer_append(w, &b, 0, 40);
@@ -271,11 +297,21 @@ static void refusals(void) {
     expect_refused(p, g_len, "no end magic", "end magic");
     free(p);
     CHECK(get32(g_file + 8) == REC_RAWCOLS_VERSION, "version field");
-    crafted(edit_label, ":1: label 0.5", "label");
-    crafted(edit_int_null, "I1 has missing flag 2", "int flag");
-    crafted(edit_null_flag, "C1: missing flag not 0 or 1", "list flag");
-    crafted(edit_offsets, "C1: offsets out of order", "offsets");
-    crafted(edit_null_ids, "C1: ", "ids in a missing field");
+    const unsigned char *e0 = g_file + get64(g_file + 32) + 16;
+    CHECK(get32(e0 + E_INT32) == 0 && !(get32(e0 + E_IMPLIED) & 1) && !(get32(e0 + E_ID32) & 1) &&
+          (get32(e0 + E_IMPLIED) & 2) && (get32(e0 + E_ID32) & 2),
+          "the fixture's first group has the form the crafted edits assume (masks 0x%x 0x%x 0x%x)", get32(e0 + E_INT32),
+          get32(e0 + E_ID32), get32(e0 + E_IMPLIED));
+    g_c2_null = G_C1_OFF + 32 + 8 * get64(e0 + E_NNZ);
+    crafted(edit_label, NULL, ":1: label 0.5", "label");
+    crafted(edit_int_null, NULL, "I1 has missing flag 2", "int flag");
+    crafted(edit_null_flag, NULL, "C1: missing flag not 0 or 1", "list flag");
+    crafted(edit_offsets, NULL, "C1: offsets out of order", "offsets");
+    crafted(edit_null_ids, NULL, "C1: ", "ids in a missing field");
+    crafted(edit_c2_present, NULL, "column C2: ", "implied offsets: a field missing, its id kept");
+    crafted(edit_c2_flag, NULL, "C2: missing flag not 0 or 1", "implied offsets: flag");
+    crafted(NULL, edit_widths, "unknown column widths", "width bits beyond the columns");
+    crafted(NULL, edit_nnz, "do not match its rows and ids", "id counts that disagree with the size");
     free(g_file);
 }
 
@@ -372,6 +408,9 @@ static void data_path(const char *src) {
     rec_status s = rec_gen_write(&g, 5000, tsv, NULL, 2, NULL);
     if (!s) s = ingest(NULL, tsv, raw, 1);
     CHECK(s == REC_OK, "prep --raw: %s", rec_errmsg());
+    struct stat st_tsv, st_raw;
+    CHECK(!s && !stat(tsv, &st_tsv) && !stat(raw, &st_raw) && st_raw.st_size < st_tsv.st_size,
+          "the .rraw (%lld bytes) is smaller than its TSV (%lld)", (long long)st_raw.st_size, (long long)st_tsv.st_size);
     if (!s) engine_raw(raw, spec);
     const char *specs[] = {spec, vspec};
     for (int k = 0; k < 2; k++) {

@@ -12,17 +12,22 @@
  *            i64 G (rows of a full group), u64 file bytes, u64 footer offset, u32 CRC32 of
  *            the 64 bytes with these 4 as zero, zeros
  *   groups   up to G rows each, columnar, each array zero-padded to 8 bytes:
- *              label f32 (n) | ints i64 (13, n) | int_null u8 (13, n) |
- *              per categorical column: null u8 (n), offsets i32 (n + 1), ids i64 (nnz)
- *            and the group zero-padded to 64 bytes
+ *              label f32 (n) | per int column: values i32 or i64 (n) | int_null u8 (13, n) |
+ *              per categorical column: null u8 (n), offsets i32 (n + 1) unless implied,
+ *              ids u32 or i64 (nnz)
+ *            and the group zero-padded to 64 bytes. Each group takes the narrowest form that
+ *            holds it exactly: an int column whose values all fit in 32 bits stores i32, a
+ *            column whose ids all do u32, and a column whose present fields hold one id each
+ *            (single-hot Criteo) no offsets: they are implied by the missing flags.
  *   footer   u64 groups, i64 rows, then per group: u64 offset, u64 bytes, i64 rows, u32 CRC32
- *            of its bytes, u32 0, i64 nnz (26); then u32 CRC32 of the footer so far, u32 0,
- *            u64 footer offset, magic "RRAWEND1"
+ *            of its bytes, u32 mask of i32 int columns (bit c: I(c+1)), u32 mask of u32 id
+ *            columns (bit c: C(c+1)), u32 mask of implied offsets, i64 nnz (26); then u32
+ *            CRC32 of the footer so far, u32 0, u64 footer offset, magic "RRAWEND1"
  *
  * Opening checks magic, version, flags, sizes, every directory entry against the file and
  * the format's arithmetic, and the header and footer checksums; a group's checksum and the
  * structure of its lists (offsets rising from 0 to nnz, flags 0 or 1, no ids in a missing
- * field) are checked the first time it is read. Every refusal is REC_EFORMAT naming the file
+ * field; with implied offsets, as many ids as present fields) are checked the first time it is read. Every refusal is REC_EFORMAT naming the file
  * and what is wrong, never garbage read as rows.
  */
 #ifndef RECTRAIN_RAWCOLS_H

@@ -17,46 +17,66 @@
 
 #include "rectrain/core.h"
 #include "rectrain/rawcols.h"
+#include "rawcols_format.h"
 
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error ".rraw is written and mmapped in host order, which must be little-endian"
-#endif
-
-enum {
-    HEADER = 64, /* magic 0, version 8, flags 12, G 16, file bytes 24, footer offset 32, CRC 40 */
-    H_VERSION = 8, H_FLAGS = 12, H_G = 16, H_FILE = 24, H_FOOTER = 32, H_CRC = 40,
-    FLAG_LABEL = 1,
-    NCAT = REC_CRITEO_NCAT, NINT = REC_CRITEO_NINT,
-    ENTRY = 32 + 8 * NCAT,       /* offset, bytes, rows, CRC + 0, nnz[26] */
-    F_FIXED = 16,                /* groups, rows */
-    TAIL = 24,                   /* footer CRC + 0, footer offset, end magic */
-    DEFAULT_G = 65536, MAX_G = 1 << 24,
-};
-static const char END_MAGIC[8] = {'R', 'R', 'A', 'W', 'E', 'N', 'D', '1'};
+enum { NCAT = REC_CRITEO_NCAT, NINT = REC_CRITEO_NINT };
 
 static uint64_t pad8(uint64_t x) { return (x + 7) & ~(uint64_t)7; }
 static uint64_t pad64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
 
-/* Byte offsets of a group's arrays for n rows and nnz[26] ids; returns its padded size. */
+/* How a group stores its columns: which int columns in 32 bits (bit c: I(c+1)), which
+ * categoricals' ids in 32 bits, which with their offsets implied (every present field one id),
+ * and each categorical's id count. */
+typedef struct group_form {
+    uint32_t int32, id32, implied;
+    int64_t nnz[NCAT];
+} group_form;
+
+/* Byte offsets of a group's arrays for n rows of form f (cat_off 0 where implied); returns its
+ * padded size. */
 typedef struct group_layout {
-    uint64_t ints, int_null, cat_null[NCAT], cat_off[NCAT], cat_val[NCAT];
+    uint64_t ints[NINT], int_null, cat_null[NCAT], cat_off[NCAT], cat_val[NCAT];
 } group_layout;
 
-static uint64_t layout(int64_t n, const int64_t *nnz, group_layout *g) {
+static int bit(uint32_t mask, int c) { return (mask >> c) & 1; }
+
+static uint64_t layout(int64_t n, const group_form *f, group_layout *g) {
     uint64_t at = pad8(4 * (uint64_t)n);
-    g->ints = at;
-    at += 8 * NINT * (uint64_t)n;
+    for (int c = 0; c < NINT; c++) {
+        g->ints[c] = at;
+        at += pad8((bit(f->int32, c) ? 4 : 8) * (uint64_t)n);
+    }
     g->int_null = at;
     at += pad8(NINT * (uint64_t)n);
     for (int c = 0; c < NCAT; c++) {
         g->cat_null[c] = at;
         at += pad8((uint64_t)n);
-        g->cat_off[c] = at;
-        at += pad8(4 * ((uint64_t)n + 1));
+        g->cat_off[c] = bit(f->implied, c) ? 0 : at;
+        if (!bit(f->implied, c)) at += pad8(4 * ((uint64_t)n + 1));
         g->cat_val[c] = at;
-        at += 8 * (uint64_t)nnz[c];
+        at += pad8((bit(f->id32, c) ? 4 : 8) * (uint64_t)f->nnz[c]);
     }
     return pad64(at);
+}
+
+/* The narrowest form that holds rows [r0, r0 + n) of b exactly. */
+static void form_of(const rec_raw_block *b, int64_t r0, int64_t n, group_form *f) {
+    memset(f, 0, sizeof *f);
+    for (int c = 0; c < NINT; c++) {
+        const int64_t *v = b->ints + (size_t)c * b->cap + r0;
+        int narrow = 1;
+        for (int64_t i = 0; i < n && narrow; i++) narrow = v[i] >= INT32_MIN && v[i] <= INT32_MAX;
+        f->int32 |= (uint32_t)narrow << c;
+    }
+    for (int c = 0; c < NCAT; c++) {
+        const rec_raw_list *l = &b->cat[c];
+        f->nnz[c] = (int64_t)l->off[r0 + n] - l->off[r0];
+        int narrow = 1, implied = 1;
+        for (int32_t k = l->off[r0]; k < l->off[r0 + n] && narrow; k++) narrow = (uint64_t)l->val[k] <= UINT32_MAX;
+        for (int64_t i = r0; i < r0 + n && implied; i++) implied = l->off[i + 1] - l->off[i] == !l->null[i];
+        f->id32 |= (uint32_t)narrow << c;
+        f->implied |= (uint32_t)implied << c;
+    }
 }
 
 static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
@@ -85,7 +105,7 @@ struct rec_rawcols_writer {
     uint64_t at;              /* file offset of the next group */
     uint8_t *buf;             /* a group being laid out */
     uint64_t buf_cap;
-    uint8_t *dir;             /* (n_groups, ENTRY) the footer's directory */
+    uint8_t *dir;             /* (n_groups, RRAW_ENTRY) the footer's directory */
     int64_t n_groups, dir_cap;
 };
 
@@ -102,18 +122,18 @@ static void w_free(rec_rawcols_writer *w) {
 
 rec_status rec_rawcols_writer_open(rec_rawcols_writer **out, const char *path, int has_label, int64_t group_rows) {
     *out = NULL;
-    if (group_rows < 0 || group_rows > MAX_G)
+    if (group_rows < 0 || group_rows > RRAW_MAX_G)
         return rec_errorf(REC_EINVAL, "%s: raw column groups of %lld rows; give 1 to %d (0: %d)", path,
-                          (long long)group_rows, MAX_G, DEFAULT_G);
+                          (long long)group_rows, RRAW_MAX_G, RRAW_DEFAULT_G);
     rec_rawcols_writer *w = calloc(1, sizeof *w);
     if (!w) return rec_errorf(REC_ENOMEM, "%s: out of memory for the writer", path);
     w->file.fd = -1;
     w->has_label = has_label != 0;
-    w->G = group_rows ? group_rows : DEFAULT_G;
-    w->at = HEADER;
+    w->G = group_rows ? group_rows : RRAW_DEFAULT_G;
+    w->at = RRAW_HEADER;
     rec_status s = rec_atomic_open(&w->file, path);
     if (!s) {
-        uint8_t zero[HEADER] = {0}; /* the header is written at close, when its sizes are known */
+        uint8_t zero[RRAW_HEADER] = {0}; /* the header is written at close, when its sizes are known */
         if (!rec_write_full(w->file.fd, zero, sizeof zero)) s = w_io(w, "the header");
     }
     if (s) {
@@ -126,15 +146,10 @@ rec_status rec_rawcols_writer_open(rec_rawcols_writer **out, const char *path, i
 
 /* One group of rows [r0, r0 + n) of b. */
 static rec_status w_group(rec_rawcols_writer *w, const rec_raw_block *b, int64_t r0, int64_t n) {
-    int64_t nnz[NCAT];
-    for (int c = 0; c < NCAT; c++) {
-        nnz[c] = (int64_t)b->cat[c].off[r0 + n] - b->cat[c].off[r0];
-        if (nnz[c] > INT32_MAX)
-            return rec_errorf(REC_EINVAL, "%s: column C%d holds %lld ids in %lld rows, more than a group's 32-bit "
-                              "offsets allow; give smaller groups", w->file.path, c + 1, (long long)nnz[c], (long long)n);
-    }
+    group_form f;
+    form_of(b, r0, n, &f);
     group_layout g;
-    const uint64_t bytes = layout(n, nnz, &g);
+    const uint64_t bytes = layout(n, &f, &g);
     if (bytes > w->buf_cap) {
         uint8_t *p = realloc(w->buf, bytes);
         if (!p) return rec_errorf(REC_ENOMEM, "%s: out of memory for a group of %llu bytes", w->file.path,
@@ -146,31 +161,48 @@ static rec_status w_group(rec_rawcols_writer *w, const rec_raw_block *b, int64_t
     memset(p, 0, bytes);
     if (b->has_label) memcpy(p, b->label + r0, 4 * (size_t)n);
     for (int c = 0; c < NINT; c++) {
-        memcpy(p + g.ints + 8 * (uint64_t)(c * n), b->ints + (size_t)c * b->cap + r0, 8 * (size_t)n);
+        const int64_t *v = b->ints + (size_t)c * b->cap + r0;
+        if (bit(f.int32, c)) {
+            int32_t *d = (int32_t *)(p + g.ints[c]);
+            for (int64_t i = 0; i < n; i++) d[i] = (int32_t)v[i];
+        } else {
+            memcpy(p + g.ints[c], v, 8 * (size_t)n);
+        }
         memcpy(p + g.int_null + (uint64_t)(c * n), b->int_null + (size_t)c * b->cap + r0, (size_t)n);
     }
     for (int c = 0; c < NCAT; c++) {
         const rec_raw_list *l = &b->cat[c];
         memcpy(p + g.cat_null[c], l->null + r0, (size_t)n);
-        int32_t *off = (int32_t *)(p + g.cat_off[c]);
-        for (int64_t i = 0; i <= n; i++) off[i] = l->off[r0 + i] - l->off[r0];
-        memcpy(p + g.cat_val[c], l->val + l->off[r0], 8 * (size_t)nnz[c]);
+        if (!bit(f.implied, c)) {
+            int32_t *off = (int32_t *)(p + g.cat_off[c]);
+            for (int64_t i = 0; i <= n; i++) off[i] = l->off[r0 + i] - l->off[r0];
+        }
+        const int64_t *v = l->val + l->off[r0];
+        if (bit(f.id32, c)) {
+            uint32_t *d = (uint32_t *)(p + g.cat_val[c]);
+            for (int64_t k = 0; k < f.nnz[c]; k++) d[k] = (uint32_t)v[k];
+        } else {
+            memcpy(p + g.cat_val[c], v, 8 * (size_t)f.nnz[c]);
+        }
     }
     if (!rec_write_full(w->file.fd, p, bytes)) return w_io(w, "a group");
     if (w->n_groups == w->dir_cap) {
         const int64_t cap = w->dir_cap ? 2 * w->dir_cap : 64;
-        uint8_t *d = realloc(w->dir, (size_t)cap * ENTRY);
+        uint8_t *d = realloc(w->dir, (size_t)cap * RRAW_ENTRY);
         if (!d) return rec_errorf(REC_ENOMEM, "%s: out of memory for the group directory", w->file.path);
         w->dir = d;
         w->dir_cap = cap;
     }
-    uint8_t *e = w->dir + (size_t)w->n_groups++ * ENTRY;
-    memset(e, 0, ENTRY);
-    put_u64(e, w->at);
-    put_u64(e + 8, bytes);
-    put_u64(e + 16, (uint64_t)n);
-    put_u32(e + 24, rec_crc32(0, p, bytes));
-    for (int c = 0; c < NCAT; c++) put_u64(e + 32 + 8 * c, (uint64_t)nnz[c]);
+    uint8_t *e = w->dir + (size_t)w->n_groups++ * RRAW_ENTRY;
+    memset(e, 0, RRAW_ENTRY);
+    put_u64(e + RRAW_E_OFFSET, w->at);
+    put_u64(e + RRAW_E_BYTES, bytes);
+    put_u64(e + RRAW_E_ROWS, (uint64_t)n);
+    put_u32(e + RRAW_E_CRC, rec_crc32(0, p, bytes));
+    put_u32(e + RRAW_E_INT32, f.int32);
+    put_u32(e + RRAW_E_ID32, f.id32);
+    put_u32(e + RRAW_E_IMPLIED, f.implied);
+    for (int c = 0; c < NCAT; c++) put_u64(e + RRAW_E_NNZ + 8 * c, (uint64_t)f.nnz[c]);
     w->at += bytes;
     w->rows += n;
     return REC_OK;
@@ -189,27 +221,27 @@ rec_status rec_rawcols_writer_append(rec_rawcols_writer *w, const rec_raw_block 
 
 static rec_status w_finish(rec_rawcols_writer *w) {
     const uint64_t footer = w->at;
-    uint8_t fixed[F_FIXED];
+    uint8_t fixed[RRAW_F_FIXED];
     put_u64(fixed, (uint64_t)w->n_groups);
     put_u64(fixed + 8, (uint64_t)w->rows);
     uint32_t crc = rec_crc32(0, fixed, sizeof fixed);
-    crc = rec_crc32(crc, w->dir, (size_t)w->n_groups * ENTRY);
-    uint8_t tail[TAIL] = {0};
-    put_u32(tail, crc);
-    put_u64(tail + 8, footer);
-    memcpy(tail + 16, END_MAGIC, 8);
+    crc = rec_crc32(crc, w->dir, (size_t)w->n_groups * RRAW_ENTRY);
+    uint8_t tail[RRAW_TAIL] = {0};
+    put_u32(tail + RRAW_T_CRC, crc);
+    put_u64(tail + RRAW_T_FOOTER, footer);
+    memcpy(tail + RRAW_T_MAGIC, RRAW_END_MAGIC, 8);
     if (!rec_write_full(w->file.fd, fixed, sizeof fixed) ||
-        !rec_write_full(w->file.fd, w->dir, (size_t)w->n_groups * ENTRY) || !rec_write_full(w->file.fd, tail, TAIL))
+        !rec_write_full(w->file.fd, w->dir, (size_t)w->n_groups * RRAW_ENTRY) || !rec_write_full(w->file.fd, tail, RRAW_TAIL))
         return w_io(w, "the footer");
-    uint8_t h[HEADER] = {0};
+    uint8_t h[RRAW_HEADER] = {0};
     memcpy(h, REC_RAWCOLS_MAGIC, 8);
-    put_u32(h + H_VERSION, REC_RAWCOLS_VERSION);
-    put_u32(h + H_FLAGS, w->has_label ? FLAG_LABEL : 0);
-    put_u64(h + H_G, (uint64_t)w->G);
-    put_u64(h + H_FILE, footer + F_FIXED + (uint64_t)w->n_groups * ENTRY + TAIL);
-    put_u64(h + H_FOOTER, footer);
-    put_u32(h + H_CRC, rec_crc32(0, h, HEADER));
-    if (pwrite(w->file.fd, h, HEADER, 0) != HEADER) return w_io(w, "the header");
+    put_u32(h + RRAW_H_VERSION, REC_RAWCOLS_VERSION);
+    put_u32(h + RRAW_H_FLAGS, w->has_label ? RRAW_FLAG_LABEL : 0);
+    put_u64(h + RRAW_H_G, (uint64_t)w->G);
+    put_u64(h + RRAW_H_FILE, footer + RRAW_F_FIXED + (uint64_t)w->n_groups * RRAW_ENTRY + RRAW_TAIL);
+    put_u64(h + RRAW_H_FOOTER, footer);
+    put_u32(h + RRAW_H_CRC, rec_crc32(0, h, RRAW_HEADER));
+    if (pwrite(w->file.fd, h, RRAW_HEADER, 0) != RRAW_HEADER) return w_io(w, "the header");
     return rec_atomic_commit(&w->file);
 }
 
@@ -230,7 +262,7 @@ typedef struct rgroup {
     uint64_t off, bytes;
     int64_t rows, row0;
     uint32_t crc;
-    int64_t nnz[NCAT];
+    group_form form;
     int verified;
 } rgroup;
 
@@ -262,69 +294,76 @@ static rec_status check_header(rec_rawcols *r) {
     const char *p = r->path;
     if (r->size < 8 || memcmp(h, REC_RAWCOLS_MAGIC, 8) != 0)
         return BAD("%s: not a raw column file (no RRAWCOL1 magic); make one with rectrain prep --raw", p);
-    if (r->size < HEADER + F_FIXED + TAIL)
+    if (r->size < RRAW_HEADER + RRAW_F_FIXED + RRAW_TAIL)
         return BAD("%s: truncated: %llu bytes, less than an empty raw column file; make it again with rectrain prep "
                    "--raw", p, (unsigned long long)r->size);
-    uint8_t copy[HEADER];
-    memcpy(copy, h, HEADER);
-    put_u32(copy + H_CRC, 0);
-    if (rec_crc32(0, copy, HEADER) != get_u32(h + H_CRC))
+    uint8_t copy[RRAW_HEADER];
+    memcpy(copy, h, RRAW_HEADER);
+    put_u32(copy + RRAW_H_CRC, 0);
+    if (rec_crc32(0, copy, RRAW_HEADER) != get_u32(h + RRAW_H_CRC))
         return BAD("%s: header checksum mismatch (the file is damaged); make it again with rectrain prep --raw", p);
-    if (get_u32(h + H_VERSION) != REC_RAWCOLS_VERSION)
-        return BAD("%s: raw column format version %u; this rectrain reads version %d", p, get_u32(h + H_VERSION),
+    if (get_u32(h + RRAW_H_VERSION) != REC_RAWCOLS_VERSION)
+        return BAD("%s: raw column format version %u; this rectrain reads version %d", p, get_u32(h + RRAW_H_VERSION),
                    REC_RAWCOLS_VERSION);
-    const uint32_t flags = get_u32(h + H_FLAGS);
-    if (flags & ~(uint32_t)FLAG_LABEL) return BAD("%s: unknown header flags 0x%x", p, flags);
-    r->has_label = (flags & FLAG_LABEL) != 0;
-    r->G = (int64_t)get_u64(h + H_G);
-    if (r->G < 1 || r->G > MAX_G) return BAD("%s: groups of %lld rows in the header (1 to %d)", p, (long long)r->G, MAX_G);
-    if (get_u64(h + H_FILE) != r->size)
+    const uint32_t flags = get_u32(h + RRAW_H_FLAGS);
+    if (flags & ~(uint32_t)RRAW_FLAG_LABEL) return BAD("%s: unknown header flags 0x%x", p, flags);
+    r->has_label = (flags & RRAW_FLAG_LABEL) != 0;
+    r->G = (int64_t)get_u64(h + RRAW_H_G);
+    if (r->G < 1 || r->G > RRAW_MAX_G) return BAD("%s: groups of %lld rows in the header (1 to %d)", p, (long long)r->G, RRAW_MAX_G);
+    if (get_u64(h + RRAW_H_FILE) != r->size)
         return BAD("%s: %s: %llu bytes, the header says %llu; copy the file again", p,
-                   get_u64(h + H_FILE) > r->size ? "truncated" : "trailing bytes", (unsigned long long)r->size,
-                   (unsigned long long)get_u64(h + H_FILE));
+                   get_u64(h + RRAW_H_FILE) > r->size ? "truncated" : "trailing bytes", (unsigned long long)r->size,
+                   (unsigned long long)get_u64(h + RRAW_H_FILE));
     return REC_OK;
 }
 
 static rec_status parse_footer(rec_rawcols *r) {
     const char *p = r->path;
-    const uint8_t *t = r->map + r->size - TAIL;
-    if (memcmp(t + 16, END_MAGIC, 8) != 0) return BAD("%s: no end magic RRAWEND1: the file is truncated or damaged", p);
-    const uint64_t footer = get_u64(t + 8);
-    if (footer != get_u64(r->map + H_FOOTER) || footer < HEADER || footer % 64 || footer > r->size - TAIL - F_FIXED)
+    const uint8_t *t = r->map + r->size - RRAW_TAIL;
+    if (memcmp(t + RRAW_T_MAGIC, RRAW_END_MAGIC, 8) != 0) return BAD("%s: no end magic RRAWEND1: the file is truncated or damaged", p);
+    const uint64_t footer = get_u64(t + RRAW_T_FOOTER);
+    if (footer != get_u64(r->map + RRAW_H_FOOTER) || footer < RRAW_HEADER || footer % 64 || footer > r->size - RRAW_TAIL - RRAW_F_FIXED)
         return BAD("%s: footer offset %llu is outside the file or disagrees with the header", p,
                    (unsigned long long)footer);
     const uint8_t *f = r->map + footer;
     const uint64_t n_groups = get_u64(f);
-    if (n_groups > (r->size - TAIL - F_FIXED - footer) / ENTRY || footer + F_FIXED + n_groups * ENTRY != r->size - TAIL)
+    if (n_groups > (r->size - RRAW_TAIL - RRAW_F_FIXED - footer) / RRAW_ENTRY || footer + RRAW_F_FIXED + n_groups * RRAW_ENTRY != r->size - RRAW_TAIL)
         return BAD("%s: the footer's %llu groups do not fit its %llu bytes", p, (unsigned long long)n_groups,
                    (unsigned long long)(r->size - footer));
-    if (rec_crc32(0, f, F_FIXED + n_groups * ENTRY) != get_u32(t))
+    if (rec_crc32(0, f, RRAW_F_FIXED + n_groups * RRAW_ENTRY) != get_u32(t + RRAW_T_CRC))
         return BAD("%s: footer checksum mismatch (the file is damaged); make it again with rectrain prep --raw", p);
     r->n_groups = (int64_t)n_groups;
     r->groups = calloc(n_groups + 1, sizeof *r->groups);
     if (!r->groups) return rec_errorf(REC_ENOMEM, "%s: out of memory for %llu groups", p, (unsigned long long)n_groups);
-    uint64_t at = HEADER;
+    uint64_t at = RRAW_HEADER;
     int64_t rows = 0;
     for (uint64_t k = 0; k < n_groups; k++) {
-        const uint8_t *e = f + F_FIXED + k * ENTRY;
+        const uint8_t *e = f + RRAW_F_FIXED + k * RRAW_ENTRY;
         rgroup *g = &r->groups[k];
-        g->off = get_u64(e);
-        g->bytes = get_u64(e + 8);
-        g->rows = (int64_t)get_u64(e + 16);
-        g->crc = get_u32(e + 24);
+        g->off = get_u64(e + RRAW_E_OFFSET);
+        g->bytes = get_u64(e + RRAW_E_BYTES);
+        g->rows = (int64_t)get_u64(e + RRAW_E_ROWS);
+        g->crc = get_u32(e + RRAW_E_CRC);
         g->row0 = rows;
         if (g->off != at) return BAD("%s: group %llu starts at byte %llu, not right after the one before (%llu)", p,
                                      (unsigned long long)k, (unsigned long long)g->off, (unsigned long long)at);
         if (g->rows < 1 || g->rows > r->G)
             return BAD("%s: group %llu has %lld rows (1 to %lld)", p, (unsigned long long)k, (long long)g->rows,
                        (long long)r->G);
+        group_form *fm = &g->form;
+        fm->int32 = get_u32(e + RRAW_E_INT32);
+        fm->id32 = get_u32(e + RRAW_E_ID32);
+        fm->implied = get_u32(e + RRAW_E_IMPLIED);
+        if (fm->int32 >> NINT || fm->id32 >> NCAT || fm->implied >> NCAT)
+            return BAD("%s: group %llu: unknown column widths (0x%x 0x%x 0x%x); a newer rectrain wrote it", p,
+                       (unsigned long long)k, fm->int32, fm->id32, fm->implied);
         for (int c = 0; c < NCAT; c++) {
-            g->nnz[c] = (int64_t)get_u64(e + 32 + 8 * c);
-            if (g->nnz[c] < 0 || g->nnz[c] > INT32_MAX)
-                return BAD("%s: group %llu column C%d has %lld ids", p, (unsigned long long)k, c + 1, (long long)g->nnz[c]);
+            fm->nnz[c] = (int64_t)get_u64(e + RRAW_E_NNZ + 8 * c);
+            if (fm->nnz[c] < 0 || fm->nnz[c] > INT32_MAX)
+                return BAD("%s: group %llu column C%d has %lld ids", p, (unsigned long long)k, c + 1, (long long)fm->nnz[c]);
         }
         group_layout gl;
-        if (layout(g->rows, g->nnz, &gl) != g->bytes || g->bytes > footer - at)
+        if (layout(g->rows, fm, &gl) != g->bytes || g->bytes > footer - at)
             return BAD("%s: group %llu's %llu bytes do not match its rows and ids, or leave the file", p,
                        (unsigned long long)k, (unsigned long long)g->bytes);
         at += g->bytes;
@@ -380,8 +419,9 @@ static rec_status verify_group(rec_rawcols *r, int64_t k) {
         return BAD("%s: checksum mismatch in group %lld (rows %lld..%lld): the file is damaged; make it again with "
                    "rectrain prep --raw", path, (long long)k, (long long)g->row0 + 1, (long long)(g->row0 + g->rows));
     const int64_t n = g->rows;
+    const group_form *fm = &g->form;
     group_layout gl;
-    layout(n, g->nnz, &gl);
+    layout(n, fm, &gl);
     for (int64_t i = 0; i < n; i++) {
         float y;
         memcpy(&y, p + 4 * i, 4);
@@ -394,6 +434,17 @@ static rec_status verify_group(rec_rawcols *r, int64_t k) {
                        p[gl.int_null + i]);
     for (int c = 0; c < NCAT; c++) {
         const uint8_t *null = p + gl.cat_null[c];
+        if (bit(fm->implied, c)) { /* one id a present field: the ids are as many as those */
+            int64_t present = 0;
+            for (int64_t i = 0; i < n; i++) {
+                if (null[i] > 1) return BAD("%s:%lld: C%d: missing flag not 0 or 1", path, (long long)(g->row0 + i + 1), c + 1);
+                present += !null[i];
+            }
+            if (present != fm->nnz[c])
+                return BAD("%s: group %lld column C%d: %lld present fields of one id, the directory says %lld ids", path,
+                           (long long)k, c + 1, (long long)present, (long long)fm->nnz[c]);
+            continue;
+        }
         const uint8_t *ob = p + gl.cat_off[c];
         int32_t prev = 0, o0;
         memcpy(&o0, ob, 4);
@@ -401,15 +452,15 @@ static rec_status verify_group(rec_rawcols *r, int64_t k) {
         for (int64_t i = 0; i < n; i++) {
             int32_t o;
             memcpy(&o, ob + 4 * (i + 1), 4);
-            if (null[i] > 1 || o < prev || o > g->nnz[c] || (null[i] && o != prev))
+            if (null[i] > 1 || o < prev || o > fm->nnz[c] || (null[i] && o != prev))
                 return BAD("%s:%lld: C%d: %s", path, (long long)(g->row0 + i + 1), c + 1,
-                           null[i] > 1 ? "missing flag not 0 or 1" : o < prev || o > g->nnz[c] ? "offsets out of order"
-                                                                                               : "ids in a missing field");
+                           null[i] > 1 ? "missing flag not 0 or 1" : o < prev || o > fm->nnz[c] ? "offsets out of order"
+                                                                                                : "ids in a missing field");
             prev = o;
         }
-        if (prev != g->nnz[c])
+        if (prev != fm->nnz[c])
             return BAD("%s: group %lld column C%d: offsets end at %d, the directory says %lld ids", path, (long long)k,
-                       c + 1, prev, (long long)g->nnz[c]);
+                       c + 1, prev, (long long)fm->nnz[c]);
     }
     g->verified = 1;
     return REC_OK;
@@ -431,6 +482,41 @@ static int64_t group_of(const rec_rawcols *r, int64_t row) {
     return lo;
 }
 
+/* Rows [a, a + m) of a group's categorical c into rows [at, at + m) of l. */
+static rec_status read_list(const uint8_t *p, const group_layout *gl, const group_form *fm, int c, int64_t a, int64_t m,
+                            int64_t at, rec_raw_list *l) {
+    const uint8_t *null = p + gl->cat_null[c] + a;
+    int32_t o0 = 0, o1 = 0; /* the rows' ids in the group */
+    if (bit(fm->implied, c)) { /* one id a present field: offsets count them */
+        for (int64_t i = 0; i < a; i++) o0 += !p[gl->cat_null[c] + i];
+        o1 = o0;
+        for (int64_t i = 0; i < m; i++) o1 += !null[i];
+    } else {
+        memcpy(&o0, p + gl->cat_off[c] + 4 * (uint64_t)a, 4);
+        memcpy(&o1, p + gl->cat_off[c] + 4 * (uint64_t)(a + m), 4);
+    }
+    const int32_t base = l->off[at];
+    REC_TRY(rec_raw_list_reserve(l, (int64_t)base + (o1 - o0)));
+    memcpy(l->null + at, null, (size_t)m);
+    if (bit(fm->implied, c)) {
+        for (int64_t i = 0; i < m; i++) l->off[at + i + 1] = l->off[at + i] + !null[i];
+    } else {
+        for (int64_t i = 1; i <= m; i++) {
+            int32_t o;
+            memcpy(&o, p + gl->cat_off[c] + 4 * (uint64_t)(a + i), 4);
+            l->off[at + i] = base + (o - o0);
+        }
+    }
+    int64_t *d = l->val + base;
+    if (bit(fm->id32, c)) {
+        const uint32_t *v = (const uint32_t *)(p + gl->cat_val[c]) + o0;
+        for (int32_t k = 0; k < o1 - o0; k++) d[k] = (int64_t)v[k];
+    } else {
+        memcpy(d, p + gl->cat_val[c] + 8 * (uint64_t)o0, 8 * (size_t)(o1 - o0));
+    }
+    return REC_OK;
+}
+
 rec_status rec_rawcols_read(rec_rawcols *r, int64_t row0, int64_t n, rec_raw_block *out) {
     if (row0 < 0 || n < 0 || row0 + n > r->rows)
         return rec_errorf(REC_EINVAL, "%s: rows [%lld, %lld) asked for; the file has %lld", r->path, (long long)row0,
@@ -445,30 +531,24 @@ rec_status rec_rawcols_read(rec_rawcols *r, int64_t row0, int64_t n, rec_raw_blo
         REC_TRY(verify_group(r, k));
         const rgroup *g = &r->groups[k];
         const uint8_t *p = r->map + g->off;
+        const group_form *fm = &g->form;
         group_layout gl;
-        layout(g->rows, g->nnz, &gl);
+        layout(g->rows, fm, &gl);
         const int64_t a = row0 + out->n - g->row0, m = g->rows - a < n - out->n ? g->rows - a : n - out->n;
         const int64_t at = out->n, cap = out->cap;
         memcpy(out->label + at, p + 4 * a, 4 * (size_t)m);
         for (int c = 0; c < NINT; c++) {
-            memcpy(out->ints + c * cap + at, p + gl.ints + 8 * (uint64_t)(c * g->rows + a), 8 * (size_t)m);
+            int64_t *d = out->ints + c * cap + at;
+            if (bit(fm->int32, c)) {
+                const int32_t *v = (const int32_t *)(p + gl.ints[c]) + a;
+                for (int64_t i = 0; i < m; i++) d[i] = v[i];
+            } else {
+                memcpy(d, p + gl.ints[c] + 8 * (uint64_t)a, 8 * (size_t)m);
+            }
             memcpy(out->int_null + c * cap + at, p + gl.int_null + (uint64_t)(c * g->rows + a), (size_t)m);
         }
-        for (int c = 0; c < NCAT; c++) {
-            rec_raw_list *l = &out->cat[c];
-            int32_t o0, o1;
-            memcpy(&o0, p + gl.cat_off[c] + 4 * (uint64_t)a, 4);
-            memcpy(&o1, p + gl.cat_off[c] + 4 * (uint64_t)(a + m), 4);
-            const int32_t base = l->off[at];
-            REC_TRY(rec_raw_list_reserve(l, (int64_t)base + (o1 - o0)));
-            memcpy(l->null + at, p + gl.cat_null[c] + a, (size_t)m);
-            for (int64_t i = 1; i <= m; i++) {
-                int32_t o;
-                memcpy(&o, p + gl.cat_off[c] + 4 * (uint64_t)(a + i), 4);
-                l->off[at + i] = base + (o - o0);
-            }
-            memcpy(l->val + base, p + gl.cat_val[c] + 8 * (uint64_t)o0, 8 * (size_t)(o1 - o0));
-        }
+        for (int c = 0; c < NCAT; c++)
+            REC_TRY(read_list(p, &gl, fm, c, a, m, at, &out->cat[c]));
         out->n += m;
     }
     return REC_OK;

@@ -547,10 +547,8 @@ static rec_status check_values(const rec_loader *l, const rec_batch *b, int64_t 
                       "it. The spec's operators made it " REC_NONFINITE_FIX ", and prepare the data again", l->d->path, (long long)(row0 + r), c, (double)b->dense[r * b->n_dense + c]);
 }
 
-/* Data set rows [r, r+n) of a shard data set into b (b->n = n), from the parts that hold
- * them: one part reads straight into b, rows across parts go through the span batch. */
-/* The same for a .rraw data set: its rows read and preprocessed RAW_ROWS at a time, the
- * engine's batches appended in order. */
+/* Data set rows [r, r+n) of a .rraw data set into b (b->n = n): read and preprocessed
+ * RAW_ROWS at a time, the engine's batches appended in order. */
 static rec_status read_raw_rows(rec_loader *l, int64_t r, int64_t n, rec_batch *b) {
     const int64_t *row0 = l->d->part_row0;
     batch_clear(b);
@@ -571,6 +569,8 @@ static rec_status read_raw_rows(rec_loader *l, int64_t r, int64_t n, rec_batch *
     return REC_OK;
 }
 
+/* Data set rows [r, r+n) into b (b->n = n), from the parts that hold them: for a shard, one
+ * part reads straight into b, rows across parts go through the span batch. */
 static rec_status read_rows(rec_loader *l, int64_t r, int64_t n, rec_batch *b) {
     if (l->d->is_raw) return read_raw_rows(l, r, n, b);
     const int64_t *row0 = l->d->part_row0;

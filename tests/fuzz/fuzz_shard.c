@@ -18,14 +18,7 @@
  * Anything else (a crash, a leak, UB, an abort below) is a bug. Seeds: tests/fuzz/seeds/
  * fuzz_shard (small shards written by rectrain prep, option byte first). Build and run:
  * scripts/fuzz.sh. */
-#define _GNU_SOURCE
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
+#include "fuzz_file.h"
 #include "rectrain/core.h"
 #include "rectrain/shard.h"
 #include "shard_format.h"
@@ -54,12 +47,6 @@ static void fix_checksums(uint8_t *p, uint64_t n, int opt) {
         shard_put_u32(p + SHARD_H_CRC, 0);
         shard_put_u32(p + SHARD_H_CRC, rec_crc32(0, p, hb));
     }
-}
-
-/* A refusal of the file: the expected status, and a message that starts with its path. */
-static void refused(rec_status st, const char *path) {
-    if (st != REC_EFORMAT && st != REC_ENOMEM) abort();
-    if (strncmp(rec_errmsg(), path, strlen(path)) != 0) abort();
 }
 
 /* Rows [0, n) of a read: the schema's id widths, offsets from 0, non-decreasing and inside
@@ -94,7 +81,7 @@ static void read_all(const char *path, int64_t chunk) {
     rec_shard *s = NULL, *v = NULL;
     rec_status st = rec_shard_open(&s, path);
     if (st) {
-        refused(st, path);
+        fuzz_refused(st, path);
         return;
     }
     if (rec_shard_open(&v, path) != REC_OK) abort();
@@ -102,7 +89,7 @@ static void read_all(const char *path, int64_t chunk) {
     const int64_t rows = rec_shard_rows(s);
     if (rows < 0 || rec_shard_groups(s) < 0 || (rows == 0) != (rec_shard_groups(s) == 0)) abort();
     const rec_status vs = rec_shard_verify(v);
-    if (vs) refused(vs, path);
+    if (vs) fuzz_refused(vs, path);
     if (rows > 0) {
         rec_batch a, b;
         if (rec_batch_init(&a, chunk, sc->n_dense, sc->n_sparse, 1) || rec_batch_init(&b, chunk, sc->n_dense, sc->n_sparse, 1))
@@ -112,7 +99,7 @@ static void read_all(const char *path, int64_t chunk) {
             const int64_t k = rows - r < chunk ? rows - r : chunk;
             st = rec_shard_read(s, r, k, &a);
             if (st) {
-                refused(st, path);
+                fuzz_refused(st, path);
                 all_ok = 0;
                 continue;
             }
@@ -129,21 +116,7 @@ static void read_all(const char *path, int64_t chunk) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static int fd = -1;
-    static char path[64];
-    if (fd < 0) {
-        fd = memfd_create("fuzz.rshard", 0);
-        if (fd < 0) abort();
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    }
-    if (size < 1) return 0;
-    const uint64_t n = size - 1;
-    uint8_t *file = malloc(n + 1);
-    if (!file) abort();
-    memcpy(file, data + 1, n);
-    fix_checksums(file, n, data[0]);
-    if (ftruncate(fd, 0) || pwrite(fd, file, n, 0) != (ssize_t)n) abort();
-    free(file);
-    read_all(path, 1 + (data[0] >> 3));
+    const char *path = fuzz_file(data, size, fix_checksums);
+    if (path) read_all(path, 1 + (data[0] >> 3));
     return 0;
 }
