@@ -6,7 +6,10 @@
  * Not timed: generating the text, a categorify counting pass (reported on its own line).
  * MB/s counts input TSV bytes. The machine's copy bandwidth (memcpy of 256 MiB) is printed
  * beside it as the ceiling any single pass over the bytes could reach. With --device cuda the
- * GPU executor runs the ops (the CPUs parse) at all CPUs, in the same run, on the last line. */
+ * GPU executor runs the ops (the CPUs parse) at all CPUs, in the same run, on the last line.
+ * With --parsed the text is parsed into raw columns first, untimed, and only the operators
+ * are timed (rec_prep_engine_run_raw; on the GPU, copies both ways included): RAP's setting,
+ * rows the loader has parsed (.rraw). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +26,15 @@
 static const char USAGE[] =
     "usage: rectrain bench prep [--spec SPEC.json] [--in FILE.tsv] [--rows N] [--threads T]\n"
     "                           [--reps R] [--scale F] [--multi-hot] [--device cuda]\n"
-    "                           [--latencies FILE.tsv] [--json]\n"
+    "                           [--parsed] [--latencies FILE.tsv] [--json]\n"
     "\n"
     "Times TSV text -> Batch (parse + every op of SPEC) in memory. Without --in it generates\n"
     "N rows (default 1M) with `rectrain gen` semantics (seed 1). Runs 1..T threads (default:\n"
     "1 and all CPUs) and prints MB/s, rows/s and the speed-up beside the measured copy\n"
     "bandwidth. Default spec: configs/criteo_standard.json (from the source tree). With\n"
-    "--device cuda a last line times the GPU executor (ops on the GPU, parsing on all CPUs), and\n"
+    "--device cuda a last line times the GPU executor (ops on the GPU, parsing on all CPUs).\n"
+    "--parsed parses the text into raw columns first, untimed, and times the ops alone (on the\n"
+    "GPU with the copies to it and back), as on rows read from a .rraw. With --device cuda,\n"
     "--latencies times each fused kernel of the plan (and of the plan sharded to 8 and to 1 op a\n"
     "kernel) alone on blocks of 1k-32k rows, writes them to FILE.tsv, and scores the latency\n"
     "predictor trained on 90% of them on the rest (RAP §5.2, Table 5).\n";
@@ -118,8 +123,22 @@ static int make_chunks(const char *text, size_t len, rec_text_chunk *chunks, int
 
 typedef struct result { int threads, device; double mb_s, rows_s, seconds; int64_t rows; } result;
 
-static rec_status run_threads(const rec_prep_plan *plan, const rec_text_chunk *chunks, int nc, size_t bytes,
-                              int threads, int reps, int has_label, rec_prep_device device, result *out) {
+/* Parses each chunk into its own raw block (--parsed). */
+static rec_status parse_chunks(const rec_text_chunk *chunks, int nc, int has_label, rec_raw_block *raws) {
+    rec_tsv_opts to = {.has_label = has_label};
+    for (int c = 0; c < nc; c++) {
+        rec_bad_report bad = {0};
+        REC_TRY(rec_raw_block_init(&raws[c], chunks[c].n_lines + 1));
+        REC_TRY(rec_tsv_parse(&to, "bench", chunks[c].text, chunks[c].len, chunks[c].first_line, &raws[c], &bad));
+    }
+    return REC_OK;
+}
+
+/* Every chunk through an engine of `threads` threads on `device`, reps times: its text, or
+ * (raws) its parsed rows. */
+static rec_status run_threads(const rec_prep_plan *plan, const rec_text_chunk *chunks, const rec_raw_block *raws,
+                              int nc, size_t bytes, int threads, int reps, int has_label, rec_prep_device device,
+                              result *out) {
     rec_tsv_opts to = {.has_label = has_label, .bad_rows = REC_BAD_ROWS_FAIL};
     rec_prep_engine *e;
     REC_TRY(rec_prep_engine_init(&e, plan, threads, &to, "bench"));
@@ -130,7 +149,7 @@ static rec_status run_threads(const rec_prep_plan *plan, const rec_text_chunk *c
         double t0 = rec_now();
         rows = 0;
         for (int c = 0; !s && c < nc; c++) {
-            s = rec_prep_engine_run(e, &chunks[c]);
+            s = raws ? rec_prep_engine_run_raw(e, &raws[c]) : rec_prep_engine_run(e, &chunks[c]);
             for (int k = 0; !s && k < threads; k++) rows += rec_prep_engine_batch(e, k)->n;
         }
         if (r >= 0) t[r] = rec_now() - t0;
@@ -145,7 +164,7 @@ static rec_status run_threads(const rec_prep_plan *plan, const rec_text_chunk *c
 int bench_prep(int argc, char **argv) {
     const char *cmd = "bench prep", *spec_path = NULL, *in = NULL, *lat_path = NULL;
     int64_t rows = 1000000;
-    int threads = 0, reps = 5, json = 0, multi_hot = 0, gpu = 0;
+    int threads = 0, reps = 5, json = 0, multi_hot = 0, gpu = 0, parsed = 0;
     double scale = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -158,6 +177,7 @@ int bench_prep(int argc, char **argv) {
         else if (!strcmp(a, "--reps")) rc = cli_int(cmd, argc, argv, &i, 1, 32, &reps);
         else if (!strcmp(a, "--scale")) rc = cli_double(cmd, argc, argv, &i, 1e-6, 1e3, &scale);
         else if (!strcmp(a, "--multi-hot")) multi_hot = 1;
+        else if (!strcmp(a, "--parsed")) parsed = 1;
         else if (!strcmp(a, "--latencies")) rc = cli_str(cmd, argc, argv, &i, &lat_path);
         else if (!strcmp(a, "--device")) {
             const char *d = NULL;
@@ -202,6 +222,8 @@ int bench_prep(int argc, char **argv) {
         has_label = tabs != 38;
     }
     int nc = s ? 0 : make_chunks(text, len, chunks, MAX_CHUNKS);
+    rec_raw_block *raws = parsed ? calloc((size_t)nc + 1, sizeof *raws) : NULL;
+    if (!s && parsed) s = raws ? parse_chunks(chunks, nc, has_label, raws) : rec_errorf(REC_ENOMEM, "bench: out of memory");
     double count_mb_s = 0;
     if (!s && spec->n_vocabs > 0) { /* the counting pass, timed on its own */
         rec_tsv_opts to = {.has_label = has_label};
@@ -219,6 +241,8 @@ int bench_prep(int argc, char **argv) {
     }
     if (!s) s = rec_prep_plan_init(&plan, spec, spec->n_vocabs ? &vocabs : NULL);
     if (s) {
+        for (int c = 0; raws && c < nc; c++) rec_raw_block_free(&raws[c]);
+        free(raws);
         free(chunks);
         rec_free(text);
         rec_spec_free(spec);
@@ -234,13 +258,13 @@ int bench_prep(int argc, char **argv) {
     result res[4];
     int64_t lines = 0;
     for (int c = 0; c < nc; c++) lines += chunks[c].n_lines;
-    printf("bench prep: %s, %.1f MB of TSV (%lld rows, %.0f B/row), %d fused groups, median of %d\n",
+    printf("bench prep: %s, %.1f MB of TSV (%lld rows, %.0f B/row), %d fused groups, median of %d%s\n",
            spec->name, (double)len / 1e6, (long long)lines, lines ? (double)len / (double)lines : 0.0,
-           rec_prep_plan_groups(plan), reps);
+           rec_prep_plan_groups(plan), reps, parsed ? "; rows parsed beforehand, the ops alone timed" : "");
     for (int k = 0; k < n_counts && !s; k++)
-        s = run_threads(plan, chunks, nc, len, counts[k], reps, has_label, REC_PREP_CPU, &res[k]);
+        s = run_threads(plan, chunks, raws, nc, len, counts[k], reps, has_label, REC_PREP_CPU, &res[k]);
     if (!s && gpu) { /* the GPU executor, as many threads parsing as the last CPU row */
-        s = run_threads(plan, chunks, nc, len, counts[n_counts - 1], reps, has_label, REC_PREP_CUDA, &res[n_counts]);
+        s = run_threads(plan, chunks, raws, nc, len, counts[n_counts - 1], reps, has_label, REC_PREP_CUDA, &res[n_counts]);
         n_counts++;
     }
     if (!s) {
@@ -252,14 +276,16 @@ int bench_prep(int argc, char **argv) {
         if (lat_path) s = latencies(spec, spec->n_vocabs ? &vocabs : NULL, text, len, has_label, lat_path);
         const result *last = &res[n_counts - 1];
         if (json) {
-            printf("{\"bench\": \"prep\", \"spec\": \"%s\", \"bytes\": %zu, \"rows\": %lld, \"threads\": %d, \"ops\": \"%s\", "
+            printf("{\"bench\": \"prep\", \"spec\": \"%s\", \"parsed\": %s, \"bytes\": %zu, \"rows\": %lld, \"threads\": %d, \"ops\": \"%s\", "
                    "\"mb_per_s\": %s, \"rows_per_s\": %s, \"mb_per_s_1thread\": %s, \"speedup\": %s, "
                    "\"copy_gb_per_s\": %s}\n",
-                   spec->name, len, (long long)last->rows, last->threads, last->device ? "gpu" : "cpu", cli_jnum("%.2f", last->mb_s),
+                   spec->name, parsed ? "true" : "false", len, (long long)last->rows, last->threads, last->device ? "gpu" : "cpu", cli_jnum("%.2f", last->mb_s),
                    cli_jnum("%.1f", last->rows_s), cli_jnum("%.2f", res[0].mb_s), cli_jnum("%.3f", last->mb_s / res[0].mb_s),
                    cli_jnum("%.2f", copy));
         }
     }
+    for (int c = 0; raws && c < nc; c++) rec_raw_block_free(&raws[c]);
+    free(raws);
     rec_prep_plan_free(plan);
     rec_vocab_set_free(&vocabs);
     rec_spec_free(spec);

@@ -1,7 +1,9 @@
 // The CUDA backend of the GPU preprocessing executor (src/prep/gexec.h): device memory, one
 // stream, and one launch per phase of a fused op: a thread per (member, row) running the row
 // functions of gops.h, which the CPU backend runs in loops and the tests hold bit for bit to
-// the CPU executor. Offsets are per-member inclusive sums (CUB) of the counted lengths.
+// the CPU executor. Offsets: one inclusive sum (CUB) over all members' counts and a launch
+// that takes each member's base off, or (sums beyond int32) a sum per member. Host buffers
+// are pinned, so that copies are queued on the stream and only get and sync wait.
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +18,8 @@ struct cuda_prep {
     cudaStream_t st;
     void *tmp;           // CUB's scratch
     size_t tmp_bytes;
+    int32_t *incl;       // the inclusive sums of all members' counts
+    size_t incl_n;
 };
 
 constexpr int THREADS = 256;
@@ -30,6 +34,27 @@ __global__ void rows_kernel(int phase, const rec_gop *ops, int m, rec_gcol *cols
     else rec_g_write(&ops[k], cols, r);
 }
 
+// Member k's offsets from the sums over all members: off2[0] = 0, off2[r + 1] = incl[k n + r]
+// less the sum of the members before k.
+__global__ void offsets_kernel(const rec_gop *ops, int m, const rec_gcol *cols, int64_t n, const int32_t *incl) {
+    const int64_t i = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+    if (i >= (int64_t)m * (n + 1)) return;
+    const int k = (int)(i / (n + 1));
+    const int64_t r = i % (n + 1);
+    const int32_t base = k ? incl[(int64_t)k * n - 1] : 0;
+    cols[ops[k].col].off2[r] = r ? incl[(int64_t)k * n + r - 1] - base : 0;
+}
+
+// Grows CUB's scratch to `need` bytes.
+rec_status scratch(cuda_prep *c, size_t need) {
+    if (need <= c->tmp_bytes) return REC_OK;
+    if (c->tmp) rec_cuda_free(c->tmp);
+    c->tmp = NULL, c->tmp_bytes = 0;
+    REC_TRY(rec_cuda_alloc(&c->tmp, need, "the offsets' scan"));
+    c->tmp_bytes = need;
+    return REC_OK;
+}
+
 rec_status g_alloc(void *ctx, void **p, size_t bytes) {
     (void)ctx;
     return rec_cuda_alloc(p, bytes, "the preprocessing columns");
@@ -40,10 +65,35 @@ void g_release(void *ctx, void *p) {
     rec_cuda_free(p);
 }
 
+rec_status g_host_alloc(void *ctx, void **p, size_t bytes) {
+    (void)ctx;
+    *p = NULL;
+    const cudaError_t e = cudaMallocHost(p, bytes ? bytes : 16);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return rec_errorf(REC_ENOMEM, "GPU preprocessing: cannot pin %.1f MiB of host memory: %s",
+                          (double)bytes / (1 << 20), cudaGetErrorString(e));
+    }
+    return REC_OK;
+}
+
+void g_host_release(void *ctx, void *p) {
+    cuda_prep *c = (cuda_prep *)ctx;
+    cudaStreamSynchronize(c->st); // a queued copy may still read it
+    cudaFreeHost(p);
+}
+
 rec_status g_put(void *ctx, void *dst, const void *src, size_t bytes) {
     cuda_prep *c = (cuda_prep *)ctx;
     if (!bytes) return REC_OK;
     CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->st), "copying preprocessing input to the GPU");
+    return REC_OK;
+}
+
+rec_status g_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    cuda_prep *c = (cuda_prep *)ctx;
+    if (!bytes) return REC_OK;
+    CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->st), "gathering preprocessed data on the GPU");
     return REC_OK;
 }
 
@@ -64,18 +114,33 @@ rec_status g_rows(void *ctx, int phase, const rec_gop *ops, int m, rec_gcol *col
     return REC_OK;
 }
 
-rec_status g_scan(void *ctx, const rec_gop *ops, int m, const rec_gcol *cols, int64_t n, const int32_t *cnt) {
+rec_status g_scan(void *ctx, const rec_gop *ops_host, const rec_gop *ops, int m, const rec_gcol *cols_host,
+                  const rec_gcol *cols, int64_t n, const int32_t *cnt, int fits) {
     cuda_prep *c = (cuda_prep *)ctx;
+    if (!m || !n) return REC_OK;
+    const int64_t all = (int64_t)m * n;
+    if (fits && all <= INT32_MAX) { // one sum over every member, each member's base taken off
+        if ((size_t)all > c->incl_n) {
+            if (c->incl) rec_cuda_free(c->incl);
+            c->incl = NULL, c->incl_n = 0;
+            REC_TRY(rec_cuda_alloc((void **)&c->incl, sizeof(int32_t) * (size_t)all, "the offsets' scan"));
+            c->incl_n = (size_t)all;
+        }
+        size_t need = 0;
+        CU_TRY(cub::DeviceScan::InclusiveSum(NULL, need, cnt, c->incl, (int)all, c->st), "sizing the offsets' scan");
+        REC_TRY(scratch(c, need));
+        size_t bytes = c->tmp_bytes;
+        CU_TRY(cub::DeviceScan::InclusiveSum(c->tmp, bytes, cnt, c->incl, (int)all, c->st), "the offsets' scan");
+        const int64_t threads = (int64_t)m * (n + 1);
+        offsets_kernel<<<(unsigned)((threads + THREADS - 1) / THREADS), THREADS, 0, c->st>>>(ops, m, cols, n, c->incl);
+        CU_TRY(cudaGetLastError(), "launching the offsets' scan");
+        return REC_OK;
+    }
     size_t need = 0;
     CU_TRY(cub::DeviceScan::InclusiveSum(NULL, need, cnt, (int32_t *)NULL, (int)n, c->st), "sizing the offsets' scan");
-    if (need > c->tmp_bytes) {
-        if (c->tmp) rec_cuda_free(c->tmp);
-        c->tmp = NULL, c->tmp_bytes = 0;
-        REC_TRY(rec_cuda_alloc(&c->tmp, need, "the offsets' scan"));
-        c->tmp_bytes = need;
-    }
+    REC_TRY(scratch(c, need));
     for (int k = 0; k < m; k++) {
-        int32_t *off = cols[ops[k].col].off2;
+        int32_t *off = cols_host[ops_host[k].col].off2;
         CU_TRY(cudaMemsetAsync(off, 0, sizeof(int32_t), c->st), "the offsets' scan");
         size_t bytes = c->tmp_bytes;
         CU_TRY(cub::DeviceScan::InclusiveSum(c->tmp, bytes, cnt + (size_t)k * n, off + 1, (int)n, c->st),
@@ -103,7 +168,8 @@ extern "C" rec_status rec_gback_cuda(rec_gback *out) {
         free(c);
         return cu_fail(e, "creating the preprocessing stream");
     }
-    *out = rec_gback{c, "cuda", g_alloc, g_release, g_put, g_get, g_rows, g_scan, g_sync};
+    *out = rec_gback{c,      "cuda", g_alloc, g_release, g_host_alloc, g_host_release,
+                     g_put,  g_copy, g_get,   g_rows,    g_scan,       g_sync};
     return REC_OK;
 }
 
@@ -112,6 +178,7 @@ extern "C" void rec_gback_cuda_free(rec_gback *b) {
     if (!c) return;
     cudaStreamSynchronize(c->st);
     if (c->tmp) rec_cuda_free(c->tmp);
+    if (c->incl) rec_cuda_free(c->incl);
     cudaStreamDestroy(c->st);
     free(c);
     b->ctx = NULL;

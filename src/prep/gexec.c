@@ -9,6 +9,13 @@
  * upper bound of each column's ids (raw: exact; fill_null adds a row's worth, firstx caps at
  * x a row, ngram multiplies by n, a load sums its inputs), so buffers are sized before a
  * launch and the host never waits for a count.
+ *
+ * What crosses to the backend, and when the host waits: a block's raw columns go in one copy
+ * from a pinned staging buffer into one backend buffer (the raw columns point into it); the
+ * column descriptors, when they changed since the last launch, and each wave of loads, from
+ * snapshots in pinned memory that are not reused before the block ends; the outputs come
+ * back in two copies, gathered on the backend (dense values and list offsets, then the ids
+ * their offsets count). The host waits for the backend twice a block: at those two copies.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +25,14 @@
 #include "rectrain/core.h"
 
 enum { RAW = REC_CRITEO_NINT + REC_CRITEO_NCAT };
+
+static size_t pad8(size_t x) { return (x + 7) & ~(size_t)7; }
+
+/* A buffer on the backend, or the host's pinned one, that grows. */
+typedef struct gbuf {
+    void *p;
+    size_t cap;
+} gbuf;
 
 struct rec_gexec {
     const rec_spec *s;
@@ -40,6 +55,11 @@ struct rec_gexec {
     rec_gexec_sample *samples;
     int64_t n_samples, cap_samples;
     double *vpr;             /* (instances) values a row each reads, in the measured block */
+    int dirty;               /* cols changed since the backend's copy was last written */
+    gbuf raw, out;           /* the backend's: the block's raw columns; the gathered outputs */
+    gbuf stage;              /* pinned: the raw columns going, the outputs coming back */
+    uint8_t *snap;           /* pinned: descriptor and wave snapshots of the block */
+    size_t snap_at, snap_cap;
 };
 
 static int col_of_input(int in) { return in < 0 ? -in - 1 : RAW + in; }
@@ -158,8 +178,8 @@ static rec_status init(rec_gexec *g, const rec_spec *spec, const rec_fusion *fu,
     if (!g->cols || !g->v2cap || !g->vcap || !g->ub || !g->ops || !g->kofs || !g->lops || !g->load_step || !g->owned ||
         !g->wave)
         return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
-    /* columns: raw ids, raw lists, then each feature with room for its widest f32 stage */
-    for (int c = 0; c < RAW; c++) REC_TRY(alloc_col(g, c, 0, c >= REC_CRITEO_NINT));
+    /* columns: the raw ones point into the block's buffer (upload); each feature's own, with
+     * room for its widest f32 stage */
     for (int f = 0; f < F; f++) {
         const rec_feature *ft = &spec->features[f];
         int w = ft->out_type.dtype == REC_DT_F32 ? ft->out_type.width : 1;
@@ -186,6 +206,12 @@ static rec_status init(rec_gexec *g, const rec_spec *spec, const rec_fusion *fu,
     g->dcols = p;
     REC_TRY(be->alloc(be->ctx, &p, sizeof(int32_t) * (size_t)(g->max_m * rows)));
     g->dcnt = p;
+    /* snapshots: a descriptor copy a launch (a kernel or a wave of loads), every load once */
+    g->snap_cap = (size_t)(fu->n_kernels + F + 1) * pad8(sizeof(rec_gcol) * (size_t)g->nc) +
+                  (size_t)(F + 1) * pad8(sizeof(rec_gop));
+    REC_TRY(be->host_alloc(be->ctx, &p, g->snap_cap));
+    g->snap = p;
+    g->dirty = 1;
     /* when each feature loads: at its first op's step, or (no ops) once its inputs are done */
     int *first = calloc((size_t)F + 1, sizeof(int)), *done = calloc((size_t)F + 1, sizeof(int));
     if (!first || !done) {
@@ -229,16 +255,18 @@ rec_status rec_gexec_init(rec_gexec **out, const rec_spec *spec, const rec_fusio
 void rec_gexec_free(rec_gexec *g) {
     if (!g) return;
     const rec_gback *be = g->be;
-    for (int c = 0; g->cols && c < g->nc; c++) {
+    for (int c = RAW; g->cols && c < g->nc; c++) { /* the raw columns are views of g->raw */
         rec_gcol *d = &g->cols[c];
         void *ps[7] = {d->f, d->f2, d->v, d->v2, d->off, d->off2, d->null};
         for (int k = 0; k < 7; k++)
             if (ps[k]) be->release(be->ctx, ps[k]);
     }
     for (int k = 0; k < g->n_owned; k++) be->release(be->ctx, g->owned[k]);
-    void *ps[4] = {g->dops, g->dlops, g->dcols, g->dcnt};
-    for (int k = 0; k < 4; k++)
+    void *ps[6] = {g->dops, g->dlops, g->dcols, g->dcnt, g->raw.p, g->out.p};
+    for (int k = 0; k < 6; k++)
         if (ps[k]) be->release(be->ctx, ps[k]);
+    if (g->stage.p) be->host_release(be->ctx, g->stage.p);
+    if (g->snap) be->host_release(be->ctx, g->snap);
     free(g->cols), free(g->v2cap), free(g->vcap), free(g->ub), free(g->ops), free(g->kofs), free(g->lops);
     free(g->load_step), free(g->owned), free(g->wave), free(g->samples), free(g->vpr);
     free(g);
@@ -260,7 +288,31 @@ static rec_status room(rec_gexec *g, int c, int64_t n) {
     REC_TRY(g->be->alloc(g->be->ctx, &p, sizeof(int64_t) * (size_t)cap));
     if (g->cols[c].v2) g->be->release(g->be->ctx, g->cols[c].v2);
     g->cols[c].v2 = p, g->v2cap[c] = cap;
+    g->dirty = 1;
     return REC_OK;
+}
+
+/* Ensures b holds `bytes`, on the backend or (pinned) on the host; its contents are not kept. */
+static rec_status grow(rec_gexec *g, gbuf *b, size_t bytes, int host) {
+    if (bytes <= b->cap) return REC_OK;
+    const rec_gback *be = g->be;
+    if (b->p) host ? be->host_release(be->ctx, b->p) : be->release(be->ctx, b->p);
+    b->p = NULL, b->cap = 0;
+    const size_t cap = bytes + bytes / 4;
+    REC_TRY(host ? be->host_alloc(be->ctx, &b->p, cap) : be->alloc(be->ctx, &b->p, cap));
+    b->cap = cap;
+    return REC_OK;
+}
+
+/* `bytes` of src copied to the backend at dst through a snapshot in pinned memory, which the
+ * copy may read until the block ends. */
+static rec_status put_snapshot(rec_gexec *g, void *dst, const void *src, size_t bytes) {
+    if (g->snap_at + pad8(bytes) > g->snap_cap)
+        return rec_errorf(REC_EINVAL, "GPU preprocessing: more launches in a block than the plan has kernels and loads");
+    uint8_t *p = g->snap + g->snap_at;
+    memcpy(p, src, bytes);
+    g->snap_at += pad8(bytes);
+    return g->be->put(g->be->ctx, dst, p, bytes);
 }
 
 /* The ids column c holds at most after `o` runs on it (n rows). */
@@ -276,7 +328,7 @@ static int64_t bound_after(const rec_gexec *g, const rec_gop *o, int64_t n) {
     return ub * (o->n > 1 ? o->n : 1); /* ngram */
 }
 
-static void swap_v(rec_gcol *c, int64_t *vcap, int64_t *v2cap) {
+static void swap_v(rec_gcol *c, int64_t *vcap, int64_t *v2cap) { /* the caller marks cols dirty */
     int64_t *v = c->v, t = *vcap;
     int32_t *off = c->off;
     c->v = c->v2, c->v2 = v, c->off = c->off2, c->off2 = off, *vcap = *v2cap, *v2cap = t;
@@ -292,17 +344,20 @@ static rec_status launch(rec_gexec *g, const rec_gop *ops, const rec_gop *dops, 
     const rec_gback *be = g->be;
     const int kind = ops[0].kind;
     const int counted = rec_g_counted(&ops[0]);
+    int64_t total = 0; /* the members' ids after the op, at most */
     if (counted)
         for (int k = 0; k < m; k++) {
             const int64_t u = bound_after(g, &ops[k], n);
             REC_TRY(room(g, ops[k].col, u));
             g->ub[ops[k].col] = u;
+            total += u;
         }
-    REC_TRY(be->put(be->ctx, g->dcols, g->cols, sizeof(rec_gcol) * (size_t)g->nc));
+    if (g->dirty) REC_TRY(put_snapshot(g, g->dcols, g->cols, sizeof(rec_gcol) * (size_t)g->nc));
+    g->dirty = 0;
     if (!counted && kind != REC_OP_ONEHOT) return be->rows(be->ctx, REC_G_ELEM, dops, m, g->dcols, n, g->dcnt);
     if (counted) {
         REC_TRY(be->rows(be->ctx, REC_G_COUNT, dops, m, g->dcols, n, g->dcnt));
-        REC_TRY(be->scan(be->ctx, ops, m, g->cols, n, g->dcnt));
+        REC_TRY(be->scan(be->ctx, ops, dops, m, g->cols, g->dcols, n, g->dcnt, total <= INT32_MAX));
     }
     REC_TRY(be->rows(be->ctx, REC_G_WRITE, dops, m, g->dcols, n, g->dcnt));
     for (int k = 0; k < m; k++) {
@@ -310,6 +365,7 @@ static rec_status launch(rec_gexec *g, const rec_gop *ops, const rec_gop *dops, 
         if (kind == REC_OP_ONEHOT || kind == REC_G_LOAD) swap_f(c);
         if (counted) swap_v(c, &g->vcap[ops[k].col], &g->v2cap[ops[k].col]);
     }
+    g->dirty = 1;
     return REC_OK;
 }
 
@@ -360,81 +416,122 @@ static rec_status loads(rec_gexec *g, int j, int64_t n, uint8_t *loaded) {
         }
         if (!m) return REC_OK;
         for (int k = 0; k < m; k++) loaded[wave[k].col - RAW] = 2; /* this wave's: not yet readable */
-        REC_TRY(g->be->put(g->be->ctx, g->dlops, wave, sizeof(rec_gop) * (size_t)m));
+        REC_TRY(put_snapshot(g, g->dlops, wave, sizeof(rec_gop) * (size_t)m));
         REC_TRY(launch(g, wave, g->dlops, m, n));
         for (int k = 0; k < m; k++) loaded[wave[k].col - RAW] = 1;
     }
 }
 
-/* Raw rows [r0, r0 + n) into the raw columns. */
+/* Raw rows [r0, r0 + n) into the raw columns: their arrays packed in the pinned stage, widest
+ * first so that each stays aligned (the ids, then the lists' offsets from 0, then the missing
+ * flags), one copy to the backend, and the columns pointed into it. */
 static rec_status upload(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64_t n) {
-    const rec_gback *be = g->be;
-    for (int c = 0; c < REC_CRITEO_NINT; c++) {
-        REC_TRY(be->put(be->ctx, g->cols[c].v, raw->ints + (size_t)c * raw->cap + r0, sizeof(int64_t) * (size_t)n));
-        REC_TRY(be->put(be->ctx, g->cols[c].null, raw->int_null + (size_t)c * raw->cap + r0, (size_t)n));
-        g->ub[c] = n;
+    enum { NI = REC_CRITEO_NINT, NC = REC_CRITEO_NCAT };
+    int64_t nnz[NC], ids = 0;
+    for (int k = 0; k < NC; k++) nnz[k] = raw->cat[k].off[r0 + n] - raw->cat[k].off[r0], ids += nnz[k];
+    const size_t flags = pad8((size_t)n), offs = pad8(sizeof(int32_t) * (size_t)(n + 1));
+    const size_t bytes = sizeof(int64_t) * (size_t)(NI * n + ids) + NC * offs + RAW * flags;
+    REC_TRY(grow(g, &g->stage, bytes, 1));
+    REC_TRY(grow(g, &g->raw, bytes, 0));
+    uint8_t *h = g->stage.p, *d = g->raw.p;
+    size_t at = 0;
+    for (int c = 0; c < RAW; c++) { /* the ids */
+        const int64_t *src = c < NI ? raw->ints + (size_t)c * raw->cap + r0 : raw->cat[c - NI].val + raw->cat[c - NI].off[r0];
+        const int64_t len = c < NI ? n : nnz[c - NI];
+        memcpy(h + at, src, sizeof(int64_t) * (size_t)len);
+        g->cols[c].v = (int64_t *)(d + at);
+        g->ub[c] = len;
+        at += sizeof(int64_t) * (size_t)len;
     }
-    int32_t *off = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    if (!off) return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
-    rec_status s = REC_OK;
-    for (int k = 0; !s && k < REC_CRITEO_NCAT; k++) {
+    for (int k = 0; k < NC; k++) { /* the lists' offsets */
         const rec_raw_list *l = &raw->cat[k];
-        const int c = REC_CRITEO_NINT + k;
-        const int32_t base = l->off[r0];
-        for (int64_t r = 0; r <= n; r++) off[r] = l->off[r0 + r] - base;
-        if (off[n] + 1 > g->vcap[c]) { /* a raw column's first buffer holds its block */
-            void *p;
-            s = be->alloc(be->ctx, &p, sizeof(int64_t) * (size_t)(off[n] + 1));
-            if (s) break;
-            be->release(be->ctx, g->cols[c].v);
-            g->cols[c].v = p, g->vcap[c] = off[n] + 1;
-        }
-        if (!s) s = be->put(be->ctx, g->cols[c].off, off, sizeof(int32_t) * (size_t)(n + 1));
-        if (!s) s = be->put(be->ctx, g->cols[c].v, l->val + base, sizeof(int64_t) * (size_t)off[n]);
-        if (!s) s = be->put(be->ctx, g->cols[c].null, l->null + r0, (size_t)n);
-        g->ub[c] = off[n];
+        int32_t *off = (int32_t *)(h + at);
+        for (int64_t r = 0; r <= n; r++) off[r] = l->off[r0 + r] - l->off[r0];
+        g->cols[NI + k].off = (int32_t *)(d + at);
+        at += offs;
     }
-    free(off);
-    return s;
+    for (int c = 0; c < RAW; c++) { /* the missing flags */
+        memcpy(h + at, c < NI ? raw->int_null + (size_t)c * raw->cap + r0 : raw->cat[c - NI].null + r0, (size_t)n);
+        g->cols[c].null = d + at;
+        at += flags;
+    }
+    g->dirty = 1;
+    return g->be->put(g->be->ctx, d, h, bytes);
 }
 
-/* The outputs of the block into batch rows [b->n, b->n + n), as exec.c's emit_block. */
+/* The outputs of the block into batch rows [b->n, b->n + n), as exec.c's emit_block: dense
+ * values and the lists' offsets gathered and copied back, then the ids they count. */
 static rec_status emit(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64_t n, rec_batch *b) {
     const rec_gback *be = g->be;
+    const int F = g->s->n_features;
     const int64_t row = b->n;
     for (int64_t r = 0; r < n; r++) b->label[row + r] = raw->has_label ? raw->label[r0 + r] : 0.0f;
-    float *tmp = NULL;
-    int32_t *off = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    rec_status s = off ? REC_OK : rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
-    for (int i = 0; !s && i < g->s->n_features; i++) {
+    size_t at = 0;
+    for (int pass = 0; pass < 2; pass++) { /* sizes, then the copies */
+        at = 0;
+        for (int i = 0; i < F; i++) {
+            const rec_feature *ft = &g->s->features[i];
+            const rec_gcol *c = &g->cols[RAW + i];
+            size_t len = 0;
+            const void *src = NULL;
+            if (ft->kind == REC_FEAT_DENSE) len = sizeof(float) * (size_t)(n * ft->out_type.width), src = c->f;
+            else if (ft->kind == REC_FEAT_SPARSE && ft->out_type.is_list) len = sizeof(int32_t) * (size_t)(n + 1), src = c->off;
+            if (pass) REC_TRY(be->copy(be->ctx, (uint8_t *)g->out.p + at, src, len));
+            at += pad8(len);
+        }
+        if (!pass) {
+            REC_TRY(grow(g, &g->out, at, 0));
+            REC_TRY(grow(g, &g->stage, at, 1));
+        }
+    }
+    REC_TRY(be->get(be->ctx, g->stage.p, g->out.p, at));
+    int64_t ids = 0; /* the sparse features' ids, from their offsets */
+    at = 0;
+    for (int i = 0; i < F; i++) {
         const rec_feature *ft = &g->s->features[i];
-        const rec_gcol *c = &g->cols[RAW + i];
+        const uint8_t *h = (const uint8_t *)g->stage.p + at;
         if (ft->kind == REC_FEAT_DENSE) {
             const int32_t w = ft->out_type.width, Dn = b->n_dense;
-            float *t2 = realloc(tmp, sizeof(float) * (size_t)(n * w));
-            if (!t2) s = rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
-            else tmp = t2, s = be->get(be->ctx, tmp, c->f, sizeof(float) * (size_t)(n * w));
-            for (int64_t r = 0; !s && r < n; r++) memcpy(b->dense + (row + r) * Dn + ft->dense_offset, tmp + r * w, sizeof(float) * (size_t)w);
+            for (int64_t r = 0; r < n; r++)
+                memcpy(b->dense + (row + r) * Dn + ft->dense_offset, (const float *)h + r * w, sizeof(float) * (size_t)w);
+            at += pad8(sizeof(float) * (size_t)(n * w));
         } else if (ft->kind == REC_FEAT_SPARSE) {
             rec_jagged *jg = &b->sparse[ft->sparse_index];
             if (row == 0) {
                 jg->offsets[0] = 0;
-                s = rec_batch_set_wide(b, ft->sparse_index, 1);
-            }
-            if (ft->out_type.is_list) {
-                if (!s) s = be->get(be->ctx, off, c->off, sizeof(int32_t) * (size_t)(n + 1));
-            } else {
-                for (int64_t r = 0; r <= n; r++) off[r] = (int32_t)r;
+                REC_TRY(rec_batch_set_wide(b, ft->sparse_index, 1));
             }
             const int64_t base = jg->offsets[row];
-            if (!s) s = rec_batch_reserve_nnz(b, ft->sparse_index, base + off[n], 0);
-            if (!s) s = be->get(be->ctx, jg->ids64 + base, c->v, sizeof(int64_t) * (size_t)off[n]);
-            for (int64_t r = 0; !s && r < n; r++) jg->offsets[row + r + 1] = base + off[r + 1];
+            const int32_t *off = ft->out_type.is_list ? (const int32_t *)h : NULL;
+            for (int64_t r = 0; r < n; r++) jg->offsets[row + r + 1] = base + (off ? off[r + 1] : r + 1);
+            if (off) at += pad8(sizeof(int32_t) * (size_t)(n + 1));
+            ids += jg->offsets[row + n] - base;
         }
     }
-    free(tmp), free(off);
-    if (!s) b->n = row + n;
-    return s;
+    REC_TRY(grow(g, &g->out, sizeof(int64_t) * (size_t)ids, 0));
+    REC_TRY(grow(g, &g->stage, sizeof(int64_t) * (size_t)ids, 1));
+    at = 0;
+    for (int i = 0; i < F; i++) {
+        const rec_feature *ft = &g->s->features[i];
+        if (ft->kind != REC_FEAT_SPARSE) continue;
+        const rec_jagged *jg = &b->sparse[ft->sparse_index];
+        const size_t len = sizeof(int64_t) * (size_t)(jg->offsets[row + n] - jg->offsets[row]);
+        REC_TRY(be->copy(be->ctx, (uint8_t *)g->out.p + at, g->cols[RAW + i].v, len));
+        at += len;
+    }
+    REC_TRY(be->get(be->ctx, g->stage.p, g->out.p, at));
+    at = 0;
+    for (int i = 0; i < F; i++) {
+        const rec_feature *ft = &g->s->features[i];
+        if (ft->kind != REC_FEAT_SPARSE) continue;
+        rec_jagged *jg = &b->sparse[ft->sparse_index];
+        const int64_t base = jg->offsets[row], len = jg->offsets[row + n] - base;
+        REC_TRY(rec_batch_reserve_nnz(b, ft->sparse_index, base + len, 0));
+        memcpy(jg->ids64 + base, (const uint8_t *)g->stage.p + at, sizeof(int64_t) * (size_t)len);
+        at += sizeof(int64_t) * (size_t)len;
+    }
+    b->n = row + n;
+    return be->sync(be->ctx); /* (done already, unless a copy back was empty) the stage and snapshots are free */
 }
 
 rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64_t n, rec_batch *b) {
@@ -451,6 +548,7 @@ rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int
     for (int64_t done = 0; !s && done < n; done += g->rows) {
         const int64_t m = n - done < g->rows ? n - done : g->rows;
         memset(loaded, 0, (size_t)g->s->n_features);
+        g->snap_at = 0; /* the last block's copies are done: its emit waited for them */
         s = upload(g, raw, r0 + done, m);
         for (int j = 0, k = 0; !s && j <= g->fu->n_steps; j++) {
             s = loads(g, j, m, loaded);
@@ -544,8 +642,9 @@ static rec_status cpu_rows(void *ctx, int phase, const rec_gop *ops, int m, rec_
     return REC_OK;
 }
 
-static rec_status cpu_scan(void *ctx, const rec_gop *ops, int m, const rec_gcol *cols, int64_t n, const int32_t *cnt) {
-    (void)ctx;
+static rec_status cpu_scan(void *ctx, const rec_gop *ops_host, const rec_gop *ops, int m, const rec_gcol *cols_host,
+                           const rec_gcol *cols, int64_t n, const int32_t *cnt, int fits) {
+    (void)ctx, (void)ops_host, (void)cols_host, (void)fits;
     for (int k = 0; k < m; k++) {
         int32_t *off = cols[ops[k].col].off2;
         off[0] = 0;
@@ -559,4 +658,5 @@ static rec_status cpu_sync(void *ctx) {
     return REC_OK;
 }
 
-const rec_gback rec_gback_cpu = {NULL, "cpu", cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_rows, cpu_scan, cpu_sync};
+const rec_gback rec_gback_cpu = {NULL,     "cpu",    cpu_alloc, cpu_release, cpu_alloc, cpu_release,
+                                 cpu_copy, cpu_copy, cpu_copy,  cpu_rows,    cpu_scan,  cpu_sync};

@@ -14,23 +14,29 @@ extern "C" {
 
 enum { REC_G_ELEM = 0, REC_G_COUNT, REC_G_WRITE };
 
-/* Where the columns live and how fused ops run there. Pointers passed to rows, and the `off2`
- * of `cols_host`, are the backend's. */
+/* Where the columns live and how fused ops run there. Everything runs in order on one queue
+ * (a CUDA stream); only `get` and `sync` wait for it. */
 typedef struct rec_gback {
     void *ctx;
     const char *name;
     rec_status (*alloc)(void *ctx, void **p, size_t bytes);
     void (*release)(void *ctx, void *p);
-    rec_status (*put)(void *ctx, void *dst, const void *src, size_t bytes); /* host -> backend */
-    rec_status (*get)(void *ctx, void *dst, const void *src, size_t bytes); /* backend -> host */
+    /* Host memory the backend copies from and to at full speed (CUDA: pinned). */
+    rec_status (*host_alloc)(void *ctx, void **p, size_t bytes);
+    void (*host_release)(void *ctx, void *p);
+    rec_status (*put)(void *ctx, void *dst, const void *src, size_t bytes);  /* host -> backend, queued */
+    rec_status (*copy)(void *ctx, void *dst, const void *src, size_t bytes); /* within the backend, queued */
+    rec_status (*get)(void *ctx, void *dst, const void *src, size_t bytes);  /* backend -> host, waits */
     /* Phase REC_G_* of ops[0 .. m) over rows [0, n) of their columns; REC_G_COUNT writes row r
-     * of op k's length at cnt[k * n + r]. */
+     * of op k's length at cnt[k * n + r]. ops and cols are the backend's copies. */
     rec_status (*rows)(void *ctx, int phase, const rec_gop *ops, int m, rec_gcol *cols, int64_t n, int32_t *cnt);
-    /* Each op k's column offsets: off2[0] = 0, off2[r + 1] = off2[r] + cnt[k * n + r]. ops_host
-     * and cols_host are the host's copies, naming the backend's off2 arrays. */
-    rec_status (*scan)(void *ctx, const rec_gop *ops_host, int m, const rec_gcol *cols_host, int64_t n,
-                       const int32_t *cnt);
-    rec_status (*sync)(void *ctx); /* waits for everything launched */
+    /* Each op k's column offsets: off2[0] = 0, off2[r + 1] = off2[r] + cnt[k * n + r], where
+     * off2 is cols[ops[k].col].off2. ops and cols are the backend's copies, ops_host and
+     * cols_host the host's, alike. `fits`: the sum of all m ops' counts fits in int32, so that
+     * one scan over the m columns of counts serves them all. */
+    rec_status (*scan)(void *ctx, const rec_gop *ops_host, const rec_gop *ops, int m, const rec_gcol *cols_host,
+                       const rec_gcol *cols, int64_t n, const int32_t *cnt, int fits);
+    rec_status (*sync)(void *ctx); /* waits for everything queued */
 } rec_gback;
 
 /* The CPU backend: host memory, the row functions in loops. */
