@@ -769,6 +769,45 @@ static void test_raw_columns(void) {
                                                                      "spec"), "train on a .rraw without spec: %s", out);
     CHECK(run("prep --raw --in raw.rraw --out y.rraw") != 0 && strstr(out, "raw.rraw is a .rraw already"), "prep --raw of a .rraw: %s",
           out);
+    /* A .rraw records its format: a contrary --format, or parts of both formats, refused. */
+    CHECK(run("prep --raw --in test.tsv --out test.rraw") == 0, "prep --raw of a test-format file: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in raw.rraw --format test --out x.rshard", src) == 1 &&
+              strstr(out, "raw.rraw has labels (the train format): --format test contradicts it; drop --format"),
+          "prep --format test of a labelled .rraw: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in raw.rraw,test.rraw --out x.rshard", src) == 1 &&
+              strstr(out, "test.rraw has no labels and raw.rraw has: the inputs of one data set are all of the train"),
+          "prep of .rraw parts of both formats: %s", out);
+    snprintf(cmd, sizeof cmd, "%s --data test.rraw --spec %%s/configs/criteo_standard.json --format train", train);
+    CHECK(run(cmd, src, src) == 1 && strstr(out, "test.rraw has no labels (the test format): --format train contradicts"),
+          "train --format train on a test-format .rraw: %s", out);
+    snprintf(cmd, sizeof cmd, "%s --data raw.rraw,test.rraw --spec %%s/configs/criteo_standard.json", train);
+    CHECK(run(cmd, src, src) == 1 && strstr(out, "test.rraw has no labels and raw.rraw has"),
+          "train on .rraw parts of both formats: %s", out);
+    /* One row over 4 threads: three pieces are empty, the row is kept. */
+    FILE *f = fopen(path("one.tsv"), "w");
+    if (f) {
+        fprintf(f, "1");
+        for (int k = 0; k < 13; k++) fprintf(f, "\t%d", k);
+        for (int k = 0; k < 26; k++) fprintf(f, "\t%08x", 0x1000 + k);
+        fprintf(f, "\n");
+        fclose(f);
+    }
+    CHECK(run("prep --raw --threads 4 --in one.tsv --out one.rraw --json") == 0 && json_num("rows") == 1 &&
+              run("inspect one.rraw --verify --json") == 0 && json_num("rows") == 1,
+          "prep --raw of one row, 4 threads: %s", out);
+    /* A damaged group: inspect --verify names it and fails cleanly. */
+    const long mid = file_size("raw.rraw") / 2;
+    f = fopen(path("raw.rraw"), "r+b");
+    if (f) {
+        fseek(f, mid, SEEK_SET);
+        const int b = fgetc(f);
+        fseek(f, mid, SEEK_SET);
+        fputc(b ^ 0x5a, f);
+        fclose(f);
+    }
+    CHECK(run("inspect raw.rraw --verify") == 1 && strstr(out, "raw.rraw: checksum mismatch in group ") &&
+              strstr(out, "make it again with rectrain prep --raw"),
+          "inspect --verify of a damaged .rraw: %s", out);
 }
 
 int main(void) {

@@ -32,6 +32,7 @@ typedef struct queue {
     qentry *e;
     int n, cap;
     int64_t ran, max_pending;
+    int fail_get; /* > 0: the get that many from now fails, with its queue left unrun */
 } queue;
 
 static rec_status q_flush(void *ctx) {
@@ -71,6 +72,8 @@ static rec_status q_copy(void *ctx, void *dst, const void *src, size_t bytes) {
     return q_push(ctx, (qentry){.kind = Q_COPY, .dst = dst, .src = src, .bytes = bytes});
 }
 static rec_status q_get(void *ctx, void *dst, const void *src, size_t bytes) {
+    queue *q = ctx;
+    if (q->fail_get > 0 && --q->fail_get == 0) return rec_errorf(REC_EIO, "injected: a copy back failed");
     REC_TRY(q_flush(ctx));
     memcpy(dst, src, bytes);
     return REC_OK;
@@ -164,6 +167,35 @@ static int parity(rec_spec *s, const rec_raw_block *raw, int64_t block, const ch
     rec_prep_ws_free(ws), rec_prep_plan_free(plan);
     if (s->n_vocabs) rec_vocab_set_free(&vs);
     return ok;
+}
+
+/* A copy back that fails mid-run: the run returns its error, after waiting for the copies and
+ * kernels queued before it (they read the pinned stage, which the next run overwrites). */
+static void test_failed_run(const rec_raw_block *raw) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/configs/criteo_standard.json", getenv("REC_SOURCE_DIR") ? getenv("REC_SOURCE_DIR") : "..");
+    rec_spec *s = NULL;
+    rec_batch b = {0};
+    rec_fusion fu = {0};
+    rec_gexec *g = NULL;
+    rec_status st = rec_spec_load(&s, path);
+    if (!st) st = rec_batch_init(&b, raw->n, s->n_dense, s->n_sparse, 4);
+    if (!st) st = rec_prep_fuse(s, NULL, &fu);
+    if (!st) st = rec_gexec_init(&g, s, &fu, NULL, &g_queued, 500);
+    CHECK(st == REC_OK, "%s", rec_errmsg());
+    if (!st) {
+        g_queue.fail_get = 3;
+        st = rec_gexec_run(g, raw, 0, raw->n, &b);
+        CHECK(st == REC_EIO && strstr(rec_errmsg(), "injected: a copy back failed") && g_queue.n == 0,
+              "a failed run keeps its error (%d: %s) and leaves nothing queued (%d)", st, rec_errmsg(), g_queue.n);
+        g_queue.fail_get = 0;
+        b.n = 0;
+        CHECK(rec_gexec_run(g, raw, 0, raw->n, &b) == REC_OK && b.n == raw->n, "the next run: %s", rec_errmsg());
+    }
+    rec_gexec_free(g);
+    rec_fusion_free(&fu);
+    rec_batch_free(&b);
+    rec_spec_free(s);
 }
 
 static void test_shipped(const rec_raw_block *raw, const rec_gback *be) {
@@ -347,6 +379,7 @@ int main(void) {
     /* the queue held work: the host waited only at its copies back */
     CHECK(g_queue.ran > 0 && g_queue.max_pending > 20, "the queued backend ran %lld operations, at most %lld waiting",
           (long long)g_queue.ran, (long long)g_queue.max_pending);
+    if (raw.n == 3000) test_failed_run(&raw);
     free(g_queue.e);
     if (gpu) rec_gback_cuda_free(&cuda);
     if (raw.n == 3000) test_collect(&raw);

@@ -116,7 +116,8 @@ static void round_trip(const char *name, int64_t n, int64_t G, int has_label) {
                   "%s: rows [%lld, +%lld) differ (%s)", name, (long long)windows[k][0], (long long)windows[k][1],
                   s ? rec_errmsg() : "");
         }
-        CHECK_ERR(rec_rawcols_read(r, n, 1, &got), REC_EINVAL, "rows");
+        CHECK_ERR(rec_rawcols_read(r, n, 1, &got), REC_EINVAL, "1 rows from row");
+        CHECK_ERR(rec_rawcols_read(r, 1, INT64_MAX, &got), REC_EINVAL, "the file has"); /* no overflow */
         rec_rawcols_close(r);
     }
     rec_raw_block_free(&src);

@@ -417,7 +417,7 @@ static rec_status raw_scan(const char *path, int64_t max_rows, int verify, tsv_s
     REC_TRY(rec_rawcols_open(&r, path));
     *has_label = rec_rawcols_has_label(r);
     const int64_t N = rec_rawcols_rows(r), scan = max_rows >= 0 && max_rows < N ? max_rows : N, B = 65536;
-    rec_raw_block raw;
+    rec_raw_block raw = {0}; /* freed whole even when --verify refuses the file */
     rec_status s = verify ? rec_rawcols_verify(r) : REC_OK;
     if (!s) s = rec_raw_block_init(&raw, B);
     rec_progress pr;

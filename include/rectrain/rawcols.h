@@ -66,6 +66,10 @@ void rec_rawcols_close(rec_rawcols *r);
 int64_t rec_rawcols_rows(const rec_rawcols *r);
 int64_t rec_rawcols_groups(const rec_rawcols *r);
 int rec_rawcols_has_label(const rec_rawcols *r);
+/* Part k (at `path`) of a list of .rraw inputs whose first is `first`: its labels (`label`) must
+ * agree with the parts before it (*has_label, set from part 0) and with the format the user
+ * asked for (`asked`: 1 train, 0 test, -1 none); refused naming both otherwise. */
+rec_status rec_rawcols_label_agree(const char *path, int k, const char *first, int label, int asked, int *has_label);
 /* Whether the first n bytes of a file begin with the .rraw magic; whether `path` is a regular
  * file that does (anything else, a pipe included, is not: nothing is read from it). */
 int rec_rawcols_magic(const void *head, size_t n);

@@ -146,6 +146,13 @@ rec_status rec_rawcols_writer_open(rec_rawcols_writer **out, const char *path, i
 
 /* One group of rows [r0, r0 + n) of b. */
 static rec_status w_group(rec_rawcols_writer *w, const rec_raw_block *b, int64_t r0, int64_t n) {
+    if (w->n_groups == w->dir_cap) { /* the directory's room first: a group written is a group listed */
+        const int64_t cap = w->dir_cap ? 2 * w->dir_cap : 64;
+        uint8_t *d = realloc(w->dir, (size_t)cap * RRAW_ENTRY);
+        if (!d) return rec_errorf(REC_ENOMEM, "%s: out of memory for the group directory", w->file.path);
+        w->dir = d;
+        w->dir_cap = cap;
+    }
     group_form f;
     form_of(b, r0, n, &f);
     group_layout g;
@@ -186,13 +193,6 @@ static rec_status w_group(rec_rawcols_writer *w, const rec_raw_block *b, int64_t
         }
     }
     if (!rec_write_full(w->file.fd, p, bytes)) return w_io(w, "a group");
-    if (w->n_groups == w->dir_cap) {
-        const int64_t cap = w->dir_cap ? 2 * w->dir_cap : 64;
-        uint8_t *d = realloc(w->dir, (size_t)cap * RRAW_ENTRY);
-        if (!d) return rec_errorf(REC_ENOMEM, "%s: out of memory for the group directory", w->file.path);
-        w->dir = d;
-        w->dir_cap = cap;
-    }
     uint8_t *e = w->dir + (size_t)w->n_groups++ * RRAW_ENTRY;
     memset(e, 0, RRAW_ENTRY);
     put_u64(e + RRAW_E_OFFSET, w->at);
@@ -466,6 +466,19 @@ static rec_status verify_group(rec_rawcols *r, int64_t k) {
     return REC_OK;
 }
 
+rec_status rec_rawcols_label_agree(const char *path, int k, const char *first, int label, int asked, int *has_label) {
+    if (asked >= 0 && asked != label)
+        return rec_errorf(REC_EINVAL, "%s has %s: --format %s contradicts it; drop --format (a .rraw records its format)",
+                          path, label ? "labels (the train format)" : "no labels (the test format)",
+                          asked ? "train" : "test");
+    if (k > 0 && label != *has_label)
+        return rec_errorf(REC_EINVAL, "%s has %s and %s %s: the inputs of one data set are all of the train format or "
+                          "all of the test format", path, label ? "labels" : "no labels", first,
+                          *has_label ? "has" : "has none");
+    *has_label = label;
+    return REC_OK;
+}
+
 rec_status rec_rawcols_verify(rec_rawcols *r) {
     for (int64_t k = 0; k < r->n_groups; k++) REC_TRY(verify_group(r, k));
     return REC_OK;
@@ -518,9 +531,9 @@ static rec_status read_list(const uint8_t *p, const group_layout *gl, const grou
 }
 
 rec_status rec_rawcols_read(rec_rawcols *r, int64_t row0, int64_t n, rec_raw_block *out) {
-    if (row0 < 0 || n < 0 || row0 + n > r->rows)
-        return rec_errorf(REC_EINVAL, "%s: rows [%lld, %lld) asked for; the file has %lld", r->path, (long long)row0,
-                          (long long)(row0 + n), (long long)r->rows);
+    if (row0 < 0 || n < 0 || row0 > r->rows || n > r->rows - row0)
+        return rec_errorf(REC_EINVAL, "%s: %lld rows from row %lld asked for; the file has %lld", r->path, (long long)n,
+                          (long long)row0, (long long)r->rows);
     if (n > out->cap)
         return rec_errorf(REC_EINVAL, "%s: %lld rows into a raw block of %lld", r->path, (long long)n, (long long)out->cap);
     out->n = 0;

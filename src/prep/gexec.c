@@ -558,6 +558,12 @@ rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int
         if (!s) s = emit(g, raw, r0 + done, m, b);
     }
     free(loaded);
+    if (s) { /* copies queued before the failure still read the stage: wait for them, keep the first error */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", rec_errmsg());
+        g->be->sync(g->be->ctx);
+        rec_errorf(s, "%s", why);
+    }
     return s;
 }
 

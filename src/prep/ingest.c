@@ -246,12 +246,8 @@ static rec_status raw_input_open(const rec_ingest_opts *o, raw_input *in, int *i
         in->n++;
         struct stat st;
         if (stat(o->in_paths[k], &st) == 0) in->bytes += (uint64_t)st.st_size;
-        const int label = rec_rawcols_has_label(in->part[k]);
-        if (k > 0 && label != in->has_label)
-            return rec_errorf(REC_EINVAL, "%s has %s and %s %s: the inputs of one prep are all of the train format or "
-                              "all of the test format", o->in_paths[k], label ? "labels" : "no labels", o->in_paths[0],
-                              in->has_label ? "has" : "has none");
-        in->has_label = label;
+        REC_TRY(rec_rawcols_label_agree(o->in_paths[k], k, o->in_paths[0], rec_rawcols_has_label(in->part[k]),
+                                        o->tsv.has_label, &in->has_label));
     }
     REC_TRY(rec_raw_block_init(&in->blk[0], RAW_RUN));
     return rec_raw_block_init(&in->blk[1], RAW_RUN);

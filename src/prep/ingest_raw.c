@@ -30,7 +30,7 @@ static rec_status parse_task(void *ctx, int64_t t, int thread) {
     lines += len > 0 && text[len - 1] != '\n';
     rec_raw_block *b = &p->blk[t];
     rec_status s = REC_OK;
-    if (lines > b->cap) {
+    if (!b->label || lines > b->cap) { /* a piece may be empty: the block is still made */
         rec_raw_block_free(b);
         s = rec_raw_block_init(b, lines + lines / 4);
     }

@@ -181,11 +181,7 @@ static rec_status open_raw_parts(rec_dataset *d) {
         const int label = rec_rawcols_has_label(r);
         d->part_row0[k + 1] = d->part_row0[k] + rec_rawcols_rows(r);
         rec_rawcols_close(r);
-        if (k > 0 && label != d->has_label)
-            return rec_errorf(REC_EINVAL, "%s has %s and %s %s: the parts of one data set are all of the train format "
-                              "or all of the test format", d->parts[k], label ? "labels" : "no labels", d->parts[0],
-                              d->has_label ? "has" : "has none");
-        d->has_label = label;
+        REC_TRY(rec_rawcols_label_agree(d->parts[k], k, d->parts[0], label, d->tsv.has_label, &d->has_label));
     }
     d->rows = d->part_row0[d->n_parts];
     d->tsv.has_label = d->has_label;
