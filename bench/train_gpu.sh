@@ -1,8 +1,8 @@
 #!/bin/sh
 # rectrain on the GPU (--device cuda), in one run on a GPU machine:
 #  1. quality: the Kaggle-config DLRM trained one epoch on the first 90% of ROWS generated rows
-#     (tables scaled by SCALE) on the CPU, on the GPU in fp32 and on the GPU with bf16 products:
-#     test AUC of each on the last 10%;
+#     (tables scaled by SCALE) on the CPU, on the GPU in fp32, on the GPU with bf16 products and
+#     on the GPU with bf16 tables (stochastic rounding): test AUC of each on the last 10%;
 #  2. speed: the Kaggle-shaped DLRM with the Kaggle table sizes at batch 2048 and 16384, fp32
 #     and bf16: samples/s of `rectrain bench train --device cuda` (the share of step time per part
 #     too) beside PyTorch's DLRM at the same precision (dev/torch_dlrm.py --device cuda, rows
@@ -31,6 +31,10 @@ $R train --config configs/dlrm_kaggle.json --data "$W/q.rshard" --holdout 0.1 --
     --json > "$W/gpu.rt"
 $R train --config configs/dlrm_kaggle.json --data "$W/q.rshard" --holdout 0.1 --oracle "$W/q.prob" --device cuda \
     --precision bf16 --json > "$W/bf16.rt"
+# bf16 tables (stochastic rounding) with fp32 products: the tables' own effect on AUC
+python3 -c 'import json, sys; c = json.load(open("configs/dlrm_kaggle.json"))
+c["embedding"].update(precision="bf16", rounding="stochastic"); json.dump(c, open(sys.argv[1], "w"))' "$W/t16.json"
+$R train --config "$W/t16.json" --data "$W/q.rshard" --holdout 0.1 --oracle "$W/q.prob" --device cuda --json > "$W/t16.rt"
 fi
 
 # speed CONFIG BATCH PRECISION STEPS NAME: rectrain's bench train and, with PEER=1, PyTorch's.
@@ -60,6 +64,10 @@ done
 if has mlperf; then
     echo "== MLPerf shape (dlrm_terabyte.json) on the Kaggle tables, batch 65536" >&2
     for P in bf16 fp32; do speed configs/dlrm_terabyte.json 65536 "$P" 20 "m$P"; done
+    # and with bf16 tables (half the tables' bytes): rectrain alone
+    python3 -c 'import json, sys; c = json.load(open("configs/dlrm_terabyte.json"))
+c["embedding"].update(precision="bf16"); json.dump(c, open(sys.argv[1], "w"))' "$W/mt16.json"
+    SAVED=$PEER; PEER=0; speed "$W/mt16.json" 65536 bf16 20 mt16; PEER=$SAVED
 fi
 if has kaggle; then
     for P in fp32 bf16; do
@@ -78,6 +86,8 @@ printf '%-34s %10s %10s %10s\n' "  minus the CPU's" "" "$(echo "$(val auc "$W/gp
     "$(echo "$(val auc "$W/bf16.rt") $cpu" | awk '{printf "%+.5f", $1 - $2}')"
 printf '%-34s %10s %10s %10s\n' "samples/s of that run" "$(val samples_per_s "$W/cpu.rt")" "$(val samples_per_s "$W/gpu.rt")" \
     "$(val samples_per_s "$W/bf16.rt")"
+printf '%-34s %10s %10s %10s\n' "GPU, bf16 tables (fp32 products)" "" "$(val auc "$W/t16.rt")" \
+    "$(echo "$(val auc "$W/t16.rt") $(val auc "$W/gpu.rt")" | awk '{printf "%+.5f vs fp32", $1 - $2}')"
 fi
 printf '\n%-34s %12s %12s %8s\n' "DLRM on the GPU, samples/s" rectrain pytorch ratio
 if has kaggle; then
@@ -85,4 +95,5 @@ if has kaggle; then
 fi
 if has mlperf; then
     for P in fp32 bf16; do row "MLPerf shape, $P, batch 65536" "m$P"; done
+    row "  bf16 with bf16 tables" mt16
 fi

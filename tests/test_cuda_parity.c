@@ -11,6 +11,7 @@
  *             The CPU engine's own error on the same steps is printed beside it: on the hot
  *             rows of 1-row tables (tens of thousands of cancelling terms) its float32 sums
  *             err by up to 2e-4, which is why the GPU sums in float64;
+ *   bf16 tables: see test_bf16_case;
  *   bad ids are refused naming feature, row and id;
  *   a whole DLRM training step (the GPU model against the CPU model, model.h): dot with and
  *   without self-interaction and cat, SGD / Adagrad / Adam with the sparse optimizers, three
@@ -205,6 +206,97 @@ done:
     rec_batch_free(&b);
 }
 
+/* bf16 tables (embed.h "Table storage") on the GPU against the CPU engine's bf16 tables, from
+ * the same values: the GPU's bf16 forward gives bitwise the GPU's fp32 forward over an fp32
+ * copy of the tables; two backward steps (SUM pooling, gradients in multiples of 1/16, so
+ * every sum is exact in float32 and float64 alike and both engines step from the same
+ * gradient) leave bitwise the CPU's rows and state for SGD and Adagrad, rounded to nearest and
+ * stochastically (the same bits from rec_bf16_sr_start's stream). Row-wise Adagrad's mean
+ * square sums in another order: every value within one bf16 step of the CPU's, at most 1% of
+ * them off. */
+static void test_bf16_case(int t) {
+    model m = random_model(t);
+    m.pooling = REC_POOL_SUM, m.weighted = 0;
+    const rec_sparse_opt_kind kind = (rec_sparse_opt_kind)(t % 3);
+    const rec_embed_rounding rnd = t / 3 % 2 ? REC_ROUND_NEAREST : REC_ROUND_STOCHASTIC;
+    rec_embed_config c16 = {m.F, m.rows, m.dims, m.pooling, rec_sparse_opt_defaults(kind, 0.05f), m.B, 2, 31 + t, 0, 1, rnd};
+    rec_embed_config c32 = c16;
+    c32.bf16 = 0;
+    rec_embed *cpu = NULL, *e32 = NULL, *back = NULL;
+    rec_cuda_embed *g16 = NULL, *g32 = NULL;
+    rec_cuda_batch *d16 = NULL, *d32 = NULL;
+    rec_batch b;
+    make_batch(&b, &m);
+    rec_status s = rec_embed_init(&cpu, &c16);
+    if (!s) s = rec_embed_init(&e32, &c32);
+    if (!s) s = rec_embed_init(&back, &c16);
+    float *v = NULL;
+    for (int f = 0; !s && f < m.F; f++) { /* e32 := cpu's values */
+        v = realloc(v, sizeof(float) * (size_t)m.rows[f] * m.dims[f]);
+        s = rec_embed_read_rows(cpu, f, 0, m.rows[f], v);
+        if (!s) s = rec_embed_write_rows(e32, f, 0, m.rows[f], v);
+    }
+    free(v);
+    if (!s) s = rec_cuda_embed_init(&g16, &c16, cpu);
+    if (!s) s = rec_cuda_embed_init(&g32, &c32, e32);
+    if (!s) s = rec_cuda_batch_new(&d16);
+    if (!s) s = rec_cuda_batch_new(&d32);
+    if (!s) s = rec_cuda_batch_load(g16, d16, &b, 0);
+    if (!s) s = rec_cuda_batch_load(g32, d32, &b, 0);
+    CHECK(s == REC_OK, "bf16 case %d setup: %s", t, rec_errmsg());
+    const int W = s ? 1 : rec_embed_out_width(cpu);
+    const size_t n = (size_t)m.B * W;
+    float *o16 = NULL, *o32 = NULL, *dout = NULL, *h16 = malloc(n * sizeof(float)), *h32 = malloc(n * sizeof(float));
+    if (!s) s = rec_cuda_alloc((void **)&o16, n * sizeof(float), "test outputs");
+    if (!s) s = rec_cuda_alloc((void **)&o32, n * sizeof(float), "test outputs");
+    if (!s) s = rec_cuda_alloc((void **)&dout, n * sizeof(float), "test gradients");
+    if (!s) s = rec_cuda_fill(o16, n, NAN);
+    if (!s) s = rec_cuda_fill(o32, n, NAN);
+    if (!s) s = rec_cuda_embed_forward(g16, d16, o16);
+    if (!s) s = rec_cuda_embed_forward(g32, d32, o32);
+    if (!s) s = rec_cuda_embed_sync(g16);
+    if (!s) s = rec_cuda_embed_sync(g32);
+    if (!s) s = rec_cuda_download(h16, o16, n * sizeof(float));
+    if (!s) s = rec_cuda_download(h32, o32, n * sizeof(float));
+    CHECK(s == REC_OK && memcmp(h16, h32, n * sizeof(float)) == 0,
+          "bf16 case %d: the GPU pools bf16 tables to other bits than fp32 tables of the same values: %s", t,
+          s ? rec_errmsg() : "");
+    for (int step = 0; !s && step < 2; step++) {
+        for (size_t i = 0; i < n; i++) h32[i] = (float)((int)irand(17) - 8) / 16.0f;
+        s = rec_cuda_upload(dout, h32, n * sizeof(float));
+        if (!s) s = rec_cuda_embed_forward(g16, d16, o16);
+        if (!s) s = rec_cuda_embed_backward_update(g16, d16, dout, 0.05f);
+        if (!s) s = rec_embed_forward(cpu, &b, 0, h16);
+        if (!s) s = rec_embed_backward_update(cpu, &b, 0, h32, 0.05f);
+    }
+    if (!s) s = rec_cuda_embed_download(g16, back);
+    CHECK(s == REC_OK && rec_embed_updates(back) == 2, "bf16 case %d backward: %s (updates %lld)", t, rec_errmsg(),
+          s ? -1LL : (long long)rec_embed_updates(back));
+    for (int f = 0; !s && f < m.F; f++) {
+        const size_t nt = (size_t)m.rows[f] * m.dims[f], ns = rec_embed_state_len(cpu, f);
+        const uint16_t *a = rec_embed_table_bf16(back, f), *c = rec_embed_table_bf16(cpu, f);
+        size_t off = 0, far = 0;
+        for (size_t i = 0; i < nt; i++) {
+            const int32_t ka = a[i] & 0x8000 ? -(int32_t)(a[i] & 0x7fff) : a[i], kc = c[i] & 0x8000 ? -(int32_t)(c[i] & 0x7fff) : c[i];
+            off += ka != kc;
+            far += abs(ka - kc) > 1;
+        }
+        const int exact = kind != REC_SPARSE_ROWWISE_ADAGRAD;
+        const int state_same = !ns || memcmp(rec_embed_state(back, f), rec_embed_state(cpu, f), ns * sizeof(float)) == 0;
+        CHECK(exact ? off == 0 && state_same : far == 0 && off <= nt / 100,
+              "bf16 case %d (%s, %s) table %d (rows %lld, dim %d): %zu of %zu values differ from the CPU's, %zu by more "
+              "than one bf16 step; state %s", t, kind == 0 ? "sgd" : kind == 1 ? "adagrad" : "rowwise",
+              rnd == REC_ROUND_NEAREST ? "nearest" : "stochastic", f, (long long)m.rows[f], m.dims[f], off, nt, far,
+              state_same ? "the same" : "differs");
+    }
+    rec_cuda_free(o16), rec_cuda_free(o32), rec_cuda_free(dout);
+    free(h16), free(h32);
+    rec_cuda_batch_free(d16), rec_cuda_batch_free(d32);
+    rec_cuda_embed_free(g16), rec_cuda_embed_free(g32);
+    rec_embed_free(cpu), rec_embed_free(e32), rec_embed_free(back);
+    rec_batch_free(&b);
+}
+
 static void test_bad_ids(void) {
     const int64_t rows[2] = {10, 20};
     const int dims[2] = {4, 8};
@@ -364,6 +456,7 @@ int main(int argc, char **argv) {
     rec_rng_seed(&rng, 2026, 11);
     for (int t = 0; t < cases; t++) test_case(t);
     test_bad_ids();
+    for (int t = 0; t < 12; t++) test_bf16_case(t);
     for (int t = 0; t < 6; t++) test_dlrm_case(t);
     printf("backward + update, largest change error against float64: GPU %.3g, CPU engine %.3g\n", worst_gpu, worst_cpu);
     return check_report();

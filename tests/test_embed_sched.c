@@ -761,7 +761,7 @@ static void test_bf16_tables(int trial, rec_sparse_opt_kind kind) {
               rec_embed_backward_update(e32, &b[0], 0, dout, 0.05f) == REC_OK, "stochastic backward: %s", rec_errmsg());
     CHECK(bf16_off(s1, e32, &m, 0) == 0, "trial %d kind %d: a stochastically rounded value is not next to the fp32 update", trial,
           (int)kind);
-    size_t diff12 = 0, moved = 0, touched_bad = 0;
+    size_t diff12 = 0, moved = 0, touched_bad = 0, stream_bad = 0;
     for (int f = 0; f < m.F; f++) {
         const size_t k = (size_t)m.rows[f] * (size_t)m.dims[f];
         diff12 += memcmp(rec_embed_table_bf16(s1, f), rec_embed_table_bf16(s2, f), k * sizeof(uint16_t)) != 0;
@@ -770,9 +770,15 @@ static void test_bf16_tables(int trial, rec_sparse_opt_kind kind) {
             const int same32 = t[i] == rec_bf16_to_float(before[f][i]);
             touched_bad += same32 && rec_embed_table_bf16(s1, f)[i] != before[f][i];
             moved += !same32;
+            /* every value: the fp32 update rounded with the documented bits (the GPU's too) */
+            const int E = m.dims[f], c = (int)(i % (size_t)E);
+            const uint64_t r = rec_bf16_sr_step(rec_bf16_sr_start(7, 0, f, (int64_t)(i / (size_t)E)), c / 4);
+            stream_bad += rec_embed_table_bf16(s1, f)[i] != rec_bf16_bits_sr(t[i], (uint32_t)(r >> (16 * (c % 4))));
         }
         free(before[f]);
     }
+    CHECK(stream_bad == 0, "trial %d kind %d: %zu values not rounded with rec_bf16_sr_start's stream", trial, (int)kind,
+          stream_bad);
     free(before);
     CHECK(diff12 == 0, "trial %d: 1 and 2 threads round stochastically to different bits", trial);
     CHECK(touched_bad == 0, "trial %d: %zu values that the update did not change moved", trial, touched_bad);

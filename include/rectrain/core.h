@@ -10,6 +10,14 @@
 
 #include "rectrain/status.h"
 
+/* A function of a header that C11 and CUDA C++ both compile, for the host and, under nvcc, the
+ * device too: the GPU kernels reproduce the CPU's bits with the same code. */
+#ifdef __CUDACC__
+#define REC_HD __host__ __device__ static inline
+#else
+#define REC_HD static inline
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -54,7 +62,7 @@ static inline uint64_t rec_rng_u64(rec_rng *r) {
 static inline double rec_rng_uniform(rec_rng *r) { return (double)(rec_rng_u64(r) >> 11) * 0x1.0p-53; }
 
 /* splitmix64 finaliser: a bijective 64-bit mix, also used as a stateless hash. */
-static inline uint64_t rec_mix64(uint64_t x) {
+REC_HD uint64_t rec_mix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ULL;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
@@ -64,21 +72,38 @@ static inline uint64_t rec_mix64(uint64_t x) {
 /* The plural ending of a count in a message: "%lld row%s", n, rec_s(n) ("1 row", "2 rows"). */
 /* ---- bfloat16 (the top 16 bits of an fp32: its exponent, 8 significant bits) ---------------- */
 /* fp32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN, overflow gives inf. */
-static inline uint16_t rec_bf16_bits(float f) {
+REC_HD uint16_t rec_bf16_bits(float f) {
     union { float f; uint32_t u; } v = {f};
     if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
     return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
 }
 /* fp32 -> bf16 bits, rounded stochastically: up with probability (low 16 bits) / 2^16 given
  * r uniform in [0, 2^16) (unbiased: the expected result is f). NaN and inf stay as they are. */
-static inline uint16_t rec_bf16_bits_sr(float f, uint32_t r) {
+REC_HD uint16_t rec_bf16_bits_sr(float f, uint32_t r) {
     union { float f; uint32_t u; } v = {f};
     if ((v.u & 0x7f800000u) == 0x7f800000u) return (uint16_t)((v.u >> 16) | ((v.u & 0x7fffffu) ? 0x40u : 0u));
     return (uint16_t)((v.u + (r & 0xffffu)) >> 16);
 }
-static inline float rec_bf16_to_float(uint16_t h) {
+REC_HD float rec_bf16_to_float(uint16_t h) {
     union { uint32_t u; float f; } v = {(uint32_t)h << 16};
     return v.f;
+}
+/* The random bits of a bf16 row's stochastic rounding (embed.h "Table storage"): a xorshift64
+ * stream started from a hash of (seed, update count, table, row); column c takes 16 bits of
+ * the stream's step c / 4 (the first step is step 0), from bit 16 (c % 4) up. Whoever updates
+ * the row (a CPU thread of any vector width, a GPU lane) draws the same bits. */
+REC_HD uint64_t rec_bf16_sr_start(uint64_t seed, int64_t updates, int f, int64_t row) {
+    return rec_mix64(seed ^ rec_mix64((uint64_t)updates * 0x9e3779b97f4a7c15ULL ^ (uint64_t)f << 48 ^ (uint64_t)row)) | 1;
+}
+REC_HD uint64_t rec_xorshift64(uint64_t *x) {
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return *x;
+}
+/* Step j of the stream that `start` begins (j + 1 xorshifts). */
+REC_HD uint64_t rec_bf16_sr_step(uint64_t start, int j) {
+    uint64_t x = start, r = 0;
+    for (int i = 0; i <= j; i++) r = rec_xorshift64(&x);
+    return r;
 }
 
 static inline const char *rec_s(int64_t n) { return n == 1 ? "" : "s"; }

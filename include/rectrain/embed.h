@@ -202,6 +202,9 @@ int rec_embed_out_width(const rec_embed *e);           /* sum_f E_f */
 float *rec_embed_table(rec_embed *e, int f);           /* (R_f, E_f); NULL for bf16 tables */
 uint16_t *rec_embed_table_bf16(rec_embed *e, int f);   /* (R_f, E_f) bf16 bits; NULL for fp32 tables */
 int rec_embed_is_bf16(const rec_embed *e);
+/* bf16 tables: how updated rows round, and the stochastic rounding's key (the init's seed). */
+rec_embed_rounding rec_embed_rounding_mode(const rec_embed *e);
+uint64_t rec_embed_seed(const rec_embed *e);
 /* Rows [r0, r0 + n) of table f as fp32 into out (n E_f), or from in, rounded to nearest for a
  * bf16 table (exact for values that are bf16 already, e.g. read back from it): for
  * checkpoints and exports, whatever the storage. REC_EINVAL for a range outside the table. */

@@ -48,6 +48,21 @@ __device__ __forceinline__ float4 shfl_down(const float4 &a, int o, int width) {
 }
 __device__ __forceinline__ float shfl_down(float a, int o, int width) { return __shfl_down_sync(0xffffffffu, a, o, width); }
 
+// Chunk i (V columns) of a table's rows, as fp32: a 16- or 4-byte load of an fp32 table, an 8-
+// or 2-byte load of a bf16 table widened exactly (the CPU's rec_bf16_to_float), so that a bf16
+// table pools to the bits an fp32 table of the same values gives. t.b16 is uniform in a block.
+template <int V> __device__ __forceinline__ typename vec_t<V>::type ldrow(const tab_arg &t, size_t i);
+template <> __device__ __forceinline__ float4 ldrow<4>(const tab_arg &t, size_t i) {
+    if (!t.b16) return reinterpret_cast<const float4 *>(t.T)[i];
+    const uint2 u = reinterpret_cast<const uint2 *>(t.T)[i];
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                       __uint_as_float(u.y & 0xffff0000u));
+}
+template <> __device__ __forceinline__ float ldrow<1>(const tab_arg &t, size_t i) {
+    if (!t.b16) return reinterpret_cast<const float *>(t.T)[i];
+    return __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(t.T)[i] << 16);
+}
+
 // Schedule "T threads per bag, V floats per load" for the block's share of table t: groups of T
 // threads take bags; in a group, lane % Cg picks the chunk and lane / Cg the ids (every S-th),
 // and the S partial sums meet through shuffles (T <= 32) or shared memory (T > 32). Every lane
@@ -61,7 +76,6 @@ __device__ __forceinline__ void pool_bags(const fwd_params &p, const tab_arg &t,
     while (Cg < Cv && Cg < T) Cg <<= 1;
     const int S = T / Cg, c0 = lane % Cg, s = lane / Cg, nc = (Cv + Cg - 1) / Cg;
     const int32_t *off = p.off + (size_t)f * (p.B + 1);
-    const vec *rows = reinterpret_cast<const vec *>(t.T);
     for (int r = 0; r < R; r++) {
         const int b = (rel * R + r) * G + g;
         const bool live = b < p.B;
@@ -72,14 +86,15 @@ __device__ __forceinline__ void pool_bags(const fwd_params &p, const tab_arg &t,
             if (live && c < Cv) {
                 int k = beg + s;
                 if (p.w) {
-                    for (; k < end; k += S) axpy(acc, p.w[k], rows[(size_t)p.ids[k] * Cv + c]);
+                    for (; k < end; k += S) axpy(acc, p.w[k], ldrow<V>(t, (size_t)p.ids[k] * Cv + c));
                 } else {
                     for (; k + 3 * S < end; k += 4 * S) {  // four rows in flight
-                        const vec x0 = rows[(size_t)p.ids[k] * Cv + c], x1 = rows[(size_t)p.ids[k + S] * Cv + c];
-                        const vec x2 = rows[(size_t)p.ids[k + 2 * S] * Cv + c], x3 = rows[(size_t)p.ids[k + 3 * S] * Cv + c];
+                        const vec x0 = ldrow<V>(t, (size_t)p.ids[k] * Cv + c), x1 = ldrow<V>(t, (size_t)p.ids[k + S] * Cv + c);
+                        const vec x2 = ldrow<V>(t, (size_t)p.ids[k + 2 * S] * Cv + c);
+                        const vec x3 = ldrow<V>(t, (size_t)p.ids[k + 3 * S] * Cv + c);
                         add(acc, x0), add(acc, x1), add(acc, x2), add(acc, x3);
                     }
-                    for (; k < end; k += S) add(acc, rows[(size_t)p.ids[k] * Cv + c]);
+                    for (; k < end; k += S) add(acc, ldrow<V>(t, (size_t)p.ids[k] * Cv + c));
                 }
             }
             if (T <= 32) {
@@ -171,6 +186,9 @@ struct bwd_params {
     int64_t n;
     rec_sparse_opt_config opt;
     float lr;
+    uint64_t seed;    // bf16 tables: the stochastic rounding's key and this update's count
+    int64_t updates;
+    int sr;
 };
 
 __device__ __forceinline__ int upper_bound32(const int32_t *a, int n, int32_t x, int stride) {
@@ -306,13 +324,65 @@ __device__ __forceinline__ void step_row(float4 &p, const float4 &g, float k) {
 }
 __device__ __forceinline__ void step_row(float &p, float g, float k) { p -= k * g; }
 
-// The optimizer's update of row `row` of table t from the warp's summed gradient (lanes < Cg
-// hold chunks c0 + i * Cg). Called by a whole warp.
+__device__ __forceinline__ float col_of(const float4 &v, int k) { return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w; }
+__device__ __forceinline__ float col_of(float v, int) { return v; }
+
+// The update of row `row` of bf16 table t (number f): the CPU's apply_row_bf16 (embed/backward.c)
+// column by column. Each value is widened, stepped in fp32 with the CPU's operations in its
+// order, each rounded once (no FMA contraction), and stored rounded to nearest or with the
+// bits rec_bf16_sr_start's stream gives its column; so a row whose summed gradient equals the
+// CPU's gets the CPU's bits. Called by a whole warp (row-wise Adagrad's sum meets by shuffles).
 template <int V, int NC>
-__device__ __forceinline__ void apply(const bwd_params &p, const tab_arg &t, uint32_t row, int lane, int Cg, int Cv,
+__device__ __forceinline__ void apply16(const bwd_params &p, const tab_arg &t, int f, uint32_t row, int lane, int Cg, int Cv,
+                                        const typename vec_t<V>::type *acc) {
+    uint16_t *P = reinterpret_cast<uint16_t *>(t.T) + (size_t)row * t.E;
+    const bool mine = lane < Cg;
+    float mult = p.lr;
+    if (p.opt.kind == REC_SPARSE_ROWWISE_ADAGRAD) {  // rowwise_mult: s += mean(g^2); lr / (sqrt(s) + eps)
+        float ss = 0;
+#pragma unroll
+        for (int i = 0; i < NC; i++)
+            if (mine && lane + i * Cg < Cv)
+                for (int k = 0; k < V; k++) ss = __fadd_rn(ss, __fmul_rn(col_of(acc[i], k), col_of(acc[i], k)));
+        for (int o = 16; o >= 1; o >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
+        const float s = __fadd_rn(t.S[row], __fdiv_rn(ss, (float)t.E));
+        mult = __fdiv_rn(p.lr, __fadd_rn(__fsqrt_rn(s), p.opt.eps));
+        if (lane == 0) t.S[row] = s;
+    }
+    const uint64_t start = p.sr ? rec_bf16_sr_start(p.seed, p.updates, f, (int64_t)row) : 0;
+#pragma unroll
+    for (int i = 0; i < NC; i++) {
+        const int j = lane + i * Cg;  // the chunk: columns j V .. j V + V - 1
+        if (!mine || j >= Cv) continue;
+        const uint64_t r = p.sr ? rec_bf16_sr_step(start, j * V / 4) : 0;
+        for (int k = 0; k < V; k++) {
+            const int c = j * V + k;
+            const float gk = col_of(acc[i], k);
+            float w = rec_bf16_to_float(P[c]);
+            if (p.opt.kind == REC_SPARSE_ADAGRAD) {  // s += g g; w -= lr (g / (sqrt(s) + eps))
+                float *S = t.S + (size_t)row * t.E + c;
+                const float s = __fadd_rn(*S, __fmul_rn(gk, gk));
+                *S = s;
+                w = __fsub_rn(w, __fmul_rn(mult, __fdiv_rn(gk, __fadd_rn(__fsqrt_rn(s), p.opt.eps))));
+            } else {  // SGD, row-wise: w -= mult g
+                w = __fsub_rn(w, __fmul_rn(mult, gk));
+            }
+            P[c] = p.sr ? rec_bf16_bits_sr(w, (uint32_t)(r >> (16 * (c % 4)))) : rec_bf16_bits(w);
+        }
+    }
+}
+
+// The optimizer's update of row `row` of table t (number f) from the warp's summed gradient
+// (lanes < Cg hold chunks c0 + i * Cg). Called by a whole warp.
+template <int V, int NC>
+__device__ __forceinline__ void apply(const bwd_params &p, const tab_arg &t, int f, uint32_t row, int lane, int Cg, int Cv,
                                       typename vec_t<V>::type *acc) {
     typedef typename vec_t<V>::type vec;
-    vec *P = reinterpret_cast<vec *>(t.T + (size_t)row * t.E);
+    if (t.b16) {
+        apply16<V, NC>(p, t, f, row, lane, Cg, Cv, acc);
+        return;
+    }
+    vec *P = reinterpret_cast<vec *>(reinterpret_cast<float *>(t.T) + (size_t)row * t.E);
     const bool mine = lane < Cg;
     if (p.opt.kind == REC_SPARSE_ROWWISE_ADAGRAD) {
         float ss = 0;
@@ -352,7 +422,7 @@ __device__ __forceinline__ int table_of(const bwd_params &p, uint32_t key) {
 // [q, q1) in order and update the row) at the row's width: V floats per load, NC chunks a lane.
 enum { OP_RUN, OP_CHUNK, OP_APPLY };
 template <int OP, int V, int NC>
-__device__ __forceinline__ void row_op(const bwd_params &p, const tab_arg &t, uint32_t row, int a, int e, int q, int q1) {
+__device__ __forceinline__ void row_op(const bwd_params &p, const tab_arg &t, int f, uint32_t row, int a, int e, int q, int q1) {
     typedef typename vec_t<V>::type vec;
     typedef typename acc_t<V>::type acc_v;
     const int lane = threadIdx.x & 31, Cv = t.E / V;
@@ -378,7 +448,7 @@ __device__ __forceinline__ void row_op(const bwd_params &p, const tab_arg &t, ui
         vec g[NC];
 #pragma unroll
         for (int i = 0; i < NC; i++) g[i] = acc_t<V>::round(acc[i]);
-        apply<V, NC>(p, t, row, lane, Cg, Cv, g);
+        apply<V, NC>(p, t, f, row, lane, Cg, Cv, g);
     }
 }
 
@@ -391,12 +461,12 @@ __device__ __forceinline__ void row_dispatch(const bwd_params &p, int a, int e, 
     const tab_arg t = p.tabs[f];
     const uint32_t row = key - p.row_base[f];
     if (t.E % 4 == 0 && t.col % 4 == 0 && p.W % 4 == 0) {
-        if (t.E <= 128) row_op<OP, 4, 1>(p, t, row, a, e, q, q1);
-        else row_op<OP, 4, 2>(p, t, row, a, e, q, q1);
+        if (t.E <= 128) row_op<OP, 4, 1>(p, t, f, row, a, e, q, q1);
+        else row_op<OP, 4, 2>(p, t, f, row, a, e, q, q1);
     } else {
-        if (t.E <= 32) row_op<OP, 1, 1>(p, t, row, a, e, q, q1);
-        else if (t.E <= 128) row_op<OP, 1, 4>(p, t, row, a, e, q, q1);
-        else row_op<OP, 1, 8>(p, t, row, a, e, q, q1);
+        if (t.E <= 32) row_op<OP, 1, 1>(p, t, f, row, a, e, q, q1);
+        else if (t.E <= 128) row_op<OP, 1, 4>(p, t, f, row, a, e, q, q1);
+        else row_op<OP, 1, 8>(p, t, f, row, a, e, q, q1);
     }
 }
 
@@ -547,6 +617,14 @@ extern "C" void rec_cuda_embed_free(rec_cuda_embed *g) {
     free(g);
 }
 
+// Table f's bytes, as stored (fp32 or bf16), and the CPU engine's copy of them.
+static size_t tab_bytes(const rec_cuda_embed *g, int f) {
+    return (size_t)g->rows[f] * g->dims[f] * (g->b16 ? sizeof(uint16_t) : sizeof(float));
+}
+static void *host_table(rec_embed *e, int f) {
+    return rec_embed_is_bf16(e) ? (void *)rec_embed_table_bf16(e, f) : (void *)rec_embed_table(e, f);
+}
+
 static size_t state_floats(const rec_sparse_opt_config *o, int64_t R, int E) {
     return o->kind == REC_SPARSE_ADAGRAD ? (size_t)R * E : o->kind == REC_SPARSE_ROWWISE_ADAGRAD ? (size_t)R : 0;
 }
@@ -609,6 +687,8 @@ extern "C" rec_status rec_cuda_embed_init(rec_cuda_embed **out, const rec_embed_
     rec_cuda_embed *g = (rec_cuda_embed *)calloc(1, sizeof *g);
     if (!g) return rec_errorf(REC_ENOMEM, "GPU embedding: out of memory");
     g->F = F, g->maxB = cfg->max_batch, g->pooling = cfg->pooling, g->opt = cfg->opt;
+    g->b16 = rec_embed_is_bf16(src), g->sr = rec_embed_rounding_mode(src) == REC_ROUND_STOCHASTIC;
+    g->seed = rec_embed_seed(src), g->updates = rec_embed_updates(src);
     g->rows = (int64_t *)malloc(F * sizeof(int64_t)), g->dims = (int *)malloc(F * sizeof(int));
     g->cols = (int *)malloc(F * sizeof(int)), g->sched = (int *)malloc(F * sizeof(int));
     g->tab_off = (size_t *)malloc((F + 1) * sizeof(size_t)), g->st_off = (size_t *)malloc((F + 1) * sizeof(size_t));
@@ -621,7 +701,7 @@ extern "C" rec_status rec_cuda_embed_init(rec_cuda_embed **out, const rec_embed_
     for (int f = 0; f < F; f++) {
         g->rows[f] = cfg->rows[f], g->dims[f] = cfg->dims[f], g->cols[f] = g->W, g->W += cfg->dims[f];
         g->tab_off[f] = to, g->st_off[f] = so;
-        to += ((size_t)g->rows[f] * g->dims[f] + 3) / 4 * 4;
+        to += (tab_bytes(g, f) + 15) / 16 * 4;  // floats, 16-byte aligned
         so += (state_floats(&g->opt, g->rows[f], g->dims[f]) + 3) / 4 * 4;
     }
     g->tab_off[F] = to, g->st_off[F] = so;
@@ -667,9 +747,8 @@ extern "C" rec_status rec_cuda_embed_init(rec_cuda_embed **out, const rec_embed_
         rb[f] = base, base += (uint32_t)g->rows[f];
         const size_t sn = state_floats(&g->opt, g->rows[f], g->dims[f]);
         g->h_args[f] = tab_arg{g->d_tab + g->tab_off[f], sn ? g->d_state + g->st_off[f] : NULL, g->dims[f], g->cols[f],
-                               g->sched[f], 0};
-        e = cudaMemcpy(g->d_tab + g->tab_off[f], rec_embed_table((rec_embed *)src, f),
-                       (size_t)g->rows[f] * g->dims[f] * sizeof(float), cudaMemcpyHostToDevice);
+                               g->sched[f], g->b16};
+        e = cudaMemcpy(g->d_tab + g->tab_off[f], host_table((rec_embed *)src, f), tab_bytes(g, f), cudaMemcpyHostToDevice);
         if (e == cudaSuccess && sn)
             e = cudaMemcpy(g->d_state + g->st_off[f], rec_embed_state((rec_embed *)src, f), sn * sizeof(float),
                            cudaMemcpyHostToDevice);
@@ -703,10 +782,14 @@ extern "C" rec_status rec_cuda_embed_init(rec_cuda_embed **out, const rec_embed_
 }
 
 extern "C" rec_status rec_cuda_embed_download(rec_cuda_embed *g, rec_embed *dst) {
+    if (rec_embed_is_bf16(dst) != g->b16)
+        return rec_errorf(REC_EINVAL, "GPU embedding: its tables are %s, the engine to copy them into keeps %s",
+                          g->b16 ? "bf16" : "fp32", rec_embed_is_bf16(dst) ? "bf16" : "fp32");
     CU_TRY(cudaStreamSynchronize(g->st), "waiting for the GPU");
+    rec_embed_set_updates(dst, g->updates);
     for (int f = 0; f < g->F; f++) {
-        CU_TRY(cudaMemcpy(rec_embed_table(dst, f), g->d_tab + g->tab_off[f], (size_t)g->rows[f] * g->dims[f] * sizeof(float),
-                          cudaMemcpyDeviceToHost), "copying the tables from the GPU");
+        CU_TRY(cudaMemcpy(host_table(dst, f), g->d_tab + g->tab_off[f], tab_bytes(g, f), cudaMemcpyDeviceToHost),
+               "copying the tables from the GPU");
         const size_t sn = state_floats(&g->opt, g->rows[f], g->dims[f]);
         if (sn)
             CU_TRY(cudaMemcpy(rec_embed_state(dst, f), g->d_state + g->st_off[f], sn * sizeof(float), cudaMemcpyDeviceToHost),
@@ -866,6 +949,7 @@ static rec_status backward_update(rec_cuda_embed *g, const rec_cuda_batch *d, co
                                   float lr) {
     if (d->F != g->F) return rec_errorf(REC_EINVAL, "GPU backward: the batch was loaded for %d tables, the engine has %d", d->F, g->F);
     const int64_t n = d->total;
+    const int64_t updates = g->updates++;  // once per call, as the CPU engine counts: the rounding's key
     if (n == 0) return REC_OK;
     REC_TRY(bw_reserve(g, n));
     CU_TRY(cudaStreamWaitEvent(g->st, d->copied, 0), "waiting for a batch's copy");
@@ -877,6 +961,7 @@ static rec_status backward_update(rec_cuda_embed *g, const rec_cuda_batch *d, co
     p.starts = g->starts, p.counters = g->counters, p.long_list = g->long_list, p.nlong = g->counters + 1;
     p.chunk_first = g->chunk_first, p.nchunks = g->counters + 2, p.partial = g->partial, p.pw = g->pw;
     p.n = n, p.opt = g->opt, p.lr = lr;
+    p.seed = g->seed, p.updates = updates, p.sr = g->b16 && g->sr;
     const int grid = grid_for(g, n, 256);
     keys_kernel<<<grid, 256, 0, g->st>>>(p);
     CU_TRY(cudaGetLastError(), "launching the backward's keys");

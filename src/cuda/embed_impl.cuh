@@ -39,9 +39,9 @@ __device__ __forceinline__ void load_bf16(const __nv_bfloat16 *s, float &v) { v 
 // ---- engine state ---------------------------------------------------------------------------
 
 struct tab_arg {          // per table, in device memory: the fused kernels' arguments
-    float *T;             // (R, E) rows
+    void *T;              // (R, E) rows: fp32, or bf16 bits where b16
     float *S;             // optimizer state (ADAGRAD (R, E), ROWWISE (R)), or NULL
-    int E, col, sched, pad;
+    int E, col, sched, b16;
 };
 
 struct rec_cuda_embed {
@@ -52,6 +52,10 @@ struct rec_cuda_embed {
     int64_t *rows;
     int *dims, *cols, *sched;
     size_t *tab_off, *st_off;   // floats into d_tab / d_state per table (16-byte aligned)
+    int b16;                    // the tables are bf16 (rec_embed_is_bf16 of the engine copied)
+    int sr;                     // bf16: updates rounded stochastically (rec_bf16_sr_start's bits)
+    uint64_t seed;              // the stochastic rounding's key: the CPU engine's init seed
+    int64_t updates;            // backward calls so far, as the CPU engine counts them
     float *d_tab, *d_state;
     tab_arg *h_args, *d_args;
     uint32_t *d_row_base;       // (F + 1) first global row of each table

@@ -160,8 +160,5 @@ rec_status rec_cuda_check_config(const rec_model_config *c) {
     if (c->kind != REC_MODEL_DLRM)
         return rec_errorf(REC_EUNSUPPORTED, "--device cuda trains DLRM models; %s (model %s) trains on --device cpu",
                           rec_model_kind_name(c->kind), c->name);
-    if (c->embed_precision == REC_PRECISION_BF16)
-        return rec_errorf(REC_EUNSUPPORTED, "--device cuda keeps fp32 tables; model %s stores bf16 tables (\"embedding\": "
-                          "{\"precision\": \"bf16\"}), which train on the CPU", c->name);
     return REC_OK;
 }

@@ -204,14 +204,10 @@ void rec_sparse_opt_step(const rec_sparse_opt_config *o, float lr, const float *
 /* A bf16 row's update (embed.h "Table storage"): each value widened to fp32, stepped with the
  * float operations opt_step performs (so a row rounded to nearest is exactly the fp32
  * engine's update, rounded), and stored rounded to nearest or stochastically; 8 columns at a
- * time in AVX2, the tail one by one. The stochastic bits: one splitmix64 hash of (seed,
- * update count, table, row) seeds a xorshift64 stream, one step per 4 columns, 16 bits per
- * column in column order (lane k of 8 takes bits 16k of the two steps), so they do not depend
- * on which thread updates the row or on the vector width. */
-static inline uint64_t xorshift(uint64_t *x) {
-    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
-    return *x;
-}
+ * time in AVX2, the tail one by one. The stochastic bits: rec_bf16_sr_start's stream, one
+ * step per 4 columns, 16 bits per column in column order (lane k of 8 takes bits 16k of the
+ * two steps), so they do not depend on which thread updates the row, the vector width or the
+ * device (the GPU engine draws them with the same functions). */
 
 /* 8 fp32 values -> their bf16 bits (in 32-bit lanes): to nearest even (r NULL), or adding the
  * 16 random bits in r; NaN keeps a quiet NaN and (stochastic) inf stays inf, as rec_bf16_bits
@@ -234,9 +230,7 @@ static void apply_row_bf16(const rec_embed *e, int f, uint16_t *restrict T, floa
     const rec_sparse_opt_kind kind = e->opt.kind;
     const int sr = e->rounding == REC_ROUND_STOCHASTIC;
     const float eps = e->opt.eps, mult = kind == REC_SPARSE_ROWWISE_ADAGRAD ? rowwise_mult(st, g, E, lr, eps) : lr;
-    uint64_t x = sr ? rec_mix64(e->seed ^ rec_mix64((uint64_t)e->updates * 0x9e3779b97f4a7c15ULL ^ (uint64_t)f << 48 ^
-                                                    (uint64_t)id)) | 1
-                    : 0;
+    uint64_t x = sr ? rec_bf16_sr_start(e->seed, e->updates, f, id) : 0;
     const __m256 vm = _mm256_set1_ps(mult), veps = _mm256_set1_ps(eps);
     int c = 0;
     for (; c + 8 <= E; c += 8) {
@@ -252,7 +246,7 @@ static void apply_row_bf16(const rec_embed *e, int f, uint16_t *restrict T, floa
         }
         __m256i bits;
         if (sr) {
-            const uint64_t r0 = xorshift(&x), r1 = xorshift(&x);
+            const uint64_t r0 = rec_xorshift64(&x), r1 = rec_xorshift64(&x);
             const __m256i r = _mm256_cvtepu16_epi32(_mm_set_epi64x((long long)r1, (long long)r0));
             bits = bf16_round8(p, &r);
         } else {
@@ -262,7 +256,7 @@ static void apply_row_bf16(const rec_embed *e, int f, uint16_t *restrict T, floa
         _mm_storeu_si128((__m128i *)(row + c), _mm256_castsi256_si128(packed));
     }
     for (; c < E; c += 4) { /* the tail, 4 columns per random step */
-        const uint64_t r = sr ? xorshift(&x) : 0;
+        const uint64_t r = sr ? rec_xorshift64(&x) : 0;
         for (int k = 0; k < 4 && c + k < E; k++) {
             float p = rec_bf16_to_float(row[c + k]);
             opt_step(kind == REC_SPARSE_ROWWISE_ADAGRAD ? REC_SPARSE_SGD : kind, eps, &p, st ? st + c + k : NULL, g, E,

@@ -253,6 +253,8 @@ uint16_t *rec_embed_table_bf16(rec_embed *e, int f) {
     return f >= 0 && f < e->F && e->b16 ? e->tables16 + e->toff[f] : NULL;
 }
 int rec_embed_is_bf16(const rec_embed *e) { return e->b16; }
+rec_embed_rounding rec_embed_rounding_mode(const rec_embed *e) { return e->rounding; }
+uint64_t rec_embed_seed(const rec_embed *e) { return e->seed; }
 int64_t rec_embed_updates(const rec_embed *e) { return e->updates; }
 void rec_embed_set_updates(rec_embed *e, int64_t n) { e->updates = n; }
 

@@ -15,13 +15,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "rectrain/core.h"
 #include "rectrain/prep.h"
-
-#ifdef __CUDACC__
-#define REC_HD __host__ __device__ static inline
-#else
-#define REC_HD static inline
-#endif
 
 enum { REC_G_LOAD = 64 }; /* rec_gop.kind of a chain's start (beyond rec_op_kind) */
 enum { REC_G_MAX_SRC = 16 };
