@@ -769,6 +769,21 @@ static void test_raw_columns(void) {
                                                                      "spec"), "train on a .rraw without spec: %s", out);
     CHECK(run("prep --raw --in raw.rraw --out y.rraw") != 0 && strstr(out, "raw.rraw is a .rraw already"), "prep --raw of a .rraw: %s",
           out);
+    /* --prep-device: cuda trains as the CPU does where there is a GPU, else says why there is
+     * none; a shard has no ops to run; a device that is none. */
+    snprintf(cmd, sizeof cmd, "%s --data raw.rraw --spec %%s/configs/criteo_heavy.json --prep-device cuda "
+             "--loss-log gpu_prep.log", train);
+    const int rc_gpu = run(cmd, src, src);
+    CHECK(rc_gpu == 0 ? same_file("shard.log", "gpu_prep.log")
+                      : rc_gpu == 1 && (strstr(out, "no NVIDIA") || strstr(out, "no usable NVIDIA") ||
+                                        strstr(out, "built without the GPU engine")),
+          "train --prep-device cuda (rc %d): %s", rc_gpu, out);
+    snprintf(cmd, sizeof cmd, "%s --data heavy_tsv.rshard --prep-device cuda", train);
+    CHECK(run(cmd, src) == 1 && strstr(out, "heavy_tsv.rshard is a .rshard: its rows are preprocessed already; "
+                                            "--prep-device runs a spec's ops"),
+          "train --prep-device on a shard: %s", out);
+    CHECK(run("train --data raw.rraw --prep-device gpu") == 2 && strstr(out, "--prep-device gpu: want cpu or cuda"),
+          "train --prep-device gpu: %s", out);
     /* A .rraw records its format: a contrary --format, or parts of both formats, refused. */
     CHECK(run("prep --raw --in test.tsv --out test.rraw") == 0, "prep --raw of a test-format file: %s", out);
     CHECK(run("prep --spec %s/configs/criteo_standard.json --in raw.rraw --format test --out x.rshard", src) == 1 &&

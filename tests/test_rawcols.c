@@ -429,26 +429,47 @@ static void data_path(const char *src) {
     memset(&o, 0, sizeof o);
     o.prep_threads = 2;
     o.tsv.has_label = -1;
-    rec_dataset *ds = NULL, *dr = NULL;
+    rec_dataset *ds = NULL, *dr = NULL, *dg = NULL, *dt = NULL, *dtc = NULL;
     o.path = a;
     if (!s) s = rec_dataset_open(&ds, &o);
     o.path = raw;
     o.spec_path = spec;
     if (!s) s = rec_dataset_open(&dr, &o);
+    /* --prep-device: the GPU executor (its CPU backend here) in the loader, over the .rraw and the TSV */
+    o.prep_device = REC_PREP_GPU_EMULATED;
+    if (!s) s = rec_dataset_open(&dg, &o);
+    o.path = tsv;
+    if (!s) s = rec_dataset_open(&dt, &o);
+    o.prep_device = REC_PREP_CPU;
+    if (!s) s = rec_dataset_open(&dtc, &o);
     CHECK(s == REC_OK, "open: %s", rec_errmsg());
     if (!s) {
         const rec_shuffle sh = {11, 1, 300, 4};
-        for (int shuffled = 0; shuffled < 2; shuffled++) {
-            uint64_t x[16], y[16];
-            const int nx = digests(ds, shuffled ? &sh : NULL, x, 16), ny = digests(dr, shuffled ? &sh : NULL, y, 16);
-            CHECK(nx == 10 && nx == ny && !memcmp(x, y, sizeof(uint64_t) * (size_t)nx),
-                  "%s: %d and %d batches, %s", shuffled ? "shuffled" : "file order", nx, ny, "digests differ");
-        }
+        /* (a TSV's shuffled order is its own: against the TSV on the CPU) */
+        rec_dataset *const base[3] = {ds, ds, dtc}, *const other[3] = {dr, dg, dt};
+        const char *const name[3] = {"the .rraw", "the .rraw, GPU executor", "the TSV, GPU executor"};
+        for (int shuffled = 0; shuffled < 2; shuffled++)
+            for (int k = 0; k < 3; k++) {
+                uint64_t x[16], y[16];
+                const int nx = digests(base[k], shuffled ? &sh : NULL, x, 16), ny = digests(other[k], shuffled ? &sh : NULL, y, 16);
+                CHECK(nx == 10 && nx == ny && !memcmp(x, y, sizeof(uint64_t) * (size_t)nx), "%s, %s: %d and %d batches, %s",
+                      name[k], shuffled ? "shuffled" : "file order", nx, ny, "digests differ");
+            }
         rec_offload *off = NULL;
         CHECK_ERR(rec_dataset_offload(dr, NULL, 500, &off), REC_EINVAL, "workers read and preprocess TSV");
     }
     rec_dataset_close(ds);
     rec_dataset_close(dr);
+    rec_dataset_close(dg);
+    rec_dataset_close(dt);
+    rec_dataset_close(dtc);
+    /* a shard's rows are preprocessed: no prep device; a device that is none */
+    o.path = a;
+    o.prep_device = REC_PREP_CUDA;
+    CHECK_ERR(rec_dataset_open(&ds, &o), REC_EINVAL, "is a .rshard: its rows are preprocessed already; --prep-device");
+    o.prep_device = 9;
+    CHECK_ERR(rec_dataset_open(&ds, &o), REC_EINVAL, "prep device 9");
+    o.prep_device = REC_PREP_CPU;
     /* refusals: no spec; a .rraw beside a shard or a TSV */
     o.spec_path = NULL;
     o.path = raw;

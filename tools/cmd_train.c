@@ -29,6 +29,9 @@ static const char TRAIN_USAGE[] =
     "  --holdout F        evaluate on the last F share of --data's rows (time order) instead\n"
     "  --spec FILE        prep spec for .tsv and .rraw data (default: the config's train.prep_spec)\n"
     "  --vocab-from FILE  .rshard with the vocabularies of a categorify spec (.tsv, .rraw data)\n"
+    "  --prep-device D    where the spec's ops run on .tsv and .rraw data: cpu (default), or\n"
+    "                     cuda: RAP's GPU executor, on its own stream beside the training\n"
+    "                     (docs/gpu.md); the same rows either way\n"
     "TSV data (--data, --eval):\n"
     CLI_TSV_HELP
     "  --epochs E         epochs (default: the config's)\n"
@@ -207,6 +210,11 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
             rc = cli_str(cmd, argc, argv, &i, &v);
             if (!rc && strcmp(v, "cpu") && strcmp(v, "cuda")) rc = cli_usage(cmd, "--device %s: want cpu or cuda", v);
             o.device = !rc && !strcmp(v, "cuda") ? REC_DEVICE_CUDA : REC_DEVICE_CPU;
+        } else if (!strcmp(a, "--prep-device")) {
+            const char *v = NULL;
+            rc = cli_str(cmd, argc, argv, &i, &v);
+            if (!rc && strcmp(v, "cpu") && strcmp(v, "cuda")) rc = cli_usage(cmd, "--prep-device %s: want cpu or cuda", v);
+            o.prep_device = !rc && !strcmp(v, "cuda") ? REC_PREP_CUDA : REC_PREP_CPU;
         } else if (!strcmp(a, "--precision")) {
             rc = cli_str(cmd, argc, argv, &i, &o.precision);
             if (!rc && strcmp(o.precision, "fp32") && strcmp(o.precision, "bf16"))

@@ -80,6 +80,9 @@ typedef struct rec_dataset_opts {
     rec_tsv_opts tsv;        /* TSV only: has_label -1 detects; bad_rows */
     int prep_threads;        /* the loader's threads (>= 1): the TSV prep engine's, and a shuffled
                               * order's gather of each window's rows (features in parallel) */
+    int prep_device;         /* TSV, .rraw: where the spec's ops run (rec_prep_device, prep.h):
+                              * REC_PREP_CPU (0), or REC_PREP_CUDA: the GPU executor, a stream per
+                              * prep thread, beside a GPU's training; the same rows either way */
     /* TSV in SKIP mode: record where every dropped row was among the input's lines
      * (rec_dataset_skips), 8 bytes per dropped row, for a caller that keeps one output line
      * per input line (predict). Without it only the count and the first locations are kept. */
@@ -347,6 +350,7 @@ typedef struct rec_train_opts {
     int threads;               /* 0: all CPUs */
     int device;                /* REC_DEVICE_CPU, or REC_DEVICE_CUDA: train a DLRM on the GPU (cuda.h;
                                   one process, the CPU model kept for checkpoints and export) */
+    int prep_device;           /* TSV, .rraw data: where the spec's ops run (rec_dataset_opts) */
     int device_profile;        /* time each part of the step (report.device_ms): GPU events with
                                   REC_DEVICE_CUDA, the wall clock (rec_model_profile) on the CPU */
     const char *precision;     /* NULL: the config's train.precision; "fp32" or "bf16": the dense

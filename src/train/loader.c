@@ -74,6 +74,7 @@ struct rec_dataset {
     rec_prep_plan *plan;        /* immutable: shared by every loader's engine */
     rec_tsv_opts tsv;           /* has_label resolved */
     int prep_threads;
+    int prep_device;            /* rec_prep_device of the loaders' engines */
     const char *spec_path, *vocab_from;  /* the caller's, for rec_dataset_offload */
     rec_offload *offload;       /* pieces made by workers too (rec_dataset_offload), or NULL */
     const volatile sig_atomic_t *stop; /* the caller's stop flag, read by the counting pass */
@@ -228,6 +229,7 @@ static rec_status open_tsv_set(rec_dataset *d, const rec_dataset_opts *o) {
         d->has_label = d->tsv.has_label;
     }
     d->prep_threads = o->prep_threads;
+    d->prep_device = o->prep_device;
     d->spec_path = o->spec_path;
     d->vocab_from = o->vocab_from;
     d->n_dense = d->spec->n_dense;
@@ -282,6 +284,11 @@ rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o) {
         s = rec_alloc((void **)&d->parts[k], strlen(paths[k]) + 1, "data set path");
         if (!s) memcpy(d->parts[k], paths[k], strlen(paths[k]) + 1), d->n_parts++;
     }
+    if (!s && (o->prep_device < REC_PREP_CPU || o->prep_device > REC_PREP_GPU_EMULATED))
+        s = rec_errorf(REC_EINVAL, "data set %s: prep device %d (want a rec_prep_device)", name, o->prep_device);
+    else if (!s && kind == KIND_SHARD && o->prep_device != REC_PREP_CPU)
+        s = rec_errorf(REC_EINVAL, "%s is a .rshard: its rows are preprocessed already; --prep-device runs a spec's ops, "
+                       "on a .rraw or a TSV given with --spec", name);
     if (!s) {
         d->is_shard = kind == KIND_SHARD;
         d->is_raw = kind == KIND_RAW;
@@ -337,10 +344,16 @@ typedef struct tsv_stream {
     rec_prep_engine *e;
 } tsv_stream;
 
+/* A prep engine for the data set's rows, its ops on the device the options asked for. */
+static rec_status engine_open(rec_prep_engine **e, const rec_dataset *d) {
+    REC_TRY(rec_prep_engine_init(e, d->plan, d->prep_threads, &d->tsv, d->path));
+    return d->prep_device == REC_PREP_CPU ? REC_OK : rec_prep_engine_set_device(*e, (rec_prep_device)d->prep_device);
+}
+
 static rec_status tsv_stream_open(tsv_stream *ts, const rec_dataset *d) {
     memset(ts, 0, sizeof *ts);
     REC_TRY(rec_tsv_open_list(&ts->r, (const char *const *)d->parts, d->n_parts, &d->tsv, rec__loader_chunk_bytes));
-    return rec_prep_engine_init(&ts->e, d->plan, d->prep_threads, &d->tsv, d->path);
+    return engine_open(&ts->e, d);
 }
 
 static void tsv_stream_close(tsv_stream *ts) {
@@ -948,7 +961,7 @@ rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0,
         s = rec_alloc((void **)&l->raws, (size_t)d->n_parts * sizeof *l->raws, "loader parts");
         for (int k = 0; !s && k < d->n_parts; k++) s = rec_rawcols_open(&l->raws[k], d->parts[k]);
         if (!s) s = rec_raw_block_init(&l->rawblk, RAW_ROWS);
-        if (!s) s = rec_prep_engine_init(&l->engine, d->plan, d->prep_threads, &d->tsv, d->path);
+        if (!s) s = engine_open(&l->engine, d);
     } else if (!s && !l->pieces) {
         s = tsv_stream_open(&l->ts, d);
     }

@@ -354,6 +354,7 @@ static rec_status open_data(job *j, const char *path, const char *const *paths, 
     d.spec_path = j->o->spec_path ? j->o->spec_path : j->cfg.prep_spec[0] ? j->cfg.prep_spec : NULL;
     d.vocab_from = j->o->vocab_from;
     d.tsv = j->o->tsv;
+    d.prep_device = j->o->prep_device;
     /* On the CPUs preprocessing is ~100x faster than training: one thread keeps ahead. A GPU
      * leaves the CPUs to the loader, which a batch of 65536 needs (docs/gpu.md). */
     d.prep_threads = j->o->device == REC_DEVICE_CUDA && j->threads > 1 ? (j->threads < 256 ? j->threads : 256) : 1;
