@@ -2,7 +2,7 @@
 # The GPU session's one run (on the lent device machine, from the repo root): the binaries and
 # their shared libraries built on a development machine travel in .gpu/ (made by
 # scripts/gpu-pack.sh); this runs the parity tests, then the embedding benchmark, and prints
-# the tables last. Writes logs to $OUT when set. PREP=0, EMBED=0, TRAIN=0, MEMCHECK=0 leave a
+# the tables last. Writes logs to $OUT when set. PREP=0, RAP=0, EMBED=0, TRAIN=0, MEMCHECK=0 leave a
 # part out; PARTS and PEER pass to bench/train_gpu.sh.
 set -u
 OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
@@ -38,6 +38,13 @@ for sp in criteo_standard criteo_rap criteo_heavy; do
 done
 REC_SOURCE_DIR=$PWD timeout 120 $B/rectrain bench prep --spec configs/criteo_rap.json --rows 200k --reps 1 --multi-hot \
     --device cuda --latencies "$OUT/latencies.tsv" 2>&1 | tail -n 1
+fi
+if [ "${RAP:-1}" = 1 ]; then
+echo "== RAP end to end: training from raw columns, ops on the GPU, against the shard and prep-then-train"
+for cf in configs/dlrm_kaggle.json configs/dlrm_terabyte.json; do
+    REC_BIN=$B/rectrain timeout ${RAP_TIMEOUT:-150} bench/rap_train.sh ${RAP_ROWS:-1000000} configs/criteo_heavy.json "$cf" 16384 \
+        > "$OUT/rap_$(basename "$cf" .json).txt" 2>&1; echo "rap $cf rc $?"; tail -n 8 "$OUT/rap_$(basename "$cf" .json).txt"
+done
 fi
 if [ "${EMBED:-1}" = 1 ]; then
 echo "== embedding bench"
