@@ -11,7 +11,8 @@
  *             TSV:   rec_tsv_next -> rec_prep_engine_run (prep_threads threads) -> copy the
  *                    chunk's rows, in file order, into ring batches
  *             .rraw: as a shard (any rows, at once), each read rec_rawcols_read and
- *                    rec_prep_engine_run_raw in runs of RAW_ROWS rows
+ *                    rec_prep_engine_run_raw in runs of RAW_ROWS rows (RAW_ROWS_GPU on one
+ *                    thread with the GPU executor: one stream, whole blocks)
  *   consumer  rec_loader_next: releases the batch it returned last time, takes the next one
  *
  * Ring protocol (mutex + two condition variables): slots [head, head+held) are the batch the
@@ -50,7 +51,9 @@
  * tests lower to exercise chunk boundaries. */
 size_t rec__loader_chunk_bytes = 1 << 20;
 
-enum { MSG_CAP = 2048, RAW_ROWS = 8192 /* rows of a .rraw preprocessed at once: about a TSV chunk's */ };
+/* Rows of a .rraw preprocessed at once: about a TSV chunk's on the CPUs; on the GPU executor
+ * a run is one executor call of its own block size (fewer, larger launches and copies). */
+enum { MSG_CAP = 2048, RAW_ROWS = 8192, RAW_ROWS_GPU = 32768 };
 enum { KIND_TSV = 0, KIND_SHARD = 1, KIND_RAW = 2 };
 
 /* ---- data set ------------------------------------------------------------------------------ */
@@ -344,9 +347,12 @@ typedef struct tsv_stream {
     rec_prep_engine *e;
 } tsv_stream;
 
-/* A prep engine for the data set's rows, its ops on the device the options asked for. */
+/* A prep engine for the data set's rows, its ops on the device the options asked for. A .rraw
+ * on the GPU executor takes one thread: its rows are parsed already, and the threads would cut
+ * each run into launches of a few hundred rows on as many streams. */
 static rec_status engine_open(rec_prep_engine **e, const rec_dataset *d) {
-    REC_TRY(rec_prep_engine_init(e, d->plan, d->prep_threads, &d->tsv, d->path));
+    const int threads = d->is_raw && d->prep_device != REC_PREP_CPU ? 1 : d->prep_threads;
+    REC_TRY(rec_prep_engine_init(e, d->plan, threads, &d->tsv, d->path));
     return d->prep_device == REC_PREP_CPU ? REC_OK : rec_prep_engine_set_device(*e, (rec_prep_device)d->prep_device);
 }
 
@@ -473,7 +479,7 @@ struct rec_loader {
     rec_batch span;             /* several parts: the rows of one part, for a batch across parts */
     tsv_stream ts;              /* TSV data sets */
     rec_rawcols **raws;         /* .rraw data sets: (n_parts) this loader's own handles, */
-    rec_raw_block rawblk;       /* RAW_ROWS of their rows at a time, */
+    rec_raw_block rawblk;       /* RAW_ROWS (RAW_ROWS_GPU) of their rows at a time, */
     rec_prep_engine *engine;    /* preprocessed by this engine */
     int pieces;                 /* TSV with workers given a share of it: rows come from os */
     rec_offload_stream *os;     /* instead of ts */
@@ -566,7 +572,7 @@ static rec_status read_raw_rows(rec_loader *l, int64_t r, int64_t n, rec_batch *
         while (r + done >= row0[k + 1]) k++;
         int64_t m = row0[k + 1] - (r + done);
         if (m > n - done) m = n - done;
-        if (m > RAW_ROWS) m = RAW_ROWS;
+        if (m > l->rawblk.cap) m = l->rawblk.cap;
         REC_TRY(rec_rawcols_read(l->raws[k], r + done - row0[k], m, &l->rawblk));
         REC_TRY(rec_prep_engine_run_raw(l->engine, &l->rawblk));
         for (int t = 0; t < rec_prep_engine_threads(l->engine); t++) {
@@ -960,7 +966,7 @@ rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0,
     } else if (!s && d->is_raw) {
         s = rec_alloc((void **)&l->raws, (size_t)d->n_parts * sizeof *l->raws, "loader parts");
         for (int k = 0; !s && k < d->n_parts; k++) s = rec_rawcols_open(&l->raws[k], d->parts[k]);
-        if (!s) s = rec_raw_block_init(&l->rawblk, RAW_ROWS);
+        if (!s) s = rec_raw_block_init(&l->rawblk, d->prep_device == REC_PREP_CPU ? RAW_ROWS : RAW_ROWS_GPU);
         if (!s) s = engine_open(&l->engine, d);
     } else if (!s && !l->pieces) {
         s = tsv_stream_open(&l->ts, d);
