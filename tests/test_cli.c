@@ -782,6 +782,21 @@ static void test_raw_columns(void) {
     CHECK(run(cmd, src) == 1 && strstr(out, "heavy_tsv.rshard is a .rshard: its rows are preprocessed already; "
                                             "--prep-device runs a spec's ops"),
           "train --prep-device on a shard: %s", out);
+    /* a shard to evaluate beside raw training data: it is read as it is (no GPU here: said
+     * before the model is made, and not as a refusal of the shard) */
+    snprintf(cmd, sizeof cmd, "%s --data raw.rraw --spec %%s/configs/criteo_heavy.json --eval heavy_tsv.rshard "
+             "--prep-device cuda", train);
+    const int rc_eval = run(cmd, src, src);
+    CHECK(rc_gpu == 0 ? rc_eval == 0
+                      : rc_eval == 1 && !strstr(out, "is a .rshard") && !strstr(out, "train: model") &&
+                            (strstr(out, "no NVIDIA") || strstr(out, "no usable NVIDIA") ||
+                             strstr(out, "built without the GPU engine")),
+          "train --prep-device cuda --eval X.rshard (rc %d): %s", rc_eval, out);
+    snprintf(cmd, sizeof cmd, "%s --data raw.rraw --spec %%s/configs/criteo_heavy.json --prep-device cuda "
+             "--workers tcp://127.0.0.1:1", train);
+    CHECK(run(cmd, src, src) == 1 && strstr(out, "--prep-device runs the spec's ops on this host's GPU and --workers on "
+                                           "other hosts' CPUs: give one of them"),
+          "train --prep-device with --workers: %s", out);
     CHECK(run("train --data raw.rraw --prep-device gpu") == 2 && strstr(out, "--prep-device gpu: want cpu or cuda"),
           "train --prep-device gpu: %s", out);
     /* A .rraw records its format: a contrary --format, or parts of both formats, refused. */

@@ -463,10 +463,23 @@ static void data_path(const char *src) {
     rec_dataset_close(dg);
     rec_dataset_close(dt);
     rec_dataset_close(dtc);
-    /* a shard's rows are preprocessed: no prep device; a device that is none */
+    /* a shard's rows are preprocessed: the prep device is not used (train --eval X.rshard beside
+     * raw training data); a device that is none */
     o.path = a;
     o.prep_device = REC_PREP_CUDA;
-    CHECK_ERR(rec_dataset_open(&ds, &o), REC_EINVAL, "is a .rshard: its rows are preprocessed already; --prep-device");
+    s = rec_dataset_open(&ds, &o);
+    if (!s) {
+        uint64_t x[16], y[16];
+        rec_dataset *dc = NULL;
+        o.prep_device = REC_PREP_CPU;
+        s = rec_dataset_open(&dc, &o);
+        const int nx = s ? -1 : digests(dc, NULL, x, 16), ny = digests(ds, NULL, y, 16);
+        CHECK(nx == 10 && nx == ny && !memcmp(x, y, sizeof(uint64_t) * (size_t)nx), "a shard with a prep device: %d and "
+              "%d batches (%s)", nx, ny, s ? rec_errmsg() : "digests differ");
+        rec_dataset_close(dc);
+        rec_dataset_close(ds);
+    }
+    CHECK(s == REC_OK, "a shard with a prep device: %s", rec_errmsg());
     o.prep_device = 9;
     CHECK_ERR(rec_dataset_open(&ds, &o), REC_EINVAL, "prep device 9");
     o.prep_device = REC_PREP_CPU;

@@ -181,7 +181,7 @@ typedef struct rec_cuda_model rec_cuda_model;
  * precision REC_PRECISION_BF16: the MLPs' products take bf16 operands (weights, layer inputs,
  * output gradients rounded to nearest even), accumulate and write fp32, and the optimizer
  * keeps fp32 master weights; a product cuBLASLt has no bf16 algorithm for stays fp32. */
-/* REC_OK when the GPU model trains a model of config c: a DLRM with fp32 tables; else
+/* REC_OK when the GPU model trains a model of config c: a DLRM (fp32 or bf16 tables); else
  * REC_EUNSUPPORTED naming what trains on the CPU instead. Needs no GPU (rec_cuda_model_init
  * checks it first; train before it reads the data). */
 rec_status rec_cuda_check_config(const rec_model_config *c);

@@ -82,7 +82,8 @@ typedef struct rec_dataset_opts {
                               * order's gather of each window's rows (features in parallel) */
     int prep_device;         /* TSV, .rraw: where the spec's ops run (rec_prep_device, prep.h):
                               * REC_PREP_CPU (0), or REC_PREP_CUDA: the GPU executor, a stream per
-                              * prep thread, beside a GPU's training; the same rows either way */
+                              * prep thread (one for a .rraw), beside a GPU's training; the same
+                              * rows either way. A .rshard has no ops to run and ignores it. */
     /* TSV in SKIP mode: record where every dropped row was among the input's lines
      * (rec_dataset_skips), 8 bytes per dropped row, for a caller that keeps one output line
      * per input line (predict). Without it only the count and the first locations are kept. */

@@ -331,7 +331,9 @@ __device__ __forceinline__ float col_of(float v, int) { return v; }
 // column by column. Each value is widened, stepped in fp32 with the CPU's operations in its
 // order, each rounded once (no FMA contraction), and stored rounded to nearest or with the
 // bits rec_bf16_sr_start's stream gives its column; so a row whose summed gradient equals the
-// CPU's gets the CPU's bits. Called by a whole warp (row-wise Adagrad's sum meets by shuffles).
+// CPU's gets the CPU's bits. Called by a whole warp: row-wise Adagrad's mean square is the CPU's
+// sum (rowwise_mult), column by column in column order, each lane reading every column by
+// shuffles, so its multiplier has the CPU's bits too.
 template <int V, int NC>
 __device__ __forceinline__ void apply16(const bwd_params &p, const tab_arg &t, int f, uint32_t row, int lane, int Cg, int Cv,
                                         const typename vec_t<V>::type *acc) {
@@ -339,12 +341,14 @@ __device__ __forceinline__ void apply16(const bwd_params &p, const tab_arg &t, i
     const bool mine = lane < Cg;
     float mult = p.lr;
     if (p.opt.kind == REC_SPARSE_ROWWISE_ADAGRAD) {  // rowwise_mult: s += mean(g^2); lr / (sqrt(s) + eps)
-        float ss = 0;
+        float ss = 0;  // chunk j = l + i Cg is lane l's acc[i]; the bounds are the warp's, the same in every lane
 #pragma unroll
         for (int i = 0; i < NC; i++)
-            if (mine && lane + i * Cg < Cv)
-                for (int k = 0; k < V; k++) ss = __fadd_rn(ss, __fmul_rn(col_of(acc[i], k), col_of(acc[i], k)));
-        for (int o = 16; o >= 1; o >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
+            for (int l = 0; l < Cg && l + i * Cg < Cv; l++)
+                for (int k = 0; k < V; k++) {
+                    const float v = __shfl_sync(0xffffffffu, col_of(acc[i], k), l);
+                    ss = __fadd_rn(ss, __fmul_rn(v, v));
+                }
         const float s = __fadd_rn(t.S[row], __fdiv_rn(ss, (float)t.E));
         mult = __fdiv_rn(p.lr, __fadd_rn(__fsqrt_rn(s), p.opt.eps));
         if (lane == 0) t.S[row] = s;
@@ -949,8 +953,11 @@ static rec_status backward_update(rec_cuda_embed *g, const rec_cuda_batch *d, co
                                   float lr) {
     if (d->F != g->F) return rec_errorf(REC_EINVAL, "GPU backward: the batch was loaded for %d tables, the engine has %d", d->F, g->F);
     const int64_t n = d->total;
-    const int64_t updates = g->updates++;  // once per call, as the CPU engine counts: the rounding's key
-    if (n == 0) return REC_OK;
+    const int64_t updates = g->updates;  // once per call, as the CPU engine counts: the rounding's key
+    if (n == 0) {
+        g->updates++;
+        return REC_OK;
+    }
     REC_TRY(bw_reserve(g, n));
     CU_TRY(cudaStreamWaitEvent(g->st, d->copied, 0), "waiting for a batch's copy");
     bwd_params p;
@@ -978,6 +985,7 @@ static rec_status backward_update(rec_cuda_embed *g, const rec_cuda_batch *d, co
     long_apply_kernel<<<g->sms * 2, 256, 0, g->st>>>(p);
     CU_TRY(cudaGetLastError(), "launching the backward's update");
     CU_TRY(cudaEventRecord(d->used, g->st), "recording a batch's use");
+    g->updates++;
     return REC_OK;
 }
 

@@ -289,9 +289,6 @@ rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o) {
     }
     if (!s && (o->prep_device < REC_PREP_CPU || o->prep_device > REC_PREP_GPU_EMULATED))
         s = rec_errorf(REC_EINVAL, "data set %s: prep device %d (want a rec_prep_device)", name, o->prep_device);
-    else if (!s && kind == KIND_SHARD && o->prep_device != REC_PREP_CPU)
-        s = rec_errorf(REC_EINVAL, "%s is a .rshard: its rows are preprocessed already; --prep-device runs a spec's ops, "
-                       "on a .rraw or a TSV given with --spec", name);
     if (!s) {
         d->is_shard = kind == KIND_SHARD;
         d->is_raw = kind == KIND_RAW;

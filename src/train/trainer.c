@@ -678,6 +678,13 @@ static rec_status setup(job *j) {
     }
     REC_TRY(open_data(j, data, o->data_path ? o->data_paths : NULL, o->data_path ? o->n_data : 0, &j->train));
     data = rec_dataset_path(j->train); /* the file, or the first of several and how many more */
+    if (o->prep_device != REC_PREP_CPU && rec_dataset_is_shard(j->train))
+        return rec_errorf(REC_EINVAL, "%s is a .rshard: its rows are preprocessed already; --prep-device runs a spec's "
+                          "ops, on a .rraw or a TSV given with --spec", data);
+    if (o->prep_device == REC_PREP_CUDA) { /* before the model and the loader's engines are made */
+        char name[256];
+        REC_TRY(rec_cuda_probe(name, sizeof name));
+    }
     if (!rec_dataset_has_label(j->train))
         return rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); training needs labelled rows", data);
     if ((o->n_workers > 0 || o->workers_file) && o->offload_ratio != 0) REC_TRY(attach_offload(j));
@@ -1209,6 +1216,9 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
                           "...); in one process every table is local: drop it, or start the job under mpirun",
                           o->plan_shards ? "--plan-shards" : "--fetch alltoall");
     if (o->device == REC_DEVICE_CUDA) REC_TRY(check_cuda_opts(o, j.dist));
+    if (o->prep_device != REC_PREP_CPU && (o->n_workers > 0 || o->workers_file))
+        return rec_errorf(REC_EINVAL, "--prep-device runs the spec's ops on this host's GPU and --workers on other hosts' "
+                          "CPUs: give one of them");
     if (o->precision && strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16"))
         return rec_errorf(REC_EINVAL, "--precision %s: want fp32 or bf16", o->precision);
     REC_TRY(check_not_dir("--plan", o->plan_path));
