@@ -7,13 +7,24 @@
  * and for the shuffled order its buffer and gather, is all there is). Repetition r of the
  * shuffled order is epoch r, so each draws its own order. The two orders alternate within a
  * repetition, so a drift of the machine hits both alike. The machine's copy bandwidth is
- * printed beside the rates as the ceiling of any pass over the rows' bytes. */
+ * printed beside the rates as the ceiling of any pass over the rows' bytes.
+ *
+ * --gpu-host: the consumer also does the host's half of each `train --device cuda` step's
+ * input (rec_cuda_model's load_inputs and the forward's block map): the dense values and labels
+ * copied into one of two staging buffers, the ids packed on a pool of min(CPUs, tables)
+ * threads (rec_cuda_pack) and the block map built (rec_cuda_block_map, dim --dim, each table's
+ * default schedule). Staging is plain memory here, not pinned: the copies to the GPU are the
+ * GPU's. So the rates are the most samples/s this host can feed a GPU, on a machine without
+ * one. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 #include "cli.h"
+#include "cuda_impl.h"
 #include "rectrain/core.h"
+#include "rectrain/cuda.h"
 #include "rectrain/train.h"
 
 static const char USAGE[] =
@@ -25,11 +36,88 @@ static const char USAGE[] =
     "of B rows (default 2048). Prints rows/s and MB/s of both orders, their ratio, and the\n"
     "measured copy bandwidth. --threads T: the loader's threads (default 1, as training on\n"
     "the CPUs; train --device cuda gives it all of them): groups' checksums and the shuffled\n"
-    "gather on T threads.\n";
+    "gather on T threads.\n"
+    "  --gpu-host   each batch also staged for the GPU as train --device cuda does on the host\n"
+    "               (dense values and labels copied, ids packed on a pool, the block map built):\n"
+    "               the most samples/s this host can feed a GPU\n"
+    "  --dim E      with --gpu-host: the embedding dim of the block map (default 128)\n";
+
+/* The host's half of a GPU step's input (rec_cuda_batch_load, load_inputs): staging sized for
+ * the largest batch seen, two slots in turn as the GPU model's. */
+typedef struct gpu_host {
+    rec_pool *pool;
+    int F, E, slot;
+    const int64_t *rows; /* (F) table rows, for the ids' check */
+    int *dims, *sched;
+    int64_t *nnz;
+    int32_t *rounds, *start;
+    float *dense[2];
+    int32_t *ids[2];
+    size_t dense_cap, ids_cap;
+    int64_t blocks; /* block map's blocks, summed (kept so the map is not optimised away) */
+    double sec[3];  /* seconds in the copy, the packing and the block map */
+    int64_t batches;
+} gpu_host;
+
+static void gpu_host_free(gpu_host *h) {
+    if (!h) return;
+    rec_pool_free(h->pool);
+    free(h->dims), free(h->sched), free(h->nnz), free(h->rounds), free(h->start);
+    for (int i = 0; i < 2; i++) free(h->dense[i]), free(h->ids[i]);
+    memset(h, 0, sizeof *h);
+}
+
+static rec_status gpu_host_init(gpu_host *h, const rec_dataset *d, int E) {
+    memset(h, 0, sizeof *h);
+    h->F = rec_dataset_n_sparse(d), h->E = E, h->rows = rec_dataset_table_rows(d);
+    const int F = h->F, cpus = rec_cpu_count();
+    h->dims = malloc(sizeof(int) * (size_t)F), h->sched = malloc(sizeof(int) * (size_t)F);
+    h->nnz = malloc(sizeof(int64_t) * (size_t)F);
+    h->rounds = malloc(sizeof(int32_t) * (size_t)F), h->start = malloc(sizeof(int32_t) * ((size_t)F + 1));
+    if (!h->dims || !h->sched || !h->nnz || !h->rounds || !h->start)
+        return rec_errorf(REC_ENOMEM, "bench loader --gpu-host: out of memory");
+    for (int f = 0; f < F; f++) h->dims[f] = E, h->sched[f] = rec_cuda_sched_default(E, f * E, F * E);
+    return rec_pool_init(&h->pool, cpus < F ? cpus : F > 0 ? F : 1);
+}
+
+static rec_status grow(void **p, size_t *cap, size_t want) {
+    if (want <= *cap) return REC_OK;
+    void *q = realloc(*p, want + want / 4);
+    if (!q) return rec_errorf(REC_ENOMEM, "bench loader --gpu-host: out of memory for %zu bytes of staging", want);
+    *p = q, *cap = want + want / 4;
+    return REC_OK;
+}
+
+static rec_status gpu_host_stage(gpu_host *h, const rec_batch *b) {
+    const int F = h->F, B = (int)b->n, i = h->slot;
+    h->slot ^= 1;
+    int64_t total = 0;
+    for (int f = 0; f < F; f++) total += rec_batch_nnz(b, f);
+    const size_t dense = (size_t)B * ((size_t)b->n_dense + 1) * sizeof(float);
+    const size_t ids = ((size_t)F * (B + 1) + (size_t)total) * sizeof(int32_t);
+    size_t dcap = h->dense_cap, icap = h->ids_cap; /* both slots grow together */
+    for (int k = 0; k < 2; k++) {
+        h->dense_cap = dcap, h->ids_cap = icap;
+        REC_TRY(grow((void **)&h->dense[k], &h->dense_cap, dense));
+        REC_TRY(grow((void **)&h->ids[k], &h->ids_cap, ids));
+    }
+    const double t0 = rec_now();
+    memcpy(h->dense[i], b->dense, (size_t)B * b->n_dense * sizeof(float));
+    memcpy(h->dense[i] + (size_t)B * b->n_dense, b->label, (size_t)B * sizeof(float));
+    const double t1 = rec_now();
+    int32_t *off = h->ids[i];
+    REC_TRY(rec_cuda_pack(b, 0, F, h->rows, off, off + (size_t)F * (B + 1), NULL, h->nnz, h->pool));
+    const double t2 = rec_now();
+    enum { H100_SMS = 132, OCCUPANCY = 8 }; /* the block map's target as rec_cuda_embed's on an H100/H200 */
+    h->blocks += rec_cuda_block_map(F, B, h->dims, h->sched, h->nnz, H100_SMS * OCCUPANCY * 4, h->rounds, h->start);
+    h->sec[0] += t1 - t0, h->sec[1] += t2 - t1, h->sec[2] += rec_now() - t2, h->batches++;
+    return REC_OK;
+}
 
 /* Seconds to drain rows [0, n) of d in batches of `batch`, in the order `sh` (NULL: file
  * order); *bytes gets the bytes of the batches delivered (labels, dense values, offsets, ids). */
-static rec_status drain(rec_dataset *d, int64_t n, int64_t batch, const rec_shuffle *sh, double *sec, double *bytes) {
+static rec_status drain(rec_dataset *d, int64_t n, int64_t batch, const rec_shuffle *sh, gpu_host *gh, double *sec,
+                        double *bytes) {
     rec_loader *l = NULL;
     const double t0 = rec_now();
     REC_TRY(rec_loader_open_order(&l, d, 0, n, batch, 3, sh, 0));
@@ -37,6 +125,7 @@ static rec_status drain(rec_dataset *d, int64_t n, int64_t batch, const rec_shuf
     rec_status s;
     double by = 0;
     while (!(s = rec_loader_next(l, &b)) && b) {
+        if (gh && (s = gpu_host_stage(gh, b))) break;
         by += (double)b->n * (1 + b->n_dense) * sizeof(float);
         for (int32_t f = 0; f < b->n_sparse; f++)
             by += (double)b->n * sizeof(int64_t) + (double)rec_batch_nnz(b, f) * rec_jagged_id_bytes(&b->sparse[f]);
@@ -50,7 +139,7 @@ static rec_status drain(rec_dataset *d, int64_t n, int64_t batch, const rec_shuf
 int bench_loader(int argc, char **argv) {
     const char *cmd = "bench loader", *path = NULL;
     int64_t batch = 2048, seed = 1;
-    int reps = 3, json = 0, threads = 1;
+    int reps = 3, json = 0, threads = 1, host = 0, dim = 128;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
@@ -61,6 +150,8 @@ int bench_loader(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) rc = cli_i64(cmd, argc, argv, &i, 0, INT64_MAX, &seed);
         else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 256, &threads);
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--gpu-host")) host = 1;
+        else if (!strcmp(a, "--dim")) rc = cli_int(cmd, argc, argv, &i, 1, REC_CUDA_MAX_DIM, &dim);
         else rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
@@ -71,28 +162,39 @@ int bench_loader(int argc, char **argv) {
     rec_status s = rec_dataset_open(&d, &o);
     int64_t n = 0;
     if (!s) s = rec_dataset_rows(d, &n);
+    gpu_host gh = {0};
+    if (!s && host) s = gpu_host_init(&gh, d, dim);
     double t[2][100], bytes = 0;
     rec_shuffle sh = {(uint64_t)seed, 0, REC_SHUFFLE_BLOCK_ROWS, REC_SHUFFLE_BUFFER_BLOCKS};
     for (int r = -1; !s && r < reps; r++) { /* r = -1: warm-up (page cache, allocator) */
         double sec;
         sh.epoch = r < 0 ? 0 : r;
-        s = drain(d, n, batch, NULL, &sec, &bytes);
+        s = drain(d, n, batch, NULL, host ? &gh : NULL, &sec, &bytes);
         if (!s && r >= 0) t[0][r] = sec;
-        if (!s) s = drain(d, n, batch, &sh, &sec, &bytes);
+        if (!s) s = drain(d, n, batch, &sh, host ? &gh : NULL, &sec, &bytes);
         if (!s && r >= 0) t[1][r] = sec;
     }
+    const double gh_sec[3] = {gh.sec[0], gh.sec[1], gh.sec[2]};
+    const int64_t gh_batches = gh.batches;
+    gpu_host_free(&gh);
     rec_dataset_close(d);
     if (s) return cli_fail(cmd, s);
     const double copy = rec_measure_copy_gbps();
     const double file_s = rec_median(t[0], reps), shuf_s = rec_median(t[1], reps);
-    printf("loader over %lld rows of %s, batches of %lld, median of %d\n", (long long)n, path, (long long)batch, reps);
+    printf("loader%s over %lld rows of %s, batches of %lld, %d thread%s, median of %d\n",
+           host ? " + the host's half of a GPU step's input" : "", (long long)n, path, (long long)batch, threads,
+           rec_s(threads), reps);
     printf("  %-10s %12.0f rows/s %9.1f MB/s\n", "file order", n / file_s, bytes / file_s * 1e-6);
     printf("  %-10s %12.0f rows/s %9.1f MB/s   (%.2fx file order)\n", "shuffled", n / shuf_s, bytes / shuf_s * 1e-6,
            file_s / shuf_s);
     printf("  %-10s %22.1f MB/s   (memcpy, the ceiling of one pass over the bytes)\n", "copy", copy * 1e3);
+    if (host && gh_batches > 0)
+        printf("  staging a batch (means over every run): dense values and labels %.3f ms, ids packed %.3f ms, block "
+               "map %.3f ms\n", gh_sec[0] / gh_batches * 1e3, gh_sec[1] / gh_batches * 1e3, gh_sec[2] / gh_batches * 1e3);
     if (json)
-        printf("{\"rows\": %lld, \"batch\": %lld, \"reps\": %d, \"file_rows_per_s\": %s, \"shuffled_rows_per_s\": %s, "
-               "\"shuffled_vs_file\": %s, \"copy_gb_per_s\": %s}\n", (long long)n, (long long)batch, reps,
+        printf("{\"rows\": %lld, \"batch\": %lld, \"threads\": %d, \"gpu_host\": %s, \"reps\": %d, \"file_rows_per_s\": %s, \"shuffled_rows_per_s\": %s, "
+               "\"shuffled_vs_file\": %s, \"copy_gb_per_s\": %s}\n", (long long)n, (long long)batch, threads,
+               host ? "true" : "false", reps,
                cli_jnum("%.1f", n / file_s), cli_jnum("%.1f", n / shuf_s), cli_jnum("%.4f", file_s / shuf_s),
                cli_jnum("%.3f", copy));
     return CLI_OK;

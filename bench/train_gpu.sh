@@ -61,6 +61,11 @@ rm -f "$W/s.tsv"
 for T in 1 $(nproc); do
     echo "loader, batch 16384, $T thread(s): $($R bench loader --data "$W/s.rshard" --batch 16384 --reps 3 --threads "$T" | grep shuffled)" >&2
 done
+# ... and with the host's half of each GPU step's input (staging, packing, block map): the most samples/s it can feed
+for B in 16384 65536; do
+    echo "loader + GPU staging, batch $B, $(nproc) threads: $($R bench loader --data "$W/s.rshard" --batch "$B" --reps 3 \
+        --threads "$(nproc)" --gpu-host | grep shuffled)" >&2
+done
 if has mlperf; then
     echo "== MLPerf shape (dlrm_terabyte.json) on the Kaggle tables, batch 65536" >&2
     for P in bf16 fp32; do speed configs/dlrm_terabyte.json 65536 "$P" 20 "m$P"; done

@@ -698,6 +698,13 @@ static void test_bench(void) {
           "bench loader: %s", out);
     CHECK(run("bench loader --reps 1") == 2 && strstr(out, "--data FILE is required (a .rshard, e.g. from rectrain prep)"),
           "bench loader without --data: %s", out);
+    /* --gpu-host: each batch also staged as train --device cuda does on the host */
+    CHECK(run("bench loader --data std1.rshard --reps 1 --batch 256 --threads 2 --gpu-host --dim 16 --json") == 0 &&
+              strstr(out, "\"gpu_host\": true") && strstr(out, "the host's half of a GPU step's input") &&
+              json_num("shuffled_rows_per_s") > 0,
+          "bench loader --gpu-host: %s", out);
+    CHECK(run("bench loader --data std1.rshard --gpu-host --dim 0") == 2 && strstr(out, "--dim"),
+          "bench loader --dim 0: %s", out);
     /* bench embed on small Kaggle-shaped tables: every stage runs (uniform sweep, tuner,
      * separate tuning) and the summary has the contract's keys. The per-table oracle is at
      * least the best uniform (each table's minimum includes that member's time), and only a
