@@ -39,9 +39,10 @@ enum { MAX_REPS = 31, MAX_PARTS = 16 };
 /* One precision's repetitions. */
 typedef struct run {
     const char *precision;
-    double sps[MAX_REPS], gfl[MAX_REPS], wait[MAX_REPS], part[MAX_PARTS][MAX_REPS];
-    double med_sps, med_gfl, med_wait, med_part[MAX_PARTS];
+    double sps[MAX_REPS], gfl[MAX_REPS], wait[MAX_REPS], part[MAX_PARTS][MAX_REPS], host[REC_CUDA_N_HOST][MAX_REPS];
+    double med_sps, med_gfl, med_wait, med_part[MAX_PARTS], med_host[REC_CUDA_N_HOST];
 } run;
+_Static_assert(REC_CUDA_N_HOST <= sizeof ((rec_train_report *)0)->host_ms / sizeof(double), "host_ms holds every part");
 
 static int n_parts(int cuda) { return cuda ? REC_CUDA_N_PARTS : REC_MODEL_N_PARTS; }
 static const char *part_name(int cuda, int p) { return cuda ? rec_cuda_part_name(p) : rec_model_part_name(p); }
@@ -65,6 +66,7 @@ static rec_status run_once(const char *config, const char *data, int threads, in
     r->gfl[k] = rep->gflops;
     r->wait[k] = rep->wait_seconds / (rep->train_seconds > 0 ? rep->train_seconds : 1);
     for (int p = 0; p < n_parts(cuda); p++) r->part[p][k] = rep->device_ms[p];
+    for (int p = 0; p < REC_CUDA_N_HOST; p++) r->host[p][k] = rep->host_ms[p];
     fprintf(stderr, "  rep %d %s: %.0f samples/s, %.1f GFLOP/s, input wait %.1f%%\n", k + 1, r->precision, r->sps[k],
             r->gfl[k], 100 * r->wait[k]);
     return REC_OK;
@@ -75,6 +77,7 @@ static void summarize(run *r, int reps, int cuda) {
     r->med_gfl = rec_median(r->gfl, reps);
     r->med_wait = rec_median(r->wait, reps);
     for (int p = 0; p < n_parts(cuda); p++) r->med_part[p] = rec_median(r->part[p], reps);
+    for (int p = 0; p < REC_CUDA_N_HOST; p++) r->med_host[p] = rec_median(r->host[p], reps);
 }
 
 static void print_run(const run *r, int cuda, int64_t batch) {
@@ -91,13 +94,22 @@ static void print_run(const run *r, int cuda, int64_t batch) {
         printf("    %-26s %8.3f  %5.1f%%\n", "rest (loop, batch hand-off)", rest, step_ms > 0 ? 100 * rest / step_ms : 0);
     } else {
         printf("    %-26s %11s  %5.1f%%\n", "input wait", "", 100 * r->med_wait);
+        /* the host's side: a step call stages its batch and enqueues its kernels while the GPU
+         * runs the step before, then waits for that step to end */
+        printf("  the host, ms per step call (wall clock): staging the batch %.3f, enqueueing the kernels %.3f, "
+               "waiting for the GPU %.3f\n", r->med_host[REC_CUDA_HOST_STAGE], r->med_host[REC_CUDA_HOST_LAUNCH],
+               r->med_host[REC_CUDA_HOST_WAIT]);
     }
     printf("    %-26s %8.1f\n", "dense-layer GFLOP/s", r->med_gfl);
 }
 
-static void json_run(const run *r) {
-    printf("\"%s\": {\"samples_per_s\": %s, \"gflops\": %s, \"input_wait_share\": %s}", r->precision,
+static void json_run(const run *r, int cuda) {
+    printf("\"%s\": {\"samples_per_s\": %s, \"gflops\": %s, \"input_wait_share\": %s", r->precision,
            cli_jnum("%.1f", r->med_sps), cli_jnum("%.2f", r->med_gfl), cli_jnum("%.4f", r->med_wait));
+    if (cuda)
+        printf(", \"host_ms\": {\"stage\": %s, \"enqueue\": %s, \"wait\": %s}", cli_jnum("%.4f", r->med_host[0]),
+               cli_jnum("%.4f", r->med_host[1]), cli_jnum("%.4f", r->med_host[2]));
+    printf("}");
 }
 
 int bench_train(int argc, char **argv) {
@@ -184,7 +196,7 @@ int bench_train(int argc, char **argv) {
                r.model, device, precision, (long long)r.batch, threads, (long long)steps, reps,
                cli_jnum("%.1f", runs[nrun - 1].med_sps), cli_jnum("%.2f", runs[nrun - 1].med_gfl),
                cli_jnum("%.4f", runs[nrun - 1].med_wait), cli_jnum("%.1f", ceil[0]), cli_jnum("%.1f", ceil[1]));
-        for (int q = 0; q < nrun; q++) json_run(&runs[q]), printf(", ");
+        for (int q = 0; q < nrun; q++) json_run(&runs[q], cuda), printf(", ");
         printf("\"bf16_speedup\": %s}\n", cli_jnum("%.3f", med_ratio));
     }
     return CLI_OK;

@@ -210,6 +210,13 @@ enum {
 const char *rec_cuda_part_name(int k);
 void rec_cuda_model_profile(rec_cuda_model *g, int on);
 int64_t rec_cuda_model_profile_read(const rec_cuda_model *g, double *ms);
+/* The host's side of each rec_cuda_model_train_step while profiling (wall clock, ms per step):
+ * staging the batch (waiting for its input slot, copying dense values and labels to pinned
+ * memory, packing the ids, issuing the copies), enqueueing the step's kernels (the block map
+ * included), and waiting for the step before to finish. Staging + enqueueing longer than the
+ * GPU's step with little waiting: the host bounds the rate. Returns the steps counted. */
+enum { REC_CUDA_HOST_STAGE, REC_CUDA_HOST_LAUNCH, REC_CUDA_HOST_WAIT, REC_CUDA_N_HOST };
+int64_t rec_cuda_model_host_read(const rec_cuda_model *g, double *ms);
 
 #ifdef __cplusplus
 }

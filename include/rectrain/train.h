@@ -459,6 +459,8 @@ typedef struct rec_train_report {
      * --device cuda, rec_model_part_name on the CPU), over device_steps steps */
     double device_ms[16];
     int64_t device_steps;
+    double host_ms[4]; /* --device cuda with device_profile: the host's ms per step call by part
+                          (rec_cuda_model_host_read: staging, enqueueing, waiting for the GPU) */
 } rec_train_report;
 
 /* Steps between training records: `asked` where > 0, else 100, or fewer for a run of `steps`

@@ -67,6 +67,7 @@ rec_cuda_embed *rec_cuda_model_embed(rec_cuda_model *g) { return NULL; }
 const char *rec_cuda_part_name(int k) { return "?"; }
 void rec_cuda_model_profile(rec_cuda_model *g, int on) {}
 int64_t rec_cuda_model_profile_read(const rec_cuda_model *g, double *ms) { return 0; }
+int64_t rec_cuda_model_host_read(const rec_cuda_model *g, double *ms) { return 0; }
 rec_status rec_gback_cuda(rec_gback *out) {
     memset(out, 0, sizeof *out);
     return ABSENT;

@@ -396,6 +396,8 @@ struct rec_cuda_model {
     cudaEvent_t ev[SLOTS][REC_CUDA_N_PARTS + 1];
     double part_ms[REC_CUDA_N_PARTS];
     int64_t part_steps;
+    double host_s[REC_CUDA_N_HOST];  // the host's seconds in each part of a step call, while prof
+    int64_t host_steps;
 };
 
 static const char *const PART_NAMES[REC_CUDA_N_PARTS] = {"input copy", "embedding fwd", "bottom fwd", "interaction fwd",
@@ -759,8 +761,10 @@ static void harvest(rec_cuda_model *g, int j, double *loss, int64_t *step) {
 extern "C" rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_batch *b, double *prev_loss, int64_t *prev_step) {
     const int B = (int)b->n, i = g->slot;
     *prev_step = -1;
+    const double h0 = g->prof ? rec_now() : 0;
     mark(g, 0);
     REC_TRY(load_inputs(g, b));
+    const double h1 = g->prof ? rec_now() : 0;
     const float *logits;
     REC_TRY(forward(g, B, &logits));
     mark(g, 5);
@@ -797,9 +801,14 @@ extern "C" rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_bat
     // while this step runs.
     const int j = i ^ 1;
     g->slot = j;
+    const double h2 = g->prof ? rec_now() : 0;
     if (g->loss_pending[j] >= 0) {
         CU_TRY(cudaEventSynchronize(g->loss_done[j]), "running a training step");
         harvest(g, j, prev_loss, prev_step);
+    }
+    if (g->prof) {
+        g->host_s[REC_CUDA_HOST_STAGE] += h1 - h0, g->host_s[REC_CUDA_HOST_LAUNCH] += h2 - h1;
+        g->host_s[REC_CUDA_HOST_WAIT] += rec_now() - h2, g->host_steps++;
     }
     return REC_OK;
 }
@@ -838,7 +847,13 @@ extern "C" rec_status rec_cuda_model_download(rec_cuda_model *g, rec_model *m) {
 extern "C" void rec_cuda_model_profile(rec_cuda_model *g, int on) {
     g->prof = on;
     memset(g->part_ms, 0, sizeof g->part_ms);
-    g->part_steps = 0;
+    memset(g->host_s, 0, sizeof g->host_s);
+    g->part_steps = g->host_steps = 0;
+}
+
+extern "C" int64_t rec_cuda_model_host_read(const rec_cuda_model *g, double *ms) {
+    for (int k = 0; k < REC_CUDA_N_HOST; k++) ms[k] = g->host_steps ? 1e3 * g->host_s[k] / g->host_steps : 0;
+    return g->host_steps;
 }
 
 extern "C" int64_t rec_cuda_model_profile_read(const rec_cuda_model *g, double *ms) {

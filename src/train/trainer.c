@@ -1074,6 +1074,7 @@ static rec_status run(job *j) {
     if (j->gpu) { /* the caller's model, the export */
         REC_TRY(rec_cuda_model_download(j->gpu, j->model));
         rep->device_steps = rec_cuda_model_profile_read(j->gpu, rep->device_ms);
+        rec_cuda_model_host_read(j->gpu, rep->host_ms);
     } else if (o->device_profile) {
         double sec[REC_MODEL_N_PARTS];
         rep->device_steps = rec_model_profile_read(j->model, sec);
