@@ -365,7 +365,98 @@ static void test_collect(const rec_raw_block *raw) {
     rec_spec_free(s);
 }
 
+/* ---- a row's lanes ---------------------------------------------------------------------------- */
+
+enum { LN = 64, LV = 400 * LN }; /* rows; values a column holds at most (ngram 3 of 99 ids: 291 a row) */
+
+/* A column of LN rows: lists of 0..99 ids (every 7th row null and empty), and LN x 40 floats. */
+static void lane_col(rec_gcol *c, uint64_t seed) {
+    rec_rng rng;
+    rec_rng_seed(&rng, seed, 1);
+    c->off[0] = 0;
+    for (int r = 0; r < LN; r++) {
+        c->null[r] = r % 7 == 3;
+        const int len = c->null[r] ? 0 : (int)rec_rng_below(&rng, 100);
+        c->off[r + 1] = c->off[r] + len;
+        for (int i = c->off[r]; i < c->off[r + 1]; i++) c->v[i] = (int64_t)rec_rng_below(&rng, 2000) - 1000;
+    }
+    for (int i = 0; i < LN * 40; i++) c->f[i] = (float)rec_rng_below(&rng, 1000) / 10.0f - 50.0f;
+}
+
+static rec_gcol lane_alloc(void) {
+    rec_gcol c = {calloc(LV, sizeof(float)), calloc(LV, sizeof(float)), calloc(LV, sizeof(int64_t)),
+                  calloc(LV, sizeof(int64_t)), calloc(LN + 1, sizeof(int32_t)), calloc(LN + 1, sizeof(int32_t)),
+                  calloc(LN, 1)};
+    return c;
+}
+
+static void lane_free(rec_gcol *c) { free(c->f), free(c->f2), free(c->v), free(c->v2), free(c->off), free(c->off2), free(c->null); }
+
+/* op on columns 0 (its own) and 1, 2 (LOAD's other inputs), run a row at a time with one lane
+ * and with `lanes` lanes each taking its share (the lanes of a row in turn, their flags last):
+ * the same values, offsets and null flags. */
+static int lanes_agree(const rec_gop *op, int lanes, int elem) {
+    rec_gcol a[3], b[3];
+    for (int k = 0; k < 3; k++) {
+        a[k] = lane_alloc(), b[k] = lane_alloc();
+        lane_col(&a[k], 10 + (uint64_t)k), lane_col(&b[k], 10 + (uint64_t)k);
+    }
+    rec_gcol *sets[2] = {a, b};
+    for (int t = 0; t < 2; t++) {
+        rec_gcol *c = sets[t];
+        const int L = t ? lanes : 1;
+        if (!elem) { /* the offsets: the counts' scan */
+            c[0].off2[0] = 0;
+            for (int r = 0; r < LN; r++) c[0].off2[r + 1] = c[0].off2[r] + rec_g_count(op, c, r);
+        }
+        for (int r = 0; r < LN; r++) {
+            for (int l = 0; l < L; l++) {
+                if (elem) rec_g_elem_part(op, c, r, l, L);
+                else rec_g_write_part(op, c, r, l, L);
+            }
+            if (!elem) rec_g_write_flags(op, c, r);
+        }
+    }
+    const int same = !memcmp(a[0].f, b[0].f, LV * sizeof(float)) && !memcmp(a[0].f2, b[0].f2, LV * sizeof(float)) &&
+                     !memcmp(a[0].v, b[0].v, LV * sizeof(int64_t)) && !memcmp(a[0].v2, b[0].v2, LV * sizeof(int64_t)) &&
+                     !memcmp(a[0].null, b[0].null, LN) && !memcmp(a[0].off2, b[0].off2, (LN + 1) * sizeof(int32_t));
+    for (int k = 0; k < 3; k++) lane_free(&a[k]), lane_free(&b[k]);
+    return same;
+}
+
+/* Every op a row's lanes share (rec_g_lanes > 1): lists longer than a warp, 2, 3, 32 and 33
+ * lanes, against one lane. The CPU backend runs the same split in the tests above, but over
+ * the specs' rows, whose lists are shorter than a warp after firstx. */
+static void test_lanes(void) {
+    rec_gop ops[9];
+    const char *name[9] = {"fill_null (list)", "firstx 50", "ngram 3", "clamp (ids)", "clamp (40 floats)",
+                           "onehot 40", "load (list, list, scalar)", "load (40 floats)", "load (one list)"};
+    const int elem[9] = {0, 0, 0, 1, 1, 0, 0, 0, 0};
+    memset(ops, 0, sizeof ops);
+    ops[0].kind = REC_OP_FILL_NULL, ops[0].list = 1, ops[0].ivalue = 77;
+    ops[1].kind = REC_OP_FIRSTX, ops[1].list = 1, ops[1].x = 50;
+    ops[2].kind = REC_OP_NGRAM, ops[2].list = 1, ops[2].n = 3;
+    ops[3].kind = REC_OP_CLAMP, ops[3].list = 1, ops[3].lo = -500, ops[3].hi = 600;
+    ops[4].kind = REC_OP_CLAMP, ops[4].f32 = 1, ops[4].width = 40, ops[4].lo = -20, ops[4].hi = 30;
+    ops[5].kind = REC_OP_ONEHOT, ops[5].f32 = 1, ops[5].width = 1, ops[5].num_class = 40, ops[5].lo = -50, ops[5].hi = 50;
+    ops[6].kind = REC_G_LOAD, ops[6].n_src = 3, ops[6].width = 1;
+    ops[6].src[0] = 1, ops[6].src_list[0] = 1, ops[6].src[1] = 2, ops[6].src_list[1] = 1, ops[6].src[2] = 2;
+    ops[7].kind = REC_G_LOAD, ops[7].n_src = 1, ops[7].width = 40, ops[7].src[0] = 1, ops[7].src_f32[0] = 1;
+    ops[8].kind = REC_G_LOAD, ops[8].n_src = 1, ops[8].width = 1, ops[8].src[0] = 2, ops[8].src_list[0] = 1;
+    const int lanes[4] = {2, 3, 32, 33};
+    for (int k = 0; k < 9; k++) {
+        CHECK(rec_g_lanes(&ops[k]) == REC_G_LANES, "%s takes a warp a row (%d lanes)", name[k], rec_g_lanes(&ops[k]));
+        for (int j = 0; j < 4; j++)
+            CHECK(lanes_agree(&ops[k], lanes[j], elem[k]), "%s: %d lanes a row write other values than one", name[k],
+                  lanes[j]);
+    }
+    rec_gop scalar = {0};
+    scalar.kind = REC_OP_LOG1P, scalar.f32 = 1, scalar.width = 1;
+    CHECK(rec_g_lanes(&scalar) == 1, "a scalar op takes one lane (%d)", rec_g_lanes(&scalar));
+}
+
 int main(void) {
+    test_lanes();
     rec_raw_block raw = raw_rows(3000, 5);
     CHECK(raw.n == 3000, "3000 generated rows (%lld)", (long long)raw.n);
     rec_gback cuda;

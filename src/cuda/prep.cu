@@ -1,5 +1,6 @@
 // The CUDA backend of the GPU preprocessing executor (src/prep/gexec.h): device memory, one
-// stream, and one launch per phase of a fused op: a thread per (member, row) running the row
+// stream, and one launch per phase of a fused op over (member, row): a warp a row where the
+// member walks a row's values (lists, wide rows: rec_g_lanes), else a thread, running the row
 // functions of gops.h, which the CPU backend runs in loops and the tests hold bit for bit to
 // the CPU executor. Offsets: one inclusive sum (CUB) over all members' counts and a launch
 // that takes each member's base off, or (sums beyond int32) a sum per member. Host buffers
@@ -24,15 +25,31 @@ struct cuda_prep {
 
 constexpr int THREADS = 256;
 
+// Member k's threads: rows of `lanes` threads each (counting: one), so a row of a warp's
+// lanes is one warp (THREADS a multiple of 32) and leaves as one. Each member has the blocks
+// of REC_G_LANES lanes a row; a scalar member's rows fill the first of them, the rest leave.
 __global__ void rows_kernel(int phase, const rec_gop *ops, int m, rec_gcol *cols, int64_t n, int32_t *cnt,
                             int64_t blocks_per_member) {
     const int k = (int)(blockIdx.x / blocks_per_member);
-    const int64_t r = (int64_t)(blockIdx.x % blocks_per_member) * THREADS + threadIdx.x;
-    if (k >= m || r >= n) return;
-    if (phase == REC_G_ELEM) rec_g_elem(&ops[k], cols, r);
-    else if (phase == REC_G_COUNT) cnt[k * n + r] = rec_g_count(&ops[k], cols, r);
-    else rec_g_write(&ops[k], cols, r);
+    if (k >= m) return;
+    const int64_t t = (int64_t)(blockIdx.x % blocks_per_member) * THREADS + threadIdx.x;
+    if (phase == REC_G_COUNT) {
+        if (t < n) cnt[k * n + t] = rec_g_count(&ops[k], cols, t);
+        return;
+    }
+    const int lanes = rec_g_lanes(&ops[k]);
+    const int64_t r = t / lanes;
+    const int lane = (int)(t % lanes);
+    if (r >= n) return;
+    if (phase == REC_G_ELEM) {
+        rec_g_elem_part(&ops[k], cols, r, lane, lanes);
+        return;
+    }
+    rec_g_write_part(&ops[k], cols, r, lane, lanes);
+    if (lanes > 1) __syncwarp();  // the row's values are read before its flag changes
+    if (lane == 0) rec_g_write_flags(&ops[k], cols, r);
 }
+static_assert(THREADS % REC_G_LANES == 0 && REC_G_LANES == 32, "a row's lanes are one warp");
 
 // Member k's offsets from the sums over all members: off2[0] = 0, off2[r + 1] = incl[k n + r]
 // less the sum of the members before k.
@@ -108,7 +125,7 @@ rec_status g_get(void *ctx, void *dst, const void *src, size_t bytes) {
 rec_status g_rows(void *ctx, int phase, const rec_gop *ops, int m, rec_gcol *cols, int64_t n, int32_t *cnt) {
     cuda_prep *c = (cuda_prep *)ctx;
     if (!m || !n) return REC_OK;
-    const int64_t per = (n + THREADS - 1) / THREADS;
+    const int64_t threads = phase == REC_G_COUNT ? n : n * REC_G_LANES, per = (threads + THREADS - 1) / THREADS;
     rows_kernel<<<(unsigned)(per * m), THREADS, 0, c->st>>>(phase, ops, m, cols, n, cnt, per);
     CU_TRY(cudaGetLastError(), "launching a fused preprocessing kernel");
     return REC_OK;

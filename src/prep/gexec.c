@@ -637,14 +637,24 @@ static rec_status cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) 
     return REC_OK;
 }
 
+/* The rows in loops; a member's lanes (rec_g_lanes) one after the other, each its share of
+ * the row as a GPU lane does, so that the tests hold the split to the CPU executor too. */
 static rec_status cpu_rows(void *ctx, int phase, const rec_gop *ops, int m, rec_gcol *cols, int64_t n, int32_t *cnt) {
     (void)ctx;
-    for (int k = 0; k < m; k++)
+    for (int k = 0; k < m; k++) {
+        const int lanes = rec_g_lanes(&ops[k]);
         for (int64_t r = 0; r < n; r++) {
-            if (phase == REC_G_ELEM) rec_g_elem(&ops[k], cols, r);
-            else if (phase == REC_G_COUNT) cnt[k * n + r] = rec_g_count(&ops[k], cols, r);
-            else rec_g_write(&ops[k], cols, r);
+            if (phase == REC_G_COUNT) {
+                cnt[k * n + r] = rec_g_count(&ops[k], cols, r);
+                continue;
+            }
+            for (int l = 0; l < lanes; l++) {
+                if (phase == REC_G_ELEM) rec_g_elem_part(&ops[k], cols, r, l, lanes);
+                else rec_g_write_part(&ops[k], cols, r, l, lanes);
+            }
+            if (phase == REC_G_WRITE) rec_g_write_flags(&ops[k], cols, r);
         }
+    }
     return REC_OK;
 }
 

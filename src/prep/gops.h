@@ -2,12 +2,18 @@
  * (src/cuda/prep.cu) and its CPU backend (gexec.c), which the tests hold bit for bit to the
  * CPU executor (exec.c). C11 and CUDA C++ both compile this header.
  *
- * A fused op runs one thread per (member, row): each member is one op of one feature's chain
- * (rec_gop) on that feature's column (rec_gcol). Ops that keep a row's length run in place
+ * A fused op runs over (member, row): each member is one op of one feature's chain (rec_gop)
+ * on that feature's column (rec_gcol). Ops that keep a row's length run in place
  * (rec_g_elem). Ops that change it run out of place in two phases: rec_g_count gives each
  * row's new length, the offsets are their scan, and rec_g_write writes the row into the
  * column's second buffers, which then become its first. LOAD, the start of a chain, copies or
  * concatenates the feature's inputs (raw columns or other features' columns) that way.
+ *
+ * A member that walks a row's values (lists, wide f32 rows, onehot's classes) takes
+ * rec_g_lanes(op) lanes a row, a warp on the GPU: lane l of L does values l, l + L, ... of the
+ * row (rec_g_elem_part, rec_g_write_part), so a long list is read by 32 threads at once, not
+ * walked by one. A row's null flag is written after its lanes' values (rec_g_write_flags, the
+ * warp synchronised between), since they read it. A scalar member takes one lane.
  */
 #ifndef RECTRAIN_PREP_GOPS_H
 #define RECTRAIN_PREP_GOPS_H
@@ -137,12 +143,26 @@ REC_HD int64_t rec_g_id(const rec_gop *op, int64_t v) { /* the id ops, value by 
 
 /* ---- rows ----------------------------------------------------------------------------------- */
 
-/* The ops that keep a row's length, in place. */
-REC_HD void rec_g_elem(const rec_gop *op, rec_gcol *cols, int64_t r) {
+/* The lanes a row of op takes (see the top): REC_G_LANES where it walks a row's values. */
+enum { REC_G_LANES = 32 };
+REC_HD int rec_g_lanes(const rec_gop *op) {
+    if (op->kind == REC_G_LOAD) {
+        for (int k = 0; k < op->n_src; k++)
+            if (op->src_list[k] || (op->src_f32[k] && op->width > 1)) return REC_G_LANES;
+        return 1;
+    }
+    if (op->kind == REC_OP_ONEHOT) return op->num_class > 1 ? REC_G_LANES : 1;
+    return op->list || (op->f32 && op->width > 1) ? REC_G_LANES : 1;
+}
+
+/* The ops that keep a row's length, in place: lane `lane` of `lanes`' share of row r (a
+ * scalar op's row is lane 0's). */
+REC_HD void rec_g_elem_part(const rec_gop *op, rec_gcol *cols, int64_t r, int lane, int lanes) {
     rec_gcol *c = &cols[op->col];
     const int64_t a = op->list ? c->off[r] : r, b = op->list ? c->off[r + 1] : r + 1;
     switch (op->kind) {
     case REC_OP_FILL_NULL: /* on scalars (lists are out of place) */
+        if (lane) break;
         if (c->null[r]) {
             if (op->f32) c->f[r] = op->fvalue;
             else c->v[r] = op->ivalue;
@@ -150,23 +170,25 @@ REC_HD void rec_g_elem(const rec_gop *op, rec_gcol *cols, int64_t r) {
         c->null[r] = 0;
         break;
     case REC_OP_CAST:
+        if (lane) break;
         if (op->to == 0 && !op->f32) c->f[r] = (float)c->v[r];
         else if (op->to == 1 && op->f32) c->v[r] = rec_g_cast_f32_i64(c->f[r]);
         break;
-    case REC_OP_LOGIT: c->f[r] = rec_g_logit(c->f[r], op->eps); break;
-    case REC_OP_BOXCOX: c->f[r] = rec_g_boxcox(c->f[r], op->lambda); break;
-    case REC_OP_LOG1P: c->f[r] = rec_g_log1p(c->f[r]); break;
+    case REC_OP_LOGIT: if (!lane) c->f[r] = rec_g_logit(c->f[r], op->eps); break;
+    case REC_OP_BOXCOX: if (!lane) c->f[r] = rec_g_boxcox(c->f[r], op->lambda); break;
+    case REC_OP_LOG1P: if (!lane) c->f[r] = rec_g_log1p(c->f[r]); break;
     case REC_OP_FIRSTX: break; /* on a scalar: already its first element */
     case REC_OP_CLAMP:
         if (op->f32) {
             const float lo = (float)op->lo, hi = (float)op->hi;
-            for (int64_t i = r * op->width; i < (r + 1) * op->width; i++)
+            for (int64_t i = r * op->width + lane; i < (r + 1) * op->width; i += lanes)
                 c->f[i] = c->f[i] < lo ? lo : (c->f[i] > hi ? hi : c->f[i]);
         } else {
-            for (int64_t i = a; i < b; i++) c->v[i] = rec_g_id(op, c->v[i]);
+            for (int64_t i = a + lane; i < b; i += lanes) c->v[i] = rec_g_id(op, c->v[i]);
         }
         break;
     case REC_OP_BUCKETIZE: { /* lower_bound, then past equal borders */
+        if (lane) break;
         const double x = op->f32 ? (double)c->f[r] : (double)c->v[r];
         int32_t lo = 0, hi = op->n_borders;
         while (lo < hi) {
@@ -178,10 +200,12 @@ REC_HD void rec_g_elem(const rec_gop *op, rec_gcol *cols, int64_t r) {
         break;
     }
     default: /* sigrid_hash, modulo, map_id, categorify */
-        for (int64_t i = a; i < b; i++) c->v[i] = rec_g_id(op, c->v[i]);
+        for (int64_t i = a + lane; i < b; i += lanes) c->v[i] = rec_g_id(op, c->v[i]);
         break;
     }
 }
+
+REC_HD void rec_g_elem(const rec_gop *op, rec_gcol *cols, int64_t r) { rec_g_elem_part(op, cols, r, 0, 1); }
 
 /* Input k of a LOAD, row r: its values [*a, *b) (ids or floats) and whether it is null. */
 REC_HD void rec_g_src(const rec_gop *op, const rec_gcol *cols, int k, int64_t r, int64_t *a, int64_t *b) {
@@ -216,47 +240,61 @@ REC_HD int32_t rec_g_count(const rec_gop *op, const rec_gcol *cols, int64_t r) {
     return (int32_t)((len - m + 1) * m);
 }
 
-/* Writes row r after an out-of-place op into the column's second buffers (at off2[r]). */
-REC_HD void rec_g_write(const rec_gop *op, rec_gcol *cols, int64_t r) {
+/* Lane `lane` of `lanes`' share of row r after an out-of-place op, written into the column's
+ * second buffers (at off2[r]): its values, not the row's null flag (rec_g_write_flags). */
+REC_HD void rec_g_write_part(const rec_gop *op, rec_gcol *cols, int64_t r, int lane, int lanes) {
     rec_gcol *c = &cols[op->col];
     if (op->kind == REC_OP_ONEHOT) { /* width num_class */
         const float x = c->f[r];
         const double step = (op->hi - op->lo) / op->num_class, q = ((double)x - op->lo) / step;
         const int32_t idx = (q >= 0 && q < (double)op->num_class) ? (int32_t)q : 0;
         float *o = c->f2 + r * op->num_class;
-        for (int32_t i = 0; i < op->num_class; i++) o[i] = 0.0f;
-        o[idx] = 1.0f;
+        for (int32_t i = lane; i < op->num_class; i += lanes) o[i] = i == idx ? 1.0f : 0.0f;
         return;
     }
     int64_t o = c->off2[r];
     if (op->kind == REC_G_LOAD) {
-        uint8_t all_null = 1;
         int64_t a, b;
         for (int k = 0; k < op->n_src; k++) {
             const rec_gcol *s = &cols[op->src[k]];
             if (op->n_src > 1 && s->null[r]) continue;
-            all_null &= s->null[r];
             rec_g_src(op, cols, k, r, &a, &b);
-            for (int64_t i = a; i < b; i++) {
-                if (op->src_f32[k]) c->f2[o++] = s->f[i];
-                else c->v2[o++] = s->v[i];
+            for (int64_t i = a + lane; i < b; i += lanes) {
+                if (op->src_f32[k]) c->f2[o + i - a] = s->f[i];
+                else c->v2[o + i - a] = s->v[i];
             }
+            o += b - a;
         }
-        c->null[r] = all_null;
         return;
     }
     const int64_t a = c->off[r], len = c->off[r + 1] - a;
     if (op->kind == REC_OP_FILL_NULL) {
-        if (c->null[r]) c->v2[o] = op->ivalue;
-        else
-            for (int64_t i = 0; i < len; i++) c->v2[o + i] = c->v[a + i];
-        c->null[r] = 0;
+        if (c->null[r]) {
+            if (!lane) c->v2[o] = op->ivalue;
+        } else {
+            for (int64_t i = lane; i < len; i += lanes) c->v2[o + i] = c->v[a + i];
+        }
     } else if (op->kind == REC_OP_FIRSTX) {
-        for (int64_t i = 0; i < len && i < op->x; i++) c->v2[o + i] = c->v[a + i];
-    } else { /* ngram */
-        const int64_t m = op->n < len ? op->n : len;
-        for (int64_t s = 0; m > 0 && s + m <= len; s++)
-            for (int64_t i = 0; i < m; i++) c->v2[o++] = c->v[a + s + i];
+        for (int64_t i = lane; i < len && i < op->x; i += lanes) c->v2[o + i] = c->v[a + i];
+    } else { /* ngram: window s of m ids is values s m .. s m + m - 1 of the row */
+        const int64_t m = op->n < len ? op->n : len, all = m > 0 ? (len - m + 1) * m : 0;
+        for (int64_t e = lane; e < all; e += lanes) c->v2[o + e] = c->v[a + e / m + e % m];
+    }
+}
+
+/* Row r's null flag after an out-of-place op, once its lanes have written its values. */
+REC_HD void rec_g_write_flags(const rec_gop *op, rec_gcol *cols, int64_t r) {
+    rec_gcol *c = &cols[op->col];
+    if (op->kind == REC_G_LOAD) { /* null when every input is (one input: as it is) */
+        uint8_t all_null = 1;
+        for (int k = 0; k < op->n_src; k++) {
+            const rec_gcol *s = &cols[op->src[k]];
+            if (op->n_src > 1 && s->null[r]) continue;
+            all_null &= s->null[r];
+        }
+        c->null[r] = all_null;
+    } else if (op->kind == REC_OP_FILL_NULL) {
+        c->null[r] = 0;
     }
 }
 
