@@ -718,9 +718,15 @@ extern "C" rec_status rec_cuda_embed_init(rec_cuda_embed **out, const rec_embed_
     if (e == cudaSuccess) {
         g->sms = prop.multiProcessorCount;
         g->smem_per_sm = prop.sharedMemPerMultiprocessor;
-        e = cudaStreamCreate(&g->st);  // ordered with the legacy stream's copies and fills
+        // The training's streams at the highest priority: a preprocessing stream beside them
+        // (train --prep-device cuda, src/cuda/prep.cu: the lowest) fills what they leave idle
+        // and yields to them: RAP's co-run on one GPU without MPS (papers/000-RAP-digest.md,
+        // "GPU-only parts"). Both ordered with the legacy stream's copies and fills.
+        int least = 0, greatest = 0;
+        e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+        if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&g->st, cudaStreamDefault, greatest);
+        if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&g->cp, cudaStreamDefault, greatest);  // batches' copies
     }
-    if (e == cudaSuccess) e = cudaStreamCreate(&g->cp);  // batches' copies, beside the kernels
     if (e == cudaSuccess) e = cudaEventCreate(&g->ev0);
     if (e == cudaSuccess) e = cudaEventCreate(&g->ev1);
     for (int i = 0; e == cudaSuccess && i < 2; i++) {

@@ -180,7 +180,11 @@ extern "C" rec_status rec_gback_cuda(rec_gback *out) {
     REC_TRY(rec_cuda_probe(name, sizeof name));
     cuda_prep *c = (cuda_prep *)calloc(1, sizeof *c);
     if (!c) return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
-    const cudaError_t e = cudaStreamCreate(&c->st);
+    // The lowest priority: beside training (train --prep-device cuda) the preprocessing takes
+    // what the training's streams leave idle (src/cuda/embed.cu).
+    int least = 0, greatest = 0;
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&c->st, cudaStreamDefault, least);
     if (e != cudaSuccess) {
         free(c);
         return cu_fail(e, "creating the preprocessing stream");
