@@ -17,7 +17,7 @@
 
 /* ---- the queued CPU backend ----------------------------------------------------------------- */
 
-enum { Q_PUT, Q_COPY, Q_ROWS, Q_SCAN };
+enum { Q_PUT, Q_COPY, Q_ROWS, Q_SCAN, Q_MARK };
 typedef struct qentry {
     int kind, phase, m, fits;
     void *dst;
@@ -33,6 +33,8 @@ typedef struct queue {
     int n, cap;
     int64_t ran, max_pending;
     int fail_get; /* > 0: the get that many from now fails, with its queue left unrun */
+    double mark_at[2]; /* when each mark ran (0: not since the last span was read) */
+    int64_t spans, early_spans; /* spans read; read before both marks had run */
 } queue;
 
 static rec_status q_flush(void *ctx) {
@@ -42,6 +44,7 @@ static rec_status q_flush(void *ctx) {
         const qentry *e = &q->e[i];
         if (e->kind == Q_PUT || e->kind == Q_COPY) REC_TRY(c->put(NULL, e->dst, e->src, e->bytes));
         else if (e->kind == Q_ROWS) REC_TRY(c->rows(NULL, e->phase, e->ops, e->m, e->cols, e->n, e->cnt));
+        else if (e->kind == Q_MARK) q->mark_at[e->phase] = rec_now();
         else REC_TRY(c->scan(NULL, NULL, e->ops, e->m, NULL, e->cols, e->n, e->cnt, e->fits));
     }
     if (q->n > q->max_pending) q->max_pending = q->n;
@@ -88,9 +91,18 @@ static rec_status q_scan(void *ctx, const rec_gop *ops_host, const rec_gop *ops,
                                 .cnt = (int32_t *)cnt, .fits = fits});
 }
 
+static rec_status q_mark(void *ctx, int k) { return q_push(ctx, (qentry){.kind = Q_MARK, .phase = k & 1}); }
+static double q_span_ms(void *ctx) { /* as cudaEventElapsedTime: both marks must have run */
+    queue *q = ctx;
+    const double ms = q->mark_at[0] > 0 && q->mark_at[1] >= q->mark_at[0] ? 1e3 * (q->mark_at[1] - q->mark_at[0]) : -1;
+    q->spans++, q->early_spans += ms < 0;
+    q->mark_at[0] = q->mark_at[1] = 0;
+    return ms < 0 ? 0 : ms;
+}
+
 static queue g_queue;
-static const rec_gback g_queued = {&g_queue, "queued CPU", q_alloc, q_release, q_alloc, q_release,
-                                   q_put,     q_copy,       q_get,   q_rows,    q_scan,  q_flush};
+static const rec_gback g_queued = {&g_queue, "queued CPU", q_alloc, q_release, q_alloc, q_release, q_put,
+                                   q_copy,    q_get,        q_rows,  q_scan,    q_flush,  q_mark,      q_span_ms};
 
 /* Generated rows (multi-hot lists of ids) parsed into a raw block. */
 static rec_raw_block raw_rows(int64_t n, uint64_t seed) {
@@ -158,6 +170,8 @@ static int parity(rec_spec *s, const rec_raw_block *raw, int64_t block, const ch
     if (!st) st = rec_prep_fuse(s, NULL, &fu);
     if (!st) st = rec_gexec_init(&g, s, &fu, s->n_vocabs ? &vs : NULL, be, block);
     if (!st) st = rec_gexec_run(g, raw, 0, raw->n, &got);
+    if (!st && be->mark && !(rec_gexec_ops_ms(g) > 0))
+        st = rec_errorf(REC_EINVAL, "the operators were not timed (%g ms)", rec_gexec_ops_ms(g));
     const int ok = !st && same_batch(&want, &got);
     if (st) fprintf(stderr, "%s (%s backend): %s\n", name, be->name, rec_errmsg());
     else if (!ok) fprintf(stderr, "%s: the GPU executor's batch (%s backend) differs from the CPU executor's\n", name, be->name);
@@ -467,9 +481,12 @@ int main(void) {
         test_shipped(&raw, backends[k]);
         test_every_op(&raw, backends[k]);
     }
-    /* the queue held work: the host waited only at its copies back */
+    /* the queue held work: the host waited only at its copies back; each block's operators
+     * were timed between marks that had both run */
     CHECK(g_queue.ran > 0 && g_queue.max_pending > 20, "the queued backend ran %lld operations, at most %lld waiting",
           (long long)g_queue.ran, (long long)g_queue.max_pending);
+    CHECK(g_queue.spans > 0 && g_queue.early_spans == 0, "the operators' time read %lld times, %lld before its marks ran",
+          (long long)g_queue.spans, (long long)g_queue.early_spans);
     if (raw.n == 3000) test_failed_run(&raw);
     free(g_queue.e);
     if (gpu) rec_gback_cuda_free(&cuda);

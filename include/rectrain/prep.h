@@ -367,6 +367,10 @@ rec_status rec_prep_engine_run_raw(rec_prep_engine *e, const rec_raw_block *raw)
 rec_status rec_prep_engine_count_raw(rec_prep_engine *e, const rec_raw_block *raw);
 /* Merges the counters of every pass so far and builds the vocabularies. */
 rec_status rec_prep_engine_vocabs(rec_prep_engine *e, rec_vocab_set *out);
+/* The GPU executor's operators' time so far, summed over the threads' streams, in ms: each
+ * block's from its raw columns on the device to its last fused kernel (copies left out); 0
+ * on the CPUs or where the backend does not time. */
+double rec_prep_engine_device_ms(const rec_prep_engine *e);
 /* Thread t's batch from the last run (valid until the second run after it). */
 const rec_batch *rec_prep_engine_batch(const rec_prep_engine *e, int t);
 /* Malformed rows skipped so far (SKIP mode). */

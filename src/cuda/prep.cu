@@ -17,6 +17,7 @@ namespace {
 
 struct cuda_prep {
     cudaStream_t st;
+    cudaEvent_t ev[2];   // the operators' marks (g_mark)
     void *tmp;           // CUB's scratch
     size_t tmp_bytes;
     int32_t *incl;       // the inclusive sums of all members' counts
@@ -166,6 +167,18 @@ rec_status g_scan(void *ctx, const rec_gop *ops_host, const rec_gop *ops, int m,
     return REC_OK;
 }
 
+rec_status g_mark(void *ctx, int k) {
+    cuda_prep *c = (cuda_prep *)ctx;
+    CU_TRY(cudaEventRecord(c->ev[k & 1], c->st), "timing the preprocessing kernels");
+    return REC_OK;
+}
+
+double g_span_ms(void *ctx) {
+    cuda_prep *c = (cuda_prep *)ctx;
+    float ms = 0;
+    return cudaEventElapsedTime(&ms, c->ev[0], c->ev[1]) == cudaSuccess ? ms : 0.0;
+}
+
 rec_status g_sync(void *ctx) {
     cuda_prep *c = (cuda_prep *)ctx;
     CU_TRY(cudaStreamSynchronize(c->st), "running the preprocessing kernels");
@@ -185,12 +198,16 @@ extern "C" rec_status rec_gback_cuda(rec_gback *out) {
     int least = 0, greatest = 0;
     cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
     if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&c->st, cudaStreamDefault, least);
+    if (e == cudaSuccess) e = cudaEventCreate(&c->ev[0]);
+    if (e == cudaSuccess) e = cudaEventCreate(&c->ev[1]);
     if (e != cudaSuccess) {
+        if (c->ev[0]) cudaEventDestroy(c->ev[0]);
+        if (c->st) cudaStreamDestroy(c->st);
         free(c);
         return cu_fail(e, "creating the preprocessing stream");
     }
-    *out = rec_gback{c,      "cuda", g_alloc, g_release, g_host_alloc, g_host_release,
-                     g_put,  g_copy, g_get,   g_rows,    g_scan,       g_sync};
+    *out = rec_gback{c,      "cuda", g_alloc, g_release, g_host_alloc, g_host_release, g_put,
+                     g_copy, g_get,  g_rows,  g_scan,    g_sync,       g_mark,         g_span_ms};
     return REC_OK;
 }
 
@@ -200,6 +217,7 @@ extern "C" void rec_gback_cuda_free(rec_gback *b) {
     cudaStreamSynchronize(c->st);
     if (c->tmp) rec_cuda_free(c->tmp);
     if (c->incl) rec_cuda_free(c->incl);
+    cudaEventDestroy(c->ev[0]), cudaEventDestroy(c->ev[1]);
     cudaStreamDestroy(c->st);
     free(c);
     b->ctx = NULL;

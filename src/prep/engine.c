@@ -82,6 +82,13 @@ rec_status rec_prep_engine_init(rec_prep_engine **out, const rec_prep_plan *plan
     return REC_OK;
 }
 
+double rec_prep_engine_device_ms(const rec_prep_engine *e) {
+    double ms = 0;
+    for (int t = 0; e->w && t < e->nt; t++)
+        if (e->w[t].gx) ms += rec_gexec_ops_ms(e->w[t].gx);
+    return ms;
+}
+
 void rec_prep_engine_free(rec_prep_engine *e) {
     if (!e) return;
     for (int t = 0; e->w && t < e->nt; t++) {

@@ -52,6 +52,7 @@ struct rec_gexec {
     void **owned;            /* backend arrays of op parameters */
     int n_owned;
     int measure;             /* rec_gexec_measure */
+    double ops_ms;           /* rec_gexec_ops_ms */
     rec_gexec_sample *samples;
     int64_t n_samples, cap_samples;
     double *vpr;             /* (instances) values a row each reads, in the measured block */
@@ -273,6 +274,8 @@ void rec_gexec_free(rec_gexec *g) {
 }
 
 void rec_gexec_measure(rec_gexec *g, int on) { g->measure = on; }
+
+double rec_gexec_ops_ms(const rec_gexec *g) { return g->ops_ms; }
 
 int64_t rec_gexec_samples(const rec_gexec *g, const rec_gexec_sample **out) {
     *out = g->samples;
@@ -550,12 +553,16 @@ rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int
         memset(loaded, 0, (size_t)g->s->n_features);
         g->snap_at = 0; /* the last block's copies are done: its emit waited for them */
         s = upload(g, raw, r0 + done, m);
+        const int timed = g->be->mark && g->be->span_ms && !g->measure;
+        if (!s && timed) s = g->be->mark(g->be->ctx, 0);
         for (int j = 0, k = 0; !s && j <= g->fu->n_steps; j++) {
             s = loads(g, j, m, loaded);
             for (; !s && k < g->fu->n_kernels && g->fu->kernels[k].step == j; k++)
                 s = g->measure ? measured(g, k, m) : launch(g, &g->ops[g->kofs[k]], g->dops + g->kofs[k], g->fu->kernels[k].n, m);
         }
-        if (!s) s = emit(g, raw, r0 + done, m, b);
+        if (!s && timed) s = g->be->mark(g->be->ctx, 1);
+        if (!s) s = emit(g, raw, r0 + done, m, b); /* waits for the block's copies back: both marks have run */
+        if (!s && timed) g->ops_ms += g->be->span_ms(g->be->ctx);
     }
     free(loaded);
     if (s) { /* copies queued before the failure still read the stage: wait for them, keep the first error */
@@ -674,5 +681,6 @@ static rec_status cpu_sync(void *ctx) {
     return REC_OK;
 }
 
-const rec_gback rec_gback_cpu = {NULL,     "cpu",    cpu_alloc, cpu_release, cpu_alloc, cpu_release,
-                                 cpu_copy, cpu_copy, cpu_copy,  cpu_rows,    cpu_scan,  cpu_sync};
+/* Not timed (mark NULL): the backend is one const shared by every thread. */
+const rec_gback rec_gback_cpu = {NULL,     "cpu",    cpu_alloc, cpu_release, cpu_alloc, cpu_release, cpu_copy,
+                                 cpu_copy, cpu_copy, cpu_rows,  cpu_scan,    cpu_sync,  NULL,        NULL};

@@ -37,6 +37,10 @@ typedef struct rec_gback {
     rec_status (*scan)(void *ctx, const rec_gop *ops_host, const rec_gop *ops, int m, const rec_gcol *cols_host,
                        const rec_gcol *cols, int64_t n, const int32_t *cnt, int fits);
     rec_status (*sync)(void *ctx); /* waits for everything queued */
+    /* Optional timing (NULL: the backend does not time): mark k (0 or 1) queued here, and the
+     * milliseconds from mark 0 to mark 1 once both have run (after a get or a sync). */
+    rec_status (*mark)(void *ctx, int k);
+    double (*span_ms)(void *ctx);
 } rec_gback;
 
 /* The CPU backend: host memory, the row functions in loops. */
@@ -64,6 +68,10 @@ typedef struct rec_gexec_sample {
     double ms;
 } rec_gexec_sample;
 void rec_gexec_measure(rec_gexec *g, int on);
+/* The operators' time so far, where the backend times (else 0): each block's, from its raw
+ * columns on the backend to its last fused kernel done (the copies in and out left out), in
+ * milliseconds. */
+double rec_gexec_ops_ms(const rec_gexec *g);
 int64_t rec_gexec_samples(const rec_gexec *g, const rec_gexec_sample **out);
 /* The predictor's training data for `spec` on `be`: every kernel of its fusion plan, and of the
  * plan sharded to 8 and to 1 instance a kernel, timed over up to 4 blocks of 1024, 4096, 16384
