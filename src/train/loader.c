@@ -489,6 +489,7 @@ struct rec_loader {
     int64_t *order;             /* (n_blocks) shard: the epoch's block sequence */
     rec_batch *win;             /* (W) the window's blocks, K rows each at most */
     uint64_t *perm;             /* (W*K) the window's row order: block << 32 | row in block */
+    uint8_t *single;            /* (W*F) block i's feature f holds one unweighted id a row */
     int64_t *next;              /* (W) the next row of each block to deal */
     rec_batch *out;             /* the ring slot being filled across windows, or NULL */
     rec_pool *pool;             /* shard, prep_threads > 1 (a GPU run): the checksums, the window's
@@ -626,11 +627,38 @@ static void gather_dense(rec_batch *dst, const rec_batch *win, const uint64_t *c
     }
 }
 
+/* Does block b's feature f hold one unweighted id a row (Criteo's one-hot features)? */
+static int one_id_a_row(const rec_batch *b, int32_t f) {
+    const rec_jagged *j = &b->sparse[f];
+    if (j->weights) return 0;
+    for (int64_t r = 1; r <= b->n; r++)
+        if (j->offsets[r] != j->offsets[0] + r) return 0;
+    return 1;
+}
+
 /* Sparse feature f of window rows code[0..k) into dst's rows at..: its ids take the widest
- * width among its sources (a shard's blocks all share one). Touches feature f alone. */
+ * width among its sources (a shard's blocks all share one). Touches feature f alone. Where
+ * every block holds one unweighted id a row of one width (single), the row's id is at its
+ * row and its bag's length is 1: no offsets are read. */
 static rec_status gather_feature(rec_batch *dst, const rec_batch *win, const uint64_t *code, int64_t k, int64_t at,
-                                 int32_t f) {
+                                 int32_t f, int single) {
     rec_jagged *dj = &dst->sparse[f];
+    if (single) {
+        const int wide = win[code[0] >> 32].sparse[f].wide;
+        if (wide != dj->wide && dj->offsets[at] == 0) REC_TRY(rec_batch_set_wide(dst, f, wide));
+        if (wide == dj->wide && !dj->weights) {
+            REC_TRY(rec_batch_reserve_nnz(dst, f, dj->offsets[at] + k, 0));
+            const int64_t o = dj->offsets[at];
+            for (int64_t i = 0; i < k; i++) {
+                const rec_jagged *sj = &win[code[i] >> 32].sparse[f];
+                const int64_t r = sj->offsets[0] + (int64_t)(code[i] & 0xffffffffu);
+                if (wide) dj->ids64[o + i] = sj->ids64[r];
+                else dj->ids32[o + i] = sj->ids32[r];
+                dj->offsets[at + i + 1] = o + i + 1;
+            }
+            return REC_OK;
+        }
+    }
     int64_t add = 0;
     int wide = 0, weighted = 0;
     for (int64_t i = 0; i < k; i++) {
@@ -670,6 +698,7 @@ typedef struct gather_job {
     const rec_batch *win;
     const uint64_t *code;
     int64_t k, at;
+    const uint8_t *single; /* (F) every block of the window: one unweighted id a row, one width */
 } gather_job;
 
 static rec_status gather_task(void *ctx, int64_t task, int thread) {
@@ -678,7 +707,23 @@ static rec_status gather_task(void *ctx, int64_t task, int thread) {
         gather_dense(j->dst, j->win, j->code, j->k, j->at);
         return REC_OK;
     }
-    return gather_feature(j->dst, j->win, j->code, j->k, j->at, (int32_t)task - 1);
+    return gather_feature(j->dst, j->win, j->code, j->k, j->at, (int32_t)task - 1, j->single[task - 1]);
+}
+
+/* single_task: feature f of every block of the window. */
+typedef struct single_job {
+    const rec_batch *win;
+    int nb;
+    uint8_t *single;
+} single_job;
+
+static rec_status single_task(void *ctx, int64_t f, int thread) {
+    const single_job *j = ctx;
+    int one = 1;
+    for (int i = 0; one && i < j->nb; i++)
+        one = one_id_a_row(&j->win[i], (int32_t)f) && j->win[i].sparse[f].wide == j->win[0].sparse[f].wide;
+    j->single[f] = (uint8_t)one;
+    return REC_OK;
 }
 
 /* Appends the window rows code[0..k) (code = block << 32 | row: that row of win[block]) to
@@ -687,8 +732,9 @@ static rec_status gather_task(void *ctx, int64_t task, int thread) {
  * where there is one (a GPU trains and the CPUs are free: at batch 65536 one thread gathered
  * a batch slower than the GPU trained on it) and the run is long enough to pay. Fails only on
  * allocation, leaving dst->n unchanged. */
-static rec_status gather_rows(rec_batch *dst, const rec_batch *win, const uint64_t *code, int64_t k, rec_pool *pool) {
-    gather_job j = {dst, win, code, k, dst->n};
+static rec_status gather_rows(rec_batch *dst, const rec_batch *win, const uint64_t *code, int64_t k,
+                              const uint8_t *single, rec_pool *pool) {
+    gather_job j = {dst, win, code, k, dst->n, single};
     const int64_t tasks = (int64_t)dst->n_sparse + 1;
     if (pool && k >= 1024) REC_TRY(rec_pool_run(pool, tasks, gather_task, &j));
     else
@@ -717,6 +763,11 @@ static rec_status emit_window(rec_loader *l, int64_t w, int nb, int64_t skip, in
     }
     for (int i = 0; i < nb; i++) next[i] = 0;
     for (int64_t i = 0; i < n; i++) l->perm[i] = l->perm[i] << 32 | (uint64_t)next[l->perm[i]]++;
+    single_job sj = {l->win, nb, l->single};
+    const int32_t F = l->d->n_sparse;
+    if (l->pool) REC_TRY(rec_pool_run(l->pool, F, single_task, &sj));
+    else
+        for (int32_t f = 0; f < F; f++) single_task(&sj, f, 0);
     *quit = 0;
     for (int64_t k = skip; k < n;) {
         if (!l->out && !(l->out = slot_acquire(l))) {
@@ -724,7 +775,7 @@ static rec_status emit_window(rec_loader *l, int64_t w, int nb, int64_t skip, in
             return REC_OK;
         }
         int64_t m = n - k < l->batch - l->out->n ? n - k : l->batch - l->out->n;
-        REC_TRY(gather_rows(l->out, l->win, l->perm + k, m, l->pool));
+        REC_TRY(gather_rows(l->out, l->win, l->perm + k, m, l->single, l->pool));
         k += m;
         if (l->out->n == l->batch) {
             slot_publish(l);
@@ -895,6 +946,7 @@ static rec_status shuffle_init(rec_loader *l) {
     REC_TRY(rec_alloc((void **)&l->win, (size_t)W * sizeof(rec_batch), "shuffle buffer"));
     for (int64_t i = 0; i < W; i++) REC_TRY(rec_batch_init(&l->win[i], K, l->d->n_dense, l->d->n_sparse, 1));
     REC_TRY(rec_alloc((void **)&l->perm, (size_t)(W * K) * sizeof(uint64_t), "shuffle order"));
+    REC_TRY(rec_alloc((void **)&l->single, (size_t)l->d->n_sparse + 1, "shuffle order"));
     REC_TRY(rec_alloc((void **)&l->next, (size_t)W * sizeof(int64_t), "shuffle order"));
     if (!l->d->is_shard && !l->d->is_raw) return REC_OK;
     REC_TRY(rec_alloc((void **)&l->order, (size_t)(l->n_blocks + 1) * sizeof(int64_t), "shuffle block order"));
@@ -1033,6 +1085,7 @@ void rec_loader_close(rec_loader *l) {
     rec_free(l->slot);
     for (int64_t i = 0; l->win && i < l->sh.buffer_blocks; i++) rec_batch_free(&l->win[i]);
     rec_free(l->win);
+    rec_free(l->single);
     rec_free(l->perm);
     rec_free(l->next);
     rec_free(l->order);
