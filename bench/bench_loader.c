@@ -29,6 +29,7 @@
 
 static const char USAGE[] =
     "usage: rectrain bench loader --data FILE [--batch B] [--reps R] [--seed S] [--threads T] [--json]\n"
+    "                             [--gpu-host [--dim E]]\n"
     "\n"
     "Drains every batch of FILE (.rshard) through the training loader, in file order and\n"
     "shuffled (blocks of " CLI_STR(REC_SHUFFLE_BLOCK_ROWS) " rows, " CLI_STR(REC_SHUFFLE_BUFFER_BLOCKS) " per buffer: what rectrain train\n"
@@ -92,9 +93,10 @@ static rec_status gpu_host_stage(gpu_host *h, const rec_batch *b) {
     const int F = h->F, B = (int)b->n, i = h->slot;
     h->slot ^= 1;
     int64_t total = 0;
-    for (int f = 0; f < F; f++) total += rec_batch_nnz(b, f);
+    int weighted = 0; /* as rec_cuda_batch_load: every id's weight after the ids */
+    for (int f = 0; f < F; f++) total += rec_batch_nnz(b, f), weighted |= b->sparse[f].weights != NULL;
     const size_t dense = (size_t)B * ((size_t)b->n_dense + 1) * sizeof(float);
-    const size_t ids = ((size_t)F * (B + 1) + (size_t)total) * sizeof(int32_t);
+    const size_t ids = ((size_t)F * (B + 1) + (size_t)total * (weighted ? 2 : 1)) * sizeof(int32_t);
     size_t dcap = h->dense_cap, icap = h->ids_cap; /* both slots grow together */
     for (int k = 0; k < 2; k++) {
         h->dense_cap = dcap, h->ids_cap = icap;
@@ -105,8 +107,8 @@ static rec_status gpu_host_stage(gpu_host *h, const rec_batch *b) {
     memcpy(h->dense[i], b->dense, (size_t)B * b->n_dense * sizeof(float));
     memcpy(h->dense[i] + (size_t)B * b->n_dense, b->label, (size_t)B * sizeof(float));
     const double t1 = rec_now();
-    int32_t *off = h->ids[i];
-    REC_TRY(rec_cuda_pack(b, 0, F, h->rows, off, off + (size_t)F * (B + 1), NULL, h->nnz, h->pool));
+    int32_t *off = h->ids[i], *id = off + (size_t)F * (B + 1);
+    REC_TRY(rec_cuda_pack(b, 0, F, h->rows, off, id, weighted ? (float *)(id + total) : NULL, h->nnz, h->pool));
     const double t2 = rec_now();
     enum { H100_SMS = 132, OCCUPANCY = 8 }; /* the block map's target as rec_cuda_embed's on an H100/H200 */
     h->blocks += rec_cuda_block_map(F, B, h->dims, h->sched, h->nnz, H100_SMS * OCCUPANCY * 4, h->rounds, h->start);
@@ -191,11 +193,17 @@ int bench_loader(int argc, char **argv) {
     if (host && gh_batches > 0)
         printf("  staging a batch (means over every run): dense values and labels %.3f ms, ids packed %.3f ms, block "
                "map %.3f ms\n", gh_sec[0] / gh_batches * 1e3, gh_sec[1] / gh_batches * 1e3, gh_sec[2] / gh_batches * 1e3);
-    if (json)
+    if (json) {
         printf("{\"rows\": %lld, \"batch\": %lld, \"threads\": %d, \"gpu_host\": %s, \"reps\": %d, \"file_rows_per_s\": %s, \"shuffled_rows_per_s\": %s, "
-               "\"shuffled_vs_file\": %s, \"copy_gb_per_s\": %s}\n", (long long)n, (long long)batch, threads,
+               "\"shuffled_vs_file\": %s, \"copy_gb_per_s\": %s", (long long)n, (long long)batch, threads,
                host ? "true" : "false", reps,
                cli_jnum("%.1f", n / file_s), cli_jnum("%.1f", n / shuf_s), cli_jnum("%.4f", file_s / shuf_s),
                cli_jnum("%.3f", copy));
+        if (host && gh_batches > 0)
+            printf(", \"staging_ms\": {\"dense\": %s, \"pack\": %s, \"block_map\": %s}",
+                   cli_jnum("%.4f", gh_sec[0] / gh_batches * 1e3), cli_jnum("%.4f", gh_sec[1] / gh_batches * 1e3),
+                   cli_jnum("%.4f", gh_sec[2] / gh_batches * 1e3));
+        printf("}\n");
+    }
     return CLI_OK;
 }

@@ -701,7 +701,7 @@ static void test_bench(void) {
     /* --gpu-host: each batch also staged as train --device cuda does on the host */
     CHECK(run("bench loader --data std1.rshard --reps 1 --batch 256 --threads 2 --gpu-host --dim 16 --json") == 0 &&
               strstr(out, "\"gpu_host\": true") && strstr(out, "the host's half of a GPU step's input") &&
-              json_num("shuffled_rows_per_s") > 0,
+              json_num("shuffled_rows_per_s") > 0 && json_num("pack") > 0,
           "bench loader --gpu-host: %s", out);
     CHECK(run("bench loader --data std1.rshard --gpu-host --dim 0") == 2 && strstr(out, "--dim"),
           "bench loader --dim 0: %s", out);

@@ -19,7 +19,7 @@
 
 enum { Q_PUT, Q_COPY, Q_ROWS, Q_SCAN, Q_MARK };
 typedef struct qentry {
-    int kind, phase, m, fits;
+    int kind, phase, m, fits, lanes;
     void *dst;
     const void *src;
     size_t bytes;
@@ -43,7 +43,7 @@ static rec_status q_flush(void *ctx) {
     for (int i = 0; i < q->n; i++) {
         const qentry *e = &q->e[i];
         if (e->kind == Q_PUT || e->kind == Q_COPY) REC_TRY(c->put(NULL, e->dst, e->src, e->bytes));
-        else if (e->kind == Q_ROWS) REC_TRY(c->rows(NULL, e->phase, e->ops, e->m, e->cols, e->n, e->cnt));
+        else if (e->kind == Q_ROWS) REC_TRY(c->rows(NULL, e->phase, e->ops, e->m, e->lanes, e->cols, e->n, e->cnt));
         else if (e->kind == Q_MARK) q->mark_at[e->phase] = rec_now();
         else REC_TRY(c->scan(NULL, NULL, e->ops, e->m, NULL, e->cols, e->n, e->cnt, e->fits));
     }
@@ -81,8 +81,10 @@ static rec_status q_get(void *ctx, void *dst, const void *src, size_t bytes) {
     memcpy(dst, src, bytes);
     return REC_OK;
 }
-static rec_status q_rows(void *ctx, int phase, const rec_gop *ops, int m, rec_gcol *cols, int64_t n, int32_t *cnt) {
-    return q_push(ctx, (qentry){.kind = Q_ROWS, .phase = phase, .ops = ops, .m = m, .cols = cols, .n = n, .cnt = cnt});
+static rec_status q_rows(void *ctx, int phase, const rec_gop *ops, int m, int lanes, rec_gcol *cols, int64_t n,
+                        int32_t *cnt) {
+    return q_push(ctx, (qentry){.kind = Q_ROWS, .phase = phase, .ops = ops, .m = m, .lanes = lanes, .cols = cols, .n = n,
+                                .cnt = cnt});
 }
 static rec_status q_scan(void *ctx, const rec_gop *ops_host, const rec_gop *ops, int m, const rec_gcol *cols_host,
                          const rec_gcol *cols, int64_t n, const int32_t *cnt, int fits) {
@@ -383,14 +385,15 @@ static void test_collect(const rec_raw_block *raw) {
 
 enum { LN = 64, LV = 400 * LN }; /* rows; values a column holds at most (ngram 3 of 99 ids: 291 a row) */
 
-/* A column of LN rows: lists of 0..99 ids (every 7th row null and empty), and LN x 40 floats. */
+/* A column of LN rows: lists of 0..99 ids (some rows null: which depends on the seed, and every
+ * 5th in all), and LN x 40 floats. */
 static void lane_col(rec_gcol *c, uint64_t seed) {
     rec_rng rng;
     rec_rng_seed(&rng, seed, 1);
     c->off[0] = 0;
     for (int r = 0; r < LN; r++) {
-        c->null[r] = r % 7 == 3;
-        const int len = c->null[r] ? 0 : (int)rec_rng_below(&rng, 100);
+        c->null[r] = (r + seed) % 7 == 3 || r % 5 == 0; /* rows where some inputs are null, and all */
+        const int len = (int)rec_rng_below(&rng, 100); /* null rows too: what lanes skip must have values */
         c->off[r + 1] = c->off[r] + len;
         for (int i = c->off[r]; i < c->off[r + 1]; i++) c->v[i] = (int64_t)rec_rng_below(&rng, 2000) - 1000;
     }
@@ -444,7 +447,7 @@ static int lanes_agree(const rec_gop *op, int lanes, int elem) {
 static void test_lanes(void) {
     rec_gop ops[9];
     const char *name[9] = {"fill_null (list)", "firstx 50", "ngram 3", "clamp (ids)", "clamp (40 floats)",
-                           "onehot 40", "load (list, list, scalar)", "load (40 floats)", "load (one list)"};
+                           "onehot 40", "load (list, scalar, list)", "load (40 floats)", "load (one list)"};
     const int elem[9] = {0, 0, 0, 1, 1, 0, 0, 0, 0};
     memset(ops, 0, sizeof ops);
     ops[0].kind = REC_OP_FILL_NULL, ops[0].list = 1, ops[0].ivalue = 77;
@@ -454,7 +457,7 @@ static void test_lanes(void) {
     ops[4].kind = REC_OP_CLAMP, ops[4].f32 = 1, ops[4].width = 40, ops[4].lo = -20, ops[4].hi = 30;
     ops[5].kind = REC_OP_ONEHOT, ops[5].f32 = 1, ops[5].width = 1, ops[5].num_class = 40, ops[5].lo = -50, ops[5].hi = 50;
     ops[6].kind = REC_G_LOAD, ops[6].n_src = 3, ops[6].width = 1;
-    ops[6].src[0] = 1, ops[6].src_list[0] = 1, ops[6].src[1] = 2, ops[6].src_list[1] = 1, ops[6].src[2] = 2;
+    ops[6].src[0] = 1, ops[6].src_list[0] = 1, ops[6].src[1] = 2, ops[6].src[2] = 2, ops[6].src_list[2] = 1;
     ops[7].kind = REC_G_LOAD, ops[7].n_src = 1, ops[7].width = 40, ops[7].src[0] = 1, ops[7].src_f32[0] = 1;
     ops[8].kind = REC_G_LOAD, ops[8].n_src = 1, ops[8].width = 1, ops[8].src[0] = 2, ops[8].src_list[0] = 1;
     const int lanes[4] = {2, 3, 32, 33};

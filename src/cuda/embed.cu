@@ -351,6 +351,7 @@ __device__ __forceinline__ void apply16(const bwd_params &p, const tab_arg &t, i
                 }
         const float s = __fadd_rn(t.S[row], __fdiv_rn(ss, (float)t.E));
         mult = __fdiv_rn(p.lr, __fadd_rn(__fsqrt_rn(s), p.opt.eps));
+        __syncwarp();  // every lane has read S[row]
         if (lane == 0) t.S[row] = s;
     }
     const uint64_t start = p.sr ? rec_bf16_sr_start(p.seed, p.updates, f, (int64_t)row) : 0;
@@ -395,6 +396,7 @@ __device__ __forceinline__ void apply(const bwd_params &p, const tab_arg &t, int
             if (mine && lane + i * Cg < Cv) ss += sumsq(acc[i]);
         for (int o = 16; o >= 1; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
         const float s = t.S[row] + ss / (float)t.E, k = p.lr / (sqrtf(s) + p.opt.eps);
+        __syncwarp();  // every lane has read S[row]
         if (lane == 0) t.S[row] = s;
 #pragma unroll
         for (int i = 0; i < NC; i++)
@@ -720,8 +722,9 @@ extern "C" rec_status rec_cuda_embed_init(rec_cuda_embed **out, const rec_embed_
         g->smem_per_sm = prop.sharedMemPerMultiprocessor;
         // The training's streams at the highest priority: a preprocessing stream beside them
         // (train --prep-device cuda, src/cuda/prep.cu: the lowest) fills what they leave idle
-        // and yields to them: RAP's co-run on one GPU without MPS (papers/000-RAP-digest.md,
-        // "GPU-only parts"). Both ordered with the legacy stream's copies and fills.
+        // and whose pending blocks wait behind theirs (running blocks are not preempted, nor are
+        // copies ordered): RAP's co-run on one GPU without MPS (../shared/papers/
+        // 000-RAP-digest.md, "GPU-only parts"). Both ordered with the legacy stream's copies.
         int least = 0, greatest = 0;
         e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
         if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&g->st, cudaStreamDefault, greatest);

@@ -28,7 +28,7 @@ constexpr int THREADS = 256;
 
 // Member k's threads: rows of `lanes` threads each (counting: one), so a row of a warp's
 // lanes is one warp (THREADS a multiple of 32) and leaves as one. Each member has the blocks
-// of REC_G_LANES lanes a row; a scalar member's rows fill the first of them, the rest leave.
+// of the launch's most lanes a row; a member of fewer fills the first of them, the rest leave.
 __global__ void rows_kernel(int phase, const rec_gop *ops, int m, rec_gcol *cols, int64_t n, int32_t *cnt,
                             int64_t blocks_per_member) {
     const int k = (int)(blockIdx.x / blocks_per_member);
@@ -123,10 +123,13 @@ rec_status g_get(void *ctx, void *dst, const void *src, size_t bytes) {
     return REC_OK;
 }
 
-rec_status g_rows(void *ctx, int phase, const rec_gop *ops, int m, rec_gcol *cols, int64_t n, int32_t *cnt) {
+rec_status g_rows(void *ctx, int phase, const rec_gop *ops, int m, int lanes, rec_gcol *cols, int64_t n, int32_t *cnt) {
     cuda_prep *c = (cuda_prep *)ctx;
     if (!m || !n) return REC_OK;
-    const int64_t threads = phase == REC_G_COUNT ? n : n * REC_G_LANES, per = (threads + THREADS - 1) / THREADS;
+    const int64_t threads = phase == REC_G_COUNT ? n : n * lanes, per = (threads + THREADS - 1) / THREADS;
+    if (per * m >= ((int64_t)1 << 31))
+        return rec_errorf(REC_EINVAL, "GPU preprocessing: a fused kernel of %d members over %lld rows needs %lld blocks",
+                          m, (long long)n, (long long)(per * m));
     rows_kernel<<<(unsigned)(per * m), THREADS, 0, c->st>>>(phase, ops, m, cols, n, cnt, per);
     CU_TRY(cudaGetLastError(), "launching a fused preprocessing kernel");
     return REC_OK;

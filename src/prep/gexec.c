@@ -357,12 +357,15 @@ static rec_status launch(rec_gexec *g, const rec_gop *ops, const rec_gop *dops, 
         }
     if (g->dirty) REC_TRY(put_snapshot(g, g->dcols, g->cols, sizeof(rec_gcol) * (size_t)g->nc));
     g->dirty = 0;
-    if (!counted && kind != REC_OP_ONEHOT) return be->rows(be->ctx, REC_G_ELEM, dops, m, g->dcols, n, g->dcnt);
+    int lanes = 1; /* a scalar kernel's grid: a thread a row */
+    for (int k = 0; k < m; k++)
+        if (rec_g_lanes(&ops[k]) > lanes) lanes = rec_g_lanes(&ops[k]);
+    if (!counted && kind != REC_OP_ONEHOT) return be->rows(be->ctx, REC_G_ELEM, dops, m, lanes, g->dcols, n, g->dcnt);
     if (counted) {
-        REC_TRY(be->rows(be->ctx, REC_G_COUNT, dops, m, g->dcols, n, g->dcnt));
+        REC_TRY(be->rows(be->ctx, REC_G_COUNT, dops, m, 1, g->dcols, n, g->dcnt));
         REC_TRY(be->scan(be->ctx, ops, dops, m, g->cols, g->dcols, n, g->dcnt, total <= INT32_MAX));
     }
-    REC_TRY(be->rows(be->ctx, REC_G_WRITE, dops, m, g->dcols, n, g->dcnt));
+    REC_TRY(be->rows(be->ctx, REC_G_WRITE, dops, m, lanes, g->dcols, n, g->dcnt));
     for (int k = 0; k < m; k++) {
         rec_gcol *c = &g->cols[ops[k].col];
         if (kind == REC_OP_ONEHOT || kind == REC_G_LOAD) swap_f(c);
@@ -646,8 +649,9 @@ static rec_status cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) 
 
 /* The rows in loops; a member's lanes (rec_g_lanes) one after the other, each its share of
  * the row as a GPU lane does, so that the tests hold the split to the CPU executor too. */
-static rec_status cpu_rows(void *ctx, int phase, const rec_gop *ops, int m, rec_gcol *cols, int64_t n, int32_t *cnt) {
-    (void)ctx;
+static rec_status cpu_rows(void *ctx, int phase, const rec_gop *ops, int m, int most, rec_gcol *cols, int64_t n,
+                          int32_t *cnt) {
+    (void)ctx, (void)most;
     for (int k = 0; k < m; k++) {
         const int lanes = rec_g_lanes(&ops[k]);
         for (int64_t r = 0; r < n; r++) {

@@ -28,8 +28,10 @@ typedef struct rec_gback {
     rec_status (*copy)(void *ctx, void *dst, const void *src, size_t bytes); /* within the backend, queued */
     rec_status (*get)(void *ctx, void *dst, const void *src, size_t bytes);  /* backend -> host, waits */
     /* Phase REC_G_* of ops[0 .. m) over rows [0, n) of their columns; REC_G_COUNT writes row r
-     * of op k's length at cnt[k * n + r]. ops and cols are the backend's copies. */
-    rec_status (*rows)(void *ctx, int phase, const rec_gop *ops, int m, rec_gcol *cols, int64_t n, int32_t *cnt);
+     * of op k's length at cnt[k * n + r]. ops and cols are the backend's copies; `lanes` the
+     * most any op takes a row (rec_g_lanes), which each op's own lanes do not exceed. */
+    rec_status (*rows)(void *ctx, int phase, const rec_gop *ops, int m, int lanes, rec_gcol *cols, int64_t n,
+                       int32_t *cnt);
     /* Each op k's column offsets: off2[0] = 0, off2[r + 1] = off2[r] + cnt[k * n + r], where
      * off2 is cols[ops[k].col].off2. ops and cols are the backend's copies, ops_host and
      * cols_host the host's, alike. `fits`: the sum of all m ops' counts fits in int32, so that

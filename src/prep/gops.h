@@ -4,9 +4,9 @@
  *
  * A fused op runs over (member, row): each member is one op of one feature's chain (rec_gop)
  * on that feature's column (rec_gcol). Ops that keep a row's length run in place
- * (rec_g_elem). Ops that change it run out of place in two phases: rec_g_count gives each
- * row's new length, the offsets are their scan, and rec_g_write writes the row into the
- * column's second buffers, which then become its first. LOAD, the start of a chain, copies or
+ * (rec_g_elem_part). Ops that change it run out of place in two phases: rec_g_count gives
+ * each row's new length, the offsets are their scan, and rec_g_write_part writes the row into
+ * the column's second buffers, which then become its first. LOAD, the start of a chain, copies or
  * concatenates the feature's inputs (raw columns or other features' columns) that way.
  *
  * A member that walks a row's values (lists, wide f32 rows, onehot's classes) takes
@@ -204,8 +204,6 @@ REC_HD void rec_g_elem_part(const rec_gop *op, rec_gcol *cols, int64_t r, int la
         break;
     }
 }
-
-REC_HD void rec_g_elem(const rec_gop *op, rec_gcol *cols, int64_t r) { rec_g_elem_part(op, cols, r, 0, 1); }
 
 /* Input k of a LOAD, row r: its values [*a, *b) (ids or floats) and whether it is null. */
 REC_HD void rec_g_src(const rec_gop *op, const rec_gcol *cols, int k, int64_t r, int64_t *a, int64_t *b) {
