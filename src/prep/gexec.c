@@ -496,10 +496,15 @@ static rec_status emit(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64
     for (int i = 0; i < F; i++) {
         const rec_feature *ft = &g->s->features[i];
         const uint8_t *h = (const uint8_t *)g->stage.p + at;
-        if (ft->kind == REC_FEAT_DENSE) {
+        if (ft->kind == REC_FEAT_DENSE) { /* its column into the rows: a few values a row, no memcpy call */
             const int32_t w = ft->out_type.width, Dn = b->n_dense;
-            for (int64_t r = 0; r < n; r++)
-                memcpy(b->dense + (row + r) * Dn + ft->dense_offset, (const float *)h + r * w, sizeof(float) * (size_t)w);
+            float *d = b->dense + row * Dn + ft->dense_offset;
+            const float *v = (const float *)h;
+            if (w == 1)
+                for (int64_t r = 0; r < n; r++) d[r * Dn] = v[r];
+            else
+                for (int64_t r = 0; r < n; r++)
+                    for (int32_t c = 0; c < w; c++) d[r * Dn + c] = v[r * w + c];
             at += pad8(sizeof(float) * (size_t)(n * w));
         } else if (ft->kind == REC_FEAT_SPARSE) {
             rec_jagged *jg = &b->sparse[ft->sparse_index];
