@@ -17,9 +17,9 @@
 
 /* ---- the queued CPU backend ----------------------------------------------------------------- */
 
-enum { Q_PUT, Q_COPY, Q_ROWS, Q_SCAN, Q_MARK };
+enum { Q_PUT, Q_COPY, Q_ROWS, Q_SCAN, Q_MARK, Q_TO_ROWS };
 typedef struct qentry {
-    int kind, phase, m, fits, lanes;
+    int kind, phase, m, fits, lanes, w, ld, col;
     void *dst;
     const void *src;
     size_t bytes;
@@ -45,6 +45,7 @@ static rec_status q_flush(void *ctx) {
         if (e->kind == Q_PUT || e->kind == Q_COPY) REC_TRY(c->put(NULL, e->dst, e->src, e->bytes));
         else if (e->kind == Q_ROWS) REC_TRY(c->rows(NULL, e->phase, e->ops, e->m, e->lanes, e->cols, e->n, e->cnt));
         else if (e->kind == Q_MARK) q->mark_at[e->phase] = rec_now();
+        else if (e->kind == Q_TO_ROWS) REC_TRY(c->to_rows(NULL, e->dst, e->src, e->n, e->w, e->ld, e->col));
         else REC_TRY(c->scan(NULL, NULL, e->ops, e->m, NULL, e->cols, e->n, e->cnt, e->fits));
     }
     if (q->n > q->max_pending) q->max_pending = q->n;
@@ -81,6 +82,9 @@ static rec_status q_get(void *ctx, void *dst, const void *src, size_t bytes) {
     memcpy(dst, src, bytes);
     return REC_OK;
 }
+static rec_status q_to_rows(void *ctx, float *dst, const float *src, int64_t n, int w, int ld, int col) {
+    return q_push(ctx, (qentry){.kind = Q_TO_ROWS, .dst = dst, .src = src, .n = n, .w = w, .ld = ld, .col = col});
+}
 static rec_status q_rows(void *ctx, int phase, const rec_gop *ops, int m, int lanes, rec_gcol *cols, int64_t n,
                         int32_t *cnt) {
     return q_push(ctx, (qentry){.kind = Q_ROWS, .phase = phase, .ops = ops, .m = m, .lanes = lanes, .cols = cols, .n = n,
@@ -103,8 +107,8 @@ static double q_span_ms(void *ctx) { /* as cudaEventElapsedTime: both marks must
 }
 
 static queue g_queue;
-static const rec_gback g_queued = {&g_queue, "queued CPU", q_alloc, q_release, q_alloc, q_release, q_put,
-                                   q_copy,    q_get,        q_rows,  q_scan,    q_flush,  q_mark,      q_span_ms};
+static const rec_gback g_queued = {&g_queue, "queued CPU", q_alloc, q_release, q_alloc, q_release, q_put,    q_copy,
+                                   q_get,     q_to_rows,    q_rows,  q_scan,    q_flush,  q_mark,    q_span_ms};
 
 /* Generated rows (multi-hot lists of ids) parsed into a raw block. */
 static rec_raw_block raw_rows(int64_t n, uint64_t seed) {

@@ -52,6 +52,13 @@ __global__ void rows_kernel(int phase, const rec_gop *ops, int m, rec_gcol *cols
 }
 static_assert(THREADS % REC_G_LANES == 0 && REC_G_LANES == 32, "a row's lanes are one warp");
 
+// A column (n x w) into columns [col, col + w) of rows of ld: a thread a value.
+__global__ void to_rows_kernel(float *dst, const float *src, int64_t n, int w, int ld, int col) {
+    const int64_t i = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+    if (i >= n * w) return;
+    dst[(i / w) * ld + col + i % w] = src[i];
+}
+
 // Member k's offsets from the sums over all members: off2[0] = 0, off2[r + 1] = incl[k n + r]
 // less the sum of the members before k.
 __global__ void offsets_kernel(const rec_gop *ops, int m, const rec_gcol *cols, int64_t n, const int32_t *incl) {
@@ -120,6 +127,14 @@ rec_status g_get(void *ctx, void *dst, const void *src, size_t bytes) {
     if (!bytes) return REC_OK;
     CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->st), "copying preprocessed data from the GPU");
     CU_TRY(cudaStreamSynchronize(c->st), "running the preprocessing kernels");
+    return REC_OK;
+}
+
+rec_status g_to_rows(void *ctx, float *dst, const float *src, int64_t n, int w, int ld, int col) {
+    cuda_prep *c = (cuda_prep *)ctx;
+    if (!n || !w) return REC_OK;
+    to_rows_kernel<<<(unsigned)((n * w + THREADS - 1) / THREADS), THREADS, 0, c->st>>>(dst, src, n, w, ld, col);
+    CU_TRY(cudaGetLastError(), "laying preprocessed dense values into rows");
     return REC_OK;
 }
 
@@ -209,8 +224,8 @@ extern "C" rec_status rec_gback_cuda(rec_gback *out) {
         free(c);
         return cu_fail(e, "creating the preprocessing stream");
     }
-    *out = rec_gback{c,      "cuda", g_alloc, g_release, g_host_alloc, g_host_release, g_put,
-                     g_copy, g_get,  g_rows,  g_scan,    g_sync,       g_mark,         g_span_ms};
+    *out = rec_gback{c,      "cuda",    g_alloc, g_release, g_host_alloc, g_host_release, g_put,    g_copy,
+                     g_get,  g_to_rows, g_rows,  g_scan,    g_sync,       g_mark,         g_span_ms};
     return REC_OK;
 }
 

@@ -465,24 +465,26 @@ static rec_status upload(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int
     return g->be->put(g->be->ctx, d, h, bytes);
 }
 
-/* The outputs of the block into batch rows [b->n, b->n + n), as exec.c's emit_block: dense
- * values and the lists' offsets gathered and copied back, then the ids they count. */
+/* The outputs of the block into batch rows [b->n, b->n + n), as exec.c's emit_block: the
+ * dense features' columns laid into the batch's rows on the backend, the lists' offsets
+ * gathered, both copied back in one copy; then the ids they count. */
 static rec_status emit(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64_t n, rec_batch *b) {
     const rec_gback *be = g->be;
-    const int F = g->s->n_features;
+    const int F = g->s->n_features, Dn = b->n_dense;
     const int64_t row = b->n;
     for (int64_t r = 0; r < n; r++) b->label[row + r] = raw->has_label ? raw->label[r0 + r] : 0.0f;
+    const size_t rows_bytes = pad8(sizeof(float) * (size_t)(n * Dn)); /* the dense rows come first */
     size_t at = 0;
     for (int pass = 0; pass < 2; pass++) { /* sizes, then the copies */
-        at = 0;
+        at = rows_bytes;
         for (int i = 0; i < F; i++) {
             const rec_feature *ft = &g->s->features[i];
             const rec_gcol *c = &g->cols[RAW + i];
-            size_t len = 0;
-            const void *src = NULL;
-            if (ft->kind == REC_FEAT_DENSE) len = sizeof(float) * (size_t)(n * ft->out_type.width), src = c->f;
-            else if (ft->kind == REC_FEAT_SPARSE && ft->out_type.is_list) len = sizeof(int32_t) * (size_t)(n + 1), src = c->off;
-            if (pass) REC_TRY(be->copy(be->ctx, (uint8_t *)g->out.p + at, src, len));
+            if (ft->kind == REC_FEAT_DENSE && pass)
+                REC_TRY(be->to_rows(be->ctx, (float *)g->out.p, c->f, n, ft->out_type.width, Dn, ft->dense_offset));
+            if (ft->kind != REC_FEAT_SPARSE || !ft->out_type.is_list) continue;
+            const size_t len = sizeof(int32_t) * (size_t)(n + 1);
+            if (pass) REC_TRY(be->copy(be->ctx, (uint8_t *)g->out.p + at, c->off, len));
             at += pad8(len);
         }
         if (!pass) {
@@ -491,22 +493,13 @@ static rec_status emit(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64
         }
     }
     REC_TRY(be->get(be->ctx, g->stage.p, g->out.p, at));
+    if (Dn) memcpy(b->dense + row * Dn, g->stage.p, sizeof(float) * (size_t)(n * Dn));
     int64_t ids = 0; /* the sparse features' ids, from their offsets */
-    at = 0;
+    at = rows_bytes;
     for (int i = 0; i < F; i++) {
         const rec_feature *ft = &g->s->features[i];
         const uint8_t *h = (const uint8_t *)g->stage.p + at;
-        if (ft->kind == REC_FEAT_DENSE) { /* its column into the rows: a few values a row, no memcpy call */
-            const int32_t w = ft->out_type.width, Dn = b->n_dense;
-            float *d = b->dense + row * Dn + ft->dense_offset;
-            const float *v = (const float *)h;
-            if (w == 1)
-                for (int64_t r = 0; r < n; r++) d[r * Dn] = v[r];
-            else
-                for (int64_t r = 0; r < n; r++)
-                    for (int32_t c = 0; c < w; c++) d[r * Dn + c] = v[r * w + c];
-            at += pad8(sizeof(float) * (size_t)(n * w));
-        } else if (ft->kind == REC_FEAT_SPARSE) {
+        if (ft->kind == REC_FEAT_SPARSE) {
             rec_jagged *jg = &b->sparse[ft->sparse_index];
             if (row == 0) {
                 jg->offsets[0] = 0;
@@ -674,6 +667,13 @@ static rec_status cpu_rows(void *ctx, int phase, const rec_gop *ops, int m, int 
     return REC_OK;
 }
 
+static rec_status cpu_to_rows(void *ctx, float *dst, const float *src, int64_t n, int w, int ld, int col) {
+    (void)ctx;
+    for (int64_t r = 0; r < n; r++)
+        for (int c = 0; c < w; c++) dst[r * ld + col + c] = src[r * w + c];
+    return REC_OK;
+}
+
 static rec_status cpu_scan(void *ctx, const rec_gop *ops_host, const rec_gop *ops, int m, const rec_gcol *cols_host,
                            const rec_gcol *cols, int64_t n, const int32_t *cnt, int fits) {
     (void)ctx, (void)ops_host, (void)cols_host, (void)fits;
@@ -691,5 +691,5 @@ static rec_status cpu_sync(void *ctx) {
 }
 
 /* Not timed (mark NULL): the backend is one const shared by every thread. */
-const rec_gback rec_gback_cpu = {NULL,     "cpu",    cpu_alloc, cpu_release, cpu_alloc, cpu_release, cpu_copy,
-                                 cpu_copy, cpu_copy, cpu_rows,  cpu_scan,    cpu_sync,  NULL,        NULL};
+const rec_gback rec_gback_cpu = {NULL,     "cpu",    cpu_alloc,   cpu_release, cpu_alloc, cpu_release, cpu_copy, cpu_copy,
+                                 cpu_copy, cpu_to_rows, cpu_rows, cpu_scan, cpu_sync,  NULL,        NULL};

@@ -27,6 +27,9 @@ typedef struct rec_gback {
     rec_status (*put)(void *ctx, void *dst, const void *src, size_t bytes);  /* host -> backend, queued */
     rec_status (*copy)(void *ctx, void *dst, const void *src, size_t bytes); /* within the backend, queued */
     rec_status (*get)(void *ctx, void *dst, const void *src, size_t bytes);  /* backend -> host, waits */
+    /* Within the backend, queued: a column of n rows of w floats into columns [col, col + w)
+     * of rows of ld floats: dst[r ld + col + c] = src[r w + c]. */
+    rec_status (*to_rows)(void *ctx, float *dst, const float *src, int64_t n, int w, int ld, int col);
     /* Phase REC_G_* of ops[0 .. m) over rows [0, n) of their columns; REC_G_COUNT writes row r
      * of op k's length at cnt[k * n + r]. ops and cols are the backend's copies; `lanes` the
      * most any op takes a row (rec_g_lanes), which each op's own lanes do not exceed. */
