@@ -26,7 +26,7 @@
 static const char USAGE[] =
     "usage: rectrain bench prep [--spec SPEC.json] [--in FILE.tsv] [--rows N] [--threads T]\n"
     "                           [--reps R] [--scale F] [--multi-hot] [--device cuda]\n"
-    "                           [--parsed] [--latencies FILE.tsv] [--json]\n"
+    "                           [--parsed] [--latencies FILE.tsv] [--host-cost] [--json]\n"
     "\n"
     "Times TSV text -> Batch (parse + every op of SPEC) in memory. Without --in it generates\n"
     "N rows (default 1M) with `rectrain gen` semantics (seed 1). Runs 1..T threads (default:\n"
@@ -37,7 +37,82 @@ static const char USAGE[] =
     "GPU with the copies to it and back), as on rows read from a .rraw. With --device cuda,\n"
     "--latencies times each fused kernel of the plan (and of the plan sharded to 8 and to 1 op a\n"
     "kernel) alone on blocks of 1k-32k rows, writes them to FILE.tsv, and scores the latency\n"
-    "predictor trained on 90% of them on the rest (RAP §5.2, Table 5).\n";
+    "predictor trained on 90% of them on the rest (RAP §5.2, Table 5). --host-cost times the\n"
+    "GPU executor's host side alone (no GPU needed): blocks of 32768 parsed rows through a\n"
+    "backend whose kernels and copies cost nothing.\n";
+
+/* A backend whose kernels and copies cost nothing (--host-cost): memory zeroed, each queued
+ * operation a no-op, copies back zero-filled, so the executor's own work is all that runs. */
+static rec_status null_alloc(void *ctx, void **p, size_t bytes) {
+    (void)ctx;
+    *p = calloc(1, bytes ? bytes : 16);
+    return *p ? REC_OK : rec_errorf(REC_ENOMEM, "bench: out of memory for %zu bytes", bytes);
+}
+static void null_release(void *ctx, void *p) { (void)ctx, free(p); }
+static rec_status null_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx, (void)dst, (void)src, (void)bytes;
+    return REC_OK;
+}
+static rec_status null_get(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx, (void)src;
+    memset(dst, 0, bytes);
+    return REC_OK;
+}
+static rec_status null_to_rows(void *ctx, float *dst, const float *src, int64_t n, int w, int ld, int col) {
+    (void)ctx, (void)dst, (void)src, (void)n, (void)w, (void)ld, (void)col;
+    return REC_OK;
+}
+static rec_status null_rows(void *ctx, int phase, const rec_gop *ops, int m, int lanes, rec_gcol *cols, int64_t n,
+                            int32_t *cnt) {
+    (void)ctx, (void)phase, (void)ops, (void)m, (void)lanes, (void)cols, (void)n, (void)cnt;
+    return REC_OK;
+}
+static rec_status null_scan(void *ctx, const rec_gop *oh, const rec_gop *ops, int m, const rec_gcol *ch,
+                            const rec_gcol *cols, int64_t n, const int32_t *cnt, int fits) {
+    (void)ctx, (void)oh, (void)ops, (void)m, (void)ch, (void)cols, (void)n, (void)cnt, (void)fits;
+    return REC_OK;
+}
+static rec_status null_sync(void *ctx) { (void)ctx; return REC_OK; }
+static const rec_gback NULL_BACKEND = {NULL,     "free",       null_alloc, null_release, null_alloc, null_release,
+                                       null_copy, null_copy,   null_get,   null_to_rows, null_rows,  null_scan,
+                                       null_sync, NULL,        NULL};
+
+/* --host-cost: ms a block of GPU_BLOCK rows of the GPU executor's host side (median of reps). */
+enum { GPU_BLOCK = 32768 };
+static rec_status host_cost(const rec_spec *spec, const rec_vocab_set *vocabs, const char *text, size_t len,
+                            int has_label, int reps, double *ms) {
+    int64_t lines = 0;
+    size_t cut = 0;
+    while (cut < len && lines < 4 * GPU_BLOCK) {
+        const char *nl = memchr(text + cut, '\n', len - cut);
+        cut = nl ? (size_t)(nl - text) + 1 : len;
+        lines++;
+    }
+    rec_raw_block raw = {0};
+    rec_tsv_opts to = {.has_label = has_label};
+    rec_bad_report bad = {0};
+    rec_fusion fu = {0};
+    rec_gexec *g = NULL;
+    rec_batch b = {0};
+    double t[32];
+    rec_status s = rec_raw_block_init(&raw, lines + 1);
+    if (!s) s = rec_tsv_parse(&to, "bench", text, cut, 1, &raw, &bad);
+    if (!s) s = rec_prep_fuse(spec, NULL, &fu);
+    if (!s) s = rec_gexec_init(&g, spec, &fu, vocabs, &NULL_BACKEND, GPU_BLOCK);
+    if (!s) s = rec_batch_init(&b, raw.n, spec->n_dense, spec->n_sparse, 4);
+    for (int r = -1; !s && r < reps; r++) {
+        b.n = 0;
+        const double t0 = rec_now();
+        s = rec_gexec_run(g, &raw, 0, raw.n, &b);
+        if (r >= 0) t[r] = (rec_now() - t0) * 1e3 * GPU_BLOCK / (double)(raw.n > 0 ? raw.n : 1);
+    }
+    if (!s) *ms = rec_median(t, reps);
+    rec_batch_free(&b);
+    rec_gexec_free(g);
+    rec_fusion_free(&fu);
+    rec_raw_block_free(&raw);
+    return s;
+}
 
 /* Reads a whole file into memory (bench input). */
 static rec_status slurp(const char *path, char **text, size_t *len) {
@@ -165,7 +240,7 @@ static rec_status run_threads(const rec_prep_plan *plan, const rec_text_chunk *c
 int bench_prep(int argc, char **argv) {
     const char *cmd = "bench prep", *spec_path = NULL, *in = NULL, *lat_path = NULL;
     int64_t rows = 1000000;
-    int threads = 0, reps = 5, json = 0, multi_hot = 0, gpu = 0, parsed = 0;
+    int threads = 0, reps = 5, json = 0, multi_hot = 0, gpu = 0, parsed = 0, hostc = 0;
     double scale = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -179,6 +254,7 @@ int bench_prep(int argc, char **argv) {
         else if (!strcmp(a, "--scale")) rc = cli_double(cmd, argc, argv, &i, 1e-6, 1e3, &scale);
         else if (!strcmp(a, "--multi-hot")) multi_hot = 1;
         else if (!strcmp(a, "--parsed")) parsed = 1;
+        else if (!strcmp(a, "--host-cost")) hostc = 1;
         else if (!strcmp(a, "--latencies")) rc = cli_str(cmd, argc, argv, &i, &lat_path);
         else if (!strcmp(a, "--device")) {
             const char *d = NULL;
@@ -284,13 +360,21 @@ int bench_prep(int argc, char **argv) {
                    "CPU row\n", last->ops_ms, last->threads, rec_s(last->threads), ops_mb_s, ops_mb_s / res[n_counts - 2].mb_s,
                    res[n_counts - 2].threads);
         if (lat_path) s = latencies(spec, spec->n_vocabs ? &vocabs : NULL, text, len, has_label, lat_path);
+        double host_ms = 0;
+        if (!s && hostc) {
+            s = host_cost(spec, spec->n_vocabs ? &vocabs : NULL, text, len, has_label, reps, &host_ms);
+            if (!s)
+                printf("the GPU executor's host side (kernels and copies free): %.2f ms a block of %d rows, %.1fM rows/s "
+                       "a thread\n", host_ms, GPU_BLOCK, host_ms > 0 ? GPU_BLOCK / host_ms * 1e-3 : 0);
+        }
         if (json) {
             printf("{\"bench\": \"prep\", \"spec\": \"%s\", \"parsed\": %s, \"bytes\": %zu, \"rows\": %lld, \"threads\": %d, \"ops\": \"%s\", "
                    "\"mb_per_s\": %s, \"rows_per_s\": %s, \"mb_per_s_1thread\": %s, \"speedup\": %s, "
-                   "\"gpu_ops_mb_per_s\": %s, \"copy_gb_per_s\": %s}\n",
+                   "\"gpu_ops_mb_per_s\": %s, \"gexec_host_ms_per_block\": %s, \"copy_gb_per_s\": %s}\n",
                    spec->name, parsed ? "true" : "false", len, (long long)last->rows, last->threads, last->device ? "gpu" : "cpu", cli_jnum("%.2f", last->mb_s),
                    cli_jnum("%.1f", last->rows_s), cli_jnum("%.2f", res[0].mb_s), cli_jnum("%.3f", last->mb_s / res[0].mb_s),
-                   ops_mb_s > 0 ? cli_jnum("%.2f", ops_mb_s) : "null", cli_jnum("%.2f", copy));
+                   ops_mb_s > 0 ? cli_jnum("%.2f", ops_mb_s) : "null", host_ms > 0 ? cli_jnum("%.3f", host_ms) : "null",
+                   cli_jnum("%.2f", copy));
         }
     }
     for (int c = 0; raws && c < nc; c++) rec_raw_block_free(&raws[c]);

@@ -690,6 +690,10 @@ static void test_bench(void) {
     CHECK(run("bench prep --rows 20k --reps 1 --threads 1 --spec %s/configs/criteo_standard.json --json", src) == 0,
           "bench: %s", out);
     CHECK(json_num("mb_per_s") > 0 && json_num("copy_gb_per_s") > 0, "bench --json: %s", out);
+    /* the GPU executor's host side, on any machine */
+    CHECK(run("bench prep --rows 20k --reps 1 --threads 1 --multi-hot --host-cost --spec %s/configs/criteo_heavy.json --json",
+              src) == 0 && json_num("gexec_host_ms_per_block") > 0 && strstr(out, "kernels and copies free"),
+          "bench prep --host-cost: %s", out);
     /* bench loader: the training loader alone, in file order and shuffled (std1.rshard of
      * the first test). */
     CHECK(run("bench loader --data std1.rshard --reps 1 --batch 256 --json") == 0 &&
