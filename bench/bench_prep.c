@@ -41,6 +41,21 @@ static const char USAGE[] =
     "GPU executor's host side alone (no GPU needed): blocks of 32768 parsed rows through a\n"
     "backend whose kernels and copies cost nothing.\n";
 
+/* The first `max_lines` lines of the text parsed into raw (initialised here). */
+static rec_status parse_head(const char *text, size_t len, int has_label, int64_t max_lines, rec_raw_block *raw) {
+    int64_t lines = 0;
+    size_t cut = 0;
+    while (cut < len && lines < max_lines) {
+        const char *nl = memchr(text + cut, '\n', len - cut);
+        cut = nl ? (size_t)(nl - text) + 1 : len;
+        lines++;
+    }
+    rec_tsv_opts to = {.has_label = has_label};
+    rec_bad_report bad = {0};
+    REC_TRY(rec_raw_block_init(raw, lines + 1));
+    return rec_tsv_parse(&to, "bench", text, cut, 1, raw, &bad);
+}
+
 /* A backend whose kernels and copies cost nothing (--host-cost): memory zeroed, each queued
  * operation a no-op, copies back zero-filled, so the executor's own work is all that runs. */
 static rec_status null_alloc(void *ctx, void **p, size_t bytes) {
@@ -81,22 +96,12 @@ static const rec_gback NULL_BACKEND = {NULL,     "free",       null_alloc, null_
 enum { GPU_BLOCK = 32768 };
 static rec_status host_cost(const rec_spec *spec, const rec_vocab_set *vocabs, const char *text, size_t len,
                             int has_label, int reps, double *ms) {
-    int64_t lines = 0;
-    size_t cut = 0;
-    while (cut < len && lines < 4 * GPU_BLOCK) {
-        const char *nl = memchr(text + cut, '\n', len - cut);
-        cut = nl ? (size_t)(nl - text) + 1 : len;
-        lines++;
-    }
     rec_raw_block raw = {0};
-    rec_tsv_opts to = {.has_label = has_label};
-    rec_bad_report bad = {0};
     rec_fusion fu = {0};
     rec_gexec *g = NULL;
     rec_batch b = {0};
     double t[32];
-    rec_status s = rec_raw_block_init(&raw, lines + 1);
-    if (!s) s = rec_tsv_parse(&to, "bench", text, cut, 1, &raw, &bad);
+    rec_status s = parse_head(text, len, has_label, 4 * GPU_BLOCK, &raw);
     if (!s) s = rec_prep_fuse(spec, NULL, &fu);
     if (!s) s = rec_gexec_init(&g, spec, &fu, vocabs, &NULL_BACKEND, GPU_BLOCK);
     if (!s) s = rec_batch_init(&b, raw.n, spec->n_dense, spec->n_sparse, 4);
@@ -146,22 +151,12 @@ static rec_status generate(int64_t rows, double scale, int multi_hot, char **tex
  * `path`, and the predictor's held-out score. */
 static rec_status latencies(const rec_spec *spec, const rec_vocab_set *vocabs, const char *text, size_t len,
                             int has_label, const char *path) {
-    int64_t lines = 0;
-    size_t cut = 0;
-    while (cut < len && lines < 131072) {
-        const char *nl = memchr(text + cut, '\n', len - cut);
-        cut = nl ? (size_t)(nl - text) + 1 : len;
-        lines++;
-    }
     rec_raw_block raw = {0};
-    rec_tsv_opts to = {.has_label = has_label};
-    rec_bad_report bad = {0};
     rec_gback be = {0};
     float *X = NULL;
     double *ms = NULL, med = 0, within = 0;
     int64_t n = 0;
-    rec_status s = rec_raw_block_init(&raw, lines + 1);
-    if (!s) s = rec_tsv_parse(&to, "bench", text, cut, 1, &raw, &bad);
+    rec_status s = parse_head(text, len, has_label, 131072, &raw);
     if (!s) s = rec_gback_cuda(&be);
     if (!s) s = rec_gexec_collect(spec, vocabs, &raw, &be, &X, &ms, &n);
     if (!s) s = rec_lat_write(path, X, ms, n);
