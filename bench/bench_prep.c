@@ -88,9 +88,15 @@ static rec_status null_scan(void *ctx, const rec_gop *oh, const rec_gop *ops, in
     return REC_OK;
 }
 static rec_status null_sync(void *ctx) { (void)ctx; return REC_OK; }
-static const rec_gback NULL_BACKEND = {NULL,     "free",       null_alloc, null_release, null_alloc, null_release,
-                                       null_copy, null_copy,   null_get,   null_to_rows, null_rows,  null_scan,
-                                       null_sync, NULL,        NULL};
+static rec_status null_narrow(void *ctx, int32_t *dst, const int64_t *src, int64_t n, int32_t *bad) {
+    (void)ctx, (void)dst, (void)src, (void)n, (void)bad;
+    return REC_OK;
+}
+static const rec_gback NULL_BACKEND = {.name = "free",      .alloc = null_alloc,     .release = null_release,
+                                       .host_alloc = null_alloc, .host_release = null_release, .put = null_copy,
+                                       .copy = null_copy,   .get = null_get,         .to_rows = null_to_rows,
+                                       .narrow = null_narrow, .rows = null_rows,     .scan = null_scan,
+                                       .sync = null_sync};
 
 /* --host-cost: ms a block of GPU_BLOCK rows of the GPU executor's host side (median of reps). */
 enum { GPU_BLOCK = 32768 };

@@ -59,6 +59,15 @@ __global__ void to_rows_kernel(float *dst, const float *src, int64_t n, int w, i
     dst[(i / w) * ld + col + i % w] = src[i];
 }
 
+// dst[i] = src[i] as int32; *bad = 1 where one does not fit.
+__global__ void narrow_kernel(int32_t *dst, const int64_t *src, int64_t n, int32_t *bad) {
+    const int64_t i = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+    if (i >= n) return;
+    const int64_t v = src[i];
+    dst[i] = (int32_t)v;
+    if ((int64_t)(int32_t)v != v) *bad = 1;
+}
+
 // Member k's offsets from the sums over all members: off2[0] = 0, off2[r + 1] = incl[k n + r]
 // less the sum of the members before k.
 __global__ void offsets_kernel(const rec_gop *ops, int m, const rec_gcol *cols, int64_t n, const int32_t *incl) {
@@ -135,6 +144,14 @@ rec_status g_to_rows(void *ctx, float *dst, const float *src, int64_t n, int w, 
     if (!n || !w) return REC_OK;
     to_rows_kernel<<<(unsigned)((n * w + THREADS - 1) / THREADS), THREADS, 0, c->st>>>(dst, src, n, w, ld, col);
     CU_TRY(cudaGetLastError(), "laying preprocessed dense values into rows");
+    return REC_OK;
+}
+
+rec_status g_narrow(void *ctx, int32_t *dst, const int64_t *src, int64_t n, int32_t *bad) {
+    cuda_prep *c = (cuda_prep *)ctx;
+    if (!n) return REC_OK;
+    narrow_kernel<<<(unsigned)((n + THREADS - 1) / THREADS), THREADS, 0, c->st>>>(dst, src, n, bad);
+    CU_TRY(cudaGetLastError(), "narrowing preprocessed ids");
     return REC_OK;
 }
 
@@ -224,8 +241,11 @@ extern "C" rec_status rec_gback_cuda(rec_gback *out) {
         free(c);
         return cu_fail(e, "creating the preprocessing stream");
     }
-    *out = rec_gback{c,      "cuda",    g_alloc, g_release, g_host_alloc, g_host_release, g_put,    g_copy,
-                     g_get,  g_to_rows, g_rows,  g_scan,    g_sync,       g_mark,         g_span_ms};
+    rec_gback b{};  // field by field (C++20's designated initialisers are not C++17's)
+    b.ctx = c, b.name = "cuda", b.alloc = g_alloc, b.release = g_release, b.host_alloc = g_host_alloc;
+    b.host_release = g_host_release, b.put = g_put, b.copy = g_copy, b.get = g_get, b.to_rows = g_to_rows;
+    b.narrow = g_narrow, b.rows = g_rows, b.scan = g_scan, b.sync = g_sync, b.mark = g_mark, b.span_ms = g_span_ms;
+    *out = b;
     return REC_OK;
 }
 

@@ -501,10 +501,7 @@ static rec_status emit(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64
         const uint8_t *h = (const uint8_t *)g->stage.p + at;
         if (ft->kind == REC_FEAT_SPARSE) {
             rec_jagged *jg = &b->sparse[ft->sparse_index];
-            if (row == 0) {
-                jg->offsets[0] = 0;
-                REC_TRY(rec_batch_set_wide(b, ft->sparse_index, 1));
-            }
+            if (row == 0) jg->offsets[0] = 0;
             const int64_t base = jg->offsets[row];
             const int32_t *off = ft->out_type.is_list ? (const int32_t *)h : NULL;
             for (int64_t r = 0; r < n; r++) jg->offsets[row + r + 1] = base + (off ? off[r + 1] : r + 1);
@@ -512,27 +509,53 @@ static rec_status emit(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64
             ids += jg->offsets[row + n] - base;
         }
     }
-    REC_TRY(grow(g, &g->out, sizeof(int64_t) * (size_t)ids, 0));
-    REC_TRY(grow(g, &g->stage, sizeof(int64_t) * (size_t)ids, 1));
-    at = 0;
-    for (int i = 0; i < F; i++) {
-        const rec_feature *ft = &g->s->features[i];
-        if (ft->kind != REC_FEAT_SPARSE) continue;
-        const rec_jagged *jg = &b->sparse[ft->sparse_index];
-        const size_t len = sizeof(int64_t) * (size_t)(jg->offsets[row + n] - jg->offsets[row]);
-        REC_TRY(be->copy(be->ctx, (uint8_t *)g->out.p + at, g->cols[RAW + i].v, len));
-        at += len;
+    /* The ids: narrowed to int32 on the backend where the feature's table allows
+     * (rec_ids_wide), half the bytes back; a block holding an id that does not fit (a spec whose
+     * ids overrun its table: the writer names it) comes back as int64 instead. */
+    REC_TRY(grow(g, &g->out, 8 + sizeof(int64_t) * (size_t)ids, 0));
+    REC_TRY(grow(g, &g->stage, 8 + sizeof(int64_t) * (size_t)ids, 1));
+    int32_t *flag = (int32_t *)g->stage.p;
+    *flag = 0; /* the stage is free: its copy back is done, and the next waits for this put */
+    REC_TRY(be->put(be->ctx, g->out.p, flag, sizeof *flag));
+    int wide_block = 0;
+    for (int narrow_pass = 1; narrow_pass >= 0; narrow_pass--) {
+        size_t put = 8;
+        for (int i = 0; i < F; i++) {
+            const rec_feature *ft = &g->s->features[i];
+            if (ft->kind != REC_FEAT_SPARSE) continue;
+            const rec_jagged *jg = &b->sparse[ft->sparse_index];
+            const int64_t len = jg->offsets[row + n] - jg->offsets[row];
+            const int narrow = narrow_pass && !rec_ids_wide(rec_spec_table_rows(g->s, ft->sparse_index));
+            if (narrow)
+                REC_TRY(be->narrow(be->ctx, (int32_t *)((uint8_t *)g->out.p + put), g->cols[RAW + i].v, len,
+                                   (int32_t *)g->out.p));
+            else
+                REC_TRY(be->copy(be->ctx, (uint8_t *)g->out.p + put, g->cols[RAW + i].v, sizeof(int64_t) * (size_t)len));
+            put += pad8((narrow ? sizeof(int32_t) : sizeof(int64_t)) * (size_t)len);
+        }
+        REC_TRY(be->get(be->ctx, g->stage.p, g->out.p, put));
+        if (!*flag) break;
+        wide_block = 1; /* an id did not fit: the block again, every id as int64 */
     }
-    REC_TRY(be->get(be->ctx, g->stage.p, g->out.p, at));
-    at = 0;
+    at = 8;
     for (int i = 0; i < F; i++) {
         const rec_feature *ft = &g->s->features[i];
         if (ft->kind != REC_FEAT_SPARSE) continue;
-        rec_jagged *jg = &b->sparse[ft->sparse_index];
+        const int32_t f = ft->sparse_index;
+        rec_jagged *jg = &b->sparse[f];
         const int64_t base = jg->offsets[row], len = jg->offsets[row + n] - base;
-        REC_TRY(rec_batch_reserve_nnz(b, ft->sparse_index, base + len, 0));
-        memcpy(jg->ids64 + base, (const uint8_t *)g->stage.p + at, sizeof(int64_t) * (size_t)len);
-        at += sizeof(int64_t) * (size_t)len;
+        const int narrow = !wide_block && !rec_ids_wide(rec_spec_table_rows(g->s, f));
+        if (row == 0) REC_TRY(rec_batch_set_wide(b, f, !narrow));
+        else if (!narrow && !jg->wide) REC_TRY(rec_batch_set_wide(b, f, 1)); /* the batch's earlier ids widened */
+        REC_TRY(rec_batch_reserve_nnz(b, f, base + len, 0));
+        const uint8_t *h = (const uint8_t *)g->stage.p + at;
+        if (narrow && !jg->wide)
+            memcpy(jg->ids32 + base, h, sizeof(int32_t) * (size_t)len);
+        else if (narrow) /* into a batch an earlier block widened */
+            for (int64_t k = 0; k < len; k++) jg->ids64[base + k] = ((const int32_t *)h)[k];
+        else
+            memcpy(jg->ids64 + base, h, sizeof(int64_t) * (size_t)len);
+        at += pad8((narrow ? sizeof(int32_t) : sizeof(int64_t)) * (size_t)len);
     }
     b->n = row + n;
     return be->sync(be->ctx); /* (done already, unless a copy back was empty) the stage and snapshots are free */
@@ -674,6 +697,15 @@ static rec_status cpu_to_rows(void *ctx, float *dst, const float *src, int64_t n
     return REC_OK;
 }
 
+static rec_status cpu_narrow(void *ctx, int32_t *dst, const int64_t *src, int64_t n, int32_t *bad) {
+    (void)ctx;
+    for (int64_t i = 0; i < n; i++) {
+        dst[i] = (int32_t)src[i];
+        if (dst[i] != src[i]) *bad = 1;
+    }
+    return REC_OK;
+}
+
 static rec_status cpu_scan(void *ctx, const rec_gop *ops_host, const rec_gop *ops, int m, const rec_gcol *cols_host,
                            const rec_gcol *cols, int64_t n, const int32_t *cnt, int fits) {
     (void)ctx, (void)ops_host, (void)cols_host, (void)fits;
@@ -691,5 +723,7 @@ static rec_status cpu_sync(void *ctx) {
 }
 
 /* Not timed (mark NULL): the backend is one const shared by every thread. */
-const rec_gback rec_gback_cpu = {NULL,     "cpu",    cpu_alloc,   cpu_release, cpu_alloc, cpu_release, cpu_copy, cpu_copy,
-                                 cpu_copy, cpu_to_rows, cpu_rows, cpu_scan, cpu_sync,  NULL,        NULL};
+const rec_gback rec_gback_cpu = {.name = "cpu",         .alloc = cpu_alloc,   .release = cpu_release, .host_alloc = cpu_alloc,
+                                 .host_release = cpu_release, .put = cpu_copy,  .copy = cpu_copy,       .get = cpu_copy,
+                                 .to_rows = cpu_to_rows,  .narrow = cpu_narrow, .rows = cpu_rows,       .scan = cpu_scan,
+                                 .sync = cpu_sync};

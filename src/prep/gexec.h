@@ -30,6 +30,9 @@ typedef struct rec_gback {
     /* Within the backend, queued: a column of n rows of w floats into columns [col, col + w)
      * of rows of ld floats: dst[r ld + col + c] = src[r w + c]. */
     rec_status (*to_rows)(void *ctx, float *dst, const float *src, int64_t n, int w, int ld, int col);
+    /* Within the backend, queued: dst[i] = src[i] as int32 for i < n, and *bad = 1 (backend
+     * memory, never cleared here) where a value does not fit. */
+    rec_status (*narrow)(void *ctx, int32_t *dst, const int64_t *src, int64_t n, int32_t *bad);
     /* Phase REC_G_* of ops[0 .. m) over rows [0, n) of their columns; REC_G_COUNT writes row r
      * of op k's length at cnt[k * n + r]. ops and cols are the backend's copies; `lanes` the
      * most any op takes a row (rec_g_lanes), which each op's own lanes do not exceed. */
