@@ -275,13 +275,19 @@ static const char EVERY_OP[] =
     "{'name': 'raw5', 'input': 'pt', 'table': 'raw5'}, "
     "{'name': 'vc', 'input': 'C3', 'table': 'vc', 'ops': [{'op': 'fill_null', 'value': 0}, {'op': 'categorify', 'min_count': 2}]}]}";
 
-static void test_every_op(const rec_raw_block *raw, const rec_gback *be) {
-    char *q = strdup(EVERY_OP);
+/* A spec written with single quotes (readable in C), parsed; NULL (reported) on an error. */
+static rec_spec *quoted_spec(const char *text, const char *name) {
+    char *q = strdup(text);
     for (char *p = q; *p; p++)
         if (*p == '\'') *p = '"';
     rec_spec *s = NULL;
-    CHECK(rec_spec_parse(&s, q, strlen(q), "every_op.json") == REC_OK, "%s", rec_errmsg());
+    CHECK(rec_spec_parse(&s, q, strlen(q), name) == REC_OK, "%s", rec_errmsg());
     free(q);
+    return s;
+}
+
+static void test_every_op(const rec_raw_block *raw, const rec_gback *be) {
+    rec_spec *s = quoted_spec(EVERY_OP, "every_op.json");
     if (!s) return;
     int64_t blocks[3] = {1, 64, 3000};
     for (int k = 0; k < 3; k++)
@@ -301,12 +307,7 @@ static void test_narrowing(const rec_raw_block *raw, const rec_gback *be) {
         "'dense': [], 'sparse': [{'name': 'big', 'input': 'I6', 'table': 'big', 'ops': [{'op': 'fill_null', 'value': 0}, "
         "{'op': 'modulo', 'divisor': 4}, {'op': 'map_id', 'map': [0, 3000000000, 5, 6]}]}, "
         "{'name': 'ok', 'input': 'C1', 'table': 'ok', 'ops': [{'op': 'fill_null', 'value': 0}, {'op': 'modulo', 'divisor': 7}]}]}";
-    char *q = strdup(SPEC);
-    for (char *p = q; *p; p++)
-        if (*p == '\'') *p = '"';
-    rec_spec *s = NULL;
-    CHECK(rec_spec_parse(&s, q, strlen(q), "overrun.json") == REC_OK, "%s", rec_errmsg());
-    free(q);
+    rec_spec *s = quoted_spec(SPEC, "overrun.json");
     for (int t = 0; s && t < s->n_tables; t++)
         if (!strcmp(s->tables[t].name, "big")) s->tables[t].rows = 1000;
     for (int64_t block = 1; s && block <= 4096; block *= 64)
