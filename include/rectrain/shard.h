@@ -79,6 +79,10 @@ int64_t rec_shard_groups(const rec_shard *s);
  * and cap >= n; each of its features takes the id width the shard stores (rec_ids_wide).
  * Verifies the checksum of every group it touches the first time. */
 rec_status rec_shard_read(rec_shard *s, int64_t row0, int64_t n, rec_batch *b);
+/* 1 when sparse feature f holds one id a row in every group that rows [row0, row0+n) touch
+ * (the groups store it without offsets), from the shard's directory; 0 otherwise or for rows
+ * outside the shard. */
+int rec_shard_single(const rec_shard *s, int32_t f, int64_t row0, int64_t n);
 /* Checks (once) every group that rows [row0, row0+n) touch, as a read of them would. After
  * it, reading those rows changes nothing in s: threads may read them from one handle at once. */
 rec_status rec_shard_check_rows(rec_shard *s, int64_t row0, int64_t n);

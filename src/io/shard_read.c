@@ -473,6 +473,13 @@ static int64_t find_group(const rec_shard *s, int64_t r) {
     return lo;
 }
 
+int rec_shard_single(const rec_shard *s, int32_t f, int64_t row0, int64_t n) {
+    if (f < 0 || f >= s->schema.n_sparse || row0 < 0 || n < 1 || row0 > s->rows || n > s->rows - row0) return 0;
+    for (int64_t g = find_group(s, row0); g < s->n_groups && s->row0[g] < row0 + n; g++)
+        if (!(s->flags[g * s->schema.n_sparse + f] & SHARD_FF_SINGLE)) return 0;
+    return 1;
+}
+
 rec_status rec_shard_check_rows(rec_shard *s, int64_t row0, int64_t n) {
     if (row0 < 0 || n < 0 || row0 > s->rows || n > s->rows - row0)
         return rec_errorf(REC_EINVAL, "%s: rows [%lld, %lld) requested; the shard has %lld rows", s->path,

@@ -489,7 +489,9 @@ struct rec_loader {
     int64_t *order;             /* (n_blocks) shard: the epoch's block sequence */
     rec_batch *win;             /* (W) the window's blocks, K rows each at most */
     uint64_t *perm;             /* (W*K) the window's row order: block << 32 | row in block */
-    uint8_t *single;            /* (W*F) block i's feature f holds one unweighted id a row */
+    uint8_t *single;            /* (F) every block of the window: feature f holds one unweighted id
+                                 * a row, of one width */
+    uint8_t *blk_single;        /* (W*F) one shard's blocks: the same of block i, from its directory */
     int64_t *next;              /* (W) the next row of each block to deal */
     rec_batch *out;             /* the ring slot being filled across windows, or NULL */
     rec_pool *pool;             /* shard, prep_threads > 1 (a GPU run): the checksums, the window's
@@ -765,7 +767,15 @@ static rec_status emit_window(rec_loader *l, int64_t w, int nb, int64_t skip, in
     for (int64_t i = 0; i < n; i++) l->perm[i] = l->perm[i] << 32 | (uint64_t)next[l->perm[i]]++;
     single_job sj = {l->win, nb, l->single};
     const int32_t F = l->d->n_sparse;
-    if (l->pool) REC_TRY(rec_pool_run(l->pool, F, single_task, &sj));
+    if (l->d->is_shard && l->d->n_parts == 1) /* one shard: its directory says, the widths are its */
+        for (int32_t f = 0; f < F; f++) {
+            l->single[f] = 1;
+            for (int i = 0; i < nb; i++)
+                l->single[f] &= l->blk_single[i * F + f] && !l->win[i].sparse[f].weights &&
+                                l->win[i].sparse[f].wide == l->win[0].sparse[f].wide;
+        }
+    else if (l->pool)
+        REC_TRY(rec_pool_run(l->pool, F, single_task, &sj));
     else
         for (int32_t f = 0; f < F; f++) single_task(&sj, f, 0);
     *quit = 0;
@@ -800,8 +810,11 @@ typedef struct window_job {
 static rec_status window_task(void *ctx, int64_t i, int thread) {
     const window_job *j = ctx;
     rec_loader *l = j->l;
-    const int64_t r0 = l->row0 + j->blk[i] * l->sh.block_rows;
-    REC_TRY(read_rows(l, r0, block_len(l, j->blk[i]), &l->win[i]));
+    const int64_t r0 = l->row0 + j->blk[i] * l->sh.block_rows, n = block_len(l, j->blk[i]);
+    REC_TRY(read_rows(l, r0, n, &l->win[i]));
+    const int32_t F = l->d->n_sparse;
+    for (int32_t f = 0; l->d->is_shard && l->d->n_parts == 1 && f < F; f++) /* (emit_window reads them) */
+        l->blk_single[i * F + f] = (uint8_t)rec_shard_single(l->shards[0], f, r0, n);
     return check_values(l, &l->win[i], r0);
 }
 
@@ -947,6 +960,7 @@ static rec_status shuffle_init(rec_loader *l) {
     for (int64_t i = 0; i < W; i++) REC_TRY(rec_batch_init(&l->win[i], K, l->d->n_dense, l->d->n_sparse, 1));
     REC_TRY(rec_alloc((void **)&l->perm, (size_t)(W * K) * sizeof(uint64_t), "shuffle order"));
     REC_TRY(rec_alloc((void **)&l->single, (size_t)l->d->n_sparse + 1, "shuffle order"));
+    REC_TRY(rec_alloc((void **)&l->blk_single, (size_t)(W * l->d->n_sparse) + 1, "shuffle order"));
     REC_TRY(rec_alloc((void **)&l->next, (size_t)W * sizeof(int64_t), "shuffle order"));
     if (!l->d->is_shard && !l->d->is_raw) return REC_OK;
     REC_TRY(rec_alloc((void **)&l->order, (size_t)(l->n_blocks + 1) * sizeof(int64_t), "shuffle block order"));
@@ -1086,6 +1100,7 @@ void rec_loader_close(rec_loader *l) {
     for (int64_t i = 0; l->win && i < l->sh.buffer_blocks; i++) rec_batch_free(&l->win[i]);
     rec_free(l->win);
     rec_free(l->single);
+    rec_free(l->blk_single);
     rec_free(l->perm);
     rec_free(l->next);
     rec_free(l->order);
