@@ -79,6 +79,7 @@ static rec_status q_copy(void *ctx, void *dst, const void *src, size_t bytes) {
 static rec_status q_get(void *ctx, void *dst, const void *src, size_t bytes) {
     queue *q = ctx;
     if (q->fail_get > 0 && --q->fail_get == 0) return rec_errorf(REC_EIO, "injected: a copy back failed");
+    if (!bytes) return REC_OK; /* as cudaMemcpyAsync of nothing, then no wait (g_get) */
     REC_TRY(q_flush(ctx));
     memcpy(dst, src, bytes);
     return REC_OK;
@@ -297,22 +298,43 @@ static void test_every_op(const rec_raw_block *raw, const rec_gback *be) {
 }
 
 /* Ids that overrun int32 in a table that would hold int32 ids (a spec cannot say so: its check
- * bounds the ids by the table; here the table is shrunk after the check): a block holding one
- * comes back as int64, so a batch has narrow and widened blocks (map_id sends one input value
- * to 3e9; blocks of 1 and 64 rows hold it or not), and the values are the CPU executor's.
- * Narrow where they fit: parity() checks every batch. */
+ * bounds the ids by the table; here the table is shrunk after the check): that feature of a
+ * block holding one comes back as int64, so its batch has narrow and widened blocks (map_id
+ * sends one input value to 3e9; blocks of 1 and 64 rows hold it or not), the other features
+ * stay narrow, and the values are the CPU executor's. Narrow where they fit: parity() checks
+ * every batch. Integer inputs only, no dense outputs: no lists, so the first copy back is
+ * empty (it does not wait), and the raw columns' copy in (I1's first rows lead the stage)
+ * must not be touched before it has run. */
 static void test_narrowing(const rec_raw_block *raw, const rec_gback *be) {
     static const char SPEC[] =
         "{'format': 'rectrain-prep', 'version': 1, 'name': 'overrun', 'tables': {'big': {'rows': 3000000001}, 'ok': {'rows': 7}}, "
         "'dense': [], 'sparse': [{'name': 'big', 'input': 'I6', 'table': 'big', 'ops': [{'op': 'fill_null', 'value': 0}, "
         "{'op': 'modulo', 'divisor': 4}, {'op': 'map_id', 'map': [0, 3000000000, 5, 6]}]}, "
-        "{'name': 'ok', 'input': 'C1', 'table': 'ok', 'ops': [{'op': 'fill_null', 'value': 0}, {'op': 'modulo', 'divisor': 7}]}]}";
+        "{'name': 'ok', 'input': 'I2', 'table': 'ok', 'ops': [{'op': 'fill_null', 'value': 0}, {'op': 'modulo', 'divisor': 7}]}, "
+        "{'name': 'i1', 'input': 'I1', 'table': 'ok', 'ops': [{'op': 'fill_null', 'value': 0}, {'op': 'modulo', 'divisor': 7}]}]}";
     rec_spec *s = quoted_spec(SPEC, "overrun.json");
     for (int t = 0; s && t < s->n_tables; t++)
         if (!strcmp(s->tables[t].name, "big")) s->tables[t].rows = 1000;
     for (int64_t block = 1; s && block <= 4096; block *= 64)
         CHECK(parity(s, raw, block, "overrun", be), "ids beyond int32 in a narrow table, %s backend, blocks of %lld rows: "
               "the CPU executor's values", be->name, (long long)block);
+    /* the widths: the overrun feature wide, the others narrow; and it did overrun */
+    rec_fusion fu = {0};
+    rec_gexec *g = NULL;
+    rec_batch b = {0};
+    rec_status st = s ? rec_prep_fuse(s, NULL, &fu) : REC_EINVAL;
+    if (!st) st = rec_gexec_init(&g, s, &fu, NULL, be, 64);
+    if (!st) st = rec_batch_init(&b, raw->n, s->n_dense, s->n_sparse, 4);
+    if (!st) st = rec_gexec_run(g, raw, 0, raw->n, &b);
+    int64_t big = 0;
+    for (int64_t k = 0; !st && k < b.sparse[0].offsets[b.n]; k++) big += rec_jagged_id(&b.sparse[0], k) == 3000000000LL;
+    CHECK(!st && b.sparse[0].wide && !b.sparse[1].wide && !b.sparse[2].wide && big > 0,
+          "%s backend: the overrun feature wide (%d), the others narrow (%d %d), %lld ids of 3e9 (%s)", be->name,
+          st ? -1 : b.sparse[0].wide, st ? -1 : b.sparse[1].wide, st ? -1 : b.sparse[2].wide, (long long)big,
+          st ? rec_errmsg() : "");
+    rec_batch_free(&b);
+    rec_gexec_free(g);
+    rec_fusion_free(&fu);
     rec_spec_free(s);
 }
 

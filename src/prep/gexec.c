@@ -59,6 +59,8 @@ struct rec_gexec {
     int dirty;               /* cols changed since the backend's copy was last written */
     gbuf raw, out;           /* the backend's: the block's raw columns; the gathered outputs */
     gbuf stage;              /* pinned: the raw columns going, the outputs coming back */
+    int32_t *zeros;          /* pinned, (F) zeros: each block's narrowing flags start from them */
+    uint8_t *overrun;        /* (F) the block's features whose ids did not fit in int32 */
     uint8_t *snap;           /* pinned: descriptor and wave snapshots of the block */
     size_t snap_at, snap_cap;
 };
@@ -212,6 +214,11 @@ static rec_status init(rec_gexec *g, const rec_spec *spec, const rec_fusion *fu,
                   (size_t)(F + 1) * pad8(sizeof(rec_gop));
     REC_TRY(be->host_alloc(be->ctx, &p, g->snap_cap));
     g->snap = p;
+    REC_TRY(be->host_alloc(be->ctx, &p, sizeof(int32_t) * ((size_t)F + 1)));
+    g->zeros = p;
+    memset(g->zeros, 0, sizeof(int32_t) * ((size_t)F + 1));
+    g->overrun = calloc((size_t)F + 1, 1);
+    if (!g->overrun) return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
     g->dirty = 1;
     /* when each feature loads: at its first op's step, or (no ops) once its inputs are done */
     int *first = calloc((size_t)F + 1, sizeof(int)), *done = calloc((size_t)F + 1, sizeof(int));
@@ -268,8 +275,9 @@ void rec_gexec_free(rec_gexec *g) {
         if (ps[k]) be->release(be->ctx, ps[k]);
     if (g->stage.p) be->host_release(be->ctx, g->stage.p);
     if (g->snap) be->host_release(be->ctx, g->snap);
+    if (g->zeros) be->host_release(be->ctx, g->zeros);
     free(g->cols), free(g->v2cap), free(g->vcap), free(g->ub), free(g->ops), free(g->kofs), free(g->lops);
-    free(g->load_step), free(g->owned), free(g->wave), free(g->samples), free(g->vpr);
+    free(g->load_step), free(g->owned), free(g->wave), free(g->samples), free(g->vpr), free(g->overrun);
     free(g);
 }
 
@@ -510,41 +518,39 @@ static rec_status emit(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64
         }
     }
     /* The ids: narrowed to int32 on the backend where the feature's table allows
-     * (rec_ids_wide), half the bytes back; a block holding an id that does not fit (a spec whose
-     * ids overrun its table: the writer names it) comes back as int64 instead. */
-    REC_TRY(grow(g, &g->out, 8 + sizeof(int64_t) * (size_t)ids, 0));
-    REC_TRY(grow(g, &g->stage, 8 + sizeof(int64_t) * (size_t)ids, 1));
-    int32_t *flag = (int32_t *)g->stage.p;
-    *flag = 0; /* the stage is free: its copy back is done, and the next waits for this put */
-    REC_TRY(be->put(be->ctx, g->out.p, flag, sizeof *flag));
-    int wide_block = 0;
-    for (int narrow_pass = 1; narrow_pass >= 0; narrow_pass--) {
-        size_t put = 8;
-        for (int i = 0; i < F; i++) {
-            const rec_feature *ft = &g->s->features[i];
-            if (ft->kind != REC_FEAT_SPARSE) continue;
-            const rec_jagged *jg = &b->sparse[ft->sparse_index];
-            const int64_t len = jg->offsets[row + n] - jg->offsets[row];
-            const int narrow = narrow_pass && !rec_ids_wide(rec_spec_table_rows(g->s, ft->sparse_index));
-            if (narrow)
-                REC_TRY(be->narrow(be->ctx, (int32_t *)((uint8_t *)g->out.p + put), g->cols[RAW + i].v, len,
-                                   (int32_t *)g->out.p));
-            else
-                REC_TRY(be->copy(be->ctx, (uint8_t *)g->out.p + put, g->cols[RAW + i].v, sizeof(int64_t) * (size_t)len));
-            put += pad8((narrow ? sizeof(int32_t) : sizeof(int64_t)) * (size_t)len);
-        }
-        REC_TRY(be->get(be->ctx, g->stage.p, g->out.p, put));
-        if (!*flag) break;
-        wide_block = 1; /* an id did not fit: the block again, every id as int64 */
+     * (rec_ids_wide), half the bytes back, with a flag a feature (from g->zeros, which nothing
+     * writes) raised where an id does not fit: that feature comes back again as int64 (a spec
+     * whose ids overrun its table, which its check refuses; the writer names the id). */
+    const size_t head = pad8(sizeof(int32_t) * (size_t)F);
+    REC_TRY(grow(g, &g->out, head + sizeof(int64_t) * (size_t)ids, 0));
+    REC_TRY(grow(g, &g->stage, head + sizeof(int64_t) * (size_t)ids, 1));
+    REC_TRY(be->put(be->ctx, g->out.p, g->zeros, head));
+    size_t put = head;
+    for (int i = 0; i < F; i++) {
+        const rec_feature *ft = &g->s->features[i];
+        if (ft->kind != REC_FEAT_SPARSE) continue;
+        const rec_jagged *jg = &b->sparse[ft->sparse_index];
+        const int64_t len = jg->offsets[row + n] - jg->offsets[row];
+        const int narrow = !rec_ids_wide(rec_spec_table_rows(g->s, ft->sparse_index));
+        if (narrow)
+            REC_TRY(be->narrow(be->ctx, (int32_t *)((uint8_t *)g->out.p + put), g->cols[RAW + i].v, len,
+                               (int32_t *)g->out.p + i));
+        else
+            REC_TRY(be->copy(be->ctx, (uint8_t *)g->out.p + put, g->cols[RAW + i].v, sizeof(int64_t) * (size_t)len));
+        put += pad8((narrow ? sizeof(int32_t) : sizeof(int64_t)) * (size_t)len);
     }
-    at = 8;
+    REC_TRY(be->get(be->ctx, g->stage.p, g->out.p, put)); /* put > 0: waits */
+    size_t again = 0; /* the overrun features' ids, as int64 */
+    at = head;
     for (int i = 0; i < F; i++) {
         const rec_feature *ft = &g->s->features[i];
         if (ft->kind != REC_FEAT_SPARSE) continue;
         const int32_t f = ft->sparse_index;
         rec_jagged *jg = &b->sparse[f];
         const int64_t base = jg->offsets[row], len = jg->offsets[row + n] - base;
-        const int narrow = !wide_block && !rec_ids_wide(rec_spec_table_rows(g->s, f));
+        const int eligible = !rec_ids_wide(rec_spec_table_rows(g->s, f)), overrun = ((const int32_t *)g->stage.p)[i] != 0;
+        g->overrun[i] = (uint8_t)overrun;
+        const int narrow = eligible && !overrun;
         if (row == 0) REC_TRY(rec_batch_set_wide(b, f, !narrow));
         else if (!narrow && !jg->wide) REC_TRY(rec_batch_set_wide(b, f, 1)); /* the batch's earlier ids widened */
         REC_TRY(rec_batch_reserve_nnz(b, f, base + len, 0));
@@ -553,9 +559,25 @@ static rec_status emit(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64
             memcpy(jg->ids32 + base, h, sizeof(int32_t) * (size_t)len);
         else if (narrow) /* into a batch an earlier block widened */
             for (int64_t k = 0; k < len; k++) jg->ids64[base + k] = ((const int32_t *)h)[k];
-        else
+        else if (!overrun)
             memcpy(jg->ids64 + base, h, sizeof(int64_t) * (size_t)len);
-        at += pad8((narrow ? sizeof(int32_t) : sizeof(int64_t)) * (size_t)len);
+        at += pad8((eligible ? sizeof(int32_t) : sizeof(int64_t)) * (size_t)len);
+        if (overrun) {
+            REC_TRY(be->copy(be->ctx, (uint8_t *)g->out.p + again, g->cols[RAW + i].v, sizeof(int64_t) * (size_t)len));
+            again += sizeof(int64_t) * (size_t)len;
+        }
+    }
+    if (again) { /* the stage's first round is read: the second takes its place */
+        REC_TRY(be->get(be->ctx, g->stage.p, g->out.p, again));
+        at = 0;
+        for (int i = 0; i < F; i++) {
+            const rec_feature *ft = &g->s->features[i];
+            if (ft->kind != REC_FEAT_SPARSE || !g->overrun[i]) continue;
+            rec_jagged *jg = &b->sparse[ft->sparse_index];
+            const int64_t base = jg->offsets[row], len = jg->offsets[row + n] - base;
+            memcpy(jg->ids64 + base, (const uint8_t *)g->stage.p + at, sizeof(int64_t) * (size_t)len);
+            at += sizeof(int64_t) * (size_t)len;
+        }
     }
     b->n = row + n;
     return be->sync(be->ctx); /* (done already, unless a copy back was empty) the stage and snapshots are free */
