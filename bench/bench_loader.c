@@ -92,9 +92,8 @@ static rec_status grow(void **p, size_t *cap, size_t want) {
 static rec_status gpu_host_stage(gpu_host *h, const rec_batch *b) {
     const int F = h->F, B = (int)b->n, i = h->slot;
     h->slot ^= 1;
-    int64_t total = 0;
-    int weighted = 0; /* as rec_cuda_batch_load: every id's weight after the ids */
-    for (int f = 0; f < F; f++) total += rec_batch_nnz(b, f), weighted |= b->sparse[f].weights != NULL;
+    int weighted; /* as rec_cuda_batch_load: every id's weight after the ids */
+    const int64_t total = rec_cuda_batch_ids(b, 0, F, &weighted);
     const size_t dense = (size_t)B * ((size_t)b->n_dense + 1) * sizeof(float);
     const size_t ids = ((size_t)F * (B + 1) + (size_t)total * (weighted ? 2 : 1)) * sizeof(int32_t);
     size_t dcap = h->dense_cap, icap = h->ids_cap; /* both slots grow together */

@@ -15,7 +15,9 @@
 set -eu
 ROWS=${1:-1000000}; SPEC=${2:-configs/criteo_heavy.json}; CONFIG=${3:-configs/dlrm_kaggle.json}; BATCH=${4:-16384}
 R=${REC_BIN:-build/rectrain}; DEVICE=${DEVICE:-cuda}; PD=${PREP_DEVICE:-cuda}; T=${THREADS:-$(nproc)}
-W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-rap-XXXXXX"); trap 'rm -rf "$W"' EXIT; trap 'exit 130' INT TERM
+W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-rap-XXXXXX")
+trap 'rm -rf "$W"' EXIT
+trap 'exit 130' INT TERM # an interrupt ends the script, through the EXIT trap's clean-up
 export REC_PROGRESS=0
 
 echo "== $ROWS multi-hot rows, spec $SPEC, config $CONFIG, batch $BATCH, training on $DEVICE, ops on $PD" >&2

@@ -33,6 +33,10 @@ static inline int rec_cuda_chunk_lanes(int T, int Cv) {
 int64_t rec_cuda_block_map(int F, int B, const int *dims, const int *sched, const int64_t *nnz, int64_t target_blocks,
                            int32_t *rounds, int32_t *block_start);
 
+/* The ids of features first .. first + F - 1 of b in all; *weighted: any of them is weighted
+ * (rec_cuda_pack then writes every id's weight). */
+int64_t rec_cuda_batch_ids(const rec_batch *b, int first, int F, int *weighted);
+
 /* Packs features first .. first + F - 1 of b for the GPU (rec_cuda_batch_load): off (F, B + 1)
  * offsets into ids, absolute (table f's ids start after tables 0..f-1's), ids (total) as int32,
  * and where w is not NULL every id's weight (1 for unweighted features); nnz (F) the ids per

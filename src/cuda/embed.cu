@@ -851,12 +851,8 @@ extern "C" rec_status rec_cuda_batch_load(rec_cuda_embed *g, rec_cuda_batch *d, 
                           first_feature + F - 1, b->n_sparse);
     if (B < 1 || B > g->maxB)
         return rec_errorf(REC_EINVAL, "GPU batch: %d rows; the engine was made for 1..%d", B, g->maxB);
-    int64_t total = 0;
-    int weighted = 0;
-    for (int f = 0; f < F; f++) {
-        total += rec_batch_nnz(b, first_feature + f);
-        weighted |= b->sparse[first_feature + f].weights != NULL;
-    }
+    int weighted;
+    const int64_t total = rec_cuda_batch_ids(b, first_feature, F, &weighted);
     if (total >= ((int64_t)1 << 31))
         return rec_errorf(REC_EINVAL, "GPU batch: %lld ids; the GPU engine takes fewer than 2^31 a batch (use a smaller batch)",
                           (long long)total);
@@ -958,15 +954,12 @@ static rec_status bw_reserve(rec_cuda_embed *g, int64_t n) {
     return REC_OK;
 }
 
-static rec_status backward_update(rec_cuda_embed *g, const rec_cuda_batch *d, const float *dout, const __nv_bfloat16 *dout16,
-                                  float lr) {
+// The step's backward and update, enqueued; `updates` keys its stochastic rounding.
+static rec_status enqueue_backward(rec_cuda_embed *g, const rec_cuda_batch *d, const float *dout,
+                                   const __nv_bfloat16 *dout16, float lr, int64_t updates) {
     if (d->F != g->F) return rec_errorf(REC_EINVAL, "GPU backward: the batch was loaded for %d tables, the engine has %d", d->F, g->F);
     const int64_t n = d->total;
-    const int64_t updates = g->updates;  // once per call, as the CPU engine counts: the rounding's key
-    if (n == 0) {
-        g->updates++;
-        return REC_OK;
-    }
+    if (n == 0) return REC_OK;
     REC_TRY(bw_reserve(g, n));
     CU_TRY(cudaStreamWaitEvent(g->st, d->copied, 0), "waiting for a batch's copy");
     bwd_params p;
@@ -994,6 +987,13 @@ static rec_status backward_update(rec_cuda_embed *g, const rec_cuda_batch *d, co
     long_apply_kernel<<<g->sms * 2, 256, 0, g->st>>>(p);
     CU_TRY(cudaGetLastError(), "launching the backward's update");
     CU_TRY(cudaEventRecord(d->used, g->st), "recording a batch's use");
+    return REC_OK;
+}
+
+// Counts each update enqueued, as the CPU engine counts its calls (an empty batch's too).
+static rec_status backward_update(rec_cuda_embed *g, const rec_cuda_batch *d, const float *dout, const __nv_bfloat16 *dout16,
+                                  float lr) {
+    REC_TRY(enqueue_backward(g, d, dout, dout16, lr, g->updates));
     g->updates++;
     return REC_OK;
 }

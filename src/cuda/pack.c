@@ -35,6 +35,16 @@ static rec_status pack_feature(void *ctx, int64_t f, int thread) {
     return REC_OK;
 }
 
+int64_t rec_cuda_batch_ids(const rec_batch *b, int first, int F, int *weighted) {
+    int64_t total = 0;
+    *weighted = 0;
+    for (int f = 0; f < F; f++) {
+        total += rec_batch_nnz(b, first + f);
+        *weighted |= b->sparse[first + f].weights != NULL;
+    }
+    return total;
+}
+
 rec_status rec_cuda_pack(const rec_batch *b, int first, int F, const int64_t *rows, int32_t *off, int32_t *ids, float *w,
                          int64_t *nnz, rec_pool *pool) {
     const int B = (int)b->n;

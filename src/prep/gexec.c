@@ -60,6 +60,7 @@ struct rec_gexec {
     gbuf raw, out;           /* the backend's: the block's raw columns; the gathered outputs */
     gbuf stage;              /* pinned: the raw columns going, the outputs coming back */
     int32_t *zeros;          /* pinned, (F) zeros: each block's narrowing flags start from them */
+    uint8_t *narrow;         /* (F) a sparse feature whose table allows int32 ids (rec_ids_wide) */
     uint8_t *overrun;        /* (F) the block's features whose ids did not fit in int32 */
     uint8_t *snap;           /* pinned: descriptor and wave snapshots of the block */
     size_t snap_at, snap_cap;
@@ -217,8 +218,11 @@ static rec_status init(rec_gexec *g, const rec_spec *spec, const rec_fusion *fu,
     REC_TRY(be->host_alloc(be->ctx, &p, sizeof(int32_t) * ((size_t)F + 1)));
     g->zeros = p;
     memset(g->zeros, 0, sizeof(int32_t) * ((size_t)F + 1));
-    g->overrun = calloc((size_t)F + 1, 1);
-    if (!g->overrun) return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
+    g->overrun = calloc((size_t)F + 1, 1), g->narrow = calloc((size_t)F + 1, 1);
+    if (!g->overrun || !g->narrow) return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
+    for (int f = 0; f < F; f++)
+        g->narrow[f] = spec->features[f].kind == REC_FEAT_SPARSE &&
+                       !rec_ids_wide(rec_spec_table_rows(spec, spec->features[f].sparse_index));
     g->dirty = 1;
     /* when each feature loads: at its first op's step, or (no ops) once its inputs are done */
     int *first = calloc((size_t)F + 1, sizeof(int)), *done = calloc((size_t)F + 1, sizeof(int));
@@ -277,7 +281,7 @@ void rec_gexec_free(rec_gexec *g) {
     if (g->snap) be->host_release(be->ctx, g->snap);
     if (g->zeros) be->host_release(be->ctx, g->zeros);
     free(g->cols), free(g->v2cap), free(g->vcap), free(g->ub), free(g->ops), free(g->kofs), free(g->lops);
-    free(g->load_step), free(g->owned), free(g->wave), free(g->samples), free(g->vpr), free(g->overrun);
+    free(g->load_step), free(g->owned), free(g->wave), free(g->samples), free(g->vpr), free(g->overrun), free(g->narrow);
     free(g);
 }
 
@@ -531,7 +535,7 @@ static rec_status emit(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64
         if (ft->kind != REC_FEAT_SPARSE) continue;
         const rec_jagged *jg = &b->sparse[ft->sparse_index];
         const int64_t len = jg->offsets[row + n] - jg->offsets[row];
-        const int narrow = !rec_ids_wide(rec_spec_table_rows(g->s, ft->sparse_index));
+        const int narrow = g->narrow[i];
         if (narrow)
             REC_TRY(be->narrow(be->ctx, (int32_t *)((uint8_t *)g->out.p + put), g->cols[RAW + i].v, len,
                                (int32_t *)g->out.p + i));
@@ -548,7 +552,7 @@ static rec_status emit(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64
         const int32_t f = ft->sparse_index;
         rec_jagged *jg = &b->sparse[f];
         const int64_t base = jg->offsets[row], len = jg->offsets[row + n] - base;
-        const int eligible = !rec_ids_wide(rec_spec_table_rows(g->s, f)), overrun = ((const int32_t *)g->stage.p)[i] != 0;
+        const int eligible = g->narrow[i], overrun = ((const int32_t *)g->stage.p)[i] != 0;
         g->overrun[i] = (uint8_t)overrun;
         const int narrow = eligible && !overrun;
         if (row == 0) REC_TRY(rec_batch_set_wide(b, f, !narrow));

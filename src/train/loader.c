@@ -629,10 +629,9 @@ static void gather_dense(rec_batch *dst, const rec_batch *win, const uint64_t *c
     }
 }
 
-/* Does block b's feature f hold one unweighted id a row (Criteo's one-hot features)? */
+/* Does block b's feature f hold one id a row (Criteo's one-hot features)? From its offsets. */
 static int one_id_a_row(const rec_batch *b, int32_t f) {
     const rec_jagged *j = &b->sparse[f];
-    if (j->weights) return 0;
     for (int64_t r = 1; r <= b->n; r++)
         if (j->offsets[r] != j->offsets[0] + r) return 0;
     return 1;
@@ -712,19 +711,27 @@ static rec_status gather_task(void *ctx, int64_t task, int thread) {
     return gather_feature(j->dst, j->win, j->code, j->k, j->at, (int32_t)task - 1, j->single[task - 1]);
 }
 
-/* single_task: feature f of every block of the window. */
+/* l->single[f] for the window's nb blocks: every block holds one unweighted id a row in
+ * feature f, of one width. A single shard's directory says which blocks do (blk_single, from
+ * window_task); other blocks (.rraw, TSV, a list of shards) are scanned. */
 typedef struct single_job {
-    const rec_batch *win;
+    rec_loader *l;
     int nb;
-    uint8_t *single;
 } single_job;
+
+static int from_directory(const rec_loader *l) { return l->d->is_shard && l->d->n_parts == 1; }
 
 static rec_status single_task(void *ctx, int64_t f, int thread) {
     const single_job *j = ctx;
+    const rec_loader *l = j->l;
+    const int32_t F = l->d->n_sparse;
     int one = 1;
-    for (int i = 0; one && i < j->nb; i++)
-        one = one_id_a_row(&j->win[i], (int32_t)f) && j->win[i].sparse[f].wide == j->win[0].sparse[f].wide;
-    j->single[f] = (uint8_t)one;
+    for (int i = 0; one && i < j->nb; i++) {
+        const rec_jagged *s = &l->win[i].sparse[f];
+        one = !s->weights && s->wide == l->win[0].sparse[f].wide &&
+              (from_directory(l) ? l->blk_single[i * F + f] : one_id_a_row(&l->win[i], (int32_t)f));
+    }
+    l->single[f] = (uint8_t)one;
     return REC_OK;
 }
 
@@ -765,17 +772,9 @@ static rec_status emit_window(rec_loader *l, int64_t w, int nb, int64_t skip, in
     }
     for (int i = 0; i < nb; i++) next[i] = 0;
     for (int64_t i = 0; i < n; i++) l->perm[i] = l->perm[i] << 32 | (uint64_t)next[l->perm[i]]++;
-    single_job sj = {l->win, nb, l->single};
+    single_job sj = {l, nb};
     const int32_t F = l->d->n_sparse;
-    if (l->d->is_shard && l->d->n_parts == 1) /* one shard: its directory says, the widths are its */
-        for (int32_t f = 0; f < F; f++) {
-            l->single[f] = 1;
-            for (int i = 0; i < nb; i++)
-                l->single[f] &= l->blk_single[i * F + f] && !l->win[i].sparse[f].weights &&
-                                l->win[i].sparse[f].wide == l->win[0].sparse[f].wide;
-        }
-    else if (l->pool)
-        REC_TRY(rec_pool_run(l->pool, F, single_task, &sj));
+    if (l->pool && !from_directory(l)) REC_TRY(rec_pool_run(l->pool, F, single_task, &sj)); /* scans */
     else
         for (int32_t f = 0; f < F; f++) single_task(&sj, f, 0);
     *quit = 0;
@@ -813,7 +812,7 @@ static rec_status window_task(void *ctx, int64_t i, int thread) {
     const int64_t r0 = l->row0 + j->blk[i] * l->sh.block_rows, n = block_len(l, j->blk[i]);
     REC_TRY(read_rows(l, r0, n, &l->win[i]));
     const int32_t F = l->d->n_sparse;
-    for (int32_t f = 0; l->d->is_shard && l->d->n_parts == 1 && f < F; f++) /* (emit_window reads them) */
+    for (int32_t f = 0; from_directory(l) && f < F; f++) /* (single_task reads them) */
         l->blk_single[i * F + f] = (uint8_t)rec_shard_single(l->shards[0], f, r0, n);
     return check_values(l, &l->win[i], r0);
 }
