@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cuda_impl.h"
 #include "rectrain/core.h"
 #include "rectrain/ingest.h"
 #include "rectrain/prep.h"
@@ -524,6 +525,169 @@ static void test_shuffled_order(void) {
     rec_dataset_close(d);
 }
 
+/* ---- staged batches ------------------------------------------------------------------------ */
+
+/* A stager on the CPU: each slot's window staged (rec_cuda_stage_fill) into a buffer poisoned
+ * first, so that a slot staged again while a batch still held its rows would show. */
+enum { STG_SLOTS = 8 };
+typedef struct host_stager {
+    rec_cuda_stage st[STG_SLOTS];
+    int32_t *buf[STG_SLOTS];
+    rec_gsrc src[STG_SLOTS * 64];
+    rec_gslot slot[STG_SLOTS];
+    const int64_t *rows;
+    const char *what;
+    rec_pool *pool;
+    int32_t F;
+} host_stager;
+
+static rec_status host_stage(void *ctx, int slot, const rec_batch *blk, int nb, const uint8_t *one, const int64_t *row0) {
+    host_stager *h = ctx;
+    rec_cuda_stage *st = &h->st[slot];
+    REC_TRY(rec_cuda_stage_plan(st, blk, nb, one));
+    free(h->buf[slot]);
+    h->buf[slot] = malloc((size_t)st->words * 4);
+    if (!h->buf[slot]) return rec_errorf(REC_ENOMEM, "test stager");
+    memset(h->buf[slot], 0xff, (size_t)st->words * 4);
+    REC_TRY(rec_cuda_stage_fill(st, blk, nb, row0, h->rows, h->what, h->buf[slot], h->pool));
+    rec_cuda_stage_src(st, h->buf[slot], h->src + (size_t)slot * h->F, &h->slot[slot]);
+    return REC_OK;
+}
+
+/* Drains a staged loader beside a gathering one of the same order: every batch's staged
+ * positions, gathered on the CPU as the GPU would (rec_cuda_gather_host), give what
+ * rec_cuda_pack and the dense copy give of the gathered batch. Returns the rows compared, -1 on
+ * a mismatch or error. */
+static int64_t staged_vs_gathered(const char *what, rec_dataset *d, int64_t row1, int64_t batch, int depth,
+                                  const rec_shuffle *sh, int64_t skip, rec_pool *pool, const int64_t *rows) {
+    const int32_t F = rec_dataset_n_sparse(d), Dn = rec_dataset_n_dense(d);
+    host_stager h = {.rows = rows ? rows : rec_dataset_table_rows(d), .what = rec_dataset_path(d), .pool = pool, .F = F};
+    int ok = F <= 64;
+    for (int i = 0; i < STG_SLOTS; i++) ok &= rec_cuda_stage_init(&h.st[i], Dn, F) == REC_OK;
+    const rec_stager stg = {host_stage, &h, rec_loader_stage_slots(batch, sh), sh->block_rows * sh->buffer_blocks};
+    ok &= stg.n_slots <= STG_SLOTS;
+    rec_loader *lg = NULL, *ls = NULL;
+    rec_status s = ok ? rec_loader_open_order(&lg, d, 0, row1, batch, 2, sh, skip) : REC_EINVAL;
+    if (!s) s = rec_loader_open_staged(&ls, d, 0, row1, batch, depth, sh, skip, &stg);
+    size_t cap = (size_t)batch * (Dn + 1) + (size_t)F * (batch + 1) + 1;
+    int32_t *off1 = malloc(cap * 4), *off2 = malloc(cap * 4), *ids1 = NULL, *ids2 = NULL;
+    float *dense = malloc(cap * 4);
+    int64_t nnz1[64], nnz2[64], n = 0;
+    const rec_batch *b;
+    const rec_staged_batch *sb;
+    while (!s && ok && !(s = rec_loader_next(lg, &b)) && !(s = rec_loader_next_staged(ls, &sb))) {
+        if (!b || !sb) {
+            ok &= !b && !sb;
+            break;
+        }
+        const int B = (int)b->n;
+        ok &= sb->n == B;
+        int w;
+        const int64_t total = rec_cuda_batch_ids(b, 0, F, &w);
+        ids1 = realloc(ids1, (size_t)(total + 1) * 4), ids2 = realloc(ids2, (size_t)(total + 1) * 4);
+        if (!ok || !ids1 || !ids2 || rec_cuda_pack(b, 0, F, rec_dataset_table_rows(d), off1, ids1, NULL, nnz1, NULL)) {
+            ok = 0;
+            break;
+        }
+        rec_cuda_gather_nnz(h.src, F, stg.slot_rows, sb->pos, B, nnz2);
+        rec_cuda_gather_host(h.src, h.slot, F, Dn, stg.slot_rows, sb->pos, B, off2, ids2, dense);
+        ok &= !memcmp(nnz1, nnz2, (size_t)F * sizeof nnz1[0]) && !memcmp(off1, off2, (size_t)F * (B + 1) * 4) &&
+              !memcmp(ids1, ids2, (size_t)total * 4) && !memcmp(dense, b->dense, (size_t)B * Dn * 4) &&
+              !memcmp(dense + (size_t)B * Dn, b->label, (size_t)B * 4);
+        if (!ok) fprintf(stderr, "%s: batch at row %lld differs\n", what, (long long)n);
+        n += B;
+    }
+    if (s) fprintf(stderr, "%s: %s\n", what, rec_errmsg());
+    rec_loader_close(ls);
+    rec_loader_close(lg);
+    for (int i = 0; i < STG_SLOTS; i++) free(h.buf[i]), rec_cuda_stage_free(&h.st[i]);
+    free(off1), free(off2), free(ids1), free(ids2), free(dense);
+    return s ? -(int64_t)s - 100 : ok ? n : -1;
+}
+
+/* Staged batches (a GPU's input, gathered on the device) hold the gathering loader's rows: the
+ * one-hot shard and a multi-hot one (lists of every length, empty ones too; starts staged),
+ * batches smaller than a window, straddling windows, larger than a window (5 slots), resumed
+ * mid-window; on a pool and not; ring depths 2 and 4 (the producer runs ahead while the
+ * consumer reads its slots, poisoned before each staging). Ids outside their table are refused
+ * naming the shard, the row and the feature; other data and too few slots are refused. */
+static void test_staged(void) {
+    enum { ROWS = 4300, MH = 2500 };
+    char tsv[300], shard[300];
+    snprintf(tsv, sizeof tsv, "%s/multi.tsv", g_dir);
+    snprintf(shard, sizeof shard, "%s/multi.rshard", g_dir);
+    rec_gen_opts g;
+    rec_gen_opts_default(&g);
+    g.seed = 11, g.scale = 0.001, g.multi_hot = 1;
+    rec_status s = rec_gen_write(&g, MH, tsv, NULL, 1, NULL);
+    rec_ingest_opts io;
+    memset(&io, 0, sizeof io);
+    io.in_paths = (const char *const[]){tsv};
+    io.n_in = 1, io.threads = 2, io.tsv.has_label = -1, io.group_rows = GROUP, io.spec_path = g_std, io.out_path = shard;
+    rec_ingest_report rep;
+    if (!s) s = rec_ingest(&io, &rep);
+    CHECK(s == REC_OK, "a multi-hot shard: %s", rec_errmsg());
+    rec_pool *pool = NULL;
+    CHECK(rec_pool_init(&pool, 3) == REC_OK, "a pool");
+    const rec_shuffle sh = {.seed = 5, .epoch = 1, .block_rows = 100, .buffer_blocks = 3};
+    const struct { const char *path; int64_t rows, batch, skip; int depth; rec_pool *pool; } cases[] = {
+        {g_shard, ROWS, 64, 0, 2, NULL},  {g_shard, ROWS, 700, 0, 4, pool}, {g_shard, ROWS, 300, 1300, 3, pool},
+        {shard, MH, 64, 0, 4, pool},      {shard, MH, 128, 170, 2, NULL},   {shard, MH, 1000, 0, 2, pool},
+    };
+    int multi = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rec_dataset *d = NULL;
+        rec_dataset_opts o = {.path = cases[i].path};
+        CHECK(rec_dataset_open(&d, &o) == REC_OK, "open %s: %s", cases[i].path, rec_errmsg());
+        if (!d) continue;
+        const int64_t n = staged_vs_gathered(cases[i].path, d, cases[i].rows, cases[i].batch, cases[i].depth, &sh,
+                                             cases[i].skip, cases[i].pool, NULL);
+        CHECK(n == cases[i].rows - cases[i].skip, "staged batches of %lld (skip %lld, depth %d) of %s: the gathered "
+              "batches' rows, %lld of %lld", (long long)cases[i].batch, (long long)cases[i].skip, cases[i].depth,
+              cases[i].path, (long long)n, (long long)(cases[i].rows - cases[i].skip));
+        if (cases[i].path == shard) { /* some feature has rows of other than one id: starts staged */
+            rec_batch blk;
+            rec_shard *sd = NULL;
+            if (rec_batch_init(&blk, 200, rec_dataset_n_dense(d), rec_dataset_n_sparse(d), 4) == REC_OK &&
+                rec_shard_open(&sd, shard) == REC_OK && rec_shard_read(sd, 0, 200, &blk) == REC_OK)
+                for (int32_t f = 0; f < blk.n_sparse; f++)
+                    for (int64_t r = 0; r < blk.n; r++) multi |= blk.sparse[f].offsets[r + 1] - blk.sparse[f].offsets[r] != 1;
+            rec_shard_close(sd);
+            rec_batch_free(&blk);
+        }
+        if (i + 1 == sizeof cases / sizeof cases[0]) { /* refusals, on the multi-hot shard */
+            int64_t rows[64];
+            memcpy(rows, rec_dataset_table_rows(d), (size_t)rec_dataset_n_sparse(d) * sizeof rows[0]);
+            rows[3] = 1;
+            CHECK(staged_vs_gathered("small table", d, MH, 64, 2, &sh, 0, NULL, rows) == -(int64_t)REC_EINVAL - 100 &&
+                      strstr(rec_errmsg(), shard) && strstr(rec_errmsg(), "sparse feature 3: id") &&
+                      strstr(rec_errmsg(), "outside the table's 1 rows") && strstr(rec_errmsg(), ": row 900, "),
+                  "an id outside its table: refused naming the shard, row and feature: %s", rec_errmsg());
+            rec_loader *l = NULL;
+            rec_stager few = {host_stage, NULL, 2, 300};
+            CHECK_ERR(rec_loader_open_staged(&l, d, 0, MH, 64, 2, &sh, 0, &few), REC_EINVAL,
+                      "2 staging slots of 300 rows for batches of 64 and windows of 300 rows: it takes 3 slots");
+            few.n_slots = 3, few.slot_rows = 299;
+            CHECK_ERR(rec_loader_open_staged(&l, d, 0, MH, 64, 2, &sh, 0, &few), REC_EINVAL, "slots of a window's rows");
+            few.slot_rows = 300;
+            CHECK_ERR(rec_loader_open_staged(&l, d, 0, MH, 64, 2, NULL, 0, &few), REC_EINVAL, "in shuffled order");
+            CHECK(l == NULL, "no staged loader after a refusal");
+        }
+        rec_dataset_close(d);
+    }
+    CHECK(multi, "the multi-hot shard has rows of other than one id");
+    rec_dataset *t = NULL;
+    rec_dataset_opts to = tsv_opts(g_tsv, g_std, NULL, 1);
+    if (rec_dataset_open(&t, &to) == REC_OK) {
+        rec_loader *l = NULL;
+        rec_stager st = {host_stage, NULL, 3, 300};
+        CHECK_ERR(rec_loader_open_staged(&l, t, 0, 1000, 64, 2, &sh, 0, &st), REC_EINVAL,
+                  "staged batches are read from a .rshard in shuffled order");
+        rec_dataset_close(t);
+    }
+    rec_pool_free(pool);
+}
+
 /* Closing with the ring full, mid-stream and at once; nothing may hang or leak. */
 static void test_close_midstream(void) {
     rec_dataset *sd = NULL, *td = NULL;
@@ -891,6 +1055,7 @@ int main(void) {
         test_shard_loader();
         test_tsv_loader();
         test_shuffled_order();
+        test_staged();
         test_close_midstream();
         test_bad_values();
         test_pipe();

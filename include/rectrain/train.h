@@ -166,6 +166,38 @@ rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0,
                                  int64_t batch, int depth, const rec_shuffle *sh, int64_t skip);
 /* The next batch, or *b = NULL at the end. The batch stays valid until the next call. */
 rec_status rec_loader_next(rec_loader *l, const rec_batch **b);
+
+/* ---- staged batches: a GPU gathers them (rec_loader_open_staged) ---------------------------
+ * A shuffled shard's loader can hand each window it reads to a stager instead of gathering
+ * its batches on the host: `stage` gets the window's blocks (its rows: block 0's, then block
+ * 1's, ...; one[f]: every block holds one id a row in feature f; row0[i]: the data set row of
+ * block i's first row) on the loader's thread, for staging slot `slot` (windows take slots
+ * 0, 1, ..., n_slots - 1, 0, ... in turn). Batches then hold the same rows in the same order
+ * as a gathering loader's, each as its staged position: slot * slot_rows + the row's place in
+ * its window. A slot is staged again only after every batch with rows in it has been released
+ * (the next rec_loader_next_staged call releases the batch of the one before); work the
+ * consumer left running on a slot's rows (a GPU's gather) is the stager's to wait for. */
+typedef struct rec_stager {
+    rec_status (*stage)(void *ctx, int slot, const rec_batch *blocks, int nb, const uint8_t *one, const int64_t *row0);
+    void *ctx;
+    int n_slots;         /* >= rec_loader_stage_slots */
+    int64_t slot_rows;   /* >= K x W; n_slots x slot_rows < 2^32 */
+} rec_stager;
+
+typedef struct rec_staged_batch {
+    int64_t n;           /* rows */
+    const uint32_t *pos; /* (n) staged positions */
+} rec_staged_batch;
+
+/* Slots a stager needs for batches of `batch` rows in windows of sh's K x W rows: a batch's
+ * windows, one more for the part-full batch's next and one being staged. */
+int rec_loader_stage_slots(int64_t batch, const rec_shuffle *sh);
+/* rec_loader_open_order with the stager `st` (copied), for a shard data set; REC_EINVAL for
+ * other data or too few or too small slots. */
+rec_status rec_loader_open_staged(rec_loader **out, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch, int depth,
+                                  const rec_shuffle *sh, int64_t skip, const rec_stager *st);
+/* rec_loader_next for a staged loader: the next batch's positions, or *b = NULL at the end. */
+rec_status rec_loader_next_staged(rec_loader *l, const rec_staged_batch **b);
 /* Stops the thread and frees everything (also mid-stream). */
 void rec_loader_close(rec_loader *l);
 /* The rec_batch_digest of rows [0, min(row1, REC_CKPT_DIGEST_ROWS)) of d: what a checkpoint

@@ -8,6 +8,7 @@
 #include "rectrain/batch.h"
 #include "rectrain/core.h"
 #include "rectrain/status.h"
+#include "gather.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,6 +46,44 @@ int64_t rec_cuda_batch_ids(const rec_batch *b, int first, int F, int *weighted);
  * (NULL: this thread). */
 rec_status rec_cuda_pack(const rec_batch *b, int first, int F, const int64_t *rows, int32_t *off, int32_t *ids, float *w,
                          int64_t *nnz, rec_pool *pool);
+
+
+/* ---- staged windows (stage.c): a GPU's input without host gathering -----------------------
+ * A shuffled shard's window (the loader's blocks, its rows in block order: rec_loader_stage)
+ * laid out in one buffer of 4-byte words, copied to the GPU as it is:
+ *   labels (n) | dense (n, Dn) | per feature: starts (n + 1), only where a row may hold other
+ *   than one id, then ids (nnz) int32
+ * each part on 64 bytes. A batch is then a list of staged positions (gather.h) that the GPU
+ * gathers into what rec_cuda_pack and the model's input copy write. */
+typedef struct rec_cuda_stage {
+    int64_t n;          /* rows */
+    int64_t words;      /* the buffer's size */
+    int32_t Dn, F;
+    int64_t dense_at;   /* words: labels at 0 */
+    int64_t *start_at;  /* (F) -1: one id a row, no starts */
+    int64_t *ids_at;    /* (F) */
+    int64_t *nnz;       /* (F) */
+} rec_cuda_stage;
+
+rec_status rec_cuda_stage_init(rec_cuda_stage *st, int32_t Dn, int32_t F);
+void rec_cuda_stage_free(rec_cuda_stage *st);
+/* The layout of blocks blk[0..nb) (one[f]: every block holds one id a row in feature f).
+ * REC_EINVAL when a window or a feature's ids in it reach 2^31. */
+rec_status rec_cuda_stage_plan(rec_cuda_stage *st, const rec_batch *blk, int nb, const uint8_t *one);
+/* Writes the blocks into buf (st->words words), every id checked against its table's rows[f]
+ * and narrowed to int32: REC_EINVAL names `what`, the data row (block i's row r is row0[i] + r),
+ * the first feature holding one outside and the id. Features in parallel on pool (NULL: here). */
+rec_status rec_cuda_stage_fill(const rec_cuda_stage *st, const rec_batch *blk, int nb, const int64_t *row0,
+                               const int64_t *rows, const char *what, int32_t *buf, rec_pool *pool);
+/* The sources (F) and slot of a staged buffer at base (host or device memory alike). */
+void rec_cuda_stage_src(const rec_cuda_stage *st, const int32_t *base, rec_gsrc *src, rec_gslot *slot);
+/* A batch of staged positions pos[0..B) over the slots' sources src (slots x F): its ids per
+ * feature, nnz (F), as the host needs them before the GPU gathers (the block map, the sort). */
+void rec_cuda_gather_nnz(const rec_gsrc *src, int F, int64_t slot_rows, const uint32_t *pos, int B, int64_t *nnz);
+/* The GPU's gather on the CPU: off (F, B + 1) and ids as rec_cuda_pack writes them, dense
+ * (B, Dn) then the labels (B), as the model's input copy. */
+void rec_cuda_gather_host(const rec_gsrc *src, const rec_gslot *slot, int F, int Dn, int64_t slot_rows, const uint32_t *pos,
+                          int B, int32_t *off, int32_t *ids, float *dense);
 
 #ifdef __cplusplus
 }

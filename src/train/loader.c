@@ -496,6 +496,16 @@ struct rec_loader {
     rec_batch *out;             /* the ring slot being filled across windows, or NULL */
     rec_pool *pool;             /* shard, prep_threads > 1 (a GPU run): the checksums, the window's
                                  * reads and the gather on its threads; else NULL */
+    int64_t *blk_row0;          /* (W) the data set row of each window block's first row */
+
+    /* staged (rec_loader_open_staged): windows go to the stager, batches are positions */
+    rec_stager stg;
+    const rec_stager *stager;   /* &stg, or NULL: batches are gathered */
+    uint32_t *pos;              /* (depth x batch) each ring slot's staged positions */
+    int64_t *slot_hi;           /* (depth) the last window (in staging order) a ring slot's rows come from */
+    int64_t n_staged;           /* windows staged so far */
+    int64_t released_hi;        /* the last window a released batch held rows of; -1 none (under mu) */
+    rec_staged_batch sb;        /* what rec_loader_next_staged hands out */
 
     pthread_mutex_t mu;
     pthread_cond_t not_empty;   /* producer -> consumer: a slot was filled, or the end */
@@ -752,6 +762,36 @@ static rec_status gather_rows(rec_batch *dst, const rec_batch *win, const uint64
     return REC_OK;
 }
 
+/* Staged: waits until the slot that the next window takes holds no rows of an unreleased
+ * batch (the window S before it is free once a batch with rows of a later window has been
+ * released: batches take windows in order), then hands the window to the stager. *quit = 1
+ * when the loader is being closed. */
+static rec_status stage_window(rec_loader *l, int nb, int *slot, int *quit) {
+    const int64_t c = l->n_staged, S = l->stager->n_slots;
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop && c >= S && l->released_hi < c - S + 1) pthread_cond_wait(&l->not_full, &l->mu);
+    *quit = l->stop;
+    pthread_mutex_unlock(&l->mu);
+    if (*quit) return REC_OK;
+    *slot = (int)(c % S);
+    int64_t at = 0; /* l->next becomes each block's first row in the window */
+    for (int i = 0; i < nb; i++) l->next[i] = at, at += l->win[i].n;
+    REC_TRY(l->stager->stage(l->stager->ctx, *slot, l->win, nb, l->single, l->blk_row0));
+    l->n_staged++;
+    return REC_OK;
+}
+
+/* Staged: the window rows code[0..k) appended to l->out as positions in staging slot `slot`
+ * (the row's place in the window: its block's first row plus its row in the block). */
+static void stage_positions(rec_loader *l, int slot, const uint64_t *code, int64_t k) {
+    const int64_t ring = l->out - l->slot, *base = l->next; /* l->next: emit_window is done with it */
+    uint32_t *pos = l->pos + ring * l->batch + l->out->n;
+    const int64_t at = (int64_t)slot * l->stager->slot_rows;
+    for (int64_t i = 0; i < k; i++) pos[i] = (uint32_t)(at + base[code[i] >> 32] + (int64_t)(code[i] & 0xffffffffu));
+    l->out->n += k;
+    l->slot_hi[ring] = l->n_staged - 1;
+}
+
 /* Window w, read into win[0..nb): draws its row order (the block of each position: a
  * Fisher-Yates permutation of the block labels from the window's RNG stream; each block's
  * rows in file order) and gathers its rows from position `skip` on into ring batches,
@@ -778,13 +818,19 @@ static rec_status emit_window(rec_loader *l, int64_t w, int nb, int64_t skip, in
     else
         for (int32_t f = 0; f < F; f++) single_task(&sj, f, 0);
     *quit = 0;
+    int slot = 0;
+    if (l->stager) {
+        REC_TRY(stage_window(l, nb, &slot, quit));
+        if (*quit) return REC_OK;
+    }
     for (int64_t k = skip; k < n;) {
         if (!l->out && !(l->out = slot_acquire(l))) {
             *quit = 1;
             return REC_OK;
         }
         int64_t m = n - k < l->batch - l->out->n ? n - k : l->batch - l->out->n;
-        REC_TRY(gather_rows(l->out, l->win, l->perm + k, m, l->single, l->pool));
+        if (l->stager) stage_positions(l, slot, l->perm + k, m);
+        else REC_TRY(gather_rows(l->out, l->win, l->perm + k, m, l->single, l->pool));
         k += m;
         if (l->out->n == l->batch) {
             slot_publish(l);
@@ -810,6 +856,7 @@ static rec_status window_task(void *ctx, int64_t i, int thread) {
     const window_job *j = ctx;
     rec_loader *l = j->l;
     const int64_t r0 = l->row0 + j->blk[i] * l->sh.block_rows, n = block_len(l, j->blk[i]);
+    l->blk_row0[i] = r0;
     REC_TRY(read_rows(l, r0, n, &l->win[i]));
     const int32_t F = l->d->n_sparse;
     for (int32_t f = 0; from_directory(l) && f < F; f++) /* (single_task reads them) */
@@ -961,6 +1008,7 @@ static rec_status shuffle_init(rec_loader *l) {
     REC_TRY(rec_alloc((void **)&l->single, (size_t)l->d->n_sparse + 1, "shuffle order"));
     REC_TRY(rec_alloc((void **)&l->blk_single, (size_t)(W * l->d->n_sparse) + 1, "shuffle order"));
     REC_TRY(rec_alloc((void **)&l->next, (size_t)W * sizeof(int64_t), "shuffle order"));
+    REC_TRY(rec_alloc((void **)&l->blk_row0, (size_t)W * sizeof(int64_t), "shuffle order"));
     if (!l->d->is_shard && !l->d->is_raw) return REC_OK;
     REC_TRY(rec_alloc((void **)&l->order, (size_t)(l->n_blocks + 1) * sizeof(int64_t), "shuffle block order"));
     rec_rng rng;
@@ -974,6 +1022,9 @@ static rec_status shuffle_init(rec_loader *l) {
     return REC_OK;
 }
 
+static rec_status open_loader(rec_loader **out, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch, int depth,
+                              const rec_shuffle *sh, int64_t skip, const rec_stager *st);
+
 rec_status rec_loader_open(rec_loader **out, rec_dataset *d, int64_t row0, int64_t row1,
                            int64_t batch, int depth) {
     return rec_loader_open_order(out, d, row0, row1, batch, depth, NULL, 0);
@@ -984,6 +1035,42 @@ rec_status rec_loader_open(rec_loader **out, rec_dataset *d, int64_t row0, int64
  * producer. Every buffer of the steady state is allocated here. */
 rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0, int64_t row1,
                                  int64_t batch, int depth, const rec_shuffle *sh, int64_t skip) {
+    return open_loader(out, d, row0, row1, batch, depth, sh, skip, NULL);
+}
+
+int rec_loader_stage_slots(int64_t batch, const rec_shuffle *sh) {
+    const int64_t window = sh->block_rows * sh->buffer_blocks;
+    return (int)((batch + window - 1) / window) + 2;
+}
+
+rec_status rec_loader_open_staged(rec_loader **out, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch, int depth,
+                                  const rec_shuffle *sh, int64_t skip, const rec_stager *st) {
+    *out = NULL;
+    if (!d->is_shard || !sh || sh->block_rows < 1 || sh->buffer_blocks < 1)
+        return rec_errorf(REC_EINVAL, "%s: staged batches are read from a .rshard in shuffled order "
+                          "(blocks of at least one row, windows of at least one block)", d->path);
+    if (st->n_slots < rec_loader_stage_slots(batch, sh) || st->slot_rows < sh->block_rows * sh->buffer_blocks ||
+        (uint64_t)st->n_slots * (uint64_t)st->slot_rows > UINT32_MAX)
+        return rec_errorf(REC_EINVAL, "%s: %d staging slots of %lld rows for batches of %lld and windows of %lld rows: "
+                          "it takes %d slots of a window's rows at least, and fewer than 2^32 rows in all", d->path,
+                          st->n_slots, (long long)st->slot_rows, (long long)batch,
+                          (long long)(sh->block_rows * sh->buffer_blocks), rec_loader_stage_slots(batch, sh));
+    return open_loader(out, d, row0, row1, batch, depth, sh, skip, st);
+}
+
+rec_status rec_loader_next_staged(rec_loader *l, const rec_staged_batch **sb) {
+    const rec_batch *b;
+    *sb = NULL;
+    REC_TRY(rec_loader_next(l, &b));
+    if (!b) return REC_OK;
+    l->sb.n = b->n;
+    l->sb.pos = l->pos + (b - l->slot) * l->batch;
+    *sb = &l->sb;
+    return REC_OK;
+}
+
+static rec_status open_loader(rec_loader **out, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch, int depth,
+                              const rec_shuffle *sh, int64_t skip, const rec_stager *st) {
     *out = NULL;
     if (batch < 1) return rec_errorf(REC_EINVAL, "%s: batch size must be at least 1 (got %lld)", d->path, (long long)batch);
     if (depth < 2) return rec_errorf(REC_EINVAL, "%s: loader depth must be at least 2 batches (got %d)", d->path, depth);
@@ -1008,13 +1095,18 @@ rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0,
     l->depth = depth;
     if (sh) l->sh = *sh;
     l->skip = skip;
+    if (st) l->stg = *st, l->stager = &l->stg;
+    l->released_hi = -1;
     /* a split that sends nothing away reads the file as a loader without workers does */
     l->pieces = d->offload && rec_offload_ratio(d->offload) > 0;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->not_empty, NULL);
     pthread_cond_init(&l->not_full, NULL);
     rec_status s = rec_alloc((void **)&l->slot, (size_t)depth * sizeof(rec_batch), "loader ring");
-    for (int i = 0; !s && i < depth; i++) s = rec_batch_init(&l->slot[i], batch, d->n_dense, d->n_sparse, 1);
+    /* staged: a ring slot holds positions (and its row count) */
+    for (int i = 0; !s && i < depth; i++) s = rec_batch_init(&l->slot[i], batch, st ? 0 : d->n_dense, st ? 0 : d->n_sparse, 1);
+    if (!s && st) s = rec_alloc((void **)&l->pos, (size_t)(depth * batch) * sizeof(uint32_t), "staged batches");
+    if (!s && st) s = rec_alloc((void **)&l->slot_hi, (size_t)depth * sizeof(int64_t), "staged batches");
     if (!s && sh) s = shuffle_init(l);
     if (!s && d->is_shard) {
         s = rec_alloc((void **)&l->shards, (size_t)d->n_parts * sizeof *l->shards, "loader shards");
@@ -1053,6 +1145,7 @@ rec_status rec_loader_next(rec_loader *l, const rec_batch **b) {
     *b = NULL;
     pthread_mutex_lock(&l->mu);
     if (l->held) {
+        if (l->stager && l->slot_hi[l->head] > l->released_hi) l->released_hi = l->slot_hi[l->head];
         l->head = (l->head + 1) % l->depth;
         l->held = 0;
         pthread_cond_signal(&l->not_full);
@@ -1102,6 +1195,9 @@ void rec_loader_close(rec_loader *l) {
     rec_free(l->blk_single);
     rec_free(l->perm);
     rec_free(l->next);
+    rec_free(l->blk_row0);
+    rec_free(l->pos);
+    rec_free(l->slot_hi);
     rec_free(l->order);
     pthread_cond_destroy(&l->not_full);
     pthread_cond_destroy(&l->not_empty);
