@@ -15,7 +15,13 @@
  * threads (rec_cuda_pack) and the block map built (rec_cuda_block_map, dim --dim, each table's
  * default schedule). Staging is plain memory here, not pinned: the copies to the GPU are the
  * GPU's. So the rates are the most samples/s this host can feed a GPU, on a machine without
- * one. */
+ * one.
+ *
+ * With --gpu-host the shuffled order is drained a third way, staged (rec_loader_open_staged):
+ * what `train --device cuda` does with a shuffled shard. Each window is staged once on the
+ * loader's thread (rec_cuda_stage_fill into plain memory, features on the pool) and each batch
+ * costs the consumer its ids per table (rec_cuda_gather_nnz) and the block map; the gather
+ * itself is the GPU's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +64,9 @@ typedef struct gpu_host {
     int64_t blocks; /* block map's blocks, summed (kept so the map is not optimised away) */
     double sec[3];  /* seconds in the copy, the packing and the block map */
     int64_t batches;
+    rec_cuda_host_stager stg; /* staged: the windows in host memory */
+    double staged_sec;        /* staged: the consumer's seconds (ids per table, block map) */
+    int64_t staged_batches;
 } gpu_host;
 
 static void gpu_host_free(gpu_host *h) {
@@ -65,6 +74,7 @@ static void gpu_host_free(gpu_host *h) {
     rec_pool_free(h->pool);
     free(h->dims), free(h->sched), free(h->nnz), free(h->rounds), free(h->start);
     for (int i = 0; i < 2; i++) free(h->dense[i]), free(h->ids[i]);
+    rec_cuda_host_stager_free(&h->stg);
     memset(h, 0, sizeof *h);
 }
 
@@ -87,6 +97,29 @@ static rec_status grow(void **p, size_t *cap, size_t want) {
     if (!q) return rec_errorf(REC_ENOMEM, "bench loader --gpu-host: out of memory for %zu bytes of staging", want);
     *p = q, *cap = want + want / 4;
     return REC_OK;
+}
+
+/* A staged batch: its ids per table and the block map; the GPU gathers the rest. */
+static void gpu_host_staged(gpu_host *h, const rec_staged_batch *sb) {
+    const double t0 = rec_now();
+    rec_cuda_gather_nnz(h->stg.src, h->stg.S, h->F, h->stg.slot_rows, sb->pos, (int)sb->n, h->nnz);
+    enum { H100_SMS = 132, OCCUPANCY = 8 };
+    h->blocks += rec_cuda_block_map(h->F, (int)sb->n, h->dims, h->sched, h->nnz, H100_SMS * OCCUPANCY * 4, h->rounds, h->start);
+    h->staged_sec += rec_now() - t0, h->staged_batches++;
+}
+
+/* Seconds to drain rows [0, n) of d staged in the order sh (gh's stager) */
+static rec_status drain_staged(rec_dataset *d, int64_t n, int64_t batch, const rec_shuffle *sh, gpu_host *gh, double *sec) {
+    rec_loader *l = NULL;
+    const rec_stager st = {rec_cuda_host_stage, &gh->stg, gh->stg.S, gh->stg.slot_rows};
+    const double t0 = rec_now();
+    REC_TRY(rec_loader_open_staged(&l, d, 0, n, batch, 3, sh, 0, &st));
+    const rec_staged_batch *sb;
+    rec_status s;
+    while (!(s = rec_loader_next_staged(l, &sb)) && sb) gpu_host_staged(gh, sb);
+    rec_loader_close(l);
+    *sec = rec_now() - t0;
+    return s;
 }
 
 static rec_status gpu_host_stage(gpu_host *h, const rec_batch *b) {
@@ -164,9 +197,12 @@ int bench_loader(int argc, char **argv) {
     int64_t n = 0;
     if (!s) s = rec_dataset_rows(d, &n);
     gpu_host gh = {0};
-    if (!s && host) s = gpu_host_init(&gh, d, dim);
-    double t[2][100], bytes = 0;
     rec_shuffle sh = {(uint64_t)seed, 0, REC_SHUFFLE_BLOCK_ROWS, REC_SHUFFLE_BUFFER_BLOCKS};
+    if (!s && host) s = gpu_host_init(&gh, d, dim);
+    if (!s && host)
+        s = rec_cuda_host_stager_init(&gh.stg, rec_loader_stage_slots(batch, &sh), sh.block_rows * sh.buffer_blocks,
+                                      rec_dataset_n_dense(d), gh.F, gh.rows, path, gh.pool);
+    double t[3][100], bytes = 0;
     for (int r = -1; !s && r < reps; r++) { /* r = -1: warm-up (page cache, allocator) */
         double sec;
         sh.epoch = r < 0 ? 0 : r;
@@ -174,14 +210,18 @@ int bench_loader(int argc, char **argv) {
         if (!s && r >= 0) t[0][r] = sec;
         if (!s) s = drain(d, n, batch, &sh, host ? &gh : NULL, &sec, &bytes);
         if (!s && r >= 0) t[1][r] = sec;
+        if (!s && host) s = drain_staged(d, n, batch, &sh, &gh, &sec);
+        if (!s && host && r >= 0) t[2][r] = sec;
     }
     const double gh_sec[3] = {gh.sec[0], gh.sec[1], gh.sec[2]};
     const int64_t gh_batches = gh.batches;
+    const double staged_ms = gh.staged_batches > 0 ? gh.staged_sec / gh.staged_batches * 1e3 : 0;
     gpu_host_free(&gh);
     rec_dataset_close(d);
     if (s) return cli_fail(cmd, s);
     const double copy = rec_measure_copy_gbps();
     const double file_s = rec_median(t[0], reps), shuf_s = rec_median(t[1], reps);
+    const double staged_s = host ? rec_median(t[2], reps) : 0;
     printf("loader%s over %lld rows of %s, batches of %lld, %d thread%s, median of %d\n",
            host ? " + the host's half of a GPU step's input" : "", (long long)n, path, (long long)batch, threads,
            rec_s(threads), reps);
@@ -192,12 +232,18 @@ int bench_loader(int argc, char **argv) {
     if (host && gh_batches > 0)
         printf("  staging a batch (means over every run): dense values and labels %.3f ms, ids packed %.3f ms, block "
                "map %.3f ms\n", gh_sec[0] / gh_batches * 1e3, gh_sec[1] / gh_batches * 1e3, gh_sec[2] / gh_batches * 1e3);
+    if (host)
+        printf("  %-10s %12.0f rows/s %14s   (%.2fx shuffled: windows staged once, batches gathered on the GPU; "
+               "a batch's ids per table and block map %.3f ms)\n", "staged", n / staged_s, "", shuf_s / staged_s, staged_ms);
     if (json) {
         printf("{\"rows\": %lld, \"batch\": %lld, \"threads\": %d, \"gpu_host\": %s, \"reps\": %d, \"file_rows_per_s\": %s, \"shuffled_rows_per_s\": %s, "
                "\"shuffled_vs_file\": %s, \"copy_gb_per_s\": %s", (long long)n, (long long)batch, threads,
                host ? "true" : "false", reps,
                cli_jnum("%.1f", n / file_s), cli_jnum("%.1f", n / shuf_s), cli_jnum("%.4f", file_s / shuf_s),
                cli_jnum("%.3f", copy));
+        if (host)
+            printf(", \"staged_rows_per_s\": %s, \"staged_vs_shuffled\": %s, \"staged_batch_ms\": %s",
+                   cli_jnum("%.1f", n / staged_s), cli_jnum("%.4f", shuf_s / staged_s), cli_jnum("%.4f", staged_ms));
         if (host && gh_batches > 0)
             printf(", \"staging_ms\": {\"dense\": %s, \"pack\": %s, \"block_map\": %s}",
                    cli_jnum("%.4f", gh_sec[0] / gh_batches * 1e3), cli_jnum("%.4f", gh_sec[1] / gh_batches * 1e3),

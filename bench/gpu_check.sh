@@ -20,6 +20,8 @@ timeout 90 $B/test_cuda_parity ${PARITY_CASES:-24} > "$OUT/parity.txt" 2>&1; prc
 REC_CUDA_INTERACT=gemm timeout 60 $B/test_cuda_parity 0 > "$OUT/parity_gemm.txt" 2>&1; grc=$?
 echo "parity, cuBLASLt interaction, rc $grc"; grep -E '^DLRM|passed' "$OUT/parity_gemm.txt"
 if [ $prc != 0 ] && [ $grc = 0 ]; then echo "THE FUSED INTERACTION FAILS PARITY: the benchmarks run the cuBLASLt one"; export REC_CUDA_INTERACT=gemm; fi
+REC_BIN=$B/rectrain timeout ${STAGED_TIMEOUT:-150} bench/staged_check.sh ${STAGED_ROWS:-200000} > "$OUT/staged.txt" 2>&1
+echo "staged input (batches gathered on the GPU) against the host's packing rc $?"; cat "$OUT/staged.txt"
 REC_SOURCE_DIR=$PWD timeout 120 $B/test_gprep > "$OUT/gprep.txt" 2>&1; echo "GPU preprocessing parity rc $?"; tail -n 6 "$OUT/gprep.txt"
 if [ "${MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     timeout ${MEMCHECK_TIMEOUT:-60} compute-sanitizer --tool memcheck --print-limit 5 $B/test_cuda_parity ${MEMCHECK_CASES:-1} > "$OUT/memcheck.txt" 2>&1

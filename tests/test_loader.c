@@ -527,33 +527,6 @@ static void test_shuffled_order(void) {
 
 /* ---- staged batches ------------------------------------------------------------------------ */
 
-/* A stager on the CPU: each slot's window staged (rec_cuda_stage_fill) into a buffer poisoned
- * first, so that a slot staged again while a batch still held its rows would show. */
-enum { STG_SLOTS = 8 };
-typedef struct host_stager {
-    rec_cuda_stage st[STG_SLOTS];
-    int32_t *buf[STG_SLOTS];
-    rec_gsrc src[STG_SLOTS * 64];
-    rec_gslot slot[STG_SLOTS];
-    const int64_t *rows;
-    const char *what;
-    rec_pool *pool;
-    int32_t F;
-} host_stager;
-
-static rec_status host_stage(void *ctx, int slot, const rec_batch *blk, int nb, const uint8_t *one, const int64_t *row0) {
-    host_stager *h = ctx;
-    rec_cuda_stage *st = &h->st[slot];
-    REC_TRY(rec_cuda_stage_plan(st, blk, nb, one));
-    free(h->buf[slot]);
-    h->buf[slot] = malloc((size_t)st->words * 4);
-    if (!h->buf[slot]) return rec_errorf(REC_ENOMEM, "test stager");
-    memset(h->buf[slot], 0xff, (size_t)st->words * 4);
-    REC_TRY(rec_cuda_stage_fill(st, blk, nb, row0, h->rows, h->what, h->buf[slot], h->pool));
-    rec_cuda_stage_src(st, h->buf[slot], h->src + (size_t)slot * h->F, &h->slot[slot]);
-    return REC_OK;
-}
-
 /* Drains a staged loader beside a gathering one of the same order: every batch's staged
  * positions, gathered on the CPU as the GPU would (rec_cuda_gather_host), give what
  * rec_cuda_pack and the dense copy give of the gathered batch. Returns the rows compared, -1 on
@@ -561,11 +534,11 @@ static rec_status host_stage(void *ctx, int slot, const rec_batch *blk, int nb, 
 static int64_t staged_vs_gathered(const char *what, rec_dataset *d, int64_t row1, int64_t batch, int depth,
                                   const rec_shuffle *sh, int64_t skip, rec_pool *pool, const int64_t *rows) {
     const int32_t F = rec_dataset_n_sparse(d), Dn = rec_dataset_n_dense(d);
-    host_stager h = {.rows = rows ? rows : rec_dataset_table_rows(d), .what = rec_dataset_path(d), .pool = pool, .F = F};
-    int ok = F <= 64;
-    for (int i = 0; i < STG_SLOTS; i++) ok &= rec_cuda_stage_init(&h.st[i], Dn, F) == REC_OK;
-    const rec_stager stg = {host_stage, &h, rec_loader_stage_slots(batch, sh), sh->block_rows * sh->buffer_blocks};
-    ok &= stg.n_slots <= STG_SLOTS;
+    rec_cuda_host_stager h = {0};
+    const rec_stager stg = {rec_cuda_host_stage, &h, rec_loader_stage_slots(batch, sh), sh->block_rows * sh->buffer_blocks};
+    int ok = F <= 64 && rec_cuda_host_stager_init(&h, stg.n_slots, stg.slot_rows, Dn, F,
+                                                  rows ? rows : rec_dataset_table_rows(d), rec_dataset_path(d), pool) == REC_OK;
+    h.poison = 1;
     rec_loader *lg = NULL, *ls = NULL;
     rec_status s = ok ? rec_loader_open_order(&lg, d, 0, row1, batch, 2, sh, skip) : REC_EINVAL;
     if (!s) s = rec_loader_open_staged(&ls, d, 0, row1, batch, depth, sh, skip, &stg);
@@ -589,7 +562,7 @@ static int64_t staged_vs_gathered(const char *what, rec_dataset *d, int64_t row1
             ok = 0;
             break;
         }
-        rec_cuda_gather_nnz(h.src, F, stg.slot_rows, sb->pos, B, nnz2);
+        rec_cuda_gather_nnz(h.src, h.S, F, stg.slot_rows, sb->pos, B, nnz2);
         rec_cuda_gather_host(h.src, h.slot, F, Dn, stg.slot_rows, sb->pos, B, off2, ids2, dense);
         ok &= !memcmp(nnz1, nnz2, (size_t)F * sizeof nnz1[0]) && !memcmp(off1, off2, (size_t)F * (B + 1) * 4) &&
               !memcmp(ids1, ids2, (size_t)total * 4) && !memcmp(dense, b->dense, (size_t)B * Dn * 4) &&
@@ -600,7 +573,7 @@ static int64_t staged_vs_gathered(const char *what, rec_dataset *d, int64_t row1
     if (s) fprintf(stderr, "%s: %s\n", what, rec_errmsg());
     rec_loader_close(ls);
     rec_loader_close(lg);
-    for (int i = 0; i < STG_SLOTS; i++) free(h.buf[i]), rec_cuda_stage_free(&h.st[i]);
+    rec_cuda_host_stager_free(&h);
     free(off1), free(off2), free(ids1), free(ids2), free(dense);
     return s ? -(int64_t)s - 100 : ok ? n : -1;
 }
@@ -664,7 +637,7 @@ static void test_staged(void) {
                       strstr(rec_errmsg(), "outside the table's 1 rows") && strstr(rec_errmsg(), ": row 900, "),
                   "an id outside its table: refused naming the shard, row and feature: %s", rec_errmsg());
             rec_loader *l = NULL;
-            rec_stager few = {host_stage, NULL, 2, 300};
+            rec_stager few = {rec_cuda_host_stage, NULL, 2, 300};
             CHECK_ERR(rec_loader_open_staged(&l, d, 0, MH, 64, 2, &sh, 0, &few), REC_EINVAL,
                       "2 staging slots of 300 rows for batches of 64 and windows of 300 rows: it takes 3 slots");
             few.n_slots = 3, few.slot_rows = 299;
@@ -680,7 +653,7 @@ static void test_staged(void) {
     rec_dataset_opts to = tsv_opts(g_tsv, g_std, NULL, 1);
     if (rec_dataset_open(&t, &to) == REC_OK) {
         rec_loader *l = NULL;
-        rec_stager st = {host_stage, NULL, 3, 300};
+        rec_stager st = {rec_cuda_host_stage, NULL, 3, 300};
         CHECK_ERR(rec_loader_open_staged(&l, t, 0, 1000, 64, 2, &sh, 0, &st), REC_EINVAL,
                   "staged batches are read from a .rshard in shuffled order");
         rec_dataset_close(t);

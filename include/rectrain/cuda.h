@@ -192,6 +192,18 @@ void rec_cuda_model_free(rec_cuda_model *g);
  * step before, which ran while this one was being prepared, comes back in *prev_loss with its
  * step number in *prev_step (-1: none yet). */
 rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_batch *b, double *prev_loss, int64_t *prev_step);
+/* Staged input (rec_loader_open_staged, train.h): a stager of n_slots windows of up to
+ * slot_rows rows whose batches the GPU gathers itself: each window is copied to the device
+ * once, as the loader laid it out (rec_cuda_stage), its ids checked against the tables on the
+ * loader's thread (REC_EINVAL naming `what`, the row and the feature); a batch costs the host
+ * its positions and its ids per table. The stager lives as long as g (a second call replaces
+ * it: no loader may be using the first). */
+typedef struct rec_stager rec_stager;
+typedef struct rec_staged_batch rec_staged_batch;
+rec_status rec_cuda_model_stager(rec_cuda_model *g, int n_slots, int64_t slot_rows, const char *what, rec_stager *out);
+/* rec_cuda_model_train_step on a batch of the stager's loader. */
+rec_status rec_cuda_model_train_step_staged(rec_cuda_model *g, const rec_staged_batch *b, double *prev_loss,
+                                            int64_t *prev_step);
 /* Waits for the steps enqueued; the last one's loss and step (-1: none pending). */
 rec_status rec_cuda_model_finish(rec_cuda_model *g, double *loss, int64_t *step);
 /* logits (B, host) of b; waits. */

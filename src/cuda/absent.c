@@ -59,6 +59,13 @@ void rec_cuda_model_free(rec_cuda_model *g) {}
 rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_batch *b, double *prev_loss, int64_t *prev_step) {
     return ABSENT;
 }
+rec_status rec_cuda_model_stager(rec_cuda_model *g, int n_slots, int64_t slot_rows, const char *what, rec_stager *out) {
+    return ABSENT;
+}
+rec_status rec_cuda_model_train_step_staged(rec_cuda_model *g, const rec_staged_batch *b, double *prev_loss,
+                                            int64_t *prev_step) {
+    return ABSENT;
+}
 rec_status rec_cuda_model_finish(rec_cuda_model *g, double *loss, int64_t *step) { return ABSENT; }
 rec_status rec_cuda_model_forward(rec_cuda_model *g, const rec_batch *b, float *logits) { return ABSENT; }
 rec_status rec_cuda_model_download(rec_cuda_model *g, rec_model *m) { return ABSENT; }

@@ -77,13 +77,35 @@ rec_status rec_cuda_stage_fill(const rec_cuda_stage *st, const rec_batch *blk, i
                                const int64_t *rows, const char *what, int32_t *buf, rec_pool *pool);
 /* The sources (F) and slot of a staged buffer at base (host or device memory alike). */
 void rec_cuda_stage_src(const rec_cuda_stage *st, const int32_t *base, rec_gsrc *src, rec_gslot *slot);
-/* A batch of staged positions pos[0..B) over the slots' sources src (slots x F): its ids per
- * feature, nnz (F), as the host needs them before the GPU gathers (the block map, the sort). */
-void rec_cuda_gather_nnz(const rec_gsrc *src, int F, int64_t slot_rows, const uint32_t *pos, int B, int64_t *nnz);
+/* A batch of staged positions pos[0..B) over the S slots' sources src (S x F): its ids per
+ * feature, nnz (F), as the host needs them before the GPU gathers (the block map, the sort).
+ * A feature with one id a row in every slot is not read. */
+void rec_cuda_gather_nnz(const rec_gsrc *src, int S, int F, int64_t slot_rows, const uint32_t *pos, int B, int64_t *nnz);
 /* The GPU's gather on the CPU: off (F, B + 1) and ids as rec_cuda_pack writes them, dense
  * (B, Dn) then the labels (B), as the model's input copy. */
 void rec_cuda_gather_host(const rec_gsrc *src, const rec_gslot *slot, int F, int Dn, int64_t slot_rows, const uint32_t *pos,
                           int B, int32_t *off, int32_t *ids, float *dense);
+
+
+/* Staging into host memory (the GPU's stager without a GPU: tests, bench loader --gpu-host):
+ * slot i's window in buf[i], its sources src[i F ..] and slot[i]; poison: each buffer filled
+ * with 0xff bytes before its window, so that a slot staged while a batch held it would show. */
+typedef struct rec_cuda_host_stager {
+    int S, F, poison;
+    int64_t slot_rows;
+    rec_cuda_stage *st;   /* (S) */
+    int32_t **buf;        /* (S) */
+    rec_gsrc *src;        /* (S x F) */
+    rec_gslot *slot;      /* (S) */
+    const int64_t *rows;  /* (F) the tables' rows, for the ids' check */
+    const char *what;
+    rec_pool *pool;
+} rec_cuda_host_stager;
+rec_status rec_cuda_host_stager_init(rec_cuda_host_stager *h, int S, int64_t slot_rows, int32_t Dn, int32_t F,
+                                     const int64_t *rows, const char *what, rec_pool *pool);
+void rec_cuda_host_stager_free(rec_cuda_host_stager *h);
+/* rec_stager's stage (train.h) with ctx a rec_cuda_host_stager. */
+rec_status rec_cuda_host_stage(void *ctx, int slot, const rec_batch *blk, int nb, const uint8_t *one, const int64_t *row0);
 
 #ifdef __cplusplus
 }

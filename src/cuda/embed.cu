@@ -844,15 +844,8 @@ extern "C" void rec_cuda_batch_free(rec_cuda_batch *d) {
     free(d);
 }
 
-extern "C" rec_status rec_cuda_batch_load(rec_cuda_embed *g, rec_cuda_batch *d, const rec_batch *b, int first_feature) {
-    const int F = g->F, B = (int)b->n;
-    if (first_feature < 0 || first_feature + F > b->n_sparse)
-        return rec_errorf(REC_EINVAL, "GPU batch: features %d..%d asked of a batch with %d", first_feature,
-                          first_feature + F - 1, b->n_sparse);
-    if (B < 1 || B > g->maxB)
-        return rec_errorf(REC_EINVAL, "GPU batch: %d rows; the engine was made for 1..%d", B, g->maxB);
-    int weighted;
-    const int64_t total = rec_cuda_batch_ids(b, first_feature, F, &weighted);
+rec_status cu_batch_reserve(rec_cuda_embed *g, rec_cuda_batch *d, int B, int64_t total, int weighted) {
+    const int F = g->F;
     if (total >= ((int64_t)1 << 31))
         return rec_errorf(REC_EINVAL, "GPU batch: %lld ids; the GPU engine takes fewer than 2^31 a batch (use a smaller batch)",
                           (long long)total);
@@ -860,6 +853,7 @@ extern "C" rec_status rec_cuda_batch_load(rec_cuda_embed *g, rec_cuda_batch *d, 
     if (d->pending) CU_TRY(cudaEventSynchronize(d->copied), "waiting for the batch's last copy");
     d->pending = 0;
     if (bytes > d->cap_bytes || d->F_cap < F) {
+        CU_TRY(cudaEventSynchronize(d->used), "waiting for the batch's last use");
         cudaFreeHost(d->h_buf), cudaFree(d->d_buf), free(d->nnz);
         d->h_buf = d->d_buf = NULL, d->nnz = NULL, d->cap_bytes = 0;
         const size_t cap = bytes + bytes / 4;
@@ -869,14 +863,28 @@ extern "C" rec_status rec_cuda_batch_load(rec_cuda_embed *g, rec_cuda_batch *d, 
         if (!d->nnz) return rec_errorf(REC_ENOMEM, "GPU batch: out of memory");
         d->cap_bytes = cap, d->F_cap = F;
     }
-    int32_t *off = (int32_t *)d->h_buf, *ids = off + (size_t)F * (B + 1);
-    REC_TRY(rec_cuda_pack(b, first_feature, F, g->rows, off, ids, weighted ? (float *)(ids + total) : NULL, d->nnz, g->pool));
     d->B = B, d->F = F, d->total = total;
     d->d_off = (const int32_t *)d->d_buf, d->d_ids = d->d_off + (size_t)F * (B + 1);
     d->d_w = weighted ? (const float *)(d->d_ids + total) : NULL;
+    return REC_OK;
+}
+
+extern "C" rec_status rec_cuda_batch_load(rec_cuda_embed *g, rec_cuda_batch *d, const rec_batch *b, int first_feature) {
+    const int F = g->F, B = (int)b->n;
+    if (first_feature < 0 || first_feature + F > b->n_sparse)
+        return rec_errorf(REC_EINVAL, "GPU batch: features %d..%d asked of a batch with %d", first_feature,
+                          first_feature + F - 1, b->n_sparse);
+    if (B < 1 || B > g->maxB)
+        return rec_errorf(REC_EINVAL, "GPU batch: %d rows; the engine was made for 1..%d", B, g->maxB);
+    int weighted;
+    const int64_t total = rec_cuda_batch_ids(b, first_feature, F, &weighted);
+    REC_TRY(cu_batch_reserve(g, d, B, total, weighted));
+    int32_t *off = (int32_t *)d->h_buf, *ids = off + (size_t)F * (B + 1);
+    REC_TRY(rec_cuda_pack(b, first_feature, F, g->rows, off, ids, weighted ? (float *)(ids + total) : NULL, d->nnz, g->pool));
     // On the copy stream, once the kernels that read this batch's last contents are done: the
     // copy overlaps the previous step's kernels, which wait for it only where they read it.
     CU_TRY(cudaStreamWaitEvent(g->cp, d->used, 0), "ordering a batch copy");
+    const size_t bytes = ((size_t)F * (B + 1) + (size_t)total * (weighted ? 2 : 1)) * 4;
     CU_TRY(cudaMemcpyAsync(d->d_buf, d->h_buf, bytes, cudaMemcpyHostToDevice, g->cp), "copying a batch to the GPU");
     CU_TRY(cudaEventRecord(d->copied, g->cp), "recording a batch copy");
     d->pending = 1;

@@ -108,5 +108,24 @@ rec_status cu_launch_forward(rec_cuda_embed *g, const rec_cuda_batch *d, float *
 rec_status cu_embed_forward16(rec_cuda_embed *g, const rec_cuda_batch *d, __nv_bfloat16 *out16);
 rec_status cu_embed_backward16(rec_cuda_embed *g, const rec_cuda_batch *d, const __nv_bfloat16 *dout16, float lr);
 int cu_cmp_double(const void *a, const void *b);
+// Sizes batch d for B rows and `total` ids (weights too where weighted), growing its buffers
+// (after the last copy into and use of them), and points its device parts into its buffer.
+rec_status cu_batch_reserve(rec_cuda_embed *g, rec_cuda_batch *d, int B, int64_t total, int weighted);
+
+// ---- staged input (input.cu): a batch gathered on the GPU from staged windows -------------------
+struct cu_input;
+// The staging of a model's input: n_slots windows of up to slot_rows rows, Dn dense values a row,
+// gathered into batches of up to maxB rows on the engine's copy stream; `what` names the data in
+// messages (an id outside its table).
+rec_status cu_input_new(cu_input **out, rec_cuda_embed *g, int Dn, int n_slots, int64_t slot_rows, int maxB,
+                        const char *what);
+void cu_input_free(cu_input *in);
+// rec_stager's stage (train.h): the window into slot `slot`, on the loader's thread.
+rec_status cu_input_stage(void *in, int slot, const rec_batch *blk, int nb, const uint8_t *one, const int64_t *row0);
+// Batch d from the staged positions pos[0..B): its ids and offsets, and its dense values then
+// labels into dense (B (Dn + 1) floats), on the copy stream once the slots' windows are there
+// and d's last use is done; records d->copied. k: the caller's input slot (two in turn), whose
+// pinned positions buffer is reused once its last copy is done (the caller waits for that).
+rec_status cu_input_gather(cu_input *in, rec_cuda_batch *d, const uint32_t *pos, int B, int k, float *dense);
 
 #endif

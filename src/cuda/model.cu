@@ -17,6 +17,7 @@
 
 #include "embed_impl.cuh"
 #include "interact.cuh"
+#include "rectrain/train.h"
 #include "rectrain/model.h"
 
 // ---- cuBLASLt, loaded when the first GPU model is made ---------------------------------------
@@ -387,6 +388,7 @@ struct rec_cuda_model {
     cudaEvent_t in_done[SLOTS];
     rec_cuda_batch *batch[SLOTS];
     int slot;
+    cu_input *in;                 // staged input (rec_cuda_model_stager), or NULL
     // the loss of each slot's step, read one step later
     double *h_loss;
     cudaEvent_t loss_done[SLOTS];
@@ -494,6 +496,7 @@ extern "C" void rec_cuda_model_free(rec_cuda_model *g) {
             if (g->ev[i][k]) cudaEventDestroy(g->ev[i][k]);
     }
     cudaFreeHost(g->h_loss);
+    cu_input_free(g->in);
     if (g->lt) lt.destroy(g->lt);
     rec_cuda_embed_free(g->emb);
     free(g);
@@ -725,6 +728,28 @@ static rec_status load_inputs(rec_cuda_model *g, const rec_batch *b) {
     return REC_OK;
 }
 
+// The same from staged positions (rec_cuda_model_train_step_staged): the batch gathered on the GPU.
+static rec_status load_staged(rec_cuda_model *g, const rec_staged_batch *sb) {
+    if (!g->in) return rec_errorf(REC_EINVAL, "GPU model: a staged batch, and no stager (rec_cuda_model_stager)");
+    if (sb->n < 1 || sb->n > g->B)
+        return rec_errorf(REC_EINVAL, "GPU model: batch of %lld rows; it was built for 1..%d", (long long)sb->n, g->B);
+    const int i = g->slot;
+    CU_TRY(cudaEventSynchronize(g->in_done[i]), "waiting for an input slot");
+    REC_TRY(cu_input_gather(g->in, g->batch[i], sb->pos, (int)sb->n, i, g->d_in[i]));
+    CU_TRY(cudaEventRecord(g->in_done[i], g->emb->cp), "recording an input gather");
+    CU_TRY(cudaStreamWaitEvent(g->st, g->in_done[i], 0), "waiting for an input gather");
+    return REC_OK;
+}
+
+extern "C" rec_status rec_cuda_model_stager(rec_cuda_model *g, int n_slots, int64_t slot_rows, const char *what,
+                                            rec_stager *out) {
+    cu_input_free(g->in);
+    g->in = NULL;
+    REC_TRY(cu_input_new(&g->in, g->emb, g->Dn, n_slots, slot_rows, g->B, what));
+    *out = (rec_stager){cu_input_stage, g->in, n_slots, slot_rows};
+    return REC_OK;
+}
+
 static void mark(rec_cuda_model *g, int k) {
     if (g->prof) cudaEventRecord(g->ev[g->slot][k], g->st);
 }
@@ -758,12 +783,14 @@ static void harvest(rec_cuda_model *g, int j, double *loss, int64_t *step) {
     g->part_steps++;
 }
 
-extern "C" rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_batch *b, double *prev_loss, int64_t *prev_step) {
-    const int B = (int)b->n, i = g->slot;
+// A training step on b, or on the staged batch sb where b is NULL.
+static rec_status train_step(rec_cuda_model *g, const rec_batch *b, const rec_staged_batch *sb, double *prev_loss,
+                             int64_t *prev_step) {
+    const int B = (int)(b ? b->n : sb->n), i = g->slot;
     *prev_step = -1;
     const double h0 = g->prof ? rec_now() : 0;
     mark(g, 0);
-    REC_TRY(load_inputs(g, b));
+    REC_TRY(b ? load_inputs(g, b) : load_staged(g, sb));
     const double h1 = g->prof ? rec_now() : 0;
     const float *logits;
     REC_TRY(forward(g, B, &logits));
@@ -811,6 +838,15 @@ extern "C" rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_bat
         g->host_s[REC_CUDA_HOST_WAIT] += rec_now() - h2, g->host_steps++;
     }
     return REC_OK;
+}
+
+extern "C" rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_batch *b, double *prev_loss, int64_t *prev_step) {
+    return train_step(g, b, NULL, prev_loss, prev_step);
+}
+
+extern "C" rec_status rec_cuda_model_train_step_staged(rec_cuda_model *g, const rec_staged_batch *b, double *prev_loss,
+                                                       int64_t *prev_step) {
+    return train_step(g, NULL, b, prev_loss, prev_step);
 }
 
 extern "C" rec_status rec_cuda_model_finish(rec_cuda_model *g, double *loss, int64_t *step) {

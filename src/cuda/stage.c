@@ -142,12 +142,13 @@ rec_status rec_cuda_stage_fill(const rec_cuda_stage *st, const rec_batch *blk, i
                       (long long)rec_jagged_id(s, id_k), (long long)rows[f]);
 }
 
-void rec_cuda_gather_nnz(const rec_gsrc *src, int F, int64_t slot_rows, const uint32_t *pos, int B, int64_t *nnz) {
-    for (int f = 0; f < F; f++) nnz[f] = 0;
-    for (int b = 0; b < B; b++) {
-        const rec_gsrc *s = &src[rec_gather_slot(pos[b], slot_rows) * F];
-        const int64_t r = rec_gather_row(pos[b], slot_rows);
-        for (int f = 0; f < F; f++) nnz[f] += rec_gather_len(&s[f], r);
+void rec_cuda_gather_nnz(const rec_gsrc *src, int S, int F, int64_t slot_rows, const uint32_t *pos, int B, int64_t *nnz) {
+    for (int f = 0; f < F; f++) {
+        int lists = 0; /* a feature of one id a row in every slot has B ids: nothing to read */
+        for (int s = 0; s < S; s++) lists |= src[(int64_t)s * F + f].starts != NULL;
+        nnz[f] = lists ? 0 : B;
+        for (int b = 0; lists && b < B; b++)
+            nnz[f] += rec_gather_len(&src[rec_gather_slot(pos[b], slot_rows) * F + f], rec_gather_row(pos[b], slot_rows));
     }
 }
 
@@ -163,4 +164,36 @@ void rec_cuda_gather_host(const rec_gsrc *src, const rec_gslot *slot, int F, int
     for (int64_t f = 0; f < F; f++)
         for (int64_t b = 0; b < B; b++) rec_gather_ids(src, pos, B, F, slot_rows, off, f, b, 0, 1, ids);
     for (int64_t e = 0; e < (int64_t)B * (Dn + 1); e++) rec_gather_dense(slot, pos, B, Dn, slot_rows, e, dense);
+}
+
+rec_status rec_cuda_host_stager_init(rec_cuda_host_stager *h, int S, int64_t slot_rows, int32_t Dn, int32_t F,
+                                     const int64_t *rows, const char *what, rec_pool *pool) {
+    memset(h, 0, sizeof *h);
+    h->S = S, h->F = F, h->slot_rows = slot_rows, h->rows = rows, h->what = what, h->pool = pool;
+    h->st = calloc((size_t)S, sizeof *h->st), h->buf = calloc((size_t)S, sizeof *h->buf);
+    h->src = calloc((size_t)S * F + 1, sizeof *h->src), h->slot = calloc((size_t)S, sizeof *h->slot);
+    rec_status s = h->st && h->buf && h->src && h->slot ? REC_OK : rec_errorf(REC_ENOMEM, "staging: out of memory");
+    for (int i = 0; !s && i < S; i++) s = rec_cuda_stage_init(&h->st[i], Dn, F);
+    if (s) rec_cuda_host_stager_free(h);
+    return s;
+}
+
+void rec_cuda_host_stager_free(rec_cuda_host_stager *h) {
+    for (int i = 0; h->st && i < h->S; i++) rec_cuda_stage_free(&h->st[i]);
+    for (int i = 0; h->buf && i < h->S; i++) free(h->buf[i]);
+    free(h->st), free(h->buf), free(h->src), free(h->slot);
+    memset(h, 0, sizeof *h);
+}
+
+rec_status rec_cuda_host_stage(void *ctx, int slot, const rec_batch *blk, int nb, const uint8_t *one, const int64_t *row0) {
+    rec_cuda_host_stager *h = ctx;
+    rec_cuda_stage *st = &h->st[slot];
+    REC_TRY(rec_cuda_stage_plan(st, blk, nb, one));
+    free(h->buf[slot]);
+    h->buf[slot] = malloc((size_t)st->words * 4 + 4);
+    if (!h->buf[slot]) return rec_errorf(REC_ENOMEM, "staging: out of memory for a window of %lld rows", (long long)st->n);
+    if (h->poison) memset(h->buf[slot], 0xff, (size_t)st->words * 4);
+    REC_TRY(rec_cuda_stage_fill(st, blk, nb, row0, h->rows, h->what, h->buf[slot], h->pool));
+    rec_cuda_stage_src(st, h->buf[slot], h->src + (size_t)slot * h->F, &h->slot[slot]);
+    return REC_OK;
 }

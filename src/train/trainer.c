@@ -967,21 +967,39 @@ static rec_status run(job *j) {
                     rec_dnn_isa());
     }
     rec_status s = REC_OK;
+    /* A GPU's shuffled shard: staged windows, each batch gathered on the GPU (cuda.h) */
+    rec_stager stager;
+    const rec_shuffle shape = {j->cfg.seed, 0, j->shuffle_block_rows, j->shuffle_buffer_blocks};
+    const char *input = getenv("REC_CUDA_INPUT"); /* "host": the batches gathered and packed on the host */
+    const int staged = j->gpu && j->shuffle_block_rows > 0 && rec_dataset_is_shard(j->train) &&
+                       !(input && !strcmp(input, "host"));
+    if (staged) {
+        const int slots = rec_loader_stage_slots(B, &shape);
+        const int64_t window = j->shuffle_block_rows * j->shuffle_buffer_blocks;
+        REC_TRY(rec_cuda_model_stager(j->gpu, slots, window, rec_dataset_path(j->train), &stager));
+        if (o->log)
+            fprintf(o->log, "train: batches gathered on the GPU from shuffle windows of %lld rows, each copied once (%d "
+                    "slots)\n", (long long)window, slots);
+    }
     int stop = 0;
     for (int64_t epoch = meta.epoch; !s && !stop && epoch < j->cfg.epochs; epoch++) {
         int64_t row = epoch == meta.epoch ? meta.row : 0;
         if (epoch != meta.epoch) lsum.epoch_loss = 0, lsum.epoch_steps = 0, lsum.epoch_partial = 0;
         rec_loader *l = NULL;
         rec_shuffle sh = {j->cfg.seed, epoch, j->shuffle_block_rows, j->shuffle_buffer_blocks};
-        if (j->shuffle_block_rows > 0) /* the epoch's order, less the rows the resumed run took */
+        if (staged)
+            s = rec_loader_open_staged(&l, j->train, 0, j->train_rows, B, LOADER_DEPTH, &sh, row, &stager);
+        else if (j->shuffle_block_rows > 0) /* the epoch's order, less the rows the resumed run took */
             s = rec_loader_open_order(&l, j->train, 0, j->train_rows, B, LOADER_DEPTH, &sh, row);
         else
             s = rec_loader_open(&l, j->train, row, j->train_rows, B, LOADER_DEPTH);
         double t0 = rec_now(), t_eval = 0, t_ckpt = rep->ckpt_seconds;
         const double secs0 = rep->train_seconds;
         const int64_t rows0 = rep->rows;
-        const rec_batch *b;
-        while (!s && !(s = rec_loader_next(l, &b)) && b) {
+        const rec_batch *b = NULL;
+        const rec_staged_batch *sb = NULL;
+        while (!s && !(s = staged ? rec_loader_next_staged(l, &sb) : rec_loader_next(l, &b)) && (b || sb)) {
+            const int64_t n = b ? b->n : sb->n;
             double loss;
             int stop_now = o->stop ? (int)*o->stop : 0; /* the signal's number */
             if (j->exec && !s) s = rec_dist_any(stop_now, &stop_now); /* every rank stops at the same step */
@@ -996,7 +1014,8 @@ static rec_status run(job *j) {
             if (j->plan_pending) s = start_plan(j, b);
             if (!s && j->gpu) {
                 int64_t lstep; /* the GPU reports the step before's loss */
-                s = rec_cuda_model_train_step(j->gpu, b, &loss, &lstep);
+                s = sb ? rec_cuda_model_train_step_staged(j->gpu, sb, &loss, &lstep)
+                       : rec_cuda_model_train_step(j->gpu, b, &loss, &lstep);
                 rec_model_set_steps(j->model, rec_cuda_model_steps(j->gpu));
                 if (!s && lstep >= 0) s = take_loss(j, lstep + 1, loss, &lsum);
             } else if (!s) {
@@ -1006,10 +1025,10 @@ static rec_status run(job *j) {
             if (!s && j->tuning) rec_progress_clear(&pg), s = finish_plan(j);
             if (s) break;
             int64_t step = rec_model_steps(j->model);
-            row += b->n;
-            rows_seen += b->n;
-            rep->rows += b->n;
-            if (o->n_workers > 0 || o->workers_file) rep->rows_checksum += rec_batch_row_hash_sum(b);
+            row += n;
+            rows_seen += n;
+            rep->rows += n;
+            if (b && (o->n_workers > 0 || o->workers_file)) rep->rows_checksum += rec_batch_row_hash_sum(b);
             rep->steps++;
             char extra[96];
             snprintf(extra, sizeof extra, "loss %.4f  epoch %lld/%d", rep->last_loss, (long long)epoch + 1, j->cfg.epochs);
