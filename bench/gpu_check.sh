@@ -20,12 +20,26 @@ timeout 90 $B/test_cuda_parity ${PARITY_CASES:-24} > "$OUT/parity.txt" 2>&1; prc
 REC_CUDA_INTERACT=gemm timeout 60 $B/test_cuda_parity 0 > "$OUT/parity_gemm.txt" 2>&1; grc=$?
 echo "parity, cuBLASLt interaction, rc $grc"; grep -E '^DLRM|passed' "$OUT/parity_gemm.txt"
 if [ $prc != 0 ] && [ $grc = 0 ]; then echo "THE FUSED INTERACTION FAILS PARITY: the benchmarks run the cuBLASLt one"; export REC_CUDA_INTERACT=gemm; fi
+# The bf16 layers' outputs written in bf16 by cuBLASLt (no fp32 copies): against keeping fp32 copies.
+if [ $prc != 0 ]; then
+    REC_CUDA_MLP=plain timeout 90 $B/test_cuda_parity ${PARITY_CASES:-24} > "$OUT/parity_plain.txt" 2>&1; mrc=$?
+    echo "parity, MLP with fp32 activations (REC_CUDA_MLP=plain), rc $mrc"; tail -n 3 "$OUT/parity_plain.txt"
+    if [ $mrc = 0 ]; then echo "THE BF16 ACTIVATIONS FAIL PARITY: the benchmarks keep fp32 copies"; export REC_CUDA_MLP=plain; fi
+fi
 REC_BIN=$B/rectrain timeout ${STAGED_TIMEOUT:-150} bench/staged_check.sh ${STAGED_ROWS:-200000} > "$OUT/staged.txt" 2>&1
-echo "staged input (batches gathered on the GPU) against the host's packing rc $?"; cat "$OUT/staged.txt"
+src=$?; echo "staged input (batches gathered on the GPU) against the host's packing rc $src"; cat "$OUT/staged.txt"
+if [ $src != 0 ]; then echo "THE STAGED INPUT FAILS: the benchmarks pack batches on the host"; export REC_CUDA_INPUT=host; fi
 REC_SOURCE_DIR=$PWD timeout 120 $B/test_gprep > "$OUT/gprep.txt" 2>&1; echo "GPU preprocessing parity rc $?"; tail -n 6 "$OUT/gprep.txt"
 if [ "${MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     timeout ${MEMCHECK_TIMEOUT:-60} compute-sanitizer --tool memcheck --print-limit 5 $B/test_cuda_parity ${MEMCHECK_CASES:-1} > "$OUT/memcheck.txt" 2>&1
     echo "memcheck rc $?"; grep -E 'ERROR SUMMARY|Invalid|passed' "$OUT/memcheck.txt" | head -n 6
+    # the staged input's kernels (gather from staged windows), on a short multi-hot training run
+    M=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-mc-XXXXXX")
+    $B/rectrain gen --rows 20000 --scale 0.01 --seed 9 --multi-hot --out "$M/d.tsv" >/dev/null 2>&1
+    $B/rectrain prep --spec configs/criteo_standard.json --in "$M/d.tsv" --out "$M/d.rshard" >/dev/null 2>&1
+    REC_PROGRESS=0 timeout ${MEMCHECK_TIMEOUT:-60} compute-sanitizer --tool memcheck --print-limit 5 $B/rectrain train \
+        --config configs/dlrm_kaggle.json --data "$M/d.rshard" --batch 4096 --epochs 2 --device cuda > "$OUT/memcheck_staged.txt" 2>&1
+    echo "memcheck, staged input rc $?"; grep -E 'ERROR SUMMARY|Invalid' "$OUT/memcheck_staged.txt" | head -n 4; rm -rf "$M"
 fi
 if [ "${PREP:-1}" = 1 ]; then
 echo "== GPU preprocessing (ops on the GPU, parsing on the CPUs) against the CPUs"

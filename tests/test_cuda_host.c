@@ -253,6 +253,82 @@ static void test_config_check(void) {
     rec_model_config_free(&c);
 }
 
+/* Staging by hand-made blocks: a wide feature (int64 ids, narrowed), a list feature with empty
+ * rows, a one-hot one (no starts staged); two windows in two slots, a batch across both, as
+ * the GPU's gather reads them (rec_cuda_gather_host) against rec_cuda_pack of the same rows;
+ * ids outside their table (wide and negative) named with the data row; windows and features
+ * of 2^31 rows or ids refused before anything is read. */
+static void test_stage(rec_pool *pool) {
+    enum { F = 3, DN = 2, N0 = 5, N1 = 3 };
+    const int64_t rows[F] = {100, 50, 7};
+    rec_batch blk[2], want;
+    rec_status s = REC_OK;
+    const int n[2] = {N0, N1};
+    for (int i = 0; i < 2; i++) {
+        s |= rec_batch_init(&blk[i], n[i], DN, F, 3);
+        blk[i].n = n[i];
+        for (int r = 0; r < n[i]; r++) {
+            blk[i].label[r] = (float)((r + i) % 2);
+            for (int c = 0; c < DN; c++) blk[i].dense[r * DN + c] = (float)(100 * i + 10 * r + c);
+        }
+        for (int f = 0; f < F; f++) {
+            rec_jagged *j = &blk[i].sparse[f];
+            j->offsets[0] = 0;
+            for (int r = 0; r < n[i]; r++) {
+                const int L = f == 1 ? (r + i) % 3 : 1; /* f 1: 0, 1 or 2 ids, empty rows too */
+                s |= rec_batch_reserve_nnz(&blk[i], f, j->offsets[r] + L, 0);
+                for (int k = 0; k < L; k++) j->ids64[j->offsets[r] + k] = (7 * r + 3 * k + 11 * i + f) % rows[f];
+                j->offsets[r + 1] = j->offsets[r] + L;
+            }
+            if (f > 0) s |= rec_batch_set_wide(&blk[i], f, 0); /* f 0 stays int64 */
+        }
+    }
+    s |= rec_batch_init(&want, 6, DN, F, 3);
+    CHECK(s == REC_OK, "stage blocks: %s", rec_errmsg());
+    rec_cuda_host_stager h;
+    CHECK(rec_cuda_host_stager_init(&h, 2, 8, DN, F, rows, "blocks", pool) == REC_OK, "a host stager");
+    const uint8_t one[F] = {1, 0, 1};
+    const int64_t row0[2] = {1000, 2000};
+    CHECK(rec_cuda_host_stage(&h, 0, &blk[0], 1, one, row0) == REC_OK &&
+              rec_cuda_host_stage(&h, 1, &blk[1], 1, one, row0 + 1) == REC_OK,
+          "two windows staged: %s", rec_errmsg());
+    CHECK(h.st[0].start_at[0] < 0 && h.st[0].start_at[1] >= 0 && h.st[0].start_at[2] < 0 && h.st[0].n == N0,
+          "starts staged for the list feature only");
+    /* Batch: window 0 rows 4, 0, 2, window 1 rows 1, 2, 0 (positions slot * 8 + row). */
+    const uint32_t pos[6] = {4, 0, 2, 9, 10, 8};
+    want.n = 0;
+    for (int b = 0; b < 6; b++) s |= rec_batch_append_rows(&want, &blk[pos[b] / 8], pos[b] % 8, 1);
+    int32_t off_w[F * 7], ids_w[64], off_g[F * 7], ids_g[64];
+    float dense[6 * (DN + 1)];
+    int64_t nnz_w[F], nnz_g[F];
+    s |= rec_cuda_pack(&want, 0, F, rows, off_w, ids_w, NULL, nnz_w, NULL);
+    rec_cuda_gather_nnz(h.src, h.S, F, h.slot_rows, pos, 6, nnz_g);
+    rec_cuda_gather_host(h.src, h.slot, F, DN, h.slot_rows, pos, 6, off_g, ids_g, dense);
+    int64_t total = 0;
+    for (int f = 0; f < F; f++) total += nnz_w[f];
+    CHECK(s == REC_OK && !memcmp(nnz_w, nnz_g, sizeof nnz_w) && !memcmp(off_w, off_g, sizeof off_w) &&
+              !memcmp(ids_w, ids_g, (size_t)total * 4) && !memcmp(dense, want.dense, 6 * DN * 4) &&
+              !memcmp(dense + 6 * DN, want.label, 6 * 4),
+          "a batch across two windows: the gather gives what packing the same rows gives (%lld ids)", (long long)total);
+    /* Refusals: the first feature in order holding an id outside its table, with its data row. */
+    blk[1].sparse[2].ids32[2] = 7;  /* row 2 of block 1: table of 7 rows */
+    blk[1].sparse[0].ids64[1] = -5; /* ... and feature 0, row 1 */
+    CHECK_ERR(rec_cuda_host_stage(&h, 1, &blk[1], 1, one, row0 + 1), REC_EINVAL,
+              "blocks: row 2001, sparse feature 0: id -5 is outside the table's 100 rows");
+    blk[1].sparse[0].ids64[1] = 1;
+    CHECK_ERR(rec_cuda_host_stage(&h, 1, &blk[1], 1, one, row0 + 1), REC_EINVAL,
+              "blocks: row 2002, sparse feature 2: id 7 is outside the table's 7 rows");
+    rec_batch huge = blk[0];
+    huge.n = INT32_MAX;
+    CHECK_ERR(rec_cuda_stage_plan(&h.st[0], &huge, 1, one), REC_EINVAL, "a window of 2147483647 rows; staging takes fewer");
+    int64_t offs[2] = {0, (int64_t)1 << 31};
+    rec_jagged sp[F] = {blk[0].sparse[0], {.offsets = offs}, blk[0].sparse[2]};
+    huge = (rec_batch){.n = 1, .cap = 1, .n_dense = DN, .n_sparse = F, .label = blk[0].label, .dense = blk[0].dense, .sparse = sp};
+    CHECK_ERR(rec_cuda_stage_plan(&h.st[0], &huge, 1, one), REC_EINVAL, "feature 1 holds 2147483648 ids in a window of 1 rows");
+    rec_cuda_host_stager_free(&h);
+    rec_batch_free(&want), rec_batch_free(&blk[0]), rec_batch_free(&blk[1]);
+}
+
 int main(void) {
     test_config_check();
     const int rc = clirun_setup("rectrain_cuda_host");
@@ -263,6 +339,8 @@ int main(void) {
     rec_pool *pool = NULL;
     CHECK(rec_pool_init(&pool, 3) == REC_OK, "a pool: %s", rec_errmsg());
     if (pool) test_pack(pool);
+    test_stage(NULL);
+    if (pool) test_stage(pool);
     rec_pool_free(pool);
     test_plans();
     test_cli();

@@ -196,25 +196,9 @@ template <> struct vec_t<1> { typedef float type; };
 
 // The elementwise kernels take four floats a thread (16-byte loads; every buffer here starts
 // 16-byte aligned) over a grid that fills the GPU (ew_grid), and the last n % 4 one at a time.
-// dy *= (y > 0) where relu, and its bf16 copy where b16 is not NULL.
 __device__ __forceinline__ float relu_mask(float g, float y) { return y > 0.0f ? g : 0.0f; }
-__global__ void relu_grad_kernel(float *dy, const float *y, size_t n, int relu, __nv_bfloat16 *b16) {
-    const size_t n4 = n / 4, step = (size_t)gridDim.x * blockDim.x, t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    for (size_t i = t; i < n4; i += step) {
-        float4 v = reinterpret_cast<const float4 *>(dy)[i];
-        if (relu) {
-            const float4 a = reinterpret_cast<const float4 *>(y)[i];
-            v = make_float4(relu_mask(v.x, a.x), relu_mask(v.y, a.y), relu_mask(v.z, a.z), relu_mask(v.w, a.w));
-            reinterpret_cast<float4 *>(dy)[i] = v;
-        }
-        if (b16) store_bf16(b16 + 4 * i, v);
-    }
-    for (size_t i = 4 * n4 + t; i < n; i += step) {
-        float v = dy[i];
-        if (relu) dy[i] = v = relu_mask(v, y[i]);
-        if (b16) b16[i] = __float2bfloat16_rn(v);
-    }
-}
+__device__ __forceinline__ float as_float(float v) { return v; }
+__device__ __forceinline__ float as_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 __global__ void to_bf16_kernel(const float *x, size_t n, __nv_bfloat16 *y) {
     const size_t n4 = n / 4, step = (size_t)gridDim.x * blockDim.x, t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -222,17 +206,31 @@ __global__ void to_bf16_kernel(const float *x, size_t n, __nv_bfloat16 *y) {
     for (size_t i = 4 * n4 + t; i < n; i += step) y[i] = __float2bfloat16_rn(x[i]);
 }
 
-// db (N) = column sums of dy (B, N), in two passes so that the whole GPU reads dy: block
-// (x, y) sums 32 columns over row chunk y (8 row-lanes, then shared memory) into part (Y, N);
-// then one thread per column adds the Y partial sums in order. Deterministic.
+// A layer's output gradient dy (B, N) in one pass, and its bias gradient db (N) = dy's column
+// sums in two, so that the whole GPU reads dy: block (x, y) takes 32 columns over row chunk y
+// (8 row-lanes, then shared memory): where relu, masks dy by its output y > 0 (y in fp32, or
+// the bf16 copy a d16 layer keeps: the same sign), writes it back where an fp32 product reads
+// it (out32) and in bf16 where a product takes bf16 (b16), and sums the chunk into part
+// (Y, N); then one thread per column adds the Y partial sums in order. Deterministic.
 enum { BIAS_CHUNKS = 64 };
-__global__ void bias_part_kernel(const float *dy, int B, int N, float *part) {
+template <typename Y>
+__global__ void out_grad_kernel(float *dy, const Y *y, int B, int N, int relu, int out32, __nv_bfloat16 *b16, float *part) {
     __shared__ float sm[8][33];
     const int c = blockIdx.x * 32 + threadIdx.x, rows = (B + gridDim.y - 1) / gridDim.y;
     const int r0 = blockIdx.y * rows, r1 = min(B, r0 + rows);
     float s = 0;
     if (c < N)
-        for (int r = r0 + threadIdx.y; r < r1; r += 8) s += dy[(size_t)r * N + c];
+#pragma unroll 4
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) {  // (unrolled: four rows' loads in flight)
+            const size_t i = (size_t)r * N + c;
+            float v = dy[i];
+            if (relu) {
+                v = relu_mask(v, as_float(y[i]));
+                if (out32) dy[i] = v;
+            }
+            if (b16) b16[i] = __float2bfloat16_rn(v);
+            s += v;
+        }
     sm[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     if (threadIdx.y == 0 && c < N) {
@@ -351,6 +349,10 @@ typedef struct mlp_dev {
     float *act[REC_MLP_MAX_LAYERS];  // (max_batch, sizes[l + 1]) outputs
     __nv_bfloat16 *in16[REC_MLP_MAX_LAYERS];  // bf16 runs: (max_batch, sizes[l]) each layer's input
     gemm fwd[REC_MLP_MAX_LAYERS], bx[REC_MLP_MAX_LAYERS], bw[REC_MLP_MAX_LAYERS];
+    // bf16 runs: layer l (not the last) writes its output in bf16 straight into in16[l + 1]
+    // (cuBLASLt's epilogue rounds bias + ReLU once, as the separate rounding did), and no fp32
+    // copy: the next layer's products read only that. The ReLU mask of its backward reads it too.
+    int d16[REC_MLP_MAX_LAYERS];
 } mlp_dev;
 
 enum { SLOTS = 2 };
@@ -427,6 +429,29 @@ static rec_status mlp_setup(rec_cuda_model *g, mlp_dev *d, rec_mlp *m, const flo
         if (l > 0 || input_grad) REC_TRY(gemm_plan(g->lt, &d->bx[l], in, g->B, out, 0, 0, 0, g->ws_bytes, g->bf16));
         REC_TRY(gemm_plan(g->lt, &d->bw[l], in, out, g->B, 0, 1, 0, g->ws_bytes, g->bf16));
     }
+    // Which layers write bf16 outputs: where the next layer's products all took bf16 and
+    // cuBLASLt plans this one with a bf16 output (REC_CUDA_MLP=plain: none, a diagnostic).
+    const char *mode = getenv("REC_CUDA_MLP");
+    const gemm_batch D16 = {1, 0, 0, 0, 1};
+    for (int l = 0; l + 1 < d->L; l++) {
+        const int in = d->sizes[l], out = d->sizes[l + 1];
+        d->d16[l] = 0;
+        if (!g->bf16 || (mode && !strcmp(mode, "plain")) || !d->fwd[l].bf16 || !d->fwd[l + 1].bf16 || !d->bw[l + 1].bf16 ||
+            !d->bx[l + 1].bf16)
+            continue;
+        if (gemm_plan_as(g->lt, &d->fwd[l], out, g->B, in, 1, 0, 2, g->ws_bytes, 1, D16) == REC_OK) d->d16[l] = 1;
+        else REC_TRY(gemm_plan(g->lt, &d->fwd[l], out, g->B, in, 1, 0, 2, g->ws_bytes, g->bf16));
+    }
+    return REC_OK;
+}
+
+// A product that reads a layer input kept only in bf16 (the layer before is d16) must take bf16:
+// a smaller batch's re-plan that found no bf16 algorithm fails here rather than read fp32 that
+// was never written.
+static rec_status need_bf16(const gemm *p, int in_d16, const char *what) {
+    if (in_d16 && !p->bf16)
+        return rec_errorf(REC_EUNSUPPORTED, "GPU: no bf16 cuBLASLt algorithm for the %s product (%d x %d x %d) at this "
+                          "batch size; set REC_CUDA_MLP=plain to keep fp32 copies of the activations", what, p->m, p->n, p->k);
     return REC_OK;
 }
 
@@ -440,13 +465,18 @@ static void mlp_free(mlp_dev *d) {
 // The GEMMs are planned for the largest batch; a smaller one (an epoch's last) re-plans.
 static rec_status mlp_forward(rec_cuda_model *g, mlp_dev *d, int B, const float *x, const float **y, int in16_ready) {
     const float *in = x;
+    const gemm_batch D16 = {1, 0, 0, 0, 1};
     for (int l = 0; l < d->L; l++) {
-        const int relu = l < d->L - 1 || d->relu_last;
-        REC_TRY(gemm_plan(g->lt, &d->fwd[l], d->sizes[l + 1], B, d->sizes[l], 1, 0, relu ? 2 : 1, g->ws_bytes, g->bf16));
-        if (g->bf16 && !(l == 0 && in16_ready)) to_bf16_kernel<<<ew_grid(g, (size_t)B * d->sizes[l]), 256, 0, g->st>>>(in, (size_t)B * d->sizes[l], d->in16[l]);
+        const int relu = l < d->L - 1 || d->relu_last, in_d16 = l > 0 && d->d16[l - 1];
+        REC_TRY(gemm_plan_batch(g->lt, &d->fwd[l], d->sizes[l + 1], B, d->sizes[l], 1, 0, relu ? 2 : 1, g->ws_bytes, g->bf16,
+                                d->d16[l] ? D16 : ONE));
+        REC_TRY(need_bf16(&d->fwd[l], in_d16 || d->d16[l], "forward"));
+        if (g->bf16 && !(l == 0 && in16_ready) && !in_d16)
+            to_bf16_kernel<<<ew_grid(g, (size_t)B * d->sizes[l]), 256, 0, g->st>>>(in, (size_t)B * d->sizes[l], d->in16[l]);
         REC_TRY(gemm_run(g->lt, &d->fwd[l], operand{g->params + d->w_off[l], g->w16 + d->w_off[l]}, operand{in, d->in16[l]},
-                         d->act[l], g->params + d->b_off[l], g->ws, g->ws_bytes, g->st));
-        in = d->act[l];
+                         d->d16[l] ? (void *)d->in16[l + 1] : (void *)d->act[l], g->params + d->b_off[l], g->ws, g->ws_bytes,
+                         g->st));
+        in = d->act[l];  // (not written where d16: the next layer reads in16[l + 1])
     }
     *y = in;
     return REC_OK;
@@ -459,17 +489,23 @@ static rec_status mlp_backward(rec_cuda_model *g, mlp_dev *d, int B, const float
     for (int l = d->L - 1; l >= 0; l--) {
         const int in = d->sizes[l], out = d->sizes[l + 1], relu = l < d->L - 1 || d->relu_last;
         const float *xin = l ? d->act[l - 1] : x;
-        if (relu || g->bf16) relu_grad_kernel<<<ew_grid(g, (size_t)B * out), 256, 0, g->st>>>(cur, d->act[l], (size_t)B * out, relu, g->dy16);
+        const int in_d16 = l > 0 && d->d16[l - 1], want_dx = l > 0 || dx;
         REC_TRY(gemm_plan(g->lt, &d->bw[l], in, out, B, 0, 1, 0, g->ws_bytes, g->bf16));
+        REC_TRY(need_bf16(&d->bw[l], in_d16, "weight gradient"));
+        if (want_dx) REC_TRY(gemm_plan(g->lt, &d->bx[l], in, B, out, 0, 0, 0, g->ws_bytes, g->bf16));
+        if (want_dx) REC_TRY(need_bf16(&d->bx[l], in_d16, "input gradient"));
+        // the masked gradient in fp32 only where a product reads it so
+        const int out32 = !d->bw[l].bf16 || (want_dx && !d->bx[l].bf16);
+        const int Y = B < 8 * BIAS_CHUNKS ? (B + 7) / 8 : BIAS_CHUNKS;
+        const dim3 grid((out + 31) / 32, Y), block(32, 8);
+        if (d->d16[l]) out_grad_kernel<<<grid, block, 0, g->st>>>(cur, d->in16[l + 1], B, out, relu, out32, g->dy16, g->bias_part);
+        else out_grad_kernel<<<grid, block, 0, g->st>>>(cur, d->act[l], B, out, relu, out32, g->bf16 ? g->dy16 : NULL, g->bias_part);
         REC_TRY(gemm_run(g->lt, &d->bw[l], operand{xin, d->in16[l]}, operand{cur, g->dy16}, g->grads + d->w_off[l], NULL,
                          g->ws, g->ws_bytes, g->st));
-        const int Y = B < 8 * BIAS_CHUNKS ? (B + 7) / 8 : BIAS_CHUNKS;
-        bias_part_kernel<<<dim3((out + 31) / 32, Y), dim3(32, 8), 0, g->st>>>(cur, B, out, g->bias_part);
         bias_sum_kernel<<<(out + 127) / 128, 128, 0, g->st>>>(g->bias_part, Y, out, g->grads + d->b_off[l]);
-        if (l == 0 && !dx) break;
+        if (!want_dx) break;
         float *next = l ? g->dbuf[(l & 1) ^ 1] : dx;
         if (next == cur) next = g->dbuf[l & 1];
-        REC_TRY(gemm_plan(g->lt, &d->bx[l], in, B, out, 0, 0, 0, g->ws_bytes, g->bf16));
         REC_TRY(gemm_run(g->lt, &d->bx[l], operand{g->params + d->w_off[l], g->w16 + d->w_off[l]}, operand{cur, g->dy16}, next,
                          NULL, g->ws, g->ws_bytes, g->st));
         cur = next;
