@@ -318,6 +318,10 @@ static void test_stage(rec_pool *pool) {
     blk[1].sparse[0].ids64[1] = 1;
     CHECK_ERR(rec_cuda_host_stage(&h, 1, &blk[1], 1, one, row0 + 1), REC_EINVAL,
               "blocks: row 2002, sparse feature 2: id 7 is outside the table's 7 rows");
+    float wt[N0 * 3];
+    blk[0].sparse[1].weights = wt;
+    CHECK_ERR(rec_cuda_stage_plan(&h.st[0], &blk[0], 1, one), REC_EUNSUPPORTED, "feature 1 has weighted bags");
+    blk[0].sparse[1].weights = NULL;
     rec_batch huge = blk[0];
     huge.n = INT32_MAX;
     CHECK_ERR(rec_cuda_stage_plan(&h.st[0], &huge, 1, one), REC_EINVAL, "a window of 2147483647 rows; staging takes fewer");

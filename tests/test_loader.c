@@ -582,8 +582,9 @@ static int64_t staged_vs_gathered(const char *what, rec_dataset *d, int64_t row1
  * one-hot shard and a multi-hot one (lists of every length, empty ones too; starts staged),
  * batches smaller than a window, straddling windows, larger than a window (5 slots), resumed
  * mid-window; on a pool and not; ring depths 2 and 4 (the producer runs ahead while the
- * consumer reads its slots, poisoned before each staging). Ids outside their table are refused
- * naming the shard, the row and the feature; other data and too few slots are refused. */
+ * consumer reads its slots, poisoned before each staging); a TSV's blocks from the prep engine
+ * on 1 and 2 threads. Ids outside their table are refused naming the shard, the row and the
+ * feature; too few or too small slots, and file order, are refused. */
 static void test_staged(void) {
     enum { ROWS = 4300, MH = 2500 };
     char tsv[300], shard[300];
@@ -643,21 +644,28 @@ static void test_staged(void) {
             few.n_slots = 3, few.slot_rows = 299;
             CHECK_ERR(rec_loader_open_staged(&l, d, 0, MH, 64, 2, &sh, 0, &few), REC_EINVAL, "slots of a window's rows");
             few.slot_rows = 300;
-            CHECK_ERR(rec_loader_open_staged(&l, d, 0, MH, 64, 2, NULL, 0, &few), REC_EINVAL, "in shuffled order");
             CHECK(l == NULL, "no staged loader after a refusal");
         }
         rec_dataset_close(d);
     }
     CHECK(multi, "the multi-hot shard has rows of other than one id");
-    rec_dataset *t = NULL;
-    rec_dataset_opts to = tsv_opts(g_tsv, g_std, NULL, 1);
-    if (rec_dataset_open(&t, &to) == REC_OK) {
+    /* TSV: blocks from the prep engine, 1 and 2 threads; file order is refused */
+    size_t keep = rec__loader_chunk_bytes;
+    rec__loader_chunk_bytes = 64 << 10;
+    for (int threads = 1; threads <= 2; threads++) {
+        rec_dataset *t = NULL;
+        rec_dataset_opts to = tsv_opts(g_tsv, g_std, NULL, threads);
+        if (rec_dataset_open(&t, &to) != REC_OK) continue;
+        const int64_t n = staged_vs_gathered("TSV", t, ROWS, 128, 3, &sh, threads == 2 ? 1300 : 0, pool, NULL);
+        CHECK(n == ROWS - (threads == 2 ? 1300 : 0), "TSV, %d prep threads: staged batches hold the gathered rows (%lld)",
+              threads, (long long)n);
         rec_loader *l = NULL;
         rec_stager st = {rec_cuda_host_stage, NULL, 3, 300};
-        CHECK_ERR(rec_loader_open_staged(&l, t, 0, 1000, 64, 2, &sh, 0, &st), REC_EINVAL,
-                  "staged batches are read from a .rshard in shuffled order");
+        CHECK_ERR(rec_loader_open_staged(&l, t, 0, 1000, 64, 2, NULL, 0, &st), REC_EINVAL,
+                  "staged batches are read in shuffled order");
         rec_dataset_close(t);
     }
+    rec__loader_chunk_bytes = keep;
     rec_pool_free(pool);
 }
 

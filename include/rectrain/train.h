@@ -168,7 +168,7 @@ rec_status rec_loader_open_order(rec_loader **out, rec_dataset *d, int64_t row0,
 rec_status rec_loader_next(rec_loader *l, const rec_batch **b);
 
 /* ---- staged batches: a GPU gathers them (rec_loader_open_staged) ---------------------------
- * A shuffled shard's loader can hand each window it reads to a stager instead of gathering
+ * A shuffled loader can hand each window it reads to a stager instead of gathering
  * its batches on the host: `stage` gets the window's blocks (its rows: block 0's, then block
  * 1's, ...; one[f]: every block holds one id a row in feature f; row0[i]: the data set row of
  * block i's first row) on the loader's thread, for staging slot `slot` (windows take slots
@@ -192,8 +192,8 @@ typedef struct rec_staged_batch {
 /* Slots a stager needs for batches of `batch` rows in windows of sh's K x W rows: a batch's
  * windows, one more for the part-full batch's next and one being staged. */
 int rec_loader_stage_slots(int64_t batch, const rec_shuffle *sh);
-/* rec_loader_open_order with the stager `st` (copied), for a shard data set; REC_EINVAL for
- * other data or too few or too small slots. */
+/* rec_loader_open_order with the stager `st` (copied); REC_EINVAL for file order or too few or
+ * too small slots. */
 rec_status rec_loader_open_staged(rec_loader **out, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch, int depth,
                                   const rec_shuffle *sh, int64_t skip, const rec_stager *st);
 /* rec_loader_next for a staged loader: the next batch's positions, or *b = NULL at the end. */

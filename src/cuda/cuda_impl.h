@@ -49,7 +49,7 @@ rec_status rec_cuda_pack(const rec_batch *b, int first, int F, const int64_t *ro
 
 
 /* ---- staged windows (stage.c): a GPU's input without host gathering -----------------------
- * A shuffled shard's window (the loader's blocks, its rows in block order: rec_loader_stage)
+ * A shuffled window (the loader's blocks, its rows in block order: rec_loader_open_staged)
  * laid out in one buffer of 4-byte words, copied to the GPU as it is:
  *   labels (n) | dense (n, Dn) | per feature: starts (n + 1), only where a row may hold other
  *   than one id, then ids (nnz) int32
@@ -68,7 +68,8 @@ typedef struct rec_cuda_stage {
 rec_status rec_cuda_stage_init(rec_cuda_stage *st, int32_t Dn, int32_t F);
 void rec_cuda_stage_free(rec_cuda_stage *st);
 /* The layout of blocks blk[0..nb) (one[f]: every block holds one id a row in feature f).
- * REC_EINVAL when a window or a feature's ids in it reach 2^31. */
+ * REC_EINVAL when a window or a feature's ids in it reach 2^31; REC_EUNSUPPORTED for weighted
+ * bags (no prep op makes them). */
 rec_status rec_cuda_stage_plan(rec_cuda_stage *st, const rec_batch *blk, int nb, const uint8_t *one);
 /* Writes the blocks into buf (st->words words), every id checked against its table's rows[f]
  * and narrowed to int32: REC_EINVAL names `what`, the data row (block i's row r is row0[i] + r),

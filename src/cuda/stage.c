@@ -43,6 +43,10 @@ rec_status rec_cuda_stage_plan(rec_cuda_stage *st, const rec_batch *blk, int nb,
     int64_t w = align_up(st->dense_at + n * st->Dn);
     for (int32_t f = 0; f < st->F; f++) {
         int64_t nnz = 0;
+        for (int i = 0; i < nb; i++)
+            if (blk[i].sparse[f].weights)
+                return rec_errorf(REC_EUNSUPPORTED, "GPU input: feature %d has weighted bags, which staging does not carry "
+                                  "(set REC_CUDA_INPUT=host to pack them on the host)", f);
         for (int i = 0; i < nb; i++) nnz += rec_batch_nnz(&blk[i], f) - blk[i].sparse[f].offsets[0];
         if (nnz >= INT32_MAX)
             return rec_errorf(REC_EINVAL, "GPU input: feature %d holds %lld ids in a window of %lld rows; staging takes "

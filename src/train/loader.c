@@ -968,6 +968,7 @@ static rec_status produce_tsv(rec_loader *l) {
                 row += k;
                 if (b->n == cap || row == l->row1) {
                     REC_TRY(check_values(l, b, row - b->n));
+                    if (shuffled) l->blk_row0[nb] = row - b->n;
                     b = NULL;
                     if (!shuffled) {
                         slot_publish(l);
@@ -1046,9 +1047,9 @@ int rec_loader_stage_slots(int64_t batch, const rec_shuffle *sh) {
 rec_status rec_loader_open_staged(rec_loader **out, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch, int depth,
                                   const rec_shuffle *sh, int64_t skip, const rec_stager *st) {
     *out = NULL;
-    if (!d->is_shard || !sh || sh->block_rows < 1 || sh->buffer_blocks < 1)
-        return rec_errorf(REC_EINVAL, "%s: staged batches are read from a .rshard in shuffled order "
-                          "(blocks of at least one row, windows of at least one block)", d->path);
+    if (!sh || sh->block_rows < 1 || sh->buffer_blocks < 1)
+        return rec_errorf(REC_EINVAL, "%s: staged batches are read in shuffled order (blocks of at least one row, "
+                          "windows of at least one block)", d->path);
     if (st->n_slots < rec_loader_stage_slots(batch, sh) || st->slot_rows < sh->block_rows * sh->buffer_blocks ||
         (uint64_t)st->n_slots * (uint64_t)st->slot_rows > UINT32_MAX)
         return rec_errorf(REC_EINVAL, "%s: %d staging slots of %lld rows for batches of %lld and windows of %lld rows: "

@@ -967,11 +967,12 @@ static rec_status run(job *j) {
                     rec_dnn_isa());
     }
     rec_status s = REC_OK;
-    /* A GPU's shuffled shard: staged windows, each batch gathered on the GPU (cuda.h) */
+    /* A GPU's shuffled data: staged windows, each batch gathered on the GPU (cuda.h); not with
+     * workers, whose rows the trainer checksums batch by batch */
     rec_stager stager;
     const rec_shuffle shape = {j->cfg.seed, 0, j->shuffle_block_rows, j->shuffle_buffer_blocks};
     const char *input = getenv("REC_CUDA_INPUT"); /* "host": the batches gathered and packed on the host */
-    const int staged = j->gpu && j->shuffle_block_rows > 0 && rec_dataset_is_shard(j->train) &&
+    const int staged = j->gpu && j->shuffle_block_rows > 0 && !(o->n_workers > 0 || o->workers_file) &&
                        !(input && !strcmp(input, "host"));
     if (staged) {
         const int slots = rec_loader_stage_slots(B, &shape);
