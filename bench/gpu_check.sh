@@ -6,6 +6,7 @@
 # part out; PARTS and PEER pass to bench/train_gpu.sh.
 set -u
 OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
+FELL_BACK= # the new paths that failed their check: the benchmarks ran the old ones, and the run fails
 [ -f .gpu/pack.tar.xz ] && tar -C .gpu -xJf .gpu/pack.tar.xz
 # cuBLASLt (opened by the GPU model at run time): the toolkit's, else the one PyTorch's wheels bring.
 LT=$(ls -d /usr/local/cuda/lib64 2>/dev/null; python3 -c 'import nvidia.cublas; print(list(nvidia.cublas.__path__)[0] + "/lib")' 2>/dev/null || true)
@@ -19,16 +20,16 @@ timeout 90 $B/test_cuda_parity ${PARITY_CASES:-24} > "$OUT/parity.txt" 2>&1; prc
 # The batched cuBLASLt interaction (the fallback of the fused kernels) on the DLRM cases.
 REC_CUDA_INTERACT=gemm timeout 60 $B/test_cuda_parity 0 > "$OUT/parity_gemm.txt" 2>&1; grc=$?
 echo "parity, cuBLASLt interaction, rc $grc"; grep -E '^DLRM|passed' "$OUT/parity_gemm.txt"
-if [ $prc != 0 ] && [ $grc = 0 ]; then echo "THE FUSED INTERACTION FAILS PARITY: the benchmarks run the cuBLASLt one"; export REC_CUDA_INTERACT=gemm; fi
+if [ $prc != 0 ] && [ $grc = 0 ]; then echo "THE FUSED INTERACTION FAILS PARITY: the benchmarks run the cuBLASLt one"; export REC_CUDA_INTERACT=gemm; FELL_BACK="$FELL_BACK interaction"; fi
 # The bf16 layers' outputs written in bf16 by cuBLASLt (no fp32 copies): against keeping fp32 copies.
 if [ $prc != 0 ]; then
     REC_CUDA_MLP=plain timeout 90 $B/test_cuda_parity ${PARITY_CASES:-24} > "$OUT/parity_plain.txt" 2>&1; mrc=$?
     echo "parity, MLP with fp32 activations (REC_CUDA_MLP=plain), rc $mrc"; tail -n 3 "$OUT/parity_plain.txt"
-    if [ $mrc = 0 ]; then echo "THE BF16 ACTIVATIONS FAIL PARITY: the benchmarks keep fp32 copies"; export REC_CUDA_MLP=plain; fi
+    if [ $mrc = 0 ]; then echo "THE BF16 ACTIVATIONS FAIL PARITY: the benchmarks keep fp32 copies"; export REC_CUDA_MLP=plain; FELL_BACK="$FELL_BACK mlp"; fi
 fi
 REC_BIN=$B/rectrain timeout ${STAGED_TIMEOUT:-150} bench/staged_check.sh ${STAGED_ROWS:-200000} > "$OUT/staged.txt" 2>&1
 src=$?; echo "staged input (batches gathered on the GPU) against the host's packing rc $src"; cat "$OUT/staged.txt"
-if [ $src != 0 ]; then echo "THE STAGED INPUT FAILS: the benchmarks pack batches on the host"; export REC_CUDA_INPUT=host; fi
+if [ $src != 0 ]; then echo "THE STAGED INPUT FAILS: the benchmarks pack batches on the host"; export REC_CUDA_INPUT=host; FELL_BACK="$FELL_BACK input"; fi
 REC_SOURCE_DIR=$PWD timeout 120 $B/test_gprep > "$OUT/gprep.txt" 2>&1; echo "GPU preprocessing parity rc $?"; tail -n 6 "$OUT/gprep.txt"
 if [ "${MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     timeout ${MEMCHECK_TIMEOUT:-60} compute-sanitizer --tool memcheck --print-limit 5 $B/test_cuda_parity ${MEMCHECK_CASES:-1} > "$OUT/memcheck.txt" 2>&1
@@ -72,3 +73,4 @@ if [ "${TRAIN:-1}" = 1 ]; then
     REC_BIN=$B/rectrain timeout ${TRAIN_TIMEOUT:-200} bench/train_gpu.sh > "$OUT/train.txt" 2> "$OUT/train.err"
     echo "train rc $?"; tail -n 40 "$OUT/train.err"; cat "$OUT/train.txt"
 fi
+if [ -n "$FELL_BACK" ]; then echo "FAILED CHECKS (the benchmarks above ran the old paths):$FELL_BACK"; exit 1; fi

@@ -330,6 +330,8 @@ static void test_stage(rec_pool *pool) {
     huge = (rec_batch){.n = 1, .cap = 1, .n_dense = DN, .n_sparse = F, .label = blk[0].label, .dense = blk[0].dense, .sparse = sp};
     CHECK_ERR(rec_cuda_stage_plan(&h.st[0], &huge, 1, one), REC_EINVAL, "feature 1 holds 2147483648 ids in a window of 1 rows");
     rec_cuda_host_stager_free(&h);
+    CHECK_ERR(rec_cuda_host_stager_init(&h, REC_CUDA_STAGE_SLOTS + 1, 8, DN, F, rows, "blocks", pool), REC_EINVAL,
+              "staging: 65 slots; it takes 1..64");
     rec_batch_free(&want), rec_batch_free(&blk[0]), rec_batch_free(&blk[1]);
 }
 

@@ -198,6 +198,7 @@ rec_status rec_cuda_model_train_step(rec_cuda_model *g, const rec_batch *b, doub
  * loader's thread (REC_EINVAL naming `what`, the row and the feature); a batch costs the host
  * its positions and its ids per table. The stager lives as long as g (a second call replaces
  * it: no loader may be using the first). */
+enum { REC_CUDA_STAGE_SLOTS = 64 }; /* the most staging slots: batches up to 62 windows */
 typedef struct rec_stager rec_stager;
 typedef struct rec_staged_batch rec_staged_batch;
 rec_status rec_cuda_model_stager(rec_cuda_model *g, int n_slots, int64_t slot_rows, const char *what, rec_stager *out);

@@ -19,7 +19,7 @@
 #include "embed_impl.cuh"
 #include "gather.h"
 
-enum { MAX_SLOTS = 64, IN_SLOTS = 2 };
+enum { MAX_SLOTS = REC_CUDA_STAGE_SLOTS, IN_SLOTS = 2 };
 
 struct cu_input {
     rec_cuda_embed *g;
@@ -79,6 +79,9 @@ rec_status cu_input_new(cu_input **out, rec_cuda_embed *g, int Dn, int n_slots, 
     if (n_slots < 1 || n_slots > MAX_SLOTS)
         return rec_errorf(REC_EINVAL, "GPU input: %d staging slots; it takes 1..%d (a smaller batch, or a larger "
                           "shuffle window)", n_slots, MAX_SLOTS);
+    if ((int64_t)g->F * (maxB + 1) >= INT32_MAX)
+        return rec_errorf(REC_EINVAL, "GPU input: %d tables x %d rows is too many offsets for one scan (a smaller batch)",
+                          g->F, maxB);
     cu_input *in = (cu_input *)calloc(1, sizeof *in);
     if (!in) return rec_errorf(REC_ENOMEM, "GPU input: out of memory");
     in->g = g, in->F = g->F, in->Dn = Dn, in->S = n_slots, in->slot_rows = slot_rows, in->maxB = maxB, in->what = what;

@@ -200,6 +200,12 @@ __device__ __forceinline__ float relu_mask(float g, float y) { return y > 0.0f ?
 __device__ __forceinline__ float as_float(float v) { return v; }
 __device__ __forceinline__ float as_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
+// A layer input kept only in bf16, widened (exactly) for a product planned in fp32.
+__global__ void from_bf16_kernel(const __nv_bfloat16 *x, size_t n, float *y) {
+    const size_t step = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += step) y[i] = __bfloat162float(x[i]);
+}
+
 __global__ void to_bf16_kernel(const float *x, size_t n, __nv_bfloat16 *y) {
     const size_t n4 = n / 4, step = (size_t)gridDim.x * blockDim.x, t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     for (size_t i = t; i < n4; i += step) store_bf16(y + 4 * i, reinterpret_cast<const float4 *>(x)[i]);
@@ -353,6 +359,9 @@ typedef struct mlp_dev {
     // (cuBLASLt's epilogue rounds bias + ReLU once, as the separate rounding did), and no fp32
     // copy: the next layer's products read only that. The ReLU mask of its backward reads it too.
     int d16[REC_MLP_MAX_LAYERS];
+    // this batch's: whether layer l did (a batch size with no such algorithm writes fp32), and
+    // whether the input x came in bf16 only (the top MLP's bf16 z without its fp32 copy)
+    int now16[REC_MLP_MAX_LAYERS], x16_only;
 } mlp_dev;
 
 enum { SLOTS = 2 };
@@ -436,8 +445,7 @@ static rec_status mlp_setup(rec_cuda_model *g, mlp_dev *d, rec_mlp *m, const flo
     for (int l = 0; l + 1 < d->L; l++) {
         const int in = d->sizes[l], out = d->sizes[l + 1];
         d->d16[l] = 0;
-        if (!g->bf16 || (mode && !strcmp(mode, "plain")) || !d->fwd[l].bf16 || !d->fwd[l + 1].bf16 || !d->bw[l + 1].bf16 ||
-            !d->bx[l + 1].bf16)
+        if (!g->bf16 || (mode && !strcmp(mode, "plain")) || !d->fwd[l].bf16 || !d->fwd[l + 1].bf16 || !d->bw[l + 1].bf16)
             continue;
         if (gemm_plan_as(g->lt, &d->fwd[l], out, g->B, in, 1, 0, 2, g->ws_bytes, 1, D16) == REC_OK) d->d16[l] = 1;
         else REC_TRY(gemm_plan(g->lt, &d->fwd[l], out, g->B, in, 1, 0, 2, g->ws_bytes, g->bf16));
@@ -445,14 +453,10 @@ static rec_status mlp_setup(rec_cuda_model *g, mlp_dev *d, rec_mlp *m, const flo
     return REC_OK;
 }
 
-// A product that reads a layer input kept only in bf16 (the layer before is d16) must take bf16:
-// a smaller batch's re-plan that found no bf16 algorithm fails here rather than read fp32 that
-// was never written.
-static rec_status need_bf16(const gemm *p, int in_d16, const char *what) {
-    if (in_d16 && !p->bf16)
-        return rec_errorf(REC_EUNSUPPORTED, "GPU: no bf16 cuBLASLt algorithm for the %s product (%d x %d x %d) at this "
-                          "batch size; set REC_CUDA_MLP=plain to keep fp32 copies of the activations", what, p->m, p->n, p->k);
-    return REC_OK;
+// A product planned in fp32 whose input this batch holds only in bf16 (x16: the layer before
+// wrote bf16, or the top MLP's z came without its fp32 copy) reads it widened into x32.
+static void widen_input(rec_cuda_model *g, const gemm *p, int x16, const __nv_bfloat16 *in16, float *x32, size_t n) {
+    if (x16 && !p->bf16) from_bf16_kernel<<<ew_grid(g, 4 * n), 256, 0, g->st>>>(in16, n, x32);
 }
 
 static void mlp_free(mlp_dev *d) {
@@ -466,17 +470,19 @@ static void mlp_free(mlp_dev *d) {
 static rec_status mlp_forward(rec_cuda_model *g, mlp_dev *d, int B, const float *x, const float **y, int in16_ready) {
     const float *in = x;
     const gemm_batch D16 = {1, 0, 0, 0, 1};
+    d->x16_only = in16_ready && x == g->z && !g->z32;
     for (int l = 0; l < d->L; l++) {
-        const int relu = l < d->L - 1 || d->relu_last, in_d16 = l > 0 && d->d16[l - 1];
-        REC_TRY(gemm_plan_batch(g->lt, &d->fwd[l], d->sizes[l + 1], B, d->sizes[l], 1, 0, relu ? 2 : 1, g->ws_bytes, g->bf16,
-                                d->d16[l] ? D16 : ONE));
-        REC_TRY(need_bf16(&d->fwd[l], in_d16 || d->d16[l], "forward"));
-        if (g->bf16 && !(l == 0 && in16_ready) && !in_d16)
-            to_bf16_kernel<<<ew_grid(g, (size_t)B * d->sizes[l]), 256, 0, g->st>>>(in, (size_t)B * d->sizes[l], d->in16[l]);
+        const int in_16 = l ? d->now16[l - 1] : d->x16_only, relu = l < d->L - 1 || d->relu_last;
+        const int out = d->sizes[l + 1], k = d->sizes[l];
+        d->now16[l] = d->d16[l] && gemm_plan_batch(g->lt, &d->fwd[l], out, B, k, 1, 0, 2, g->ws_bytes, g->bf16, D16) == REC_OK;
+        if (!d->now16[l]) REC_TRY(gemm_plan_batch(g->lt, &d->fwd[l], out, B, k, 1, 0, relu ? 2 : 1, g->ws_bytes, g->bf16, ONE));
+        widen_input(g, &d->fwd[l], in_16, d->in16[l], (float *)in, (size_t)B * k);
+        if (g->bf16 && !(l == 0 && in16_ready) && !in_16)
+            to_bf16_kernel<<<ew_grid(g, (size_t)B * k), 256, 0, g->st>>>(in, (size_t)B * k, d->in16[l]);
         REC_TRY(gemm_run(g->lt, &d->fwd[l], operand{g->params + d->w_off[l], g->w16 + d->w_off[l]}, operand{in, d->in16[l]},
-                         d->d16[l] ? (void *)d->in16[l + 1] : (void *)d->act[l], g->params + d->b_off[l], g->ws, g->ws_bytes,
+                         d->now16[l] ? (void *)d->in16[l + 1] : (void *)d->act[l], g->params + d->b_off[l], g->ws, g->ws_bytes,
                          g->st));
-        in = d->act[l];  // (not written where d16: the next layer reads in16[l + 1])
+        in = d->act[l];  // (not written where now16: the next layer reads in16[l + 1], or widens it here)
     }
     *y = in;
     return REC_OK;
@@ -489,16 +495,15 @@ static rec_status mlp_backward(rec_cuda_model *g, mlp_dev *d, int B, const float
     for (int l = d->L - 1; l >= 0; l--) {
         const int in = d->sizes[l], out = d->sizes[l + 1], relu = l < d->L - 1 || d->relu_last;
         const float *xin = l ? d->act[l - 1] : x;
-        const int in_d16 = l > 0 && d->d16[l - 1], want_dx = l > 0 || dx;
+        const int in_16 = l ? d->now16[l - 1] : d->x16_only, want_dx = l > 0 || dx;
         REC_TRY(gemm_plan(g->lt, &d->bw[l], in, out, B, 0, 1, 0, g->ws_bytes, g->bf16));
-        REC_TRY(need_bf16(&d->bw[l], in_d16, "weight gradient"));
-        if (want_dx) REC_TRY(gemm_plan(g->lt, &d->bx[l], in, B, out, 0, 0, 0, g->ws_bytes, g->bf16));
-        if (want_dx) REC_TRY(need_bf16(&d->bx[l], in_d16, "input gradient"));
+        widen_input(g, &d->bw[l], in_16, d->in16[l], (float *)xin, (size_t)B * in);
+        if (want_dx) REC_TRY(gemm_plan(g->lt, &d->bx[l], in, B, out, 0, 0, 0, g->ws_bytes, g->bf16));  // (W and dy only)
         // the masked gradient in fp32 only where a product reads it so
         const int out32 = !d->bw[l].bf16 || (want_dx && !d->bx[l].bf16);
         const int Y = B < 8 * BIAS_CHUNKS ? (B + 7) / 8 : BIAS_CHUNKS;
         const dim3 grid((out + 31) / 32, Y), block(32, 8);
-        if (d->d16[l]) out_grad_kernel<<<grid, block, 0, g->st>>>(cur, d->in16[l + 1], B, out, relu, out32, g->dy16, g->bias_part);
+        if (d->now16[l]) out_grad_kernel<<<grid, block, 0, g->st>>>(cur, d->in16[l + 1], B, out, relu, out32, g->dy16, g->bias_part);
         else out_grad_kernel<<<grid, block, 0, g->st>>>(cur, d->act[l], B, out, relu, out32, g->bf16 ? g->dy16 : NULL, g->bias_part);
         REC_TRY(gemm_run(g->lt, &d->bw[l], operand{xin, d->in16[l]}, operand{cur, g->dy16}, g->grads + d->w_off[l], NULL,
                          g->ws, g->ws_bytes, g->st));

@@ -10,6 +10,7 @@
 
 #include "cuda_impl.h"
 #include "gather.h"
+#include "rectrain/cuda.h"
 
 enum { STAGE_ALIGN = 16 }; /* words: each part starts on 64 bytes */
 
@@ -147,9 +148,11 @@ rec_status rec_cuda_stage_fill(const rec_cuda_stage *st, const rec_batch *blk, i
 }
 
 void rec_cuda_gather_nnz(const rec_gsrc *src, int S, int F, int64_t slot_rows, const uint32_t *pos, int B, int64_t *nnz) {
+    uint64_t touched = 0; /* the batch's slots: the others may be being staged meanwhile */
+    for (int b = 0; b < B; b++) touched |= (uint64_t)1 << rec_gather_slot(pos[b], slot_rows);
     for (int f = 0; f < F; f++) {
-        int lists = 0; /* a feature of one id a row in every slot has B ids: nothing to read */
-        for (int s = 0; s < S; s++) lists |= src[(int64_t)s * F + f].starts != NULL;
+        int lists = 0; /* a feature of one id a row in the batch's slots has B ids: nothing to read */
+        for (int s = 0; s < S; s++) lists |= (touched >> s & 1) && src[(int64_t)s * F + f].starts != NULL;
         nnz[f] = lists ? 0 : B;
         for (int b = 0; lists && b < B; b++)
             nnz[f] += rec_gather_len(&src[rec_gather_slot(pos[b], slot_rows) * F + f], rec_gather_row(pos[b], slot_rows));
@@ -173,6 +176,8 @@ void rec_cuda_gather_host(const rec_gsrc *src, const rec_gslot *slot, int F, int
 rec_status rec_cuda_host_stager_init(rec_cuda_host_stager *h, int S, int64_t slot_rows, int32_t Dn, int32_t F,
                                      const int64_t *rows, const char *what, rec_pool *pool) {
     memset(h, 0, sizeof *h);
+    if (S < 1 || S > REC_CUDA_STAGE_SLOTS)
+        return rec_errorf(REC_EINVAL, "staging: %d slots; it takes 1..%d", S, REC_CUDA_STAGE_SLOTS);
     h->S = S, h->F = F, h->slot_rows = slot_rows, h->rows = rows, h->what = what, h->pool = pool;
     h->st = calloc((size_t)S, sizeof *h->st), h->buf = calloc((size_t)S, sizeof *h->buf);
     h->src = calloc((size_t)S * F + 1, sizeof *h->src), h->slot = calloc((size_t)S, sizeof *h->slot);
