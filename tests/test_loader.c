@@ -641,6 +641,20 @@ static void test_staged(void) {
             rec_stager few = {rec_cuda_host_stage, NULL, 2, 300};
             CHECK_ERR(rec_loader_open_staged(&l, d, 0, MH, 64, 2, &sh, 0, &few), REC_EINVAL,
                       "2 staging slots of 300 rows for batches of 64 and windows of 300 rows: it takes 3 slots");
+            /* closed while the producer waits for a slot (3 slots, a ring of 32 batches, the consumer holding the first
+             * window's batches): close wakes it, nothing hangs */
+            rec_cuda_host_stager hs = {0};
+            const rec_stager three = {rec_cuda_host_stage, &hs, 3, 300};
+            const rec_staged_batch *sb = NULL;
+            CHECK(rec_cuda_host_stager_init(&hs, 3, 300, rec_dataset_n_dense(d), rec_dataset_n_sparse(d),
+                                            rec_dataset_table_rows(d), "close", NULL) == REC_OK &&
+                      rec_loader_open_staged(&l, d, 0, MH, 64, 32, &sh, 0, &three) == REC_OK &&
+                      rec_loader_next_staged(l, &sb) == REC_OK && sb && sb->n == 64,
+                  "a staged loader, one batch taken: %s", rec_errmsg());
+            usleep(20000); /* the producer fills the ring and blocks */
+            rec_loader_close(l);
+            l = NULL;
+            rec_cuda_host_stager_free(&hs);
             few.n_slots = 3, few.slot_rows = 299;
             CHECK_ERR(rec_loader_open_staged(&l, d, 0, MH, 64, 2, &sh, 0, &few), REC_EINVAL, "slots of a window's rows");
             few.slot_rows = 300;
