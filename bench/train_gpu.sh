@@ -63,8 +63,8 @@ for T in 1 $(nproc); do
 done
 # ... and with the host's half of each GPU step's input (staging, packing, block map): the most samples/s it can feed
 for B in 16384 65536; do
-    echo "loader + GPU staging, batch $B, $(nproc) threads: $($R bench loader --data "$W/s.rshard" --batch "$B" --reps 3 \
-        --threads "$(nproc)" --gpu-host | grep shuffled)" >&2
+    echo "loader + GPU staging, batch $B, $(nproc) threads:" >&2
+    $R bench loader --data "$W/s.rshard" --batch "$B" --reps 3 --threads "$(nproc)" --gpu-host | grep -E 'shuffled|staged' >&2
 done
 if has mlperf; then
     echo "== MLPerf shape (dlrm_terabyte.json) on the Kaggle tables, batch 65536" >&2
@@ -72,7 +72,10 @@ if has mlperf; then
     # and with bf16 tables (half the tables' bytes): rectrain alone
     python3 -c 'import json, sys; c = json.load(open("configs/dlrm_terabyte.json"))
 c["embedding"].update(precision="bf16"); json.dump(c, open(sys.argv[1], "w"))' "$W/mt16.json"
-    SAVED=$PEER; PEER=0; speed "$W/mt16.json" 65536 bf16 20 mt16; PEER=$SAVED
+    SAVED=$PEER; PEER=0; speed "$W/mt16.json" 65536 bf16 20 mt16
+    # the new paths' own gains, same run: batches packed on the host, and fp32 copies of the activations
+    (export REC_CUDA_INPUT=host; speed configs/dlrm_terabyte.json 65536 bf16 20 mhost)
+    (export REC_CUDA_MLP=plain; speed configs/dlrm_terabyte.json 65536 bf16 20 mplain); PEER=$SAVED
 fi
 if has kaggle; then
     for P in fp32 bf16; do
@@ -101,4 +104,6 @@ fi
 if has mlperf; then
     for P in fp32 bf16; do row "MLPerf shape, $P, batch 65536" "m$P"; done
     row "  bf16 with bf16 tables" mt16
+    row "  bf16, batches packed on the host" mhost
+    row "  bf16, fp32 activation copies" mplain
 fi
