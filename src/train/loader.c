@@ -11,8 +11,9 @@
  *             TSV:   rec_tsv_next -> rec_prep_engine_run (prep_threads threads) -> copy the
  *                    chunk's rows, in file order, into ring batches
  *             .rraw: as a shard (any rows, at once), each read rec_rawcols_read and
- *                    rec_prep_engine_run_raw in runs of RAW_ROWS rows (RAW_ROWS_GPU on one
- *                    thread with the GPU executor: one stream, whole blocks)
+ *                    rec_prep_engine_run_raw in runs of RAW_ROWS rows (RAW_ROWS_GPU with
+ *                    the GPU executor: one stream, whole blocks; shuffled, a window's blocks
+ *                    on the pool's threads, each with its own reader and executor)
  *   consumer  rec_loader_next: releases the batch it returned last time, takes the next one
  *
  * Ring protocol (mutex + two condition variables): slots [head, head+held) are the batch the
@@ -467,6 +468,30 @@ rec_status rec_dataset_rows(rec_dataset *d, int64_t *rows) {
 
 /* ---- loader --------------------------------------------------------------------------------- */
 
+/* A reader of a .rraw data set: its own handles on the parts, RAW_ROWS (RAW_ROWS_GPU) of their
+ * rows at a time, preprocessed by its own engine. A shuffled window's blocks with the GPU
+ * executor are read by one reader a pool thread, each executor on a stream of its own: one
+ * thread's executor waits for its copies back twice a block. */
+typedef struct raw_reader {
+    rec_rawcols **raws;         /* (n_parts) */
+    rec_raw_block blk;
+    rec_prep_engine *engine;
+} raw_reader;
+
+static rec_status raw_reader_open(raw_reader *r, const rec_dataset *d) {
+    REC_TRY(rec_alloc((void **)&r->raws, (size_t)d->n_parts * sizeof *r->raws, "loader parts"));
+    for (int k = 0; k < d->n_parts; k++) REC_TRY(rec_rawcols_open(&r->raws[k], d->parts[k]));
+    REC_TRY(rec_raw_block_init(&r->blk, d->prep_device == REC_PREP_CPU ? RAW_ROWS : RAW_ROWS_GPU));
+    return engine_open(&r->engine, d);
+}
+
+static void raw_reader_close(raw_reader *r, const rec_dataset *d) {
+    for (int k = 0; r->raws && k < d->n_parts; k++) rec_rawcols_close(r->raws[k]);
+    rec_free(r->raws);
+    rec_raw_block_free(&r->blk);
+    rec_prep_engine_free(r->engine);
+}
+
 struct rec_loader {
     rec_dataset *d;
     int64_t row0, row1, batch;
@@ -475,9 +500,8 @@ struct rec_loader {
     rec_shard **shards;         /* shard data sets: (n_parts) this loader's own handles */
     rec_batch span;             /* several parts: the rows of one part, for a batch across parts */
     tsv_stream ts;              /* TSV data sets */
-    rec_rawcols **raws;         /* .rraw data sets: (n_parts) this loader's own handles, */
-    rec_raw_block rawblk;       /* RAW_ROWS (RAW_ROWS_GPU) of their rows at a time, */
-    rec_prep_engine *engine;    /* preprocessed by this engine */
+    raw_reader *rr;             /* .rraw data sets: (n_rr) readers, one a thread of the pool */
+    int n_rr;
     int pieces;                 /* TSV with workers given a share of it: rows come from os */
     rec_offload_stream *os;     /* instead of ts */
     const rec_batch *parts[256];/* the run of rows produce_tsv appends next */
@@ -574,19 +598,20 @@ static rec_status check_values(const rec_loader *l, const rec_batch *b, int64_t 
 
 /* Data set rows [r, r+n) of a .rraw data set into b (b->n = n): read and preprocessed
  * RAW_ROWS at a time, the engine's batches appended in order. */
-static rec_status read_raw_rows(rec_loader *l, int64_t r, int64_t n, rec_batch *b) {
+static rec_status read_raw_rows(rec_loader *l, int thread, int64_t r, int64_t n, rec_batch *b) {
     const int64_t *row0 = l->d->part_row0;
+    raw_reader *rr = &l->rr[thread < l->n_rr ? thread : 0];
     batch_clear(b);
     for (int64_t done = 0; done < n;) {
         int k = 0;
         while (r + done >= row0[k + 1]) k++;
         int64_t m = row0[k + 1] - (r + done);
         if (m > n - done) m = n - done;
-        if (m > l->rawblk.cap) m = l->rawblk.cap;
-        REC_TRY(rec_rawcols_read(l->raws[k], r + done - row0[k], m, &l->rawblk));
-        REC_TRY(rec_prep_engine_run_raw(l->engine, &l->rawblk));
-        for (int t = 0; t < rec_prep_engine_threads(l->engine); t++) {
-            const rec_batch *src = rec_prep_engine_batch(l->engine, t);
+        if (m > rr->blk.cap) m = rr->blk.cap;
+        REC_TRY(rec_rawcols_read(rr->raws[k], r + done - row0[k], m, &rr->blk));
+        REC_TRY(rec_prep_engine_run_raw(rr->engine, &rr->blk));
+        for (int t = 0; t < rec_prep_engine_threads(rr->engine); t++) {
+            const rec_batch *src = rec_prep_engine_batch(rr->engine, t);
             REC_TRY(rec_batch_append_rows(b, src, 0, src->n));
         }
         done += m;
@@ -596,8 +621,9 @@ static rec_status read_raw_rows(rec_loader *l, int64_t r, int64_t n, rec_batch *
 
 /* Data set rows [r, r+n) into b (b->n = n), from the parts that hold them: for a shard, one
  * part reads straight into b, rows across parts go through the span batch. */
-static rec_status read_rows(rec_loader *l, int64_t r, int64_t n, rec_batch *b) {
-    if (l->d->is_raw) return read_raw_rows(l, r, n, b);
+/* Rows [r, r + n) into b, on pool thread `thread` (0 off the pool). */
+static rec_status read_rows(rec_loader *l, int thread, int64_t r, int64_t n, rec_batch *b) {
+    if (l->d->is_raw) return read_raw_rows(l, thread, r, n, b);
     const int64_t *row0 = l->d->part_row0;
     int k = 0;
     while (r >= row0[k + 1]) k++;
@@ -857,7 +883,7 @@ static rec_status window_task(void *ctx, int64_t i, int thread) {
     rec_loader *l = j->l;
     const int64_t r0 = l->row0 + j->blk[i] * l->sh.block_rows, n = block_len(l, j->blk[i]);
     l->blk_row0[i] = r0;
-    REC_TRY(read_rows(l, r0, n, &l->win[i]));
+    REC_TRY(read_rows(l, thread, r0, n, &l->win[i]));
     const int32_t F = l->d->n_sparse;
     for (int32_t f = 0; from_directory(l) && f < F; f++) /* (single_task reads them) */
         l->blk_single[i * F + f] = (uint8_t)rec_shard_single(l->shards[0], f, r0, n);
@@ -865,15 +891,16 @@ static rec_status window_task(void *ctx, int64_t i, int thread) {
 }
 
 /* The window's blocks blk[0..nb) into win[0..nb), each checked as a file-order batch is. On
- * the pool's threads where there is one and the data set is one shard: first the groups the
- * window touches are checked (rec_shard_check_rows), after which the reads share nothing. */
+ * the pool's threads where there is one and the data set is one shard (first the groups the
+ * window touches are checked, rec_shard_check_rows, after which the reads share nothing) or a
+ * .rraw (each thread its own reader: handles, raw block, GPU executor). */
 static rec_status read_window(rec_loader *l, const int64_t *blk, int nb) {
     window_job j = {l, blk};
-    if (!l->pool || l->d->n_parts != 1) {
+    if (!l->pool || (!l->d->is_raw && l->d->n_parts != 1)) {
         for (int i = 0; i < nb; i++) REC_TRY(window_task(&j, i, 0));
         return REC_OK;
     }
-    for (int i = 0; i < nb; i++)
+    for (int i = 0; !l->d->is_raw && i < nb; i++) /* (a .rraw: each thread's reader has its own handles) */
         REC_TRY(rec_shard_check_rows(l->shards[0], l->row0 + blk[i] * l->sh.block_rows, block_len(l, blk[i])));
     return rec_pool_run(l->pool, nb, window_task, &j);
 }
@@ -910,7 +937,7 @@ static rec_status produce_shard(rec_loader *l) {
         rec_batch *b = slot_acquire(l);
         if (!b) return REC_OK;
         int64_t n = l->row1 - r < l->batch ? l->row1 - r : l->batch;
-        REC_TRY(read_rows(l, r, n, b));
+        REC_TRY(read_rows(l, 0, r, n, b));
         REC_TRY(check_values(l, b, r));
         slot_publish(l);
     }
@@ -1119,10 +1146,12 @@ static rec_status open_loader(rec_loader **out, rec_dataset *d, int64_t row0, in
         const int64_t most = sh && sh->block_rows > batch ? sh->block_rows : batch;  /* rows of one read */
         if (!s && d->n_parts > 1) s = rec_batch_init(&l->span, most, d->n_dense, d->n_sparse, 1);
     } else if (!s && d->is_raw) {
-        s = rec_alloc((void **)&l->raws, (size_t)d->n_parts * sizeof *l->raws, "loader parts");
-        for (int k = 0; !s && k < d->n_parts; k++) s = rec_rawcols_open(&l->raws[k], d->parts[k]);
-        if (!s) s = rec_raw_block_init(&l->rawblk, d->prep_device == REC_PREP_CPU ? RAW_ROWS : RAW_ROWS_GPU);
-        if (!s) s = engine_open(&l->engine, d);
+        /* the GPU executor in shuffled order: a reader a thread (the CPUs' engine has its own) */
+        const int n = sh && d->prep_device != REC_PREP_CPU && d->prep_threads > 1 ? d->prep_threads : 1;
+        s = rec_alloc((void **)&l->rr, (size_t)n * sizeof *l->rr, "loader readers");
+        if (!s) memset(l->rr, 0, (size_t)n * sizeof *l->rr), l->n_rr = n;
+        for (int t = 0; !s && t < n; t++) s = raw_reader_open(&l->rr[t], d);
+        if (!s && n > 1) s = rec_pool_init(&l->pool, n);
     } else if (!s && !l->pieces) {
         s = tsv_stream_open(&l->ts, d);
     }
@@ -1179,10 +1208,8 @@ void rec_loader_close(rec_loader *l) {
         pthread_join(l->th, NULL);
     }
     tsv_stream_close(&l->ts);
-    for (int k = 0; l->raws && k < l->d->n_parts; k++) rec_rawcols_close(l->raws[k]);
-    rec_free(l->raws);
-    rec_raw_block_free(&l->rawblk);
-    rec_prep_engine_free(l->engine);
+    for (int t = 0; t < l->n_rr; t++) raw_reader_close(&l->rr[t], l->d);
+    rec_free(l->rr);
     rec_offload_stream_close(l->os);
     for (int k = 0; l->shards && k < l->d->n_parts; k++) rec_shard_close(l->shards[k]);
     rec_free(l->shards);
