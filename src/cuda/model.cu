@@ -161,9 +161,13 @@ static rec_status gemm_plan_as(cublasLtHandle_t h, gemm *g, int m, int n, int k,
     return REC_OK;
 }
 
+static int gemm_planned_for(const gemm *g, int m, int n, int k, gemm_batch bt) {
+    return g->planned && g->m == m && g->n == n && g->k == k && g->count == bt.count && g->d16 == bt.d16;
+}
+
 static rec_status gemm_plan_batch(cublasLtHandle_t h, gemm *g, int m, int n, int k, int ta, int tb, int epi, size_t ws,
                                   int bf16, gemm_batch bt) {
-    if (g->planned && g->m == m && g->n == n && g->k == k && g->count == bt.count && g->d16 == bt.d16) return REC_OK;
+    if (gemm_planned_for(g, m, n, k, bt)) return REC_OK;
     if (bf16 && gemm_plan_as(h, g, m, n, k, ta, tb, epi, ws, 1, bt) == REC_OK) return REC_OK;
     return gemm_plan_as(h, g, m, n, k, ta, tb, epi, ws, 0, bt);
 }
@@ -362,6 +366,7 @@ typedef struct mlp_dev {
     // this batch's: whether layer l did (a batch size with no such algorithm writes fp32), and
     // whether the input x came in bf16 only (the top MLP's bf16 z without its fp32 copy)
     int now16[REC_MLP_MAX_LAYERS], x16_only;
+    int no16_n[REC_MLP_MAX_LAYERS];  // the last batch size with no bf16-output algorithm (not tried again)
 } mlp_dev;
 
 enum { SLOTS = 2 };
@@ -474,7 +479,10 @@ static rec_status mlp_forward(rec_cuda_model *g, mlp_dev *d, int B, const float 
     for (int l = 0; l < d->L; l++) {
         const int in_16 = l ? d->now16[l - 1] : d->x16_only, relu = l < d->L - 1 || d->relu_last;
         const int out = d->sizes[l + 1], k = d->sizes[l];
-        d->now16[l] = d->d16[l] && gemm_plan_batch(g->lt, &d->fwd[l], out, B, k, 1, 0, 2, g->ws_bytes, g->bf16, D16) == REC_OK;
+        d->now16[l] = d->d16[l] && B != d->no16_n[l] &&
+                      (gemm_planned_for(&d->fwd[l], out, B, k, D16) ||
+                       gemm_plan_as(g->lt, &d->fwd[l], out, B, k, 1, 0, 2, g->ws_bytes, 1, D16) == REC_OK);
+        if (d->d16[l] && !d->now16[l]) d->no16_n[l] = B;
         if (!d->now16[l]) REC_TRY(gemm_plan_batch(g->lt, &d->fwd[l], out, B, k, 1, 0, relu ? 2 : 1, g->ws_bytes, g->bf16, ONE));
         widen_input(g, &d->fwd[l], in_16, d->in16[l], (float *)in, (size_t)B * k);
         if (g->bf16 && !(l == 0 && in16_ready) && !in_16)

@@ -55,6 +55,9 @@ size_t rec__loader_chunk_bytes = 1 << 20;
 /* Rows of a .rraw preprocessed at once: about a TSV chunk's on the CPUs; on the GPU executor
  * a run is one executor call of its own block size (fewer, larger launches and copies). */
 enum { MSG_CAP = 2048, RAW_ROWS = 8192, RAW_ROWS_GPU = 32768 };
+/* GPU executors a shuffled .rraw's loader runs at once: each holds its own device copy of the
+ * spec's parameters (vocabularies included), buffers and stream, so a few, not a thread each. */
+enum { RAW_READERS_GPU = 4 };
 enum { KIND_TSV = 0, KIND_SHARD = 1, KIND_RAW = 2 };
 
 /* ---- data set ------------------------------------------------------------------------------ */
@@ -600,7 +603,7 @@ static rec_status check_values(const rec_loader *l, const rec_batch *b, int64_t 
  * RAW_ROWS at a time, the engine's batches appended in order. */
 static rec_status read_raw_rows(rec_loader *l, int thread, int64_t r, int64_t n, rec_batch *b) {
     const int64_t *row0 = l->d->part_row0;
-    raw_reader *rr = &l->rr[thread < l->n_rr ? thread : 0];
+    raw_reader *rr = &l->rr[thread]; /* (the pool has n_rr threads; off it, 0) */
     batch_clear(b);
     for (int64_t done = 0; done < n;) {
         int k = 0;
@@ -1147,7 +1150,8 @@ static rec_status open_loader(rec_loader **out, rec_dataset *d, int64_t row0, in
         if (!s && d->n_parts > 1) s = rec_batch_init(&l->span, most, d->n_dense, d->n_sparse, 1);
     } else if (!s && d->is_raw) {
         /* the GPU executor in shuffled order: a reader a thread (the CPUs' engine has its own) */
-        const int n = sh && d->prep_device != REC_PREP_CPU && d->prep_threads > 1 ? d->prep_threads : 1;
+        const int most = d->prep_threads < RAW_READERS_GPU ? d->prep_threads : RAW_READERS_GPU;
+        const int n = sh && d->prep_device != REC_PREP_CPU && most > 1 ? most : 1;
         s = rec_alloc((void **)&l->rr, (size_t)n * sizeof *l->rr, "loader readers");
         if (!s) memset(l->rr, 0, (size_t)n * sizeof *l->rr), l->n_rr = n;
         for (int t = 0; !s && t < n; t++) s = raw_reader_open(&l->rr[t], d);
