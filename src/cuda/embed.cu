@@ -844,7 +844,7 @@ extern "C" void rec_cuda_batch_free(rec_cuda_batch *d) {
     free(d);
 }
 
-rec_status cu_batch_reserve(rec_cuda_embed *g, rec_cuda_batch *d, int B, int64_t total, int weighted) {
+rec_status cu_batch_reserve(rec_cuda_embed *g, rec_cuda_batch *d, int B, int64_t total, int weighted, int host) {
     const int F = g->F;
     if (total >= ((int64_t)1 << 31))
         return rec_errorf(REC_EINVAL, "GPU batch: %lld ids; the GPU engine takes fewer than 2^31 a batch (use a smaller batch)",
@@ -854,14 +854,19 @@ rec_status cu_batch_reserve(rec_cuda_embed *g, rec_cuda_batch *d, int B, int64_t
     d->pending = 0;
     if (bytes > d->cap_bytes || d->F_cap < F) {
         CU_TRY(cudaEventSynchronize(d->used), "waiting for the batch's last use");
-        cudaFreeHost(d->h_buf), cudaFree(d->d_buf), free(d->nnz);
-        d->h_buf = d->d_buf = NULL, d->nnz = NULL, d->cap_bytes = 0;
+        cudaFree(d->d_buf), free(d->nnz);
+        d->d_buf = NULL, d->nnz = NULL, d->cap_bytes = 0;
         const size_t cap = bytes + bytes / 4;
-        CU_TRY(cudaMallocHost(&d->h_buf, cap), "allocating a pinned batch buffer");
         REC_TRY(rec_cuda_alloc(&d->d_buf, cap, "a batch's ids"));
         d->nnz = (int64_t *)malloc(F * sizeof(int64_t));
         if (!d->nnz) return rec_errorf(REC_ENOMEM, "GPU batch: out of memory");
         d->cap_bytes = cap, d->F_cap = F;
+    }
+    if (host && bytes > d->h_cap) { /* (a batch gathered on the GPU has no host copy) */
+        cudaFreeHost(d->h_buf);
+        d->h_buf = NULL, d->h_cap = 0;
+        CU_TRY(cudaMallocHost(&d->h_buf, d->cap_bytes), "allocating a pinned batch buffer");
+        d->h_cap = d->cap_bytes;
     }
     d->B = B, d->F = F, d->total = total;
     d->d_off = (const int32_t *)d->d_buf, d->d_ids = d->d_off + (size_t)F * (B + 1);
@@ -878,7 +883,7 @@ extern "C" rec_status rec_cuda_batch_load(rec_cuda_embed *g, rec_cuda_batch *d, 
         return rec_errorf(REC_EINVAL, "GPU batch: %d rows; the engine was made for 1..%d", B, g->maxB);
     int weighted;
     const int64_t total = rec_cuda_batch_ids(b, first_feature, F, &weighted);
-    REC_TRY(cu_batch_reserve(g, d, B, total, weighted));
+    REC_TRY(cu_batch_reserve(g, d, B, total, weighted, 1));
     int32_t *off = (int32_t *)d->h_buf, *ids = off + (size_t)F * (B + 1);
     REC_TRY(rec_cuda_pack(b, first_feature, F, g->rows, off, ids, weighted ? (float *)(ids + total) : NULL, d->nnz, g->pool));
     // On the copy stream, once the kernels that read this batch's last contents are done: the

@@ -83,7 +83,7 @@ struct rec_cuda_batch {
     int B, F;
     int64_t total;              // ids in all
     int64_t *nnz;               // (F) host: ids per table
-    size_t cap_bytes;
+    size_t cap_bytes, h_cap;    // of d_buf, of h_buf (0: none yet)
     void *h_buf, *d_buf;        // pinned / device: offsets (F (B+1) int32), ids (total int32), weights (total float)
     const int32_t *d_off, *d_ids;
     const float *d_w;
@@ -108,9 +108,10 @@ rec_status cu_launch_forward(rec_cuda_embed *g, const rec_cuda_batch *d, float *
 rec_status cu_embed_forward16(rec_cuda_embed *g, const rec_cuda_batch *d, __nv_bfloat16 *out16);
 rec_status cu_embed_backward16(rec_cuda_embed *g, const rec_cuda_batch *d, const __nv_bfloat16 *dout16, float lr);
 int cu_cmp_double(const void *a, const void *b);
-// Sizes batch d for B rows and `total` ids (weights too where weighted), growing its buffers
-// (after the last copy into and use of them), and points its device parts into its buffer.
-rec_status cu_batch_reserve(rec_cuda_embed *g, rec_cuda_batch *d, int B, int64_t total, int weighted);
+// Sizes batch d for B rows and `total` ids (weights too where weighted), growing its device
+// buffer and, with `host`, its pinned one (after the last copy from and use of them), and points
+// its device parts into its buffer.
+rec_status cu_batch_reserve(rec_cuda_embed *g, rec_cuda_batch *d, int B, int64_t total, int weighted, int host);
 
 // ---- staged input (input.cu): a batch gathered on the GPU from staged windows -------------------
 struct cu_input;

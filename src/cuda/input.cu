@@ -193,7 +193,7 @@ rec_status cu_input_gather(cu_input *in, rec_cuda_batch *d, const uint32_t *pos,
     rec_cuda_gather_nnz(in->h_src, in->S, F, in->slot_rows, pos, B, nnz);
     int64_t total = 0;
     for (int f = 0; f < F; f++) total += nnz[f];
-    rec_status s = cu_batch_reserve(g, d, B, total, 0);
+    rec_status s = cu_batch_reserve(g, d, B, total, 0, 0);
     if (!s) memcpy(d->nnz, nnz, (size_t)F * sizeof(int64_t));
     free(nnz);
     REC_TRY(s);
