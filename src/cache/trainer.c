@@ -1333,7 +1333,9 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
     }
     double window[LOSS_WINDOW] = {0};
     const double t0 = rec_now();
+    int64_t at = -1; /* the batch the loop is at (-1: before it) */
     for (int64_t x = t.start; !s && x <= t.total; x++) { /* batch `total` is the flush */
+        at = x;
         if (stopped(o)) {
             s = stop_status(o, x);
             break;
@@ -1390,6 +1392,14 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
         pthread_join(th, NULL);
     }
     if (!s && t.merr) s = rec_errorf(t.merr, "%s", t.merrmsg);
+    /* a stop that ended a wait for a peer during the job (in a step, or in the maintenance
+     * thread) says at which batch, as the loop's own stops do (rectrain cluster reports it) */
+    if (s == REC_ESTOPPED && at >= 0 && stopped(o) && !strstr(rec_errmsg(), " at batch ")) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", rec_errmsg());
+        const char *sig = rec_signal_name(*o->stop), *rest = strstr(why, sig);
+        s = rec_errorf(REC_ESTOPPED, "stopped by %s at batch %lld%s", sig, (long long)at, rest ? rest + strlen(sig) : "");
+    }
     /* every trainer's flush acknowledged before the model is read back (a failed trainer ends
      * them all: rectrain train aborts the MPI job) */
     if (!s && t.N > 1 && MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) s = rec_errorf(REC_EIO, "trainer: MPI_Barrier failed");
