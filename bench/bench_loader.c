@@ -99,12 +99,18 @@ static rec_status grow(void **p, size_t *cap, size_t want) {
     return REC_OK;
 }
 
+/* The block map of a batch of B rows with h->nnz ids per table, as rec_cuda_embed's on an H100/H200. */
+static void block_map(gpu_host *h, int B) {
+    enum { H100_SMS = 132, OCCUPANCY = 8 };
+    h->blocks += rec_cuda_block_map(h->F, B, h->dims, h->sched, h->nnz, H100_SMS * OCCUPANCY * 4, h->rounds, h->start);
+}
+
 /* A staged batch: its ids per table and the block map; the GPU gathers the rest. */
 static void gpu_host_staged(gpu_host *h, const rec_staged_batch *sb) {
     const double t0 = rec_now();
-    rec_cuda_gather_nnz(h->stg.src, h->stg.S, h->F, h->stg.slot_rows, sb->pos, (int)sb->n, h->nnz);
-    enum { H100_SMS = 132, OCCUPANCY = 8 };
-    h->blocks += rec_cuda_block_map(h->F, (int)sb->n, h->dims, h->sched, h->nnz, H100_SMS * OCCUPANCY * 4, h->rounds, h->start);
+    const uint64_t touched = rec_cuda_gather_slots(sb->pos, (int)sb->n, h->stg.slot_rows);
+    rec_cuda_gather_nnz(h->stg.src, h->stg.S, h->F, h->stg.slot_rows, sb->pos, (int)sb->n, touched, h->nnz);
+    block_map(h, (int)sb->n);
     h->staged_sec += rec_now() - t0, h->staged_batches++;
 }
 
@@ -142,8 +148,7 @@ static rec_status gpu_host_stage(gpu_host *h, const rec_batch *b) {
     int32_t *off = h->ids[i], *id = off + (size_t)F * (B + 1);
     REC_TRY(rec_cuda_pack(b, 0, F, h->rows, off, id, weighted ? (float *)(id + total) : NULL, h->nnz, h->pool));
     const double t2 = rec_now();
-    enum { H100_SMS = 132, OCCUPANCY = 8 }; /* the block map's target as rec_cuda_embed's on an H100/H200 */
-    h->blocks += rec_cuda_block_map(F, B, h->dims, h->sched, h->nnz, H100_SMS * OCCUPANCY * 4, h->rounds, h->start);
+    block_map(h, B);
     h->sec[0] += t1 - t0, h->sec[1] += t2 - t1, h->sec[2] += rec_now() - t2, h->batches++;
     return REC_OK;
 }

@@ -302,7 +302,8 @@ static void test_stage(rec_pool *pool) {
     float dense[6 * (DN + 1)];
     int64_t nnz_w[F], nnz_g[F];
     s |= rec_cuda_pack(&want, 0, F, rows, off_w, ids_w, NULL, nnz_w, NULL);
-    rec_cuda_gather_nnz(h.src, h.S, F, h.slot_rows, pos, 6, nnz_g);
+    CHECK(rec_cuda_gather_slots(pos, 6, h.slot_rows) == 3, "the batch reads slots 0 and 1");
+    rec_cuda_gather_nnz(h.src, h.S, F, h.slot_rows, pos, 6, 3, nnz_g);
     rec_cuda_gather_host(h.src, h.slot, F, DN, h.slot_rows, pos, 6, off_g, ids_g, dense);
     int64_t total = 0;
     for (int f = 0; f < F; f++) total += nnz_w[f];

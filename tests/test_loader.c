@@ -562,7 +562,7 @@ static int64_t staged_vs_gathered(const char *what, rec_dataset *d, int64_t row1
             ok = 0;
             break;
         }
-        rec_cuda_gather_nnz(h.src, h.S, F, stg.slot_rows, sb->pos, B, nnz2);
+        rec_cuda_gather_nnz(h.src, h.S, F, stg.slot_rows, sb->pos, B, rec_cuda_gather_slots(sb->pos, B, stg.slot_rows), nnz2);
         rec_cuda_gather_host(h.src, h.slot, F, Dn, stg.slot_rows, sb->pos, B, off2, ids2, dense);
         ok &= !memcmp(nnz1, nnz2, (size_t)F * sizeof nnz1[0]) && !memcmp(off1, off2, (size_t)F * (B + 1) * 4) &&
               !memcmp(ids1, ids2, (size_t)total * 4) && !memcmp(dense, b->dense, (size_t)B * Dn * 4) &&

@@ -30,6 +30,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,7 @@ typedef struct ctrainer {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int64_t ready, done, want;
+    _Atomic int64_t at;      /* the batch the training loop is at, -1 before it: a stop names it */
     int64_t committed;       /* durable: the last step server 0 acknowledged committing */
     int64_t acked;           /* durable: the last step whose writes (and every earlier one's) are acknowledged */
     int64_t synced;          /* durable, N trainers: the last step every trainer's writes of are acknowledged */
@@ -169,8 +171,12 @@ static rec_status recv_frame(ctrainer *t, void *sock, const char *who, zmq_msg_t
         n = zmq_poll(&it, 1, left < 0.1 ? (long)(left * 1000) + 1 : 100);
         if (n > 0) break;
         if (n < 0 && zmq_errno() != EINTR) return rec_errorf(REC_EIO, "poll failed: %s", zmq_strerror(zmq_errno()));
-        if (t->o->stop && *t->o->stop)
-            return rec_errorf(REC_ESTOPPED, "stopped by %s while waiting for %s", rec_signal_name(*t->o->stop), who);
+        if (t->o->stop && *t->o->stop) { /* during the job, at which batch (rectrain cluster reports it) */
+            const int64_t at = atomic_load(&t->at);
+            char where[48] = "";
+            if (at >= 0) snprintf(where, sizeof where, " at batch %lld", (long long)at);
+            return rec_errorf(REC_ESTOPPED, "stopped by %s%s while waiting for %s", rec_signal_name(*t->o->stop), where, who);
+        }
     }
     if (n <= 0) return rec_errorf(REC_EIO, "%s did not answer in %.0f s (is it running? --peer-timeout)", who, t->timeout);
     zmq_msg_t raw;
@@ -1310,7 +1316,7 @@ static rec_status open_log(const char *path, int64_t start, FILE **out) {
 
 rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report *rep) {
     memset(rep, 0, sizeof *rep);
-    ctrainer t = {.o = o, .rep = rep, .ready = -1, .done = -1, .want = -1, .evicted = -1};
+    ctrainer t = {.o = o, .rep = rep, .ready = -1, .done = -1, .want = -1, .evicted = -1, .at = -1};
     pthread_mutex_init(&t.mu, NULL);
     pthread_cond_init(&t.cv, NULL);
     rec_status s = setup(&t);
@@ -1333,9 +1339,8 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
     }
     double window[LOSS_WINDOW] = {0};
     const double t0 = rec_now();
-    int64_t at = -1; /* the batch the loop is at (-1: before it) */
     for (int64_t x = t.start; !s && x <= t.total; x++) { /* batch `total` is the flush */
-        at = x;
+        atomic_store(&t.at, x);
         if (stopped(o)) {
             s = stop_status(o, x);
             break;
@@ -1392,14 +1397,6 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
         pthread_join(th, NULL);
     }
     if (!s && t.merr) s = rec_errorf(t.merr, "%s", t.merrmsg);
-    /* a stop that ended a wait for a peer during the job (in a step, or in the maintenance
-     * thread) says at which batch, as the loop's own stops do (rectrain cluster reports it) */
-    if (s == REC_ESTOPPED && at >= 0 && stopped(o) && !strstr(rec_errmsg(), " at batch ")) {
-        char why[600];
-        snprintf(why, sizeof why, "%s", rec_errmsg());
-        const char *sig = rec_signal_name(*o->stop), *rest = strstr(why, sig);
-        s = rec_errorf(REC_ESTOPPED, "stopped by %s at batch %lld%s", sig, (long long)at, rest ? rest + strlen(sig) : "");
-    }
     /* every trainer's flush acknowledged before the model is read back (a failed trainer ends
      * them all: rectrain train aborts the MPI job) */
     if (!s && t.N > 1 && MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) s = rec_errorf(REC_EIO, "trainer: MPI_Barrier failed");

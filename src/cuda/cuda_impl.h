@@ -78,11 +78,14 @@ rec_status rec_cuda_stage_fill(const rec_cuda_stage *st, const rec_batch *blk, i
                                const int64_t *rows, const char *what, int32_t *buf, rec_pool *pool);
 /* The sources (F) and slot of a staged buffer at base (host or device memory alike). */
 void rec_cuda_stage_src(const rec_cuda_stage *st, const int32_t *base, rec_gsrc *src, rec_gslot *slot);
-/* A batch of staged positions pos[0..B) over the S (<= REC_CUDA_STAGE_SLOTS) slots' sources src
- * (S x F): its ids per feature, nnz (F), as the host needs them before the GPU gathers (the
- * block map, the sort). A feature with one id a row in every slot the batch reads is not read;
- * the other slots' sources are not read at all (the loader may be staging them). */
-void rec_cuda_gather_nnz(const rec_gsrc *src, int S, int F, int64_t slot_rows, const uint32_t *pos, int B, int64_t *nnz);
+/* The slots (<= REC_CUDA_STAGE_SLOTS) a batch of staged positions pos[0..B) reads, as bits. */
+uint64_t rec_cuda_gather_slots(const uint32_t *pos, int B, int64_t slot_rows);
+/* The batch's ids per feature, nnz (F), over the S slots' sources src (S x F), as the host needs
+ * them before the GPU gathers (the block map, the sort); `touched`: its slots
+ * (rec_cuda_gather_slots). A feature with one id a row in every slot the batch reads is not
+ * read; the other slots' sources are not read at all (the loader may be staging them). */
+void rec_cuda_gather_nnz(const rec_gsrc *src, int S, int F, int64_t slot_rows, const uint32_t *pos, int B, uint64_t touched,
+                         int64_t *nnz);
 /* The GPU's gather on the CPU: off (F, B + 1) and ids as rec_cuda_pack writes them, dense
  * (B, Dn) then the labels (B), as the model's input copy. */
 void rec_cuda_gather_host(const rec_gsrc *src, const rec_gslot *slot, int F, int Dn, int64_t slot_rows, const uint32_t *pos,
@@ -97,6 +100,7 @@ typedef struct rec_cuda_host_stager {
     int64_t slot_rows;
     rec_cuda_stage *st;   /* (S) */
     int32_t **buf;        /* (S) */
+    size_t *cap;          /* (S) words of each */
     rec_gsrc *src;        /* (S x F) */
     rec_gslot *slot;      /* (S) */
     const int64_t *rows;  /* (F) the tables' rows, for the ids' check */

@@ -34,6 +34,7 @@ struct cu_input {
     cudaEvent_t staged[MAX_SLOTS];    // on sst: slot s's window is on the device
     cudaEvent_t gathered[MAX_SLOTS];  // on the copy stream: the last gather reading slot s is done
     rec_gsrc *h_src;              // (S, F) host pointers into the pinned windows: each batch's ids per table
+    int64_t *nnz;                 // (F) a batch's ids per table, before its device batch is sized
     rec_gsrc *p_src, *d_src;      // (S, F) device pointers: a pinned mirror, and its device copy
     rec_gslot *p_slot, *d_slot;   // (S) the same for the labels and dense values
     uint32_t *h_pos[IN_SLOTS], *d_pos[IN_SLOTS];   // a batch's positions
@@ -89,7 +90,8 @@ rec_status cu_input_new(cu_input **out, rec_cuda_embed *g, int Dn, int n_slots, 
     rec_status s = REC_OK;
     for (int i = 0; !s && i < S; i++) s = rec_cuda_stage_init(&in->st[i], Dn, F);
     in->h_src = (rec_gsrc *)calloc((size_t)S * F, sizeof(rec_gsrc));
-    if (!s && !in->h_src) s = rec_errorf(REC_ENOMEM, "GPU input: out of memory");
+    in->nnz = (int64_t *)calloc((size_t)F, sizeof(int64_t));
+    if (!s && (!in->h_src || !in->nnz)) s = rec_errorf(REC_ENOMEM, "GPU input: out of memory");
     const int cpus = rec_cpu_count();
     if (!s) s = rec_pool_init(&in->pool, cpus < F + 1 ? cpus : F + 1);
     cudaError_t e = cudaSuccess;
@@ -134,7 +136,7 @@ void cu_input_free(cu_input *in) {
     cudaFree(in->d_src), cudaFree(in->d_slot), cudaFree(in->d_len), cudaFree(in->cub_tmp);
     if (in->sst) cudaStreamDestroy(in->sst);
     rec_pool_free(in->pool);
-    free(in->h_src);
+    free(in->h_src), free(in->nnz);
     free(in);
 }
 
@@ -188,15 +190,11 @@ rec_status cu_input_gather(cu_input *in, rec_cuda_batch *d, const uint32_t *pos,
                               pos[b]);
         touched |= (uint64_t)1 << s;
     }
-    int64_t *nnz = (int64_t *)malloc((size_t)F * sizeof(int64_t));
-    if (!nnz) return rec_errorf(REC_ENOMEM, "GPU input: out of memory");
-    rec_cuda_gather_nnz(in->h_src, in->S, F, in->slot_rows, pos, B, nnz);
+    rec_cuda_gather_nnz(in->h_src, in->S, F, in->slot_rows, pos, B, touched, in->nnz);
     int64_t total = 0;
-    for (int f = 0; f < F; f++) total += nnz[f];
-    rec_status s = cu_batch_reserve(g, d, B, total, 0, 0);
-    if (!s) memcpy(d->nnz, nnz, (size_t)F * sizeof(int64_t));
-    free(nnz);
-    REC_TRY(s);
+    for (int f = 0; f < F; f++) total += in->nnz[f];
+    REC_TRY(cu_batch_reserve(g, d, B, total, 0, 0));
+    memcpy(d->nnz, in->nnz, (size_t)F * sizeof(int64_t));
     memcpy(in->h_pos[k], pos, (size_t)B * 4);
     CU_TRY(cudaStreamWaitEvent(g->cp, d->used, 0), "ordering a batch's gather");
     for (int i = 0; i < in->S; i++)

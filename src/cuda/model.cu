@@ -98,6 +98,7 @@ typedef struct gemm_batch {
     int d16;
 } gemm_batch;
 static const gemm_batch ONE = {1, 0, 0, 0, 0};
+static const gemm_batch D16 = {1, 0, 0, 0, 1};  // one product, D in bf16 (an MLP layer's bf16 output)
 
 static const char *lt_err(cublasStatus_t s) {
     static char buf[32];
@@ -446,7 +447,6 @@ static rec_status mlp_setup(rec_cuda_model *g, mlp_dev *d, rec_mlp *m, const flo
     // Which layers write bf16 outputs: where the next layer's products all took bf16 and
     // cuBLASLt plans this one with a bf16 output (REC_CUDA_MLP=plain: none, a diagnostic).
     const char *mode = getenv("REC_CUDA_MLP");
-    const gemm_batch D16 = {1, 0, 0, 0, 1};
     for (int l = 0; l + 1 < d->L; l++) {
         const int in = d->sizes[l], out = d->sizes[l + 1];
         d->d16[l] = 0;
@@ -474,7 +474,6 @@ static void mlp_free(mlp_dev *d) {
 // The GEMMs are planned for the largest batch; a smaller one (an epoch's last) re-plans.
 static rec_status mlp_forward(rec_cuda_model *g, mlp_dev *d, int B, const float *x, const float **y, int in16_ready) {
     const float *in = x;
-    const gemm_batch D16 = {1, 0, 0, 0, 1};
     d->x16_only = in16_ready && x == g->z && !g->z32;
     for (int l = 0; l < d->L; l++) {
         const int in_16 = l ? d->now16[l - 1] : d->x16_only, relu = l < d->L - 1 || d->relu_last;

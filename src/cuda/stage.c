@@ -147,9 +147,14 @@ rec_status rec_cuda_stage_fill(const rec_cuda_stage *st, const rec_batch *blk, i
                       (long long)rec_jagged_id(s, id_k), (long long)rows[f]);
 }
 
-void rec_cuda_gather_nnz(const rec_gsrc *src, int S, int F, int64_t slot_rows, const uint32_t *pos, int B, int64_t *nnz) {
-    uint64_t touched = 0; /* the batch's slots: the others may be being staged meanwhile */
+uint64_t rec_cuda_gather_slots(const uint32_t *pos, int B, int64_t slot_rows) {
+    uint64_t touched = 0;
     for (int b = 0; b < B; b++) touched |= (uint64_t)1 << rec_gather_slot(pos[b], slot_rows);
+    return touched;
+}
+
+void rec_cuda_gather_nnz(const rec_gsrc *src, int S, int F, int64_t slot_rows, const uint32_t *pos, int B, uint64_t touched,
+                         int64_t *nnz) {
     for (int f = 0; f < F; f++) {
         int lists = 0; /* a feature of one id a row in the batch's slots has B ids: nothing to read */
         for (int s = 0; s < S; s++) lists |= (touched >> s & 1) && src[(int64_t)s * F + f].starts != NULL;
@@ -179,9 +184,9 @@ rec_status rec_cuda_host_stager_init(rec_cuda_host_stager *h, int S, int64_t slo
     if (S < 1 || S > REC_CUDA_STAGE_SLOTS)
         return rec_errorf(REC_EINVAL, "staging: %d slots; it takes 1..%d", S, REC_CUDA_STAGE_SLOTS);
     h->S = S, h->F = F, h->slot_rows = slot_rows, h->rows = rows, h->what = what, h->pool = pool;
-    h->st = calloc((size_t)S, sizeof *h->st), h->buf = calloc((size_t)S, sizeof *h->buf);
+    h->st = calloc((size_t)S, sizeof *h->st), h->buf = calloc((size_t)S, sizeof *h->buf), h->cap = calloc((size_t)S, sizeof *h->cap);
     h->src = calloc((size_t)S * F + 1, sizeof *h->src), h->slot = calloc((size_t)S, sizeof *h->slot);
-    rec_status s = h->st && h->buf && h->src && h->slot ? REC_OK : rec_errorf(REC_ENOMEM, "staging: out of memory");
+    rec_status s = h->st && h->buf && h->cap && h->src && h->slot ? REC_OK : rec_errorf(REC_ENOMEM, "staging: out of memory");
     for (int i = 0; !s && i < S; i++) s = rec_cuda_stage_init(&h->st[i], Dn, F);
     if (s) rec_cuda_host_stager_free(h);
     return s;
@@ -190,7 +195,7 @@ rec_status rec_cuda_host_stager_init(rec_cuda_host_stager *h, int S, int64_t slo
 void rec_cuda_host_stager_free(rec_cuda_host_stager *h) {
     for (int i = 0; h->st && i < h->S; i++) rec_cuda_stage_free(&h->st[i]);
     for (int i = 0; h->buf && i < h->S; i++) free(h->buf[i]);
-    free(h->st), free(h->buf), free(h->src), free(h->slot);
+    free(h->st), free(h->buf), free(h->cap), free(h->src), free(h->slot);
     memset(h, 0, sizeof *h);
 }
 
@@ -198,9 +203,13 @@ rec_status rec_cuda_host_stage(void *ctx, int slot, const rec_batch *blk, int nb
     rec_cuda_host_stager *h = ctx;
     rec_cuda_stage *st = &h->st[slot];
     REC_TRY(rec_cuda_stage_plan(st, blk, nb, one));
-    free(h->buf[slot]);
-    h->buf[slot] = malloc((size_t)st->words * 4 + 4);
-    if (!h->buf[slot]) return rec_errorf(REC_ENOMEM, "staging: out of memory for a window of %lld rows", (long long)st->n);
+    if ((size_t)st->words > h->cap[slot]) { /* grown, not made again each window */
+        free(h->buf[slot]);
+        h->cap[slot] = 0;
+        h->buf[slot] = malloc((size_t)st->words * 4 + 4);
+        if (!h->buf[slot]) return rec_errorf(REC_ENOMEM, "staging: out of memory for a window of %lld rows", (long long)st->n);
+        h->cap[slot] = (size_t)st->words;
+    }
     if (h->poison) memset(h->buf[slot], 0xff, (size_t)st->words * 4);
     REC_TRY(rec_cuda_stage_fill(st, blk, nb, row0, h->rows, h->what, h->buf[slot], h->pool));
     rec_cuda_stage_src(st, h->buf[slot], h->src + (size_t)slot * h->F, &h->slot[slot]);

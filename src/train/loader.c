@@ -1153,7 +1153,7 @@ static rec_status open_loader(rec_loader **out, rec_dataset *d, int64_t row0, in
         const int most = d->prep_threads < RAW_READERS_GPU ? d->prep_threads : RAW_READERS_GPU;
         const int n = sh && d->prep_device != REC_PREP_CPU && most > 1 ? most : 1;
         s = rec_alloc((void **)&l->rr, (size_t)n * sizeof *l->rr, "loader readers");
-        if (!s) memset(l->rr, 0, (size_t)n * sizeof *l->rr), l->n_rr = n;
+        if (!s) l->n_rr = n; /* (zeroed: a reader not yet opened closes as nothing) */
         for (int t = 0; !s && t < n; t++) s = raw_reader_open(&l->rr[t], d);
         if (!s && n > 1) s = rec_pool_init(&l->pool, n);
     } else if (!s && !l->pieces) {

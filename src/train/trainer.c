@@ -972,16 +972,16 @@ static rec_status run(job *j) {
     rec_stager stager;
     const rec_shuffle shape = {j->cfg.seed, 0, j->shuffle_block_rows, j->shuffle_buffer_blocks};
     const char *input = getenv("REC_CUDA_INPUT"); /* "host": the batches gathered and packed on the host */
-    const int staged = j->gpu && j->shuffle_block_rows > 0 && !(o->n_workers > 0 || o->workers_file) &&
-                       !(input && !strcmp(input, "host")) && rec_loader_stage_slots(B, &shape) <= REC_CUDA_STAGE_SLOTS;
+    const int slots = j->shuffle_block_rows > 0 ? rec_loader_stage_slots(B, &shape) : 0;
+    const int staged = j->gpu && slots > 0 && !(o->n_workers > 0 || o->workers_file) &&
+                       !(input && !strcmp(input, "host")) && slots <= REC_CUDA_STAGE_SLOTS;
     if (staged) {
-        const int slots = rec_loader_stage_slots(B, &shape);
         const int64_t window = j->shuffle_block_rows * j->shuffle_buffer_blocks;
         REC_TRY(rec_cuda_model_stager(j->gpu, slots, window, rec_dataset_path(j->train), &stager));
         if (o->log)
             fprintf(o->log, "train: batches gathered on the GPU from shuffle windows of %lld rows, each copied once (%d "
                     "slots)\n", (long long)window, slots);
-    } else if (j->gpu && o->log && j->shuffle_block_rows > 0 && rec_loader_stage_slots(B, &shape) > REC_CUDA_STAGE_SLOTS) {
+    } else if (j->gpu && o->log && slots > REC_CUDA_STAGE_SLOTS) {
         fprintf(o->log, "train: a batch of %lld rows spans more shuffle windows than the GPU stages at once (%d): its "
                 "rows are gathered and packed on the host\n", (long long)B, REC_CUDA_STAGE_SLOTS - 2);
     }
