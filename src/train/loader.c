@@ -522,7 +522,8 @@ struct rec_loader {
     int64_t *next;              /* (W) the next row of each block to deal */
     rec_batch *out;             /* the ring slot being filled across windows, or NULL */
     rec_pool *pool;             /* shard, prep_threads > 1 (a GPU run): the checksums, the window's
-                                 * reads and the gather on its threads; else NULL */
+                                 * reads and the gather on its threads; a shuffled .rraw on the GPU
+                                 * executor: one thread a reader; else NULL */
     int64_t *blk_row0;          /* (W) the data set row of each window block's first row */
 
     /* staged (rec_loader_open_staged): windows go to the stager, batches are positions */
@@ -623,8 +624,8 @@ static rec_status read_raw_rows(rec_loader *l, int thread, int64_t r, int64_t n,
 }
 
 /* Data set rows [r, r+n) into b (b->n = n), from the parts that hold them: for a shard, one
- * part reads straight into b, rows across parts go through the span batch. */
-/* Rows [r, r + n) into b, on pool thread `thread` (0 off the pool). */
+ * part reads straight into b, rows across parts go through the span batch; for a .rraw, the
+ * reader of pool thread `thread` (0 off the pool). */
 static rec_status read_rows(rec_loader *l, int thread, int64_t r, int64_t n, rec_batch *b) {
     if (l->d->is_raw) return read_raw_rows(l, thread, r, n, b);
     const int64_t *row0 = l->d->part_row0;
