@@ -17,7 +17,7 @@
 
 /* ---- the queued CPU backend ----------------------------------------------------------------- */
 
-enum { Q_PUT, Q_COPY, Q_ROWS, Q_SCAN, Q_MARK, Q_TO_ROWS, Q_NARROW };
+enum { Q_PUT, Q_COPY, Q_ROWS, Q_SCAN, Q_MARK, Q_TO_ROWS, Q_NARROW, Q_WAIT };
 typedef struct qentry {
     int kind, phase, m, fits, lanes, w, ld, col;
     void *dst;
@@ -35,7 +35,14 @@ typedef struct queue {
     int fail_get; /* > 0: the get that many from now fails, with its queue left unrun */
     double mark_at[2]; /* when each mark ran (0: not since the last span was read) */
     int64_t spans, early_spans; /* spans read; read before both marks had run */
+    /* as they ran: a wait for event e as -1 - (e - events), a kernel launch as its members */
+    int log[4096], n_log;
+    char *events;
 } queue;
+
+static void q_log(queue *q, int v) {
+    if (q->n_log < (int)(sizeof q->log / sizeof q->log[0])) q->log[q->n_log++] = v;
+}
 
 static rec_status q_flush(void *ctx) {
     queue *q = ctx;
@@ -43,7 +50,11 @@ static rec_status q_flush(void *ctx) {
     for (int i = 0; i < q->n; i++) {
         const qentry *e = &q->e[i];
         if (e->kind == Q_PUT || e->kind == Q_COPY) REC_TRY(c->put(NULL, e->dst, e->src, e->bytes));
-        else if (e->kind == Q_ROWS) REC_TRY(c->rows(NULL, e->phase, e->ops, e->m, e->lanes, e->cols, e->n, e->cnt));
+        else if (e->kind == Q_WAIT) q_log(q, -1 - (int)((char *)e->dst - q->events));
+        else if (e->kind == Q_ROWS) {
+            if (e->phase != REC_G_COUNT && e->ops[0].kind != REC_G_LOAD) q_log(q, e->m);
+            REC_TRY(c->rows(NULL, e->phase, e->ops, e->m, e->lanes, e->cols, e->n, e->cnt));
+        }
         else if (e->kind == Q_MARK) q->mark_at[e->phase] = rec_now();
         else if (e->kind == Q_TO_ROWS) REC_TRY(c->to_rows(NULL, e->dst, e->src, e->n, e->w, e->ld, e->col));
         else if (e->kind == Q_NARROW) REC_TRY(c->narrow(NULL, e->dst, e->src, e->n, e->cnt));
@@ -102,6 +113,7 @@ static rec_status q_scan(void *ctx, const rec_gop *ops_host, const rec_gop *ops,
                                 .cnt = (int32_t *)cnt, .fits = fits});
 }
 
+static rec_status q_wait(void *ctx, void *event) { return q_push(ctx, (qentry){.kind = Q_WAIT, .dst = event}); }
 static rec_status q_mark(void *ctx, int k) { return q_push(ctx, (qentry){.kind = Q_MARK, .phase = k & 1}); }
 static double q_span_ms(void *ctx) { /* as cudaEventElapsedTime: both marks must have run */
     queue *q = ctx;
@@ -115,7 +127,8 @@ static queue g_queue;
 static const rec_gback g_queued = {.ctx = &g_queue,     .name = "queued CPU", .alloc = q_alloc,   .release = q_release,
                                    .host_alloc = q_alloc, .host_release = q_release, .put = q_put, .copy = q_copy,
                                    .get = q_get,          .to_rows = q_to_rows, .narrow = q_narrow, .rows = q_rows,
-                                   .scan = q_scan,        .sync = q_flush,      .mark = q_mark,     .span_ms = q_span_ms};
+                                   .scan = q_scan,        .sync = q_flush,      .mark = q_mark,     .span_ms = q_span_ms,
+                                   .wait = q_wait};
 
 /* Generated rows (multi-hot lists of ids) parsed into a raw block. */
 static rec_raw_block raw_rows(int64_t n, uint64_t seed) {
@@ -153,9 +166,68 @@ static int same_batch(const rec_batch *a, const rec_batch *b) {
     return 1;
 }
 
+/* A co-run plan for the parity runs: stage capacities in members (each member's latency 1). */
+typedef struct corun_case {
+    const double *capacity;
+    int n_stages;
+} corun_case;
+
+static double by_members(const rec_fused_kernel *k, int first, int n, void *ctx) {
+    (void)k, (void)first, (void)ctx;
+    return n;
+}
+
+/* What the queued backend ran for a co-run: the first block's kernels whole (timed for the
+ * predictor), then each block's pieces, a wait for stage s's event before stage s's. */
+static int corun_log_ok(const rec_fusion *fu, const rec_corun_plan *p, int64_t blocks) {
+    int want[4096], n = 0;
+    for (int k = 0; k < fu->n_kernels && n < 4096; k++) want[n++] = fu->kernels[k].n;
+    for (int64_t b = 1; b < blocks; b++)
+        for (int st = 0; st < p->n_stages; st++) {
+            if (p->at[st] < p->at[st + 1] && n < 4096) want[n++] = -1 - st;
+            for (int i = p->at[st]; i < p->at[st + 1] && n < 4096; i++) want[n++] = p->pieces[i].n;
+        }
+    if (n != g_queue.n_log || memcmp(want, g_queue.log, sizeof(int) * (size_t)n)) {
+        fprintf(stderr, "co-run: %d waits and launches ran, %d planned\n", g_queue.n_log, n);
+        return 0;
+    }
+    return 1;
+}
+
+/* With cc, the GPU executor follows a co-run plan made from cc (its events are bytes of a
+ * buffer: the queued backend logs which), and its first block is timed for the predictor. */
+static rec_status attach_corun(rec_gexec *g, const rec_fusion *fu, const corun_case *cc, char *events, rec_corun **c,
+                               rec_corun_plan *p) {
+    void *ev[16];
+    for (int k = 0; k < cc->n_stages; k++) ev[k] = events + k;
+    REC_TRY(rec_corun_schedule(fu, cc->capacity, cc->n_stages, by_members, NULL, p));
+    REC_TRY(rec_corun_new(c, cc->n_stages, ev));
+    REC_TRY(rec_corun_set_plan(*c, p));
+    rec_gexec_corun(g, *c);
+    g_queue.events = events, g_queue.n_log = 0;
+    return REC_OK;
+}
+
+/* The corun holds the first block's measurements: a sample a kernel, a value count an op. */
+static rec_status corun_measured_ok(rec_corun *c, const rec_fusion *fu, int64_t rows) {
+    const double *vpr;
+    const float *X;
+    const double *ms;
+    int64_t r, n;
+    if (!rec_corun_measured(c, &vpr, &r, &X, &ms, &n) || r != rows || n != fu->n_kernels)
+        return rec_errorf(REC_EINVAL, "co-run: %lld kernels measured on blocks of %lld rows (want %d of %lld)",
+                          (long long)n, (long long)r, fu->n_kernels, (long long)rows);
+    for (int64_t i = 0; i < n; i++)
+        if (!(ms[i] >= 0) || X[i * REC_LAT_FEATURES + 7] != (float)rows)
+            return rec_errorf(REC_EINVAL, "co-run: sample %lld: %g ms, batch %g", (long long)i, ms[i],
+                              (double)X[i * REC_LAT_FEATURES + 7]);
+    return REC_OK;
+}
+
 /* The spec run both ways over the raw rows, in blocks of `block` rows (the GPU executor) and of
  * the CPU executor's own. Returns 1 when the batches are equal. */
-static int parity(rec_spec *s, const rec_raw_block *raw, int64_t block, const char *name, const rec_gback *be) {
+static int parity_corun(rec_spec *s, const rec_raw_block *raw, int64_t block, const char *name, const rec_gback *be,
+                        const corun_case *cc) {
     rec_vocab_set vs = {0};
     rec_prep_plan *plan = NULL;
     rec_prep_ws *ws = NULL;
@@ -182,8 +254,17 @@ static int parity(rec_spec *s, const rec_raw_block *raw, int64_t block, const ch
     if (!st) st = rec_prep_run(plan, ws, raw, 0, raw->n, &want);
     if (!st) st = rec_prep_fuse(s, NULL, &fu);
     if (!st) st = rec_gexec_init(&g, s, &fu, s->n_vocabs ? &vs : NULL, be, block);
+    rec_corun *c = NULL;
+    rec_corun_plan cp = {0};
+    char events[16];
+    if (!st && cc) st = attach_corun(g, &fu, cc, events, &c, &cp);
     if (!st) st = rec_gexec_run(g, raw, 0, raw->n, &got);
-    if (!st && be->mark && !(rec_gexec_ops_ms(g) > 0))
+    if (!st && c) st = corun_measured_ok(c, &fu, raw->n < block ? raw->n : block);
+    if (!st && c && be == &g_queued && !corun_log_ok(&fu, &cp, (raw->n + block - 1) / block))
+        st = rec_errorf(REC_EINVAL, "the co-run plan was not followed");
+    rec_corun_plan_free(&cp);
+    rec_corun_free(c);
+    if (!st && be->mark && !cc && !(rec_gexec_ops_ms(g) > 0))
         st = rec_errorf(REC_EINVAL, "the operators were not timed (%g ms)", rec_gexec_ops_ms(g));
     /* where no id overruns int32, every feature whose table allows int32 ids holds them so */
     int overrun = 0, narrow = 1;
@@ -202,6 +283,74 @@ static int parity(rec_spec *s, const rec_raw_block *raw, int64_t block, const ch
     rec_prep_ws_free(ws), rec_prep_plan_free(plan);
     if (s->n_vocabs) rec_vocab_set_free(&vs);
     return ok;
+}
+
+static int parity(rec_spec *s, const rec_raw_block *raw, int64_t block, const char *name, const rec_gback *be) {
+    return parity_corun(s, raw, block, name, be, NULL);
+}
+
+/* Co-running (RAP Algorithm 1): the executor cuts its kernels into the plan's pieces, waits
+ * for each stage's event before its pieces, and gives the same batches; a plan that does not
+ * fit its fusion plan is refused, naming the piece. */
+static void test_corun(const rec_raw_block *raw, const rec_gback *be) {
+    const char *names[] = {"criteo_rap", "criteo_heavy"};
+    static const double caps[3][4] = {{2.5, 0, 7, 3}, {1, 1, 1, 1}, {0, 0, 0, 0}};
+    for (int c = 0; c < 2; c++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/configs/%s.json", getenv("REC_SOURCE_DIR") ? getenv("REC_SOURCE_DIR") : "..", names[c]);
+        rec_spec *s = NULL;
+        CHECK(rec_spec_load(&s, path) == REC_OK, "%s", rec_errmsg());
+        for (int k = 0; s && k < 3; k++) {
+            const corun_case cc = {caps[k], 4};
+            CHECK(parity_corun(s, raw, 777, names[c], be, &cc), "%s: co-run plan %d (%s backend): the CPU executor's "
+                  "batch", names[c], k, be->name);
+        }
+        rec_spec_free(s);
+    }
+    /* a plan that does not fit the fusion plan: refused by the executor, naming the piece */
+    char path[256];
+    snprintf(path, sizeof path, "%s/configs/criteo_standard.json", getenv("REC_SOURCE_DIR") ? getenv("REC_SOURCE_DIR") : "..");
+    rec_spec *s = NULL;
+    rec_fusion fu = {0};
+    rec_gexec *g = NULL;
+    rec_batch b = {0};
+    rec_corun_plan p = {0}, q = {0};
+    rec_corun *c = NULL;
+    void *ev[2] = {NULL, NULL};
+    const double room[3] = {1e9, 1e9, 1e9};
+    rec_status st = rec_spec_load(&s, path);
+    if (!st) st = rec_prep_fuse(s, NULL, &fu);
+    if (!st) st = rec_gexec_init(&g, s, &fu, NULL, be, 500);
+    if (!st) st = rec_batch_init(&b, raw->n, s->n_dense, s->n_sparse, 4);
+    if (!st) st = rec_corun_schedule(&fu, room, 2, by_members, NULL, &p); /* every kernel whole, in stage 0 */
+    if (!st) st = rec_corun_schedule(&fu, room, 3, by_members, NULL, &q);
+    if (!st) st = rec_corun_new(&c, 2, ev);
+    CHECK(st == REC_OK && p.n_pieces > 1 && p.pieces[0].n > 1, "%s", rec_errmsg());
+    if (!st && p.n_pieces > 1 && p.pieces[0].n > 1) {
+        p.pieces[0].n--; /* kernel 0's last member in no piece */
+        CHECK(rec_corun_set_plan(c, &p) == REC_OK, "%s", rec_errmsg());
+        rec_gexec_corun(g, c);
+        for (int k = 0; k < 2; k++) { /* and again: a refused plan is not dropped */
+            const rec_status bad = rec_gexec_run(g, raw, 0, 10, &b);
+            CHECK_ERR(bad, REC_EINVAL, "spec 'criteo_standard': co-run plan: piece 1 runs members");
+        }
+        p.pieces[0].n++;
+        const rec_corun_piece t = p.pieces[0];
+        p.pieces[0] = p.pieces[1], p.pieces[1] = t; /* out of order */
+        CHECK_ERR(rec_corun_plan_check(&p, &fu), REC_EINVAL, "piece 0 runs members");
+        p.pieces[1] = p.pieces[0], p.pieces[0] = t;
+        CHECK(rec_corun_plan_check(&p, &fu) == REC_OK, "%s", rec_errmsg());
+        p.n_pieces--, p.at[1]--, p.at[2]--; /* the last kernel dropped */
+        CHECK_ERR(rec_corun_plan_check(&p, &fu), REC_EINVAL, "are in no piece");
+        p.n_pieces++, p.at[1]++, p.at[2]++;
+        CHECK_ERR(rec_corun_set_plan(c, &q), REC_EINVAL, "a plan of 3 stages for training of 2");
+    }
+    rec_corun_plan_free(&p), rec_corun_plan_free(&q);
+    rec_corun_free(c);
+    rec_batch_free(&b);
+    rec_gexec_free(g);
+    rec_fusion_free(&fu);
+    rec_spec_free(s);
 }
 
 /* A copy back that fails mid-run: the run returns its error, after waiting for the copies and
@@ -550,6 +699,7 @@ int main(void) {
         test_shipped(&raw, backends[k]);
         test_every_op(&raw, backends[k]);
         test_narrowing(&raw, backends[k]);
+        test_corun(&raw, backends[k]);
     }
     /* the queue held work: the host waited only at its copies back; each block's operators
      * were timed between marks that had both run */

@@ -429,9 +429,39 @@ static void test_latency(void) {
     rec_spec_free(s);
 }
 
+/* The capacity search on a simulated GPU: a probe of latency p beside stage s lengthens it by
+ * p - C_s where p > C_s (RAP Fig. 5b: the stage absorbs what fits in its idle resources).
+ * Six rounds of bisection over the stage's time find C_s within the tolerance and a 64th of
+ * the stage; a stage too short to probe holds nothing; the steps asked are the baseline's and
+ * three a round a stage. */
+static void test_capacity(void) {
+    const double base[4] = {0.5, 2.0, 0.004, 1.0}, truth[4] = {0.15, 1.2, 0, 0.9}, tol = 0.02;
+    rec_cap_search c;
+    CHECK(rec_cap_search_init(&c, 4, tol) == REC_OK, "%s", rec_errmsg());
+    int stage, guard = 0;
+    double probe;
+    while (rec_cap_search_next(&c, &stage, &probe) && guard++ < 1000) {
+        double t[4];
+        for (int s = 0; s < 4; s++) t[s] = base[s] * (1 + 0.001 * (guard % 3)); /* a little noise */
+        if (stage >= 0 && probe > truth[stage]) t[stage] += probe - truth[stage];
+        CHECK(stage < 0 || (probe >= 0 && probe <= base[stage]), "a probe of %g ms beside a stage of %g", probe,
+              stage >= 0 ? base[stage] : 0);
+        rec_cap_search_record(&c, t);
+    }
+    for (int s = 0; s < 4; s++)
+        CHECK(fabs(c.capacity[s] - truth[s]) <= base[s] * (tol + 1.0 / 64 + 0.002),
+              "stage %d: capacity %g ms measured, %g true", s, c.capacity[s], truth[s]);
+    CHECK(c.steps == REC_CAP_REPS + 3 * REC_CAP_ROUNDS * REC_CAP_REPS, "%lld steps asked", (long long)c.steps);
+    CHECK(!rec_cap_search_next(&c, &stage, &probe), "the search is done");
+    rec_cap_search_free(&c);
+    CHECK_ERR(rec_cap_search_init(&c, 0, tol), REC_EINVAL, "0 stages");
+    CHECK_ERR(rec_cap_search_init(&c, 3, 0), REC_EINVAL, "tolerance 0");
+}
+
 int main(void) {
     test_shipped();
     test_corun();
+    test_capacity();
     test_latency();
     test_random();
     test_conflict();

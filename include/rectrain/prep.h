@@ -279,6 +279,65 @@ typedef double (*rec_latency_fn)(const rec_fused_kernel *k, int first, int n, vo
 rec_status rec_corun_schedule(const rec_fusion *f, const double *capacity, int n_stages, rec_latency_fn latency,
                               void *ctx, rec_corun_plan *out);
 void rec_corun_plan_free(rec_corun_plan *p);
+/* REC_EINVAL naming the piece unless p's pieces run every member of every kernel of f once, in
+ * the kernels' order, members in order (what an executor needs to follow it). */
+rec_status rec_corun_plan_check(const rec_corun_plan *p, const rec_fusion *f);
+rec_status rec_corun_plan_copy(rec_corun_plan *dst, const rec_corun_plan *src);
+
+/* Co-running in training: what joins the training loop to the loader's GPU executors. The
+ * training model records an event (a cudaEvent_t, opaque here) at the start of each of its
+ * stages in every step; an executor that follows a plan queues, before the pieces of stage s,
+ * a wait for stage s's event: they run beside that stage of the newest step the training has
+ * queued (a wait takes the event's latest record; one never recorded does not wait). Before a
+ * plan is set the executors run their kernels whole and ungated (CUDA streams' co-running,
+ * RAP's baseline). Thread-safe: the plan may be set while executors run; each block follows
+ * the plan current at its start. */
+typedef struct rec_corun rec_corun;
+rec_status rec_corun_new(rec_corun **out, int n_stages, void *const *events);
+void rec_corun_free(rec_corun *c);
+int rec_corun_stages(const rec_corun *c);
+void *rec_corun_event(const rec_corun *c, int stage);
+/* Replaces the plan (copied; p->n_stages must be the corun's). */
+rec_status rec_corun_set_plan(rec_corun *c, const rec_corun_plan *p);
+/* Where the plan changed since *version: copies it into *out (freeing what out held), sets
+ * *version and *changed = 1. */
+rec_status rec_corun_take(rec_corun *c, uint64_t *version, rec_corun_plan *out, int *changed);
+/* The predictor's inputs from the running executors: the first executor to ask (claim returns
+ * 1 to it alone) times its next block's fused kernels alone (rec_gexec_measure) and leaves
+ * the samples and the values each fusion instance read a row (by rec_fusion.ops index) here.
+ * rec_corun_measured: 1 once they are here (the arrays stay the corun's). */
+int rec_corun_claim_measure(rec_corun *c);
+rec_status rec_corun_put_measured(rec_corun *c, const double *values_per_row, int n_ops, int64_t rows,
+                                  const float *X, const double *ms, int64_t n);
+int rec_corun_measured(rec_corun *c, const double **values_per_row, int64_t *rows, const float **X,
+                       const double **ms, int64_t *n);
+
+/* Overlapping capacity measured on the running model (RAP §5.1: the most preprocessing, in
+ * standalone latency, that runs beside a stage without lengthening it). A probe of known
+ * standalone latency runs beside one stage of a step; the stage's time is compared with the
+ * same stage in the steps between, which run without it. For each stage, a bisection over
+ * the probe's latency as a share of the stage's own time (a standalone kernel occupies the
+ * whole GPU, so no stage holds more than its own time): a probe fits when the stage is
+ * lengthened by at most `tol` of its time. The search is this state machine; the training
+ * loop runs the steps it asks for. */
+enum { REC_CAP_ROUNDS = 6, REC_CAP_REPS = 3 };
+typedef struct rec_cap_search {
+    int n_stages, stage;          /* the stage being searched; n_stages: done */
+    double tol;
+    double *base_ms;              /* (n_stages) each stage without a probe: median of the baseline steps */
+    double *capacity;             /* (n_stages) ms of standalone latency: the result */
+    double lo, hi;                /* the bisection's share of the stage's time: lo fits, hi does not */
+    int round, rep, phase;        /* phase 0: baseline steps; 1: probed steps */
+    double *samples;              /* (n_stages x REC_CAP_REPS) baseline, or probed stage times */
+    int64_t steps;                /* steps asked for so far */
+} rec_cap_search;
+rec_status rec_cap_search_init(rec_cap_search *c, int n_stages, double tol);
+void rec_cap_search_free(rec_cap_search *c);
+/* The next step's probe: its stage (-1: a step without probe) and standalone latency in ms.
+ * Returns 0 once every stage is measured. */
+int rec_cap_search_next(rec_cap_search *c, int *stage, double *probe_ms);
+/* That step's stage times (ms, n_stages of them, as the model measured them). */
+void rec_cap_search_record(rec_cap_search *c, const double *stage_ms);
 
 /* ---- the latency predictor of fused kernels (RAP §5.2) -------------------------------------
  * Gradient-boosted trees (XGBoost) from a kernel's features to its standalone latency, trained
@@ -353,6 +412,8 @@ int rec_prep_engine_threads(const rec_prep_engine *e);
 typedef enum rec_prep_device { REC_PREP_CPU = 0, REC_PREP_CUDA, REC_PREP_GPU_EMULATED } rec_prep_device;
 /* Before the first run; REC_EUNSUPPORTED with the reason where there is no usable GPU. */
 rec_status rec_prep_engine_set_device(rec_prep_engine *e, rec_prep_device d);
+/* The GPU executors follow the corun's plan beside training (rec_corun); after set_device. */
+rec_status rec_prep_engine_corun(rec_prep_engine *e, rec_corun *c);
 /* Preprocesses the chunk. Runs alternate between two sets of batches, so the batches of one
  * run stay valid (e.g. for a writer thread) while the next run is in progress; the run after
  * that overwrites them. Malformed rows: in FAIL

@@ -99,6 +99,12 @@ void rec_dataset_close(rec_dataset *d);
 const char *rec_dataset_path(const rec_dataset *d);
 int rec_dataset_has_label(const rec_dataset *d);
 int rec_dataset_is_shard(const rec_dataset *d);            /* .rshard (1) or TSV / .rraw (0) */
+/* TSV, .rraw: the spec its rows are preprocessed with, vocabularies bound (NULL: a .rshard). */
+const struct rec_spec *rec_dataset_spec(const rec_dataset *d);
+/* Loaders opened from now on run the spec's ops as the corun's plan says, beside a GPU's
+ * training (prep.h); TSV or .rraw on the GPU executor only. NULL: ungated. c outlives them. */
+typedef struct rec_corun rec_corun;
+rec_status rec_dataset_set_corun(rec_dataset *d, rec_corun *c);
 int32_t rec_dataset_n_dense(const rec_dataset *d);          /* Dn */
 int32_t rec_dataset_n_sparse(const rec_dataset *d);         /* F */
 const int64_t *rec_dataset_table_rows(const rec_dataset *d);/* (F) */

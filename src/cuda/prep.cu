@@ -220,6 +220,14 @@ rec_status g_sync(void *ctx) {
     return REC_OK;
 }
 
+// A co-run plan's gate: what follows on the stream waits for the training stage's event (its
+// latest record; never recorded: no wait).
+rec_status g_wait(void *ctx, void *event) {
+    cuda_prep *c = (cuda_prep *)ctx;
+    CU_TRY(cudaStreamWaitEvent(c->st, (cudaEvent_t)event, 0), "waiting for a training stage");
+    return REC_OK;
+}
+
 }  // namespace
 
 extern "C" rec_status rec_gback_cuda(rec_gback *out) {
@@ -245,6 +253,7 @@ extern "C" rec_status rec_gback_cuda(rec_gback *out) {
     b.ctx = c, b.name = "cuda", b.alloc = g_alloc, b.release = g_release, b.host_alloc = g_host_alloc;
     b.host_release = g_host_release, b.put = g_put, b.copy = g_copy, b.get = g_get, b.to_rows = g_to_rows;
     b.narrow = g_narrow, b.rows = g_rows, b.scan = g_scan, b.sync = g_sync, b.mark = g_mark, b.span_ms = g_span_ms;
+    b.wait = g_wait;
     *out = b;
     return REC_OK;
 }

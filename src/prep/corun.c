@@ -13,6 +13,7 @@
  * Pieces never change order, and the fusion plan orders kernels by step, so a piece runs after
  * the pieces of every instance it reads: on one stream, in launch order.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,4 +107,216 @@ rec_status rec_corun_schedule(const rec_fusion *f, const double *capacity, int n
 void rec_corun_plan_free(rec_corun_plan *p) {
     free(p->at), free(p->pieces), free(p->load);
     memset(p, 0, sizeof *p);
+}
+
+rec_status rec_corun_plan_check(const rec_corun_plan *p, const rec_fusion *f) {
+    if (p->n_stages < 1 || p->n_pieces < 0 || !p->at || (p->n_pieces && !p->pieces))
+        return rec_errorf(REC_EINVAL, "co-run plan: %d stages, %d pieces", p->n_stages, p->n_pieces);
+    if (p->at[0] != 0 || p->at[p->n_stages] != p->n_pieces)
+        return rec_errorf(REC_EINVAL, "co-run plan: its stages hold pieces [%d, %d) of %d", p->at[0], p->at[p->n_stages],
+                          p->n_pieces);
+    for (int s = 0; s < p->n_stages; s++)
+        if (p->at[s + 1] < p->at[s]) return rec_errorf(REC_EINVAL, "co-run plan: stage %d ends before it starts", s);
+    int k = 0, first = 0; /* the member each piece must start at */
+    for (int i = 0; i < p->n_pieces; i++) {
+        const rec_corun_piece *c = &p->pieces[i];
+        if (k == f->n_kernels)
+            return rec_errorf(REC_EINVAL, "co-run plan: piece %d runs kernel %d, after the last of the fusion plan's %d", i,
+                              c->kernel, f->n_kernels);
+        if (c->kernel != k || c->first != first || c->n < 1 || c->n > f->kernels[k].n - first)
+            return rec_errorf(REC_EINVAL, "co-run plan: piece %d runs members [%d, %d) of kernel %d where members [%d, ...) "
+                              "of kernel %d (of %d members) come next", i, c->first, c->first + c->n, c->kernel, first, k,
+                              f->kernels[k].n);
+        first += c->n;
+        if (first == f->kernels[k].n) k++, first = 0;
+    }
+    if (k != f->n_kernels)
+        return rec_errorf(REC_EINVAL, "co-run plan: kernels %d to %d of the fusion plan are in no piece", k, f->n_kernels - 1);
+    return REC_OK;
+}
+
+rec_status rec_corun_plan_copy(rec_corun_plan *dst, const rec_corun_plan *src) {
+    rec_corun_plan c = *src;
+    c.at = malloc(sizeof(int) * ((size_t)src->n_stages + 1));
+    c.load = malloc(sizeof(double) * (size_t)src->n_stages);
+    c.pieces = malloc(sizeof(rec_corun_piece) * ((size_t)src->n_pieces + 1));
+    if (!c.at || !c.load || !c.pieces) {
+        rec_corun_plan_free(&c);
+        return rec_errorf(REC_ENOMEM, "co-run plan: out of memory");
+    }
+    memcpy(c.at, src->at, sizeof(int) * ((size_t)src->n_stages + 1));
+    memcpy(c.load, src->load, sizeof(double) * (size_t)src->n_stages);
+    memcpy(c.pieces, src->pieces, sizeof(rec_corun_piece) * (size_t)src->n_pieces);
+    rec_corun_plan_free(dst);
+    *dst = c;
+    return REC_OK;
+}
+
+/* ---- the plan shared with the executors --------------------------------------------------- */
+
+struct rec_corun {
+    pthread_mutex_t mu;
+    int n_stages;
+    void **events;
+    rec_corun_plan plan;
+    uint64_t version;    /* 0: no plan yet */
+    int claimed, measured;
+    double *vpr;         /* (n_ops) */
+    int64_t rows, n;
+    float *X;
+    double *ms;
+};
+
+rec_status rec_corun_new(rec_corun **out, int n_stages, void *const *events) {
+    *out = NULL;
+    if (n_stages < 1) return rec_errorf(REC_EINVAL, "co-run: %d training stages", n_stages);
+    rec_corun *c = calloc(1, sizeof *c);
+    if (!c || !(c->events = malloc(sizeof(void *) * (size_t)n_stages))) {
+        free(c);
+        return rec_errorf(REC_ENOMEM, "co-run: out of memory");
+    }
+    memcpy(c->events, events, sizeof(void *) * (size_t)n_stages);
+    c->n_stages = n_stages;
+    pthread_mutex_init(&c->mu, NULL);
+    *out = c;
+    return REC_OK;
+}
+
+void rec_corun_free(rec_corun *c) {
+    if (!c) return;
+    pthread_mutex_destroy(&c->mu);
+    rec_corun_plan_free(&c->plan);
+    free(c->events), free(c->vpr), free(c->X), free(c->ms);
+    free(c);
+}
+
+int rec_corun_stages(const rec_corun *c) { return c->n_stages; }
+void *rec_corun_event(const rec_corun *c, int stage) { return c->events[stage]; }
+
+rec_status rec_corun_set_plan(rec_corun *c, const rec_corun_plan *p) {
+    if (p->n_stages != c->n_stages)
+        return rec_errorf(REC_EINVAL, "co-run: a plan of %d stages for training of %d", p->n_stages, c->n_stages);
+    pthread_mutex_lock(&c->mu);
+    const rec_status s = rec_corun_plan_copy(&c->plan, p);
+    if (!s) c->version++;
+    pthread_mutex_unlock(&c->mu);
+    return s;
+}
+
+rec_status rec_corun_take(rec_corun *c, uint64_t *version, rec_corun_plan *out, int *changed) {
+    *changed = 0;
+    pthread_mutex_lock(&c->mu);
+    rec_status s = REC_OK;
+    if (c->version != *version) {
+        s = rec_corun_plan_copy(out, &c->plan);
+        if (!s) *version = c->version, *changed = 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return s;
+}
+
+int rec_corun_claim_measure(rec_corun *c) {
+    pthread_mutex_lock(&c->mu);
+    const int mine = !c->claimed;
+    c->claimed = 1;
+    pthread_mutex_unlock(&c->mu);
+    return mine;
+}
+
+rec_status rec_corun_put_measured(rec_corun *c, const double *values_per_row, int n_ops, int64_t rows, const float *X,
+                                  const double *ms, int64_t n) {
+    double *v = malloc(sizeof(double) * ((size_t)n_ops + 1)), *m = malloc(sizeof(double) * ((size_t)n + 1));
+    float *x = malloc(sizeof(float) * REC_LAT_FEATURES * ((size_t)n + 1));
+    if (!v || !m || !x) {
+        free(v), free(m), free(x);
+        return rec_errorf(REC_ENOMEM, "co-run: out of memory");
+    }
+    if (n_ops) memcpy(v, values_per_row, sizeof(double) * (size_t)n_ops);
+    if (n) memcpy(m, ms, sizeof(double) * (size_t)n), memcpy(x, X, sizeof(float) * REC_LAT_FEATURES * (size_t)n);
+    pthread_mutex_lock(&c->mu);
+    free(c->vpr), free(c->X), free(c->ms);
+    c->vpr = v, c->X = x, c->ms = m, c->n = n, c->rows = rows, c->measured = 1;
+    pthread_mutex_unlock(&c->mu);
+    return REC_OK;
+}
+
+int rec_corun_measured(rec_corun *c, const double **values_per_row, int64_t *rows, const float **X, const double **ms,
+                       int64_t *n) {
+    pthread_mutex_lock(&c->mu); /* written once, before measured is set */
+    const int done = c->measured;
+    pthread_mutex_unlock(&c->mu);
+    if (done) *values_per_row = c->vpr, *rows = c->rows, *X = c->X, *ms = c->ms, *n = c->n;
+    return done;
+}
+
+/* ---- overlapping capacity, measured (RAP §5.1) -------------------------------------------- */
+
+rec_status rec_cap_search_init(rec_cap_search *c, int n_stages, double tol) {
+    memset(c, 0, sizeof *c);
+    if (n_stages < 1 || !(tol > 0 && tol < 1))
+        return rec_errorf(REC_EINVAL, "capacity search: %d stages, tolerance %g (want 1 or more, and (0, 1))", n_stages, tol);
+    c->n_stages = n_stages, c->tol = tol, c->hi = 1;
+    c->base_ms = calloc((size_t)n_stages, sizeof(double));
+    c->capacity = calloc((size_t)n_stages, sizeof(double));
+    c->samples = calloc((size_t)n_stages * REC_CAP_REPS, sizeof(double));
+    if (!c->base_ms || !c->capacity || !c->samples) {
+        rec_cap_search_free(c);
+        return rec_errorf(REC_ENOMEM, "capacity search: out of memory");
+    }
+    return REC_OK;
+}
+
+void rec_cap_search_free(rec_cap_search *c) {
+    free(c->base_ms), free(c->capacity), free(c->samples);
+    memset(c, 0, sizeof *c);
+}
+
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* A stage too short to hold a probe's launch (microseconds) is not searched: capacity 0. */
+static const double SHORTEST_MS = 0.01;
+
+static void skip_short(rec_cap_search *c) {
+    while (c->stage < c->n_stages && c->base_ms[c->stage] < SHORTEST_MS) c->capacity[c->stage++] = 0;
+}
+
+int rec_cap_search_next(rec_cap_search *c, int *stage, double *probe_ms) {
+    if (c->stage >= c->n_stages) return 0;
+    c->steps++;
+    if (c->phase == 0) { /* the baseline: steps without a probe */
+        *stage = -1, *probe_ms = 0;
+        return 1;
+    }
+    *stage = c->stage, *probe_ms = 0.5 * (c->lo + c->hi) * c->base_ms[c->stage];
+    return 1;
+}
+
+void rec_cap_search_record(rec_cap_search *c, const double *stage_ms) {
+    if (c->stage >= c->n_stages) return;
+    if (c->phase == 0) {
+        for (int s = 0; s < c->n_stages; s++) c->samples[s * REC_CAP_REPS + c->rep] = stage_ms[s];
+        if (++c->rep < REC_CAP_REPS) return;
+        for (int s = 0; s < c->n_stages; s++) c->base_ms[s] = median_of(c->samples + s * REC_CAP_REPS, REC_CAP_REPS);
+        c->rep = 0, c->phase = 1;
+        skip_short(c);
+        return;
+    }
+    c->samples[c->rep] = stage_ms[c->stage];
+    if (++c->rep < REC_CAP_REPS) return;
+    c->rep = 0;
+    const double mid = 0.5 * (c->lo + c->hi), t = median_of(c->samples, REC_CAP_REPS);
+    if (t <= c->base_ms[c->stage] * (1 + c->tol)) c->lo = mid; /* the probe fit: the stage was not lengthened */
+    else c->hi = mid;
+    if (++c->round < REC_CAP_ROUNDS) return;
+    c->capacity[c->stage] = c->lo * c->base_ms[c->stage];
+    c->stage++, c->round = 0, c->lo = 0, c->hi = 1;
+    skip_short(c);
 }

@@ -122,6 +122,13 @@ rec_status rec_prep_engine_set_device(rec_prep_engine *e, rec_prep_device d) {
     e->slice = GPU_SLICE_BYTES;
     return REC_OK;
 }
+rec_status rec_prep_engine_corun(rec_prep_engine *e, rec_corun *c) {
+    if (e->device == REC_PREP_CPU)
+        return rec_errorf(REC_EINVAL, "prep engine: co-running with training needs the GPU executor (set_device first)");
+    for (int t = 0; t < e->nt; t++) rec_gexec_corun(e->w[t].gx, c);
+    return REC_OK;
+}
+
 const rec_batch *rec_prep_engine_batch(const rec_prep_engine *e, int t) { return &e->w[t].batch[e->cur]; }
 const rec_bad_report *rec_prep_engine_bad(const rec_prep_engine *e) { return &e->bad; }
 

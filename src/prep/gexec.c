@@ -64,6 +64,9 @@ struct rec_gexec {
     uint8_t *overrun;        /* (F) the block's features whose ids did not fit in int32 */
     uint8_t *snap;           /* pinned: descriptor and wave snapshots of the block */
     size_t snap_at, snap_cap;
+    rec_corun *corun;        /* rec_gexec_corun, or NULL */
+    rec_corun_plan plan;     /* its plan as of this block (n_stages 0: none yet) */
+    uint64_t plan_version;
 };
 
 static int col_of_input(int in) { return in < 0 ? -in - 1 : RAW + in; }
@@ -167,6 +170,22 @@ static rec_status alloc_col(rec_gexec *g, int c, int64_t floats, int lists) {
     return REC_OK;
 }
 
+/* Snapshots for a block of `launches` kernel launches: a descriptor copy a launch (a kernel,
+ * a piece of one or a wave of loads), every load once. Between blocks only (their copies are
+ * done). */
+static rec_status snap_room(rec_gexec *g, int launches) {
+    const int F = g->s->n_features;
+    const size_t cap = (size_t)(launches + F + 1) * pad8(sizeof(rec_gcol) * (size_t)g->nc) +
+                       (size_t)(F + 1) * pad8(sizeof(rec_gop));
+    if (cap <= g->snap_cap) return REC_OK;
+    if (g->snap) g->be->host_release(g->be->ctx, g->snap);
+    g->snap = NULL, g->snap_cap = 0;
+    void *p;
+    REC_TRY(g->be->host_alloc(g->be->ctx, &p, cap));
+    g->snap = p, g->snap_cap = cap;
+    return REC_OK;
+}
+
 static rec_status init(rec_gexec *g, const rec_spec *spec, const rec_fusion *fu, const rec_vocab_set *vocabs,
                        const rec_gback *be, int64_t rows) {
     const int F = spec->n_features;
@@ -210,11 +229,7 @@ static rec_status init(rec_gexec *g, const rec_spec *spec, const rec_fusion *fu,
     g->dcols = p;
     REC_TRY(be->alloc(be->ctx, &p, sizeof(int32_t) * (size_t)(g->max_m * rows)));
     g->dcnt = p;
-    /* snapshots: a descriptor copy a launch (a kernel or a wave of loads), every load once */
-    g->snap_cap = (size_t)(fu->n_kernels + F + 1) * pad8(sizeof(rec_gcol) * (size_t)g->nc) +
-                  (size_t)(F + 1) * pad8(sizeof(rec_gop));
-    REC_TRY(be->host_alloc(be->ctx, &p, g->snap_cap));
-    g->snap = p;
+    REC_TRY(snap_room(g, fu->n_kernels));
     REC_TRY(be->host_alloc(be->ctx, &p, sizeof(int32_t) * ((size_t)F + 1)));
     g->zeros = p;
     memset(g->zeros, 0, sizeof(int32_t) * ((size_t)F + 1));
@@ -282,10 +297,17 @@ void rec_gexec_free(rec_gexec *g) {
     if (g->zeros) be->host_release(be->ctx, g->zeros);
     free(g->cols), free(g->v2cap), free(g->vcap), free(g->ub), free(g->ops), free(g->kofs), free(g->lops);
     free(g->load_step), free(g->owned), free(g->wave), free(g->samples), free(g->vpr), free(g->overrun), free(g->narrow);
+    rec_corun_plan_free(&g->plan);
     free(g);
 }
 
 void rec_gexec_measure(rec_gexec *g, int on) { g->measure = on; }
+
+void rec_gexec_corun(rec_gexec *g, rec_corun *c) {
+    g->corun = c;
+    rec_corun_plan_free(&g->plan);
+    g->plan_version = 0;
+}
 
 double rec_gexec_ops_ms(const rec_gexec *g) { return g->ops_ms; }
 
@@ -587,6 +609,81 @@ static rec_status emit(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64
     return be->sync(be->ctx); /* (done already, unless a copy back was empty) the stage and snapshots are free */
 }
 
+/* The block's kernels, step by step: the step's loads, then its kernels whole (each timed
+ * alone when measuring). */
+static rec_status run_steps(rec_gexec *g, int64_t m, uint8_t *loaded, int measure) {
+    for (int j = 0, k = 0; j <= g->fu->n_steps; j++) {
+        REC_TRY(loads(g, j, m, loaded));
+        for (; k < g->fu->n_kernels && g->fu->kernels[k].step == j; k++)
+            REC_TRY(measure ? measured(g, k, m)
+                            : launch(g, &g->ops[g->kofs[k]], g->dops + g->kofs[k], g->fu->kernels[k].n, m));
+    }
+    return REC_OK;
+}
+
+/* The block's kernels as the co-run plan's pieces (RAP Algorithm 1, §6.2): before stage s's
+ * first piece a wait for its event, so that they run beside that stage of the training step;
+ * each piece one launch of its members (a sharded kernel: a few of them); a step's loads
+ * before the first piece of that step. The same launches in the same order as run_steps, cut
+ * where a kernel is sharded: members of one kernel read and write columns of their own. */
+static rec_status run_pieces(rec_gexec *g, int64_t m, uint8_t *loaded) {
+    const rec_corun_plan *p = &g->plan;
+    int j = 0; /* the next step whose loads are due */
+    for (int st = 0; st < p->n_stages; st++) {
+        if (p->at[st] == p->at[st + 1]) continue;
+        void *ev = rec_corun_event(g->corun, st);
+        if (ev && g->be->wait) REC_TRY(g->be->wait(g->be->ctx, ev));
+        for (int i = p->at[st]; i < p->at[st + 1]; i++) {
+            const rec_corun_piece *c = &p->pieces[i];
+            for (; j <= g->fu->kernels[c->kernel].step; j++) REC_TRY(loads(g, j, m, loaded));
+            const int at = g->kofs[c->kernel] + c->first;
+            REC_TRY(launch(g, &g->ops[at], g->dops + at, c->n, m));
+        }
+    }
+    for (; j <= g->fu->n_steps; j++) REC_TRY(loads(g, j, m, loaded));
+    return REC_OK;
+}
+
+/* Before a block: the corun's current plan (checked against this executor's fusion plan), and
+ * whether this block is the one timed for its predictor. */
+static rec_status follow(rec_gexec *g, int *for_corun) {
+    int changed;
+    REC_TRY(rec_corun_take(g->corun, &g->plan_version, &g->plan, &changed));
+    if (changed) {
+        const rec_status s = rec_corun_plan_check(&g->plan, g->fu);
+        if (s) { /* and again at the next block */
+            char why[768];
+            snprintf(why, sizeof why, "%s", rec_errmsg());
+            rec_corun_plan_free(&g->plan);
+            g->plan_version = 0;
+            return rec_errorf(s, "GPU preprocessing of spec '%s': %s", g->s->name, why);
+        }
+        REC_TRY(snap_room(g, g->plan.n_pieces));
+    }
+    *for_corun = rec_corun_claim_measure(g->corun);
+    return REC_OK;
+}
+
+/* The samples this block timed (from `from`), and the values its instances read a row, to
+ * the corun. */
+static rec_status put_measured(rec_gexec *g, int64_t from, int64_t rows) {
+    const int64_t n = g->n_samples - from;
+    float *X = malloc(sizeof(float) * REC_LAT_FEATURES * ((size_t)n + 1));
+    double *ms = malloc(sizeof(double) * ((size_t)n + 1));
+    if (!X || !ms) {
+        free(X), free(ms);
+        return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
+    }
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(X + i * REC_LAT_FEATURES, g->samples[from + i].x, sizeof(float) * REC_LAT_FEATURES);
+        ms[i] = g->samples[from + i].ms;
+    }
+    g->n_samples = from; /* the corun's: not the executor's own measurements */
+    const rec_status s = rec_corun_put_measured(g->corun, g->vpr, g->fu->n_ops, rows, X, ms, n);
+    free(X), free(ms);
+    return s;
+}
+
 rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64_t n, rec_batch *b) {
     if (r0 < 0 || n < 0 || r0 + n > raw->n)
         return rec_errorf(REC_EINVAL, "rows [%lld, %lld) are outside the raw block of %lld rows", (long long)r0,
@@ -602,17 +699,18 @@ rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int
         const int64_t m = n - done < g->rows ? n - done : g->rows;
         memset(loaded, 0, (size_t)g->s->n_features);
         g->snap_at = 0; /* the last block's copies are done: its emit waited for them */
-        s = upload(g, raw, r0 + done, m);
-        const int timed = g->be->mark && g->be->span_ms && !g->measure;
+        int for_corun = 0; /* this block's kernels timed for the corun's predictor */
+        if (g->corun) s = follow(g, &for_corun);
+        const int measure = g->measure || for_corun;
+        const int64_t sampled = g->n_samples;
+        if (!s) s = upload(g, raw, r0 + done, m);
+        const int timed = g->be->mark && g->be->span_ms && !measure;
         if (!s && timed) s = g->be->mark(g->be->ctx, 0);
-        for (int j = 0, k = 0; !s && j <= g->fu->n_steps; j++) {
-            s = loads(g, j, m, loaded);
-            for (; !s && k < g->fu->n_kernels && g->fu->kernels[k].step == j; k++)
-                s = g->measure ? measured(g, k, m) : launch(g, &g->ops[g->kofs[k]], g->dops + g->kofs[k], g->fu->kernels[k].n, m);
-        }
+        if (!s) s = g->plan.n_stages && !measure ? run_pieces(g, m, loaded) : run_steps(g, m, loaded, measure);
         if (!s && timed) s = g->be->mark(g->be->ctx, 1);
         if (!s) s = emit(g, raw, r0 + done, m, b); /* waits for the block's copies back: both marks have run */
         if (!s && timed) g->ops_ms += g->be->span_ms(g->be->ctx);
+        if (!s && for_corun) s = put_measured(g, sampled, m);
     }
     free(loaded);
     if (s) { /* copies queued before the failure still read the stage: wait for them, keep the first error */

@@ -45,6 +45,9 @@ typedef struct rec_gback {
     rec_status (*scan)(void *ctx, const rec_gop *ops_host, const rec_gop *ops, int m, const rec_gcol *cols_host,
                        const rec_gcol *cols, int64_t n, const int32_t *cnt, int fits);
     rec_status (*sync)(void *ctx); /* waits for everything queued */
+    /* Optional (NULL: nothing to wait for): queued, what follows waits for `event` (a
+     * rec_corun's stage event) to have run. */
+    rec_status (*wait)(void *ctx, void *event);
     /* Optional timing (NULL: the backend does not time): mark k (0 or 1) queued here, and the
      * milliseconds from mark 0 to mark 1 once both have run (after a get or a sync). */
     rec_status (*mark)(void *ctx, int k);
@@ -76,6 +79,11 @@ typedef struct rec_gexec_sample {
     double ms;
 } rec_gexec_sample;
 void rec_gexec_measure(rec_gexec *g, int on);
+/* Co-running with training (rec_corun): each block follows the corun's plan, if it has one,
+ * its pieces in order, a wait for stage s's event queued before stage s's pieces; the first
+ * executor to claim it times one block's kernels for the corun's predictor. NULL: none. The
+ * corun outlives the executor. */
+void rec_gexec_corun(rec_gexec *g, rec_corun *c);
 /* The operators' time so far, where the backend times (else 0): each block's, from its raw
  * columns on the backend to its last fused kernel done (the copies in and out left out), in
  * milliseconds. */

@@ -82,6 +82,7 @@ struct rec_dataset {
     rec_tsv_opts tsv;           /* has_label resolved */
     int prep_threads;
     int prep_device;            /* rec_prep_device of the loaders' engines */
+    rec_corun *corun;           /* rec_dataset_set_corun: the GPU executors' co-run with training */
     const char *spec_path, *vocab_from;  /* the caller's, for rec_dataset_offload */
     rec_offload *offload;       /* pieces made by workers too (rec_dataset_offload), or NULL */
     const volatile sig_atomic_t *stop; /* the caller's stop flag, read by the counting pass */
@@ -354,7 +355,18 @@ typedef struct tsv_stream {
 static rec_status engine_open(rec_prep_engine **e, const rec_dataset *d) {
     const int threads = d->is_raw && d->prep_device != REC_PREP_CPU ? 1 : d->prep_threads;
     REC_TRY(rec_prep_engine_init(e, d->plan, threads, &d->tsv, d->path));
-    return d->prep_device == REC_PREP_CPU ? REC_OK : rec_prep_engine_set_device(*e, (rec_prep_device)d->prep_device);
+    if (d->prep_device == REC_PREP_CPU) return REC_OK;
+    REC_TRY(rec_prep_engine_set_device(*e, (rec_prep_device)d->prep_device));
+    return d->corun ? rec_prep_engine_corun(*e, d->corun) : REC_OK;
+}
+
+const rec_spec *rec_dataset_spec(const rec_dataset *d) { return d->spec; }
+
+rec_status rec_dataset_set_corun(rec_dataset *d, rec_corun *c) {
+    if (c && (!d->plan || d->prep_device == REC_PREP_CPU))
+        return rec_errorf(REC_EINVAL, "data set %s: only a spec's ops on the GPU executor co-run with training", d->path);
+    d->corun = c;
+    return REC_OK;
 }
 
 static rec_status tsv_stream_open(tsv_stream *ts, const rec_dataset *d) {
