@@ -2,11 +2,15 @@
 # RAP end to end (paper 002, §6): the same rows trained one epoch four ways, in one run:
 #  shard      from the preprocessed .rshard (the ideal: no preprocessing in the loop);
 #  sequential prep the .rraw into a shard on PREP_DEVICE, then train from it (the two times added);
-#  corun      from the .rraw with the spec's ops on PREP_DEVICE during training (--prep-device);
+#  corun      from the .rraw with the spec's ops on PREP_DEVICE during training (--prep-device):
+#             on a GPU, RAP's plan (capacities measured on the running model, Algorithm 1);
+#  streams    the same with the plan off (REC_CUDA_CORUN=off): the executors' low-priority
+#             streams beside the training's, ungated (RAP's "CUDA stream" baseline);
 #  cpu prep   from the .rraw with the ops on the CPUs.
 # Prints each run's seconds and samples/s as its --json gives them (the work, not start-up),
 # corun / shard (RAP: 0.968 of the ideal) and corun / sequential (RAP: 1.99x), and whether the
-# co-run's loss log is the shard's bit for bit.
+# co-run's loss log is the shard's bit for bit; then the co-run's plan, predicted and measured
+# exposed latency as its log gives them.
 # The .rraw is parsed once beforehand (prep --raw), untimed: RAP's input is parsed columns.
 # Usage: bench/rap_train.sh [ROWS=1000000] [SPEC=configs/criteo_heavy.json] [CONFIG=configs/dlrm_kaggle.json]
 #        [BATCH=16384]   (from the repo root)
@@ -33,18 +37,23 @@ $R prep --spec "$SPEC" --in "$W/d.rraw" --out "$W/d.rshard" --threads "$T" --dev
     > "$W/prep.json" 2> "$W/prep.err" || { cat "$W/prep.err" >&2; exit 1; }
 train shard shard.log --data "$W/d.rshard"
 train corun corun.log --data "$W/d.rraw" --spec "$SPEC" --prep-device "$PD"
+REC_CUDA_CORUN=off train streams streams.log --data "$W/d.rraw" --spec "$SPEC" --prep-device "$PD"
 train cpuprep cpu.log --data "$W/d.rraw" --spec "$SPEC"
 # each command's own seconds (its --json): the work, without the process's start and the model's set-up
 field() { sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p" "$W/$1.json" | head -n 1; }
 prep=$(field prep seconds); shard=$(field shard seconds); corun=$(field corun seconds); cpu=$(field cpuprep seconds)
+streams=$(field streams seconds)
 seq=$(echo "$prep $shard" | awk '{printf "%.3f", $1 + $2}')
 rate() { echo "$ROWS $1" | awk '{printf "%.0f", $1 / $2}'; }
 printf '%-40s %10s %12s %12s\n' "run (seconds from --json)" seconds samples/s "input wait"
 printf '%-40s %10s %12s %12s\n' "from the shard (ideal)" "$shard" "$(rate "$shard")" "$(field shard input_wait_s)"
 printf '%-40s %10s %12s %12s   (prep %s s)\n' "prep on $PD, then train (sequential)" "$seq" "$(rate "$seq")" "-" "$prep"
 printf '%-40s %10s %12s %12s\n' "from the .rraw, ops on $PD (co-run)" "$corun" "$(rate "$corun")" "$(field corun input_wait_s)"
+printf '%-40s %10s %12s %12s\n' "  the same, ungated streams" "$streams" "$(rate "$streams")" "$(field streams input_wait_s)"
 printf '%-40s %10s %12s %12s\n' "from the .rraw, ops on the CPUs" "$cpu" "$(rate "$cpu")" "$(field cpuprep input_wait_s)"
 echo "co-run / shard: $(echo "$shard $corun" | awk '{printf "%.3f", $1 / $2}') (RAP: 0.968); co-run / sequential:" \
     "$(echo "$seq $corun" | awk '{printf "%.2fx", $1 / $2}') (RAP: 1.99x)"
 cmp -s "$W/shard.log" "$W/corun.log" && echo "loss logs: co-run = shard, bit for bit" || echo "loss logs: co-run DIFFERS from shard"
 cmp -s "$W/shard.log" "$W/cpu.log" || echo "loss logs: CPU prep DIFFERS from shard"
+cmp -s "$W/shard.log" "$W/streams.log" || echo "loss logs: ungated streams DIFFER from shard"
+grep 'co-run' "$W/corun.err" || true

@@ -129,6 +129,13 @@ static void print_json(const rec_train_report *r) {
                (long long)r->eval.n, cli_jnum("%.6f", r->eval.auc), cli_jnum("%.6f", r->eval.logloss),
                cli_jnum("%.6f", r->eval.ne), cli_jnum("%.6f", r->eval.accuracy), cli_jnum("%.6f", r->eval.calibration));
     if (r->has_oracle) printf(", \"oracle_auc\": %s", cli_jnum("%.6f", r->oracle_auc));
+    if (r->has_corun) {
+        const rec_rap_result *c = &r->corun;
+        printf(", \"corun\": {\"planned\": %s, \"probe_steps\": %lld, \"steps\": %lld, \"predicted_exposed_ms\": %s, "
+               "\"exposed_ms\": %s, \"stages_ms\": %s, \"stages_base_ms\": %s}", c->planned ? "true" : "false",
+               (long long)c->probe_steps, (long long)c->steps, cli_jnum("%.4f", c->predicted_ms),
+               cli_jnum("%.4f", c->exposed_ms), cli_jnum("%.4f", c->step_ms), cli_jnum("%.4f", c->base_ms));
+    }
     if (r->has_offload) {
         const rec_offload_stats *x = &r->offload;
         printf(", \"offload\": {\"point\": \"%s\", \"ratio\": %s, \"auto\": %s, \"pieces_local\": %lld, "

@@ -230,6 +230,19 @@ int64_t rec_cuda_model_profile_read(const rec_cuda_model *g, double *ms);
  * GPU's step with little waiting: the host bounds the rate. Returns the steps counted. */
 enum { REC_CUDA_HOST_STAGE, REC_CUDA_HOST_LAUNCH, REC_CUDA_HOST_WAIT, REC_CUDA_N_HOST };
 int64_t rec_cuda_model_host_read(const rec_cuda_model *g, double *ms);
+/* Co-running preprocessing (RAP §5): the training's stages are its parts after the input copy.
+ * From the next step on, the start of stage s of every step records events[s] (a cudaEvent_t,
+ * for a rec_corun, prep.h) and every step's parts are timed. The first call times the
+ * capacity probe alone (2^k blocks, up to 50 ms; the GPU otherwise idle). */
+enum { REC_CUDA_CORUN_STAGES = REC_CUDA_N_PARTS - 1 };
+rec_status rec_cuda_model_corun(rec_cuda_model *g, void **events);
+/* The next step runs the probe beside stage `stage` (-1: none): hashing kernels of about `ms`
+ * standalone (interpolated between its timed sizes), on a stream of the lowest priority that
+ * waits for the stage's start, as the GPU executors do (RAP §5.1). */
+rec_status rec_cuda_model_probe(rec_cuda_model *g, int stage, double ms);
+/* The stages' times (REC_CUDA_CORUN_STAGES, ms) of the last step whose loss a step call
+ * returned, and the stage its probe ran beside (-1 none). 0: no step harvested since. */
+int rec_cuda_model_stage_times(rec_cuda_model *g, double *ms, int *probe_stage);
 
 #ifdef __cplusplus
 }

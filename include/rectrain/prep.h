@@ -320,7 +320,7 @@ int rec_corun_measured(rec_corun *c, const double **values_per_row, int64_t *row
  * whole GPU, so no stage holds more than its own time): a probe fits when the stage is
  * lengthened by at most `tol` of its time. The search is this state machine; the training
  * loop runs the steps it asks for. */
-enum { REC_CAP_ROUNDS = 6, REC_CAP_REPS = 3 };
+enum { REC_CAP_ROUNDS = 5, REC_CAP_REPS = 3 };
 typedef struct rec_cap_search {
     int n_stages, stage;          /* the stage being searched; n_stages: done */
     double tol;
@@ -328,15 +328,19 @@ typedef struct rec_cap_search {
     double *capacity;             /* (n_stages) ms of standalone latency: the result */
     double lo, hi;                /* the bisection's share of the stage's time: lo fits, hi does not */
     int round, rep, phase;        /* phase 0: baseline steps; 1: probed steps */
+    int asked;                    /* steps asked for in this round (or baseline) */
     double *samples;              /* (n_stages x REC_CAP_REPS) baseline, or probed stage times */
     int64_t steps;                /* steps asked for so far */
 } rec_cap_search;
 rec_status rec_cap_search_init(rec_cap_search *c, int n_stages, double tol);
 void rec_cap_search_free(rec_cap_search *c);
 /* The next step's probe: its stage (-1: a step without probe) and standalone latency in ms.
- * Returns 0 once every stage is measured. */
+ * Returns 1 for a step to measure, 2 for one not to (the round's steps are all asked for and
+ * the next depends on their times: run it without probe and do not record it), 0 once every
+ * stage is measured. */
 int rec_cap_search_next(rec_cap_search *c, int *stage, double *probe_ms);
-/* That step's stage times (ms, n_stages of them, as the model measured them). */
+/* A measured step's stage times (ms, n_stages of them, as the model measured them), in the
+ * order they were asked for. */
 void rec_cap_search_record(rec_cap_search *c, const double *stage_ms);
 
 /* ---- the latency predictor of fused kernels (RAP §5.2) -------------------------------------

@@ -449,6 +449,15 @@ typedef struct rec_train_opts {
     rec_net_secure sec;          /* CURVE keys for the workers (net.h) */
 } rec_train_opts;
 
+/* --device cuda --prep-device cuda: RAP's co-run of the loader's preprocessing kernels. */
+typedef struct rec_rap_result {
+    int planned;                 /* a plan was made (the capacity search and the kernels' timing done) */
+    int64_t probe_steps, steps;  /* the capacity search's steps; steps that followed the plan */
+    double predicted_ms;         /* the plan's exposed latency a step */
+    double exposed_ms;           /* measured: sum over stages of max(0, mean following the plan - without a probe) */
+    double step_ms, base_ms;     /* the stages' sum: following the plan, and in the search's steps without a probe */
+} rec_rap_result;
+
 typedef struct rec_train_report {
     int64_t steps;             /* steps taken in this run */
     int64_t rows;              /* training rows processed in this run */
@@ -499,6 +508,8 @@ typedef struct rec_train_report {
     int64_t device_steps;
     double host_ms[4]; /* --device cuda with device_profile: the host's ms per step call by part
                           (rec_cuda_model_host_read: staging, enqueueing, waiting for the GPU) */
+    int has_corun;
+    rec_rap_result corun;
 } rec_train_report;
 
 /* Steps between training records: `asked` where > 0, else 100, or fewer for a run of `steps`

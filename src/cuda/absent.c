@@ -75,6 +75,9 @@ const char *rec_cuda_part_name(int k) { return "?"; }
 void rec_cuda_model_profile(rec_cuda_model *g, int on) {}
 int64_t rec_cuda_model_profile_read(const rec_cuda_model *g, double *ms) { return 0; }
 int64_t rec_cuda_model_host_read(const rec_cuda_model *g, double *ms) { return 0; }
+rec_status rec_cuda_model_corun(rec_cuda_model *g, void **events) { return ABSENT; }
+rec_status rec_cuda_model_probe(rec_cuda_model *g, int stage, double ms) { return ABSENT; }
+int rec_cuda_model_stage_times(rec_cuda_model *g, double *ms, int *probe_stage) { return 0; }
 rec_status rec_gback_cuda(rec_gback *out) {
     memset(out, 0, sizeof *out);
     return ABSENT;

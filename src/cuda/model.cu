@@ -371,6 +371,9 @@ typedef struct mlp_dev {
 } mlp_dev;
 
 enum { SLOTS = 2 };
+// the capacity probe: sizes timed alone, values hashed (64 MB: more than L2), threads a block
+// and values a thread
+enum { PROBE_CAL = 27, PROBE_VALUES = 1 << 23, PROBE_BLOCK = 256, PROBE_ROW = 4 };
 
 struct rec_cuda_model {
     rec_model_config cfg;         // shallow copy (table_rows borrowed from the CPU model)
@@ -417,6 +420,18 @@ struct rec_cuda_model {
     int64_t part_steps;
     double host_s[REC_CUDA_N_HOST];  // the host's seconds in each part of a step call, while prof
     int64_t host_steps;
+    // co-running preprocessing (rec_cuda_model_corun): each stage's start, and the probe
+    cudaEvent_t gate[REC_CUDA_CORUN_STAGES];
+    int corun;
+    cudaStream_t probe_st;            // the lowest priority, as the GPU executors' streams
+    long long *probe_buf;             // PROBE_VALUES values the probe hashes
+    int probe_next;                   // the next step's probe: its stage (-1 none), its blocks
+    long long probe_blocks;
+    int probe_of[SLOTS];              // each slot's step's probe stage
+    double cal_ms[PROBE_CAL];         // the probe alone: 2^k blocks take cal_ms[k]
+    int n_cal;
+    double stage_ms[REC_CUDA_CORUN_STAGES];  // the last harvested step's stages, and its probe
+    int stage_probe, stage_fresh;
 };
 
 static const char *const PART_NAMES[REC_CUDA_N_PARTS] = {"input copy", "embedding fwd", "bottom fwd", "interaction fwd",
@@ -544,6 +559,10 @@ extern "C" void rec_cuda_model_free(rec_cuda_model *g) {
             if (g->ev[i][k]) cudaEventDestroy(g->ev[i][k]);
     }
     cudaFreeHost(g->h_loss);
+    for (int k = 0; k < REC_CUDA_CORUN_STAGES; k++)
+        if (g->gate[k]) cudaEventDestroy(g->gate[k]);
+    if (g->probe_st) cudaStreamSynchronize(g->probe_st), cudaStreamDestroy(g->probe_st);
+    cudaFree(g->probe_buf);
     cu_input_free(g->in);
     if (g->lt) lt.destroy(g->lt);
     rec_cuda_embed_free(g->emb);
@@ -798,8 +817,97 @@ extern "C" rec_status rec_cuda_model_stager(rec_cuda_model *g, int n_slots, int6
     return REC_OK;
 }
 
+// RAP's capacity probe (§5.1; its artifact co-runs NGram tasks): each thread hashes a row of
+// PROBE_ROW values into the row's first, the rows wrapping around a buffer larger than L2.
+__global__ void probe_kernel(long long *v, long long blocks) {
+    const long long rows = PROBE_VALUES / PROBE_ROW;
+    for (long long b = blockIdx.x; b < blocks; b += gridDim.x) {
+        long long *x = v + (b * PROBE_BLOCK + threadIdx.x) % rows * PROBE_ROW;
+        unsigned long long h = 1469598103934665603ull;
+        for (int k = 0; k < PROBE_ROW; k++) h = (h ^ (unsigned long long)x[k]) * 1099511628211ull;
+        x[0] = (long long)h;
+    }
+}
+
+static void probe_launch(rec_cuda_model *g, long long blocks) {
+    const long long most = (long long)g->emb->sms * 8;
+    probe_kernel<<<(unsigned)(blocks < most ? blocks : most), PROBE_BLOCK, 0, g->probe_st>>>(g->probe_buf, blocks);
+}
+
+// Part k starts (the stage k - 1 of co-running, whose gate event is recorded, and the probe
+// the step carries launched beside it). Errors show at the step's next checked call.
 static void mark(rec_cuda_model *g, int k) {
     if (g->prof) cudaEventRecord(g->ev[g->slot][k], g->st);
+    if (!g->corun || k < 1 || k > REC_CUDA_CORUN_STAGES) return;
+    cudaEventRecord(g->gate[k - 1], g->st);
+    if (g->probe_of[g->slot] != k - 1) return;
+    cudaStreamWaitEvent(g->probe_st, g->gate[k - 1], 0);
+    probe_launch(g, g->probe_blocks);
+}
+
+extern "C" rec_status rec_cuda_model_corun(rec_cuda_model *g, void **events) {
+    if (!g->corun) {
+        int least = 0, greatest = 0;
+        cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+        if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&g->probe_st, cudaStreamNonBlocking, least);
+        for (int s = 0; e == cudaSuccess && s < REC_CUDA_CORUN_STAGES; s++)
+            e = cudaEventCreateWithFlags(&g->gate[s], cudaEventDisableTiming);
+        if (e != cudaSuccess) return cu_fail(e, "setting up co-running preprocessing");
+        REC_TRY(rec_cuda_alloc((void **)&g->probe_buf, sizeof(long long) * PROBE_VALUES, "the capacity probe"));
+        CU_TRY(cudaMemsetAsync(g->probe_buf, 0, sizeof(long long) * PROBE_VALUES, g->probe_st), "the capacity probe");
+        // The probe alone: 2^k blocks, each timed on its second run, up to 50 ms.
+        cudaEvent_t t[2];
+        CU_TRY(cudaEventCreate(&t[0]), "timing the capacity probe");
+        e = cudaEventCreate(&t[1]);
+        g->n_cal = 0;
+        for (int k = 0; e == cudaSuccess && k < PROBE_CAL && (k == 0 || g->cal_ms[k - 1] < 50); k++) {
+            float ms = 0;
+            for (int rep = 0; e == cudaSuccess && rep < 2; rep++) {
+                cudaEventRecord(t[0], g->probe_st);
+                probe_launch(g, 1ll << k);
+                cudaEventRecord(t[1], g->probe_st);
+                e = cudaEventSynchronize(t[1]);
+                if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, t[0], t[1]);
+            }
+            g->cal_ms[k] = ms, g->n_cal = k + 1;
+        }
+        cudaEventDestroy(t[0]), cudaEventDestroy(t[1]);
+        if (e != cudaSuccess) return cu_fail(e, "timing the capacity probe");
+        for (int i = 0; i < SLOTS; i++) g->probe_of[i] = -1;
+        g->probe_next = -1, g->stage_fresh = 0;
+        g->corun = 1;
+    }
+    g->prof = 1; // every step's stages timed
+    for (int s = 0; s < REC_CUDA_CORUN_STAGES; s++) events[s] = (void *)g->gate[s];
+    return REC_OK;
+}
+
+extern "C" rec_status rec_cuda_model_probe(rec_cuda_model *g, int stage, double ms) {
+    if (!g->corun) return rec_errorf(REC_EINVAL, "GPU model: a capacity probe before rec_cuda_model_corun");
+    if (stage < -1 || stage >= REC_CUDA_CORUN_STAGES || !(ms >= 0))
+        return rec_errorf(REC_EINVAL, "GPU model: a probe of %g ms beside stage %d", ms, stage);
+    g->probe_next = stage;
+    // blocks for `ms` alone: between the calibration's two nearest sizes, linearly
+    const int n = g->n_cal;
+    int k = 0;
+    while (k < n && g->cal_ms[k] < ms) k++;
+    double blocks;
+    if (k == 0) blocks = 1;
+    else if (k == n) blocks = (double)(1ll << (n - 1)) * ms / (g->cal_ms[n - 1] > 0 ? g->cal_ms[n - 1] : 1);
+    else {
+        const double a = g->cal_ms[k - 1], b = g->cal_ms[k], u = (double)(1ll << (k - 1));
+        blocks = u + (b > a ? (ms - a) / (b - a) : 0) * u;
+    }
+    g->probe_blocks = (long long)(blocks < 1 ? 1 : blocks);
+    return REC_OK;
+}
+
+extern "C" int rec_cuda_model_stage_times(rec_cuda_model *g, double *ms, int *probe_stage) {
+    if (!g->stage_fresh) return 0;
+    memcpy(ms, g->stage_ms, sizeof g->stage_ms);
+    *probe_stage = g->stage_probe;
+    g->stage_fresh = 0;
+    return 1;
 }
 
 static rec_status forward(rec_cuda_model *g, int B, const float **logits) {
@@ -827,8 +935,10 @@ static void harvest(rec_cuda_model *g, int j, double *loss, int64_t *step) {
         float ms = 0;
         cudaEventElapsedTime(&ms, g->ev[j][k], g->ev[j][k + 1]);
         g->part_ms[k] += ms;
+        if (g->corun && k > 0) g->stage_ms[k - 1] = ms;
     }
     g->part_steps++;
+    if (g->corun) g->stage_probe = g->probe_of[j], g->probe_of[j] = -1, g->stage_fresh = 1;
 }
 
 // A training step on b, or on the staged batch sb where b is NULL.
@@ -837,6 +947,7 @@ static rec_status train_step(rec_cuda_model *g, const rec_batch *b, const rec_st
     const int B = (int)(b ? b->n : sb->n), i = g->slot;
     *prev_step = -1;
     const double h0 = g->prof ? rec_now() : 0;
+    if (g->corun) g->probe_of[i] = g->probe_next, g->probe_next = -1;
     mark(g, 0);
     REC_TRY(b ? load_inputs(g, b) : load_staged(g, sb));
     const double h1 = g->prof ? rec_now() : 0;

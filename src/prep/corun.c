@@ -289,14 +289,12 @@ static void skip_short(rec_cap_search *c) {
 }
 
 int rec_cap_search_next(rec_cap_search *c, int *stage, double *probe_ms) {
+    *stage = -1, *probe_ms = 0;
     if (c->stage >= c->n_stages) return 0;
-    c->steps++;
-    if (c->phase == 0) { /* the baseline: steps without a probe */
-        *stage = -1, *probe_ms = 0;
-        return 1;
-    }
-    *stage = c->stage, *probe_ms = 0.5 * (c->lo + c->hi) * c->base_ms[c->stage];
-    return 1;
+    if (c->asked == REC_CAP_REPS) return 2;
+    c->steps++, c->asked++;
+    if (c->phase == 1) *stage = c->stage, *probe_ms = 0.5 * (c->lo + c->hi) * c->base_ms[c->stage];
+    return 1; /* phase 0: the baseline, steps without a probe */
 }
 
 void rec_cap_search_record(rec_cap_search *c, const double *stage_ms) {
@@ -305,13 +303,13 @@ void rec_cap_search_record(rec_cap_search *c, const double *stage_ms) {
         for (int s = 0; s < c->n_stages; s++) c->samples[s * REC_CAP_REPS + c->rep] = stage_ms[s];
         if (++c->rep < REC_CAP_REPS) return;
         for (int s = 0; s < c->n_stages; s++) c->base_ms[s] = median_of(c->samples + s * REC_CAP_REPS, REC_CAP_REPS);
-        c->rep = 0, c->phase = 1;
+        c->rep = 0, c->asked = 0, c->phase = 1;
         skip_short(c);
         return;
     }
     c->samples[c->rep] = stage_ms[c->stage];
     if (++c->rep < REC_CAP_REPS) return;
-    c->rep = 0;
+    c->rep = 0, c->asked = 0;
     const double mid = 0.5 * (c->lo + c->hi), t = median_of(c->samples, REC_CAP_REPS);
     if (t <= c->base_ms[c->stage] * (1 + c->tol)) c->lo = mid; /* the probe fit: the stage was not lengthened */
     else c->hi = mid;

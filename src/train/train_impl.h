@@ -27,4 +27,20 @@ typedef struct rec_offload_auto_in {
 rec_status rec__offload_auto(const rec_offload_auto_in *in, rec_offload_metrics *m, rec_offload_decision *dec,
                              int *reused);
 
+/* RAP's co-running in training (rap.c): with a GPU model and a spec's ops on the GPU
+ * executor, the loader's executors follow the corun (rec_dataset_set_corun) whose plan this
+ * makes from capacities measured on the running model and the executors' own kernel times.
+ * The trainer calls before_step before each step call and after_step after it. */
+typedef struct rec_rap rec_rap;
+typedef struct rec_cuda_model rec_cuda_model;
+rec_status rec_rap_new(rec_rap **out, rec_cuda_model *g, const struct rec_spec *spec, int64_t batch, FILE *log);
+void rec_rap_free(rec_rap *r);
+rec_corun *rec_rap_corun(rec_rap *r);
+/* The steps the capacity search takes (those measured, and one between rounds). */
+int rec_rap_probe_steps(void);
+rec_status rec_rap_before_step(rec_rap *r);
+rec_status rec_rap_after_step(rec_rap *r);
+/* The co-run's figures (rec_train_report.corun), and the log's lines on them. */
+void rec_rap_report(const rec_rap *r, rec_rap_result *out);
+
 #endif

@@ -342,6 +342,7 @@ typedef struct job {
     rec_cuda_model *gpu;   /* --device cuda: the model trains there; `model` is refreshed from it
                               before a checkpoint, an export or the end */
     float *logits;         /* (batch) the GPU's logits during evaluation */
+    rec_rap *rap;          /* --device cuda --prep-device cuda: RAP's co-run of the loader's kernels */
     loss_acc *acc;         /* run's losses, which checkpoints keep */
     int64_t log_every;     /* steps between training records (rec_log_every) */
 } job;
@@ -867,6 +868,21 @@ static rec_status put_eval(job *j, int64_t step, const rec_metrics *m, int final
 
 /* --device cuda --plan FILE: the GPU engine's plan (`bench embed --device cuda --plan-out`),
  * refused with the JSON path when it was tuned for other tables. */
+/* RAP's co-run (rap.c): the loader's GPU executors placed beside the training's stages, where
+ * the spec's ops run on the GPU executor next to a GPU's training. REC_CUDA_CORUN=off keeps
+ * them ungated on their low-priority streams (a diagnostic: CUDA streams' co-running). */
+static rec_status start_corun(job *j, int64_t B) {
+    const rec_spec *spec = rec_dataset_spec(j->train);
+    const char *env = getenv("REC_CUDA_CORUN");
+    if (!j->gpu || j->o->prep_device != REC_PREP_CUDA || !spec || (env && !strcmp(env, "off"))) return REC_OK;
+    REC_TRY(rec_rap_new(&j->rap, j->gpu, spec, B, j->o->log));
+    REC_TRY(rec_dataset_set_corun(j->train, rec_rap_corun(j->rap)));
+    if (j->o->log)
+        fprintf(j->o->log, "train: co-run (RAP): the first %d steps measure each stage's overlapping capacity, then the "
+                "preprocessing kernels follow a plan\n", rec_rap_probe_steps());
+    return REC_OK;
+}
+
 static rec_status load_gpu_plan(job *j) {
     char *text;
     size_t len;
@@ -958,6 +974,7 @@ static rec_status run(job *j) {
             rec_cuda_probe(dev, sizeof dev);
             fprintf(o->log, "train: on the GPU, %s, %s\n", dev, j->cfg.precision == REC_PRECISION_BF16 ? "bf16 products" : "fp32");
         }
+        REC_TRY(start_corun(j, B));
     } else {
         rec_model_profile(j->model, o->device_profile);
         if (o->log && j->cfg.precision == REC_PRECISION_BF16)
@@ -1018,8 +1035,10 @@ static rec_status run(job *j) {
             if (j->plan_pending) s = start_plan(j, b);
             if (!s && j->gpu) {
                 int64_t lstep; /* the GPU reports the step before's loss */
-                s = sb ? rec_cuda_model_train_step_staged(j->gpu, sb, &loss, &lstep)
-                       : rec_cuda_model_train_step(j->gpu, b, &loss, &lstep);
+                if (j->rap) s = rec_rap_before_step(j->rap);
+                if (!s) s = sb ? rec_cuda_model_train_step_staged(j->gpu, sb, &loss, &lstep)
+                               : rec_cuda_model_train_step(j->gpu, b, &loss, &lstep);
+                if (!s && j->rap) s = rec_rap_after_step(j->rap);
                 rec_model_set_steps(j->model, rec_cuda_model_steps(j->gpu));
                 if (!s && lstep >= 0) s = take_loss(j, lstep + 1, loss, &lsum);
             } else if (!s) {
@@ -1094,6 +1113,7 @@ static rec_status run(job *j) {
         return REC_OK;
     }
     if (lsum.sum.steps && j->scalars) REC_TRY(put_train(j, rec_model_steps(j->model), &lsum.sum));
+    if (j->rap) rec_rap_report(j->rap, &rep->corun), rep->has_corun = 1;
     if (j->gpu) { /* the caller's model, the export */
         REC_TRY(rec_cuda_model_download(j->gpu, j->model));
         rep->device_steps = rec_cuda_model_profile_read(j->gpu, rep->device_ms);
@@ -1287,6 +1307,7 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
      * are not coming; the caller ends the job (rec_dist_abort). */
     if (!s) rec_exec_free(j.exec);
     rec_plan_free(j.splan);
+    rec_rap_free(j.rap); /* after the loaders, whose executors follow its plan */
     rec_cuda_model_free(j.gpu);
     rec_free(j.logits);
     rec_model_free(j.model);
