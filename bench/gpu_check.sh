@@ -59,8 +59,8 @@ fi
 if [ "${RAP:-1}" = 1 ]; then
 echo "== RAP end to end: training from raw columns, ops on the GPU, against the shard and prep-then-train"
 for cf in configs/dlrm_kaggle.json configs/dlrm_terabyte.json; do
-    REC_BIN=$B/rectrain timeout ${RAP_TIMEOUT:-150} bench/rap_train.sh ${RAP_ROWS:-1000000} configs/criteo_heavy.json "$cf" 16384 \
-        > "$OUT/rap_$(basename "$cf" .json).txt" 2>&1; echo "rap $cf rc $?"; tail -n 8 "$OUT/rap_$(basename "$cf" .json).txt"
+    REC_BIN=$B/rectrain timeout ${RAP_TIMEOUT:-240} bench/rap_train.sh ${RAP_ROWS:-3000000} configs/criteo_heavy.json "$cf" 16384 \
+        > "$OUT/rap_$(basename "$cf" .json).txt" 2>&1; echo "rap $cf rc $?"; tail -n 16 "$OUT/rap_$(basename "$cf" .json).txt"
 done
 fi
 if [ "${EMBED:-1}" = 1 ]; then

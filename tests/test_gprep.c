@@ -5,15 +5,18 @@
  * spec of every operator give the CPU executor's batches bit for bit (labels, dense values,
  * ids and offsets), over blocks of 1 to 3000 rows, with multi-hot lists and categorify
  * vocabularies. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "gexec.h"
 #include "rectrain/batch.h"
+#include "rectrain/cuda.h"
 #include "rectrain/ingest.h"
 #include "rectrain/io.h"
 #include "rectrain/prep.h"
+#include "train_impl.h"
 
 /* ---- the queued CPU backend ----------------------------------------------------------------- */
 
@@ -350,6 +353,109 @@ static void test_corun(const rec_raw_block *raw, const rec_gback *be) {
     rec_batch_free(&b);
     rec_gexec_free(g);
     rec_fusion_free(&fu);
+    rec_spec_free(s);
+}
+
+/* ---- the co-run driver of training (src/train/rap.c) on a simulated GPU --------------------
+ * The model's ten stages (parts after the input) in RAP's four layers: [0], [1, 5), [5, 8),
+ * [8, 10). A probe beside a layer lengthens it by what exceeds the layer's true capacity; a
+ * step's times come back one step call later, as the GPU model's do. */
+typedef struct sim_gpu {
+    char events[REC_CUDA_CORUN_STAGES];
+    double part[REC_CUDA_CORUN_STAGES], cap[4], extra[4]; /* extra: each layer's lengthening once planned */
+    int probe; double probe_ms;                            /* armed for the next step */
+    double done[REC_CUDA_CORUN_STAGES]; int done_probe, fresh, have_prev;
+    double prev[REC_CUDA_CORUN_STAGES]; int prev_probe;
+    int planned;
+} sim_gpu;
+static const int LAYER[5] = {0, 1, 5, 8, 10};
+
+static rec_status sim_corun(void *ctx, void **events) {
+    sim_gpu *g = ctx;
+    for (int s = 0; s < REC_CUDA_CORUN_STAGES; s++) events[s] = g->events + s;
+    return REC_OK;
+}
+static rec_status sim_probe(void *ctx, int stage, double ms) {
+    sim_gpu *g = ctx;
+    g->probe = stage, g->probe_ms = ms;
+    return REC_OK;
+}
+static int sim_stage_times(void *ctx, double *ms, int *probe) {
+    sim_gpu *g = ctx;
+    if (!g->fresh) return 0;
+    memcpy(ms, g->done, sizeof g->done), *probe = g->done_probe, g->fresh = 0;
+    return 1;
+}
+static void sim_step(sim_gpu *g, int64_t t) {
+    double now[REC_CUDA_CORUN_STAGES];
+    for (int s = 0; s < REC_CUDA_CORUN_STAGES; s++) now[s] = g->part[s] * (1 + 0.002 * (double)(t % 3));
+    for (int k = 0; k < 4; k++) {
+        if (g->probe == LAYER[k] && g->probe_ms > g->cap[k]) now[LAYER[k]] += g->probe_ms - g->cap[k];
+        if (g->planned) now[LAYER[k]] += g->extra[k];
+    }
+    if (g->have_prev) memcpy(g->done, g->prev, sizeof g->prev), g->done_probe = g->prev_probe, g->fresh = 1;
+    memcpy(g->prev, now, sizeof now), g->prev_probe = g->probe, g->have_prev = 1;
+}
+
+static void test_driver(const rec_raw_block *raw) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/configs/criteo_standard.json", getenv("REC_SOURCE_DIR") ? getenv("REC_SOURCE_DIR") : "..");
+    sim_gpu sim = {.part = {0.4, 0.2, 0.1, 0.3, 0.005, 1.5, 0.4, 0.3, 0.8, 0.05}, .cap = {0.1, 0.3, 1.2, 0.5},
+                   .extra = {0, 0, 0.2, 0}, .probe = -1};
+    const double layer_ms[4] = {0.4, 0.605, 2.2, 0.85};
+    const rec_rap_gpu gpu = {&sim, sim_corun, sim_probe, sim_stage_times};
+    rec_spec *s = NULL;
+    rec_rap *r = NULL;
+    rec_gexec *g = NULL;
+    rec_fusion fu = {0};
+    rec_batch b = {0};
+    rec_status st = rec_spec_load(&s, path);
+    if (!st) st = rec_rap_new(&r, &gpu, s, 16384, NULL);
+    if (!st) st = rec_prep_fuse(s, NULL, &fu);
+    if (!st) st = rec_gexec_init(&g, s, &fu, NULL, &rec_gback_cpu, 1000);
+    if (!st) st = rec_batch_init(&b, raw->n, s->n_dense, s->n_sparse, 4);
+    CHECK(st == REC_OK, "%s", rec_errmsg());
+    if (st) goto out;
+    rec_gexec_corun(g, rec_rap_corun(r));
+    int64_t planned_at = -1;
+    rec_rap_result res;
+    for (int64_t t = 0; !st && t < 300; t++) {
+        st = rec_rap_before_step(r);
+        sim.planned = planned_at >= 0;
+        sim_step(&sim, t);
+        if (!st) st = rec_rap_after_step(r);
+        rec_rap_report(r, &res);
+        if (t == 10) { /* the executor's first block: timed for the predictor, while the search runs */
+            CHECK(!res.planned, "no plan before the kernels are timed");
+            b.n = 0;
+            if (!st) st = rec_gexec_run(g, raw, 0, 1000, &b);
+        }
+        if (res.planned && planned_at < 0) planned_at = t;
+    }
+    CHECK(st == REC_OK, "%s", rec_errmsg());
+    CHECK(planned_at == rec_rap_probe_steps() - 1, "the plan made after step %lld (the search takes %d steps)",
+          (long long)planned_at, rec_rap_probe_steps());
+    for (int k = 0; k < 4; k++)
+        CHECK(fabs(res.capacity_ms[k] - sim.cap[k]) <= layer_ms[k] * (0.03 + 1.0 / 32 + 0.01),
+              "layer %d: capacity %g ms measured, %g true", k, res.capacity_ms[k], sim.cap[k]);
+    /* the executor follows the plan from its next block: the same rows, the plan's waits */
+    rec_batch want = {0};
+    st = rec_batch_init(&want, raw->n, s->n_dense, s->n_sparse, 4);
+    b.n = 0;
+    if (!st) st = rec_gexec_run(g, raw, 0, 3000, &b);
+    rec_gexec_corun(g, NULL);
+    if (!st) st = rec_gexec_run(g, raw, 0, 3000, &want);
+    CHECK(st == REC_OK && same_batch(&want, &b), "following the plan, the same batch: %s", rec_errmsg());
+    rec_batch_free(&want);
+    /* measured: layer 2 took 0.2 ms longer following the plan */
+    CHECK(res.steps == 300 - planned_at - 2 - 8 && fabs(res.exposed_ms - 0.2) < 0.01 && res.predicted_ms >= 0,
+          "%lld steps followed the plan, %g ms exposed (0.2 added), %g predicted", (long long)res.steps, res.exposed_ms,
+          res.predicted_ms);
+out:
+    rec_batch_free(&b);
+    rec_gexec_free(g);
+    rec_fusion_free(&fu);
+    rec_rap_free(r);
     rec_spec_free(s);
 }
 
@@ -707,7 +813,7 @@ int main(void) {
           (long long)g_queue.ran, (long long)g_queue.max_pending);
     CHECK(g_queue.spans > 0 && g_queue.early_spans == 0, "the operators' time read %lld times, %lld before its marks ran",
           (long long)g_queue.spans, (long long)g_queue.early_spans);
-    if (raw.n == 3000) test_failed_run(&raw);
+    if (raw.n == 3000) test_failed_run(&raw), test_driver(&raw);
     free(g_queue.e);
     if (gpu) rec_gback_cuda_free(&cuda);
     if (raw.n == 3000) test_collect(&raw);

@@ -456,6 +456,8 @@ typedef struct rec_rap_result {
     double predicted_ms;         /* the plan's exposed latency a step */
     double exposed_ms;           /* measured: sum over stages of max(0, mean following the plan - without a probe) */
     double step_ms, base_ms;     /* the stages' sum: following the plan, and in the search's steps without a probe */
+    int n_stages;
+    double capacity_ms[8];       /* each stage's overlapping capacity, measured */
 } rec_rap_result;
 
 typedef struct rec_train_report {

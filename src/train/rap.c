@@ -35,7 +35,7 @@ static const char *const STAGE_NAMES[NS] = {"embedding fwd", "MLPs fwd, loss", "
 enum { STEP_FILLER, STEP_ASKED, STEP_PLANNED };
 
 struct rec_rap {
-    rec_cuda_model *g;
+    rec_rap_gpu gpu;
     const rec_spec *spec;
     rec_fusion fu;
     rec_corun *corun;
@@ -53,14 +53,20 @@ struct rec_rap {
     FILE *log;
 };
 
-rec_status rec_rap_new(rec_rap **out, rec_cuda_model *g, const rec_spec *spec, int64_t batch, FILE *log) {
+static rec_status cuda_corun(void *ctx, void **events) { return rec_cuda_model_corun(ctx, events); }
+static rec_status cuda_probe(void *ctx, int stage, double ms) { return rec_cuda_model_probe(ctx, stage, ms); }
+static int cuda_stage_times(void *ctx, double *ms, int *probe) { return rec_cuda_model_stage_times(ctx, ms, probe); }
+
+rec_rap_gpu rec_rap_cuda(rec_cuda_model *g) { return (rec_rap_gpu){g, cuda_corun, cuda_probe, cuda_stage_times}; }
+
+rec_status rec_rap_new(rec_rap **out, const rec_rap_gpu *gpu, const rec_spec *spec, int64_t batch, FILE *log) {
     *out = NULL;
     rec_rap *r = calloc(1, sizeof *r);
     if (!r) return rec_errorf(REC_ENOMEM, "co-run: out of memory");
-    r->g = g, r->spec = spec, r->batch = batch, r->log = log;
+    r->gpu = *gpu, r->spec = spec, r->batch = batch, r->log = log;
     void *events[REC_CUDA_CORUN_STAGES], *starts[NS];
     rec_status s = rec_prep_fuse(spec, NULL, &r->fu);
-    if (!s) s = rec_cuda_model_corun(g, events);
+    if (!s) s = gpu->corun(gpu->ctx, events);
     for (int k = 0; k < NS; k++) starts[k] = events[FIRST[k]];
     if (!s) s = rec_corun_new(&r->corun, NS, starts);
     if (!s) s = rec_cap_search_init(&r->search, NS, 0.03);
@@ -92,7 +98,7 @@ rec_status rec_rap_before_step(rec_rap *r) {
     if (!r->planned && rec_cap_search_next(&r->search, &stage, &ms) == 1) kind = STEP_ASKED;
     if (r->n_kinds == 4) return rec_errorf(REC_EINVAL, "co-run: more than 4 steps in flight");
     r->kinds[r->n_kinds++] = kind;
-    return rec_cuda_model_probe(r->g, stage < 0 ? -1 : FIRST[stage], ms);
+    return r->gpu.probe(r->gpu.ctx, stage < 0 ? -1 : FIRST[stage], ms);
 }
 
 /* The predicted standalone latency of a step's share of members [first, first + n) of kernel
@@ -145,7 +151,7 @@ static rec_status make_plan(rec_rap *r) {
 rec_status rec_rap_after_step(rec_rap *r) {
     double part[REC_CUDA_CORUN_STAGES], ms[NS];
     int probe;
-    while (r->n_kinds > 0 && rec_cuda_model_stage_times(r->g, part, &probe)) {
+    while (r->n_kinds > 0 && r->gpu.stage_times(r->gpu.ctx, part, &probe)) {
         const int kind = r->kinds[0];
         memmove(r->kinds, r->kinds + 1, sizeof(int) * (size_t)--r->n_kinds);
         for (int k = 0; k < NS; k++) {
@@ -167,6 +173,8 @@ void rec_rap_report(const rec_rap *r, rec_rap_result *out) {
     memset(out, 0, sizeof *out);
     out->planned = r->planned, out->probe_steps = r->search.steps, out->steps = r->planned_steps;
     out->predicted_ms = r->planned ? r->plan.exposed : 0;
+    out->n_stages = NS;
+    for (int s = 0; s < NS && r->search.stage >= NS; s++) out->capacity_ms[s] = r->search.capacity[s];
     for (int s = 0; s < NS && r->planned_steps; s++) {
         const double t = r->sum_ms[s] / (double)r->planned_steps, base = r->search.base_ms[s];
         out->step_ms += t, out->base_ms += base;

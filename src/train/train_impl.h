@@ -33,7 +33,15 @@ rec_status rec__offload_auto(const rec_offload_auto_in *in, rec_offload_metrics 
  * The trainer calls before_step before each step call and after_step after it. */
 typedef struct rec_rap rec_rap;
 typedef struct rec_cuda_model rec_cuda_model;
-rec_status rec_rap_new(rec_rap **out, rec_cuda_model *g, const struct rec_spec *spec, int64_t batch, FILE *log);
+/* The GPU model's side (rec_cuda_model_corun, _probe, _stage_times: cuda.h); tests give their own. */
+typedef struct rec_rap_gpu {
+    void *ctx;
+    rec_status (*corun)(void *ctx, void **events);
+    rec_status (*probe)(void *ctx, int stage, double ms);
+    int (*stage_times)(void *ctx, double *ms, int *probe_stage);
+} rec_rap_gpu;
+rec_rap_gpu rec_rap_cuda(rec_cuda_model *g);
+rec_status rec_rap_new(rec_rap **out, const rec_rap_gpu *gpu, const struct rec_spec *spec, int64_t batch, FILE *log);
 void rec_rap_free(rec_rap *r);
 rec_corun *rec_rap_corun(rec_rap *r);
 /* The steps the capacity search takes (those measured, and one between rounds). */

@@ -875,7 +875,8 @@ static rec_status start_corun(job *j, int64_t B) {
     const rec_spec *spec = rec_dataset_spec(j->train);
     const char *env = getenv("REC_CUDA_CORUN");
     if (!j->gpu || j->o->prep_device != REC_PREP_CUDA || !spec || (env && !strcmp(env, "off"))) return REC_OK;
-    REC_TRY(rec_rap_new(&j->rap, j->gpu, spec, B, j->o->log));
+    const rec_rap_gpu gpu = rec_rap_cuda(j->gpu);
+    REC_TRY(rec_rap_new(&j->rap, &gpu, spec, B, j->o->log));
     REC_TRY(rec_dataset_set_corun(j->train, rec_rap_corun(j->rap)));
     if (j->o->log)
         fprintf(j->o->log, "train: co-run (RAP): the first %d steps measure each stage's overlapping capacity, then the "
