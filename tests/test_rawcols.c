@@ -395,6 +395,43 @@ static void engine_raw(const char *raw, const char *spec_path) {
     rec_spec_free(spec);
 }
 
+static double by_members(const rec_fused_kernel *k, int first, int n, void *ctx) {
+    (void)k, (void)first, (void)ctx;
+    return n;
+}
+
+/* The loader's GPU executors (the CPU backend) following a co-run plan that shards kernels,
+ * a shuffled .rraw's blocks on several threads: the shard's batches, in both orders. */
+static void corun_loader(rec_dataset *shard, rec_dataset *dg, const rec_shuffle *sh) {
+    rec_fusion fu = {0};
+    rec_corun_plan p = {0};
+    rec_corun *c = NULL;
+    void *ev[3] = {NULL, NULL, NULL};
+    const double cap[3] = {3, 0, 5};
+    rec_status s = rec_prep_fuse(rec_dataset_spec(dg), NULL, &fu);
+    if (!s) s = rec_corun_schedule(&fu, cap, 3, by_members, NULL, &p);
+    if (!s) s = rec_corun_new(&c, 3, ev);
+    if (!s) s = rec_corun_set_plan(c, &p);
+    if (!s) s = rec_dataset_set_corun(dg, c);
+    CHECK(s == REC_OK && p.n_pieces > fu.n_kernels, "a plan that shards kernels (%d pieces of %d): %s", p.n_pieces,
+          fu.n_kernels, rec_errmsg());
+    for (int shuffled = 0; !s && shuffled < 2; shuffled++) {
+        uint64_t x[16], y[16];
+        const int nx = digests(shard, shuffled ? sh : NULL, x, 16), ny = digests(dg, shuffled ? sh : NULL, y, 16);
+        CHECK(nx == 10 && nx == ny && !memcmp(x, y, sizeof(uint64_t) * (size_t)nx),
+              "the .rraw, GPU executor following a co-run plan, %s: %d and %d batches, digests differ",
+              shuffled ? "shuffled" : "file order", nx, ny);
+    }
+    const double *vpr, *ms;
+    const float *X;
+    int64_t rows, n;
+    CHECK(!s && rec_corun_measured(c, &vpr, &rows, &X, &ms, &n) && n == fu.n_kernels, "one block timed for the predictor");
+    if (!s) rec_dataset_set_corun(dg, NULL);
+    rec_corun_free(c);
+    rec_corun_plan_free(&p);
+    rec_fusion_free(&fu);
+}
+
 static void data_path(const char *src) {
     char tsv[512], raw[512], spec[600], vspec[600], a[512], b[512];
     path_of(tsv, sizeof tsv, "gen.tsv");
@@ -457,6 +494,14 @@ static void data_path(const char *src) {
             }
         rec_offload *off = NULL;
         CHECK_ERR(rec_dataset_offload(dr, NULL, 500, &off), REC_EINVAL, "workers read and preprocess TSV");
+        corun_loader(ds, dg, &sh);
+        rec_corun *c = NULL;
+        void *ev[1] = {NULL};
+        if (rec_corun_new(&c, 1, ev) == REC_OK) {
+            CHECK_ERR(rec_dataset_set_corun(ds, c), REC_EINVAL, "only a spec's ops on the GPU executor co-run");
+            CHECK_ERR(rec_dataset_set_corun(dr, c), REC_EINVAL, "only a spec's ops on the GPU executor co-run");
+        }
+        rec_corun_free(c);
     }
     rec_dataset_close(ds);
     rec_dataset_close(dr);

@@ -43,7 +43,7 @@ struct rec_rap {
     int kinds[4], n_kinds;      /* the steps in flight, oldest first */
     int64_t batch, settle;      /* rows a step; planned steps still to skip (blocks made before the plan) */
     rec_lat_model *pred;
-    const double *vpr;
+    const double *vpr, *ms;     /* the executor's: values each instance read a row, each kernel's time alone */
     int64_t block_rows;
     double per_step;            /* blocks a step's load holds */
     rec_corun_plan plan;
@@ -105,6 +105,8 @@ rec_status rec_rap_before_step(rec_rap *r) {
  * k: the predictor's for one block, times the blocks a step takes. */
 static double step_latency(const rec_fused_kernel *k, int first, int n, void *ctx) {
     const rec_rap *r = ctx;
+    if (!r->pred) /* one kernel measured: too few to train on; its time shared by its members */
+        return r->ms[k - r->fu.kernels] * n / k->n * r->per_step;
     float x[REC_LAT_FEATURES];
     rec_lat_features(&r->fu, r->spec, (int)(k - r->fu.kernels), first, n, r->vpr, r->block_rows, x);
     double ms = 0;
@@ -133,8 +135,11 @@ static rec_status make_plan(rec_rap *r) {
     const double *ms;
     int64_t n;
     if (!rec_corun_measured(r->corun, &r->vpr, &r->block_rows, &X, &ms, &n)) return REC_OK;
-    if (n < 1) return rec_errorf(REC_EINVAL, "co-run: spec '%s' has no fused kernels to place", r->spec->name);
-    REC_TRY(rec_lat_train(X, ms, n, &r->pred));
+    if (n != r->fu.n_kernels)
+        return rec_errorf(REC_EINVAL, "co-run: the executor timed %lld fused kernels of spec '%s', whose plan has %d",
+                          (long long)n, r->spec->name, r->fu.n_kernels);
+    r->ms = ms;
+    if (n >= 2) REC_TRY(rec_lat_train(X, ms, n, &r->pred));
     r->per_step = r->batch > r->block_rows ? (double)r->batch / (double)r->block_rows : 1;
     REC_TRY(rec_corun_schedule(&r->fu, r->search.capacity, NS, step_latency, r, &r->plan));
     REC_TRY(rec_corun_set_plan(r->corun, &r->plan));
