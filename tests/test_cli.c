@@ -810,6 +810,11 @@ static void test_raw_columns(void) {
           "train --prep-device with --workers: %s", out);
     CHECK(run("train --data raw.rraw --prep-device gpu") == 2 && strstr(out, "--prep-device gpu: want cpu or cuda"),
           "train --prep-device gpu: %s", out);
+    snprintf(cmd, sizeof cmd, "%s --data raw.rraw --spec %%s/configs/criteo_heavy.json --prep-device cuda "
+             "--corun-capacity cap.json", train);
+    CHECK(run(cmd, src, src) == 1 && strstr(out, "--corun-capacity: the co-run's capacities are for --device cuda "
+                                           "--prep-device cuda") && access("cap.json", F_OK) != 0,
+          "train --corun-capacity without --device cuda: %s", out);
     /* A .rraw records its format: a contrary --format, or parts of both formats, refused. */
     CHECK(run("prep --raw --in test.tsv --out test.rraw") == 0, "prep --raw of a test-format file: %s", out);
     CHECK(run("prep --spec %s/configs/criteo_standard.json --in raw.rraw --format test --out x.rshard", src) == 1 &&

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "gexec.h"
@@ -397,65 +398,98 @@ static void sim_step(sim_gpu *g, int64_t t) {
     memcpy(g->prev, now, sizeof now), g->prev_probe = g->probe, g->have_prev = 1;
 }
 
-static void test_driver(const rec_raw_block *raw) {
-    char path[256];
-    snprintf(path, sizeof path, "%s/configs/criteo_standard.json", getenv("REC_SOURCE_DIR") ? getenv("REC_SOURCE_DIR") : "..");
-    sim_gpu sim = {.part = {0.4, 0.2, 0.1, 0.3, 0.005, 1.5, 0.4, 0.3, 0.8, 0.05}, .cap = {0.1, 0.3, 1.2, 0.5},
-                   .extra = {0, 0, 0.2, 0}, .probe = -1};
-    const double layer_ms[4] = {0.4, 0.605, 2.2, 0.85};
-    const rec_rap_gpu gpu = {&sim, sim_corun, sim_probe, sim_stage_times};
-    rec_spec *s = NULL;
+/* Trains `steps` simulated steps under a co-run driver, an executor (the CPU backend) beside
+ * it running its first block at step `block_at`; the driver's figures at the end, the step at
+ * which it planned (-1 never), and the executor's batch of the rows with the plan against the
+ * ungated one. */
+static rec_status drive(sim_gpu *sim, const rec_spec *s, const rec_raw_block *raw, const char *cap_path, const char *key,
+                        int64_t steps, int64_t block_at, rec_rap_result *res, int64_t *planned_at) {
+    const rec_rap_gpu gpu = {sim, sim_corun, sim_probe, sim_stage_times};
     rec_rap *r = NULL;
     rec_gexec *g = NULL;
     rec_fusion fu = {0};
-    rec_batch b = {0};
-    rec_status st = rec_spec_load(&s, path);
-    if (!st) st = rec_rap_new(&r, &gpu, s, 16384, NULL);
+    rec_batch b = {0}, want = {0};
+    *planned_at = -1;
+    sim->planned = 0, sim->probe = -1, sim->fresh = sim->have_prev = 0;
+    rec_status st = rec_rap_new(&r, &gpu, s, 16384, cap_path, key, NULL);
     if (!st) st = rec_prep_fuse(s, NULL, &fu);
     if (!st) st = rec_gexec_init(&g, s, &fu, NULL, &rec_gback_cpu, 1000);
     if (!st) st = rec_batch_init(&b, raw->n, s->n_dense, s->n_sparse, 4);
-    CHECK(st == REC_OK, "%s", rec_errmsg());
-    if (st) goto out;
-    rec_gexec_corun(g, rec_rap_corun(r));
-    int64_t planned_at = -1;
-    rec_rap_result res;
-    for (int64_t t = 0; !st && t < 300; t++) {
+    if (!st) st = rec_batch_init(&want, raw->n, s->n_dense, s->n_sparse, 4);
+    if (!st) rec_gexec_corun(g, rec_rap_corun(r));
+    for (int64_t t = 0; !st && t < steps; t++) {
         st = rec_rap_before_step(r);
-        sim.planned = planned_at >= 0;
-        sim_step(&sim, t);
-        if (!st) st = rec_rap_after_step(r);
-        rec_rap_report(r, &res);
-        if (t == 10) { /* the executor's first block: timed for the predictor, while the search runs */
-            CHECK(!res.planned, "no plan before the kernels are timed");
-            b.n = 0;
-            if (!st) st = rec_gexec_run(g, raw, 0, 1000, &b);
+        sim->planned = *planned_at >= 0;
+        sim_step(sim, t);
+        if (!st && t == block_at) { /* the executor's first block: timed for the predictor */
+            rec_rap_report(r, res);
+            CHECK(!res->planned, "no plan before the kernels are timed");
+            st = rec_gexec_run(g, raw, 0, 1000, &b);
         }
-        if (res.planned && planned_at < 0) planned_at = t;
+        if (!st) st = rec_rap_after_step(r);
+        rec_rap_report(r, res);
+        if (res->planned && *planned_at < 0) *planned_at = t;
     }
+    /* the executor follows the plan from its next block: the same rows as ungated */
+    b.n = 0;
+    if (!st) st = rec_gexec_run(g, raw, 0, 3000, &b);
+    if (g) rec_gexec_corun(g, NULL);
+    if (!st) st = rec_gexec_run(g, raw, 0, 3000, &want);
+    if (!st && !same_batch(&want, &b)) st = rec_errorf(REC_EINVAL, "following the plan, another batch");
+    rec_batch_free(&b), rec_batch_free(&want);
+    rec_gexec_free(g);
+    rec_fusion_free(&fu);
+    rec_rap_free(r);
+    return st;
+}
+
+static void test_driver(const rec_raw_block *raw) {
+    char path[256], dir[] = "/tmp/rectrain-corun-XXXXXX", cap[300];
+    snprintf(path, sizeof path, "%s/configs/criteo_standard.json", getenv("REC_SOURCE_DIR") ? getenv("REC_SOURCE_DIR") : "..");
+    sim_gpu sim = {.part = {0.4, 0.2, 0.1, 0.3, 0.005, 1.5, 0.4, 0.3, 0.8, 0.05}, .cap = {0.1, 0.3, 1.2, 0.5},
+                   .extra = {0, 0, 0.2, 0}};
+    const double layer_ms[4] = {0.4, 0.605, 2.2, 0.85};
+    rec_spec *s = NULL;
+    CHECK(rec_spec_load(&s, path) == REC_OK && mkdtemp(dir), "%s", rec_errmsg());
+    if (!s) return;
+    snprintf(cap, sizeof cap, "%s/cap.json", dir);
+    rec_rap_result res, again;
+    int64_t planned_at, planned_again;
+    rec_status st = drive(&sim, s, raw, cap, "gpu A", 300, 10, &res, &planned_at);
     CHECK(st == REC_OK, "%s", rec_errmsg());
     CHECK(planned_at == rec_rap_probe_steps() - 1, "the plan made after step %lld (the search takes %d steps)",
           (long long)planned_at, rec_rap_probe_steps());
     for (int k = 0; k < 4; k++)
         CHECK(fabs(res.capacity_ms[k] - sim.cap[k]) <= layer_ms[k] * (0.03 + 1.0 / 32 + 0.01),
               "layer %d: capacity %g ms measured, %g true", k, res.capacity_ms[k], sim.cap[k]);
-    /* the executor follows the plan from its next block: the same rows, the plan's waits */
-    rec_batch want = {0};
-    st = rec_batch_init(&want, raw->n, s->n_dense, s->n_sparse, 4);
-    b.n = 0;
-    if (!st) st = rec_gexec_run(g, raw, 0, 3000, &b);
-    rec_gexec_corun(g, NULL);
-    if (!st) st = rec_gexec_run(g, raw, 0, 3000, &want);
-    CHECK(st == REC_OK && same_batch(&want, &b), "following the plan, the same batch: %s", rec_errmsg());
-    rec_batch_free(&want);
     /* measured: layer 2 took 0.2 ms longer following the plan */
     CHECK(res.steps == 300 - planned_at - 2 - 8 && fabs(res.exposed_ms - 0.2) < 0.01 && res.predicted_ms >= 0,
           "%lld steps followed the plan, %g ms exposed (0.2 added), %g predicted", (long long)res.steps, res.exposed_ms,
           res.predicted_ms);
-out:
-    rec_batch_free(&b);
-    rec_gexec_free(g);
-    rec_fusion_free(&fu);
-    rec_rap_free(r);
+    /* the capacities kept: the next run of the same key plans once its kernels are timed */
+    st = drive(&sim, s, raw, cap, "gpu A", 40, 0, &again, &planned_again);
+    CHECK(st == REC_OK && planned_again == 0 && !memcmp(again.capacity_ms, res.capacity_ms, sizeof res.capacity_ms),
+          "capacities read back, bit for bit (layer 2: %.17g, was %.17g), planned at step %lld: status %d",
+          again.capacity_ms[2], res.capacity_ms[2], (long long)planned_again, st);
+    st = drive(&sim, s, raw, cap, "gpu B", 1, 0, &again, &planned_again);
+    CHECK_ERR(st, REC_EINVAL, "$.key: measured for \"gpu A\", and this run is \"gpu B\"");
+    static const char *const bad[][2] = {
+        {"{", "not valid JSON"},
+        {"{'format': 'x'}", "$.format"},
+        {"{'format': 'rectrain-corun-capacity', 'version': 2}", "$.version"},
+        {"{'format': 'rectrain-corun-capacity', 'version': 1, 'key': 'gpu A', 'stages': []}", "$.stages: want an array"},
+        {"{'format': 'rectrain-corun-capacity', 'version': 1, 'key': 'gpu A', 'stages': [{'name': 'embedding fwd', "
+         "'capacity_ms': 0.1, 'base_ms': 0.4}, {'name': 'x'}, {}, {}]}", "$.stages[1].name"},
+        {"{'format': 'rectrain-corun-capacity', 'version': 1, 'key': 'gpu A', 'stages': [{'name': 'embedding fwd', "
+         "'capacity_ms': 0.5, 'base_ms': 0.4}, {}, {}, {}]}", "$.stages[0].capacity_ms: want 0 to base_ms"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        FILE *f = fopen(cap, "w");
+        for (const char *c = bad[k][0]; f && *c; c++) fputc(*c == '\'' ? '"' : *c, f);
+        if (f) fclose(f);
+        st = drive(&sim, s, raw, cap, "gpu A", 1, 0, &again, &planned_again);
+        CHECK_ERR(st, REC_EINVAL + (k < 2) * (REC_EFORMAT - REC_EINVAL), bad[k][1]);
+    }
+    unlink(cap), rmdir(dir);
     rec_spec_free(s);
 }
 

@@ -49,6 +49,8 @@ static const gcase CASES[] = {
                O("--loss-log", "loss.txt"), O("--plot", "P"), O("--tensorboard", "TB")}},
     {"train", {I("--data", "std.rshard"), X("--holdout", "0.5"), X("--tune", NULL),
                IO("--plan", "eplan.json"), O("--npy", "N")}},
+    {"train", {I("--data", "raw.tsv"), I("--spec", "spec.json"), X("--device", "cuda"), X("--prep-device", "cuda"),
+               IO("--corun-capacity", "cap.json"), O("--loss-log", "loss.txt")}},
     {"train", {X("--oracle-cacher", "tcp://127.0.0.1:9"), X("--embservers", "tcp://127.0.0.1:9"),
                I("--config", "cfg.json"), O("--loss-log", "loss.txt"), O("--ckpt", "C")}},
     {"predict", {IF("--ckpt", "K", "K/model.rckpt"), I("--data", "raw.tsv"), I("--spec", "spec.json"),
@@ -86,7 +88,7 @@ static const struct {
 /* Every fixture file, hashed before and after each refused command. */
 static const char *const FILES[] = {"raw.tsv", "spec.json", "std.rshard", "ev.rshard", "voc.rshard", "cfg.json",
                                     "d.prob", "eplan.json", "plan.json", "workers.txt", "store.json", "m.jsonl",
-                                    "t.tsv", "cluster.json", "K/model.rckpt", "ch-2.png"};
+                                    "t.tsv", "cluster.json", "K/model.rckpt", "ch-2.png", "cap.json"};
 enum { NFILES = sizeof FILES / sizeof FILES[0] };
 
 static uint64_t hash_file(const char *name) {
@@ -133,6 +135,7 @@ static int make_fixtures(void) {
     if (run("plan --data std.rshard --ranks 2 --out plan.json")) return 1;
     put("workers.txt", "tcp://127.0.0.1:9\n");
     put("store.json", "{}\n");
+    put("cap.json", "{}\n");
     put("t.tsv", "name\tx\na\t1\n");
     put("cluster.json", "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"std.rshard\", "
                         "\"model\": \"cfg.json\", \"spec\": \"spec.json\"}\n");

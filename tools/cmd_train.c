@@ -32,6 +32,9 @@ static const char TRAIN_USAGE[] =
     "  --prep-device D    where the spec's ops run on .tsv and .rraw data: cpu (default), or\n"
     "                     cuda: RAP's GPU executor, on its own stream beside the training\n"
     "                     (docs/gpu.md); the same rows either way\n"
+    "  --corun-capacity FILE  with --device cuda --prep-device cuda: the training stages'\n"
+    "                     capacities for RAP's plan: read FILE if it exists (measured for this\n"
+    "                     GPU, model and batch), else measure them and write FILE\n"
     "TSV data (--data, --eval):\n"
     CLI_TSV_HELP
     "  --epochs E         epochs (default: the config's)\n"
@@ -222,6 +225,8 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
             rc = cli_str(cmd, argc, argv, &i, &v);
             if (!rc && strcmp(v, "cpu") && strcmp(v, "cuda")) rc = cli_usage(cmd, "--prep-device %s: want cpu or cuda", v);
             o.prep_device = !rc && !strcmp(v, "cuda") ? REC_PREP_CUDA : REC_PREP_CPU;
+        } else if (!strcmp(a, "--corun-capacity")) {
+            rc = cli_str(cmd, argc, argv, &i, &o.corun_capacity);
         } else if (!strcmp(a, "--precision")) {
             rc = cli_str(cmd, argc, argv, &i, &o.precision);
             if (!rc && strcmp(o.precision, "fp32") && strcmp(o.precision, "bf16"))

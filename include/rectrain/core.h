@@ -190,6 +190,11 @@ void rec_atomic_abort(rec_atomic_file *a);
 /* Writes all n bytes to fd (write(2) may write fewer; EINTR is retried): 1, or 0 with errno
  * set (EIO where a write made no progress). */
 int rec_write_full(int fd, const void *p, size_t n);
+/* n bytes as the whole of PATH, atomically; REC_EIO names PATH.tmp, `what` and the reason. */
+rec_status rec_atomic_write(const char *path, const char *what, const void *p, size_t n);
+/* A cJSON document (freed here, whatever happens) printed as the whole of PATH, atomically. */
+struct cJSON;
+rec_status rec_json_write(const char *path, const char *what, struct cJSON *root);
 
 /* ---- clock ------------------------------------------------------------------------------ */
 /* Monotonic seconds. */

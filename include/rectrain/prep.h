@@ -342,6 +342,14 @@ int rec_cap_search_next(rec_cap_search *c, int *stage, double *probe_ms);
 /* A measured step's stage times (ms, n_stages of them, as the model measured them), in the
  * order they were asked for. */
 void rec_cap_search_record(rec_cap_search *c, const double *stage_ms);
+/* Measured capacities kept for later runs of the same training (`train --corun-capacity`), as
+ * RAP's artifact keeps them per GPU, model and batch: {"format": "rectrain-corun-capacity",
+ * "version": 1, "key": KEY, "stages": [{"name", "capacity_ms", "base_ms"}...]}, where KEY
+ * names what they were measured on. Load refuses a file of another key (the JSON path, and
+ * what to do) or of other stages; it fills c as a finished search. */
+rec_status rec_cap_save(const rec_cap_search *c, const char *path, const char *key, const char *const *names);
+rec_status rec_cap_parse(rec_cap_search *c, const char *text, size_t len, const char *path, const char *key,
+                         const char *const *names);
 
 /* ---- the latency predictor of fused kernels (RAP §5.2) -------------------------------------
  * Gradient-boosted trees (XGBoost) from a kernel's features to its standalone latency, trained

@@ -390,6 +390,9 @@ typedef struct rec_train_opts {
     int device;                /* REC_DEVICE_CPU, or REC_DEVICE_CUDA: train a DLRM on the GPU (cuda.h;
                                   one process, the CPU model kept for checkpoints and export) */
     int prep_device;           /* TSV, .rraw data: where the spec's ops run (rec_dataset_opts) */
+    const char *corun_capacity; /* --device cuda, prep_device cuda: the co-run's measured capacities
+                                  (prep.h rec_cap_save): read if the file exists, else measured
+                                  and written there */
     int device_profile;        /* time each part of the step (report.device_ms): GPU events with
                                   REC_DEVICE_CUDA, the wall clock (rec_model_profile) on the CPU */
     const char *precision;     /* NULL: the config's train.precision; "fp32" or "bf16": the dense

@@ -1,5 +1,6 @@
 /* Whole-file reads for the small JSON documents rectrain loads, folders made, and files
  * written whole or not at all (core.h). */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -190,4 +191,24 @@ int rec_write_full(int fd, const void *p, size_t n) {
         n -= (size_t)k;
     }
     return 1;
+}
+
+rec_status rec_atomic_write(const char *path, const char *what, const void *p, size_t n) {
+    rec_atomic_file a;
+    REC_TRY(rec_atomic_open(&a, path));
+    if (!rec_write_full(a.fd, p, n)) {
+        const rec_status s = rec_errorf(REC_EIO, "%s: cannot write the %s: %s", a.tmp, what, strerror(errno));
+        rec_atomic_abort(&a);
+        return s;
+    }
+    return rec_atomic_commit(&a);
+}
+
+rec_status rec_json_write(const char *path, const char *what, cJSON *root) {
+    char *text = root ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) return rec_errorf(REC_ENOMEM, "%s: out of memory writing the %s", path, what);
+    const rec_status s = rec_atomic_write(path, what, text, strlen(text));
+    cJSON_free(text);
+    return s;
 }

@@ -96,20 +96,7 @@ rec_status rec_cuda_plan_save(const char *path, int F, const int64_t *rows, cons
         cJSON_AddStringToObject(t, "sched", rec_cuda_sched_name(sched[f], name, sizeof name));
         cJSON_AddItemToArray(tabs, t);
     }
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) return rec_errorf(REC_ENOMEM, "%s: out of memory writing the GPU embedding plan", path);
-    rec_atomic_file a;
-    rec_status s = rec_atomic_open(&a, path);
-    if (!s) {
-        const size_t n = strlen(text);
-        if (write(a.fd, text, n) != (ssize_t)n) {
-            s = rec_errorf(REC_EIO, "%s: cannot write the GPU embedding plan (disk full?)", a.tmp);
-            rec_atomic_abort(&a);
-        } else s = rec_atomic_commit(&a);
-    }
-    cJSON_free(text);
-    return s;
+    return rec_json_write(path, "GPU embedding plan", root);
 }
 
 rec_status rec_cuda_plan_parse(const char *text, size_t len, const char *name, int F, const int64_t *rows,

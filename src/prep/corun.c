@@ -13,7 +13,9 @@
  * Pieces never change order, and the fusion plan orders kernels by step, so a piece runs after
  * the pieces of every instance it reads: on one stream, in launch order.
  */
+#include <cjson/cJSON.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -317,4 +319,63 @@ void rec_cap_search_record(rec_cap_search *c, const double *stage_ms) {
     c->capacity[c->stage] = c->lo * c->base_ms[c->stage];
     c->stage++, c->round = 0, c->lo = 0, c->hi = 1;
     skip_short(c);
+}
+
+/* ---- the capacities kept ------------------------------------------------------------------- */
+
+rec_status rec_cap_save(const rec_cap_search *c, const char *path, const char *key, const char *const *names) {
+    cJSON *root = cJSON_CreateObject(), *st = cJSON_CreateArray();
+    if (!root || !st) {
+        cJSON_Delete(root), cJSON_Delete(st);
+        return rec_errorf(REC_ENOMEM, "%s: out of memory writing the co-run capacities", path);
+    }
+    cJSON_AddStringToObject(root, "format", "rectrain-corun-capacity");
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddStringToObject(root, "key", key);
+    cJSON_AddItemToObject(root, "stages", st);
+    for (int s = 0; s < c->n_stages; s++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", names[s]);
+        char num[2][40]; /* every digit (cJSON's numbers keep 15) */
+        snprintf(num[0], sizeof num[0], "%.17g", c->capacity[s]);
+        snprintf(num[1], sizeof num[1], "%.17g", c->base_ms[s]);
+        cJSON_AddRawToObject(o, "capacity_ms", num[0]);
+        cJSON_AddRawToObject(o, "base_ms", num[1]);
+        cJSON_AddItemToArray(st, o);
+    }
+    return rec_json_write(path, "co-run capacities", root);
+}
+
+rec_status rec_cap_parse(rec_cap_search *c, const char *text, size_t len, const char *path, const char *key,
+                         const char *const *names) {
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) return rec_errorf(REC_EFORMAT, "%s: not valid JSON, so not co-run capacities", path);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format"), *ver = cJSON_GetObjectItemCaseSensitive(root, "version"),
+                *k = cJSON_GetObjectItemCaseSensitive(root, "key"), *st = cJSON_GetObjectItemCaseSensitive(root, "stages");
+    rec_status s = REC_OK;
+    if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "rectrain-corun-capacity"))
+        s = rec_errorf(REC_EFORMAT, "%s: $.format: not co-run capacities (want \"rectrain-corun-capacity\")", path);
+    else if (!cJSON_IsNumber(ver) || ver->valuedouble != 1)
+        s = rec_errorf(REC_EINVAL, "%s: $.version: this rectrain reads version 1; remove the file to measure again", path);
+    else if (!cJSON_IsString(k) || strcmp(k->valuestring, key))
+        s = rec_errorf(REC_EINVAL, "%s: $.key: measured for \"%s\", and this run is \"%s\": give another file, or remove "
+                       "it to measure again", path, cJSON_IsString(k) ? k->valuestring : "?", key);
+    else if (!cJSON_IsArray(st) || cJSON_GetArraySize(st) != c->n_stages)
+        s = rec_errorf(REC_EINVAL, "%s: $.stages: want an array of the %d training stages", path, c->n_stages);
+    int i = 0;
+    for (const cJSON *o = s ? NULL : st->child; o && !s; o = o->next, i++) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name"), *cap = cJSON_GetObjectItemCaseSensitive(o, "capacity_ms"),
+                    *base = cJSON_GetObjectItemCaseSensitive(o, "base_ms");
+        if (!cJSON_IsString(nm) || strcmp(nm->valuestring, names[i]))
+            s = rec_errorf(REC_EINVAL, "%s: $.stages[%d].name: want \"%s\"", path, i, names[i]);
+        else if (!cJSON_IsNumber(base) || !(base->valuedouble >= 0))
+            s = rec_errorf(REC_EINVAL, "%s: $.stages[%d].base_ms: want the stage's time in ms", path, i);
+        else if (!cJSON_IsNumber(cap) || !(cap->valuedouble >= 0 && cap->valuedouble <= base->valuedouble))
+            s = rec_errorf(REC_EINVAL, "%s: $.stages[%d].capacity_ms: want 0 to base_ms (%g) ms", path, i, base->valuedouble);
+        else
+            c->capacity[i] = cap->valuedouble, c->base_ms[i] = base->valuedouble;
+    }
+    if (!s) c->stage = c->n_stages; /* a finished search */
+    cJSON_Delete(root);
+    return s;
 }

@@ -17,6 +17,7 @@
  * compute (a probe hashes a buffer of its own). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rectrain/core.h"
 #include "rectrain/cuda.h"
@@ -50,6 +51,8 @@ struct rec_rap {
     int planned;
     double sum_ms[NS];          /* stages of the planned steps counted */
     int64_t planned_steps;
+    const char *cap_path, *key; /* where the capacities are kept (NULL: nowhere), and for what */
+    int cap_loaded;
     FILE *log;
 };
 
@@ -59,21 +62,39 @@ static int cuda_stage_times(void *ctx, double *ms, int *probe) { return rec_cuda
 
 rec_rap_gpu rec_rap_cuda(rec_cuda_model *g) { return (rec_rap_gpu){g, cuda_corun, cuda_probe, cuda_stage_times}; }
 
-rec_status rec_rap_new(rec_rap **out, const rec_rap_gpu *gpu, const rec_spec *spec, int64_t batch, FILE *log) {
+/* Capacities measured by an earlier run of the same training, where the file exists. */
+static rec_status load_capacity(rec_rap *r) {
+    if (!r->cap_path || access(r->cap_path, F_OK) != 0) return REC_OK;
+    char *text = NULL;
+    size_t len = 0;
+    REC_TRY(rec_read_file(r->cap_path, "co-run capacities", 1 << 20, &text, &len));
+    const rec_status s = rec_cap_parse(&r->search, text, len, r->cap_path, r->key, STAGE_NAMES);
+    free(text);
+    if (!s && r->log) fprintf(r->log, "train: co-run: the stages' capacities from %s\n", r->cap_path);
+    r->cap_loaded = !s;
+    return s;
+}
+
+rec_status rec_rap_new(rec_rap **out, const rec_rap_gpu *gpu, const rec_spec *spec, int64_t batch, const char *cap_path,
+                       const char *key, FILE *log) {
     *out = NULL;
     rec_rap *r = calloc(1, sizeof *r);
     if (!r) return rec_errorf(REC_ENOMEM, "co-run: out of memory");
-    r->gpu = *gpu, r->spec = spec, r->batch = batch, r->log = log;
+    r->gpu = *gpu, r->spec = spec, r->batch = batch, r->cap_path = cap_path, r->key = key, r->log = log;
     void *events[REC_CUDA_CORUN_STAGES], *starts[NS];
     rec_status s = rec_prep_fuse(spec, NULL, &r->fu);
     if (!s) s = gpu->corun(gpu->ctx, events);
     for (int k = 0; k < NS; k++) starts[k] = events[FIRST[k]];
     if (!s) s = rec_corun_new(&r->corun, NS, starts);
     if (!s) s = rec_cap_search_init(&r->search, NS, 0.03);
+    if (!s) s = load_capacity(r);
     if (s) {
         rec_rap_free(r);
         return s;
     }
+    if (log && !r->cap_loaded)
+        fprintf(log, "train: co-run (RAP): the first %d steps measure each stage's overlapping capacity, then the "
+                "preprocessing kernels follow a plan\n", rec_rap_probe_steps());
     *out = r;
     return REC_OK;
 }
@@ -144,10 +165,13 @@ static rec_status make_plan(rec_rap *r) {
     REC_TRY(rec_corun_schedule(&r->fu, r->search.capacity, NS, step_latency, r, &r->plan));
     REC_TRY(rec_corun_set_plan(r->corun, &r->plan));
     r->planned = 1, r->settle = SETTLE_STEPS;
+    if (r->cap_path && !r->cap_loaded) REC_TRY(rec_cap_save(&r->search, r->cap_path, r->key, STAGE_NAMES));
     if (r->log) {
-        fprintf(r->log, "train: co-run: overlapping capacity measured on %lld steps; %lld fused kernels timed alone on "
-                "a block of %lld rows, %.2f blocks a step\n", (long long)r->search.steps, (long long)n,
-                (long long)r->block_rows, r->per_step);
+        if (!r->cap_loaded)
+            fprintf(r->log, "train: co-run: overlapping capacity measured on %lld steps%s%s\n", (long long)r->search.steps,
+                    r->cap_path ? ", kept in " : "", r->cap_path ? r->cap_path : "");
+        fprintf(r->log, "train: co-run: %lld fused kernels timed alone on a block of %lld rows, %.2f blocks a step\n",
+                (long long)n, (long long)r->block_rows, r->per_step);
         print_plan(r, r->search.capacity);
     }
     return REC_OK;

@@ -41,7 +41,10 @@ typedef struct rec_rap_gpu {
     int (*stage_times)(void *ctx, double *ms, int *probe_stage);
 } rec_rap_gpu;
 rec_rap_gpu rec_rap_cuda(rec_cuda_model *g);
-rec_status rec_rap_new(rec_rap **out, const rec_rap_gpu *gpu, const struct rec_spec *spec, int64_t batch, FILE *log);
+/* cap_path: capacities read from it where it exists (measured for `key`: what the run trains
+ * on), else measured and written to it; NULL: measured, not kept. */
+rec_status rec_rap_new(rec_rap **out, const rec_rap_gpu *gpu, const struct rec_spec *spec, int64_t batch,
+                       const char *cap_path, const char *key, FILE *log);
 void rec_rap_free(rec_rap *r);
 rec_corun *rec_rap_corun(rec_rap *r);
 /* The steps the capacity search takes (those measured, and one between rounds). */

@@ -343,6 +343,7 @@ typedef struct job {
                               before a checkpoint, an export or the end */
     float *logits;         /* (batch) the GPU's logits during evaluation */
     rec_rap *rap;          /* --device cuda --prep-device cuda: RAP's co-run of the loader's kernels */
+    char corun_key[512];   /* what its capacities are measured on (--corun-capacity) */
     loss_acc *acc;         /* run's losses, which checkpoints keep */
     int64_t log_every;     /* steps between training records (rec_log_every) */
 } job;
@@ -874,14 +875,22 @@ static rec_status put_eval(job *j, int64_t step, const rec_metrics *m, int final
 static rec_status start_corun(job *j, int64_t B) {
     const rec_spec *spec = rec_dataset_spec(j->train);
     const char *env = getenv("REC_CUDA_CORUN");
-    if (!j->gpu || j->o->prep_device != REC_PREP_CUDA || !spec || (env && !strcmp(env, "off"))) return REC_OK;
+    if (!j->gpu || j->o->prep_device != REC_PREP_CUDA || !spec || (env && !strcmp(env, "off")))
+        return j->o->corun_capacity ? rec_errorf(REC_EINVAL, "--corun-capacity: the co-run's capacities are for "
+                                                 "--device cuda --prep-device cuda on .tsv or .rraw data%s",
+                                                 env && !strcmp(env, "off") ? " (REC_CUDA_CORUN=off turns it off)" : "")
+                                    : REC_OK;
+    /* what the capacities were measured on: the GPU, the model's shape, the batch */
+    char dev[256];
+    rec_cuda_probe(dev, sizeof dev);
+    int64_t rows = 0;
+    for (int f = 0; j->cfg.table_rows && f < j->cfg.n_sparse; f++) rows += j->cfg.table_rows[f];
+    snprintf(j->corun_key, sizeof j->corun_key, "%s; %s: %zu dense parameters, %lld table rows of dim %d, batch %lld, %s",
+             dev, j->cfg.name, rec_model_n_dense_params(j->model), (long long)rows, j->cfg.emb_dim, (long long)B,
+             j->cfg.precision == REC_PRECISION_BF16 ? "bf16" : "fp32");
     const rec_rap_gpu gpu = rec_rap_cuda(j->gpu);
-    REC_TRY(rec_rap_new(&j->rap, &gpu, spec, B, j->o->log));
-    REC_TRY(rec_dataset_set_corun(j->train, rec_rap_corun(j->rap)));
-    if (j->o->log)
-        fprintf(j->o->log, "train: co-run (RAP): the first %d steps measure each stage's overlapping capacity, then the "
-                "preprocessing kernels follow a plan\n", rec_rap_probe_steps());
-    return REC_OK;
+    REC_TRY(rec_rap_new(&j->rap, &gpu, spec, B, j->o->corun_capacity, j->corun_key, j->o->log));
+    return rec_dataset_set_corun(j->train, rec_rap_corun(j->rap));
 }
 
 static rec_status load_gpu_plan(job *j) {
@@ -1160,6 +1169,8 @@ static rec_status check_outputs(const rec_train_opts *o, const char *ckpt) {
     rec_guard_in(&g, "--workers", o->workers_file);
     rec_guard_in(&g, "--plan", o->plan_path);
     if (o->tune) rec_guard_out(&g, "--plan", o->plan_path); /* rewritten in place when retuned */
+    rec_guard_in(&g, "--corun-capacity", o->corun_capacity); /* read where it exists, else written */
+    rec_guard_out(&g, "--corun-capacity", o->corun_capacity);
     char store[PATH_MAX] = ""; /* auto offloading reads and writes its metric store */
     if ((o->n_workers > 0 || o->workers_file) && o->offload_ratio < 0 && !o->offload_store)
         rec_offload_store_default(store, sizeof store);
@@ -1261,6 +1272,8 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
                           "...); in one process every table is local: drop it, or start the job under mpirun",
                           o->plan_shards ? "--plan-shards" : "--fetch alltoall");
     if (o->device == REC_DEVICE_CUDA) REC_TRY(check_cuda_opts(o, j.dist));
+    if (o->corun_capacity && (o->device != REC_DEVICE_CUDA || o->prep_device != REC_PREP_CUDA))
+        return rec_errorf(REC_EINVAL, "--corun-capacity: the co-run's capacities are for --device cuda --prep-device cuda");
     if (o->prep_device != REC_PREP_CPU && (o->n_workers > 0 || o->workers_file))
         return rec_errorf(REC_EINVAL, "--prep-device runs the spec's ops on this host's GPU and --workers on other hosts' "
                           "CPUs: give one of them");
