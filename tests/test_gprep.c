@@ -174,6 +174,7 @@ static int same_batch(const rec_batch *a, const rec_batch *b) {
 typedef struct corun_case {
     const double *capacity;
     int n_stages;
+    int64_t step_rows; /* rec_corun_set_step_rows (0: whole blocks) */
 } corun_case;
 
 static double by_members(const rec_fused_kernel *k, int first, int n, void *ctx) {
@@ -181,12 +182,15 @@ static double by_members(const rec_fused_kernel *k, int first, int n, void *ctx)
     return n;
 }
 
-/* What the queued backend ran for a co-run: the first block's kernels whole (timed for the
- * predictor), then each block's pieces, a wait for stage s's event before stage s's. */
-static int corun_log_ok(const rec_fusion *fu, const rec_corun_plan *p, int64_t blocks) {
+/* What the queued backend ran for a co-run of `rows` rows in blocks of `block`: the first
+ * block's kernels whole (timed for the predictor), then the rest a step's rows at a time, each
+ * piece of rows the plan's pieces, a wait for stage s's event before stage s's. */
+static int corun_log_ok(const rec_fusion *fu, const rec_corun_plan *p, int64_t rows, int64_t block, int64_t step) {
     int want[4096], n = 0;
     for (int k = 0; k < fu->n_kernels && n < 4096; k++) want[n++] = fu->kernels[k].n;
-    for (int64_t b = 1; b < blocks; b++)
+    const int64_t first = rows < block ? rows : block, sub = step > 0 && step < block ? step : block;
+    const int64_t gated = (rows - first + sub - 1) / sub;
+    for (int64_t b = 0; b < gated; b++)
         for (int st = 0; st < p->n_stages; st++) {
             if (p->at[st] < p->at[st + 1] && n < 4096) want[n++] = -1 - st;
             for (int i = p->at[st]; i < p->at[st + 1] && n < 4096; i++) want[n++] = p->pieces[i].n;
@@ -206,6 +210,7 @@ static rec_status attach_corun(rec_gexec *g, const rec_fusion *fu, const corun_c
     for (int k = 0; k < cc->n_stages; k++) ev[k] = events + k;
     REC_TRY(rec_corun_schedule(fu, cc->capacity, cc->n_stages, by_members, NULL, p));
     REC_TRY(rec_corun_new(c, cc->n_stages, ev));
+    rec_corun_set_step_rows(*c, cc->step_rows);
     REC_TRY(rec_corun_set_plan(*c, p));
     rec_gexec_corun(g, *c);
     g_queue.events = events, g_queue.n_log = 0;
@@ -264,7 +269,7 @@ static int parity_corun(rec_spec *s, const rec_raw_block *raw, int64_t block, co
     if (!st && cc) st = attach_corun(g, &fu, cc, events, &c, &cp);
     if (!st) st = rec_gexec_run(g, raw, 0, raw->n, &got);
     if (!st && c) st = corun_measured_ok(c, &fu, raw->n < block ? raw->n : block);
-    if (!st && c && be == &g_queued && !corun_log_ok(&fu, &cp, (raw->n + block - 1) / block))
+    if (!st && c && be == &g_queued && !corun_log_ok(&fu, &cp, raw->n, block, cc->step_rows))
         st = rec_errorf(REC_EINVAL, "the co-run plan was not followed");
     rec_corun_plan_free(&cp);
     rec_corun_free(c);
@@ -299,13 +304,14 @@ static int parity(rec_spec *s, const rec_raw_block *raw, int64_t block, const ch
 static void test_corun(const rec_raw_block *raw, const rec_gback *be) {
     const char *names[] = {"criteo_rap", "criteo_heavy"};
     static const double caps[3][4] = {{2.5, 0, 7, 3}, {1, 1, 1, 1}, {0, 0, 0, 0}};
+    static const int64_t step_rows[3] = {0, 300, 1000}; /* whole blocks of 777; pieces of 300 */
     for (int c = 0; c < 2; c++) {
         char path[256];
         snprintf(path, sizeof path, "%s/configs/%s.json", getenv("REC_SOURCE_DIR") ? getenv("REC_SOURCE_DIR") : "..", names[c]);
         rec_spec *s = NULL;
         CHECK(rec_spec_load(&s, path) == REC_OK, "%s", rec_errmsg());
         for (int k = 0; s && k < 3; k++) {
-            const corun_case cc = {caps[k], 4};
+            const corun_case cc = {caps[k], 4, step_rows[k]};
             CHECK(parity_corun(s, raw, 777, names[c], be, &cc), "%s: co-run plan %d (%s backend): the CPU executor's "
                   "batch", names[c], k, be->name);
         }

@@ -400,8 +400,9 @@ static double by_members(const rec_fused_kernel *k, int first, int n, void *ctx)
     return n;
 }
 
-/* The loader's GPU executors (the CPU backend) following a co-run plan that shards kernels,
- * a shuffled .rraw's blocks on several threads: the shard's batches, in both orders. */
+/* The loader's GPU executors (the CPU backend) following a co-run plan that shards kernels, 700
+ * rows at a time, a shuffled .rraw's blocks on several threads: the shard's batches, in both
+ * orders. */
 static void corun_loader(rec_dataset *shard, rec_dataset *dg, const rec_shuffle *sh) {
     rec_fusion fu = {0};
     rec_corun_plan p = {0};
@@ -411,6 +412,7 @@ static void corun_loader(rec_dataset *shard, rec_dataset *dg, const rec_shuffle 
     rec_status s = rec_prep_fuse(rec_dataset_spec(dg), NULL, &fu);
     if (!s) s = rec_corun_schedule(&fu, cap, 3, by_members, NULL, &p);
     if (!s) s = rec_corun_new(&c, 3, ev);
+    if (!s) rec_corun_set_step_rows(c, 700); /* blocks cut into pieces of rows */
     if (!s) s = rec_corun_set_plan(c, &p);
     if (!s) s = rec_dataset_set_corun(dg, c);
     CHECK(s == REC_OK && p.n_pieces > fu.n_kernels, "a plan that shards kernels (%d pieces of %d): %s", p.n_pieces,

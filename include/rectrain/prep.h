@@ -296,6 +296,11 @@ typedef struct rec_corun rec_corun;
 rec_status rec_corun_new(rec_corun **out, int n_stages, void *const *events);
 void rec_corun_free(rec_corun *c);
 int rec_corun_stages(const rec_corun *c);
+/* Rows a step trains: an executor following a plan runs its blocks in pieces of at most this
+ * many rows, each gated on the newest step then (RAP: a batch's preprocessing beside the step
+ * before). Before any executor runs; 0 (the default): whole blocks. */
+void rec_corun_set_step_rows(rec_corun *c, int64_t rows);
+int64_t rec_corun_step_rows(const rec_corun *c);
 void *rec_corun_event(const rec_corun *c, int stage);
 /* Replaces the plan (copied; p->n_stages must be the corun's). */
 rec_status rec_corun_set_plan(rec_corun *c, const rec_corun_plan *p);

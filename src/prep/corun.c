@@ -160,6 +160,7 @@ struct rec_corun {
     pthread_mutex_t mu;
     int n_stages;
     void **events;
+    int64_t step_rows;
     rec_corun_plan plan;
     uint64_t version;    /* 0: no plan yet */
     int claimed, measured;
@@ -193,6 +194,8 @@ void rec_corun_free(rec_corun *c) {
 }
 
 int rec_corun_stages(const rec_corun *c) { return c->n_stages; }
+void rec_corun_set_step_rows(rec_corun *c, int64_t rows) { c->step_rows = rows > 0 ? rows : 0; }
+int64_t rec_corun_step_rows(const rec_corun *c) { return c->step_rows; }
 void *rec_corun_event(const rec_corun *c, int stage) { return c->events[stage]; }
 
 rec_status rec_corun_set_plan(rec_corun *c, const rec_corun_plan *p) {

@@ -695,13 +695,16 @@ rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int
     uint8_t *loaded = calloc((size_t)g->s->n_features + 1, 1);
     if (!loaded) return rec_errorf(REC_ENOMEM, "GPU preprocessing: out of memory");
     rec_status s = REC_OK;
-    for (int64_t done = 0; !s && done < n; done += g->rows) {
-        const int64_t m = n - done < g->rows ? n - done : g->rows;
+    for (int64_t done = 0, m = 0; !s && done < n; done += m) {
         memset(loaded, 0, (size_t)g->s->n_features);
         g->snap_at = 0; /* the last block's copies are done: its emit waited for them */
         int for_corun = 0; /* this block's kernels timed for the corun's predictor */
         if (g->corun) s = follow(g, &for_corun);
         const int measure = g->measure || for_corun;
+        /* following a plan: a step's rows at a time, each beside a step */
+        const int64_t step = g->corun && g->plan.n_stages && !measure ? rec_corun_step_rows(g->corun) : 0;
+        const int64_t most = step > 0 && step < g->rows ? step : g->rows;
+        m = n - done < most ? n - done : most;
         const int64_t sampled = g->n_samples;
         if (!s) s = upload(g, raw, r0 + done, m);
         const int timed = g->be->mark && g->be->span_ms && !measure;

@@ -8,7 +8,7 @@
  *      co-running) and the first block's fused kernels are timed alone (rec_corun_claim_measure);
  *   2. latency of any fused kernel or piece of one (§5.2): XGBoost trained on those timings;
  *   3. the plan (Algorithm 1, rec_corun_schedule): the capacities and the predicted latency of
- *      a step's rows (a block's kernels times the blocks a step takes), set on the corun; every
+ *      a step's rows (the timed block's kernels scaled to a step's rows), set on the corun; every
  *      executor follows it from its next block;
  *   4. the measured exposed latency: each stage's mean time while following the plan against
  *      its time without a probe in step 1, summed where longer (RAP §5.3's T_delta), beside the
@@ -28,7 +28,10 @@
  * GPU, so no grad_comm), each a run of the model's parts: the embeddings' forward; the bottom
  * MLP, interaction, top MLP and loss; their backward; the embeddings' backward and update and
  * the dense optimizer. A stage starts at its first part's event. */
-enum { NS = 4, SETTLE_STEPS = 8 };
+/* An executor following the plan runs a step's rows at a time, but no fewer than
+ * MIN_STEP_ROWS: a block's fixed costs (its uploads, launches and two waits) would outgrow what
+ * it hides behind a small step. */
+enum { NS = 4, SETTLE_STEPS = 8, MIN_STEP_ROWS = 8192 };
 static const int FIRST[NS + 1] = {0, 1, 5, 8, REC_CUDA_CORUN_STAGES}; /* the model's stages (parts 1..) */
 static const char *const STAGE_NAMES[NS] = {"embedding fwd", "MLPs fwd, loss", "MLPs bwd", "embedding bwd, optimizers"};
 
@@ -46,7 +49,7 @@ struct rec_rap {
     rec_lat_model *pred;
     const double *vpr, *ms;     /* the executor's: values each instance read a row, each kernel's time alone */
     int64_t block_rows;
-    double per_step;            /* blocks a step's load holds */
+    double per_step;            /* a step's load: its share of the timed block */
     rec_corun_plan plan;
     int planned;
     double sum_ms[NS];          /* stages of the planned steps counted */
@@ -86,6 +89,7 @@ rec_status rec_rap_new(rec_rap **out, const rec_rap_gpu *gpu, const rec_spec *sp
     if (!s) s = gpu->corun(gpu->ctx, events);
     for (int k = 0; k < NS; k++) starts[k] = events[FIRST[k]];
     if (!s) s = rec_corun_new(&r->corun, NS, starts);
+    if (!s) rec_corun_set_step_rows(r->corun, batch > MIN_STEP_ROWS ? batch : MIN_STEP_ROWS);
     if (!s) s = rec_cap_search_init(&r->search, NS, 0.03);
     if (!s) s = load_capacity(r);
     if (s) {
@@ -123,7 +127,7 @@ rec_status rec_rap_before_step(rec_rap *r) {
 }
 
 /* The predicted standalone latency of a step's share of members [first, first + n) of kernel
- * k: the predictor's for one block, times the blocks a step takes. */
+ * k: the predictor's for the timed block, scaled to a step's rows. */
 static double step_latency(const rec_fused_kernel *k, int first, int n, void *ctx) {
     const rec_rap *r = ctx;
     if (!r->pred) /* one kernel measured: too few to train on; its time shared by its members */
@@ -161,7 +165,8 @@ static rec_status make_plan(rec_rap *r) {
                           (long long)n, r->spec->name, r->fu.n_kernels);
     r->ms = ms;
     if (n >= 2) REC_TRY(rec_lat_train(X, ms, n, &r->pred));
-    r->per_step = r->batch > r->block_rows ? (double)r->batch / (double)r->block_rows : 1;
+    /* a step's load: its rows' share of the timed block (a piece of MIN_STEP_ROWS at least) */
+    r->per_step = (double)(r->batch > MIN_STEP_ROWS ? r->batch : MIN_STEP_ROWS) / (double)r->block_rows;
     REC_TRY(rec_corun_schedule(&r->fu, r->search.capacity, NS, step_latency, r, &r->plan));
     REC_TRY(rec_corun_set_plan(r->corun, &r->plan));
     r->planned = 1, r->settle = SETTLE_STEPS;
@@ -170,7 +175,7 @@ static rec_status make_plan(rec_rap *r) {
         if (!r->cap_loaded)
             fprintf(r->log, "train: co-run: overlapping capacity measured on %lld steps%s%s\n", (long long)r->search.steps,
                     r->cap_path ? ", kept in " : "", r->cap_path ? r->cap_path : "");
-        fprintf(r->log, "train: co-run: %lld fused kernels timed alone on a block of %lld rows, %.2f blocks a step\n",
+        fprintf(r->log, "train: co-run: %lld fused kernels timed alone on a block of %lld rows; a step's load %.3f of it\n",
                 (long long)n, (long long)r->block_rows, r->per_step);
         print_plan(r, r->search.capacity);
     }
