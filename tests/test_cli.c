@@ -815,6 +815,13 @@ static void test_raw_columns(void) {
     CHECK(run(cmd, src, src) == 1 && strstr(out, "--corun-capacity: the co-run's capacities are for --device cuda "
                                            "--prep-device cuda") && access("cap.json", F_OK) != 0,
           "train --corun-capacity without --device cuda: %s", out);
+    setenv("REC_CUDA_CORUN", "off", 1);
+    snprintf(cmd, sizeof cmd, "%s --data raw.rraw --spec %%s/configs/criteo_heavy.json --device cuda --prep-device cuda "
+             "--corun-capacity cap.json", train);
+    CHECK(run(cmd, src, src) == 1 && strstr(out, "--corun-capacity: REC_CUDA_CORUN=off turns the co-run off") &&
+              access("cap.json", F_OK) != 0,
+          "train --corun-capacity with REC_CUDA_CORUN=off: %s", out);
+    unsetenv("REC_CUDA_CORUN");
     /* A .rraw records its format: a contrary --format, or parts of both formats, refused. */
     CHECK(run("prep --raw --in test.tsv --out test.rraw") == 0, "prep --raw of a test-format file: %s", out);
     CHECK(run("prep --spec %s/configs/criteo_standard.json --in raw.rraw --format test --out x.rshard", src) == 1 &&

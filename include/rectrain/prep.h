@@ -309,11 +309,13 @@ rec_status rec_corun_set_plan(rec_corun *c, const rec_corun_plan *p);
 rec_status rec_corun_take(rec_corun *c, uint64_t *version, rec_corun_plan *out, int *changed);
 /* The predictor's inputs from the running executors: the first executor to ask (claim returns
  * 1 to it alone) times its next block's fused kernels alone (rec_gexec_measure) and leaves
- * the samples and the values each fusion instance read a row (by rec_fusion.ops index) here.
- * rec_corun_measured: 1 once they are here (the arrays stay the corun's). */
+ * the samples and the values each fusion instance read a row (by rec_fusion.ops index) here:
+ * X (n x REC_LAT_FEATURES) and ms are malloc'd and become the corun's (freed here on failure
+ * too); values_per_row is copied. rec_corun_measured: 1 once they are here (the arrays stay
+ * the corun's). */
 int rec_corun_claim_measure(rec_corun *c);
-rec_status rec_corun_put_measured(rec_corun *c, const double *values_per_row, int n_ops, int64_t rows,
-                                  const float *X, const double *ms, int64_t n);
+rec_status rec_corun_put_measured(rec_corun *c, const double *values_per_row, int n_ops, int64_t rows, float *X,
+                                  double *ms, int64_t n);
 int rec_corun_measured(rec_corun *c, const double **values_per_row, int64_t *rows, const float **X,
                        const double **ms, int64_t *n);
 

@@ -856,9 +856,9 @@ extern "C" rec_status rec_cuda_model_corun(rec_cuda_model *g, void **events) {
         REC_TRY(rec_cuda_alloc((void **)&g->probe_buf, sizeof(long long) * PROBE_VALUES, "the capacity probe"));
         CU_TRY(cudaMemsetAsync(g->probe_buf, 0, sizeof(long long) * PROBE_VALUES, g->probe_st), "the capacity probe");
         // The probe alone: 2^k blocks, each timed on its second run, up to 50 ms.
-        cudaEvent_t t[2];
-        CU_TRY(cudaEventCreate(&t[0]), "timing the capacity probe");
-        e = cudaEventCreate(&t[1]);
+        cudaEvent_t t[2] = {NULL, NULL};
+        e = cudaEventCreate(&t[0]);
+        if (e == cudaSuccess) e = cudaEventCreate(&t[1]);
         g->n_cal = 0;
         for (int k = 0; e == cudaSuccess && k < PROBE_CAL && (k == 0 || g->cal_ms[k - 1] < 50); k++) {
             float ms = 0;
@@ -871,7 +871,8 @@ extern "C" rec_status rec_cuda_model_corun(rec_cuda_model *g, void **events) {
             }
             g->cal_ms[k] = ms, g->n_cal = k + 1;
         }
-        cudaEventDestroy(t[0]), cudaEventDestroy(t[1]);
+        for (int k = 0; k < 2; k++)
+            if (t[k]) cudaEventDestroy(t[k]);
         if (e != cudaSuccess) return cu_fail(e, "timing the capacity probe");
         for (int i = 0; i < SLOTS; i++) g->probe_of[i] = -1;
         g->probe_next = -1, g->stage_fresh = 0;

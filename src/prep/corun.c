@@ -228,19 +228,17 @@ int rec_corun_claim_measure(rec_corun *c) {
     return mine;
 }
 
-rec_status rec_corun_put_measured(rec_corun *c, const double *values_per_row, int n_ops, int64_t rows, const float *X,
-                                  const double *ms, int64_t n) {
-    double *v = malloc(sizeof(double) * ((size_t)n_ops + 1)), *m = malloc(sizeof(double) * ((size_t)n + 1));
-    float *x = malloc(sizeof(float) * REC_LAT_FEATURES * ((size_t)n + 1));
-    if (!v || !m || !x) {
-        free(v), free(m), free(x);
+rec_status rec_corun_put_measured(rec_corun *c, const double *values_per_row, int n_ops, int64_t rows, float *X,
+                                  double *ms, int64_t n) {
+    double *v = malloc(sizeof(double) * ((size_t)n_ops + 1));
+    if (!v) {
+        free(X), free(ms);
         return rec_errorf(REC_ENOMEM, "co-run: out of memory");
     }
     if (n_ops) memcpy(v, values_per_row, sizeof(double) * (size_t)n_ops);
-    if (n) memcpy(m, ms, sizeof(double) * (size_t)n), memcpy(x, X, sizeof(float) * REC_LAT_FEATURES * (size_t)n);
     pthread_mutex_lock(&c->mu);
     free(c->vpr), free(c->X), free(c->ms);
-    c->vpr = v, c->X = x, c->ms = m, c->n = n, c->rows = rows, c->measured = 1;
+    c->vpr = v, c->X = X, c->ms = ms, c->n = n, c->rows = rows, c->measured = 1;
     pthread_mutex_unlock(&c->mu);
     return REC_OK;
 }
@@ -276,16 +274,6 @@ void rec_cap_search_free(rec_cap_search *c) {
     memset(c, 0, sizeof *c);
 }
 
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* A stage too short to hold a probe's launch (microseconds) is not searched: capacity 0. */
 static const double SHORTEST_MS = 0.01;
 
@@ -307,7 +295,7 @@ void rec_cap_search_record(rec_cap_search *c, const double *stage_ms) {
     if (c->phase == 0) {
         for (int s = 0; s < c->n_stages; s++) c->samples[s * REC_CAP_REPS + c->rep] = stage_ms[s];
         if (++c->rep < REC_CAP_REPS) return;
-        for (int s = 0; s < c->n_stages; s++) c->base_ms[s] = median_of(c->samples + s * REC_CAP_REPS, REC_CAP_REPS);
+        for (int s = 0; s < c->n_stages; s++) c->base_ms[s] = rec_median(c->samples + s * REC_CAP_REPS, REC_CAP_REPS);
         c->rep = 0, c->asked = 0, c->phase = 1;
         skip_short(c);
         return;
@@ -315,7 +303,7 @@ void rec_cap_search_record(rec_cap_search *c, const double *stage_ms) {
     c->samples[c->rep] = stage_ms[c->stage];
     if (++c->rep < REC_CAP_REPS) return;
     c->rep = 0, c->asked = 0;
-    const double mid = 0.5 * (c->lo + c->hi), t = median_of(c->samples, REC_CAP_REPS);
+    const double mid = 0.5 * (c->lo + c->hi), t = rec_median(c->samples, REC_CAP_REPS);
     if (t <= c->base_ms[c->stage] * (1 + c->tol)) c->lo = mid; /* the probe fit: the stage was not lengthened */
     else c->hi = mid;
     if (++c->round < REC_CAP_ROUNDS) return;

@@ -679,9 +679,7 @@ static rec_status put_measured(rec_gexec *g, int64_t from, int64_t rows) {
         ms[i] = g->samples[from + i].ms;
     }
     g->n_samples = from; /* the corun's: not the executor's own measurements */
-    const rec_status s = rec_corun_put_measured(g->corun, g->vpr, g->fu->n_ops, rows, X, ms, n);
-    free(X), free(ms);
-    return s;
+    return rec_corun_put_measured(g->corun, g->vpr, g->fu->n_ops, rows, X, ms, n);
 }
 
 rec_status rec_gexec_run(rec_gexec *g, const rec_raw_block *raw, int64_t r0, int64_t n, rec_batch *b) {

@@ -867,19 +867,13 @@ static rec_status put_eval(job *j, int64_t step, const rec_metrics *m, int final
     return final ? rec_scalars_write_calibration(j->scalars, step, m) : REC_OK;
 }
 
-/* --device cuda --plan FILE: the GPU engine's plan (`bench embed --device cuda --plan-out`),
- * refused with the JSON path when it was tuned for other tables. */
 /* RAP's co-run (rap.c): the loader's GPU executors placed beside the training's stages, where
  * the spec's ops run on the GPU executor next to a GPU's training. REC_CUDA_CORUN=off keeps
  * them ungated on their low-priority streams (a diagnostic: CUDA streams' co-running). */
 static rec_status start_corun(job *j, int64_t B) {
     const rec_spec *spec = rec_dataset_spec(j->train);
     const char *env = getenv("REC_CUDA_CORUN");
-    if (!j->gpu || j->o->prep_device != REC_PREP_CUDA || !spec || (env && !strcmp(env, "off")))
-        return j->o->corun_capacity ? rec_errorf(REC_EINVAL, "--corun-capacity: the co-run's capacities are for "
-                                                 "--device cuda --prep-device cuda on .tsv or .rraw data%s",
-                                                 env && !strcmp(env, "off") ? " (REC_CUDA_CORUN=off turns it off)" : "")
-                                    : REC_OK;
+    if (!j->gpu || j->o->prep_device != REC_PREP_CUDA || !spec || (env && !strcmp(env, "off"))) return REC_OK;
     /* what the capacities were measured on: the GPU, the model's shape, the batch */
     char dev[256];
     rec_cuda_probe(dev, sizeof dev);
@@ -893,6 +887,8 @@ static rec_status start_corun(job *j, int64_t B) {
     return rec_dataset_set_corun(j->train, rec_rap_corun(j->rap));
 }
 
+/* --device cuda --plan FILE: the GPU engine's plan (`bench embed --device cuda --plan-out`),
+ * refused with the JSON path when it was tuned for other tables. */
 static rec_status load_gpu_plan(job *j) {
     char *text;
     size_t len;
@@ -1271,9 +1267,12 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
         return rec_errorf(REC_EINVAL, "%s shards the tables across the ranks of an mpirun (mpirun -np N rectrain train "
                           "...); in one process every table is local: drop it, or start the job under mpirun",
                           o->plan_shards ? "--plan-shards" : "--fetch alltoall");
-    if (o->device == REC_DEVICE_CUDA) REC_TRY(check_cuda_opts(o, j.dist));
     if (o->corun_capacity && (o->device != REC_DEVICE_CUDA || o->prep_device != REC_PREP_CUDA))
         return rec_errorf(REC_EINVAL, "--corun-capacity: the co-run's capacities are for --device cuda --prep-device cuda");
+    const char *corun = getenv("REC_CUDA_CORUN");
+    if (o->corun_capacity && corun && !strcmp(corun, "off"))
+        return rec_errorf(REC_EINVAL, "--corun-capacity: REC_CUDA_CORUN=off turns the co-run off: drop one of them");
+    if (o->device == REC_DEVICE_CUDA) REC_TRY(check_cuda_opts(o, j.dist));
     if (o->prep_device != REC_PREP_CPU && (o->n_workers > 0 || o->workers_file))
         return rec_errorf(REC_EINVAL, "--prep-device runs the spec's ops on this host's GPU and --workers on other hosts' "
                           "CPUs: give one of them");
