@@ -487,7 +487,9 @@ static void test_driver(const rec_raw_block *raw) {
         {"{'format': 'rectrain-corun-capacity', 'version': 1, 'key': 'gpu A', 'stages': [{'name': 'embedding fwd', "
          "'capacity_ms': 0.1, 'base_ms': 0.4}, {'name': 'x'}, {}, {}]}", "$.stages[1].name"},
         {"{'format': 'rectrain-corun-capacity', 'version': 1, 'key': 'gpu A', 'stages': [{'name': 'embedding fwd', "
-         "'capacity_ms': 0.5, 'base_ms': 0.4}, {}, {}, {}]}", "$.stages[0].capacity_ms: want 0 to base_ms"}};
+         "'capacity_ms': 0.5, 'base_ms': 0.4}, {}, {}, {}]}", "$.stages[0].capacity_ms: want 0 to base_ms"},
+        {"{'format': 'rectrain-corun-capacity', 'version': 1, 'key': 'gpu A', 'stages': [{'name': 'embedding fwd', "
+         "'capacity_ms': 0, 'base_ms': -1}, {}, {}, {}]}", "$.stages[0].base_ms: want the stage's time"}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         FILE *f = fopen(cap, "w");
         for (const char *c = bad[k][0]; f && *c; c++) fputc(*c == '\'' ? '"' : *c, f);
@@ -711,6 +713,16 @@ static void test_refusals(void) {
           rec_prep_engine_init(&e, plan, 1, &to, "t") == REC_OK && rec_prep_engine_set_device(e, REC_PREP_GPU_EMULATED) == REC_OK,
           "%s", rec_errmsg());
     if (e) CHECK_ERR(rec_prep_engine_set_device(e, REC_PREP_CUDA), REC_EINVAL, "the device is set once");
+    rec_prep_engine_free(e);
+    /* co-running: an engine on the CPU executor, a corun of no stages */
+    rec_corun *c = NULL;
+    void *ev[1] = {NULL};
+    e = NULL;
+    CHECK_ERR(rec_corun_new(&c, 0, ev), REC_EINVAL, "co-run: 0 training stages");
+    CHECK(c == NULL && rec_corun_new(&c, 1, ev) == REC_OK && rec_prep_engine_init(&e, plan, 1, &to, "t") == REC_OK,
+          "%s", rec_errmsg());
+    if (e && c) CHECK_ERR(rec_prep_engine_corun(e, c), REC_EINVAL, "co-running with training needs the GPU executor");
+    rec_corun_free(c);
     rec_prep_engine_free(e);
     rec_prep_plan_free(plan);
     rec_spec_free(st);
