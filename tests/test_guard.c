@@ -2,10 +2,13 @@
  * output option, every input option of that command is given as the output: the command must
  * refuse with the guard's message, and every input must be byte-identical afterwards. A second
  * check reads each command's --help and fails on a file option the table below does not list,
- * so that a new command or option is enumerated too. */
+ * so that a new command or option is enumerated too. Then every output is given a device (a
+ * null one: written into, never replaced; a full one: exit 1 naming it), standard output a
+ * full device, and '-' where it is not standard output. */
 #include <ctype.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "clirun.h"
 #include "rectrain/core.h"
@@ -332,6 +335,149 @@ static void test_many(void) {
     CHECK(h.n == 0 && rec_guard_check(&h) == REC_OK, "NULL, empty and - are skipped (%d kept)", h.n);
 }
 
+/* ---- outputs that are not regular files ----------------------------------------------------
+ * Every output of every command is given (1) a copy of /dev/null: it is written into and is
+ * the same device afterwards, never renamed over (a .tmp-then-rename write would leave a
+ * regular file where the device was, and every program on the machine would write into it),
+ * and no NAME.tmp is left; (2) a copy of /dev/full: exit 1 naming it, a write error never
+ * lost. A folder output (and export's ONNX file, which exists) is refused naming the device.
+ * The copies are made with mknod in the scratch folder, so that a binary that renames over
+ * them cannot reach the machine's own /dev/null and /dev/full. */
+typedef struct wcase {
+    const char *cmd, *flag; /* the command and its output option, as in CASES */
+    const char *line;       /* the command line, %s where the output goes */
+    const char *name;       /* the output's name (an extension some commands ask for) */
+    int refused;            /* a folder output, or a file the command does not replace unasked */
+} wcase;
+
+static const wcase WRITES[] = {
+    {"gen", "--out", "gen --rows 100 --out %s", "w.tsv", 0},
+    {"gen", "--prob-out", "gen --rows 100 --out g.tsv --prob-out %s", "w.prob", 0},
+    {"prep", "--out", "prep --spec spec.json --in raw.tsv --out %s", "w.rshard", 0},
+    {"train", "--loss-log", "train --data std.rshard --steps 2 --loss-log %s", "w.txt", 0},
+    {"train", "--metrics", "train --data std.rshard --steps 2 --metrics %s", "w.jsonl", 0},
+    {"train", "--ckpt", "train --data std.rshard --steps 2 --ckpt %s", "wk", 1},
+    {"train", "--npy", "train --data std.rshard --steps 2 --npy %s", "wn", 1},
+    {"train", "--plot", "train --data std.rshard --steps 2 --plot %s", "wp", 1},
+    {"train", "--tensorboard", "train --data std.rshard --steps 2 --tensorboard %s", "wt", 1},
+    {"predict", "--out", "predict --ckpt K --data raw.tsv --spec spec.json --out %s", "w.tsv", 0},
+    {"predict", "--feed-out", "predict --ckpt K --data raw.tsv --spec spec.json --out p.tsv --feed-out %s", "w.bin", 0},
+    {"plot", "--out", "plot --metrics m.jsonl --out %s", "wd", 1},
+    {"plot", "--out", "plot --table t.tsv --out %s", "w.png", 0},
+    {"export", "--out", "export --ckpt K --out %s", "we", 1},
+    {"export", "--out", "export --ckpt K --format onnx --out %s", "w.onnx", 1},
+    {"plan", "--out", "plan --data std.rshard --ranks 2 --out %s", "w.json", 0},
+    {"cluster", "--loss-log", "cluster cluster.json --loss-log %s", "w.txt", 0},
+    {"cluster", "--ckpt", "cluster cluster.json --ckpt %s", "wc", 1},
+    {"keygen", "--out", "keygen --out %s", "wkeys", 1},
+};
+
+/* Outputs of CASES that WRITES does not run, each with why. */
+static const struct {
+    const char *cmd, *flag, *why;
+} NOT_RUN[] = {
+    {"train", "--corun-capacity", "GPU only; written by rec_json_write, as plan --out is"},
+    {"train", "--offload-store", "needs prep-workers; written by rec_atomic_open, as prep --out is"},
+    {"train", "--plan", "written when the tuner ends, hundreds of steps in; by rec_atomic_fopen, as plan --out"},
+    {"plan", "--chart", "a prefix: PREFIX-N.png, files of their own"},
+    {"bench prep", "--latencies", "GPU only; written by rec_atomic_fopen, as plan --out is"},
+};
+
+static int is_char_device(const char *name) {
+    struct stat st;
+    return lstat(path(name), &st) == 0 && S_ISCHR(st.st_mode);
+}
+
+/* One output given one device (minor 3: null, 7: full); 0 when mknod is refused here. */
+static int try_device(const wcase *w, unsigned minor) {
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%s.tmp", w->name);
+    unlink(path(w->name));
+    if (mknod(path(w->name), S_IFCHR | 0666, makedev(1, minor)) != 0) return 0;
+    char line[512];
+    snprintf(line, sizeof line, w->line, w->name);
+    const int rc = run("%s", line);
+    const int full = minor == 7;
+    if (w->refused || full)
+        CHECK(rc == 1 && strstr(out, w->name), "rectrain %s (a copy of /dev/%s): rc %d, want 1 naming %s: %s", line,
+              full ? "full" : "null", rc, w->name, out);
+    else
+        CHECK(rc == 0, "rectrain %s (a copy of /dev/null): rc %d: %s", line, rc, out);
+    CHECK(is_char_device(w->name), "rectrain %s replaced the device %s with a %s", line, w->name,
+          access(path(w->name), F_OK) ? "nothing" : "regular file");
+    CHECK(access(path(tmp), F_OK) != 0, "rectrain %s left %s", line, tmp);
+    unlink(path(w->name));
+    return 1;
+}
+
+static void test_devices(void) {
+    int n = 0;
+    for (size_t k = 0; k < sizeof WRITES / sizeof WRITES[0]; k++)
+        for (unsigned minor = 3; minor <= 7; minor += 4) n += try_device(&WRITES[k], minor);
+    if (!n) {
+        printf("devices: mknod refused here (not root?): outputs on devices not checked\n");
+        return;
+    }
+    printf("devices: %d outputs given a null and a full device\n", n / 2);
+    /* every output of CASES is run above or said why not */
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++)
+        for (int a = 0; a < 24 && CASES[c].a[a].flag; a++) {
+            const arg *x = &CASES[c].a[a];
+            if (x->role != OUT && x->role != INOUT && x->role != PREFIX) continue;
+            int found = 0;
+            for (size_t k = 0; k < sizeof WRITES / sizeof WRITES[0]; k++)
+                found |= !strcmp(WRITES[k].cmd, CASES[c].cmd) && !strcmp(WRITES[k].flag, x->flag);
+            for (size_t k = 0; k < sizeof NOT_RUN / sizeof NOT_RUN[0]; k++)
+                found |= !strcmp(NOT_RUN[k].cmd, CASES[c].cmd) && !strcmp(NOT_RUN[k].flag, x->flag);
+            CHECK(found, "%s %s: an output neither in WRITES nor in NOT_RUN (tests/test_guard.c)", CASES[c].cmd,
+                  x->flag);
+        }
+}
+
+/* What a command prints to standard output (a report, --json, rows to '-') on a full device:
+ * exit 1, said on standard error. */
+static void test_stdout_full(void) {
+    static const char *const lines[] = {
+        "train --data std.rshard --steps 2 --json", "eval --ckpt K --data std.rshard --json", "inspect std.rshard",
+        "predict --ckpt K --data raw.tsv --spec spec.json --out -", "gen --rows 100 --out -",
+        "plan --data std.rshard --ranks 2", "--help"};
+    unlink(path("full"));
+    if (mknod(path("full"), S_IFCHR | 0666, makedev(1, 7)) != 0) {
+        printf("stdout: mknod refused here (not root?): not checked\n");
+        return;
+    }
+    for (size_t k = 0; k < sizeof lines / sizeof lines[0]; k++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "cd %s && REC_PROGRESS=0 %s %s >full 2>err.txt", dir, cli, lines[k]);
+        const int st = system(cmd);
+        read_out("err.txt");
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && (strstr(out, "standard output") || strstr(out, "/proc/self/fd/1")),
+              "rectrain %s >/dev/full: status %d, want 1 naming standard output: %s", lines[k], st, out);
+    }
+    CHECK(is_char_device("full"), "the shell's redirection kept the device");
+}
+
+/* '-' is standard output for gen --out and predict --out and nothing else: an option that
+ * reads or writes a file refuses it (it had read or written a file named '-'). */
+static void test_dash(void) {
+    static const char *const lines[] = {"predict --ckpt K --data - --spec spec.json --out p.tsv",
+                                        "prep --spec spec.json --in - --out o.rshard",
+                                        "prep --spec spec.json --in raw.tsv --out -",
+                                        "train --data std.rshard --steps 1 --loss-log -",
+                                        "gen --rows 10 --out g.tsv --prob-out -", "plan --data std.rshard --ranks 2 --out -"};
+    for (size_t k = 0; k < sizeof lines / sizeof lines[0]; k++)
+        CHECK(run("%s", lines[k]) == 2 && strstr(out, "'-' is not standard input or output here"),
+              "rectrain %s: want a usage error on '-': %s", lines[k], out);
+    CHECK(access(path("-"), F_OK) != 0, "a file named '-' was made");
+    CHECK(run("gen --rows 10 --seed 3 --out g.tsv") == 0, "gen: %s", out);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd %s && %s gen --rows 10 --seed 3 --out - 2>/dev/null > g2.tsv", dir, cli);
+    CHECK(system(cmd) == 0 && same_file("g.tsv", "g2.tsv"), "gen --out - writes the rows --out FILE writes");
+    CHECK(access(path("-"), F_OK) != 0, "gen --out - made a file named '-'");
+    CHECK(run("gen --rows 10 --out - --json") == 2 && strstr(out, "--json prints to standard output"),
+          "gen --out - --json: %s", out);
+}
+
 int main(void) {
     int rc = clirun_setup("test_guard");
     if (rc) return rc;
@@ -344,6 +490,9 @@ int main(void) {
     test_enumerate();
     test_coverage();
     test_shapes();
+    test_devices();
+    test_stdout_full();
+    test_dash();
     clirun_cleanup();
     return check_report();
 }

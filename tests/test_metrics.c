@@ -400,12 +400,12 @@ static void test_npy(void) {
 
     /* errors */
     CHECK_ERR(rec_npy_write("/nonexistent-rec-dir/x.npy", a7, NULL, 1, (int64_t[]){7}), REC_EIO,
-              "/nonexistent-rec-dir/x.npy.tmp: cannot create the .npy file: No such file or directory");
+              "/nonexistent-rec-dir/x.npy.tmp: cannot create: No such file or directory");
     char path[128], tmp[160];
-    snprintf(path, sizeof path, "%s/isdir.npy", g_dir); /* a directory in the way of the rename */
+    snprintf(path, sizeof path, "%s/isdir.npy", g_dir); /* a directory in the way: refused before writing */
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     CHECK(mkdir(path, 0700) == 0, "mkdir %s: %s", path, strerror(errno));
-    CHECK_ERR(rec_npy_write(path, a7, NULL, 1, (int64_t[]){7}), REC_EIO, "cannot rename");
+    CHECK_ERR(rec_npy_write(path, a7, NULL, 1, (int64_t[]){7}), REC_EINVAL, "is a directory");
     CHECK(strstr(rec_errmsg(), path) != NULL, "message \"%s\" should name %s", rec_errmsg(), path);
     CHECK(access(tmp, F_OK) != 0, "the temporary file is left behind after a failed rename");
     CHECK_ERR(rec_npy_write(path, a7, NULL, 9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}), REC_EINVAL,

@@ -50,6 +50,9 @@ int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(print
 /* Value parsers for "--flag VALUE": advance *i past the value. On a missing or bad value
  * they print a usage error and return CLI_USAGE; CLI_OK otherwise. */
 int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out);
+/* cli_str for an output that may be standard output: "-" is taken (cli_str refuses it, and
+ * cli_paths refuses it as an input, so that "-" never names a file). */
+int cli_out(const char *cmd, int argc, char **argv, int *i, const char **out);
 int cli_i64(const char *cmd, int argc, char **argv, int *i, int64_t min, int64_t max, int64_t *out);
 int cli_int(const char *cmd, int argc, char **argv, int *i, int min, int max, int *out);
 int cli_double(const char *cmd, int argc, char **argv, int *i, double min, double max, double *out);

@@ -1,4 +1,5 @@
 /* rectrain gen: a synthetic Criteo-like TSV with known click probabilities. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,7 +18,7 @@ static const char USAGE[] =
     "--threads.\n"
     "\n"
     "  --rows N           rows to write (suffixes k, M, G: 10M = 10,000,000)\n"
-    "  --out FILE         output .tsv\n"
+    "  --out FILE         output .tsv ('-': standard output)\n"
     "  --seed S           random seed (default 1)\n"
     "  --scale X          multiply every table's cardinality by X (default 1; each keeps >= 2)\n"
     "  --multi-hot        comma-separated id lists with the MLPerf DLRMv2 mean sizes\n"
@@ -39,7 +40,7 @@ int cmd_gen(int argc, char **argv) {
         int rc = CLI_OK;
         if (cli_is_help(a)) { fputs(USAGE, stdout); return CLI_OK; }
         else if (!strcmp(a, "--rows")) rc = cli_i64(cmd, argc, argv, &i, 0, (int64_t)1 << 50, &rows);
-        else if (!strcmp(a, "--out")) rc = cli_str(cmd, argc, argv, &i, &out);
+        else if (!strcmp(a, "--out")) rc = cli_out(cmd, argc, argv, &i, &out);
         else if (!strcmp(a, "--seed")) rc = cli_i64(cmd, argc, argv, &i, 0, INT64_MAX, &seed);
         else if (!strcmp(a, "--scale")) rc = cli_double(cmd, argc, argv, &i, 1e-9, 400, &o.scale);
         else if (!strcmp(a, "--multi-hot")) o.multi_hot = 1;
@@ -52,21 +53,26 @@ int cmd_gen(int argc, char **argv) {
         if (rc) return rc;
     }
     if (rows < 0 || !out) return cli_usage(cmd, "--rows and --out are required");
+    if (json && !strcmp(out, "-"))
+        return cli_usage(cmd, "--json prints to standard output, where --out - writes the rows; give --out a file");
     o.seed = (uint64_t)seed;
+    const int to_stdout = !strcmp(out, "-");
+    if (to_stdout) out = "/proc/self/fd/1"; /* written into, never renamed over (rec_atomic_open) */
 
     double t0 = rec_now();
     cli_catch_stop("\nrectrain gen: stopping; the partial output is removed (send it again to stop at once)\n");
     rec_status s = rec_gen_write(&o, rows, out, prob_out, threads, &cli_stop);
     double sec = rec_now() - t0;
     if (s) return cli_fail(cmd, s);
-    struct stat st;
-    unsigned long long bytes = stat(out, &st) == 0 ? (unsigned long long)st.st_size : 0;
+    struct stat st; /* the size of a device or pipe written into is not known here */
+    const int sized = stat(out, &st) == 0 && S_ISREG(st.st_mode);
+    const double mb = sized ? (double)st.st_size / 1e6 : NAN;
     double rps = sec > 0 ? (double)rows / sec : 0;
-    fprintf(stderr, "gen: %lld rows, %.1f MB in %.2f s (%.2f M rows/s, %.0f MB/s, %d thread%s) -> %s\n",
-            (long long)rows, (double)bytes / 1e6, sec, rps / 1e6, sec > 0 ? (double)bytes / 1e6 / sec : 0,
-            threads, threads > 1 ? "s" : "", out);
+    fprintf(stderr, "gen: %lld rows, %s MB in %.2f s (%.2f M rows/s, %s MB/s, %d thread%s) -> %s\n", (long long)rows,
+            cli_num("%.1f", mb, "?"), sec, rps / 1e6, cli_num("%.0f", sec > 0 ? mb / sec : NAN, "?"), threads,
+            threads > 1 ? "s" : "", to_stdout ? "stdout" : out);
     if (json)
-        printf("{\"rows\": %lld, \"bytes\": %llu, \"seconds\": %s, \"rows_per_s\": %s, \"threads\": %d}\n",
-               (long long)rows, bytes, cli_jnum("%.4f", sec), cli_jnum("%.1f", rps), threads);
+        printf("{\"rows\": %lld, \"bytes\": %s, \"seconds\": %s, \"rows_per_s\": %s, \"threads\": %d}\n",
+               (long long)rows, cli_jnum("%.0f", mb * 1e6), cli_jnum("%.4f", sec), cli_jnum("%.1f", rps), threads);
     return CLI_OK;
 }

@@ -633,7 +633,7 @@ static int predict_main(int argc, char **argv, scoring *x) {
         const char *a = argv[i];
         int rc = CLI_OK;
         if (cli_is_help(a)) { fputs(PREDICT_USAGE, stdout); return CLI_OK; }
-        else if (!strcmp(a, "--out")) rc = cli_str(cmd, argc, argv, &i, &out);
+        else if (!strcmp(a, "--out")) rc = cli_out(cmd, argc, argv, &i, &out);
         else if (!strcmp(a, "--feed-out")) rc = cli_str(cmd, argc, argv, &i, &feed_out);
         else if ((rc = scoring_option(x, cmd, argc, argv, &i)) < 0) rc = cli_usage(cmd, "unknown option '%s'", a);
         if (rc) return rc;
@@ -657,15 +657,14 @@ static int predict_main(int argc, char **argv, scoring *x) {
     if (!s) s = rec_dataset_rows(x->ds, &rows); /* before the output exists: a refused input leaves none */
     rec_atomic_file a = {.fd = -1};
     FILE *f = to_stdout ? stdout : NULL;
-    const int opened = !s && !to_stdout && !(s = rec_atomic_open(&a, out));
-    if (opened && !(f = fdopen(dup(a.fd), "w"))) s = rec_errorf(REC_EIO, "cannot write %s: %s", out, strerror(errno));
+    const int opened = !s && !to_stdout && !(s = rec_atomic_fopen(&a, out, &f));
     rec_predict_report r;
     const double t0 = rec_now();
     const int scored = !s;
-    if (scored) s = rec_predict(x->m, x->ds, x->batch, f, &cli_stop, &r);
+    if (scored) s = rec_predict(x->m, x->ds, x->batch, f, to_stdout ? "standard output" : out, &cli_stop, &r);
     const double secs = rec_now() - t0;
-    if (f && f != stdout && fclose(f) != 0 && !s) s = rec_errorf(REC_EIO, "writing %s failed: %s", out, strerror(errno));
-    if (opened) s = s ? (rec_atomic_abort(&a), s) : rec_atomic_commit(&a);
+    if (opened) s = rec_atomic_fclose(&a, f, "predictions", s);
+    else if (to_stdout) s = rec_stream_flush(stdout, "standard output", "predictions", s);
     if (!s && feed_out && (s = rec_feed_write(x->ds, x->batch, feed_out)) != REC_OK && !to_stdout)
         rec_error_append(s, "; the predictions in %s are complete", out);
     if (s == REC_ESTOPPED)

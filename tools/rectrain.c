@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "rectrain/core.h"
 
 static const struct {
     const char *name;
@@ -51,6 +52,14 @@ static void passive_openmp(char **argv) {
     execv("/proc/self/exe", argv);  /* returns only on failure: then go on as we are */
 }
 
+/* A command's exit status, made a failure when what it printed to standard output (a report,
+ * --json, predictions to '-') did not all reach it: `train --json > /dev/full` must not exit 0
+ * with its result lost. */
+static int stdout_written(const char *cmd, int rc) {
+    const rec_status s = rec_stream_flush(stdout, "standard output", "report", REC_OK);
+    return s && !rc ? cli_fail(cmd, s) : rc;
+}
+
 int main(int argc, char **argv) {
     passive_openmp(argv);
     if (argc < 2) {
@@ -59,10 +68,10 @@ int main(int argc, char **argv) {
     }
     if (cli_is_help(argv[1])) {
         usage(stdout);
-        return CLI_OK;
+        return stdout_written("--help", CLI_OK);
     }
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-        if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].fn(argc - 1, argv + 1);
+        if (strcmp(argv[1], COMMANDS[i].name) == 0) return stdout_written(argv[1], COMMANDS[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "rectrain: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return CLI_USAGE;
@@ -130,15 +139,31 @@ static struct given {
 } given[64];
 static int n_given;
 
-int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out) {
+/* "-" is standard output where a command says so (cli_out) and nothing anywhere else: read
+ * as a file name it would read or write a file named "-" while the user meant a pipe. */
+static int dash_refused(const char *cmd, const char *flag) {
+    return cli_usage(cmd, "%s -: '-' is not standard input or output here (only gen --out and predict --out write "
+                     "to standard output with '-'); give a file path (/dev/stdin or /dev/stdout for a pipe)", flag);
+}
+
+static int str_value(const char *cmd, int argc, char **argv, int *i, const char **out, int dash_ok) {
     const char *flag = argv[*i];
     for (int k = 0; k < n_given; k++)
         if (!strcmp(given[k].flag, flag))
             return cli_usage(cmd, "%s is given twice ('%s', then '%s'); it takes one value", flag, given[k].value,
                              *i + 1 < argc ? argv[*i + 1] : "");
     if (flag_value(cmd, argc, argv, i, out)) return CLI_USAGE;
+    if (!dash_ok && !strcmp(*out, "-")) return dash_refused(cmd, flag);
     if (n_given < (int)(sizeof given / sizeof given[0])) given[n_given++] = (struct given){flag, *out};
     return CLI_OK;
+}
+
+int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out) {
+    return str_value(cmd, argc, argv, i, out, 0);
+}
+
+int cli_out(const char *cmd, int argc, char **argv, int *i, const char **out) {
+    return str_value(cmd, argc, argv, i, out, 1);
 }
 
 static int version_order(const void *a, const void *b) {
@@ -176,6 +201,7 @@ int cli_paths(const char *cmd, int argc, char **argv, int *i, cli_path_list *out
         const char *end = strchr(p, ',');
         const size_t len = end ? (size_t)(end - p) : strlen(p);
         if (len == 0) return cli_usage(cmd, "%s: an empty path in '%s'", flag, value);
+        if (len == 1 && *p == '-') return dash_refused(cmd, flag);
         char item[PATH_MAX];
         if (len >= sizeof item) return cli_usage(cmd, "%s: a path longer than %d bytes", flag, PATH_MAX - 1);
         memcpy(item, p, len);

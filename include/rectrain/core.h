@@ -170,23 +170,43 @@ rec_status rec_guard_check(rec_guard *g);
 /* A file that appears whole or not at all (shards, checkpoints, generated data): written as
  * PATH.tmp, then committed — fsync, rename over PATH, fsync of the directory — so that a
  * crash at any moment, even kill -9, leaves the previous PATH or the new one, never a part.
- * An abort, or a commit that fails, removes PATH.tmp and leaves PATH as it was. */
+ * An abort, or a commit that fails, removes PATH.tmp and leaves PATH as it was.
+ *
+ * A PATH that exists and is not a regular file (/dev/null, a FIFO, a socket, a terminal), or
+ * that lies in /dev or /proc (/dev/stdout redirected to a file), is written into directly,
+ * never renamed over: a rename would put a regular file where the device or link was, and
+ * every other program on the machine would then write into it. */
 typedef struct rec_atomic_file {
-    int fd;       /* PATH.tmp open for writing; -1 once committed or aborted */
+    int fd;       /* PATH.tmp (or PATH, direct) open for writing; -1 once committed or aborted */
     char *path;   /* owned */
-    char *tmp;    /* "PATH.tmp", owned */
+    char *tmp;    /* "PATH.tmp", owned; PATH itself when direct, so messages name what is written */
+    int direct;   /* PATH is not a regular file: written in place, nothing renamed or removed */
 } rec_atomic_file;
 
-/* Creates (or truncates, after a killed job) PATH.tmp. REC_EIO names PATH.tmp and says to
- * check the directory; REC_EINVAL when PATH is a directory (the rename would fail, after all
- * the work). On failure *a holds nothing to free. */
+/* Creates (or truncates, after a killed job) PATH.tmp, or opens PATH itself where it is not a
+ * regular file. REC_EIO names the file and says to check the directory; REC_EINVAL when PATH
+ * is a directory (the rename would fail, after all the work). On failure *a holds nothing to
+ * free. */
 rec_status rec_atomic_open(rec_atomic_file *a, const char *path);
 /* fsync, close, rename over PATH, fsync of PATH's directory (whose failure leaves a complete
- * file, so it is not an error). REC_EIO naming the step that failed, and then PATH.tmp is
- * removed. Frees a's strings either way. */
+ * file, so it is not an error); direct, only the close. REC_EIO naming the step that failed,
+ * and then PATH.tmp is removed. Frees a's strings either way. */
 rec_status rec_atomic_commit(rec_atomic_file *a);
-/* Closes and removes PATH.tmp; frees a's strings. A no-op on a zeroed or finished a. */
+/* Closes and removes PATH.tmp (direct: only closes); frees a's strings. A no-op on a zeroed or
+ * finished a. */
 void rec_atomic_abort(rec_atomic_file *a);
+/* A stdio stream for writing an atomic file (rec_atomic_open, then a stream on a duplicate
+ * of its descriptor, so that the commit's fsync and close stay the file's own). On failure
+ * *a holds nothing to free and *f is NULL. */
+rec_status rec_atomic_fopen(rec_atomic_file *a, const char *path, FILE **f);
+/* Flushes and closes f (a no-op when NULL). Returns s when set, else REC_EIO naming PATH,
+ * `what` and the reason when any write to f failed (ferror: a full disk, ENOSPC, is seen here
+ * even where the failing write was not checked), else REC_OK. */
+rec_status rec_stream_close(FILE *f, const char *path, const char *what, rec_status s);
+/* The same without closing f (standard output). */
+rec_status rec_stream_flush(FILE *f, const char *path, const char *what, rec_status s);
+/* rec_stream_close of f, then a committed when all went well, else aborted. */
+rec_status rec_atomic_fclose(rec_atomic_file *a, FILE *f, const char *what, rec_status s);
 /* Writes all n bytes to fd (write(2) may write fewer; EINTR is retried): 1, or 0 with errno
  * set (EIO where a write made no progress). */
 int rec_write_full(int fd, const void *p, size_t n);

@@ -590,9 +590,10 @@ typedef struct rec_predict_report {
  * line k of the input (d must then be opened with map_skips: REC_EINVAL otherwise). Streams:
  * memory does not grow with the rows (but for the metrics of labelled data, 8 bytes a row).
  * `stop` (or NULL): a signal number a handler stores; it is read before every batch and ends
- * the work with REC_ESTOPPED, `out` then holding the lines written so far. */
-rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, const volatile sig_atomic_t *stop,
-                       rec_predict_report *rep);
+ * the work with REC_ESTOPPED, `out` then holding the lines written so far. A write to out
+ * that fails (a full disk) ends the work with REC_EIO naming `out_name`. */
+rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, const char *out_name,
+                       const volatile sig_atomic_t *stop, rec_predict_report *rep);
 
 #ifdef __cplusplus
 }

@@ -1371,7 +1371,11 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
         }
         /* logged before x is done: a durable job may commit x as soon as it is, and a loss
          * line must not be missing for a committed step after a kill */
-        if (ll && x < t.total) fprintf(ll, "%lld %.9g\n", (long long)rec_model_steps(t.m), loss), fflush(ll);
+        if (ll && x < t.total && (fprintf(ll, "%lld %.9g\n", (long long)rec_model_steps(t.m), loss) < 0 ||
+                                  fflush(ll) != 0)) {
+            s = rec_errorf(REC_EIO, "%s: cannot write the loss log: %s", o->loss_log, strerror(errno));
+            break;
+        }
         pthread_mutex_lock(&t.mu);
         t.done = x;
         pthread_mutex_unlock(&t.mu);
@@ -1401,7 +1405,7 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
      * them all: rectrain train aborts the MPI job) */
     if (!s && t.N > 1 && MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) s = rec_errorf(REC_EIO, "trainer: MPI_Barrier failed");
     if (!s && o->ckpt_dir && t.rank == 0) s = save_model(&t, o->ckpt_dir);
-    if (ll) fclose(ll);
+    s = rec_stream_close(ll, o->loss_log, "loss log", s);
     const int64_t k = rep->steps < LOSS_WINDOW ? rep->steps : LOSS_WINDOW; /* the window's last k */
     for (int64_t i = 0; i < k; i++) rep->last_loss += window[i] / (double)k;
     rep->samples_per_s = rep->train_seconds > 0 ? (double)rep->rows / rep->train_seconds : 0;

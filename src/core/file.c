@@ -119,11 +119,27 @@ static void atomic_free(rec_atomic_file *a) {
     free(a->tmp);
     a->path = a->tmp = NULL;
     a->fd = -1;
+    a->direct = 0;
+}
+
+/* Whether PATH's folder is, once its links are resolved, /dev or /proc or under them: there
+ * /dev/stdout (a link to /proc/self/fd/1) resolves to whatever the shell redirected, a
+ * regular file too, and a rename would replace the link itself. */
+static int in_system_folder(const char *path) {
+    char dir[PATH_MAX], real[PATH_MAX];
+    dir_of(path, dir, sizeof dir);
+    if (!realpath(dir, real)) return 0;
+    return !strcmp(real, "/dev") || !strncmp(real, "/dev/", 5) || !strcmp(real, "/proc") || !strncmp(real, "/proc/", 6);
 }
 
 rec_status rec_atomic_open(rec_atomic_file *a, const char *path) {
     const size_t n = strlen(path);
-    a->fd = -1;
+    struct stat st;
+    const int exists = stat(path, &st) == 0;
+    *a = (rec_atomic_file){.fd = -1};
+    if (exists && S_ISDIR(st.st_mode)) /* the rename at the end would fail */
+        return rec_errorf(REC_EINVAL, "%s: is a directory; give the path of the file to write (DIR/NAME)", path);
+    a->direct = exists && (!S_ISREG(st.st_mode) || in_system_folder(path));
     a->path = malloc(n + 1);
     a->tmp = malloc(n + 5);
     if (!a->path || !a->tmp) {
@@ -131,17 +147,16 @@ rec_status rec_atomic_open(rec_atomic_file *a, const char *path) {
         return rec_errorf(REC_ENOMEM, "%s: out of memory", path);
     }
     memcpy(a->path, path, n + 1);
-    memcpy(a->tmp, path, n);
-    memcpy(a->tmp + n, ".tmp", 5);
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { /* the rename at the end would fail */
-        atomic_free(a);
-        return rec_errorf(REC_EINVAL, "%s: is a directory; give the path of the file to write (DIR/NAME)", path);
-    }
-    a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    memcpy(a->tmp, path, n + 1);
+    if (!a->direct) memcpy(a->tmp + n, ".tmp", 5);
+    /* direct: no O_CREAT (it exists) and no O_TRUNC (a device or FIFO has nothing to cut; a
+     * file behind /dev/stdout was cut by the shell's '>', or is appended to by its '>>') */
+    const int append = a->direct && S_ISREG(st.st_mode) ? O_APPEND : 0;
+    a->fd = a->direct ? open(path, O_WRONLY | append | O_CLOEXEC)
+                      : open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (a->fd < 0) {
-        rec_status s = rec_errorf(REC_EIO, "%s: cannot create: %s; check that the directory exists and is writable",
-                                  a->tmp, strerror(errno));
+        rec_status s = rec_errorf(REC_EIO, "%s: cannot %s: %s; check that the directory exists and is writable",
+                                  a->tmp, a->direct ? "open for writing" : "create", strerror(errno));
         atomic_free(a);
         return s;
     }
@@ -150,9 +165,13 @@ rec_status rec_atomic_open(rec_atomic_file *a, const char *path) {
 
 rec_status rec_atomic_commit(rec_atomic_file *a) {
     rec_status s = REC_OK;
-    if (fsync(a->fd) != 0) s = rec_errorf(REC_EIO, "%s: fsync failed: %s", a->tmp, strerror(errno));
+    if (!a->direct && fsync(a->fd) != 0) s = rec_errorf(REC_EIO, "%s: fsync failed: %s", a->tmp, strerror(errno));
     if (close(a->fd) != 0 && !s) s = rec_errorf(REC_EIO, "%s: close failed: %s", a->tmp, strerror(errno));
     a->fd = -1;
+    if (a->direct) {
+        atomic_free(a);
+        return s;
+    }
     if (!s && rename(a->tmp, a->path) != 0)
         s = rec_errorf(REC_EIO, "%s: cannot rename %s to it: %s", a->path, a->tmp, strerror(errno));
     if (s) {
@@ -173,9 +192,53 @@ rec_status rec_atomic_commit(rec_atomic_file *a) {
 void rec_atomic_abort(rec_atomic_file *a) {
     if (a->tmp && a->fd >= 0) {
         close(a->fd);
-        unlink(a->tmp);
+        if (!a->direct) unlink(a->tmp);
     }
     atomic_free(a);
+}
+
+rec_status rec_atomic_fopen(rec_atomic_file *a, const char *path, FILE **f) {
+    *f = NULL;
+    REC_TRY(rec_atomic_open(a, path));
+    const int fd = dup(a->fd);
+    *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (*f) return REC_OK;
+    const rec_status s = rec_errorf(REC_EIO, "%s: cannot set up writing: %s", a->tmp, strerror(errno));
+    if (fd >= 0) close(fd);
+    rec_atomic_abort(a);
+    return s;
+}
+
+/* The status of writes to f: s when set, else REC_EIO when `bad`, naming errno `e`. */
+static rec_status stream_status(int bad, int e, const char *path, const char *what, rec_status s) {
+    if (!s && bad)
+        s = rec_errorf(REC_EIO, "%s: cannot write the %s: %s", path, what,
+                       e ? strerror(e) : "a write failed (is the disk full?)");
+    return s;
+}
+
+rec_status rec_stream_flush(FILE *f, const char *path, const char *what, rec_status s) {
+    errno = 0;
+    const int bad = fflush(f) != 0 || ferror(f);
+    return stream_status(bad, errno, path, what, s);
+}
+
+rec_status rec_stream_close(FILE *f, const char *path, const char *what, rec_status s) {
+    if (!f) return s;
+    errno = 0;
+    int bad = fflush(f) != 0 || ferror(f);
+    int e = errno;
+    bad |= fclose(f) != 0;
+    return stream_status(bad, e ? e : errno, path, what, s);
+}
+
+rec_status rec_atomic_fclose(rec_atomic_file *a, FILE *f, const char *what, rec_status s) {
+    s = rec_stream_close(f, a->tmp, what, s);
+    if (s) {
+        rec_atomic_abort(a);
+        return s;
+    }
+    return rec_atomic_commit(a);
 }
 
 int rec_write_full(int fd, const void *p, size_t n) {

@@ -39,19 +39,20 @@ rec_status rec_png_write(const char *path, int w, int h, const unsigned char *rg
     }
     const int zok = compress2(z, &z_n, raw, (uLong)raw_n, 6) == Z_OK;
     free(raw);
-    FILE *f = zok ? fopen(path, "wb") : NULL;
-    if (!f) {
+    rec_atomic_file a;
+    FILE *f = NULL;
+    const rec_status s = zok ? rec_atomic_fopen(&a, path, &f) : rec_errorf(REC_EIO, "%s: compression failed", path);
+    if (s) {
         free(z);
-        return rec_errorf(REC_EIO, "%s: cannot write the chart: %s", path, zok ? strerror(errno) : "compression failed");
+        return s;
     }
     unsigned char ihdr[13] = {0};
     put32(ihdr, (uint32_t)w);
     put32(ihdr + 4, (uint32_t)h);
     ihdr[8] = 8;  /* bit depth */
     ihdr[9] = 2;  /* RGB */
-    int ok = fwrite("\x89PNG\r\n\x1a\n", 1, 8, f) == 8 && chunk(f, "IHDR", ihdr, 13) &&
-             chunk(f, "IDAT", z, (uint32_t)z_n) && chunk(f, "IEND", NULL, 0);
+    if (fwrite("\x89PNG\r\n\x1a\n", 1, 8, f) == 8 && chunk(f, "IHDR", ihdr, 13) && chunk(f, "IDAT", z, (uint32_t)z_n))
+        chunk(f, "IEND", NULL, 0); /* a failed write is seen by the close */
     free(z);
-    ok &= fclose(f) == 0;
-    return ok ? REC_OK : rec_errorf(REC_EIO, "%s: write failed", path);
+    return rec_atomic_fclose(&a, f, "chart", REC_OK);
 }

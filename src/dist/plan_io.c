@@ -14,10 +14,9 @@ static void write_pairs(FILE *f, const int64_t *a, const int *b, int64_t n) {
 }
 
 rec_status rec_plan_save(const rec_plan *p, const char *path) {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return rec_errorf(REC_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    rec_atomic_file a;
+    FILE *f;
+    REC_TRY(rec_atomic_fopen(&a, path, &f));
     fprintf(f, "{\"format\": \"rectrain-plan\", \"version\": 1, \"kind\": \"%s\", \"ranks\": %d, \"dim\": %d,\n",
             rec_plan_kind_name(p->kind), p->N, p->E);
     fprintf(f, " \"threshold\": %.9g,\n \"tables\": [\n", p->threshold);
@@ -39,16 +38,7 @@ rec_status rec_plan_save(const rec_plan *p, const char *path) {
                 "\"seconds\": %.6g}%s\n", j, p->cost[j].mem_bytes, p->cost[j].lookups, p->cost[j].sent,
                 p->cost[j].recv, p->cost[j].seconds, j + 1 < p->N ? "," : "");
     fprintf(f, " ]}\n");
-    if (ferror(f) | (fclose(f) != 0)) {
-        remove(tmp);
-        return rec_errorf(REC_EIO, "%s: write failed", tmp);
-    }
-    if (rename(tmp, path) != 0) {
-        const int e = errno;
-        remove(tmp);
-        return rec_errorf(REC_EIO, "%s: cannot rename %s over it: %s", path, tmp, strerror(e));
-    }
-    return REC_OK;
+    return rec_atomic_fclose(&a, f, "sharding plan", REC_OK);
 }
 
 /* An integer-valued number, or REC_EFORMAT naming the path. */

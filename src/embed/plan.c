@@ -55,16 +55,13 @@ rec_status rec_embed_plan_save(const rec_embed *e, const char *path, uint64_t da
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) return rec_errorf(REC_ENOMEM, "%s: out of memory writing the embedding plan", path);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *fp = fopen(tmp, "wb");
-    rec_status s = REC_OK;
-    if (!fp) s = rec_errorf(REC_EIO, "%s: cannot create the embedding plan: %m", tmp);
-    else {
-        const int bad = fputs(text, fp) < 0 || fputc('\n', fp) == EOF;
-        if (fclose(fp) || bad) s = rec_errorf(REC_EIO, "%s: cannot write the embedding plan (disk full?)", tmp);
-        else if (rename(tmp, path)) s = rec_errorf(REC_EIO, "%s: cannot rename %s into place: %m", path, tmp);
-        if (s) remove(tmp);
+    rec_atomic_file a;
+    FILE *fp;
+    rec_status s = rec_atomic_fopen(&a, path, &fp);
+    if (!s) {
+        fputs(text, fp);
+        fputc('\n', fp);
+        s = rec_atomic_fclose(&a, fp, "embedding plan", REC_OK);
     }
     cJSON_free(text);
     return s;

@@ -612,40 +612,13 @@ static rec_status gen_task(void *ctx, int64_t task, int thread) {
     return REC_OK;
 }
 
-/* An output of gen: a regular file (or a new one) is written whole or not at all
- * (rec_atomic_file, through a stdio stream on a duplicate of its descriptor); anything else
- * (/dev/stdout, a pipe) is written directly. */
+/* An output of gen: written whole or not at all (rec_atomic_file, through a stdio stream);
+ * /dev/stdout, a pipe or a device is written into directly. */
 typedef struct gen_out {
     const char *path;
     FILE *f;
     rec_atomic_file a;
-    int atomic;
 } gen_out;
-
-static rec_status gen_open(gen_out *o, const char *path) {
-    memset(o, 0, sizeof *o);
-    o->path = path;
-    o->a.fd = -1;
-    struct stat st;
-    o->atomic = !(stat(path, &st) == 0 && !S_ISREG(st.st_mode));
-    if (o->atomic) {
-        REC_TRY(rec_atomic_open(&o->a, path));
-        const int fd = dup(o->a.fd);
-        o->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-        if (!o->f) {
-            rec_status s = rec_errorf(REC_EIO, "cannot set up writing '%s': %s", path, strerror(errno));
-            if (fd >= 0) close(fd);
-            rec_atomic_abort(&o->a);
-            return s;
-        }
-        return REC_OK;
-    }
-    o->f = fopen(path, "wb");
-    if (!o->f)
-        return rec_errorf(REC_EIO, "cannot open '%s' for writing: %s (check that the directory exists "
-                                   "and is writable)", path, strerror(errno));
-    return REC_OK;
-}
 
 static rec_status gen_put(gen_out *o, const void *p, size_t n) {
     if (n && fwrite(p, 1, n, o->f) != n)
@@ -656,22 +629,15 @@ static rec_status gen_put(gen_out *o, const void *p, size_t n) {
 
 /* Flushes and closes the stream; the first error wins. */
 static rec_status gen_flush(gen_out *o, rec_status s) {
-    if (!o->f) return s;
-    errno = 0;
-    int bad = fflush(o->f) != 0;
-    int e = errno;
-    bad |= fclose(o->f) != 0;
-    if (!e) e = errno;
+    s = rec_stream_close(o->f, o->path, "generated rows", s);
     o->f = NULL;
-    if (bad && s == REC_OK)
-        return rec_errorf(REC_EIO, "cannot write '%s': %s (is the disk full?)", o->path, strerror(e ? e : EIO));
     return s;
 }
 
 /* After every stream is flushed: the whole file is committed when all went well, else
  * dropped (PATH as it was). */
 static rec_status gen_commit(gen_out *o, rec_status s) {
-    if (!o->atomic) return s;
+    if (!o->a.path) return s;
     if (s) {
         rec_atomic_abort(&o->a);
         return s;
@@ -701,8 +667,10 @@ rec_status rec_gen_write(const rec_gen_opts *o, int64_t rows, const char *path,
     int n_slots = 0;
     REC_TRY(rec_gen_init(&g, o, rows));
     const int with_prob = prob_path != NULL;
-    rec_status s = gen_open(&f, path);
-    if (!s && with_prob) s = gen_open(&pf, prob_path);
+    f.path = path;
+    pf.path = prob_path;
+    rec_status s = rec_atomic_fopen(&f.a, path, &f.f);
+    if (!s && with_prob) s = rec_atomic_fopen(&pf.a, prob_path, &pf.f);
     if (!s) s = rec_pool_init(&pool, threads);
     /* Tasks of about 8 MB of text; blocks are a speed choice only, rows never depend on them. */
     int64_t task_rows = (int64_t)(8e6 / g->mean_row_bytes);

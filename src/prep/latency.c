@@ -222,17 +222,16 @@ rec_status rec_lat_read(const char *path, float **Xo, double **mso, int64_t *no)
 }
 
 rec_status rec_lat_write(const char *path, const float *X, const double *ms, int64_t n) {
-    FILE *f = fopen(path, "w");
-    if (!f) return rec_errorf(REC_EIO, "cannot write %s: %s", path, strerror(errno));
+    rec_atomic_file a;
+    FILE *f;
+    REC_TRY(rec_atomic_fopen(&a, path, &f));
     fprintf(f, "%s\n", HEADER);
     for (int64_t i = 0; i < n; i++) {
         const float *x = X + i * REC_LAT_FEATURES;
         fprintf(f, "%s\t%s\t%d\t%d\t%.9g\t%.9g\t%.9g\t%.9g\t%.17g\n", rec_op_name((rec_op_kind)x[0]),
                 x[1] == REC_DT_F32 ? "f32" : "i64", (int)x[2], (int)x[3], x[4], x[5], x[6], x[7], ms[i]);
     }
-    const int bad = ferror(f);
-    if (fclose(f) != 0 || bad) return rec_errorf(REC_EIO, "writing %s: %s", path, strerror(errno));
-    return REC_OK;
+    return rec_atomic_fclose(&a, f, "latency table", REC_OK);
 }
 
 static int by_double(const void *a, const void *b) {

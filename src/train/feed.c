@@ -45,23 +45,16 @@ rec_status rec_feed_write(rec_dataset *d, int64_t batch, const char *path) {
     int64_t n;
     REC_TRY(rec_dataset_rows(d, &n));
     const int64_t Dn = rec_dataset_n_dense(d), F = rec_dataset_n_sparse(d);
-    rec_atomic_file a = {.fd = -1};
-    REC_TRY(rec_atomic_open(&a, path));
-    FILE *f = fdopen(dup(a.fd), "wb"); /* its own descriptor: the commit fsyncs and closes a.fd */
+    rec_atomic_file a;
+    FILE *f;
+    REC_TRY(rec_atomic_fopen(&a, path, &f));
     rec_loader *l = NULL;
-    rec_status s = f ? rec_loader_open(&l, d, 0, n, batch, 3) : REC_OK;
-    int ok = f && fwrite("RECFEED1", 1, 8, f) == 8 && fwrite(&Dn, sizeof Dn, 1, f) == 1 &&
-             fwrite(&F, sizeof F, 1, f) == 1;
+    rec_status s = rec_loader_open(&l, d, 0, n, batch, 3);
+    int ok = fwrite("RECFEED1", 1, 8, f) == 8 && fwrite(&Dn, sizeof Dn, 1, f) == 1 && fwrite(&F, sizeof F, 1, f) == 1;
     const rec_batch *b;
     while (!s && ok && !(s = rec_loader_next(l, &b)) && b) ok = put_batch(f, b, (int)F);
     const int64_t end = 0;
-    ok = ok && fwrite(&end, sizeof end, 1, f) == 1;
+    if (ok) fwrite(&end, sizeof end, 1, f); /* a failed write is seen by the close */
     rec_loader_close(l);
-    if (f && fclose(f) != 0) ok = 0;
-    if (!s && !ok) s = rec_errorf(REC_EIO, "%s: cannot write the model inputs: %s", a.tmp, strerror(errno));
-    if (s) {
-        rec_atomic_abort(&a);
-        return s;
-    }
-    return rec_atomic_commit(&a);
+    return rec_atomic_fclose(&a, f, "model inputs", s);
 }

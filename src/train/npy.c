@@ -73,32 +73,12 @@ rec_status rec_npy_write(const char *path, const float *data, const uint16_t *da
 
     unsigned char pre[NPY_PREAMBLE] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
                                        (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
-    size_t plen = strlen(path);
-    char tmp[4096];
-    if (plen + 5 > sizeof tmp)
-        return rec_errorf(REC_EINVAL, "%s: .npy export: path longer than %zu bytes", path, sizeof tmp - 5);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return rec_errorf(REC_EIO, "%s: cannot create the .npy file: %s", tmp, strerror(errno));
-    int ok = fwrite(pre, 1, sizeof pre, f) == sizeof pre && fwrite(header, 1, (size_t)hlen, f) == (size_t)hlen &&
-             write_values(f, data, data16, count);
-    int err = ok ? 0 : errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        err = errno;
-    }
-    if (!ok) {
-        remove(tmp);
-        return rec_errorf(REC_EIO, "%s: cannot write the .npy file: %s", tmp, strerror(err));
-    }
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        remove(tmp);
-        return rec_errorf(REC_EIO, "%s: cannot rename %s into place: %s", path, tmp, strerror(err));
-    }
-    return REC_OK;
+    rec_atomic_file a;
+    FILE *f;
+    REC_TRY(rec_atomic_fopen(&a, path, &f));
+    if (fwrite(pre, 1, sizeof pre, f) == sizeof pre && fwrite(header, 1, (size_t)hlen, f) == (size_t)hlen)
+        write_values(f, data, data16, count); /* a failed write is seen by the close */
+    return rec_atomic_fclose(&a, f, ".npy file", REC_OK);
 }
 
 /* ---- a model's parameters as a folder of .npy files ------------------------------------------

@@ -251,7 +251,7 @@ rec_status rec_scalars_close(rec_scalars *s) {
     int bad = s->failed;
     if (s->jsonl && fclose(s->jsonl) != 0) bad = 1;
     if (s->tb && fclose(s->tb) != 0) bad = 1;
-    rec_status st = bad ? rec_errorf(REC_EIO, "writing %s%s%s failed (disk full?)", s->jsonl_path,
+    rec_status st = bad ? rec_errorf(REC_EIO, "cannot write the metrics to %s%s%s (disk full?)", s->jsonl_path,
                                      s->jsonl_path[0] && s->tb_path[0] ? " or " : "", s->tb_path)
                         : REC_OK;
     free(s);

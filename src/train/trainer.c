@@ -85,8 +85,8 @@ static void put_skipped(FILE *out, int labelled, const int64_t *skips, int64_t n
 
 /* See train.h. Output line `line` (0-based) is input line `line`: before each row the dropped
  * lines due at its place are written, and those after the last row at the end. */
-rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, const volatile sig_atomic_t *stop,
-                       rec_predict_report *rep) {
+rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, const char *out_name,
+                       const volatile sig_atomic_t *stop, rec_predict_report *rep) {
     memset(rep, 0, sizeof *rep);
     rep->mean_p = NAN;
     rep->m.auc = rep->m.logloss = rep->m.ne = rep->m.accuracy = rep->m.calibration = rep->m.ctr = NAN;
@@ -123,11 +123,11 @@ rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, c
             else fprintf(out, "%.9g\n", p);
         }
         if (!s && acc) s = rec_eval_acc_add(acc, b->n, logits, b->label);
-        if (!s && ferror(out)) s = rec_errorf(REC_EIO, "writing the predictions failed: %s", strerror(errno));
+        if (!s && ferror(out)) s = rec_errorf(REC_EIO, "%s: cannot write the predictions: %s", out_name, strerror(errno));
         rep->rows += s ? 0 : b->n;
     }
     if (!s) put_skipped(out, rep->labelled, skips, n_skips, &k, &line, 1); /* dropped lines at the end */
-    if (!s && ferror(out)) s = rec_errorf(REC_EIO, "writing the predictions failed: %s", strerror(errno));
+    if (!s && ferror(out)) s = rec_errorf(REC_EIO, "%s: cannot write the predictions: %s", out_name, strerror(errno));
     rep->skipped = k;
     if (!s && acc && rep->rows) s = rec_eval_acc_finish(acc, &rep->m);
     if (rep->rows) rep->mean_p = sum / (double)rep->rows;
@@ -908,7 +908,8 @@ static rec_status take_loss(job *j, int64_t step, double loss, loss_acc *a) {
     if (!isfinite(loss))
         return rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates",
                           (long long)step, loss);
-    if (j->loss_log) fprintf(j->loss_log, "%lld %.9g\n", (long long)step, loss);
+    if (j->loss_log && (fprintf(j->loss_log, "%lld %.9g\n", (long long)step, loss) < 0 || ferror(j->loss_log)))
+        return rec_errorf(REC_EIO, "%s: cannot write the loss log: %s", j->o->loss_log, strerror(errno));
     a->sum.loss += loss, a->sum.steps++;
     a->epoch_loss += loss, a->epoch_steps++;
     a->window[a->n++ % LOSS_WINDOW] = loss;
@@ -1312,7 +1313,7 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
                     "no plan was written\n", tune_steps(&j));
     }
     if (j.offload) rec_offload_get_stats(j.offload, &rep->offload);
-    if (j.loss_log && fclose(j.loss_log) != 0 && !s) s = rec_errorf(REC_EIO, "%s: write failed", o->loss_log);
+    s = rec_stream_close(j.loss_log, o->loss_log, "loss log", s);
     rec_status sc = rec_scalars_close(j.scalars);
     if (!s) s = sc;
     if (!s && o->plot_dir && !rep->stopped_by) s = rec_plot_run(j.metrics_path, o->plot_dir, o->log);
