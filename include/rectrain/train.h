@@ -92,6 +92,9 @@ typedef struct rec_dataset_opts {
      * TSV reads it after every chunk and, once set, ends with REC_ESTOPPED ("stopped by
      * SIGINT while counting the rows of FILE"). */
     const volatile sig_atomic_t *stop;
+    /* Take .rshard files only: a TSV or .rraw is refused with a message that names no option
+     * of the CLI (--spec, "prep_spec"), only rectrain prep, for readers in other languages. */
+    int shards_only;
 } rec_dataset_opts;
 
 rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o);
