@@ -1,7 +1,9 @@
 """Checks an ONNX model written by `rectrain export --format onnx` and scores rows with ONNX
 Runtime: onnx.checker with full_check (types and shapes inferred through every node), then,
 given the inputs `rectrain predict --feed-out FEED` wrote and predict's own output, each row's
-probability against predict's (max absolute difference), and ONNX Runtime's speed on the CPU.
+probability against predict's (max absolute difference; the "nan" lines of rows predict skipped
+with --bad-rows skip are left out, as the feed leaves those rows out), and ONNX Runtime's speed
+on the CPU. A model whose weights are in a side file (ONNX external data) is read with it.
 
 usage: python dev/onnx_check.py MODEL.onnx [--feed FEED --preds PREDS.tsv] [--tol 1e-5]
                                 [--threads T] [--latency-rows N] [--json]
@@ -52,6 +54,15 @@ def read_feed(path):
     return batches
 
 
+def read_preds(path):
+    """predict's probabilities, the first column of its --out, without the lines of rows it
+    skipped (--bad-rows skip writes "nan" there, so that line k stays about input line k; the
+    feed holds only the rows scored), and how many such lines there were."""
+    p = np.loadtxt(path, dtype=np.float64, usecols=0, ndmin=1)
+    scored = ~np.isnan(p)
+    return p[scored], int(len(p) - scored.sum())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model")
@@ -63,8 +74,9 @@ def main():
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
-    model = onnx.load(a.model)
-    onnx.checker.check_model(model, full_check=True)
+    # by path: the checker reads external data where it is (a loaded model over 2 GiB cannot be checked)
+    onnx.checker.check_model(a.model, full_check=True)
+    model = onnx.load(a.model, load_external_data=False)
     print(f"checker: {a.model} passes onnx.checker (full_check), opset "
           f"{model.opset_import[0].version}, IR {model.ir_version}")
     if not a.feed:
@@ -103,15 +115,17 @@ def main():
            "ort_version": ort.__version__}
     ok = True
     if a.preds:
-        ref = np.loadtxt(a.preds, dtype=np.float64, usecols=0, ndmin=1)
+        ref, skipped = read_preds(a.preds)
         if len(ref) != rows:
-            sys.exit(f"{a.preds}: {len(ref)} rows, the feed {rows}; give predict's output of the same run")
+            sys.exit(f"{a.preds}: {len(ref)} rows scored ({skipped} nan lines of rows predict skipped left out), the "
+                     f"feed {rows}; give predict's output of the same run (its --out with its --feed-out)")
         diff = np.abs(p.astype(np.float64) - ref)
         worst = int(np.argmax(diff)) if rows else 0
         out["max_abs_diff"] = float(diff.max()) if rows else 0.0
         ok = bool(np.all(np.isfinite(p))) and out["max_abs_diff"] <= a.tol
         print(f"compare: {rows} rows, max |p_ort - p_predict| = {out['max_abs_diff']:.3g} (row {worst}: "
-              f"{p[worst]:.9g} vs {ref[worst]:.9g}), tolerance {a.tol:g}: {'ok' if ok else 'FAILED'}")
+              f"{p[worst]:.9g} vs {ref[worst]:.9g}){f', {skipped} nan lines of rows predict skipped' if skipped else ''}"
+              f", tolerance {a.tol:g}: {'ok' if ok else 'FAILED'}")
     print(f"onnxruntime {ort.__version__}: {rows} rows in {secs:.3f} s = {rows / secs:.0f} rows/s "
           f"(batches of {batches[0]['dense'].shape[0]}); latency of one {n}-row request {lat_ms:.3f} ms (median of 200)")
     if a.json:

@@ -590,36 +590,75 @@ static int exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
+static void write_text(const char *path, const char *text) { write_all(path, (const uint8_t *)text, strlen(text)); }
+
+/* A user's own folder holding names an export writes (mydata.npy, config.json) and no list of
+ * an export's files: refused with or without overwrite, both files kept as they were. */
+static void export_over_own_files(const rec_model *m) {
+    char dir[400], mine[500], cfg[500];
+    snprintf(dir, sizeof dir, "%s/ud", g_dir);
+    snprintf(mine, sizeof mine, "%s/mydata.npy", dir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+    write_text(mine, "my own array");
+    write_text(cfg, "{\"mine\": true}");
+    for (int overwrite = 0; overwrite < 2; overwrite++) {
+        CHECK_ERR(rec_export_npy(m, dir, overwrite), REC_EINVAL, "' and no rectrain_export.json (the list an export "
+                  "keeps of the files it wrote), so it is not an earlier export");
+        CHECK_ERR(rec_export_check(dir, overwrite), REC_EINVAL, "so it is not an earlier export");
+        size_t n1 = 0, n2 = 0;
+        uint8_t *a = read_all(mine, &n1), *b = read_all(cfg, &n2);
+        CHECK(a && b && n1 == 12 && n2 == 14 && !memcmp(b, "{\"mine\"", 7), "overwrite %d: the user's files are kept",
+              overwrite);
+        free(a);
+        free(b);
+    }
+}
+
 /* The export into `dir` (holding an export already; cpath is its config.json) appears whole
  * or not at all: an existing export is replaced only with `overwrite`, never one holding other
- * files; a failure half-way (files over RLIMIT_FSIZE) leaves neither DIR nor DIR.tmp. */
+ * files (even ones named as an export's); a failure half-way (files over RLIMIT_FSIZE) leaves
+ * neither DIR nor DIR.tmp. */
 static void export_failures(const rec_model *m, const char *dir, const char *cpath) {
     char tmp[700], p[800];
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     CHECK_ERR(rec_export_npy(m, dir, 0), REC_EINVAL, "exists and holds ");
     CHECK(strstr(rec_errmsg(), " files); add --overwrite to replace it"), "%s", rec_errmsg());
     CHECK(rec_export_npy(m, dir, 1) == REC_OK && exists(cpath) && !exists(tmp), "export over an export: %s", rec_errmsg());
-    snprintf(p, sizeof p, "%s/notes.txt", dir);
-    FILE *f = fopen(p, "w");
-    if (f) fclose(f);
-    CHECK_ERR(rec_export_npy(m, dir, 1), REC_EINVAL, "holds 'notes.txt', which an export does not write; only an "
-              "earlier export (NAME.npy files and config.json) is replaced");
-    CHECK(exists(p) && exists(cpath), "the refused directory is left as it was");
-    /* A DIR.tmp left by a killed export (an export's files) is cleared; anything else refused. */
+    static const char *const others[] = {"notes.txt", "mydata.npy"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/%s", dir, others[k]);
+        write_text(p, "mine");
+        char want[200];
+        snprintf(want, sizeof want, "holds '%s', which the export there did not write (rectrain_export.json lists its "
+                 "files)", others[k]);
+        CHECK_ERR(rec_export_npy(m, dir, 1), REC_EINVAL, want);
+        CHECK(exists(p) && exists(cpath), "the refused directory is left as it was");
+        CHECK(unlink(p) == 0, "rm %s", p);
+    }
+    snprintf(p, sizeof p, "%s/rectrain_export.json", dir);
+    write_text(p, "{\"files\": [\"../x\"]}");
+    CHECK_ERR(rec_export_npy(m, dir, 1), REC_EINVAL, "rectrain_export.json: not the list of files an export writes");
+    CHECK(exists(cpath), "a folder with a bad list is left as it was");
+    /* A DIR.tmp left by a killed export (its list, its files) is cleared; anything else refused. */
     char fresh[400];
     snprintf(fresh, sizeof fresh, "%s/fresh", g_dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", fresh);
     CHECK(mkdir(tmp, 0755) == 0, "mkdir %s", tmp);
+    snprintf(p, sizeof p, "%s/mydata.npy", tmp);
+    write_text(p, "mine");
+    CHECK_ERR(rec_export_check(fresh, 0), REC_EIO, ".tmp: is in the way of the export");
+    CHECK(unlink(p) == 0, "rm %s", p);
+    snprintf(p, sizeof p, "%s/rectrain_export.json", tmp);
+    write_text(p, "{\"files\": [\"emb.0.weight.npy\", \"config.json\"]}");
     snprintf(p, sizeof p, "%s/emb.0.weight.npy.tmp", tmp);
-    f = fopen(p, "w");
-    if (f) fclose(f);
+    write_text(p, "");
     CHECK(rec_export_npy(m, fresh, 0) == REC_OK && !exists(tmp), "export clearing a killed one's DIR.tmp: %s", rec_errmsg());
     snprintf(p, sizeof p, "%s/emb.0.weight.npy.tmp", fresh);
     CHECK(!exists(p), "the killed export's file is gone");
     snprintf(fresh, sizeof fresh, "%s/fresh2", g_dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", fresh);
-    f = fopen(tmp, "w");
-    if (f) fclose(f);
+    write_text(tmp, "");
     CHECK_ERR(rec_export_check(fresh, 0), REC_EIO, ".tmp: is in the way of the export");
     CHECK(!exists(fresh), "nothing made");
     /* An empty DIR (made beforehand) is filled. */
@@ -700,6 +739,14 @@ static void export_npy(void) {
         CHECK(rec_model_config_equal(&back, &c), "config.json equals the model's config");
         rec_model_config_free(&back);
     }
+    char lpath[600];
+    snprintf(lpath, sizeof lpath, "%s/rectrain_export.json", dir);
+    size_t ln = 0;
+    char *list = (char *)read_all(lpath, &ln);
+    CHECK(list && strstr(list, "\"config.json\"") && strstr(list, "\"emb.0.weight.npy\""),
+          "the export lists its files in %s", lpath);
+    free(list);
+    export_over_own_files(m);
     export_failures(m, dir, cpath);
 out:
     rec_model_free(m);

@@ -626,7 +626,7 @@ static void test_messages(void) {
               strstr(out, "a data set is read more than once") && !strstr(out, "training"), "predict from a pipe: %s", out);
     CHECK(mkdir(path("ex46"), 0755) == 0, "mkdir ex46");
     copy_lines("raw.tsv", "ex46/notes.txt", 3, 0, NULL);
-    CHECK(run("export --ckpt mk --out ex46") == 1 && strstr(out, "holds 'notes.txt', which an export does not write") &&
+    CHECK(run("export --ckpt mk --out ex46") == 1 && strstr(out, "holds 'notes.txt' and no rectrain_export.json") &&
               !strstr(out, "--overwrite"), "export over a folder of other files: %s", out);
     f = fopen(path("cut.json"), "w");
     if (f) fputs("{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"std.rsh", f), fclose(f);

@@ -510,8 +510,18 @@ static void test_export_dir(void) {
           "export --overwrite: %s", out);
     write_text("ex/readme.txt", "mine");
     CHECK(run("export --ckpt lk --out ex --overwrite") == 1 &&
-              strstr(out, "ex: holds 'readme.txt', which an export does not write; only an earlier export (NAME.npy files "
-                          "and config.json) is replaced") && file_size("ex/readme.txt") == 4, "export over other files: %s", out);
+              strstr(out, "ex: holds 'readme.txt', which the export there did not write (rectrain_export.json lists its "
+                          "files)") && file_size("ex/readme.txt") == 4, "export over other files: %s", out);
+    /* a user's folder of their own mydata.npy and config.json: neither deleted nor replaced */
+    CHECK(mkdir(path("ud"), 0755) == 0, "mkdir ud");
+    write_text("ud/mydata.npy", "mine");
+    write_text("ud/config.json", "{\"mine\": 1}\n");
+    CHECK(run("export --ckpt lk --out ud --overwrite") == 1 && strstr(out, "ud: holds '") &&
+              strstr(out, "' and no rectrain_export.json") && strstr(out, "so it is not an earlier export") &&
+              file_size("ud/mydata.npy") == 4 && file_size("ud/config.json") == 12 && file_size("ud/emb.0.weight.npy") < 0,
+          "export --overwrite over a user's own files: %s", out);
+    CHECK(run("export --ckpt lk --out ud") == 1 && !strstr(out, "add --overwrite"),
+          "export over a user's own files does not advise --overwrite: %s", out);
     CHECK(run_fsize_limited("export --ckpt lk --out exl") == 1 && strstr(out, "File too large") &&
               file_size("exl") < 0 && file_size("exl.tmp") < 0, "export failing half-way leaves nothing: %s", out);
     const char *base = "train --config small.json --data train.rshard --holdout 0.2 --threads 2 --steps 2";

@@ -703,29 +703,47 @@ int cmd_predict(int argc, char **argv) {
 
 static const char EXPORT_USAGE[] =
     "usage: rectrain export --ckpt CKPT --out DIR [--format npy] [--overwrite]\n"
-    "       rectrain export --ckpt CKPT --format onnx --out FILE.onnx [--overwrite]\n"
+    "       rectrain export --ckpt CKPT --format onnx --out FILE.onnx [--external-data] [--overwrite]\n"
     "\n"
     "npy (the default) writes every parameter of a checkpoint as DIR/NAME.npy (float32;\n"
-    "numpy.load and torch.from_numpy read them) and the model config as DIR/config.json. The\n"
-    "files are written into DIR.tmp, which is renamed to DIR once all are there, so a failure\n"
-    "leaves no partial DIR.\n"
+    "numpy.load and torch.from_numpy read them), the model config as DIR/config.json and the\n"
+    "list of the files it wrote as DIR/rectrain_export.json. The files are written into\n"
+    "DIR.tmp, which is renamed to DIR once all are there, so a failure leaves no partial DIR.\n"
     "\n"
-    "onnx writes the model as one ONNX file (opset 17, fp32 weights) that ONNX Runtime scores\n"
+    "onnx writes the model as an ONNX file (opset 17, fp32 weights) that ONNX Runtime scores\n"
     "as rectrain predict does: inputs dense (batch, Dn) float32 and, per sparse feature f,\n"
     "ids_f (nnz) and offsets_f (batch + 1) int64; outputs logit and probability (batch).\n"
-    "dlrm, dcn, deepfm and wide_deep; models trained with --precision bf16 are refused.\n"
+    "dlrm, dcn, deepfm and wide_deep; models trained with --precision bf16 are refused. A\n"
+    "model over protobuf's 2 GiB limit keeps its weights in FILE.onnx.data beside FILE.onnx\n"
+    "(ONNX external data; keep the two files together).\n"
     "\n"
     "  --format F         npy or onnx (default npy)\n"
+    "  --external-data    onnx: the weights in FILE.data at any size, not only over 2 GiB\n"
     "  --overwrite        replace an earlier export (npy: a DIR that holds files is refused\n"
-    "                     without it, one holding other files always is; onnx: an existing FILE)\n";
+    "                     without it, and replaced only when it holds nothing but what the\n"
+    "                     export listed in rectrain_export.json wrote; onnx: an existing FILE\n"
+    "                     and FILE.data)\n";
+
+/* The side file of an ONNX export when it writes one and, without --overwrite, a refusal of
+ * an existing one (checked before the parameters load). */
+static rec_status export_onnx_data(const rec_model *m, const char *out, rec_onnx_data mode, int overwrite,
+                                   const char *data_path, int *external) {
+    *external = rec_export_onnx_external(m, out, mode);
+    if (*external && !overwrite && access(data_path, F_OK) == 0)
+        return rec_errorf(REC_EINVAL, "%s exists (where --out %s keeps its weights, ONNX external data); add "
+                          "--overwrite to replace both, or give another --out", data_path, out);
+    return REC_OK;
+}
 
 int cmd_export(int argc, char **argv) {
     const char *cmd = "export", *ckpt = NULL, *out = NULL, *format = "npy";
-    int overwrite = 0;
+    int overwrite = 0, external = 0;
+    rec_onnx_data mode = REC_ONNX_DATA_AUTO;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
         if (cli_is_help(a)) { fputs(EXPORT_USAGE, stdout); return CLI_OK; }
+        else if (!strcmp(a, "--external-data")) mode = REC_ONNX_DATA_EXTERNAL;
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
         else if (!strcmp(a, "--out")) rc = cli_str(cmd, argc, argv, &i, &out);
         else if (!strcmp(a, "--format")) rc = cli_str(cmd, argc, argv, &i, &format);
@@ -737,6 +755,11 @@ int cmd_export(int argc, char **argv) {
     const int onnx = !strcmp(format, "onnx");
     if (!onnx && strcmp(format, "npy"))
         return cli_usage(cmd, "--format %s: want npy (a folder of .npy files) or onnx (one ONNX model file)", format);
+    if (!onnx && mode == REC_ONNX_DATA_EXTERNAL)
+        return cli_usage(cmd, "--external-data is for --format onnx (an ONNX model's weights in a side file)");
+    char data_path[4096];
+    if (snprintf(data_path, sizeof data_path, "%s" REC_ONNX_DATA_SUFFIX, out) >= (int)sizeof data_path)
+        return cli_usage(cmd, "--out: a path of at most %zu bytes", sizeof data_path - sizeof REC_ONNX_DATA_SUFFIX);
     char path[1100];
     resolve_ckpt(ckpt, path, sizeof path);
     rec_model_config c;
@@ -745,8 +768,12 @@ int cmd_export(int argc, char **argv) {
     rec_guard g = {0};
     rec_guard_in(&g, "--ckpt", ckpt);
     rec_guard_in(&g, "--ckpt", path);
-    if (onnx) rec_guard_out(&g, "--out", out);
-    else rec_guard_dir(&g, "--out", out, NULL);
+    if (onnx) {
+        rec_guard_out(&g, "--out", out);
+        rec_guard_out(&g, "--out's external data", data_path);
+    } else {
+        rec_guard_dir(&g, "--out", out, NULL);
+    }
     rec_status s = rec_guard_check(&g);
     /* before reading a large checkpoint */
     if (!s && !onnx) s = rec_export_check(out, overwrite);
@@ -756,11 +783,13 @@ int cmd_export(int argc, char **argv) {
     if (!s) have_config = (s = rec_ckpt_read_config(path, &c, NULL)) == REC_OK;
     if (!s) s = rec_model_init(&m, &c, 1, 1);
     if (!s && onnx) s = rec_export_onnx_check(m); /* before loading the parameters */
+    if (!s && onnx) s = export_onnx_data(m, out, mode, overwrite, data_path, &external);
     if (!s) s = rec_dist_ckpt_load(path, m, &meta);
-    if (!s) s = onnx ? rec_export_onnx(m, out) : rec_export_npy(m, out, overwrite);
+    if (!s) s = onnx ? rec_export_onnx(m, out, mode) : rec_export_npy(m, out, overwrite);
     rec_model_free(m);
     if (have_config) rec_model_config_free(&c);
     if (s) return cli_fail(cmd, s);
-    fprintf(stderr, "export: %s (step %lld) -> %s\n", path, (long long)meta.step, out);
+    fprintf(stderr, "export: %s (step %lld) -> %s%s%s\n", path, (long long)meta.step, out,
+            external ? ", its weights in " : "", external ? data_path : "");
     return CLI_OK;
 }

@@ -92,6 +92,9 @@ typedef struct rec_dataset_opts {
      * TSV reads it after every chunk and, once set, ends with REC_ESTOPPED ("stopped by
      * SIGINT while counting the rows of FILE"). */
     const volatile sig_atomic_t *stop;
+    /* Take .rshard files only: a TSV or .rraw is refused with a message that names no option
+     * of the CLI (--spec, "prep_spec"), only rectrain prep, for readers in other languages. */
+    int shards_only;
 } rec_dataset_opts;
 
 rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o);
@@ -330,26 +333,38 @@ typedef struct rec_ckpt_info {
 rec_status rec_ckpt_inspect(const char *path, int verify, rec_ckpt_info *info);
 void rec_ckpt_info_free(rec_ckpt_info *info);
 
-/* Writes every parameter as DIR/NAME.npy plus DIR/config.json, whole or not at all: into
- * DIR.tmp beside DIR (parents made as needed), renamed to DIR once every file is written; on
- * any failure DIR.tmp is removed and DIR is left as it was. A DIR that holds files is refused
- * (REC_EINVAL, saying to add --overwrite) unless `overwrite`, and then replaced only when it
- * holds nothing but an earlier export's files (NAME.npy, config.json). A DIR.tmp left by a
- * killed export is cleared; anything else there is refused. REC_EIO names the path that
- * could not be made, written or renamed. */
+/* Writes every parameter as DIR/NAME.npy plus DIR/config.json, and first the list of those
+ * files as DIR/rectrain_export.json, whole or not at all: into DIR.tmp beside DIR (parents
+ * made as needed), renamed to DIR once every file is written; on any failure DIR.tmp is
+ * removed and DIR is left as it was. A DIR that holds files is refused (REC_EINVAL, saying to
+ * add --overwrite) unless `overwrite`, and then replaced only when it holds nothing but the
+ * files its own rectrain_export.json lists (a folder without that list is no export's and is
+ * refused, naming a file in it, whatever the names). A DIR.tmp left by a killed export (its
+ * list and listed files) is cleared; anything else there is refused. REC_EIO names the path
+ * that could not be made, written or renamed. */
 rec_status rec_export_npy(const rec_model *m, const char *dir, int overwrite);
 /* Every check of rec_export_npy(dir, overwrite) that needs no model, writing nothing (DIR's
  * parents aside, which it makes): what a job calls before its work, so that an export that
  * cannot happen fails in the first second, not after the training it would keep. */
 rec_status rec_export_check(const char *dir, int overwrite);
 
-/* Writes the model as one ONNX file (opset 17, fp32 initializers) that scores rows as
+/* Where an ONNX export puts the parameters' values: in the model file while it stays under
+ * protobuf's 2 GiB limit on one message and in PATH.data beside it (ONNX external data) for a
+ * larger model (AUTO), or in PATH.data at any size (EXTERNAL). */
+typedef enum { REC_ONNX_DATA_AUTO = 0, REC_ONNX_DATA_EXTERNAL = 1 } rec_onnx_data;
+#define REC_ONNX_DATA_SUFFIX ".data" /* the side file: PATH followed by it */
+
+/* Writes the model as an ONNX file (opset 17, fp32 initializers) that scores rows as
  * rec_predict does: inputs dense (batch, Dn) float32 and, per sparse feature f, ids_{f} (nnz)
  * and offsets_{f} (batch + 1) int64; outputs logit and probability (batch) float32 (graph in
- * src/train/onnx.c, for users in docs/commands.md). PATH appears whole or not at all
- * (rec_atomic_file). REC_EUNSUPPORTED for what rec_export_onnx_check refuses and for a model
- * over protobuf's 2 GiB limit, REC_EIO naming the file that could not be written. */
-rec_status rec_export_onnx(const rec_model *m, const char *path);
+ * src/train/onnx.c, for users in docs/commands.md). The parameters' values are in PATH or in
+ * PATH.data as `data` says (the layout of onnx.save(..., save_as_external_data=True)). Each
+ * file appears whole or not at all (rec_atomic_file), PATH.data first. REC_EUNSUPPORTED for
+ * what rec_export_onnx_check refuses, REC_EIO naming the file that could not be written. */
+rec_status rec_export_onnx(const rec_model *m, const char *path, rec_onnx_data data);
+/* Whether rec_export_onnx(m, path, data) writes PATH.data (0 also for a model it refuses):
+ * what a caller checks for an existing file before the export. */
+int rec_export_onnx_external(const rec_model *m, const char *path, rec_onnx_data data);
 /* The refusals of rec_export_onnx that need no file: a model whose products are bf16 (the
  * graph is fp32 and would not score as predict does) and a kind the graph cannot express. */
 rec_status rec_export_onnx_check(const rec_model *m);

@@ -10,8 +10,9 @@
 
 The reader is rectrain's own loader (C, through ctypes over librectrain_reader.so): the same
 batches, bitwise and in the same order as training (file order, or the shuffled order of a
-seed and epoch), with the file's checksums checked. The arrays of a batch are numpy views of
-the loader's memory, valid until the next batch is taken: copy what you keep.
+seed and epoch), with the file's checksums checked. A batch owns its numpy arrays (copied out
+of the loader's memory, which the next batch reuses): keep batches, list(reader) them, or let
+the reader go; they stay as read.
 """
 from .reader import Batch, ShardReader, library_path
 

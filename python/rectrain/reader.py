@@ -49,14 +49,19 @@ def _lib():
         "rec_errmsg": (ctypes.c_char_p, []),
     }
     for name, (res, args) in sig.items():
-        f = getattr(lib, name)
+        f = getattr(lib, name, None)
+        if f is None:  # another library, or an older build of this one
+            raise OSError(f"rectrain: {path} has no {name}: it is not rectrain's reader library (or one built "
+                          "before this package); set REC_LIB to a build's librectrain_reader.so, or unset it to "
+                          "use this checkout's build/") from None
         f.restype, f.argtypes = res, args
     _LIB = lib
     return lib
 
 
 class Batch:
-    """One batch: labels (n,), dense (n, Dn), and per sparse feature offsets (n + 1,) and ids."""
+    """One batch: labels (n,), dense (n, Dn), and per sparse feature offsets (n + 1,) and ids;
+    its own arrays, which outlive the reader and the batches after it."""
 
     def __init__(self, labels, dense, offsets, ids, names):
         self.labels, self.dense, self.offsets, self.ids, self.names = labels, dense, offsets, ids, names
@@ -127,17 +132,22 @@ class ShardReader:
         if n == 0:
             raise StopIteration
         lib, h = self._lib, self._h
-        labels = np.ctypeslib.as_array(lib.rec_reader_labels(h), shape=(n,))
-        dense = np.ctypeslib.as_array(lib.rec_reader_dense(h), shape=(n, self.n_dense)) if self.n_dense else \
-            np.zeros((n, 0), np.float32)
+        labels = _owned(lib.rec_reader_labels(h), (n,))
+        dense = _owned(lib.rec_reader_dense(h), (n, self.n_dense))
         offsets, ids = [], []
         for f in range(self.n_sparse):
-            o = np.ctypeslib.as_array(lib.rec_reader_offsets(h, f), shape=(n + 1,))
+            o = _owned(lib.rec_reader_offsets(h, f), (n + 1,))
             w = ctypes.c_int()
             p = lib.rec_reader_ids(h, f, ctypes.byref(w))
-            k = int(o[-1])
             t = ctypes.c_int32 if w.value == 4 else ctypes.c_int64
-            ids.append(np.ctypeslib.as_array(ctypes.cast(p, ctypes.POINTER(t)), shape=(k,)) if k else
-                       np.zeros(0, np.int32 if w.value == 4 else np.int64))
+            ids.append(_owned(ctypes.cast(p, ctypes.POINTER(t)), (int(o[-1]),)))
             offsets.append(o)
         return Batch(labels, dense, offsets, ids, self.names)
+
+
+def _owned(ptr, shape):
+    """A numpy copy of the loader's array at ptr: the loader reuses its batch memory for the
+    batches after and frees it with the reader, and a batch must outlive both."""
+    if 0 in shape:
+        return np.zeros(shape, np.dtype(ptr._type_))  # as_array refuses a zero-size array
+    return np.ctypeslib.as_array(ptr, shape=shape).copy()

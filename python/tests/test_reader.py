@@ -2,8 +2,12 @@
 with numpy alone: every batch in file order equals the file's rows bitwise (labels, dense
 values, offsets, ids of both widths, single- and multi-hot groups); the shuffled order is a
 permutation of them, the same for 1 and 3 threads and for two readers, another for another
-seed or epoch, in batches of the asked size; bad paths are refused with the reason. Makes its
-shards with the CLI ($REC_CLI). Prints `N passed, N failed` last, exits 1 on a failure."""
+seed or epoch, in batches of the asked size; batches outlive the next batch and their reader
+(list(reader), garbage collection at every allocation); bad paths are refused with the reason in
+Python's words, and a wrong REC_LIB with the package's OSError. Makes its shards with the CLI
+($REC_CLI). Prints `N passed, N failed` last, exits 1 on a failure."""
+import ctypes.util
+import gc
 import os
 import subprocess
 import sys
@@ -81,12 +85,67 @@ def rows_of(batches):
 
 
 def copies(reader):
-    """The reader's batches, copied (a batch's arrays live until the next one)."""
+    """The reader's batches, each copied as it is taken (what list(reader) must equal)."""
     out = []
     for bt in reader:
         out.append(rectrain.Batch(bt.labels.copy(), bt.dense.copy(), [o.copy() for o in bt.offsets],
                                   [i.copy() for i in bt.ids], bt.names))
     return out
+
+
+def same_rows(a, b):
+    """Two lists of batches hold the same rows, bitwise, in the same batches."""
+    return len(a) == len(b) and all(len(x) == len(y) and rows_of([x]) == rows_of([y]) for x, y in zip(a, b))
+
+
+def test_batches_outlive(shards):
+    """Batches kept past the next batch, past their reader's end and under garbage collection
+    at every allocation: list(reader) equals the batches copied as read, and a first batch
+    taken from a reader that is then dropped, while other readers fill and free the same
+    sizes of memory, still reads as the file's first rows (labels, dense, offsets, ids)."""
+    want = [copies(rectrain.ShardReader(p, batch=4096)) for p in shards]
+    got = [list(rectrain.ShardReader(p, batch=4096)) for p in shards]
+    check(all(same_rows(g, w) for g, w in zip(got, want)), "list(reader) equals the batches copied as read")
+    shuffled = copies(rectrain.ShardReader(shards[1], batch=1000, shuffle=True, seed=3))
+    check(same_rows(list(rectrain.ShardReader(shards[1], batch=1000, shuffle=True, seed=3)), shuffled),
+          "list(reader) of a shuffled order equals the batches copied as read")
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    try:
+        for p, w in zip(shards, want):
+            first = next(iter(rectrain.ShardReader(p, batch=4096)))  # its reader is dropped here
+            gc.collect()
+            for q in shards * 2:  # other readers of the same batch size, then of others
+                for _ in rectrain.ShardReader(q, batch=4096, shuffle=True, seed=5):
+                    pass
+                list(rectrain.ShardReader(q, batch=999))
+                gc.collect()
+            check(same_rows([first], w[:1]), f"{os.path.basename(p)}: a first batch outlives its reader "
+                  f"(label sum {float(first.labels.sum())}, want {float(w[0].labels.sum())})")
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def test_other_library():
+    """REC_LIB naming a library that is not rectrain's reader: the package's OSError, naming the
+    library and REC_LIB, not ctypes' AttributeError; then the right library loads again."""
+    libc = ctypes.util.find_library("c")
+    saved, env = rectrain.reader._LIB, os.environ.get("REC_LIB")
+    rectrain.reader._LIB, os.environ["REC_LIB"] = None, libc
+    try:
+        rectrain.ShardReader("x.rshard")
+        check(False, "REC_LIB naming libc refused")
+    except OSError as e:
+        check(libc in str(e) and "not rectrain's reader library" in str(e) and "REC_LIB" in str(e),
+              f"REC_LIB naming libc: {e}")
+    except Exception as e:  # noqa: BLE001 -- what the package raised instead
+        check(False, f"REC_LIB naming libc: {type(e).__name__}: {e}")
+    finally:
+        rectrain.reader._LIB = saved
+        if env is None:
+            del os.environ["REC_LIB"]
+        else:
+            os.environ["REC_LIB"] = env
 
 
 def main():
@@ -131,13 +190,21 @@ def main():
         check(multi, "the second shard has multi-hot features")
         both = copies(rectrain.ShardReader(shards[:1] * 2, batch=5000))
         check(sum(len(b) for b in both) == 2 * len(read_layout(shards[0])[0]), "a list of shards reads as one")
-        for bad, why in ((f"{d}/none.rshard", "none.rshard"), (f"{d}/d.tsv", "prep it first with rectrain prep"),
-                         ([], "no data set named")):
+        test_batches_outlive(shards)
+        raw = f"{d}/d.rraw"
+        subprocess.run([cli, "prep", "--raw", "--in", f"{d}/d.tsv", "--out", raw], check=True, capture_output=True)
+        for bad, why in ((f"{d}/none.rshard", "none.rshard"), ([], "no data set named"),
+                         (f"{d}/d.tsv", f"{d}/d.tsv is a TSV or another file, not a .rshard"),
+                         (raw, f"{raw} is a .rraw of raw columns, not a .rshard"),
+                         ([shards[0], f"{d}/d.tsv"], f"{d}/d.tsv is a TSV")):
             try:
                 rectrain.ShardReader(bad)
                 check(False, f"{bad} refused")
             except ValueError as e:
                 check(why in str(e), f"{bad} refused naming it: {e}")
+                # ShardReader takes no spec: the advice is the prep command, not --spec / prep_spec
+                check("prep_spec" not in str(e) and "(--spec" not in str(e), f"{bad}: refused in the CLI's words: {e}")
+        test_other_library()
         for kw, why in (({"batch": 0}, "batch 0"), ({"threads": 0}, "threads 0"), ({"epoch": -1}, "epoch -1")):
             try:
                 rectrain.ShardReader(shards[0], **kw)

@@ -99,13 +99,17 @@ static const char SHARD_MAGIC[8] = {'R', 'S', 'H', 'A', 'R', 'D', '0', '1'};
  * refused naming what it is and what to give instead: a rectrain checkpoint or embedding
  * server snapshot, a JSON document (a spec, config or plan), other binary data. An empty file
  * is a TSV of no rows. */
-static rec_status sniff_kind(const char *path, int *kind) {
+static rec_status sniff_kind(const char *path, int shards_only, int *kind) {
     FILE *f = fopen(path, "rb");
     if (!f) return rec_errorf(REC_EIO, "%s: cannot open the data set: %s", path, strerror(errno));
     unsigned char head[4096];
     const size_t got = fread(head, 1, sizeof head, f);
     fclose(f);
     *kind = got >= 8 && memcmp(head, SHARD_MAGIC, 8) == 0 ? KIND_SHARD : rec_rawcols_magic(head, got) ? KIND_RAW : KIND_TSV;
+    if (shards_only && *kind != KIND_SHARD) /* the advice below names the CLI's options */
+        return rec_errorf(REC_EINVAL, "%s is %s, not a .rshard: the reader takes the shards rectrain prep writes; prep "
+                          "it first (rectrain prep --spec SPEC.json --in %s --out DATA.rshard) and give the .rshard",
+                          path, *kind == KIND_RAW ? "a .rraw of raw columns" : "a TSV or another file", path);
     if (*kind != KIND_TSV) return REC_OK;
     const char *give = "give a .rshard from rectrain prep, a .rraw from rectrain prep --raw, or a Criteo TSV (.tsv or .gz)";
     if (got >= 8 && !memcmp(head, REC_CKPT_MAGIC, 8))
@@ -251,7 +255,7 @@ static rec_status open_tsv_set(rec_dataset *d, const rec_dataset_opts *o) {
 /* The kind of every file of the list: all shards, all .rraw or all TSV, each a regular file. */
 static const char *kind_name(int kind) { return kind == KIND_SHARD ? "a .rshard" : kind == KIND_RAW ? "a .rraw" : "a TSV"; }
 
-static rec_status sniff_parts(const char *const *paths, int n, int *kind) {
+static rec_status sniff_parts(const char *const *paths, int n, int shards_only, int *kind) {
     for (int k = 0; k < n; k++) {
         struct stat st;
         if (stat(paths[k], &st) == 0 && !S_ISREG(st.st_mode))
@@ -259,7 +263,7 @@ static rec_status sniff_parts(const char *const *paths, int n, int *kind) {
                               "(its rows counted, then read for every epoch or pass): give a file, or rectrain prep it "
                               "into a .rshard", paths[k]);
         int kk = KIND_TSV;
-        REC_TRY(sniff_kind(paths[k], &kk));
+        REC_TRY(sniff_kind(paths[k], shards_only, &kk));
         if (k > 0 && kk != *kind)
             return rec_errorf(REC_EINVAL, "%s is %s and %s %s: the files of one data set are all .rshard, all .rraw or "
                               "all TSV; prep the others the same way first", paths[k], kind_name(kk), paths[0],
@@ -278,7 +282,7 @@ rec_status rec_dataset_open(rec_dataset **out, const rec_dataset_opts *o) {
     const int n_paths = o && o->n_paths > 0 ? o->n_paths : 1;
     if (!paths || !paths[0]) return rec_errorf(REC_EINVAL, "data set: a path is required");
     int kind = KIND_TSV;
-    REC_TRY(sniff_parts(paths, n_paths, &kind));
+    REC_TRY(sniff_parts(paths, n_paths, o->shards_only, &kind));
     rec_dataset *d;
     REC_TRY(rec_alloc((void **)&d, sizeof *d, "data set"));
     char name[600];

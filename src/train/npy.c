@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "rectrain/core.h"
 #include "rectrain/train.h"
 
@@ -87,22 +89,100 @@ rec_status rec_npy_write(const char *path, const float *data, const uint16_t *da
  * it, so a failure (a full disk, a file too large, a stop) leaves no DIR with some of the
  * parameters, which a reader would take for a whole export. An existing DIR with files in it
  * is refused unless the caller allows replacing it (--overwrite), and even then only when it
- * holds nothing an export does not write (NAME.npy, config.json), so that a slip of the shell
- * (--npy ~) never deletes anything else. */
+ * holds nothing but what an earlier export wrote there. Names alone cannot tell that (a user's
+ * own mydata.npy and config.json look like an export's), so every export writes the list of its
+ * files first, as EXPORT_LIST, and a folder without that list is never emptied: a slip of the
+ * shell (--npy ~) deletes nothing. */
 
-/* A name that an export writes into its folder: NAME.npy, config.json, or the NAME.npy.tmp
- * that rec_npy_write renames (left by an export that was killed). */
-static int export_name(const char *name) {
-    const size_t n = strlen(name);
-    return !strcmp(name, "config.json") || (n > 4 && !strcmp(name + n - 4, ".npy")) ||
-           (n > 8 && !strcmp(name + n - 8, ".npy.tmp"));
+#define EXPORT_LIST "rectrain_export.json"
+
+/* An export's list of files, read from its folder or made for a new export. */
+typedef struct export_list {
+    cJSON *root;        /* NULL: no list (the folder is no export's) */
+    const cJSON *files; /* root's "files": an array of plain names */
+} export_list;
+
+static void list_free(export_list *l) {
+    cJSON_Delete(l->root);
+    l->root = NULL;
+    l->files = NULL;
 }
 
-/* Counts the entries of folder `dir` into *entries and copies the first one that an export
- * does not write (another name, or not a regular file) into foreign (cap bytes; "" when
- * none). With `clear`, and only when every entry is an export's, removes them all and then
- * the folder. -1 with errno when the folder cannot be read or a removal fails, else 0. */
-static int scan_export_dir(const char *dir, int clear, int64_t *entries, char *foreign, size_t cap) {
+/* l->files checked: an array of names without '/' (an export writes only into its folder). */
+static int list_valid(const export_list *l) {
+    if (!cJSON_IsArray(l->files)) return 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, l->files) {
+        if (!cJSON_IsString(it) || !it->valuestring[0] || strchr(it->valuestring, '/') ||
+            !strcmp(it->valuestring, ".") || !strcmp(it->valuestring, ".."))
+            return 0;
+    }
+    return 1;
+}
+
+/* DIR/EXPORT_LIST into *l; no file there leaves l->root NULL and is no error. */
+static rec_status list_read(const char *dir, export_list *l) {
+    l->root = NULL;
+    l->files = NULL;
+    char path[4096 + sizeof EXPORT_LIST + 1];
+    snprintf(path, sizeof path, "%s/" EXPORT_LIST, dir);
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? REC_OK : rec_errorf(REC_EIO, "%s: cannot look at it: %s", path, strerror(errno));
+    char *text = NULL;
+    size_t len = 0;
+    REC_TRY(rec_read_file(path, "export's list of files", 1 << 20, &text, &len));
+    l->root = cJSON_ParseWithLength(text, len);
+    free(text);
+    l->files = cJSON_GetObjectItemCaseSensitive(l->root, "files");
+    if (list_valid(l)) return REC_OK;
+    list_free(l);
+    return rec_errorf(REC_EINVAL, "%s: not the list of files an export writes (an object whose \"files\" is an array "
+                      "of names); %s is left as it is: choose another directory", path, dir);
+}
+
+/* Whether the export of list l wrote `name`: the list itself, a listed file, or with tmp_too
+ * the NAME.tmp a write goes through (left by an export that was killed). */
+static int list_has(const export_list *l, const char *name, int tmp_too) {
+    if (!l->root) return 0;
+    if (!strcmp(name, EXPORT_LIST)) return 1;
+    const size_t n = strlen(name);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, l->files) {
+        const size_t k = strlen(it->valuestring);
+        if (!strcmp(name, it->valuestring) ||
+            (tmp_too && n == k + 4 && !strncmp(name, it->valuestring, k) && !strcmp(name + k, ".tmp")))
+            return 1;
+    }
+    return 0;
+}
+
+/* The list of what exporting m writes: NAME.npy per parameter and config.json. */
+static rec_status list_make(const rec_model *m, export_list *l) {
+    l->root = cJSON_CreateObject();
+    cJSON *files = l->root ? cJSON_AddArrayToObject(l->root, "files") : NULL;
+    int ok = files && cJSON_AddStringToObject(l->root, "written_by", "rectrain export") != NULL;
+    const rec_tensor *ts;
+    const int n = rec_model_tensors(m, &ts);
+    char name[300];
+    for (int i = 0; i < n && ok; i++) {
+        if (ts[i].role != REC_TENSOR_PARAM) continue;
+        snprintf(name, sizeof name, "%s.npy", ts[i].name);
+        ok = cJSON_AddItemToArray(files, cJSON_CreateString(name));
+    }
+    ok = ok && cJSON_AddItemToArray(files, cJSON_CreateString("config.json"));
+    l->files = files;
+    if (ok) return REC_OK;
+    list_free(l);
+    return rec_errorf(REC_ENOMEM, "out of memory for the export's list of files");
+}
+
+/* Counts the entries of folder `dir` into *entries and copies the first one that the export
+ * of list l did not write (another name, or not a regular file) into foreign (cap bytes; ""
+ * when none). With `clear`, and only when every entry is the export's, removes them all and
+ * then the folder. -1 with errno when the folder cannot be read or a removal fails, else 0. */
+static int scan_export_dir(const char *dir, const export_list *l, int clear, int64_t *entries, char *foreign,
+                           size_t cap) {
     *entries = 0;
     foreign[0] = 0;
     DIR *d = opendir(dir);
@@ -130,7 +210,7 @@ static int scan_export_dir(const char *dir, int clear, int64_t *entries, char *f
             }
             (*entries)++;
             struct stat st;
-            if (!foreign[0] && (!export_name(e->d_name) || lstat(p, &st) != 0 || !S_ISREG(st.st_mode)))
+            if (!foreign[0] && (!list_has(l, e->d_name, clear) || lstat(p, &st) != 0 || !S_ISREG(st.st_mode)))
                 snprintf(foreign, cap, "%s", e->d_name);
         }
     }
@@ -140,6 +220,21 @@ static int scan_export_dir(const char *dir, int clear, int64_t *entries, char *f
     if (rc == 0 && clear && !foreign[0] && rmdir(dir) != 0) return -1;
     errno = err;
     return rc;
+}
+
+/* Removes folder `dir` when it holds only what the export listed in it wrote (and the list);
+ * -1 with errno, or with *foreign set to what else it holds, when it does not go. */
+static int clear_export_dir(const char *dir, char *foreign, size_t cap) {
+    export_list l;
+    int64_t entries;
+    foreign[0] = 0;
+    if (list_read(dir, &l) != REC_OK) {
+        snprintf(foreign, cap, "%s", EXPORT_LIST);
+        return -1;
+    }
+    const int rc = scan_export_dir(dir, &l, 1, &entries, foreign, cap);
+    list_free(&l);
+    return rc != 0 || foreign[0] ? -1 : 0;
 }
 
 /* DIR without trailing slashes into dir, and DIR.tmp into tmp (each `cap` bytes). */
@@ -154,6 +249,23 @@ static rec_status export_paths(const char *path, char *dir, char *tmp, size_t ca
     return REC_OK;
 }
 
+/* Why DIR (holding n entries, `foreign` the first that its export did not write, `listed`
+ * whether it holds an export's list) cannot take this export; REC_OK when it can. */
+static rec_status refuse_dir(const char *dir, int64_t n, const char *foreign, int listed, int overwrite) {
+    if (n > 0 && foreign[0] && !listed) /* before advising --overwrite, which would not take it */
+        return rec_errorf(REC_EINVAL, "%s: holds '%s' and no " EXPORT_LIST " (the list an export keeps of the files it "
+                          "wrote), so it is not an earlier export: only an export's own files are replaced; choose "
+                          "another directory (or, if it is an export from before that list was kept, remove it "
+                          "yourself)", dir, foreign);
+    if (n > 0 && foreign[0])
+        return rec_errorf(REC_EINVAL, "%s: holds '%s', which the export there did not write (" EXPORT_LIST " lists "
+                          "its files); only those are replaced: move it away, or choose another directory", dir, foreign);
+    if (n > 0 && !overwrite)
+        return rec_errorf(REC_EINVAL, "%s: exists and holds an earlier export (%lld file%s); add --overwrite to "
+                          "replace it with this one, or choose another directory", dir, (long long)n, rec_s(n));
+    return REC_OK;
+}
+
 /* Everything rec_export_npy checks before it writes a byte (see rec_export_check); leaves
  * DIR.tmp made and empty when `keep_tmp`, removes it otherwise. */
 static rec_status export_prepare(const char *dir, const char *tmp, int overwrite, int keep_tmp) {
@@ -163,22 +275,19 @@ static rec_status export_prepare(const char *dir, const char *tmp, int overwrite
     if (lstat(dir, &st) == 0) {
         if (!S_ISDIR(st.st_mode))
             return rec_errorf(REC_EIO, "%s: exists and is not a directory; choose another export directory", dir);
-        if (scan_export_dir(dir, 0, &n, foreign, sizeof foreign) != 0)
-            return rec_errorf(REC_EIO, "%s: cannot read the export directory: %s", dir, strerror(errno));
-        if (n > 0 && foreign[0]) /* before advising --overwrite, which would not take it */
-            return rec_errorf(REC_EINVAL, "%s: holds '%s', which an export does not write; only an earlier export "
-                              "(NAME.npy files and config.json) is replaced: choose another directory", dir, foreign);
-        if (n > 0 && !overwrite)
-            return rec_errorf(REC_EINVAL, "%s: exists and holds an earlier export (%lld file%s); add --overwrite to "
-                              "replace it with this one, or choose another directory", dir, (long long)n, rec_s(n));
+        export_list l;
+        REC_TRY(list_read(dir, &l));
+        const int listed = l.root != NULL, rc = scan_export_dir(dir, &l, 0, &n, foreign, sizeof foreign);
+        list_free(&l);
+        if (rc != 0) return rec_errorf(REC_EIO, "%s: cannot read the export directory: %s", dir, strerror(errno));
+        REC_TRY(refuse_dir(dir, n, foreign, listed, overwrite));
     } else if (errno != ENOENT && errno != ENOTDIR) { /* ENOTDIR: rec_mkdir_p says which part is a file */
         return rec_errorf(REC_EIO, "%s: cannot look at the export directory: %s", dir, strerror(errno));
     }
-    if (lstat(tmp, &st) == 0) { /* left by an export that was killed: cleared, if it holds only an export's files */
-        if (!S_ISDIR(st.st_mode) || scan_export_dir(tmp, 1, &n, foreign, sizeof foreign) != 0 || foreign[0])
-            return rec_errorf(REC_EIO, "%s: is in the way of the export (written there, then renamed to %s) and is not "
-                              "the remains of one; remove it, or choose another directory", tmp, dir);
-    }
+    /* left by an export that was killed: cleared, if it holds only what that export listed */
+    if (lstat(tmp, &st) == 0 && (!S_ISDIR(st.st_mode) || clear_export_dir(tmp, foreign, sizeof foreign) != 0))
+        return rec_errorf(REC_EIO, "%s: is in the way of the export (written there, then renamed to %s) and is not "
+                          "the remains of one; remove it, or choose another directory", tmp, dir);
     REC_TRY(rec_mkdir_p(tmp, "export directory"));
     if (!keep_tmp) rmdir(tmp);
     return REC_OK;
@@ -211,16 +320,22 @@ static rec_status write_config_json(const rec_model *m, const char *path) {
 }
 
 /* Every PARAM tensor as DIR.tmp/NAME.npy (float32, C order, rec_npy_write) and the canonical
- * config as DIR.tmp/config.json; then an earlier export in DIR is removed (overwrite) and
- * DIR.tmp renamed to DIR. On any failure DIR.tmp is removed and DIR is as it was. */
+ * config as DIR.tmp/config.json, after the list of them (EXPORT_LIST); then an earlier export
+ * in DIR is removed (overwrite) and DIR.tmp renamed to DIR. On any failure DIR.tmp is removed
+ * and DIR is as it was. */
 rec_status rec_export_npy(const rec_model *m, const char *path, int overwrite) {
     if (!m || !path) return rec_errorf(REC_EINVAL, "rec_export_npy: model and directory are required");
     char dir[4096], tmp[4096], file[4096 + 128];
     REC_TRY(export_paths(path, dir, tmp, sizeof dir));
     REC_TRY(export_prepare(dir, tmp, overwrite, 1));
+    export_list l;
+    rec_status s = list_make(m, &l);
+    if (!s) { /* first: a DIR.tmp left by a kill holds it and is known for an export's */
+        snprintf(file, sizeof file, "%s/" EXPORT_LIST, tmp);
+        s = rec_json_write(file, "export's list of files", cJSON_Duplicate(l.root, 1));
+    }
     const rec_tensor *ts;
     const int n = rec_model_tensors(m, &ts);
-    rec_status s = REC_OK;
     for (int i = 0; i < n && !s; i++) {
         if (ts[i].role != REC_TENSOR_PARAM) continue;
         snprintf(file, sizeof file, "%s/%s.npy", tmp, ts[i].name);
@@ -233,22 +348,21 @@ rec_status rec_export_npy(const rec_model *m, const char *path, int overwrite) {
     char foreign[300];
     int64_t entries;
     if (s) { /* no partial export: what was written goes */
-        scan_export_dir(tmp, 1, &entries, foreign, sizeof foreign);
+        scan_export_dir(tmp, &l, 1, &entries, foreign, sizeof foreign);
+        list_free(&l);
         return s;
     }
+    list_free(&l);
     /* An earlier export in DIR makes way (export_prepare refused anything else in it); an
      * empty DIR is simply removed. */
     struct stat st;
-    if (lstat(dir, &st) == 0 && rmdir(dir) != 0) {
-        const int gone = scan_export_dir(dir, 1, &entries, foreign, sizeof foreign) == 0 && !foreign[0];
-        if (!gone)
-            return rec_errorf(REC_EIO, "%s: cannot remove the earlier export to put the new one in its place (%s); "
-                              "the new export is complete in %s", dir, foreign[0] ? "it holds other files now"
-                              : strerror(errno), tmp);
-    }
+    if (lstat(dir, &st) == 0 && rmdir(dir) != 0 && clear_export_dir(dir, foreign, sizeof foreign) != 0)
+        return rec_errorf(REC_EIO, "%s: cannot remove the earlier export to put the new one in its place (%s); "
+                          "the new export is complete in %s", dir, foreign[0] ? "it holds other files now"
+                          : strerror(errno), tmp);
     if (rename(tmp, dir) != 0) {
         s = rec_errorf(REC_EIO, "%s: cannot rename %s to it: %s", dir, tmp, strerror(errno));
-        scan_export_dir(tmp, 1, &entries, foreign, sizeof foreign);
+        clear_export_dir(tmp, foreign, sizeof foreign);
     }
     return s;
 }

@@ -29,7 +29,14 @@
  * memory (pb_impl.h); the weight tables, which can be most of a gigabyte, are counted and
  * streamed from the model's own memory (bf16 tables widened on the way) into a file that
  * appears whole or not at all (rec_atomic_file). A protobuf message cannot exceed 2 GiB, so a
- * larger model is refused before anything is written. */
+ * larger model (every production DLRM) is written with ONNX external data, as
+ * onnx.save(..., save_as_external_data=True) writes it: the values of every parameter of 1 KiB
+ * or more go to one side file, PATH.data, each at a page-aligned offset (ONNX Runtime maps
+ * aligned tensors instead of copying them), and its TensorProto keeps dims, type and name with
+ * data_location EXTERNAL and the external_data entries location (the side file's name,
+ * relative to the model's folder), offset and length in bytes, as decimal strings
+ * (onnx/docs/ExternalData.md). REC_ONNX_DATA_EXTERNAL asks for that layout at any size. The
+ * side file is committed before the model, so that no model names data that is not there. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,7 +61,8 @@ enum {
     NODE_INPUT = 1, NODE_OUTPUT = 2, NODE_NAME = 3, NODE_OP_TYPE = 4, NODE_ATTRIBUTE = 5,
     ATTR_NAME = 1, ATTR_I = 3, ATTR_INTS = 8, ATTR_TYPE = 20,
     ATTR_TYPE_INT = 2, ATTR_TYPE_INTS = 7,
-    TENSOR_DIMS = 1, TENSOR_DATA_TYPE = 2, TENSOR_NAME = 8, TENSOR_RAW_DATA = 9,
+    TENSOR_DIMS = 1, TENSOR_DATA_TYPE = 2, TENSOR_NAME = 8, TENSOR_RAW_DATA = 9, TENSOR_EXTERNAL_DATA = 13,
+    TENSOR_DATA_LOCATION = 14, LOCATION_EXTERNAL = 1, ENTRY_KEY = 1, ENTRY_VALUE = 2,
     DTYPE_FLOAT = 1, DTYPE_INT64 = 7, DTYPE_DOUBLE = 11,
     VALUE_NAME = 1, VALUE_TYPE = 2,
     TYPE_TENSOR = 1, TENSOR_TYPE_ELEM = 1, TENSOR_TYPE_SHAPE = 2,
@@ -62,6 +70,9 @@ enum {
 };
 
 enum { ONNX_IR_VERSION = 8, ONNX_OPSET = 17 };
+/* External data: the smallest parameter moved to the side file (onnx.save's size_threshold),
+ * and the alignment of each one there (a page) */
+enum { EXTERNAL_MIN_BYTES = 1024, EXTERNAL_ALIGN = 4096 };
 #define PROTOBUF_MAX ((uint64_t)INT32_MAX) /* protobuf's limit on a serialized message */
 
 typedef struct { char s[64]; } vname; /* a value's name in the graph */
@@ -70,6 +81,7 @@ typedef struct big_init {
     const rec_tensor *t; /* streamed from t->data or t->data16 */
     int ndim;
     int64_t dims[2];     /* as the graph declares it (a cross weight (D0) becomes (D0, 1)) */
+    int64_t offset;      /* of its values in the side file, or -1: raw_data in the model */
 } big_init;
 
 typedef struct graph {
@@ -191,6 +203,7 @@ static vname param(graph *g, const rec_model *m, const char *name, int ndim, con
     }
     big_init *b = &g->big[g->n_big++];
     b->t = t;
+    b->offset = -1;
     b->ndim = ndim > 0 ? ndim : t->ndim;
     for (int i = 0; i < b->ndim; i++) b->dims[i] = ndim > 0 ? dims[i] : t->shape[i];
     return named("%s", t->name);
@@ -427,15 +440,65 @@ static void build(graph *g, const rec_model *m) {
 
 /* ---- writing ------------------------------------------------------------------------------- */
 
-/* The TensorProto fields of parameter b before its raw_data (dims, type, name) into h
- * (emptied first), and the length of the whole TensorProto into *len. */
-static void big_header(const big_init *b, rec__pb *h, uint64_t *len) {
+static void entry(rec__pb *h, const char *key, const char *value) {
+    const size_t e = rec__pb_begin(h, TENSOR_EXTERNAL_DATA);
+    rec__pb_str(h, ENTRY_KEY, key);
+    rec__pb_str(h, ENTRY_VALUE, value);
+    rec__pb_end(h, e);
+}
+
+static uint64_t big_bytes(const big_init *b) { return (uint64_t)rec_tensor_numel(b->t) * sizeof(float); }
+
+/* The TensorProto of parameter b into h (emptied first), all but its values: dims, type and
+ * name, then raw_data's key and length (its values follow in the model) or, for a parameter in
+ * the side file `data_name`, where its values are there. The length of the whole message into
+ * *len. */
+static void big_header(const big_init *b, const char *data_name, rec__pb *h, uint64_t *len) {
     h->n = 0;
     for (int i = 0; i < b->ndim; i++) rec__pb_int(h, TENSOR_DIMS, b->dims[i]);
     rec__pb_int(h, TENSOR_DATA_TYPE, DTYPE_FLOAT);
     rec__pb_str(h, TENSOR_NAME, b->t->name);
-    const uint64_t bytes = (uint64_t)rec_tensor_numel(b->t) * sizeof(float);
-    *len = h->n + 1 + rec__pb_varint_len(bytes) + bytes; /* key 9 is one byte */
+    const uint64_t bytes = big_bytes(b);
+    if (b->offset < 0) {
+        rec__pb_key(h, TENSOR_RAW_DATA, REC_PB_LEN);
+        rec__pb_varint(h, bytes);
+        *len = h->n + bytes;
+        return;
+    }
+    char num[24];
+    entry(h, "location", data_name);
+    snprintf(num, sizeof num, "%lld", (long long)b->offset);
+    entry(h, "offset", num);
+    snprintf(num, sizeof num, "%llu", (unsigned long long)bytes);
+    entry(h, "length", num);
+    rec__pb_int(h, TENSOR_DATA_LOCATION, LOCATION_EXTERNAL);
+    *len = h->n;
+}
+
+/* Places the parameters: every one in the model, or (external) those of EXTERNAL_MIN_BYTES
+ * and more in the side file, one after another at EXTERNAL_ALIGN offsets. The side file's
+ * size, 0 when it holds nothing. */
+static uint64_t place(graph *g, int external) {
+    uint64_t end = 0;
+    for (int i = 0; i < g->n_big; i++) {
+        big_init *b = &g->big[i];
+        b->offset = -1;
+        if (!external || big_bytes(b) < EXTERNAL_MIN_BYTES) continue;
+        b->offset = (int64_t)((end + EXTERNAL_ALIGN - 1) / EXTERNAL_ALIGN * EXTERNAL_ALIGN);
+        end = (uint64_t)b->offset + big_bytes(b);
+    }
+    return end;
+}
+
+/* The GraphProto's length with the parameters placed as they are. */
+static uint64_t graph_length(const graph *g, const char *data_name, rec__pb *hdr) {
+    uint64_t n = g->body.n + g->io.n;
+    for (int i = 0; i < g->n_big; i++) {
+        uint64_t len;
+        big_header(&g->big[i], data_name, hdr, &len);
+        n += 1 + rec__pb_varint_len(len) + len;
+    }
+    return n;
 }
 
 /* The values of t as float32 bytes to fd (bf16 widened a chunk at a time). */
@@ -466,65 +529,139 @@ rec_status rec_export_onnx_check(const rec_model *m) {
     return REC_OK;
 }
 
-rec_status rec_export_onnx(const rec_model *m, const char *path) {
-    REC_TRY(rec_export_onnx_check(m));
-    const rec_model_config *c = rec_model_get_config(m);
-    graph g = {0};
-    build(&g, m);
-    rec__pb head = {0}, hdr = {0};
-    rec_status s = REC_OK;
-    uint64_t graph_len = g.body.n + g.io.n;
-    for (int i = 0; i < g.n_big; i++) {
-        uint64_t len;
-        big_header(&g.big[i], &hdr, &len);
-        graph_len += 1 + rec__pb_varint_len(len) + len;
-    }
-    rec__pb_int(&head, MODEL_IR_VERSION, ONNX_IR_VERSION);
-    rec__pb_str(&head, MODEL_PRODUCER_NAME, "rectrain");
-    rec__pb_str(&head, MODEL_PRODUCER_VERSION, "1");
+/* The ModelProto's fields before its graph (of graph_len bytes) into head. */
+static void model_head(const rec_model_config *c, uint64_t graph_len, rec__pb *head) {
+    head->n = 0;
+    rec__pb_int(head, MODEL_IR_VERSION, ONNX_IR_VERSION);
+    rec__pb_str(head, MODEL_PRODUCER_NAME, "rectrain");
+    rec__pb_str(head, MODEL_PRODUCER_VERSION, "1");
     char doc[200];
     snprintf(doc, sizeof doc, "%s model %s exported by rectrain; inputs dense, ids_{f}, offsets_{f}; outputs logit, "
              "probability", rec_model_kind_name(c->kind), c->name);
-    rec__pb_str(&head, MODEL_DOC, doc);
-    const size_t os = rec__pb_begin(&head, MODEL_OPSET_IMPORT);
-    rec__pb_str(&head, OPSET_DOMAIN, "");
-    rec__pb_int(&head, OPSET_VERSION, ONNX_OPSET);
-    rec__pb_end(&head, os);
-    rec__pb_key(&head, MODEL_GRAPH, REC_PB_LEN);
-    rec__pb_varint(&head, graph_len);
-    if (g.oom || g.body.oom || g.io.oom || head.oom || hdr.oom)
-        s = rec_errorf(REC_ENOMEM, "%s: out of memory building the ONNX graph of model %s", path, c->name);
-    else if (head.n + graph_len > PROTOBUF_MAX)
-        s = rec_errorf(REC_EUNSUPPORTED, "%s: the ONNX model of %s would take %.2f GB, over protobuf's 2 GiB limit on "
-                       "one file (ONNX external data is not written); shrink the tables (a vocabulary spec, "
-                       "configs/criteo_vocab.json, sizes them to the data) or use --format npy",
-                       path, c->name, (double)(head.n + graph_len) / 1e9);
-    rec_atomic_file a = {.fd = -1};
-    if (!s) s = rec_atomic_open(&a, path);
-    int ok = !s && rec_write_full(a.fd, head.p, head.n) && rec_write_full(a.fd, g.body.p, g.body.n);
-    for (int i = 0; ok && i < g.n_big; i++) {
+    rec__pb_str(head, MODEL_DOC, doc);
+    const size_t os = rec__pb_begin(head, MODEL_OPSET_IMPORT);
+    rec__pb_str(head, OPSET_DOMAIN, "");
+    rec__pb_int(head, OPSET_VERSION, ONNX_OPSET);
+    rec__pb_end(head, os);
+    rec__pb_key(head, MODEL_GRAPH, REC_PB_LEN);
+    rec__pb_varint(head, graph_len);
+}
+
+/* What an export writes, laid out: the graph built, the parameters placed, the model's head. */
+typedef struct layout {
+    graph g;
+    rec__pb head, hdr;    /* the model's fields before the graph; a scratch TensorProto */
+    uint64_t graph_len;
+    uint64_t data_bytes;  /* of the side file; 0: none is written */
+    char *data_path;      /* PATH.data, owned */
+    const char *data_name;/* its name in the model: data_path's last component */
+} layout;
+
+static void layout_free(layout *L) {
+    rec__pb_free(&L->head);
+    rec__pb_free(&L->hdr);
+    rec__pb_free(&L->g.body);
+    rec__pb_free(&L->g.io);
+    free(L->g.big);
+    free(L->data_path);
+}
+
+/* Lays out the export of m to path: the parameters in the model while it stays under
+ * protobuf's limit (and data is not REC_ONNX_DATA_EXTERNAL), in PATH.data otherwise. */
+static rec_status layout_init(layout *L, const rec_model *m, const char *path, rec_onnx_data data) {
+    memset(L, 0, sizeof *L);
+    const rec_model_config *c = rec_model_get_config(m);
+    const size_t n = strlen(path);
+    if (!(L->data_path = malloc(n + sizeof REC_ONNX_DATA_SUFFIX)))
+        return rec_errorf(REC_ENOMEM, "%s: out of memory", path);
+    memcpy(L->data_path, path, n);
+    memcpy(L->data_path + n, REC_ONNX_DATA_SUFFIX, sizeof REC_ONNX_DATA_SUFFIX);
+    const char *slash = strrchr(L->data_path, '/');
+    L->data_name = slash ? slash + 1 : L->data_path;
+    build(&L->g, m);
+    for (int external = data == REC_ONNX_DATA_EXTERNAL; external < 2; external++) {
+        L->data_bytes = place(&L->g, external);
+        L->graph_len = graph_length(&L->g, L->data_name, &L->hdr);
+        model_head(c, L->graph_len, &L->head);
+        if (L->head.n + L->graph_len <= PROTOBUF_MAX) break;
+    }
+    if (L->g.oom || L->g.body.oom || L->g.io.oom || L->head.oom || L->hdr.oom)
+        return rec_errorf(REC_ENOMEM, "%s: out of memory building the ONNX graph of model %s", path, c->name);
+    if (L->head.n + L->graph_len > PROTOBUF_MAX) /* the graph itself: thousands of features */
+        return rec_errorf(REC_EUNSUPPORTED, "%s: the ONNX graph of %s takes %.2f GB without its weights, over "
+                          "protobuf's 2 GiB limit on one message; use --format npy", path, c->name,
+                          (double)(L->head.n + L->graph_len) / 1e9);
+    return REC_OK;
+}
+
+/* Zeros from position *pos of fd up to `to`. */
+static int pad_to(int fd, uint64_t *pos, uint64_t to) {
+    static const uint8_t zeros[EXTERNAL_ALIGN];
+    while (*pos < to) {
+        const size_t k = to - *pos < sizeof zeros ? (size_t)(to - *pos) : sizeof zeros;
+        if (!rec_write_full(fd, zeros, k)) return 0;
+        *pos += k;
+    }
+    return 1;
+}
+
+/* The side file: the placed parameters' values at their offsets. */
+static int write_data(int fd, const graph *g) {
+    uint64_t pos = 0;
+    for (int i = 0; i < g->n_big; i++) {
+        const big_init *b = &g->big[i];
+        if (b->offset < 0) continue;
+        if (!pad_to(fd, &pos, (uint64_t)b->offset) || !write_values(fd, b->t)) return 0;
+        pos += big_bytes(b);
+    }
+    return 1;
+}
+
+/* The model: its head, the graph's nodes and constants, each parameter's TensorProto (with
+ * its values when they are not in the side file), the inputs and outputs. */
+static int write_model(int fd, layout *L) {
+    int ok = rec_write_full(fd, L->head.p, L->head.n) && rec_write_full(fd, L->g.body.p, L->g.body.n);
+    for (int i = 0; ok && i < L->g.n_big; i++) {
         uint64_t len;
-        big_header(&g.big[i], &hdr, &len);
+        big_header(&L->g.big[i], L->data_name, &L->hdr, &len);
         rec__pb field = {0};
         rec__pb_key(&field, GRAPH_INITIALIZER, REC_PB_LEN);
         rec__pb_varint(&field, len);
-        rec__pb_raw(&field, hdr.p, hdr.n);
-        rec__pb_key(&field, TENSOR_RAW_DATA, REC_PB_LEN);
-        rec__pb_varint(&field, (uint64_t)rec_tensor_numel(g.big[i].t) * sizeof(float));
-        ok = !field.oom && rec_write_full(a.fd, field.p, field.n) && write_values(a.fd, g.big[i].t);
+        ok = !field.oom && !L->hdr.oom && rec_write_full(fd, field.p, field.n) && rec_write_full(fd, L->hdr.p, L->hdr.n) &&
+             (L->g.big[i].offset >= 0 || write_values(fd, L->g.big[i].t));
         rec__pb_free(&field);
     }
-    ok = ok && rec_write_full(a.fd, g.io.p, g.io.n);
-    if (!s && !ok) {
-        s = rec_errorf(REC_EIO, "%s: cannot write the ONNX model: %s", a.tmp, strerror(errno));
+    return ok && rec_write_full(fd, L->g.io.p, L->g.io.n);
+}
+
+/* Writes one file of the export atomically with writer(fd, arg). */
+static rec_status write_atomic(const char *path, const char *what, int (*writer)(int, void *), void *arg) {
+    rec_atomic_file a = {.fd = -1};
+    REC_TRY(rec_atomic_open(&a, path));
+    if (!writer(a.fd, arg)) {
+        const rec_status s = rec_errorf(REC_EIO, "%s: cannot write the %s: %s", a.tmp, what, strerror(errno));
         rec_atomic_abort(&a);
-    } else if (!s) {
-        s = rec_atomic_commit(&a);
+        return s;
     }
-    rec__pb_free(&head);
-    rec__pb_free(&hdr);
-    rec__pb_free(&g.body);
-    rec__pb_free(&g.io);
-    free(g.big);
+    return rec_atomic_commit(&a);
+}
+static int data_writer(int fd, void *L) { return write_data(fd, &((layout *)L)->g); }
+static int model_writer(int fd, void *L) { return write_model(fd, L); }
+
+int rec_export_onnx_external(const rec_model *m, const char *path, rec_onnx_data data) {
+    if (rec_export_onnx_check(m) != REC_OK) return 0;
+    layout L;
+    const int external = layout_init(&L, m, path, data) == REC_OK && L.data_bytes > 0;
+    layout_free(&L);
+    return external;
+}
+
+rec_status rec_export_onnx(const rec_model *m, const char *path, rec_onnx_data data) {
+    REC_TRY(rec_export_onnx_check(m));
+    layout L;
+    rec_status s = layout_init(&L, m, path, data);
+    if (!s && L.data_bytes > 0) s = write_atomic(L.data_path, "ONNX model's external data", data_writer, &L);
+    if (!s) s = write_atomic(path, "ONNX model", model_writer, &L);
+    layout_free(&L);
     return s;
 }

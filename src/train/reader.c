@@ -29,12 +29,8 @@ rec_status rec_reader_open(rec_reader **out, const char *const *paths, int n_pat
     if (epoch < 0) return rec_errorf(REC_EINVAL, "reader: epoch %lld: want >= 0", (long long)epoch);
     rec_reader *r = calloc(1, sizeof *r);
     if (!r) return rec_errorf(REC_ENOMEM, "reader: out of memory");
-    rec_dataset_opts o = {.paths = paths, .n_paths = n_paths, .prep_threads = threads};
-    o.tsv.has_label = -1;
+    rec_dataset_opts o = {.paths = paths, .n_paths = n_paths, .prep_threads = threads, .shards_only = 1};
     rec_status s = rec_dataset_open(&r->d, &o);
-    if (!s && !rec_dataset_is_shard(r->d))
-        s = rec_errorf(REC_EINVAL, "%s is not a .rshard: the reader takes preprocessed shards (rectrain prep makes them)",
-                       paths[0]);
     if (!s) s = rec_dataset_rows(r->d, &r->rows);
     const rec_shuffle sh = {seed, epoch, REC_SHUFFLE_BLOCK_ROWS, REC_SHUFFLE_BUFFER_BLOCKS};
     if (!s) s = rec_loader_open_order(&r->l, r->d, 0, r->rows, batch, 3, shuffled ? &sh : NULL, 0);
