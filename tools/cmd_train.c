@@ -46,7 +46,8 @@ static const char TRAIN_USAGE[] =
     "                     master weights and optimizer state (CPU: oneDNN's AVX512-BF16/AMX\n"
     "                     kernels where the CPU has them, else emulated at fp32 speed)\n"
     "  --eval-every N     evaluate every N steps as well as at the end\n"
-    "  --steps N          stop after N steps\n"
+    "  --steps N          end the run at step N: the run's total, so a --resume of it ends\n"
+    "                     where the run never stopped does\n"
     "  --shuffle          read the training rows in a random order drawn from the config's\n"
     "                     seed, new every epoch (default): blocks of " CLI_STR(REC_SHUFFLE_BLOCK_ROWS) " rows in random\n"
     "                     order, mixed " CLI_STR(REC_SHUFFLE_BUFFER_BLOCKS) " blocks at a time (a .tsv: its blocks in file order,\n"
@@ -360,6 +361,11 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     if (s) return cli_fail(cmd, s);
     if (r.ranks > 0) rec_dist_finalize();
     if (r.rank != 0) return r.stopped_by ? 128 + r.stopped_by : CLI_OK; /* rank 0 reports */
+    if (r.complete) { /* said by the trainer: no rate or metrics of a run that trained nothing */
+        if (json) printf("{\"model\": \"%s\", \"complete\": true, \"step\": %lld, \"steps\": 0, \"rows\": 0}\n", r.model,
+                         (long long)r.complete_step);
+        return CLI_OK;
+    }
     if (r.ranks > 0) {
         const rec_exec_stats *d = &r.dist;
         const double n = d->steps > 0 ? (double)d->steps : 1;
