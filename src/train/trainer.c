@@ -346,6 +346,7 @@ typedef struct job {
     char corun_key[512];   /* what its capacities are measured on (--corun-capacity) */
     loss_acc *acc;         /* run's losses, which checkpoints keep */
     int complete;          /* --resume of a run that had ended: nothing to train or write */
+    char complete_why[96]; /* ... "step S, all E epochs done" or "step S, and --steps N" */
     int64_t log_every;     /* steps between training records (rec_log_every) */
 } job;
 
@@ -1194,18 +1195,15 @@ static void check_complete(job *j) {
     if (!o->resume || rec_ckpt_read_config(j->ckpt, &c, &m) != REC_OK) return;
     const int epochs = o->epochs > 0 ? o->epochs : c.epochs;
     rec_model_config_free(&c);
-    char why[96];
+    char *why = j->complete_why;
     if (o->max_steps > 0 && m.step >= o->max_steps)
-        snprintf(why, sizeof why, "step %lld, and --steps %lld", (long long)m.step, (long long)o->max_steps);
+        snprintf(why, sizeof j->complete_why, "step %lld, and --steps %lld", (long long)m.step, (long long)o->max_steps);
     else if (m.epoch >= epochs)
-        snprintf(why, sizeof why, "step %lld, all %d epoch%s done", (long long)m.step, epochs, rec_s(epochs));
+        snprintf(why, sizeof j->complete_why, "step %lld, all %d epoch%s done", (long long)m.step, epochs, rec_s(epochs));
     else
         return;
     j->complete = 1;
     j->rep->complete_step = m.step;
-    if (o->log)
-        fprintf(o->log, "train: %s is already complete (%s): nothing to train, and nothing is written; `rectrain eval "
-                "--ckpt %s` evaluates it, and a larger --epochs or --steps trains it on\n", j->ckpt, why, o->ckpt_dir);
 }
 
 rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
@@ -1271,6 +1269,10 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
         rep->batch = j.cfg.batch_size;
         snprintf(rep->model, sizeof rep->model, "%s", j.cfg.name);
         rep->complete = j.complete;
+        if (j.complete && o->log) /* once the data is checked: the same command, resumed */
+            fprintf(o->log, "train: %s is already complete (%s): nothing to train, and nothing is written; `rectrain "
+                    "eval --ckpt %s` evaluates it, and a larger --epochs or --steps trains it on\n", j.ckpt,
+                    j.complete_why, o->ckpt_dir);
         if (!j.complete) s = run(&j);
         if (!s && j.exec) { /* collective: every rank gets here, or has ended the job */
             rec_exec_get_stats(j.exec, &rep->dist);
