@@ -462,9 +462,12 @@ static void test_resume_reports(void) {
     CHECK(files == 2 && n > 0 && tb_start_step == 11 && sc[0].step > 10,
           "%d event files; the resumed run's, %s: %d scalars from step %lld, SessionLog START at step %lld", files, ls, n,
           n > 0 ? (long long)sc[0].step : -1LL, (long long)tb_start_step);
-    /* a file that is not metrics: refused, left as it was, before any step */
+    /* a file that is not metrics: refused, left as it was, before any step (of the run at step
+     * 10 again: a complete one writes nothing, so reads no metrics) */
     FILE *f = fopen(path("notes.jsonl"), "w");
     if (f) fputs("{\"step\": 1, \"group\": \"train\", \"loss\": 0.7}\nmy notes\n", f), fclose(f);
+    snprintf(cmd, sizeof cmd, "cp %s %s", path("rk10.rckpt"), path("rk/model.rckpt"));
+    CHECK(system(cmd) == 0, "%s", cmd);
     CHECK(run("%s --ckpt rk --resume --metrics notes.jsonl", base) == 1 &&
           strstr(out, "notes.jsonl:2: not a metrics record") && strstr(out, "give --metrics another path") &&
           file_size("notes.jsonl") == 52, "a --metrics file that is not one: %s", out);
