@@ -304,13 +304,13 @@ static void test_frames(void) {
               "not on server 1 of 2");
     free(m);
     /* CACHE_INFO and CACHE_STEP */
-    rec_net_cache_info ci = {2, 1, REC_CACHE_BAGPIPE, 4, 2, 2, 0, 16, 2, 9, rows, 3, 5}, cd;
+    rec_net_cache_info ci = {2, 1, REC_CACHE_BAGPIPE, 4, 2, 2, 0, 16, 2, 9, rows, 3, 5, 1}, cd;
     rec_frame_begin(&w, REC_MSG_CACHE_INFO, 0, 0);
     rec_net_cache_info_encode(&w, &ci);
     rec_frame_end(&w);
     m = aligned(&w);
     CHECK(rec_net_cache_info_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, &cd) == REC_OK && cd.capacity == 16 &&
-          cd.rows[1] == 7 && cd.batches == 9 && cd.trainers == 2 && cd.table0 == 3 && cd.tables == 5,
+          cd.rows[1] == 7 && cd.batches == 9 && cd.trainers == 2 && cd.table0 == 3 && cd.tables == 5 && cd.shuffled == 1,
           "CACHE_INFO round trip: %s", rec_errmsg());
     free(m);
     ci.table0 = 4; /* tables 4 and 5 of 5 */
@@ -426,6 +426,24 @@ static void test_same_training(void) {
         CHECK(check_capture(cmd, out, sizeof out) == 0 && atoi(out) >= 20, "the final model (%s) equals one process's, "
               "parameter by parameter (%s)", CK[k], out);
     }
+    /* a checkpoint that exists, by --ckpt or the config's "ckpt": refused without --overwrite,
+     * before any process starts; inspect tells the model's own story (file order here) */
+    write_cluster("ck.json", ", \"cache\": {\"rows\": 6000}, \"ckpt\": \"bp_ck\"");
+    const long size = file_size("bp_ck/model.rckpt");
+    CHECK(run("inspect bp_ck/model.rckpt") == 0 && strstr(out, "(.rckpt version 5,") && !strstr(out, "version-1") &&
+              strstr(out, "order      file order") && strstr(out, "data       not recorded (saved by a trainer of "
+                                                                    "disaggregated training"), "inspect: %s", out);
+    static const char *const AGAIN[][2] = {{"c.json --ckpt bp_ck", "--ckpt"}, {"ck.json", "$.ckpt"}};
+    for (int k = 0; k < 2; k++) {
+        CHECK(run("cluster %s --loss-log again.loss", AGAIN[k][0]) == 1 &&
+                  strstr(out, "rectrain cluster: bp_ck/model.rckpt exists (model dlrm_small at step ") &&
+                  strstr(out, "): add --overwrite to replace it (or give --ckpt another directory)") &&
+                  !strstr(out, "cluster: 2 embedding servers") && file_size("again.loss") < 0 &&
+                  file_size("bp_ck/model.rckpt") == size,
+              "an existing checkpoint by %s is refused: %s", AGAIN[k][1], out);
+    }
+    CHECK(run("cluster ck.json --overwrite --loss-log again.loss") == 0 && same_file("local.loss", "again.loss") &&
+              strstr(out, "saved the whole model"), "--overwrite replaces it: %s", out);
 }
 
 /* Oracles partitioned by table that do not make one job: ranges out of order, tables missing,
@@ -597,7 +615,7 @@ static void faults(int trainers, const char *data, const char *config, const cha
         CHECK(same_file(ref_loss, "f.loss"), "%d trainer(s), the %s's kill: the losses of the run without faults",
               trainers, fault ? "server" : "trainer");
         if (!fault && trainers == 1) /* the servers hold this job now: a new one is refused, naming the way out */
-            CHECK(run("%s", tr + strlen(cli) + 1) == 1 && strstr(out, "holds tables an earlier job trained (durably): "
+            CHECK(run("%s --overwrite", tr + strlen(cli) + 1) == 1 && strstr(out, "holds tables an earlier job trained (durably): "
                   "restart it for a new job, or add --resume"), "%s", out);
         CHECK(same_models(ref_ck, "f_ck"), "%d trainer(s), the %s's kill: the model of the run without faults", trainers,
               fault ? "server" : "trainer");
@@ -835,7 +853,7 @@ static void test_hostile_oracle(void) {
         rec_frame_head h;
         if (!rec_frame_head_decode(zmq_msg_data(&m), zmq_msg_size(&m), "trainer", &h)) {
             if (h.type == REC_MSG_CACHE_HELLO) {
-                const rec_net_cache_info ci = {2, 1, REC_CACHE_NONE, 1, 1, 1, 0, 64, 4, 3, rows, 0, 0};
+                const rec_net_cache_info ci = {2, 1, REC_CACHE_NONE, 1, 1, 1, 0, 64, 4, 3, rows, 0, 0, 0};
                 rec_frame_begin(&w, REC_MSG_CACHE_INFO, 0, 0);
                 rec_net_cache_info_encode(&w, &ci);
             } else if (h.type == REC_MSG_CACHE_NEXT && h.seq == 0) {

@@ -164,7 +164,7 @@ static void checkpoints(void) {
               count_files("ck", "model.rckpt") == 1,
           "a 3-rank save is 3 shards, a plan and the main file");
     CHECK(sh("cp -r ck ck_half && cp c3.txt c3_half.txt") == 0, "copying the checkpoint");
-    CHECK(mpi(3, "train %s %s --steps %d --ckpt ck --resume --loss-log c3.txt", COMMON, rw, HALF) == 0, "%s", out);
+    CHECK(mpi(3, "train %s %s --steps %d --ckpt ck --resume --loss-log c3.txt", COMMON, rw, STEPS) == 0, "%s", out);
     json_last();
     const double auc3 = json_num("auc");
     CHECK(same_file("c3.txt", "l_3_0.txt"), "stopped and resumed on 3 ranks, the run has the uninterrupted bits");
@@ -177,7 +177,7 @@ static void checkpoints(void) {
         const int np = atoi(onto[k][0]);
         if (np > MAX_NP) continue;
         CHECK(sh("rm -rf ck%d && cp -r ck_half ck%d && cp c3_half.txt r%d.txt", np, np, np) == 0, "copying");
-        CHECK(mpi(np, "train %s %s --steps %d --ckpt ck%d --resume --loss-log r%d.txt --shard-kind %s", COMMON, rw, HALF, np,
+        CHECK(mpi(np, "train %s %s --steps %d --ckpt ck%d --resume --loss-log r%d.txt --shard-kind %s", COMMON, rw, STEPS, np,
                   np, onto[k][1]) == 0 && strstr(out, "saved by 3 ranks, re-sharded onto"),
               "resume onto %d ranks:\n%s", np, out);
         char log[32];
@@ -187,7 +187,7 @@ static void checkpoints(void) {
     }
     /* one process's checkpoint, sharded */
     CHECK(run("train %s %s --steps %d --ckpt cw --loss-log w.txt", COMMON, rw, HALF) == 0, "%s", out);
-    CHECK(mpi(2, "train %s %s --steps %d --ckpt cw --resume --loss-log w.txt", COMMON, rw, HALF) == 0 &&
+    CHECK(mpi(2, "train %s %s --steps %d --ckpt cw --resume --loss-log w.txt", COMMON, rw, STEPS) == 0 &&
               strstr(out, "saved by one process, sharded onto 2"),
           "%s", out);
     const double gap = loss_gap("ref.txt", "w.txt");
@@ -195,7 +195,7 @@ static void checkpoints(void) {
 
     /* a sharded save into one process: resumed, evaluated, exported */
     CHECK(sh("rm -rf ckp && cp -r ck_half ckp && cp c3_half.txt p.txt") == 0, "copying");
-    CHECK(run("train %s %s --steps %d --ckpt ckp --resume --loss-log p.txt", COMMON, rw, HALF) == 0 &&
+    CHECK(run("train %s %s --steps %d --ckpt ckp --resume --loss-log p.txt", COMMON, rw, STEPS) == 0 &&
               strstr(out, "saved by 3 ranks, gathered into one process"),
           "one process resumes a 3-rank save:\n%s", out);
     const double pgap = loss_gap("ref.txt", "p.txt");
@@ -214,11 +214,11 @@ static void checkpoints(void) {
     CHECK(sh("cp -r ck_half ckc && cd ckc && f=$(ls model.*.1-of-3.rckpt) && at=$(( $(stat -c %%s $f) - 64 )) && "
              "b=$(od -An -tu1 -j $at -N1 $f) && printf \"\\\\$(printf %%03o $(( 255 - b )))\" | "
              "dd of=$f bs=1 seek=$at conv=notrunc") == 0, "corrupting a shard");
-    CHECK(mpi(3, "train %s %s --steps 5 --ckpt ckc --resume", COMMON, rw) != 0 && strstr(out, "1-of-3.rckpt") &&
+    CHECK(mpi(3, "train %s %s --steps %d --ckpt ckc --resume", COMMON, rw, STEPS) != 0 && strstr(out, "1-of-3.rckpt") &&
               strstr(out, "CRC"),
           "a corrupt shard is named:\n%s", out);
     CHECK(sh("rm -rf ckc && cp -r ck_half ckc && rm ckc/model.*.2-of-3.rckpt") == 0, "removing a shard");
-    CHECK(mpi(2, "train %s %s --steps 5 --ckpt ckc --resume", COMMON, rw) != 0 && strstr(out, "2-of-3.rckpt") &&
+    CHECK(mpi(2, "train %s %s --steps %d --ckpt ckc --resume", COMMON, rw, STEPS) != 0 && strstr(out, "2-of-3.rckpt") &&
               strstr(out, "cannot open"),
           "a missing shard is named:\n%s", out);
 }

@@ -291,7 +291,7 @@ static void test_bf16_tables(void) {
     CHECK(is_bf16, "the export holds fp32 values that are bf16 values (%zu bytes read)", n);
     /* an fp32 checkpoint resumes into bf16 tables (rounded to nearest) */
     CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --ckpt ck32 --steps 30") == 0, "%s", out);
-    CHECK(run("train --config t16.json --data train.rshard --holdout 0.2 --threads 2 --ckpt ck32 --resume --steps 10") == 0 &&
+    CHECK(run("train --config t16.json --data train.rshard --holdout 0.2 --threads 2 --ckpt ck32 --resume --steps 40") == 0 &&
               strstr(out, "resumed"), "fp32 checkpoint into bf16 tables: %s", out);
     write_text("round32.json", "{\"format\": \"rectrain-model\", \"version\": 1, \"model\": \"dlrm\", "
                                "\"embedding\": {\"rounding\": \"nearest\"}}");
@@ -334,7 +334,7 @@ static void test_shuffle(void) {
      * and at step 100 (epoch 2, row 9472). Skipping whole windows is test_loader's. */
     CHECK(run("%s --shuffle --steps 40 --ckpt shk --loss-log sp.log", shard) == 0 && ckpt_step("shk/model.rckpt") == 40,
           "first part: %s", out);
-    CHECK(run("%s --ckpt shk --resume --steps 60 --loss-log sp.log --json", shard) == 0 && json_num("steps") == 60,
+    CHECK(run("%s --ckpt shk --resume --steps 100 --loss-log sp.log --json", shard) == 0 && json_num("steps") == 60,
           "second part: %s", out);
     CHECK(run("%s --shuffle --ckpt shk --resume --loss-log sp.log --json", shard) == 0 && json_num("steps") == 26,
           "last part: %s", out);
@@ -365,6 +365,46 @@ static void test_shuffle(void) {
           "both flags: %s", out);
 }
 
+/* A resume of a run that has ended (its --steps, or all its epochs) says it is complete and
+ * writes nothing: no rate of 0 samples/s, the loss log and metrics as they were. A loss log
+ * that is not the resumed run's — one that ends before the checkpoint's step, starts after
+ * it or jumps — is refused, naming its line, and left as it was. Uses test_train_and_eval's
+ * files and test_resume_safety's (lk: 2 epochs done). */
+static void test_resume_ended(void) {
+    const char *base = "train --config small.json --data train.rshard --holdout 0.2 --threads 2 --ckpt ce";
+    CHECK(run("%s --steps 20 --loss-log ce.log --metrics ce.jsonl --log-every 5", base) == 0, "to step 20: %s", out);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cd %s && cp ce.log ce0.log && cp ce.jsonl ce0.jsonl", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    CHECK(run("%s --steps 20 --loss-log ce.log --metrics ce.jsonl --log-every 5 --resume --json", base) == 0 &&
+              strstr(out, "train: ce/model.rckpt is already complete (step 20, and --steps 20): nothing to train, and "
+                          "nothing is written") && !strstr(out, "samples/s") && strstr(out, "\"complete\": true") &&
+              json_num("step") == 20 && json_num("steps") == 0,
+          "a resume of a run --steps ended: %s", out);
+    CHECK(same_file("ce.log", "ce0.log") && same_file("ce.jsonl", "ce0.jsonl"),
+          "a resume of a complete run rewrote its loss log or metrics");
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --ckpt lk --resume --metrics ce.jsonl") == 0 &&
+              strstr(out, "lk/model.rckpt is already complete (step 126, all 2 epochs done)") && !strstr(out, "samples/s") &&
+              same_file("ce.jsonl", "ce0.jsonl"), "a resume of a run whose epochs are done: %s", out);
+
+    /* not this run's loss log: steps 1-2 for a checkpoint at 20; steps from 25; a jump */
+    static const char *const logs[][2] = {
+        {"1 0.5\n2 0.5\n", "jl.log:2: it ends at step 2, and the checkpoint is at step 20: not the loss log of the run "
+                           "--resume continues; give --loss-log another path, or remove the file"},
+        {"25 0.5\n26 0.5\n", "jl.log:1: it starts at step 25, after the checkpoint's step 20: not the loss log"},
+        {"1 0.5\n2 0.5\n9 0.5\n", "jl.log:3: step 9 after step 2: not the loss log"},
+    };
+    for (int k = 0; k < 3; k++) {
+        write_text("jl.log", logs[k][0]);
+        CHECK(run("%s --steps 30 --loss-log jl.log --resume", base) == 1 && strstr(out, logs[k][1]) &&
+                  file_size("jl.log") == (long)strlen(logs[k][0]) && ckpt_step("ce/model.rckpt") == 20,
+              "a loss log of another run (%d) is refused and left as it was: %s", k, out);
+    }
+    write_text("jl.log", "21 0.5\n22 0.5\n"); /* a log begun by a resume at step 20: its own */
+    CHECK(run("%s --steps 22 --loss-log jl.log --resume", base) == 0 && count_lines("jl.log") == 2,
+          "a log that starts right after the checkpoint's step: %s", out);
+}
+
 /* Nothing silently replaced: an existing checkpoint needs --resume or --overwrite (refused
  * before any work); after --resume the loss log is cut to the resumed step, so a run split by
  * a kill and a resume leaves the uninterrupted run's log (a.log) byte for byte; a loss log
@@ -391,7 +431,7 @@ static void test_resume_safety(void) {
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "cp %s %s", path("lk/model.rckpt"), path("lk45.rckpt"));
     CHECK(system(cmd) == 0, "%s", cmd);
-    CHECK(run("%s --ckpt lk --resume --steps 45 --loss-log k.log", base) == 0 && count_lines("k.log") == 90,
+    CHECK(run("%s --ckpt lk --resume --steps 90 --loss-log k.log", base) == 0 && count_lines("k.log") == 90,
           "run on to step 90: %s", out);
     snprintf(cmd, sizeof cmd, "cp %s %s", path("lk45.rckpt"), path("lk/model.rckpt"));
     CHECK(system(cmd) == 0, "%s", cmd);
@@ -399,15 +439,17 @@ static void test_resume_safety(void) {
           "resume at step 45: %s", out);
     CHECK(same_file("a.log", "k.log"), "the log of a run killed after step 90 and resumed at step 45 differs from the "
           "uninterrupted run's (%d lines)", count_lines("k.log"));
-    /* A log that is not this run's: refused with its line, before any step, left as it was. */
+    /* A log that is not this run's: refused with its line, before any step, left as it was
+     * (--epochs 3: the run goes on past its 2 epochs done) */
     write_text("bad.log", "1 0.69\n2 0.68\nloss went down\n");
-    CHECK(run("%s --ckpt lk --resume --loss-log bad.log", base) == 1 &&
-              strstr(out, "bad.log:3: not a \"STEP LOSS\" line of a loss log; --resume keeps the log's lines up to the "
-                          "resumed step") && file_size("bad.log") == 29 && ckpt_step("lk/model.rckpt") == 126,
+    CHECK(run("%s --ckpt lk --resume --epochs 3 --loss-log bad.log", base) == 1 &&
+              strstr(out, "bad.log:3: not a \"STEP LOSS\" line: not the loss log of the run --resume continues; give "
+                          "--loss-log another path, or remove the file") && file_size("bad.log") == 29 &&
+              ckpt_step("lk/model.rckpt") == 126,
           "a loss log with a line of other text: %s", out);
     write_text("bad2.log", "1 0.69\n3 0.68\n2 0.67\n");
-    CHECK(run("%s --ckpt lk --resume --loss-log bad2.log", base) == 1 &&
-              strstr(out, "bad2.log:3: step 2 after step 3: not the log of one run"), "a loss log out of order: %s", out);
+    CHECK(run("%s --ckpt lk --resume --epochs 3 --loss-log bad2.log", base) == 1 &&
+              strstr(out, "bad2.log:2: step 3 after step 1: not the loss log"), "a loss log out of order: %s", out);
 }
 
 /* Every evaluation set that cannot be evaluated is refused before the first step: no loss log
@@ -582,8 +624,9 @@ static int count_lines(const char *name) {
  * those of the uninterrupted run (a.log) exactly; the message says to resume with --resume in
  * place of the --overwrite the run was started with. Before any step, nothing is written. */
 static void test_stop_signal(void) {
-    pid_t pid = spawn("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --epochs 50 --ckpt sig "
-                      "--overwrite --loss-log g.log >sig.out 2>&1");
+    /* --steps is the run's total: the same command resumed ends at step 126, as a.log does */
+    pid_t pid = spawn("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --epochs 50 --steps 126 "
+                      "--ckpt sig --overwrite --loss-log g.log >sig.out 2>&1");
     for (int i = 0; i < 30000 && count_lines("g.log") < 20; i++) usleep(1000);
     kill(pid, SIGINT);
     int status = 0;
@@ -597,8 +640,9 @@ static void test_stop_signal(void) {
     read_out("sig.out");
     CHECK(strstr(out, want) != NULL && strstr(out, "auc ") == NULL, "stopped at step %d, no final evaluation: %s", k, out);
     CHECK(k >= 20 && k < 126, "the signal arrived at step %d of the 126 that a.log holds", k);
-    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --epochs 50 --ckpt sig --resume "
-              "--steps %d --loss-log g.log", 126 - k) == 0, "resume after SIGINT: %s", out);
+    CHECK(run("train --config small.json --data train.rshard --holdout 0.2 --threads 2 --epochs 50 --steps 126 --ckpt sig "
+              "--resume --loss-log g.log --json") == 0 && json_num("steps") == 126 - k,
+          "the same command resumed after SIGINT at step %d trains on to step 126: %s", k, out);
     CHECK(same_file("a.log", "g.log"), "losses resumed after SIGINT differ from the uninterrupted run's");
 
     /* SIGTERM while the embedded default generates its data (after the directory is made, with
@@ -623,6 +667,7 @@ int main(void) {
     test_bf16_tables();
     test_shuffle();
     test_resume_safety();
+    test_resume_ended();
     test_eval_checks();
     test_messages();
     test_export_dir();

@@ -433,7 +433,7 @@ static void test_resume_reports(void) {
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "cp %s %s", path("rk/model.rckpt"), path("rk10.rckpt"));
     CHECK(system(cmd) == 0, "%s", cmd);
-    CHECK(run("%s --ckpt rk --resume --steps 50 --plot rp", base) == 0, "on to step 60: %s", out);
+    CHECK(run("%s --ckpt rk --resume --steps 60 --plot rp", base) == 0, "on to step 60: %s", out);
     snprintf(cmd, sizeof cmd, "cp %s %s && sleep 1", path("rk10.rckpt"), path("rk/model.rckpt"));
     CHECK(system(cmd) == 0, "%s", cmd); /* killed after step 60: the checkpoint of step 10 is the last */
     CHECK(run("%s --ckpt rk --resume --plot rp --tensorboard rtb --json", base) == 0 && strstr(out, "resumed") &&
@@ -462,9 +462,12 @@ static void test_resume_reports(void) {
     CHECK(files == 2 && n > 0 && tb_start_step == 11 && sc[0].step > 10,
           "%d event files; the resumed run's, %s: %d scalars from step %lld, SessionLog START at step %lld", files, ls, n,
           n > 0 ? (long long)sc[0].step : -1LL, (long long)tb_start_step);
-    /* a file that is not metrics: refused, left as it was, before any step */
+    /* a file that is not metrics: refused, left as it was, before any step (of the run at step
+     * 10 again: a complete one writes nothing, so reads no metrics) */
     FILE *f = fopen(path("notes.jsonl"), "w");
     if (f) fputs("{\"step\": 1, \"group\": \"train\", \"loss\": 0.7}\nmy notes\n", f), fclose(f);
+    snprintf(cmd, sizeof cmd, "cp %s %s", path("rk10.rckpt"), path("rk/model.rckpt"));
+    CHECK(system(cmd) == 0, "%s", cmd);
     CHECK(run("%s --ckpt rk --resume --metrics notes.jsonl", base) == 1 &&
           strstr(out, "notes.jsonl:2: not a metrics record") && strstr(out, "give --metrics another path") &&
           file_size("notes.jsonl") == 52, "a --metrics file that is not one: %s", out);
@@ -476,15 +479,15 @@ static void test_resume_reports(void) {
 static void test_resume_npy(void) {
     char base[512];
     snprintf(base, sizeof base, "train --data d.rshard --config %s/configs/dlrm_small.json --batch 256 --threads 1 "
-             "--steps 3 --ckpt nk --npy nx", src);
-    CHECK(run("%s", base) == 0 && file_size("nx/config.json") > 0, "the first run exports: %s", out);
+             "--ckpt nk --npy nx", src);
+    CHECK(run("%s --steps 3", base) == 0 && file_size("nx/config.json") > 0, "the first run exports: %s", out);
     const long emb = file_size("nx/emb.0.weight.npy");
-    CHECK(run("%s --resume --json", base) == 0 && json_num("steps") == 3 && file_size("nx/config.json") > 0 &&
+    CHECK(run("%s --steps 6 --resume --json", base) == 0 && json_num("steps") == 3 && file_size("nx/config.json") > 0 &&
           file_size("nx/emb.0.weight.npy") == emb && file_size("nx.tmp") < 0,
           "the resumed run replaces the earlier export: %s", out);
     FILE *f = fopen(path("nx/notes.txt"), "w");
     if (f) fputs("mine", f), fclose(f);
-    CHECK(run("%s --resume", base) == 1 && !strstr(out, "resumed at step") &&
+    CHECK(run("%s --steps 9 --resume", base) == 1 && !strstr(out, "resumed at step") &&
           strstr(out, "nx: holds 'notes.txt', which an export does not write; only an earlier export (NAME.npy files "
                       "and config.json) is replaced: choose another directory") && file_size("nx/notes.txt") == 4,
           "an --npy DIR with other files: %s", out);

@@ -181,6 +181,7 @@ static const char TRAIN_CACHED_USAGE[] =
     "  --loss-log FILE    write \"step loss\" per step\n"
     "  --ckpt DIR         at the end, save the whole model (dense part and the servers'\n"
     "                     tables) as DIR/model.rckpt, for rectrain eval and export\n"
+    "  --overwrite        replace a DIR/model.rckpt that exists (refused without it)\n"
     "  --durable          commit every step on the servers (the touched rows written through,\n"
     "                     the dense state to the first server): a killed trainer loses one step\n"
     "  --resume           a restarted job (every trainer of its mpirun): go on from the\n"
@@ -193,7 +194,7 @@ int cmd_train_cached(int argc, char **argv) {
     const char *cmd = "train";
     rec_cache_train_opts o = {.stop = &cli_stop, .log = stderr};
     const char *servers = NULL, *oracles = NULL;
-    int json = 0;
+    int json = 0, overwrite = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
@@ -209,6 +210,7 @@ int cmd_train_cached(int argc, char **argv) {
         else if (!strcmp(a, "--peer-timeout")) rc = cli_double(cmd, argc, argv, &i, 0.1, 86400, &o.timeout);
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--durable")) o.durable = 1;
+        else if (!strcmp(a, "--overwrite")) overwrite = 1;
         else if (!strcmp(a, "--resume")) o.resume = o.durable = 1;
         else if ((rc = cli_secure_option(cmd, argc, argv, &i, &o.sec)) >= 0) {}
         else
@@ -222,6 +224,7 @@ int cmd_train_cached(int argc, char **argv) {
     rec_guard_out(&g, "--loss-log", o.loss_log);
     rec_guard_dir(&g, "--ckpt", o.ckpt_dir, rec_ckpt_files);
     rec_status s = rec_guard_check(&g);
+    if (!s && o.ckpt_dir && !overwrite) s = rec_ckpt_check_absent(o.ckpt_dir, "add --overwrite to replace it");
     if (s) return cli_fail(cmd, s);
     char buf[4096], obuf[4096];
     const char *v[62], *ov[REC_CACHE_MAX_ORACLES];

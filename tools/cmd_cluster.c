@@ -25,7 +25,7 @@
 static const char CLUSTER_USAGE[] =
     "usage: rectrain cluster CONFIG.json [--policy P] [--cache-rows C] [--lookahead L]\n"
     "                        [--base-port P] [--loss-log FILE] [--ckpt DIR] [--link GBIT,US]\n"
-    "                        [--insecure] [--json]\n"
+    "                        [--overwrite] [--resume] [--insecure] [--json]\n"
     "\n"
     "Starts the embedding servers, the Oracle Cacher and the trainers (several: under mpirun) of\n"
     "a disaggregated job on this machine (docs/bagpipe.md describes CONFIG.json), waits for the\n"
@@ -36,7 +36,11 @@ static const char CLUSTER_USAGE[] =
     "  --lookahead L      bagpipe's lookahead (0: the largest the cache holds)\n"
     "  --base-port P      servers on P, P+1, ...; the oracles after them\n"
     "  --loss-log FILE    the trainer's \"step loss\" log\n"
-    "  --ckpt DIR         the trained model, whole, as DIR/model.rckpt\n"
+    "  --ckpt DIR         the trained model, whole, as DIR/model.rckpt (one that exists is\n"
+    "                     refused without --overwrite)\n"
+    "  --overwrite        replace the DIR/model.rckpt of --ckpt (or \"ckpt\") that exists\n"
+    "  --resume           a durable job (\"durable\" in the config) stopped or killed: start it\n"
+    "                     again from the servers' snapshots, with the same command and --resume\n"
     "  --link GBIT,US     reach the servers through an emulated link (rectrain bench link) of\n"
     "                     GBIT Gbit/s (0: unlimited) and US microseconds one way\n"
     "  --insecure         plain text between the processes; by default the cluster makes a\n"
@@ -287,7 +291,7 @@ static int abandon(child *ch, int n, const child *c) {
 int cmd_cluster(int argc, char **argv) {
     const char *cmd = "cluster", *cfg_path = NULL, *policy = NULL, *loss = NULL, *link = NULL, *ckpt = NULL;
     int64_t rows = 0;
-    int lookahead = -1, port = 0, json = 0, insecure = 0;
+    int lookahead = -1, port = 0, json = 0, insecure = 0, overwrite = 0, resume = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
@@ -303,6 +307,8 @@ int cmd_cluster(int argc, char **argv) {
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--insecure")) insecure = 1;
+        else if (!strcmp(a, "--overwrite")) overwrite = 1;
+        else if (!strcmp(a, "--resume")) resume = 1;
         else if (a[0] == '-') return cli_usage(cmd, "unknown option '%s'", a);
         else if (cfg_path) return cli_usage(cmd, "one CONFIG.json, got '%s' and '%s'", cfg_path, a);
         else cfg_path = a;
@@ -340,6 +346,11 @@ int cmd_cluster(int argc, char **argv) {
     rec_guard_dir(&g, ckpt ? "--ckpt" : "$.ckpt", c.ckpt, rec_ckpt_files);
     rec_guard_dir(&g, "$.durable.dir", c.durable_dir, NULL);
     if ((s = rec_guard_check(&g))) return cli_fail(cmd, s);
+    if (resume && !c.durable_dir[0])
+        return cli_usage(cmd, "--resume starts a durable job again from its servers' snapshots: %s has no \"durable\" "
+                         "(see docs/bagpipe.md), so its job kept none", cfg_path);
+    if (c.ckpt[0] && !overwrite && (s = rec_ckpt_check_absent(c.ckpt, "add --overwrite to replace it")))
+        return cli_fail(cmd, s);
     if (!insecure && (s = make_keys())) {
         remove_keys();
         return cli_fail(cmd, s);
@@ -433,7 +444,8 @@ int cmd_cluster(int argc, char **argv) {
     if (c.model[0]) ta[n++] = "--config", ta[n++] = c.model;
     if (c.loss_log[0]) ta[n++] = "--loss-log", ta[n++] = c.loss_log;
     if (c.ckpt[0]) ta[n++] = "--ckpt", ta[n++] = c.ckpt;
-    if (c.durable_dir[0]) ta[n++] = "--durable";
+    if (c.durable_dir[0]) ta[n++] = resume ? "--resume" : "--durable";
+    if (overwrite) ta[n++] = "--overwrite";
     if (json) ta[n++] = "--json";
     add_secure(ta, &n, insecure, trainer_keys);
     ta[n] = NULL;

@@ -251,8 +251,11 @@ static int inspect_ckpt(const char *path, int verify, int json) {
         printf("data       %lld training rows, digest %016llx of the first %lld (--resume checks both)\n",
                (long long)m->train_rows, (unsigned long long)m->data_digest,
                (long long)(m->train_rows < REC_CKPT_DIGEST_ROWS ? m->train_rows : REC_CKPT_DIGEST_ROWS));
-    else
+    else if (ci.version == 1)
         printf("data       not recorded (a version-1 file); --resume cannot check it\n");
+    else /* a whole model saved by `train --oracle-cacher` (rectrain cluster): its oracle read the data */
+        printf("data       not recorded (saved by a trainer of disaggregated training, which is given batches by its "
+               "oracle, not the data)\n");
     if (m->shuffle_block_rows)
         printf("order      shuffled: blocks of %lld rows, %lld per buffer (--resume keeps it)\n",
                (long long)m->shuffle_block_rows, (long long)m->shuffle_buffer_blocks);

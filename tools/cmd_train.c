@@ -46,7 +46,8 @@ static const char TRAIN_USAGE[] =
     "                     master weights and optimizer state (CPU: oneDNN's AVX512-BF16/AMX\n"
     "                     kernels where the CPU has them, else emulated at fp32 speed)\n"
     "  --eval-every N     evaluate every N steps as well as at the end\n"
-    "  --steps N          stop after N steps\n"
+    "  --steps N          end the run at step N: the run's total, so a --resume of it ends\n"
+    "                     where the run never stopped does\n"
     "  --shuffle          read the training rows in a random order drawn from the config's\n"
     "                     seed, new every epoch (default): blocks of " CLI_STR(REC_SHUFFLE_BLOCK_ROWS) " rows in random\n"
     "                     order, mixed " CLI_STR(REC_SHUFFLE_BUFFER_BLOCKS) " blocks at a time (a .tsv: its blocks in file order,\n"
@@ -57,7 +58,8 @@ static const char TRAIN_USAGE[] =
     "                     (--steps, Ctrl-C or SIGTERM), atomically; a DIR/model.rckpt that\n"
     "                     exists needs --resume or --overwrite\n"
     "  --ckpt-every N     ... and every N steps\n"
-    "  --resume           continue from DIR/model.rckpt (same data; losses continue exactly)\n"
+    "  --resume           continue from DIR/model.rckpt (same data; losses continue exactly);\n"
+    "                     a run that has ended is said to be complete, and nothing is written\n"
     "  --overwrite        start over, replacing DIR/model.rckpt (and an earlier export in --npy DIR)\n"
     "  --npy DIR          export the trained parameters as DIR/NAME.npy (written as DIR.tmp,\n"
     "                     renamed at the end); an earlier export in DIR is replaced with\n"
@@ -66,7 +68,8 @@ static const char TRAIN_USAGE[] =
     "  --oracle FILE      true click probabilities (gen --prob-out) to report the ceiling AUC:\n"
     "                     a line per row of the --eval file, or of --data with --holdout\n"
     "  --loss-log FILE    write \"step loss\" for every step (with --resume: the lines after the\n"
-    "                     resumed step are dropped first, so the log is that of one run)\n"
+    "                     resumed step are dropped first, so the log is that of one run;\n"
+    "                     another run's log is refused)\n"
     "  --metrics FILE     JSON lines as the run goes: training loss, learning rate and samples/s\n"
     "                     every --log-every steps, every evaluation, the final calibration curve\n"
     "                     (with --resume: the records up to the resumed step are kept, so the\n"
@@ -360,6 +363,11 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     if (s) return cli_fail(cmd, s);
     if (r.ranks > 0) rec_dist_finalize();
     if (r.rank != 0) return r.stopped_by ? 128 + r.stopped_by : CLI_OK; /* rank 0 reports */
+    if (r.complete) { /* said by the trainer: no rate or metrics of a run that trained nothing */
+        if (json) printf("{\"model\": \"%s\", \"complete\": true, \"step\": %lld, \"steps\": 0, \"rows\": 0}\n", r.model,
+                         (long long)r.complete_step);
+        return CLI_OK;
+    }
     if (r.ranks > 0) {
         const rec_exec_stats *d = &r.dist;
         const double n = d->steps > 0 ? (double)d->steps : 1;

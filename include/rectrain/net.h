@@ -256,6 +256,8 @@ typedef struct rec_net_cache_info {
     const int64_t *rows;       /* (F) in place */
     int32_t table0, tables;    /* the oracle plans tables [table0, table0 + F) of the job's `tables`
                                 * (one of several partitioned by table); encoded tables 0: F */
+    int32_t shuffled;          /* 1: the rows in rec_shuffle's order (REC_SHUFFLE_* sizes), 0: file
+                                  order; the trainer's checkpoint records it */
 } rec_net_cache_info;
 
 void rec_net_cache_info_encode(rec_wbuf *w, const rec_net_cache_info *c);

@@ -282,6 +282,10 @@ extern const char *const rec_ckpt_files[];
 /* The checkpoint file inside a --ckpt directory: DIR/model.rckpt. Writes into buf (cap). */
 void rec_ckpt_path(const char *dir, char *buf, size_t cap);
 rec_status rec_ckpt_save(const char *path, const rec_model *m, const rec_ckpt_meta *meta);
+/* A checkpoint a run would save in `dir` (DIR/model.rckpt) exists: refused (REC_EINVAL) naming it, its model
+ * and step, and `how` to go on ("add --overwrite to replace it"), as saving would silently
+ * replace the work it holds. REC_OK where there is none. */
+rec_status rec_ckpt_check_absent(const char *dir, const char *how);
 /* Saves the given tensors (not a model's: a rank's shard of the tables) in the same format,
  * crash-safe alike, with config c and meta as they are. */
 rec_status rec_ckpt_save_tensors(const char *path, const rec_model_config *c, const rec_ckpt_meta *meta,
@@ -413,7 +417,8 @@ typedef struct rec_train_opts {
     const char *precision;     /* NULL: the config's train.precision; "fp32" or "bf16": the dense
                                   products in bf16 with fp32 master weights (nn.h "precision") */
     int64_t eval_every;        /* -1: the config's; 0: at the end only */
-    int64_t max_steps;         /* stop after this many steps in this run (0 = no limit) */
+    int64_t max_steps;         /* end the run at this step (0 = no limit): the run's total, so a
+                                  resumed run ends where the uninterrupted one does */
     int shuffle;               /* order of the training rows: 1 shuffled (rec_shuffle, seeded by the
                                   config's train.seed, REC_SHUFFLE_* sizes), 0 file order, -1 the
                                   resumed checkpoint's order, or shuffled when not resuming. A
@@ -485,6 +490,9 @@ typedef struct rec_train_report {
     double ckpt_seconds;       /* wall time of the checkpoint saves */
     int ckpts;                 /* checkpoints saved */
     int stopped_by;            /* the signal that stopped the run (opts.stop), or 0 */
+    int complete;              /* `resume` of a run that had ended (its epochs, or max_steps):
+                                  nothing was trained or written (the log says so) */
+    int64_t complete_step;     /* ... and the step its checkpoint holds */
     int64_t bad_rows;          /* TSV rows --bad-rows skip dropped from the training and evaluation
                                   data (logged with their first locations when counted) */
     double samples_per_s;
@@ -552,6 +560,16 @@ void rec_synth_dataset_remove(const char *dir);
  * max_batch). */
 rec_status rec_evaluate(rec_model *m, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
                         rec_metrics *out);
+
+/* Opens the --loss-log of a run ("STEP LOSS" lines, line-buffered) into *out. Without `resume`
+ * it is started afresh. With `resume` it continues the log of the run resumed at step
+ * `resumed`: its lines up to that step are kept and the later ones dropped (steps a killed run
+ * took after its last checkpoint, which the resumed run takes again), so that a run split by
+ * stops and resumes leaves the log one uninterrupted run writes; a missing or empty file is
+ * started. A file whose lines are not "STEP LOSS", or whose steps do not follow one another
+ * up to `resumed` (another run's log: it starts after that step, jumps, or ends before it),
+ * is refused with its line number and left as it was. */
+rec_status rec_loss_log_open(const char *path, int resume, int64_t resumed, FILE **out);
 
 /* ---- what a run reports as it goes ---------------------------------------------------------
  * Named scalars per step, written as they come to JSON lines (--metrics FILE: {"step": 100,

@@ -445,7 +445,7 @@ static rec_status on_hello(oracle *r, rec_zreq *q) {
         const rec_net_cache_info ci = {r->F, r->cfg.n_dense, r->po.policy,
                                        r->po.policy == REC_CACHE_BAGPIPE ? r->po.lookahead : 1, r->po.depth, r->N, t,
                                        r->po.capacity, r->o->batch ? r->o->batch : r->cfg.batch_size, r->total,
-                                       r->table_rows, r->lo, r->tables};
+                                       r->table_rows, r->lo, r->tables, r->o->shuffle};
         rec_frame_begin(&r->w, REC_MSG_CACHE_INFO, 0, 0);
         rec_net_cache_info_encode(&r->w, &ci);
         REC_TRY(rec_frame_end(&r->w));

@@ -1234,7 +1234,9 @@ static rec_status save_model(ctrainer *t, const char *dir) {
     }
     if (!s) {
         rec_model_set_steps(full, rec_model_steps(t->m));
-        rec_ckpt_meta meta = {.step = rec_model_steps(t->m), .rows_seen = t->rep->rows, .seed = t->cfg.seed};
+        rec_ckpt_meta meta = {.step = rec_model_steps(t->m), .rows_seen = t->rep->rows, .seed = t->cfg.seed,
+                              .shuffle_block_rows = t->info.shuffled ? REC_SHUFFLE_BLOCK_ROWS : 0,
+                              .shuffle_buffer_blocks = t->info.shuffled ? REC_SHUFFLE_BUFFER_BLOCKS : 0};
         char path[1200];
         rec_ckpt_path(dir, path, sizeof path);
         s = rec_mkdir_p(dir, "checkpoint directory");
@@ -1288,32 +1290,6 @@ static rec_status sync_commit(ctrainer *t, int64_t c) {
 
 enum { LOSS_WINDOW = 100 };
 
-/* The loss log: written afresh, or for a resumed job (first step `start` + 1) its lines up to
- * step `start` kept and the rest dropped (the steps redone). */
-static rec_status open_log(const char *path, int64_t start, FILE **out) {
-    char *keep = NULL;
-    size_t klen = 0;
-    if (start > 0) {
-        FILE *f = fopen(path, "r");
-        char line[256];
-        FILE *mem = open_memstream(&keep, &klen);
-        while (f && mem && fgets(line, sizeof line, f)) {
-            const long long step = strtoll(line, NULL, 10);
-            if (step >= 1 && step <= start) fputs(line, mem);
-        }
-        if (f) fclose(f);
-        if (mem) fclose(mem);
-    }
-    *out = fopen(path, "w");
-    if (!*out) {
-        free(keep);
-        return rec_errorf(REC_EIO, "cannot write the loss log %s: %s", path, strerror(errno));
-    }
-    if (keep) fwrite(keep, 1, klen, *out);
-    free(keep);
-    return REC_OK;
-}
-
 rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report *rep) {
     memset(rep, 0, sizeof *rep);
     ctrainer t = {.o = o, .rep = rep, .ready = -1, .done = -1, .want = -1, .evicted = -1, .at = -1};
@@ -1324,7 +1300,8 @@ rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report
     t.requested = t.received = t.start;
     for (int k = 0; t.op && k < t.K; k++) t.op[k].received = t.start;
     FILE *ll = NULL;
-    if (!s && o->loss_log && t.rank == 0) s = open_log(o->loss_log, t.start, &ll);
+    /* a resumed job's first batch `start` is its step start + 1: the log is kept up to start */
+    if (!s && o->loss_log && t.rank == 0) s = rec_loss_log_open(o->loss_log, o->resume, t.start, &ll);
     pthread_t th;
     int started = 0;
     if (!s) {

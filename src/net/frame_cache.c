@@ -170,7 +170,7 @@ void rec_net_cache_info_encode(rec_wbuf *w, const rec_net_cache_info *c) {
     put_u32(w, (uint32_t)c->rank);
     put_u32(w, (uint32_t)c->table0);
     put_u32(w, (uint32_t)(c->tables ? c->tables : c->F));
-    put_u32(w, 0);
+    put_u32(w, (uint32_t)c->shuffled); /* once padding, sent as 0 (file order) by earlier oracles */
     put_i64(w, c->capacity);
     put_i64(w, c->batch);
     put_i64(w, c->batches);
@@ -189,7 +189,7 @@ rec_status rec_net_cache_info_decode(const uint8_t *body, size_t len, rec_net_ca
     c->rank = (int32_t)get_u32(&r, "the rank");
     c->table0 = (int32_t)get_u32(&r, "the first table");
     c->tables = (int32_t)get_u32(&r, "the job's tables");
-    (void)get_u32(&r, "padding");
+    c->shuffled = get_u32(&r, "the order") != 0;
     c->capacity = get_i64(&r, "the capacity");
     c->batch = get_i64(&r, "the batch size");
     c->batches = get_i64(&r, "the batch count");

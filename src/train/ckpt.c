@@ -125,6 +125,20 @@ static inline uint64_t pad64(uint64_t x) { return (x + CKPT_ALIGN - 1) & ~(uint6
 
 const char *const rec_ckpt_files[] = {"model.rckpt", "model.*", NULL};
 
+rec_status rec_ckpt_check_absent(const char *dir, const char *how) {
+    char ckpt[1100];
+    rec_ckpt_path(dir, ckpt, sizeof ckpt);
+    if (access(ckpt, F_OK) != 0) return REC_OK;
+    rec_model_config c;
+    rec_ckpt_meta meta;
+    char what[96] = "";
+    if (rec_ckpt_read_config(ckpt, &c, &meta) == REC_OK) {
+        snprintf(what, sizeof what, " (model %s at step %lld)", c.name, (long long)meta.step);
+        rec_model_config_free(&c);
+    }
+    return rec_errorf(REC_EINVAL, "%s exists%s: %s (or give --ckpt another directory)", ckpt, what, how);
+}
+
 void rec_ckpt_path(const char *dir, char *buf, size_t cap) {
     if (!buf || cap == 0) return;
     if (!dir || !*dir) dir = ".";

@@ -345,6 +345,8 @@ typedef struct job {
     rec_rap *rap;          /* --device cuda --prep-device cuda: RAP's co-run of the loader's kernels */
     char corun_key[512];   /* what its capacities are measured on (--corun-capacity) */
     loss_acc *acc;         /* run's losses, which checkpoints keep */
+    int complete;          /* --resume of a run that had ended: nothing to train or write */
+    char complete_why[96]; /* ... "step S, all E epochs done" or "step S, and --steps N" */
     int64_t log_every;     /* steps between training records (rec_log_every) */
 } job;
 
@@ -399,54 +401,6 @@ static rec_status choose_order(job *j, const rec_ckpt_meta *m, const char *path)
     j->shuffle_block_rows = !on ? 0 : was ? m->shuffle_block_rows : REC_SHUFFLE_BLOCK_ROWS;
     j->shuffle_buffer_blocks = !on ? 0 : was ? m->shuffle_buffer_blocks : REC_SHUFFLE_BUFFER_BLOCKS;
     return REC_OK;
-}
-
-/* Opens --loss-log for this run. Without --resume it is started afresh. With --resume it
- * continues the interrupted run's log: its lines for steps up to `resumed` (the checkpoint's
- * step) are kept and the later ones are dropped — steps the interrupted run took after its
- * last checkpoint (a kill, a crash), which this run takes again — so that a run split by
- * stops and resumes leaves the log one uninterrupted run writes. A line that is not
- * "STEP LOSS", or whose step does not rise, is refused with its number before any step (the
- * file is then left as it was); a missing log is started. */
-static rec_status open_loss_log(job *j, int64_t resumed) {
-    const char *path = j->o->loss_log;
-    FILE *f = j->o->resume ? fopen(path, "r+") : NULL;
-    if (!f) f = fopen(path, "w");
-    if (!f) return rec_errorf(REC_EIO, "%s: cannot open the loss log: %s", path, strerror(errno));
-    j->loss_log = f;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    long long prev = 0, lineno = 0;
-    long keep = 0;     /* bytes of the lines kept */
-    int open_end = 0;  /* the last line kept has no '\n' (a write cut short) */
-    rec_status s = REC_OK;
-    while (j->o->resume && (len = getline(&line, &cap, f)) > 0) {
-        lineno++;
-        char *end, *e2;
-        const long long step = strtoll(line, &end, 10);
-        if (end == line || *end != ' ' || (strtod(end + 1, &e2), e2 == end + 1) || (*e2 != '\n' && *e2 != 0)) {
-            s = rec_errorf(REC_EFORMAT, "%s:%lld: not a \"STEP LOSS\" line of a loss log; --resume keeps the log's lines "
-                           "up to the resumed step, so the file must be this run's log: give --loss-log another path, "
-                           "or remove the file", path, lineno);
-            break;
-        }
-        if (lineno > 1 && step <= prev) {
-            s = rec_errorf(REC_EFORMAT, "%s:%lld: step %lld after step %lld: not the log of one run; give --loss-log "
-                           "another path, or remove the file", path, lineno, step, prev);
-            break;
-        }
-        if (step > resumed) break;
-        prev = step;
-        keep += (long)len;
-        open_end = line[len - 1] != '\n';
-    }
-    free(line);
-    if (!s && j->o->resume && (ftruncate(fileno(f), keep) != 0 || fseek(f, 0, SEEK_END) != 0 ||
-                               (open_end && fputc('\n', f) == EOF)))
-        s = rec_errorf(REC_EIO, "%s: cannot cut the loss log at step %lld: %s", path, (long long)resumed, strerror(errno));
-    if (!s) setvbuf(f, NULL, _IOLBF, 0); /* a line per step, as it happens (tail -f; a stopped run) */
-    return s;
 }
 
 /* Under mpirun: the model without its tables, the sharding plan (loaded, or built from the
@@ -745,7 +699,8 @@ static rec_status setup(job *j) {
     /* a resumed config lists its tables: binding checks them against the data */
     REC_TRY(rec_model_config_bind(&j->cfg, rec_dataset_n_dense(j->train), rec_dataset_n_sparse(j->train),
                                   rec_dataset_table_rows(j->train), data));
-    if (o->loss_log) REC_TRY(open_loss_log(j, resumed.step));
+    if (j->complete) return REC_OK; /* the data checked, nothing opened to write */
+    if (o->loss_log) REC_TRY(rec_loss_log_open(o->loss_log, o->resume, resumed.step, &j->loss_log));
     if (o->resume) REC_TRY(rec_scalars_resume(j->scalars, resumed.step, resumed.record_loss_steps > 0));
     if (j->dist) return setup_dist(j);
     REC_TRY(rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads));
@@ -958,8 +913,8 @@ static rec_status run(job *j) {
     }
     rec_progress pg;
     double total = (double)j->cfg.epochs * j->train_rows;
-    if (o->max_steps > 0 && (double)meta.rows_seen + (double)o->max_steps * B < total) /* --steps ends it sooner */
-        total = (double)meta.rows_seen + (double)o->max_steps * B;
+    const double to_steps = (double)meta.rows_seen + (double)(o->max_steps - meta.step) * B;
+    if (o->max_steps > 0 && to_steps < total) total = to_steps; /* --steps, the run's last step, ends it sooner */
     rec_progress_init(&pg, "train", "rows", total);
     j->log_every = rec_log_every(o->log_every, (int64_t)ceil(total / (double)B));
     double flops = rec_model_flops_per_sample(j->model);
@@ -1078,7 +1033,7 @@ static rec_status run(job *j) {
                 s = drain(j, &lsum);
                 if (!s) s = save_ckpt(j, epoch, row, rows_seen);
             }
-            if (o->max_steps > 0 && rep->steps >= o->max_steps) { /* --steps ends the run */
+            if (o->max_steps > 0 && step >= o->max_steps) { /* --steps ends the run: its total, resumes included */
                 if (!s) s = drain(j, &lsum);
                 if (!s) s = keep_state(j, epoch, row, rows_seen);
                 stop = 1;
@@ -1192,21 +1147,6 @@ static rec_status check_outputs(const rec_train_opts *o, const char *ckpt) {
     return rec_guard_check(&g);
 }
 
-/* A checkpoint where a run that neither resumes nor overwrites would save one: refused, as
- * saving would silently replace the work it holds. */
-static rec_status check_no_ckpt(const char *ckpt) {
-    if (access(ckpt, F_OK) != 0) return REC_OK;
-    rec_model_config c;
-    rec_ckpt_meta meta;
-    char what[96] = "";
-    if (rec_ckpt_read_config(ckpt, &c, &meta) == REC_OK) {
-        snprintf(what, sizeof what, " (model %s at step %lld)", c.name, (long long)meta.step);
-        rec_model_config_free(&c);
-    }
-    return rec_errorf(REC_EINVAL, "%s exists%s: add --resume to continue from it, or --overwrite to start over and "
-                      "replace it (or give --ckpt another directory)", ckpt, what);
-}
-
 /* A file option naming a directory: refused before any work, saying so (--plan with --tune
  * would otherwise fail only when the tuned plan is written, after the tuning steps). */
 static rec_status check_not_dir(const char *opt, const char *path) {
@@ -1242,6 +1182,29 @@ static rec_status check_cuda_opts(const rec_train_opts *o, int dist) {
                           o->plan_path);
     char name[256];
     return rec_cuda_probe(name, sizeof name);
+}
+
+/* --resume of a run that has ended (all its epochs, or its --steps): the run is complete, and
+ * resuming it would train nothing yet rewrite its outputs' ends (the last metrics record,
+ * with 0 samples/s) and report a rate of 0. It is said, and nothing is written; a larger
+ * --epochs or --steps continues it. A checkpoint that cannot be read is left to setup, which
+ * names what is wrong with it. */
+static void check_complete(job *j) {
+    const rec_train_opts *o = j->o;
+    rec_model_config c;
+    rec_ckpt_meta m;
+    if (!o->resume || rec_ckpt_read_config(j->ckpt, &c, &m) != REC_OK) return;
+    const int epochs = o->epochs > 0 ? o->epochs : c.epochs;
+    rec_model_config_free(&c);
+    char *why = j->complete_why;
+    if (o->max_steps > 0 && m.step >= o->max_steps)
+        snprintf(why, sizeof j->complete_why, "step %lld, and --steps %lld", (long long)m.step, (long long)o->max_steps);
+    else if (m.epoch >= epochs)
+        snprintf(why, sizeof j->complete_why, "step %lld, all %d epoch%s done", (long long)m.step, epochs, rec_s(epochs));
+    else
+        return;
+    j->complete = 1;
+    j->rep->complete_step = m.step;
 }
 
 rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
@@ -1280,7 +1243,8 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     if (o->precision && strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16"))
         return rec_errorf(REC_EINVAL, "--precision %s: want fp32 or bf16", o->precision);
     REC_TRY(check_not_dir("--plan", o->plan_path));
-    if (o->ckpt_dir && !o->resume && !o->overwrite) REC_TRY(check_no_ckpt(j.ckpt));
+    if (o->ckpt_dir && !o->resume && !o->overwrite)
+        REC_TRY(rec_ckpt_check_absent(o->ckpt_dir, "add --resume to continue from it, or --overwrite to start over and replace it"));
     /* Output directories are made before the work: a path that cannot be written fails now,
      * not after the training it would have kept. */
     if (o->ckpt_dir && !o->resume) REC_TRY(rec_mkdir_p(o->ckpt_dir, "checkpoint directory"));
@@ -1288,14 +1252,16 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
      * --resume (the run it continues exported there: the same command resumed); other files
      * in DIR are refused either way (rec_export_check). */
     if (o->npy_dir) REC_TRY(rec_export_check(o->npy_dir, o->overwrite || o->resume));
-    if (o->plot_dir) REC_TRY(rec_mkdir_p(o->plot_dir, "--plot directory"));
-    if (o->metrics_path) snprintf(j.metrics_path, sizeof j.metrics_path, "%s", o->metrics_path);
-    else if (o->plot_dir) snprintf(j.metrics_path, sizeof j.metrics_path, "%s/" PLOT_METRICS, o->plot_dir);
-    if (j.metrics_path[0] || o->tensorboard_dir)
-        REC_TRY(rec_scalars_open(&j.scalars, j.metrics_path[0] ? j.metrics_path : NULL, o->tensorboard_dir, o->resume));
-    if (o->tensorboard_dir && o->log) fprintf(o->log, "train: TensorBoard events in %s\n", rec_scalars_tb_path(j.scalars));
     j.o = o;
     j.rep = rep;
+    check_complete(&j);
+    if (o->plot_dir && !j.complete) REC_TRY(rec_mkdir_p(o->plot_dir, "--plot directory"));
+    if (o->metrics_path) snprintf(j.metrics_path, sizeof j.metrics_path, "%s", o->metrics_path);
+    else if (o->plot_dir) snprintf(j.metrics_path, sizeof j.metrics_path, "%s/" PLOT_METRICS, o->plot_dir);
+    if ((j.metrics_path[0] || o->tensorboard_dir) && !j.complete)
+        REC_TRY(rec_scalars_open(&j.scalars, j.metrics_path[0] ? j.metrics_path : NULL, o->tensorboard_dir, o->resume));
+    if (j.scalars && o->tensorboard_dir && o->log)
+        fprintf(o->log, "train: TensorBoard events in %s\n", rec_scalars_tb_path(j.scalars));
     j.threads = o->threads > 0 ? o->threads : rec_cpu_count();
     j.plan_pending = (o->tune || o->plan_path) && o->device != REC_DEVICE_CUDA; /* the CPU engine's plan */
     rec_status s = setup(&j);
@@ -1303,7 +1269,12 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
         rep->threads = j.threads;
         rep->batch = j.cfg.batch_size;
         snprintf(rep->model, sizeof rep->model, "%s", j.cfg.name);
-        s = run(&j);
+        rep->complete = j.complete;
+        if (j.complete && o->log) /* once the data is checked: the same command, resumed */
+            fprintf(o->log, "train: %s is already complete (%s): nothing to train, and nothing is written; `rectrain "
+                    "eval --ckpt %s` evaluates it, and a larger --epochs or --steps trains it on\n", j.ckpt,
+                    j.complete_why, o->ckpt_dir);
+        if (!j.complete) s = run(&j);
         if (!s && j.exec) { /* collective: every rank gets here, or has ended the job */
             rec_exec_get_stats(j.exec, &rep->dist);
             s = rec_dist_check_same(rec_exec_dense_digest(j.exec), "dense parameters after training");
@@ -1316,7 +1287,7 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     s = rec_stream_close(j.loss_log, o->loss_log, "loss log", s);
     rec_status sc = rec_scalars_close(j.scalars);
     if (!s) s = sc;
-    if (!s && o->plot_dir && !rep->stopped_by) s = rec_plot_run(j.metrics_path, o->plot_dir, o->log);
+    if (!s && o->plot_dir && !rep->stopped_by && !j.complete) s = rec_plot_run(j.metrics_path, o->plot_dir, o->log);
     /* After a failure the window is left: freeing it is collective and would wait for ranks that
      * are not coming; the caller ends the job (rec_dist_abort). */
     if (!s) rec_exec_free(j.exec);
