@@ -488,8 +488,8 @@ static void test_resume_npy(void) {
     FILE *f = fopen(path("nx/notes.txt"), "w");
     if (f) fputs("mine", f), fclose(f);
     CHECK(run("%s --steps 9 --resume", base) == 1 && !strstr(out, "resumed at step") &&
-          strstr(out, "nx: holds 'notes.txt', which an export does not write; only an earlier export (NAME.npy files "
-                      "and config.json) is replaced: choose another directory") && file_size("nx/notes.txt") == 4,
+          strstr(out, "nx: holds 'notes.txt', which the export there did not write (rectrain_export.json lists its "
+                      "files); only those are replaced") && file_size("nx/notes.txt") == 4,
           "an --npy DIR with other files: %s", out);
 }
 

@@ -201,7 +201,9 @@ void rec_atomic_abort(rec_atomic_file *a);
 rec_status rec_atomic_fopen(rec_atomic_file *a, const char *path, FILE **f);
 /* Flushes and closes f (a no-op when NULL). Returns s when set, else REC_EIO naming PATH,
  * `what` and the reason when any write to f failed (ferror: a full disk, ENOSPC, is seen here
- * even where the failing write was not checked), else REC_OK. */
+ * even where the failing write was not checked; call it right after the writes, since the
+ * reason of a failed write that the flush does not repeat is errno as they left it), else
+ * REC_OK. */
 rec_status rec_stream_close(FILE *f, const char *path, const char *what, rec_status s);
 /* The same without closing f (standard output). */
 rec_status rec_stream_flush(FILE *f, const char *path, const char *what, rec_status s);

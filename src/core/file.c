@@ -218,16 +218,20 @@ static rec_status stream_status(int bad, int e, const char *path, const char *wh
 }
 
 rec_status rec_stream_flush(FILE *f, const char *path, const char *what, rec_status s) {
+    const int earlier = errno;
     errno = 0;
-    const int bad = fflush(f) != 0 || ferror(f);
-    return stream_status(bad, errno, path, what, s);
+    if (fflush(f) != 0) return stream_status(1, errno, path, what, s);
+    return stream_status(ferror(f), earlier, path, what, s);
 }
 
 rec_status rec_stream_close(FILE *f, const char *path, const char *what, rec_status s) {
     if (!f) return s;
+    const int earlier = errno; /* a failed fwrite's reason (EFBIG), when the writer went on unchecked */
     errno = 0;
-    int bad = fflush(f) != 0 || ferror(f);
+    int bad = fflush(f) != 0;
     int e = errno;
+    if (!bad && ferror(f)) bad = 1, e = earlier;
+    errno = 0;
     bad |= fclose(f) != 0;
     return stream_status(bad, e ? e : errno, path, what, s);
 }
