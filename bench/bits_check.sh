@@ -120,7 +120,7 @@ next_port() { PORT=$((PORT + 1)); }
 # A service in the background until stop_services (or the script's end): NAME COMMAND...
 service() {
     local name=$1; shift
-    "$@" 2>"$name.err" &
+    "$@" >"$name.log" 2>&1 &
     BG="$BG $!"
 }
 stop_services() {
@@ -216,7 +216,7 @@ cluster_resume() {
     return "$rc"
 }
 
-# What a run leaves, for the table: "STEPS steps DIGEST auc AUC", or "FAILED (why)".
+# What a run leaves, for the table: "N steps DIGEST model DIGEST auc AUC", or "FAILED (why)".
 summary() {
     local d=$1
     if [ -e "$d/fail" ]; then echo "FAILED ($(cat "$d/fail"))"; return; fi
@@ -227,7 +227,7 @@ summary() {
     echo "$n steps $(md5sum < "$d/steps" | cut -c1-8) model $(cat "$d/model") auc ${auc:-none}"
 }
 
-# Both runs of a case made and summarised: yes when their step lines and AUCs are the same.
+# Both runs of a case summarised: true when their step lines, models and AUCs are the same.
 same_runs() {
     local d=$1 a b
     a=$(summary "$d/old"); b=$(summary "$d/new")
@@ -240,12 +240,12 @@ same_runs() {
 diff_note() {
     local d=$1 at
     [ ! -e "$d/old/fail" ] && [ ! -e "$d/new/fail" ] || return
-    at=$(cmp "$d/old/steps" "$d/new/steps" 2>&1 | sed -n 's/.*line \([0-9]*\).*/\1/p')
-    if [ -n "$at" ]; then at="the losses from step $(sed -n "${at}p" "$d/old/steps" | cut -d' ' -f1)"
-    elif ! cmp -s "$d/old/steps" "$d/new/steps"; then at="the number of steps"
-    elif ! cmp -s "$d/old/model" "$d/new/model"; then at="the same losses, the model's parameters"
-    else at="the same losses and model, the AUC"; fi
-    NOTES="$NOTES${d##*/}: differs in $at
+    at=$(cmp "$d/old/steps" "$d/new/steps" 2>&1 | grep -v EOF | sed -n 's/.*line \([0-9]*\).*/\1/p')
+    if [ -n "$at" ]; then at="the losses differ from step $(sed -n "${at}p" "$d/old/steps" | cut -d' ' -f1)"
+    elif ! cmp -s "$d/old/steps" "$d/new/steps"; then at="the number of steps differs"
+    elif ! cmp -s "$d/old/model" "$d/new/model"; then at="the same losses; the model's parameters differ"
+    else at="the same losses and model; the AUC differs"; fi
+    NOTES="$NOTES${d##*/}: $at
 "
 }
 
