@@ -269,7 +269,7 @@ check() {
     for side in old new; do
         [ $side = old ] && bin=$OLD_BIN || bin=$NEW_BIN
         mkdir -p "$W/runs/$label/$side" && cd "$W/runs/$label/$side" || exit 1
-        { "kind_$kind" "$mode" "$bin" "$@" && model_digest "$bin"; } || { say "$label ($side): $(cat fail); its stderr ends:"; tail -3 err* >&2; }
+        { "kind_$kind" "$mode" "$bin" "$@" && model_digest "$bin"; } || { say "$label ($side): $(cat fail); its stderr ends:"; tail -n 3 err* >&2; }
         cd "$W" || exit 1
     done
     same_runs "$W/runs/$label" || { same=no; FAILED=1; diff_note "$W/runs/$label"; }

@@ -444,6 +444,11 @@ static void test_same_training(void) {
     }
     CHECK(run("cluster ck.json --overwrite --loss-log again.loss") == 0 && same_file("local.loss", "again.loss") &&
               strstr(out, "saved the whole model"), "--overwrite replaces it: %s", out);
+    /* --resume continues the job whose checkpoint it is: not refused (here the trainer finds
+     * no services, after the check) */
+    CHECK(run("train --oracle-cacher tcp://127.0.0.1:9 --embservers tcp://127.0.0.1:9 --peer-timeout 1 --config "
+              "%s/configs/dlrm_small.json --ckpt bp_ck --resume", src) == 1 && !strstr(out, "add --overwrite") &&
+              file_size("bp_ck/model.rckpt") == size, "--resume with its checkpoint: %s", out);
 }
 
 /* Oracles partitioned by table that do not make one job: ranges out of order, tables missing,

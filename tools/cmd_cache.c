@@ -224,7 +224,8 @@ int cmd_train_cached(int argc, char **argv) {
     rec_guard_out(&g, "--loss-log", o.loss_log);
     rec_guard_dir(&g, "--ckpt", o.ckpt_dir, rec_ckpt_files);
     rec_status s = rec_guard_check(&g);
-    if (!s && o.ckpt_dir && !overwrite) s = rec_ckpt_check_absent(o.ckpt_dir, "add --overwrite to replace it");
+    /* --resume continues the job that wrote it */
+    if (!s && o.ckpt_dir && !overwrite && !o.resume) s = rec_ckpt_check_absent(o.ckpt_dir, "add --overwrite to replace it");
     if (s) return cli_fail(cmd, s);
     char buf[4096], obuf[4096];
     const char *v[62], *ov[REC_CACHE_MAX_ORACLES];

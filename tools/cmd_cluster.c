@@ -37,7 +37,7 @@ static const char CLUSTER_USAGE[] =
     "  --base-port P      servers on P, P+1, ...; the oracles after them\n"
     "  --loss-log FILE    the trainer's \"step loss\" log\n"
     "  --ckpt DIR         the trained model, whole, as DIR/model.rckpt (one that exists is\n"
-    "                     refused without --overwrite)\n"
+    "                     refused without --overwrite or --resume)\n"
     "  --overwrite        replace the DIR/model.rckpt of --ckpt (or \"ckpt\") that exists\n"
     "  --resume           a durable job (\"durable\" in the config) stopped or killed: start it\n"
     "                     again from the servers' snapshots, with the same command and --resume\n"
@@ -349,7 +349,7 @@ int cmd_cluster(int argc, char **argv) {
     if (resume && !c.durable_dir[0])
         return cli_usage(cmd, "--resume starts a durable job again from its servers' snapshots: %s has no \"durable\" "
                          "(see docs/bagpipe.md), so its job kept none", cfg_path);
-    if (c.ckpt[0] && !overwrite && (s = rec_ckpt_check_absent(c.ckpt, "add --overwrite to replace it")))
+    if (c.ckpt[0] && !overwrite && !resume && (s = rec_ckpt_check_absent(c.ckpt, "add --overwrite to replace it")))
         return cli_fail(cmd, s);
     if (!insecure && (s = make_keys())) {
         remove_keys();

@@ -1,5 +1,6 @@
 /* The trainer loop behind `rectrain train` (train.h): data, model, epochs, evaluation,
- * checkpoints, export.
+ * checkpoints, export. Each step runs in a backend (backend.h: cpu, mpi or cuda), chosen once;
+ * the loop never asks which.
  *
  * Determinism: the batches depend only on the data, the batch size and the order (file order,
  * or the shuffled order of rec_shuffle: the config's seed, the epoch and the block and buffer
@@ -26,53 +27,10 @@
 #include "rectrain/ingest.h"
 #include "rectrain/plot.h"
 #include "rectrain/train.h"
+#include "backend_impl.h"
 #include "train_impl.h"
 
-enum { LOADER_DEPTH = 3, LOSS_WINDOW = 100 };
-
-/* ---- evaluation --------------------------------------------------------------------------------- */
-
-/* The logits of a batch from whichever model scores it. */
-typedef rec_status (*score_fn)(void *ctx, const rec_batch *b, const float **logits);
-
-static rec_status score_cpu(void *m, const rec_batch *b, const float **logits) {
-    return rec_model_forward(m, b, logits);
-}
-
-typedef struct gpu_scorer {
-    rec_cuda_model *g;
-    float *logits;  /* (batch) host */
-} gpu_scorer;
-
-static rec_status score_gpu(void *ctx, const rec_batch *b, const float **logits) {
-    gpu_scorer *x = ctx;
-    *logits = x->logits;
-    return rec_cuda_model_forward(x->g, b, x->logits);
-}
-
-/* Metrics of rows [row0, row1) of d, scored batch by batch. */
-static rec_status eval_rows(score_fn score, void *ctx, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
-                            rec_metrics *out) {
-    rec_eval_acc *acc = NULL;
-    rec_loader *l = NULL;
-    REC_TRY(rec_eval_acc_init(&acc, row1 - row0));
-    rec_status s = rec_loader_open(&l, d, row0, row1, batch, LOADER_DEPTH);
-    const rec_batch *b;
-    while (!s && !(s = rec_loader_next(l, &b)) && b) {
-        const float *logits;
-        s = score(ctx, b, &logits);
-        if (!s) s = rec_eval_acc_add(acc, b->n, logits, b->label);
-    }
-    if (!s) s = rec_eval_acc_finish(acc, out);
-    rec_loader_close(l);
-    rec_eval_acc_free(acc);
-    return s;
-}
-
-rec_status rec_evaluate(rec_model *m, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
-                        rec_metrics *out) {
-    return eval_rows(score_cpu, m, d, row0, row1, batch, out);
-}
+enum { LOADER_DEPTH = REC_LOADER_DEPTH, LOSS_WINDOW = 100 };
 
 /* Writes a REC_PREDICT_SKIPPED line for each dropped input line due next: while skips[*k] (the
  * positions, ascending) is output line *line, or for all that are left when `all`; advances
@@ -132,30 +90,6 @@ rec_status rec_predict(rec_model *m, rec_dataset *d, int64_t batch, FILE *out, c
     if (!s && acc && rep->rows) s = rec_eval_acc_finish(acc, &rep->m);
     if (rep->rows) rep->mean_p = sum / (double)rep->rows;
     rec_loader_close(l);
-    rec_eval_acc_free(acc);
-    return s;
-}
-
-/* rec_evaluate, or under mpirun every rank's slice of each batch, the logits gathered on
- * rank 0, which alone has the metrics (the others' are zero). */
-static rec_status evaluate(rec_exec *x, int rank, rec_model *m, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
-                           rec_metrics *out) {
-    if (!x) return rec_evaluate(m, d, row0, row1, batch, out);
-    memset(out, 0, sizeof *out);
-    rec_eval_acc *acc = NULL;
-    rec_loader *l = NULL;
-    float *logits = NULL;
-    rec_status s = rec_eval_acc_init(&acc, rank == 0 ? row1 - row0 : 1);
-    if (!s) s = rec_alloc((void **)&logits, sizeof(float) * (size_t)batch, "logits");
-    if (!s) s = rec_loader_open(&l, d, row0, row1, batch, LOADER_DEPTH);
-    const rec_batch *b;
-    while (!s && !(s = rec_loader_next(l, &b)) && b) {
-        s = rec_exec_forward(x, b, logits);
-        if (!s && rank == 0) s = rec_eval_acc_add(acc, b->n, logits, b->label);
-    }
-    if (!s && rank == 0) s = rec_eval_acc_finish(acc, out);
-    rec_loader_close(l);
-    rec_free(logits);
     rec_eval_acc_free(acc);
     return s;
 }
@@ -339,11 +273,7 @@ typedef struct job {
     rec_ckpt_meta resumed; /* the checkpoint --resume continues */
     rec_offload *offload;  /* workers preprocess part of the training data (owned by `train`) */
     double offload_baseline; /* --offload auto: samples/s of the first epoch since the decision */
-    rec_cuda_model *gpu;   /* --device cuda: the model trains there; `model` is refreshed from it
-                              before a checkpoint, an export or the end */
-    float *logits;         /* (batch) the GPU's logits during evaluation */
-    rec_rap *rap;          /* --device cuda --prep-device cuda: RAP's co-run of the loader's kernels */
-    char corun_key[512];   /* what its capacities are measured on (--corun-capacity) */
+    rec_backend *be;       /* what steps (backend.h): cpu, mpi or cuda, chosen once */
     loss_acc *acc;         /* run's losses, which checkpoints keep */
     int complete;          /* --resume of a run that had ended: nothing to train or write */
     char complete_why[96]; /* ... "step S, all E epochs done" or "step S, and --steps N" */
@@ -709,7 +639,6 @@ static rec_status setup(job *j) {
 
 /* The directory exists: rec_train made it (or read the checkpoint from it, resuming). */
 static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_seen) {
-    if (j->gpu) REC_TRY(rec_cuda_model_download(j->gpu, j->model));
     rec_ckpt_meta meta = {.step = rec_model_steps(j->model), .epoch = epoch, .row = row, .rows_seen = rows_seen,
                           .seed = j->cfg.seed, .train_rows = j->train_rows, .data_digest = j->data_digest,
                           .shuffle_block_rows = j->shuffle_block_rows,
@@ -722,12 +651,7 @@ static rec_status save_ckpt(job *j, int64_t epoch, int64_t row, int64_t rows_see
     meta.record_loss_steps = a->sum.steps;
     meta.record_loss_sum = a->sum.loss;
     double t0 = rec_now();
-    if (j->exec) { /* under mpirun: every rank its rows, rank 0 the rest */
-        REC_TRY(rec_exec_save(j->exec, j->ckpt, &meta));
-    } else {
-        REC_TRY(rec_ckpt_save(j->ckpt, j->model, &meta));
-        rec_dist_prune_shards(j->ckpt, 0); /* an earlier sharded save's files, now replaced */
-    }
+    REC_TRY(j->be->i->save(j->be, j->ckpt, &meta));
     j->rep->ckpt_seconds += rec_now() - t0;
     j->rep->ckpts++;
     j->saved_step = meta.step;
@@ -822,43 +746,6 @@ static rec_status put_eval(job *j, int64_t step, const rec_metrics *m, int final
     return final ? rec_scalars_write_calibration(j->scalars, step, m) : REC_OK;
 }
 
-/* RAP's co-run (rap.c): the loader's GPU executors placed beside the training's stages, where
- * the spec's ops run on the GPU executor next to a GPU's training. REC_CUDA_CORUN=off keeps
- * them ungated on their low-priority streams (a diagnostic: CUDA streams' co-running). */
-static rec_status start_corun(job *j, int64_t B) {
-    const rec_spec *spec = rec_dataset_spec(j->train);
-    const char *env = getenv("REC_CUDA_CORUN");
-    if (!j->gpu || j->o->prep_device != REC_PREP_CUDA || !spec || (env && !strcmp(env, "off"))) return REC_OK;
-    /* what the capacities were measured on: the GPU, the model's shape, the batch */
-    char dev[256];
-    rec_cuda_probe(dev, sizeof dev);
-    int64_t rows = 0;
-    for (int f = 0; j->cfg.table_rows && f < j->cfg.n_sparse; f++) rows += j->cfg.table_rows[f];
-    snprintf(j->corun_key, sizeof j->corun_key, "%s; %s: %zu dense parameters, %lld table rows of dim %d, batch %lld, %s",
-             dev, j->cfg.name, rec_model_n_dense_params(j->model), (long long)rows, j->cfg.emb_dim, (long long)B,
-             j->cfg.precision == REC_PRECISION_BF16 ? "bf16" : "fp32");
-    const rec_rap_gpu gpu = rec_rap_cuda(j->gpu);
-    REC_TRY(rec_rap_new(&j->rap, &gpu, spec, B, j->o->corun_capacity, j->corun_key, j->o->log));
-    return rec_dataset_set_corun(j->train, rec_rap_corun(j->rap));
-}
-
-/* --device cuda --plan FILE: the GPU engine's plan (`bench embed --device cuda --plan-out`),
- * refused with the JSON path when it was tuned for other tables. */
-static rec_status load_gpu_plan(job *j) {
-    char *text;
-    size_t len;
-    REC_TRY(rec_read_file(j->o->plan_path, "GPU embedding plan", (size_t)64 << 20, &text, &len));
-    const int F = j->cfg.n_sparse;
-    int *dims = malloc(sizeof(int) * (size_t)F), *sched = malloc(sizeof(int) * (size_t)F), occ = 0;
-    rec_status s = dims && sched ? REC_OK : rec_errorf(REC_ENOMEM, "out of memory reading %s", j->o->plan_path);
-    for (int f = 0; !s && f < F; f++) dims[f] = j->cfg.emb_dim;
-    if (!s) s = rec_cuda_plan_parse(text, len, j->o->plan_path, F, j->cfg.table_rows, dims, sched, &occ);
-    if (!s) s = rec_cuda_embed_set_plan(rec_cuda_model_embed(j->gpu), sched, occ);
-    if (!s && j->o->log) fprintf(j->o->log, "train: GPU embedding plan from %s (occupancy %d)\n", j->o->plan_path, occ);
-    free(text), free(dims), free(sched);
-    return s;
-}
-
 static rec_status take_loss(job *j, int64_t step, double loss, loss_acc *a) {
     if (!isfinite(loss))
         return rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates",
@@ -876,36 +763,32 @@ static rec_status take_loss(job *j, int64_t step, double loss, loss_acc *a) {
     return REC_OK;
 }
 
-/* --device cuda: waits for the steps enqueued and takes the last one's loss. */
+/* Waits for the steps in flight (an asynchronous backend's) and takes the last one's loss. */
 static rec_status drain(job *j, loss_acc *a) {
-    if (!j->gpu) return REC_OK;
     double loss;
     int64_t step;
-    REC_TRY(rec_cuda_model_finish(j->gpu, &loss, &step));
-    return step >= 0 ? take_loss(j, step + 1, loss, a) : REC_OK;
+    REC_TRY(j->be->i->drain(j->be, &loss, &step));
+    return step > 0 ? take_loss(j, step, loss, a) : REC_OK;
 }
 
 static rec_status evaluate_job(job *j, int64_t B, rec_metrics *out) {
-    if (j->gpu) {
-        gpu_scorer x = {j->gpu, j->logits};
-        return eval_rows(score_gpu, &x, j->eval, j->eval_row0, j->eval_row1, B, out);
-    }
-    return evaluate(j->exec, j->rank, j->model, j->eval, j->eval_row0, j->eval_row1, B, out);
+    return j->be->i->evaluate(j->be, j->eval, j->eval_row0, j->eval_row1, B, out);
 }
 
 static rec_status run(job *j) {
     const rec_train_opts *o = j->o;
     rec_train_report *rep = j->rep;
     const int64_t B = j->cfg.batch_size;
+    rec_backend *be = j->be;
     rec_ckpt_meta meta = {0};
     if (o->resume) {
-        REC_TRY(j->exec ? rec_exec_load(j->exec, j->ckpt, &meta) : rec_dist_ckpt_load(j->ckpt, j->model, &meta));
+        REC_TRY(be->i->load(be, j->ckpt, &meta));
         j->saved_step = meta.step;
         char how[96] = "";
-        if (j->exec && meta.shards == 0) snprintf(how, sizeof how, "; saved by one process, sharded onto %d", j->ranks);
-        else if (j->exec && meta.shards != j->ranks)
+        if (j->dist && meta.shards == 0) snprintf(how, sizeof how, "; saved by one process, sharded onto %d", j->ranks);
+        else if (j->dist && meta.shards != j->ranks)
             snprintf(how, sizeof how, "; saved by %lld ranks, re-sharded onto %d", (long long)meta.shards, j->ranks);
-        else if (!j->exec && meta.shards)
+        else if (!j->dist && meta.shards)
             snprintf(how, sizeof how, "; saved by %lld ranks, gathered into one process", (long long)meta.shards);
         if (o->log)
             fprintf(o->log, "train: resumed %s at step %lld (epoch %lld, row %lld%s)\n", j->ckpt, (long long)meta.step,
@@ -926,43 +809,20 @@ static rec_status run(job *j) {
     j->acc = &lsum;
     rep->epoch_loss = NAN;
     int64_t rows_seen = meta.rows_seen;
-    if (o->device == REC_DEVICE_CUDA) { /* after --resume has loaded the model */
-        REC_TRY(rec_cuda_model_init(&j->gpu, j->model, (int)B, j->cfg.precision));
-        if (o->plan_path) REC_TRY(load_gpu_plan(j));
-        REC_TRY(rec_alloc((void **)&j->logits, sizeof(float) * (size_t)B, "logits"));
-        rec_cuda_model_profile(j->gpu, o->device_profile);
-        if (o->log) {
-            char dev[256];
-            rec_cuda_probe(dev, sizeof dev);
-            fprintf(o->log, "train: on the GPU, %s, %s\n", dev, j->cfg.precision == REC_PRECISION_BF16 ? "bf16 products" : "fp32");
-        }
-        REC_TRY(start_corun(j, B));
-    } else {
-        rec_model_profile(j->model, o->device_profile);
-        if (o->log && j->cfg.precision == REC_PRECISION_BF16)
-            fprintf(o->log, "train: bf16 products, %s (oneDNN ISA %s)\n",
-                    rec_model_bf16_native(j->model) ? "on oneDNN's bf16 kernels"
-                                                      : "emulated on the fp32 kernels (oneDNN's bf16 ones are used on AMX)",
-                    rec_dnn_isa());
-    }
+    REC_TRY(be->i->start(be)); /* after --resume has loaded the model */
     rec_status s = REC_OK;
-    /* A GPU's shuffled data: staged windows, each batch gathered on the GPU (cuda.h); not with
-     * workers, whose rows the trainer checksums batch by batch */
+    /* Shuffled data where the backend stages its input (a GPU's windows, each batch gathered
+     * there); not with workers, whose rows the trainer checksums batch by batch */
     rec_stager stager;
     const rec_shuffle shape = {j->cfg.seed, 0, j->shuffle_block_rows, j->shuffle_buffer_blocks};
-    const char *input = getenv("REC_CUDA_INPUT"); /* "host": the batches gathered and packed on the host */
     const int slots = j->shuffle_block_rows > 0 ? rec_loader_stage_slots(B, &shape) : 0;
-    const int staged = j->gpu && slots > 0 && !(o->n_workers > 0 || o->workers_file) &&
-                       !(input && !strcmp(input, "host")) && slots <= REC_CUDA_STAGE_SLOTS;
-    if (staged) {
-        const int64_t window = j->shuffle_block_rows * j->shuffle_buffer_blocks;
-        REC_TRY(rec_cuda_model_stager(j->gpu, slots, window, rec_dataset_path(j->train), &stager));
-        if (o->log)
-            fprintf(o->log, "train: batches gathered on the GPU from shuffle windows of %lld rows, each copied once (%d "
-                    "slots)\n", (long long)window, slots);
-    } else if (j->gpu && o->log && slots > REC_CUDA_STAGE_SLOTS) {
-        fprintf(o->log, "train: a batch of %lld rows spans more shuffle windows than the GPU stages at once (%d): its "
-                "rows are gathered and packed on the host\n", (long long)B, REC_CUDA_STAGE_SLOTS - 2);
+    int staged = 0;
+    if (be->i->stager && slots > 0 && !(o->n_workers > 0 || o->workers_file)) {
+        s = be->i->stager(be, slots, j->shuffle_block_rows * j->shuffle_buffer_blocks, rec_dataset_path(j->train),
+                          &stager);
+        staged = !s;
+        if (s == REC_EUNSUPPORTED) s = REC_OK; /* batches gathered and packed on the host */
+        if (s) return s;
     }
     int stop = 0;
     for (int64_t epoch = meta.epoch; !s && !stop && epoch < j->cfg.epochs; epoch++) {
@@ -985,7 +845,7 @@ static rec_status run(job *j) {
             const int64_t n = b ? b->n : sb->n;
             double loss;
             int stop_now = o->stop ? (int)*o->stop : 0; /* the signal's number */
-            if (j->exec && !s) s = rec_dist_any(stop_now, &stop_now); /* every rank stops at the same step */
+            s = be->i->stop_vote(be, stop_now, &stop_now); /* every rank stops at the same step */
             if (s) break;
             if (stop_now) {
                 rep->stopped_by = stop_now;
@@ -995,18 +855,9 @@ static rec_status run(job *j) {
                 break;
             }
             if (j->plan_pending) s = start_plan(j, b);
-            if (!s && j->gpu) {
-                int64_t lstep; /* the GPU reports the step before's loss */
-                if (j->rap) s = rec_rap_before_step(j->rap);
-                if (!s) s = sb ? rec_cuda_model_train_step_staged(j->gpu, sb, &loss, &lstep)
-                               : rec_cuda_model_train_step(j->gpu, b, &loss, &lstep);
-                if (!s && j->rap) s = rec_rap_after_step(j->rap);
-                rec_model_set_steps(j->model, rec_cuda_model_steps(j->gpu));
-                if (!s && lstep >= 0) s = take_loss(j, lstep + 1, loss, &lsum);
-            } else if (!s) {
-                s = j->exec ? rec_exec_train_step(j->exec, b, &loss) : rec_model_train_step(j->model, b, &loss);
-                if (!s) s = take_loss(j, rec_model_steps(j->model), loss, &lsum);
-            }
+            int64_t lstep; /* an asynchronous backend hands back an earlier step's loss */
+            if (!s) s = be->i->step(be, b, sb, &loss, &lstep);
+            if (!s && lstep > 0) s = take_loss(j, lstep, loss, &lsum);
             if (!s && j->tuning) rec_progress_clear(&pg), s = finish_plan(j);
             if (s) break;
             int64_t step = rec_model_steps(j->model);
@@ -1075,17 +926,8 @@ static rec_status run(job *j) {
         return REC_OK;
     }
     if (lsum.sum.steps && j->scalars) REC_TRY(put_train(j, rec_model_steps(j->model), &lsum.sum));
-    if (j->rap) rec_rap_report(j->rap, &rep->corun), rep->has_corun = 1;
-    if (j->gpu) { /* the caller's model, the export */
-        REC_TRY(rec_cuda_model_download(j->gpu, j->model));
-        rep->device_steps = rec_cuda_model_profile_read(j->gpu, rep->device_ms);
-        rec_cuda_model_host_read(j->gpu, rep->host_ms);
-    } else if (o->device_profile) {
-        double sec[REC_MODEL_N_PARTS];
-        rep->device_steps = rec_model_profile_read(j->model, sec);
-        for (int k = 0; k < REC_MODEL_N_PARTS; k++)
-            rep->device_ms[k] = rep->device_steps ? 1e3 * sec[k] / (double)rep->device_steps : 0;
-    }
+    REC_TRY(be->i->download(be)); /* the caller's model, the export */
+    REC_TRY(be->i->report(be, rep));
     if (j->eval) {
         REC_TRY(evaluate_job(j, B, &rep->eval));
         rep->has_eval = 1; /* reported by the caller, once (rectrain train prints it on stdout) */
@@ -1274,10 +1116,12 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
             fprintf(o->log, "train: %s is already complete (%s): nothing to train, and nothing is written; `rectrain "
                     "eval --ckpt %s` evaluates it, and a larger --epochs or --steps trains it on\n", j.ckpt,
                     j.complete_why, o->ckpt_dir);
-        if (!j.complete) s = run(&j);
-        if (!s && j.exec) { /* collective: every rank gets here, or has ended the job */
-            rec_exec_get_stats(j.exec, &rep->dist);
-            s = rec_dist_check_same(rec_exec_dense_digest(j.exec), "dense parameters after training");
+        if (!j.complete) {
+            const rec_backend_opts bo = {o->device, j.model, &j.cfg, j.exec, j.rank, o->device_profile, o->plan_path,
+                                         j.train, o->prep_device == REC_PREP_CUDA, o->corun_capacity, o->log};
+            s = rec_backend_new(&j.be, &bo);
+            if (!s) s = run(&j);
+            if (!s && j.be->i->end) s = j.be->i->end(j.be, rep);
         }
         if (!s && j.tuning && o->log)
             fprintf(o->log, "train: the run ended before the embedding tuner finished (it needs about %d steps); "
@@ -1292,9 +1136,7 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
      * are not coming; the caller ends the job (rec_dist_abort). */
     if (!s) rec_exec_free(j.exec);
     rec_plan_free(j.splan);
-    rec_rap_free(j.rap); /* after the loaders, whose executors follow its plan */
-    rec_cuda_model_free(j.gpu);
-    rec_free(j.logits);
+    rec_backend_free(j.be); /* after the loaders, whose executors may follow its co-run */
     rec_model_free(j.model);
     if (j.eval != j.train) rec_dataset_close(j.eval);
     rec_dataset_close(j.train);
