@@ -1015,6 +1015,12 @@ static rec_status check_cuda_opts(const rec_train_opts *o, int dist) {
     if (dist)
         return rec_errorf(REC_EINVAL, "--device cuda trains in one process; under mpirun the ranks train on their CPUs "
                           "(drop --device cuda)");
+    /* Algorithm 1's Gthp is the trainer's own rate: profiled on a CPU copy of the model, it
+     * would size the offload for a trainer that is not the one training */
+    if ((o->n_workers > 0 || o->workers_file) && o->offload_ratio < 0)
+        return rec_errorf(REC_EINVAL, "--offload auto (the default with --workers) profiles the trainer's step on the "
+                          "CPUs, not on the GPU, so with --device cuda it would decide for the wrong device: give "
+                          "--offload RATIO (the share of the pieces the workers prepare, e.g. 0.5) or --offload off");
     if (o->tune)
         return rec_errorf(REC_EINVAL, "--tune tunes the CPU embedding engine; with --device cuda, tune the GPU's with "
                           "`rectrain bench embed --device cuda --plan-out FILE` and give --plan FILE");
