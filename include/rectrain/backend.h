@@ -10,7 +10,8 @@
  * every backend keeps current.
  *
  * Adding a backend: a file src/train/backend_NAME.c that fills rec_backend_i, a case in
- * rec_backend_new (docs/development.md "Adding a training backend"). */
+ * rec_backend_new, and a row in tests/test_backend.c, the parity harness that runs every
+ * backend against cpu (docs/development.md "Adding a training backend"). */
 #ifndef RECTRAIN_BACKEND_H
 #define RECTRAIN_BACKEND_H
 

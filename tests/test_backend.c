@@ -1,0 +1,166 @@
+/* One parity harness for the training backends (backend.h), as ggml's test-backend-ops: the
+ * same batches, STEPS steps, on every backend available here against the cpu reference, each
+ * through the command a user runs:
+ *   mpi, 1 rank   `mpirun -np 1 rectrain train`: bitwise (the executor sums as one process does)
+ *   mpi, 2 ranks  `mpirun -np 2`: every step's loss within 1e-6 relative and the AUC within
+ *                 1e-5 (SGD; docs/distributed.md, "How close to one process")
+ *   cache         `rectrain cluster`, one trainer behind Bagpipe's cache: bitwise (the cache
+ *                 is exact; SGD)
+ *   cuda          `train --device cuda`: each step's loss within 1e-4 relative, the AUC within
+ *                 1e-4 (test_cuda_parity's step tolerance); skipped, with the reason, where no
+ *                 GPU answers
+ * Every run trains SGD on both parts, on one shard in file order, one thread, and leaves a
+ * checkpoint that `rectrain eval` scores on held-out rows. A bitwise row compares the loss
+ * logs byte for byte and the AUCs as printed. */
+#include <math.h>
+#include <sys/stat.h>
+
+#include "clirun.h"
+#include "rectrain/core.h"
+
+enum { STEPS = 30 };
+
+static const char *COMMON = "--data d.rshard --config sgd.json --batch 256 --no-shuffle --threads 1";
+
+/* Runs CMD (formatted, a whole shell command) in the scratch directory, bounded to 180 s. */
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...) {
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "cd %s && REC_PROGRESS=0 ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 timeout 180 %s 2>&1",
+             dir, args);
+    return check_capture(cmd, out, sizeof out);
+}
+
+/* The "step loss" lines of a loss log into loss (at most STEPS); their count. */
+static int read_losses(const char *name, double *loss) {
+    FILE *f = fopen(path(name), "r");
+    int n = 0;
+    long long step;
+    double v;
+    while (f && n < STEPS && fscanf(f, "%lld %lf", &step, &v) == 2) loss[n++] = v;
+    if (f) fclose(f);
+    return n;
+}
+
+/* The worst relative gap between two logs' STEPS losses; INFINITY when either is short. */
+static double loss_gap(const char *a, const char *b) {
+    double x[STEPS], y[STEPS], worst = 0;
+    if (read_losses(a, x) != STEPS || read_losses(b, y) != STEPS) return INFINITY;
+    for (int k = 0; k < STEPS; k++) {
+        const double g = fabs(x[k] - y[k]) / fmax(fabs(x[k]), 1e-12);
+        if (!(g <= worst)) worst = g; /* a NaN is the worst */
+    }
+    return worst;
+}
+
+/* The AUC `rectrain eval` gives checkpoint folder CK on the held-out shard; NAN on failure. */
+static double eval_auc(const char *ck) {
+    if (run("eval --ckpt %s --data e.rshard --threads 1 --json", ck) != 0) return NAN;
+    const char *j = strstr(out, "\"auc\": ");
+    return j ? atof(j + 7) : NAN;
+}
+
+typedef struct row {
+    const char *name;
+    double step_tol, auc_tol; /* 0: bitwise */
+} row;
+
+/* One backend's run (already made: LOG and checkpoint CK) against the reference. */
+static void compare(const row *r, const char *log, const char *ck, double ref_auc) {
+    const double auc = eval_auc(ck), gap = loss_gap("cpu.loss", log);
+    if (r->step_tol == 0) {
+        CHECK(same_file("cpu.loss", log) && lines_of(log) == STEPS, "%s: the loss log differs from the cpu backend's",
+              r->name);
+        CHECK(auc == ref_auc, "%s: AUC %.9g, the cpu backend's %.9g", r->name, auc, ref_auc);
+    } else {
+        CHECK(gap <= r->step_tol, "%s: a step's loss %.3g from the cpu backend's (bound %.0e)", r->name, gap,
+              r->step_tol);
+        CHECK(fabs(auc - ref_auc) <= r->auc_tol, "%s: AUC %.9g, the cpu backend's %.9g (bound %.0e)", r->name, auc,
+              ref_auc, r->auc_tol);
+    }
+    printf("backend %-6s: %d steps, worst step's loss %.2g from the cpu backend's, AUC %+.2g (%s)\n", r->name, STEPS,
+           gap, auc - ref_auc, r->step_tol == 0 ? "bound: bitwise" : "within its bound");
+}
+
+static int fixtures(void) {
+    write_spec("spec.json", 300, 40);
+    FILE *f = fopen(path("sgd.json"), "w");
+    if (!f) return 1;
+    fprintf(f, "{\"format\": \"rectrain-model\", \"version\": 1, \"name\": \"dlrm_sgd\", \"model\": \"dlrm\", \"tables\": "
+               "\"data\", \"embedding\": {\"dim\": 16, \"pooling\": \"sum\"}, \"bottom_mlp\": [64, 16], \"top_mlp\": "
+               "[64, 1], \"interaction\": {\"kind\": \"dot\", \"self\": false}, \"optimizer\": {\"dense\": {\"kind\": "
+               "\"sgd\", \"lr\": 0.1}, \"sparse\": {\"kind\": \"sgd\", \"lr\": 0.1}}, \"train\": {\"batch_size\": 256, "
+               "\"epochs\": 1, \"seed\": 3}}\n");
+    fclose(f);
+    return run("gen --rows 12000 --seed 5 --out all.tsv") || sh("head -n 9000 all.tsv > d.tsv") ||
+           sh("tail -n 3000 all.tsv > e.tsv") || run("prep --spec spec.json --in d.tsv --out d.rshard") ||
+           run("prep --spec spec.json --in e.tsv --out e.rshard --vocab-from d.rshard");
+}
+
+static void test_cpu_reference(double *auc) {
+    CHECK(run("train %s --steps %d --loss-log cpu.loss --ckpt cpu_ck", COMMON, STEPS) == 0 && lines_of("cpu.loss") == STEPS,
+          "cpu backend: %s", out);
+    *auc = eval_auc("cpu_ck");
+    CHECK(isfinite(*auc), "eval of the cpu backend's model: %s", out);
+}
+
+static void test_mpi(double ref_auc) {
+    static const row R[2] = {{"mpi1", 0, 0}, {"mpi2", 1e-6, 1e-5}};
+    for (int np = 1; np <= 2; np++) {
+        char log[32], ck[32];
+        snprintf(log, sizeof log, "mpi%d.loss", np);
+        snprintf(ck, sizeof ck, "mpi%d_ck", np);
+        CHECK(sh("mpirun -np %d --oversubscribe --bind-to none %s train %s --steps %d --loss-log %s --ckpt %s", np, cli,
+                 COMMON, STEPS, log, ck) == 0, "mpirun -np %d: %s", np, out);
+        compare(&R[np - 1], log, ck, ref_auc);
+    }
+}
+
+static void test_cache(double ref_auc) {
+    FILE *f = fopen(path("c.json"), "w");
+    if (!f) return;
+    const int port = 24000 + (int)(getpid() % 4000) * 8;
+    fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"d.rshard\", \"model\": \"sgd.json\", "
+               "\"batch\": 256, \"epochs\": 1, \"steps\": %d, \"shuffle\": false, \"embservers\": 2, \"threads\": 1, "
+               "\"base_port\": %d, \"cache\": {\"rows\": 4000}}\n", STEPS, port);
+    fclose(f);
+    CHECK(run("cluster c.json --loss-log cache.loss --ckpt cache_ck") == 0, "rectrain cluster: %s", out);
+    static const row R = {"cache", 0, 0};
+    compare(&R, "cache.loss", "cache_ck", ref_auc);
+}
+
+static void test_cuda(double ref_auc) {
+    const int rc = run("train %s --steps %d --loss-log cuda.loss --ckpt cuda_ck --device cuda", COMMON, STEPS);
+    if (rc != 0 && (strstr(out, "no NVIDIA") || strstr(out, "no usable NVIDIA") || strstr(out, "without the GPU engine"))) {
+        const char *why = strstr(out, "rectrain train: ");
+        printf("backend cuda  : skipped: %.*s", why ? (int)strcspn(why + 16, "\n") + 1 : 1, why ? why + 16 : "\n");
+        if (why) printf("\n");
+        return;
+    }
+    CHECK(rc == 0, "train --device cuda: %s", out);
+    static const row R = {"cuda", 1e-4, 1e-4};
+    compare(&R, "cuda.loss", "cuda_ck", ref_auc);
+}
+
+int main(void) {
+    int rc = clirun_setup("test_backend");
+    if (rc) return rc;
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1); /* mpirun as root, as in a container */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    if (fixtures()) {
+        CHECK(0, "fixtures: %s", out);
+        clirun_cleanup();
+        return check_report();
+    }
+    double auc = NAN;
+    test_cpu_reference(&auc);
+    test_mpi(auc);
+    test_cache(auc);
+    test_cuda(auc);
+    clirun_cleanup();
+    return check_report();
+}
