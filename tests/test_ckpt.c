@@ -37,7 +37,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "rectrain/ckpt.h"
 #include "rectrain/core.h"
+#include "rectrain/export.h"
 #include "rectrain/train.h"
 
 enum { B = 8, DN = 13, FS = 3, THREADS = 1 };

@@ -35,6 +35,7 @@
 
 #include "check.h"
 #include "rectrain/core.h"
+#include "rectrain/export.h"
 #include "rectrain/model.h"
 #include "rectrain/train.h"
 

@@ -14,6 +14,7 @@
 #include "check.h"
 #include "clirun.h"
 #include "rectrain/core.h"
+#include "rectrain/export.h"
 #include "rectrain/model.h"
 #include "rectrain/train.h"
 

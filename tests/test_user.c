@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "clirun.h"
+#include "rectrain/ckpt.h"
 #include "rectrain/core.h"
 #include "rectrain/model.h"
 #include "rectrain/train.h"

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "rectrain/cache.h"
+#include "rectrain/ckpt.h"
 #include "rectrain/core.h"
 #include "rectrain/dist.h"
 #include "rectrain/net.h"

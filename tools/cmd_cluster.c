@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "rectrain/cache.h"
+#include "rectrain/ckpt.h"
 #include "rectrain/core.h"
 #include "rectrain/train.h"
 

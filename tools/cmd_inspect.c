@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "rectrain/ckpt.h"
 #include "rectrain/core.h"
 #include "rectrain/rawcols.h"
 #include "rectrain/io.h"

@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "rectrain/ckpt.h"
 #include "rectrain/core.h"
 #include "rectrain/dist.h"
 #include "rectrain/cuda.h"
+#include "rectrain/export.h"
 #include "rectrain/net.h"
 #include "rectrain/train.h"
 

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "rectrain/ckpt.h"
 #include "rectrain/dist.h"
 #include "rectrain/model.h"
 #include "rectrain/status.h"

@@ -24,7 +24,7 @@
 #include "rectrain/core.h"
 #include "rectrain/model.h"
 #include "rectrain/offload.h"
-#include "rectrain/train.h"
+#include "rectrain/data.h"
 
 /* Batches of every epoch in the trainer's order, one loader at a time, each seen through the
  * oracle's tables (its partition). */

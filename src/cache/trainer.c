@@ -40,6 +40,7 @@
 #include "../dist/mpi_check.h"
 #include "../net/zmq_impl.h"
 #include "rectrain/cache.h"
+#include "rectrain/ckpt.h"
 #include "rectrain/core.h"
 #include "rectrain/dist.h"
 #include "rectrain/model.h"

@@ -110,7 +110,7 @@ typedef struct rec_cuda_host_stager {
 rec_status rec_cuda_host_stager_init(rec_cuda_host_stager *h, int S, int64_t slot_rows, int32_t Dn, int32_t F,
                                      const int64_t *rows, const char *what, rec_pool *pool);
 void rec_cuda_host_stager_free(rec_cuda_host_stager *h);
-/* rec_stager's stage (train.h) with ctx a rec_cuda_host_stager. */
+/* rec_stager's stage (data.h) with ctx a rec_cuda_host_stager. */
 rec_status rec_cuda_host_stage(void *ctx, int slot, const rec_batch *blk, int nb, const uint8_t *one, const int64_t *row0);
 
 #ifdef __cplusplus

@@ -1,5 +1,5 @@
 // A GPU model's input gathered on the GPU (embed_impl.cuh "staged input"): the loader stages each
-// shuffled window once (rec_loader_open_staged, train.h), this file copies it to the device as
+// shuffled window once (rec_loader_open_staged, data.h), this file copies it to the device as
 // it is, and every batch is a list of positions in the staged windows that three kernels turn
 // into the embedding engine's batch (offsets, ids) and the model's dense values and labels. The
 // host's work a batch is its positions and its ids per table (the block map and the sort need

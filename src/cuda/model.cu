@@ -17,7 +17,7 @@
 
 #include "embed_impl.cuh"
 #include "interact.cuh"
-#include "rectrain/train.h"
+#include "rectrain/data.h"
 #include "rectrain/model.h"
 
 // ---- cuBLASLt, loaded when the first GPU model is made ---------------------------------------

@@ -1,6 +1,6 @@
 /* Profiling a data set for a plan (plan.h): global batches in a shuffled order. */
 #include "dist_impl.h"
-#include "rectrain/train.h"
+#include "rectrain/data.h"
 
 rec_status rec_plan_profile_data(rec_plan_profile *p, rec_dataset *d, int64_t rows, int64_t batches, uint64_t seed) {
     rec_shuffle sh = {seed, 0, REC_SHUFFLE_BLOCK_ROWS, REC_SHUFFLE_BUFFER_BLOCKS};

@@ -30,7 +30,7 @@
 
 #include "exec_impl.h"
 #include "mpi_check.h"
-#include "rectrain/train.h"
+#include "rectrain/ckpt.h"
 
 /* DIR/model.I.SUFFIX beside the main file `path`. */
 static void sibling(const char *path, uint64_t id, const char *suffix, char *buf, size_t cap) {

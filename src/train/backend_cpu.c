@@ -1,6 +1,7 @@
 /* The cpu backend (backend.h): one process trains the host model itself (nn/), the reference
  * every other backend is checked against (tests/test_backend.c). */
 #include "backend_impl.h"
+#include "rectrain/ckpt.h"
 #include "rectrain/dist.h"
 
 static rec_status cpu_load(rec_backend *be, const char *path, rec_ckpt_meta *meta) {

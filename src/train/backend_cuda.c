@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend_impl.h"
+#include "rectrain/ckpt.h"
 #include "rectrain/cuda.h"
 #include "train_impl.h"
 

@@ -3,6 +3,7 @@
 #define REC_BACKEND_IMPL_H
 
 #include "rectrain/backend.h"
+#include "rectrain/ckpt.h"
 
 enum { REC_LOADER_DEPTH = 3 }; /* batches a loader prepares ahead */
 

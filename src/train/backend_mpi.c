@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backend_impl.h"
+#include "rectrain/ckpt.h"
 #include "rectrain/dist.h"
 
 static rec_status mpi_load(rec_backend *be, const char *path, rec_ckpt_meta *meta) {

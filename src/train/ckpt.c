@@ -44,8 +44,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "rectrain/ckpt.h"
 #include "rectrain/core.h"
-#include "rectrain/train.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint tensor data is written and read in host order, which must be little-endian"

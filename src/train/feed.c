@@ -1,4 +1,4 @@
-/* The model inputs of a data set as one binary file (train.h rec_feed_write), in the layout of
+/* The model inputs of a data set as one binary file (export.h rec_feed_write), in the layout of
  * the ONNX graph's inputs (onnx.c), so that a server or a test scores exactly the rows
  * `rectrain predict` scores, batch by batch, without its own reader of .rshard or TSV.
  *
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "rectrain/core.h"
-#include "rectrain/train.h"
+#include "rectrain/export.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the feed file is the host's image of its arrays and needs a little-endian host"

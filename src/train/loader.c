@@ -1,4 +1,4 @@
-/* Data sets and the loading pipeline (see train.h "data sets and the loading pipeline").
+/* Data sets and the loading pipeline (data.h).
  *
  * A data set is either a .rshard (recognised by its magic, not its name), raw Criteo text
  * (.tsv or .gz) that is parsed and preprocessed on the fly by a prep spec, or the same rows
@@ -25,7 +25,7 @@
  * [row0 + i*batch, min(row0 + (i+1)*batch, row1)), whatever the thread timing, the ring
  * depth or the engine's thread count (the engine returns a chunk's rows in file order).
  *
- * Shuffled (rec_loader_open_order, scheme in train.h): the producer reads a window of W blocks
+ * Shuffled (rec_loader_open_order, scheme in data.h): the producer reads a window of W blocks
  * of K rows into W block batches of its own (shard and .rraw: one read per block of the
  * epoch's block permutation; TSV: the chunks' rows, in file order, fill the blocks), then
  * gathers the window's rows, interleaved at random, into ring batches. The order is drawn per
@@ -40,12 +40,13 @@
 #include <sys/stat.h>
 
 #include "rectrain/cache.h"
+#include "rectrain/ckpt.h"
 #include "rectrain/core.h"
 #include "rectrain/offload.h"
 #include "rectrain/prep.h"
 #include "rectrain/rawcols.h"
 #include "rectrain/shard.h"
-#include "rectrain/train.h"
+#include "rectrain/data.h"
 
 /* Text chunk size of a loader's TSV reader. Smaller than the 8 MiB default of `prep`: the
  * first batch arrives sooner and the engine's batches stay small. Internal knob (rec__) that

@@ -1,4 +1,4 @@
-/* Evaluation metrics over a whole evaluation set (train.h): an accumulator of (logit, label)
+/* Evaluation metrics over a whole evaluation set (metrics.h): an accumulator of (logit, label)
  * pairs, then exact ROC-AUC, logloss, normalized entropy, accuracy and calibration.
  *
  * AUC is the Mann-Whitney statistic (Hanley & McNeil 1982, "The meaning and use of the area
@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "rectrain/core.h"
-#include "rectrain/train.h"
+#include "rectrain/metrics.h"
 
 struct rec_eval_acc {
     float *logits;       /* (cap) */

@@ -1,4 +1,4 @@
-/* NumPy .npy export (train.h): one float32 array as a .npy file, and a model's parameters as a
+/* NumPy .npy export (export.h): one float32 array as a .npy file, and a model's parameters as a
  * folder of them that appears whole or not at all.
  *
  * Format version 1.0 (numpy/lib/format.py; NEP 1, "A simple file format for NumPy arrays"):
@@ -24,7 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "rectrain/core.h"
-#include "rectrain/train.h"
+#include "rectrain/export.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "rec_npy_write writes the float image as '<f4' and needs a little-endian host"

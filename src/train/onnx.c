@@ -1,4 +1,4 @@
-/* ONNX export (train.h rec_export_onnx): a model of the DLRM family as one ONNX graph of
+/* ONNX export (export.h rec_export_onnx): a model of the DLRM family as one ONNX graph of
  * standard operators (opset 17, IR version 8) with its parameters as fp32 initializers, so
  * that ONNX Runtime, Triton or any ONNX server scores rows as `rectrain predict` does.
  *
@@ -45,8 +45,8 @@
 
 #include "pb_impl.h"
 #include "rectrain/core.h"
+#include "rectrain/export.h"
 #include "rectrain/model.h"
-#include "rectrain/train.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the ONNX export writes raw_data as the host's float image and needs a little-endian host"

@@ -3,7 +3,7 @@
 
 #include "rectrain/core.h"
 #include "rectrain/reader.h"
-#include "rectrain/train.h"
+#include "rectrain/data.h"
 
 struct rec_reader {
     rec_dataset *d;

@@ -22,8 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "rectrain/ckpt.h"
 #include "rectrain/core.h"
 #include "rectrain/cuda.h"
+#include "rectrain/export.h"
 #include "rectrain/ingest.h"
 #include "rectrain/plot.h"
 #include "rectrain/train.h"
