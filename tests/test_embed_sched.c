@@ -1,4 +1,4 @@
-/* Embedding schedules, plans and the tuner (embed.h "Schedules"; sched.c, plan.c, tune.c).
+/* Embedding schedules, plans and the tuner (embed.h "Schedules"; sched.c, sched_io.c, tune.c).
  *
  *  - random heterogeneous models (dims 1..256 incl. odd ones, tables of 1..20000 rows incl.
  *    single-row tables, bags of 0..300 ids with duplicates, weighted and not, SUM and MEAN):

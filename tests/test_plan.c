@@ -9,7 +9,7 @@
 #include "check.h"
 #include "rectrain/core.h"
 #include "rectrain/plan.h"
-#include "../src/dist/dist_impl.h" /* the executor's map (test_xmap) */
+#include "../src/sharding/sharding_impl.h" /* the executor's map (test_xmap) */
 
 enum { F = 3, E = 8, B = 64 };
 static const int64_t ROWS[F] = {1000, 40, 5};

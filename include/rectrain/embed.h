@@ -36,7 +36,7 @@
  * pass over all tables (forward) and one fused pass that sorts, sums and updates (backward).
  * Every schedule does the same float operations in the same order for each output element
  * and each updated row (a bag's ids summed in groups of 4 in position order, fmaf for weighted
- * terms, one division for MEAN: pool.c; gradients summed per row in position order), so
+ * terms, one division for MEAN: pooling.c; gradients summed per row in position order), so
  * results are BITWISE identical for every schedule, every plan and every thread
  * count: a plan changes speed, never numbers. Work is mapped to threads per call from the
  * batch's real pooling factors (RecFlex's host-side mapping, §IV-B): each table's bags are cut

@@ -1,8 +1,8 @@
 /* Embedding tables and the sparse optimizers' state (embed.h): configuration, init, the
  * accessors, the checks and messages both drivers share, and profiling. The fused forward
  * (work mapping, the row pass) is in forward.c, the fused backward and update in backward.c,
- * the forward kernels in pool.c, schedules and their candidates in sched.c, plan files in
- * plan.c, the tuner in tune.c, the float64 references in embed_ref.c.
+ * the forward kernels in pooling.c, schedules and their candidates in sched.c, plan files in
+ * sched_io.c, the tuner in tune.c, the float64 references in embed_ref.c.
  *
  * Memory: all tables are one (sum_f R_f E_f) block (floats, or bf16 bits), table f at
  * toff[f]; the optimizer state (fp32 always) is one block too, table f at soff[f]. Every scratch block the drivers use is

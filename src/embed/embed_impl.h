@@ -1,6 +1,6 @@
 /* Internals of the embedding engine shared by embed.c (tables, init, shared checks), forward.c
- * and backward.c (the fused drivers), pool.c (forward kernels), sched.c (schedules and
- * candidates), plan.c (plan files) and tune.c (the tuner). Not a public header. */
+ * and backward.c (the fused drivers), pooling.c (forward kernels), sched.c (schedules and
+ * candidates), sched_io.c (plan files) and tune.c (the tuner). Not a public header. */
 #ifndef RECTRAIN_EMBED_IMPL_H
 #define RECTRAIN_EMBED_IMPL_H
 
@@ -69,7 +69,7 @@ int embed_pool_rows(const row_job *j, int64_t r0, int64_t r1, int64_t lim, int c
 int64_t embed_pool(const pool_job *j, int kernel, int64_t b0, int64_t b1);
 /* Does `kernel` have a code path of its own for dim E (else it runs GENERIC)? */
 int embed_kernel_native(int kernel, int E);
-/* The dims compiled as constants: FIXED's kernels and the row pass (pool.c), the backward's
+/* The dims compiled as constants: FIXED's kernels and the row pass (pooling.c), the backward's
  * register sums and dense scatter (backward.c). X(E) for each; every switch over them and
  * embed_kernel_native expand this one list. */
 #define EMBED_FIXED_DIMS(X) X(1) X(2) X(4) X(8) X(16) X(32) X(64) X(128)

@@ -4,7 +4,7 @@
  * to threads): one-hot ROW tables first go through the row pass, each thread pooling its share
  * of the batch rows; every other table becomes work items in column order, cut into walks
  * of equal estimated cost that pairs of threads take from both ends (map_items, walk_claim).
- * The kernels that pool a range of bags or rows are in pool.c.
+ * The kernels that pool a range of bags or rows are in pooling.c.
  */
 #include <omp.h>
 

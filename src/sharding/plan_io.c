@@ -7,7 +7,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "dist_impl.h"
+#include "sharding_impl.h"
 
 static void write_pairs(FILE *f, const int64_t *a, const int *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) fprintf(f, "%s[%lld, %d]", i ? ", " : "", (long long)a[i], b[i]);

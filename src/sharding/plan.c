@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist_impl.h"
+#include "sharding_impl.h"
 
 static const char *const KIND_NAMES[REC_PLAN_TORCHREC + 1] = {"replicated", "table", "row", "column", "greedy", "oper",
                                                                 "torchrec"};

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist_impl.h"
+#include "sharding_impl.h"
 
 static rec_status table_grow(prof_table *t) {
     const int64_t cap = t->cap ? t->cap * 2 : 1024;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec_impl.h"
+#include "executor_impl.h"
 #include "mpi_check.h"
 #include "rectrain/dist.h"
 #include "rectrain/nn.h"

@@ -1,11 +1,11 @@
-/* Internals of the executor (dist.h), shared by exec.c (training steps) and shards.c (its
+/* Internals of the executor (dist.h), shared by executor.c (training steps) and shards.c (its
  * sharded checkpoints). */
-#ifndef RECTRAIN_EXEC_IMPL_H
-#define RECTRAIN_EXEC_IMPL_H
+#ifndef RECTRAIN_EXECUTOR_IMPL_H
+#define RECTRAIN_EXECUTOR_IMPL_H
 
 #include <mpi.h>
 
-#include "dist_impl.h"
+#include "sharding_impl.h"
 #include "rectrain/dist.h"
 
 /* A gradient record: header then G floats. */
@@ -49,7 +49,7 @@ struct rec_exec {
     int *scount, *sdispl, *rcount, *rdispl;
     char *sbuf, *rbuf;
     int64_t sbuf_cap, rbuf_cap;
-    void *keys;              /* (keys_cap) the owner's received records (exec.c's key) */
+    void *keys;              /* (keys_cap) the owner's received records (executor.c's key) */
     int64_t keys_cap;
     float *gsum;             /* (E) a row's summed gradient */
     /* dense all-reduces started by the backward's hook */

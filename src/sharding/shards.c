@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exec_impl.h"
+#include "executor_impl.h"
 #include "mpi_check.h"
 #include "rectrain/ckpt.h"
 

@@ -1,5 +1,5 @@
 /* Profiling a data set for a plan (plan.h): global batches in a shuffled order. */
-#include "dist_impl.h"
+#include "sharding_impl.h"
 #include "rectrain/data.h"
 
 rec_status rec_plan_profile_data(rec_plan_profile *p, rec_dataset *d, int64_t rows, int64_t batches, uint64_t seed) {

@@ -1,7 +1,7 @@
-/* The executor's map (dist_impl.h): each segment's and hot row's place on its owner. */
+/* The executor's map (sharding_impl.h): each segment's and hot row's place on its owner. */
 #include <stdlib.h>
 
-#include "dist_impl.h"
+#include "sharding_impl.h"
 
 /* The O(1) row index of a part of R rows (xpart): the hot rows' open-addressing table at most
  * half full, and per bucket of rows the segment covering its first row, ~2 buckets a segment. */

@@ -1,7 +1,7 @@
-/* Internals of src/dist/: the profile's and the plan's layouts, shared by profile.c, plan.c
+/* Internals of src/sharding/: the profile's and the plan's layouts, shared by profile.c, plan.c
  * and plan_io.c. */
-#ifndef RECTRAIN_DIST_IMPL_H
-#define RECTRAIN_DIST_IMPL_H
+#ifndef RECTRAIN_SHARDING_IMPL_H
+#define RECTRAIN_SHARDING_IMPL_H
 
 #include <stdint.h>
 

@@ -37,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../dist/mpi_check.h"
+#include "../sharding/mpi_check.h"
 #include "../net/zmq_impl.h"
 #include "rectrain/cache.h"
 #include "rectrain/ckpt.h"

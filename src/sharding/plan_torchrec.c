@@ -17,7 +17,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "dist_impl.h"
+#include "sharding_impl.h"
 
 static const char *const TYPES[] = {"table_wise",        "row_wise",      "column_wise", "table_row_wise",
                                     "table_column_wise", "data_parallel"};
