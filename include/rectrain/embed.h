@@ -84,6 +84,13 @@ rec_sparse_opt_config rec_sparse_opt_defaults(rec_sparse_opt_kind kind, float lr
  * rank pools the rows it fetched from their owners). */
 void rec_embed_pool_bags(const float *T, int64_t R, int E, rec_pooling pooling, const int64_t *off,
                          const int32_t *idx, const float *w, int64_t B, float *out, int W);
+/* The backward of one bag pooled so: its output's gradient d (E) added onto the gradient rows
+ * of its ids idx[lo .. hi) (id k's row at G + idx[k] * E, weights w or NULL: 1), each as
+ * g = fmaf(d, coef, g) in position order, coef the weight (divided by the bag's length for
+ * MEAN), as the backward sums a row, so that rows kept outside a rec_embed (a rank's fetched
+ * rows, a cache's slots) get the one-process bits. The rows are accumulated into, not zeroed. */
+void rec_embed_scatter_bag(const float *d, int E, rec_pooling pooling, const int32_t *idx, const float *w, int64_t lo,
+                           int64_t hi, float *G);
 
 /* The sparse optimizer's step of columns [c0, c1) of one row from the row's whole summed
  * gradient g (E), as the backward applies it: p (c1 - c0) the columns' values, st their

@@ -195,6 +195,11 @@ void rec_interact_backward_ref(rec_interact_kind kind, int self_interaction, int
 rec_status rec_bce_forward_backward(int B, const float *logits, const float *labels,
                                     double *loss, float *dlogits);
 double rec_bce_ref(int B, const double *logits, const double *labels, double *dlogits);
+/* One rank's slice of a batch split over ranks (mpirun; the cache trainers): the sum of its n
+ * rows' losses, which the ranks add and divide by global_n (the batch's rows), and dlogits (n)
+ * the gradient of the global batch's mean, (s(z) - y) / global_n. Labels are not checked (the
+ * loader's are 0 or 1). */
+double rec_bce_slice_sum(int64_t n, const float *logits, const float *labels, double global_n, float *dlogits);
 
 /* ---- dense optimizers over a flat parameter block -------------------------------------------
  * PyTorch semantics (torch.optim 1.13, no weight decay):

@@ -741,11 +741,7 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
         double v[2] = {0, (double)b->n};
         MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
         *global_n = (int64_t)v[1];
-        for (int64_t i = 0; i < b->n; i++) {
-            const double z = logits[i], y = b->label[i];
-            v[0] += (z > 0 ? z : 0) - z * y + log1p(exp(-fabs(z)));
-            t->dlogits[i] = (float)((1.0 / (1.0 + exp(-z)) - y) / v[1]);
-        }
+        v[0] = rec_bce_slice_sum(b->n, logits, b->label, v[1], t->dlogits);
         MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &v[0], 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
         *loss = v[0] / v[1];
     }
@@ -759,19 +755,15 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
         for (int f = 0; f < F; f++) {
             const rec_jagged *j = &b->sparse[f];
             const int64_t lo = j->offsets[i], hi = j->offsets[i + 1];
-            const float *d = demb + (size_t)i * F * E + (size_t)f * E;
-            for (int64_t k = lo; k < hi; k++) {
+            for (int64_t k = lo; k < hi; k++) { /* a slot's first id of the step: its gradient from 0 */
                 const int32_t s = j->ids32[k];
-                float *g = t->grad + (size_t)s * E;
-                if (t->stamp[s] != x + 1) {
-                    t->stamp[s] = x + 1;
-                    memset(g, 0, sizeof(float) * (size_t)E);
-                    t->touched[nt++] = s;
-                }
-                float coef = j->weights ? j->weights[k] : 1.0f;
-                if (c->pooling == REC_POOL_MEAN) coef /= (float)(hi - lo);
-                for (int e = 0; e < E; e++) g[e] = fmaf(d[e], coef, g[e]);
+                if (t->stamp[s] == x + 1) continue;
+                t->stamp[s] = x + 1;
+                memset(t->grad + (size_t)s * E, 0, sizeof(float) * (size_t)E);
+                t->touched[nt++] = s;
             }
+            rec_embed_scatter_bag(demb + (size_t)i * F * E + (size_t)f * E, E, c->pooling, j->ids32, j->weights, lo, hi,
+                                  t->grad);
         }
     const double scale = rec_lr_scale(&c->schedule, rec_model_steps(t->m));
     const float lr = (float)(c->sparse_opt.lr * scale);

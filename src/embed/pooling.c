@@ -470,6 +470,16 @@ int64_t embed_pool(const pool_job *j, int kernel, int64_t b0, int64_t b1) {
     return j->b16 ? embed_pool_b16(j, kernel, b0, b1) : embed_pool_f32(j, kernel, b0, b1);
 }
 
+void rec_embed_scatter_bag(const float *d, int E, rec_pooling pooling, const int32_t *idx, const float *w, int64_t lo,
+                           int64_t hi, float *G) {
+    for (int64_t k = lo; k < hi; k++) {
+        float coef = w ? w[k] : 1.0f;
+        if (pooling == REC_POOL_MEAN) coef /= (float)(hi - lo);
+        float *g = G + (size_t)idx[k] * E;
+        for (int e = 0; e < E; e++) g[e] = fmaf(d[e], coef, g[e]);
+    }
+}
+
 void rec_embed_pool_bags(const float *T, int64_t R, int E, rec_pooling pooling, const int64_t *off,
                          const int32_t *idx, const float *w, int64_t B, float *out, int W) {
     const pool_job j = {.T = T, .R = R, .E = E, .W = W, .off = off, .idx = idx, .w = w, .out = out,

@@ -30,6 +30,16 @@ rec_status rec_bce_forward_backward(int B, const float *logits, const float *lab
     return REC_OK;
 }
 
+double rec_bce_slice_sum(int64_t n, const float *logits, const float *labels, double global_n, float *dlogits) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double z = logits[i], y = labels[i];
+        sum += (z > 0 ? z : 0) - z * y + log1p(exp(-fabs(z)));
+        dlogits[i] = (float)((1.0 / (1.0 + exp(-z)) - y) / global_n);
+    }
+    return sum;
+}
+
 /* float64 reference written from the unfused definition where it is safe (|z| < 30) and the
  * stable form otherwise; returns the mean loss and writes dlogits (B) unless NULL. */
 double rec_bce_ref(int B, const double *logits, const double *labels, double *dlogits) {

@@ -443,12 +443,7 @@ static rec_status exchange(rec_exec *x, float lr) {
             const int32_t *ix = x->idx + (size_t)f * x->ucap;
             const int64_t lo = j->offsets[i], hi = j->offsets[i + 1];
             const float *d = demb + (size_t)i * x->F * E + (size_t)f * E;
-            for (int64_t k = lo; k < hi; k++) {
-                float coef = j->weights ? j->weights[k] : 1.0f;
-                if (cfg->pooling == REC_POOL_MEAN) coef /= (float)(hi - lo);
-                float *g = x->grads + ((size_t)f * x->ucap + (size_t)ix[k]) * E;
-                for (int e = 0; e < E; e++) g[e] = fmaf(d[e], coef, g[e]);
-            }
+            rec_embed_scatter_bag(d, E, cfg->pooling, ix, j->weights, lo, hi, x->grads + (size_t)f * x->ucap * E);
         }
     /* records per owner; replicated rows into the zero-padded buffer */
     if (x->rep_rows) memset(x->rep_grad, 0, sizeof(float) * (size_t)((x->rep_rows * E + N - 1) / N * N));
@@ -603,12 +598,7 @@ rec_status rec_exec_train_step(rec_exec *x, const rec_batch *b, double *loss) {
     const float *logits;
     REC_TRY(rec_model_forward_pooled(x->m, &x->lb, &logits));
     /* loss over the GLOBAL batch: this slice's part of the mean, and its gradient */
-    double sum = 0;
-    for (int64_t i = 0; i < x->lb.n; i++) {
-        const double z = logits[i], y = x->lb.label[i];
-        sum += (z > 0 ? z : 0) - z * y + log1p(exp(-fabs(z)));
-        x->dlogits[i] = (float)((1.0 / (1.0 + exp(-z)) - y) / (double)b->n);
-    }
+    double sum = rec_bce_slice_sum(x->lb.n, logits, x->lb.label, (double)b->n, x->dlogits);
     double t1 = MPI_Wtime();
     MPI_WAIT(x, MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     *loss = sum / (double)b->n;
