@@ -29,7 +29,9 @@
 #   builds OLD_REV (any git revision) in a temporary git worktree (cmake Release, target
 #   rectrain_cli; CMAKE_ARGS are added to its configure), or takes OLD_BIN=PATH, a binary
 #   built already (OLD_REV is then only its name in the table, "-" will do).
-# Environment: ROWS (training rows, default 80000), STEPS (16), RESUME_AT (8), TIMEOUT
+# Environment: SPEED=N also times the Kaggle DLRM at 2 threads and 2 ranks, N alternating
+#   repetitions of SPEED_STEPS (36) steps, and prints medians of samples/s and new/old.
+#   ROWS (training rows, default 80000), STEPS (16), RESUME_AT (8), TIMEOUT
 #   (seconds a command may take, default 300), JOBS (build jobs, default 2), KEEP=1 keeps
 #   the work folder (its path is printed) to look at the runs.
 # After a refactor: bench/bits_check.sh BASE_COMMIT (the commit before it); every row must
@@ -295,9 +297,38 @@ for mode in full resume; do
     check rraw              "$mode" rraw --config "$KAGGLE" --threads 1
 done
 
+# SPEED=N: samples/s of the Kaggle DLRM at 2 threads and of 2 ranks, N repetitions with the
+# binaries alternating (old, new, old, ...), SPEED_STEPS steps each; the medians and new/old.
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+rate() { grep '^{' out | tail -1 | sed -n 's/.*"samples_per_s": \([0-9.eE+-]*\).*/\1/p'; }
+speed() {
+    local name=$1 kind=$2; shift 2
+    local rep side bin
+    for rep in $(seq 1 "$SPEED"); do
+        for side in old new; do
+            [ $side = old ] && bin=$OLD_BIN || bin=$NEW_BIN
+            mkdir -p "$W/speed/$name/$side.$rep" && cd "$W/speed/$name/$side.$rep" || exit 1
+            STEPS=$SPEED_STEPS "kind_$kind" full "$bin" "$@" && rate >> "$W/speed/$name/$side" ||
+                say "speed $name ($side): $(cat fail 2>/dev/null)"
+            cd "$W" || exit 1
+        done
+    done
+    local o n
+    o=$(median < "$W/speed/$name/old"); n=$(median < "$W/speed/$name/new")
+    SPEED_OUT="$SPEED_OUT$(printf '%-12s | %12.0f | %12.0f | %.3f' "$name" "$o" "$n" "$(awk -v n="$n" -v o="$o" 'BEGIN {print n / o}')")
+"
+}
+SPEED=${SPEED:-0}; SPEED_STEPS=${SPEED_STEPS:-36}; SPEED_OUT=""
+if [ "$SPEED" -gt 0 ]; then
+    speed kaggle_t2 train --config "$KAGGLE" --threads 2 --shuffle
+    speed mpi2 mpi --config "$KAGGLE" --threads 1
+fi
+
 printf '\n%-24s | %-46s | %-46s | %s\n' case "old ($OLD_REV)" new "same?"
 printf '%s' "$ROWS_OUT"
 [ -z "$NOTES" ] || printf '\nnotes:\n%s' "$NOTES"
+[ -z "$SPEED_OUT" ] || printf '\nsamples/s, medians of %d (%d steps, binaries alternating)\n%-12s | %12s | %12s | %s\n%s' \
+    "$SPEED" "$SPEED_STEPS" case old new new/old "$SPEED_OUT"
 echo
 echo "$ROWS rows, $STEPS steps (resumed at $RESUME_AT); $(($(date +%s) - START)) s in all"
 [ $FAILED = 0 ] && echo "no bit changed" || echo "DIFFERENT: the rows marked no"
