@@ -9,19 +9,35 @@
 #include "bench.h"
 #include "cli.h"
 
+/* The benchmarks, in the order the help lists them: the one list the dispatch, the usage and
+ * `rectrain --help` read. */
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+} BENCHES[] = {
+    {"prep", bench_prep},     {"embed", bench_embed},   {"mlp", bench_mlp},   {"train", bench_train},
+    {"loader", bench_loader}, {"oracle", bench_oracle}, {"link", bench_link},
+};
+enum { N_BENCHES = sizeof BENCHES / sizeof BENCHES[0] };
+
+void cli_bench_names(char *buf, size_t cap, const char *sep) {
+    size_t at = 0;
+    if (cap) buf[0] = 0;
+    for (int k = 0; k < N_BENCHES && at < cap; k++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", k ? sep : "", BENCHES[k].name);
+}
+
 int cmd_bench(int argc, char **argv) {
+    char names[256];
     if (argc < 2 || cli_is_help(argv[1])) {
-        fputs("usage: rectrain bench prep|embed|mlp|train|loader|oracle|link [options]   (rectrain bench NAME --help)\n", argc < 2 ? stderr : stdout);
+        cli_bench_names(names, sizeof names, "|");
+        fprintf(argc < 2 ? stderr : stdout, "usage: rectrain bench %s [options]   (rectrain bench NAME --help)\n", names);
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
-    if (!strcmp(argv[1], "prep")) return bench_prep(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "train")) return bench_train(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "embed")) return bench_embed(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "mlp")) return bench_mlp(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "loader")) return bench_loader(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "oracle")) return bench_oracle(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "link")) return bench_link(argc - 1, argv + 1);
-    return cli_usage("bench", "unknown benchmark '%s' (available: prep, embed, mlp, train, loader, oracle, link)", argv[1]);
+    for (int k = 0; k < N_BENCHES; k++)
+        if (!strcmp(argv[1], BENCHES[k].name)) return BENCHES[k].fn(argc - 1, argv + 1);
+    cli_bench_names(names, sizeof names, ", ");
+    return cli_usage("bench", "unknown benchmark '%s' (available: %s)", argv[1], names);
 }
 
 rec_status bench_load_config(rec_model_config *c, const char *path) {

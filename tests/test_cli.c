@@ -5,14 +5,17 @@
  * and Ctrl-C during prep and gen (no partial output left).
  * Skipped (77) when REC_CLI, the
  * path of the built `rectrain`, is not set (CTest sets it). */
+#define _GNU_SOURCE /* strcasestr */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -120,6 +123,21 @@ static void test_bad_rows(void) {
               src) == 0, "skip: %s", out);
     CHECK(json_num("rows") == 99 && json_num("bad_rows") == 1, "99 rows kept, 1 skipped: %s", out);
     CHECK(strstr(out, "skipped 1 malformed row") && strstr(out, "bad.tsv:5: field I2"), "skip report: %s", out);
+
+    /* issue 61: one line of 1000 cut to 30 fields is a broken row of a train-format file, not
+     * a stripped copy (whose --short-rows missing would score it as data): named, and dropped
+     * by --bad-rows skip */
+    char cut[128] = "0";
+    for (int i = 1; i < 30; i++) strcat(cut, "\t5");
+    strcat(cut, "\n");
+    copy_lines("train.tsv", "cut.tsv", 1000, 500, cut);
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in cut.tsv --out cut.rshard", src) == 1 &&
+              strstr(out, "cut.tsv:500: expected 40 tab-separated fields (train format), found 30") &&
+              strstr(out, "--bad-rows skip drops such rows") && !strstr(out, "looks like a labelled file stripped"),
+          "a row cut short among 40-field rows: %s", out);
+    CHECK(run("prep --spec %s/configs/criteo_standard.json --in cut.tsv --out cut.rshard --bad-rows skip --json", src) == 0 &&
+              json_num("rows") == 999 && json_num("bad_rows") == 1 && strstr(out, "cut.tsv:500"),
+          "--bad-rows skip drops the row cut short: %s", out);
 
     /* truncated last line (too few fields, no newline) */
     copy_lines("train.tsv", "trunc.tsv", 10, 0, NULL);
@@ -606,6 +624,19 @@ static void test_terabyte_recipe(void) {
           "train the Terabyte model: %s", out);
 }
 
+/* Starts `embserver --listen EP`, its output to file `log`, and waits up to 30 s (a loaded
+ * machine may take seconds to start it) for it to say it listens on ep: its pid, and in `out`
+ * its log. */
+static pid_t embserver_at(const char *ep, const char *log, int *listening) {
+    remove(path(log)); /* not an earlier service's words */
+    const pid_t pid = spawn("embserver --listen '%s' > %s 2>&1", ep, log);
+    char want[300];
+    snprintf(want, sizeof want, "listening on %s\n", ep);
+    for (int i = 0; i < 600 && (read_out(log), !strstr(out, want) && !strstr(out, "cannot")); i++) usleep(50 * 1000);
+    *listening = strstr(out, want) != NULL;
+    return pid;
+}
+
 /* Messages that name what a file is and the fix that works (issue 46, rows 11, 15, 17): a
  * checkpoint, an empty file or a JSON document given as data; data from a pipe; an export
  * folder holding other files; a cluster config cut short; data that does not fit a
@@ -639,9 +670,9 @@ static void test_messages(void) {
           "predict with another spec: %s", out);
     CHECK(run("train --data std.rshard --batch 99999999") == 2 && strstr(out, "[1, 1048576]"), "a range: %s", out);
     CHECK(run("train --data std.rshard --holdout 2") == 2 && strstr(out, "[1e-09, 0.999999]"), "a range: %s", out);
-    const pid_t srv = spawn("embserver --listen tcp://127.0.0.1:5849 > srv.log 2>&1");
-    usleep(500 * 1000);
-    CHECK(run("embserver --listen tcp://127.0.0.1:5849") == 1 && strstr(out, "rectrain embserver: cannot listen on") &&
+    int up = 0;
+    const pid_t srv = embserver_at("tcp://127.0.0.1:5849", "srv.log", &up);
+    CHECK(up && run("embserver --listen tcp://127.0.0.1:5849") == 1 && strstr(out, "rectrain embserver: cannot listen on") &&
               !strstr(out, "embserver: embserver:"), "port taken: %s", out);
     kill(srv, SIGTERM);
     waitpid(srv, NULL, 0);
@@ -651,6 +682,109 @@ static void test_messages(void) {
           "--fetch alltoall alone: %s", out);
     CHECK(run("train --data std.rshard --steps 1 --shard-kind row") == 2 && strstr(out, "--shard-kind shards"),
           "--shard-kind alone: %s", out);
+}
+
+/* The line of `rectrain --help` (in top) that describes command cmd. */
+static void top_line(const char *top, const char *cmd, char *line, size_t cap) {
+    char key[32];
+    snprintf(key, sizeof key, "\n  %s ", cmd);
+    const char *at = strstr(top, key);
+    snprintf(line, cap, "%.*s", at ? (int)strcspn(at + 1, "\n") : 0, at ? at + 1 : "");
+}
+
+/* Each word of `words` (separated by any of `seps`; "or" and "and" aside) appears in line,
+ * case aside; the first missing one into missing. */
+static int all_in(const char *words, const char *seps, const char *line, char *missing, size_t cap) {
+    char w[64];
+    for (const char *p = words; *p;) {
+        const size_t n = strcspn(p, seps);
+        snprintf(w, sizeof w, "%.*s", (int)n, p);
+        if (n && strcmp(w, "or") && strcmp(w, "and") && !strcasestr(line, w)) return snprintf(missing, cap, "%s", w), 0;
+        p += n + (p[n] != 0);
+    }
+    return 1;
+}
+
+/* issue 61: `rectrain --help` names what each command's own help does: every benchmark of
+ * `bench --help`, every kind of file `inspect --help` describes, every format of `export`. */
+static void test_top_help(void) {
+    static char top[sizeof out + 2];
+    char line[512], words[512], missing[64] = "";
+    CHECK(run("--help") == 0, "--help: %s", out);
+    snprintf(top, sizeof top, "\n%s", out);
+    CHECK(run("bench --help") == 0 && strstr(out, "usage: rectrain bench "), "bench --help: %s", out);
+    const char *b = strstr(out, "usage: rectrain bench ");
+    snprintf(words, sizeof words, "%.*s", b ? (int)strcspn(b + 22, " ") : 0, b ? b + 22 : "");
+    top_line(top, "bench", line, sizeof line);
+    CHECK(strchr(words, '|') && all_in(words, "|", line, missing, sizeof missing),
+          "bench %s is not in the top help's '%s'", missing, line);
+    CHECK(run("inspect --help") == 0 && strstr(out, "Describes "), "inspect --help: %s", out);
+    const char *d = strstr(out, "Describes ");
+    const char *e = d ? strstr(d, "\n\n") : NULL;
+    size_t n = 0; /* the kinds: the sentence's .extensions, and "checkpoint" */
+    for (const char *p = d; p && p < e && n + 64 < sizeof words; p++)
+        if (*p == '.' && p[1] >= 'a' && p[1] <= 'z' && (p == d || p[-1] == ' ' || p[-1] == '/')) {
+            const size_t k = strspn(p, ".abcdefghijklmnopqrstuvwxyz");
+            n += (size_t)snprintf(words + n, sizeof words - n, "%.*s ", (int)k, p);
+        }
+    if (d && strstr(d, "checkpoint") && strstr(d, "checkpoint") < e) snprintf(words + n, sizeof words - n, "checkpoint");
+    top_line(top, "inspect", line, sizeof line);
+    CHECK(strstr(words, ".rshard") && strstr(words, ".tsv") && all_in(words, " ", line, missing, sizeof missing),
+          "inspect's %s is not in the top help's '%s' (kinds: %s)", missing, line, words);
+    CHECK(run("export --help") == 0 && strstr(out, "--format F "), "export --help: %s", out);
+    const char *f = strstr(out, "--format F ");
+    f = f ? f + strlen("--format F") + strspn(f + strlen("--format F"), " ") : NULL;
+    snprintf(words, sizeof words, "%.*s", f ? (int)strcspn(f, "(\n") : 0, f ? f : "");
+    top_line(top, "export", line, sizeof line);
+    CHECK(strstr(words, "onnx") && all_in(words, " ,", line, missing, sizeof missing),
+          "export's %s is not in the top help's '%s'", missing, line);
+}
+
+/* plan (issue 61): --score checks the plan before it prints anything; sizes in one unit, GB. */
+static void test_plan_cli(void) {
+    FILE *f = fopen(path("badplan.json"), "w");
+    if (f) fputs("{\"table_plans\": {}}\n", f), fclose(f);
+    CHECK(run("plan --data std.rshard --ranks 2 --score badplan.json") == 1 &&
+              strstr(out, "badplan.json: $.table_plans: no plan for table t0") && !strstr(out, "ranks, global batch") &&
+              !strstr(out, "max/mean") && !strstr(out, "\noper "),
+          "a refused plan prints no table: %s", out);
+    CHECK(run("plan --data std.rshard --ranks 2 --kind table --mem-gb 0.000001") == 1 && strstr(out, "no rank's 1e-06 GB"),
+          "--mem-gb GB is the GB printed: %s", out);
+    CHECK(run("plan --help") == 0 && strstr(out, "--mem-gb GB") && strstr(out, "GB of 10^9 bytes"), "plan --help: %s", out);
+}
+
+/* Whether this machine can bind IPv6 loopback (containers may have no IPv6). */
+static int have_ipv6_loopback(void) {
+    const int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    const int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+/* --listen on the loopback forms docs/security.md names (issue 61): IPv6 in brackets and a
+ * host name bind (a second service on the same endpoint finds its port taken, which is said);
+ * a name that does not resolve is said as that, not as a taken port. */
+static void test_listen(void) {
+    static const char *const eps[] = {"tcp://[::1]:5851", "tcp://localhost:5852", "tcp://127.0.0.1:5853"};
+    for (size_t k = 0; k < sizeof eps / sizeof eps[0]; k++) {
+        if (k == 0 && !have_ipv6_loopback()) {
+            printf("no IPv6 loopback here: %s not tried\n", eps[k]);
+            continue;
+        }
+        int up = 0;
+        const pid_t srv = embserver_at(eps[k], "listen.log", &up);
+        CHECK(up, "embserver --listen %s: %s", eps[k], out);
+        char cmd[1024]; /* bounded: a second service that did bind would serve for ever */
+        snprintf(cmd, sizeof cmd, "cd %s && timeout 60 %s embserver --listen '%s' 2>&1", dir, cli, eps[k]);
+        CHECK(check_capture(cmd, out, sizeof out) == 1 && strstr(out, "cannot listen on") &&
+                  strstr(out, "is the port taken?"), "a second service on %s: %s", eps[k], out);
+        kill(srv, SIGTERM);
+        waitpid(srv, NULL, 0);
+    }
+    CHECK(run("embserver --listen tcp://no-such-host.invalid:5854 --insecure") == 1 &&
+              strstr(out, "cannot listen on tcp://no-such-host.invalid:5854: its host is no address or interface") &&
+              !strstr(out, "port taken"), "a name that does not resolve: %s", out);
 }
 
 static void test_errors(void) {
@@ -787,8 +921,16 @@ static void test_raw_columns(void) {
     const int rc_gpu = run(cmd, src, src);
     CHECK(rc_gpu == 0 ? same_file("shard.log", "gpu_prep.log")
                       : rc_gpu == 1 && (strstr(out, "no NVIDIA") || strstr(out, "no usable NVIDIA") ||
-                                        strstr(out, "built without the GPU engine")),
+                                        strstr(out, "built without the GPU engine")) &&
+                            strstr(out, "--prep-device cpu runs the spec's ops on the CPUs") && !strstr(out, "--device cpu runs"),
           "train --prep-device cuda (rc %d): %s", rc_gpu, out);
+    /* without a GPU, the flag that asked for one is named, whatever --device says */
+    snprintf(cmd, sizeof cmd, "%s --data raw.rraw --spec %%s/configs/criteo_heavy.json --prep-device cuda --device cpu",
+             train);
+    const int rc_cpu = run(cmd, src, src);
+    CHECK(rc_gpu == 0 || (rc_cpu == 1 && strstr(out, "--prep-device cuda: ") &&
+                          strstr(out, "--prep-device cpu runs the spec's ops on the CPUs") && !strstr(out, "--device cpu runs")),
+          "train --prep-device cuda --device cpu without a GPU (rc %d): %s", rc_cpu, out);
     snprintf(cmd, sizeof cmd, "%s --data heavy_tsv.rshard --prep-device cuda", train);
     CHECK(run(cmd, src) == 1 && strstr(out, "heavy_tsv.rshard is a .rshard: its rows are preprocessed already; "
                                             "--prep-device runs a spec's ops"),
@@ -812,9 +954,9 @@ static void test_raw_columns(void) {
           "train --prep-device gpu: %s", out);
     snprintf(cmd, sizeof cmd, "%s --data raw.rraw --spec %%s/configs/criteo_heavy.json --prep-device cuda "
              "--corun-capacity cap.json", train);
-    CHECK(run(cmd, src, src) == 1 && strstr(out, "--corun-capacity: the co-run's capacities are for --device cuda "
+    CHECK(run(cmd, src, src) == 2 && strstr(out, "--corun-capacity: the co-run's capacities are for --device cuda "
                                            "--prep-device cuda") && access("cap.json", F_OK) != 0,
-          "train --corun-capacity without --device cuda: %s", out);
+          "train --corun-capacity without --device cuda: a usage error: %s", out);
     setenv("REC_CUDA_CORUN", "off", 1);
     snprintf(cmd, sizeof cmd, "%s --data raw.rraw --spec %%s/configs/criteo_heavy.json --device cuda --prep-device cuda "
              "--corun-capacity cap.json", train);
@@ -867,6 +1009,7 @@ int main(void) {
     int rc = clirun_setup("rectrain_cli");
     if (rc) return rc;
     test_pipeline();
+    test_plan_cli();
     test_bad_rows();
     test_nonfinite();
     test_same_files();
@@ -881,6 +1024,8 @@ int main(void) {
     test_data_lists();
     test_raw_columns();
     test_errors();
+    test_top_help();
+    test_listen();
     test_bench();
     clirun_cleanup();
     return check_report();

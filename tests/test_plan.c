@@ -347,7 +347,7 @@ static void test_torchrec(void) {
     TR_BAD(SH(3, 900, 0, 100, 8), SH(4, 900, 0, 100, 8), REC_EINVAL,
            "$.table_plans.t0.shards[3].rank: table t0's shard 3 is on rank 4; this job has 4 ranks (0..3)");
     TR_BAD(SH(3, 0, 0, 40, 4), SH(3, 0, 0, 41, 4), REC_EINVAL,
-           "$.table_plans.t1.shards[0]: table t1's shard 0 covers rows [0, 41) and columns [0, 4); the table has 40 rows");
+           "$.table_plans.t1.shards[0]: table t1's shard 0 is out of range: it covers rows [0, 41) and columns [0, 4); the table has 40 rows");
     TR_BAD(SH(1, 0, 4, 40, 4), SH(1, 0, 4, 40, 12), REC_EINVAL, "the model's embedding dim is 8 (make the TorchRec plan");
     TR_BAD("\"t1\":", "\"t9\":", REC_EINVAL, "tr.json: $.table_plans.t9: the model has no table t9; its 3 tables are t0..t2");
     TR_BAD("\"t2\":", "\"t1\":", REC_EINVAL, "$.table_plans.t1: table t1 is placed twice (also as \"t1\")");
@@ -364,10 +364,48 @@ static void test_torchrec(void) {
     TR_BAD("\"rank\": 2", "\"rank\": \"2\"", REC_EFORMAT, "$.table_plans.t0.shards[2].rank: expected an integer rank");
     /* numbers no int or int64 holds: refused before any cast (found in review) */
     TR_BAD("\"rank\": 2", "\"rank\": 1e10", REC_EFORMAT, "$.table_plans.t0.shards[2].rank: expected an integer rank");
-    TR_BAD("\"offsets\": [900, 0]", "\"offsets\": [1e19, 0]", REC_EFORMAT,
-           "$.table_plans.t0.shards[3].offsets: expected the shard's first row and column as two integers");
+    TR_BAD("\"offsets\": [900, 0]", "\"offsets\": [1e19, 0]", REC_EINVAL,
+           "$.table_plans.t0.shards[3]: table t0's shard 3 is out of range: it covers rows [10000000000000000000, ");
     TR_BAD("\"offsets\": [900, 0], \"sizes\": [100, 8]", "\"offsets\": [4e15, 0], \"sizes\": [9e15, 8]", REC_EINVAL,
-           "$.table_plans.t0.shards[3]: table t0's shard 3 covers rows [4000000000000000, 13000000000000000)");
+           "$.table_plans.t0.shards[3]: table t0's shard 3 is out of range: it covers rows [4000000000000000, 13000000000000000)");
+    TR_BAD("\"offsets\": [900, 0]", "\"offsets\": [900.5, 0]", REC_EFORMAT,
+           "$.table_plans.t0.shards[3].offsets: expected the shard's first row and column as two integers");
+    /* issue 61: an integer too large is out of range, not a non-integer; a plan for another dim
+     * says so; "ranks" that contradict the shards; a data_parallel table given in part */
+    TR_BAD("\"sizes\": [100, 8]", "\"sizes\": [9223372036854775807, 8]", REC_EINVAL,
+           "$.table_plans.t0.shards[3]: table t0's shard 3 is out of range: it covers rows [900, 9223372036854775808) "
+           "and columns [0, 8); the table has 1000 rows");
+    const char *t0 = "\"t0\": {\"sharding_type\": \"row_wise\", \"ranks\": [0, 1, 2, 3], \"shards\": [" SH(0, 0, 0, 300, 8) ", "
+        SH(1, 300, 0, 300, 8) ", " SH(2, 600, 0, 300, 8) ", " SH(3, 900, 0, 100, 8) "]}";
+    TR_BAD(t0, "\"t0\": {\"sharding_type\": \"table_wise\", \"ranks\": [0], \"shards\": [" SH(0, 0, 0, 1000, 4) "]}",
+           REC_EINVAL, "$.table_plans.t0.shards: table t0's shards end at column 4 and the model's embedding dim is 8: the "
+           "plan is for another dim");
+    TR_BAD("{\"table_plans\": {", "{\"planner\": {\"embedding_dim\": 16}, \"table_plans\": {", REC_EINVAL,
+           "tr.json: $.planner.embedding_dim: the plan is for embedding dim 16 and the model's is 8");
+    TR_BAD(t0, "\"t0\": {\"sharding_type\": \"table_wise\", \"ranks\": [1], \"shards\": [" SH(0, 0, 0, 1000, 8) "]}",
+           REC_EINVAL, "$.table_plans.t0.ranks: table t0's shard 0 is on rank 0, which its \"ranks\" do not list");
+    TR_BAD("\"ranks\": [3, 1]", "\"ranks\": [3, 1, 2]", REC_EINVAL,
+           "$.table_plans.t1.ranks: table t1 lists rank 2, which holds none of its shards");
+    TR_BAD("\"ranks\": [3, 1]", "\"ranks\": [3, 9]", REC_EINVAL, "$.table_plans.t1.ranks[1]: not a rank of this job's 4");
+    TR_BAD("\"shards\": null", "\"shards\": [" SH(1, 0, 0, 3, 8) "]", REC_EINVAL,
+           "$.table_plans.t2.shards[0]: table t2 is data_parallel (whole on every rank) and its shard 0 covers rows [0, 3) "
+           "and columns [0, 8) of its 5 x 8");
+    TR_BAD("\"shards\": null", "\"shards\": [" SH(1, 0, 0, 5, 8) ", " SH(2, 0, 0, 5, 4) "]", REC_EINVAL,
+           "$.table_plans.t2.shards[1]: table t2 is data_parallel");
+    TR_BAD("\"shards\": null", "\"shards\": 7", REC_EFORMAT, "$.table_plans.t2.shards: expected null or an array");
+    /* a data_parallel table whose shards are each the whole table, and "ranks" left out, are read */
+    snprintf(bad, sizeof bad, "%s", good);
+    {
+        char *at = strstr(bad, "\"shards\": null");
+        const char *whole = "\"shards\": [" SH(0, 0, 0, 5, 8) "]";
+        if (at) {
+            memmove(at + strlen(whole), at + strlen("\"shards\": null"), strlen(at + strlen("\"shards\": null")) + 1);
+            memcpy(at, whole, strlen(whole));
+        }
+        CHECK(at && parse_tr(bad, &p, NULL) == REC_OK && rec_plan_owner(p, 2, 0, 4) == REC_PLAN_EVERY, "whole shards: %s",
+              rec_errmsg());
+        rec_plan_free(p);
+    }
     TR_BAD("\"ranks\": [0, 1, 2, 3], \"shards\": null", "\"ranks\": [0, 1, 2, 1e12], \"shards\": null", REC_EINVAL,
            "$.table_plans.t2.ranks[3]: not a rank of this job's 4");
     TR_BAD(", \"t2\": {\"sharding_type\": \"data_parallel\", \"ranks\": [0, 1, 2, 3], \"shards\": null}", "", REC_EINVAL,

@@ -4,6 +4,7 @@
 #define RECTRAIN_CLI_H
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rectrain/io.h"
@@ -28,6 +29,9 @@ int cmd_embserver(int argc, char **argv);
 int cmd_oracle(int argc, char **argv);
 int cmd_cluster(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
+/* The names of `rectrain bench`'s benchmarks joined by sep, into buf (cap bytes): the one list
+ * its dispatch, its usage and `rectrain --help` say (bench.c). */
+void cli_bench_names(char *buf, size_t cap, const char *sep);
 /* rectrain train --oracle-cacher ...: training with the lookahead cache (cmd_cache.c). */
 int cmd_train_cached(int argc, char **argv);
 

@@ -54,7 +54,8 @@ static const char USAGE[] =
     "  --ranks-per-core R ranks sharing a core: the compute terms scale by R (default 1)\n"
     "                     (train under mpirun prints the --slice-ns, --lookup-ns and --get-ns\n"
     "                     it measured)\n"
-    "  --mem-gb GB        a rank's memory for rows and optimizer state (default 64)\n"
+    "  --mem-gb GB        a rank's memory for rows and optimizer state, in GB of 10^9 bytes, as\n"
+    "                     every size here (default 64)\n"
     "  --threshold T      OPER's initial partition threshold (default 0.001)\n";
 
 enum { MAX_COUNTS = 16 };
@@ -200,10 +201,17 @@ static rec_status simulate_one(const plan_args *a, rec_dataset *d, int64_t rows,
     rec_plan *plans[REC_PLAN_KINDS] = {0}, *scored = NULL, *tr = NULL;
     char tr_path[PATH_MAX] = "";
     double lb = 0;
-    printf("\n%d ranks, global batch %lld (%lld per rank), %lld sampled batch%s:\n", N, (long long)m.batch,
+    /* the plan files first: one refused leaves no table half printed */
+    if (!s && a->score) s = load_scored(&scored, a->score, &m, prof, &a->hw, 0);
+    if (!s && a->torchrec) {
+        snprintf(tr_path, sizeof tr_path, "%s/torchrec-%d.json", a->torchrec, N);
+        s = load_scored(&tr, tr_path, &m, prof, &a->hw, 1);
+    }
+    if (!s) printf("\n%d ranks, global batch %lld (%lld per rank), %lld sampled batch%s:\n", N, (long long)m.batch,
            (long long)(m.batch / N), (long long)rec_plan_profile_batches(prof), rec_plan_profile_batches(prof) == 1 ? "" : "es");
-    printf("%-11s %10s %8s %11s %11s %11s %11s %9s %10s\n", "plan", "lookups", "max/mean", "sent MB", "max/mean",
-           "memory MB", "max/mean", "step ms", "x lower");
+    if (!s)
+        printf("%-11s %10s %8s %11s %11s %11s %11s %9s %10s\n", "plan", "lookups", "max/mean", "sent MB", "max/mean",
+               "memory MB", "max/mean", "step ms", "x lower");
     for (int k = 0; k < REC_PLAN_KINDS && !s; k++) {
         if (a->score && k != REC_PLAN_OPER) continue;
         rec_status e = rec_plan_build(&plans[k], (rec_plan_kind)k, prof, &a->hw);
@@ -215,14 +223,9 @@ static rec_status simulate_one(const plan_args *a, rec_dataset *d, int64_t rows,
         lb = rec_plan_lower_bound(plans[k]);
         print_row(rec_plan_kind_name((rec_plan_kind)k), plans[k], N);
     }
-    if (!s && a->score) s = load_scored(&scored, a->score, &m, prof, &a->hw, 0);
     if (!s && scored) print_row(rec_plan_kind_name(rec_plan_get_kind(scored)), scored, N);
-    if (!s && a->torchrec) {
-        snprintf(tr_path, sizeof tr_path, "%s/torchrec-%d.json", a->torchrec, N);
-        s = load_scored(&tr, tr_path, &m, prof, &a->hw, 1);
-        if (!s && tr) print_row("torchrec", tr, N);
-        else if (!s) printf("%-11s no %s (dev/torchrec_plan.py --ranks %d writes it)\n", "torchrec", tr_path, N);
-    }
+    if (!s && a->torchrec && tr) print_row("torchrec", tr, N);
+    else if (!s && a->torchrec) printf("%-11s no %s (dev/torchrec_plan.py --ranks %d writes it)\n", "torchrec", tr_path, N);
     if (!s && !a->score) {
         double best = INFINITY;
         for (int k = REC_PLAN_TABLE; k <= REC_PLAN_COLUMN; k++)
@@ -312,7 +315,7 @@ int cmd_plan(int argc, char **argv) {
     a.seed = 1;
     rec_plan_hw_default(&a.hw);
     int rc = CLI_OK;
-    double gb = a.hw.mem_bytes / (1 << 30), p2p = a.hw.bw_p2p / 1e9, ar = a.hw.bw_ar / 1e9, ns = a.hw.lookup_s * 1e9,
+    double gb = a.hw.mem_bytes / 1e9, p2p = a.hw.bw_p2p / 1e9, ar = a.hw.bw_ar / 1e9, ns = a.hw.lookup_s * 1e9,
            slice_ns = 0, get_ns = 0;
     for (int i = 1; i < argc && !rc; i++) {
         const char *x = argv[i];
@@ -377,7 +380,7 @@ int cmd_plan(int argc, char **argv) {
         cli_paths_free(&a.data);
         return cli_fail(cmd, s);
     }
-    a.hw.mem_bytes = gb * (1 << 30);
+    a.hw.mem_bytes = gb * 1e9;
     a.hw.bw_p2p = p2p * 1e9;
     a.hw.bw_ar = ar * 1e9;
     a.hw.lookup_s = ns * 1e-9;

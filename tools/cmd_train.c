@@ -286,6 +286,8 @@ static int train_main(int argc, char **argv, cli_path_list *data, cli_path_list 
     }
     if (o.plan_shards && o.shard_kind >= 0)
         return cli_usage(cmd, "--plan-shards gives the plan; --shard-kind builds one: give one of them");
+    if (o.corun_capacity && (o.device != REC_DEVICE_CUDA || o.prep_device != REC_PREP_CUDA))
+        return cli_usage(cmd, "--corun-capacity: the co-run's capacities are for --device cuda --prep-device cuda");
     if (o.shard_kind >= 0 && !rec_dist_launched())
         return cli_usage(cmd, "--shard-kind shards the tables across the ranks of an mpirun (mpirun -np N rectrain "
                          "train ...); in one process every table is local: drop it");

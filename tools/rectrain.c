@@ -20,25 +20,28 @@ static const struct {
 } COMMANDS[] = {
     {"gen", cmd_gen, "generate a synthetic Criteo-like TSV with known click probabilities"},
     {"prep", cmd_prep, "preprocess a Criteo TSV (.tsv/.gz) into a .rshard with a pipeline spec"},
-    {"inspect", cmd_inspect, "describe a .tsv or .rshard file: schema, rows, cardinality, skew"},
+    {"inspect", cmd_inspect, "describe a .rshard, a .rraw, a checkpoint or a Criteo .tsv/.gz file"},
     {"train", cmd_train, "train a model (no arguments: the embedded default job)"},
     {"eval", cmd_eval, "evaluate a checkpoint on a data set (AUC, logloss, NE, ...)"},
     {"predict", cmd_predict, "score rows with a checkpoint: a click probability per row"},
     {"plot", cmd_plot, "draw PNG charts of a run's metrics (train --metrics) or of a table"},
-    {"export", cmd_export, "write a checkpoint's parameters as .npy files"},
+    {"export", cmd_export, "write a checkpoint's parameters as .npy files, or the model as ONNX (--format onnx)"},
     {"plan", cmd_plan, "place embedding tables on N ranks (sharding plans), or simulate plans"},
     {"prep-worker", cmd_worker, "serve preprocessing to trainers that offload it (train --workers)"},
     {"embserver", cmd_embserver, "hold a shard of the embedding tables for trainers with --oracle-cacher"},
     {"oracle", cmd_oracle, "plan trainers' embedding caches L batches ahead (Bagpipe's Oracle Cacher)"},
     {"keygen", cmd_keygen, "make a CurveZMQ key pair for the services and clients of a job (--keys)"},
     {"cluster", cmd_cluster, "run a disaggregated job (servers, oracle, trainer) on this machine"},
-    {"bench", cmd_bench, "benchmarks: prep, embed, mlp, train"},
+    {"bench", cmd_bench, NULL}, /* its benchmarks' names: bench.c's list */
 };
 
 static void usage(FILE *f) {
     fprintf(f, "usage: rectrain COMMAND [options]   (rectrain COMMAND --help for each)\n\n");
+    char benches[256];
+    cli_bench_names(benches, sizeof benches, ", ");
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-        fprintf(f, "  %-11s %s\n", COMMANDS[i].name, COMMANDS[i].what);
+        fprintf(f, "  %-11s %s%s\n", COMMANDS[i].name, COMMANDS[i].what ? COMMANDS[i].what : "benchmarks: ",
+                COMMANDS[i].what ? "" : benches);
 }
 
 /* Ranks started by mpirun share the machine's cores: OpenMP threads that spin while idle

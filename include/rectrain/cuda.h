@@ -83,7 +83,8 @@ int rec_cuda_sched_candidates(int E, int col, int W, int *out);
 int rec_cuda_sched_default(int E, int col, int W);
 
 /* Whether a GPU can be used: REC_OK with its name in name (cap bytes), or REC_EUNSUPPORTED
- * with the reason (no nvcc at build time, no driver, no device). */
+ * with the reason (no nvcc at build time, no driver, no device). The reason names no flag: the
+ * caller knows which one asked for the GPU and says what to give instead. */
 rec_status rec_cuda_probe(char *name, size_t cap);
 
 typedef struct rec_cuda_embed rec_cuda_embed;

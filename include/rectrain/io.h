@@ -134,6 +134,9 @@ typedef struct rec_text_chunk {
  *   - every line has 40 fields, but for lines no format explains (fewer than 15 or more
  *     than 40, which the parser then reports where they are): train format (a test row
  *     cannot have 40);
+ *   - all but at most REC_TSV_DETECT_BROKEN_SHARE of the lines have 40 fields: train format,
+ *     the others broken rows that the parser reports (or --bad-rows skip drops), not a
+ *     stripped copy, whose short rows are far more (C26 alone is empty in ~40% of Criteo's);
  *   - with short_rows MISSING, the longest line has 40 and none more, or every line has 39
  *     and field 14 is an int everywhere (I13; see the next rule): train format;
  *   - every line has 39, there are at least REC_TSV_DETECT_MIN_LINES, and field 14 is a hex
@@ -143,6 +146,7 @@ typedef struct rec_text_chunk {
  * is refused with the counts seen and the flag that settles it. An empty file is train. */
 #define REC_TSV_DETECT_LINES 1000
 #define REC_TSV_DETECT_MIN_LINES 100
+#define REC_TSV_DETECT_BROKEN_SHARE REC_MAX_BAD_SHARE_DEFAULT
 rec_status rec_tsv_open(rec_tsv **out, const char *path, const rec_tsv_opts *opts,
                         size_t chunk_bytes);
 /* The same over a list of files read in order as one input (day_0.gz, day_1.gz, ...): every

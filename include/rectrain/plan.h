@@ -107,7 +107,7 @@ typedef struct rec_plan_hw {
     double ranks_per_core;     /* ranks sharing a core (>= 1): the compute terms scale by it */
     double bw_p2p;             /* bytes/s a rank moves to or from another rank: 1 / L[i][j] per byte */
     double bw_ar;              /* bytes/s of a ring all-reduce's per-rank traffic */
-    double mem_bytes;          /* a rank's memory for rows and their state */
+    double mem_bytes;          /* a rank's memory for rows and their state (default 64e9) */
     double extra_mem;          /* OPER: share of mem_bytes for replicated rows (paper: 5%) */
     double threshold;          /* OPER: initial partition threshold, a share of all access and
                                   of all memory (paper: 0.1%) */

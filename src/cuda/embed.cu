@@ -554,13 +554,12 @@ extern "C" rec_status rec_cuda_probe(char *name, size_t cap) {
     int n = 0;
     if (cap) name[0] = '\0';
     if (!dlopen("libcuda.so.1", RTLD_LAZY))  // the driver; the runtime is linked in
-        return rec_errorf(REC_EUNSUPPORTED, "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded), so no GPU; "
-                          "--device cpu runs on its CPUs");
+        return rec_errorf(REC_EUNSUPPORTED, "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded), so no GPU");
     const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess)
-        return rec_errorf(REC_EUNSUPPORTED, "no usable NVIDIA GPU: %s (%s); --device cpu runs on this machine's CPUs",
+        return rec_errorf(REC_EUNSUPPORTED, "no usable NVIDIA GPU: %s (%s)",
                           cudaGetErrorString(e), cudaGetErrorName(e));
-    if (n == 0) return rec_errorf(REC_EUNSUPPORTED, "no NVIDIA GPU on this machine; --device cpu runs on its CPUs");
+    if (n == 0) return rec_errorf(REC_EUNSUPPORTED, "no NVIDIA GPU on this machine");
     cudaDeviceProp prop;
     CU_TRY(cudaGetDeviceProperties(&prop, 0), "reading the device's properties");
     if (prop.major < 7)

@@ -117,8 +117,9 @@ rec_status rec__tsv_line_ref(const char *line, size_t len, const rec_tsv_opts *o
             *advice = "a labelled row stripped of its empty last field, or the label-less test "
                       "format? --short-rows missing reads absent trailing fields as missing, "
                       "--format test reads the file as the test format";
-        else if (fields < want)
-            *advice = "the file looks stripped of its trailing empty fields (published Criteo "
+        else if (fields < want) /* cut short, or one of many stripped rows: the file tells */
+            *advice = "a row cut short: --bad-rows skip drops such rows; or, where many rows are "
+                      "short, a file stripped of its trailing empty fields (published Criteo "
                       "copies often are): --short-rows missing reads the absent fields as "
                       "missing values";
         else if (!has_label && fields == want + 1)

@@ -184,9 +184,13 @@ static rec_status resolve_format(rec_tsv *r) {
      * ones, or all of 39 with an int where the test format has a hex id */
     const int stripped = (c.max == REC_CRITEO_NCOL && c.n40 + c.odd < c.lines) ||
                          (c.n39 == c.lines && c.id13 == 0 && enough);
+    /* nearly every line of 40 fields: the others are broken rows (a stripped copy has many
+     * short ones, wherever C26 is empty), which the parser reports where they are */
+    const int broken = c.n40 > 0 && c.n40 + c.odd < c.lines &&
+                       (double)(c.lines - c.n40) <= REC_TSV_DETECT_BROKEN_SHARE * (double)c.lines;
     int f = -1;
     /* all 40 fields but for lines no format explains, which the parser reports where they are */
-    if (c.lines == 0 || (c.n40 > 0 && c.n40 + c.odd == c.lines)) f = 1;
+    if (c.lines == 0 || (c.n40 > 0 && c.n40 + c.odd == c.lines) || broken) f = 1;
     else if (missing && (stripped || c.max == REC_CRITEO_NCOL)) f = 1;
     else if (c.n39 == c.lines && c.id13 > 0 && enough) f = 0;
     if (f < 0) {

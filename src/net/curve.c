@@ -196,10 +196,22 @@ rec_status rec_keys_trust(const char *dir, const char *cert_path, const char *na
 
 /* ---- a process's keys -------------------------------------------------------------------------- */
 
+/* REC_OK when no other user can write `path` (stat st). Whoever can write the key directory
+ * can swap its keys (server.pub, allow/ itself), and whoever can write allow/ or a key in it
+ * can let a client in, so these are refused as a readable secret key is, naming the risk and
+ * the chmod that mends them. */
+static rec_status owner_writes_only(const char *path, const struct stat *st, const char *risk) {
+    if (!(st->st_mode & 022)) return REC_OK;
+    return rec_errorf(REC_EINVAL, "%s can be written by other users (mode %04o): whoever can write it can %s; chmod go-w %s",
+                      path, (unsigned)(st->st_mode & 07777), risk, path);
+}
+
 /* The allow-list: every DIR/allow/ *.pub, sorted by name so that logs and errors are stable. */
 static rec_status load_allow(rec__zkeys *k) {
     char path[1100];
     snprintf(path, sizeof path, "%s/allow", k->dir);
+    struct stat st;
+    if (stat(path, &st) == 0) REC_TRY(owner_writes_only(path, &st, "let a client in"));
     struct dirent **ents = NULL;
     const int n = scandir(path, &ents, NULL, alphasort);
     if (n < 0)
@@ -214,7 +226,8 @@ static rec_status load_allow(rec__zkeys *k) {
             char file[1400];
             snprintf(file, sizeof file, "%s/%s", path, e);
             cert c;
-            s = cert_read(file, 0, &c);
+            s = stat(file, &st) == 0 ? owner_writes_only(file, &st, "let a client in") : REC_OK;
+            if (!s) s = cert_read(file, 0, &c);
             if (!s) {
                 rec__zallow *a = &k->allow[k->n_allow++];
                 z85_key(c.pub, a->key);
@@ -241,6 +254,7 @@ rec_status rec__zkeys_load(rec__zkeys *k, const rec_net_secure *sec, int roles) 
         return rec_errorf(REC_EIO, "--keys %s: %s (%s)", sec->keys, stat(sec->keys, &st) ? strerror(errno) : "not a directory",
                           KEYGEN_HINT);
     if (strlen(sec->keys) >= sizeof k->dir) return rec_errorf(REC_EINVAL, "--keys %.60s...: the path is too long", sec->keys);
+    REC_TRY(owner_writes_only(sec->keys, &st, "swap the keys in it"));
     snprintf(k->dir, sizeof k->dir, "%s", sec->keys);
     char path[1100];
     cert c;
@@ -317,6 +331,7 @@ rec_status rec__zconnect(void *ctx, int type, const char *ep, const rec__zkeys *
     if (!*sock) return rec_errorf(REC_EIO, "cannot create a ZeroMQ socket: %s", zmq_strerror(zmq_errno()));
     rec_status s = rec__zcurve_client(*sock, k);
     if (!s && mon) s = rec__zmon_open(ctx, *sock, 0, mon);
+    if (!s) rec__zipv6(*sock, ep);
     if (!s && zmq_connect(*sock, ep) != 0)
         s = rec_errorf(REC_EINVAL, "%s: %s (an endpoint is tcp://HOST:PORT)", ep, zmq_strerror(zmq_errno()));
     if (s) rec__zclose(sock, mon);

@@ -1,8 +1,11 @@
 /* ZeroMQ helpers of rectrain's services (zmq_impl.h): sockets, sends, and the one way a
  * service takes a request off its ROUTER socket. */
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "rectrain/core.h"
 #include "zmq_impl.h"
@@ -29,6 +32,56 @@ void *rec__zsocket(void *ctx, int type) {
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof max);
     return s;
+}
+
+void rec__zipv6(void *sock, const char *ep) {
+    const int on = !strncmp(ep, "tcp://[", 7);
+    zmq_setsockopt(sock, ZMQ_IPV6, &on, sizeof on);
+}
+
+/* Binds numeric endpoint ep: 0, or the errno. */
+static int bind_one(void *sock, const char *ep) {
+    rec__zipv6(sock, ep);
+    return zmq_bind(sock, ep) == 0 ? 0 : zmq_errno();
+}
+
+/* ZeroMQ binds an address or an interface name, never a host name ("localhost"): here each of
+ * the name's addresses is bound. 0 when all bound, but an IPv6 one where this machine has no
+ * IPv6 (a name may list ::1 there); else the errno of the first that failed (the bind stops at
+ * a taken port); *gai, the resolver's error, when the name has no address. */
+static int bind_name(void *sock, const char *ep, int *gai) {
+    const char *h = ep + 6, *colon = strrchr(h, ':');
+    char host[256], numeric[INET6_ADDRSTRLEN], at[320];
+    snprintf(host, sizeof host, "%.*s", (int)(colon - h) < 255 ? (int)(colon - h) : 255, h);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if ((*gai = getaddrinfo(host, NULL, &hints, &res)) != 0) return ENODEV;
+    int bound = 0, err = 0;
+    for (const struct addrinfo *a = res; a && err != EADDRINUSE; a = a->ai_next) {
+        if (getnameinfo(a->ai_addr, a->ai_addrlen, numeric, sizeof numeric, NULL, 0, NI_NUMERICHOST)) continue;
+        snprintf(at, sizeof at, a->ai_family == AF_INET6 ? "tcp://[%s]%s" : "tcp://%s%s", numeric, colon);
+        const int e = bind_one(sock, at);
+        const int no_v6 = a->ai_family == AF_INET6 && (e == EADDRNOTAVAIL || e == EAFNOSUPPORT);
+        if (e && !no_v6 && (!err || e == EADDRINUSE)) err = e;
+        bound += !e;
+    }
+    freeaddrinfo(res);
+    return err ? err : bound ? 0 : EADDRNOTAVAIL;
+}
+
+rec_status rec__zbind(void *sock, const char *ep) {
+    int e = bind_one(sock, ep), gai = 0;
+    if (e == ENODEV && !strncmp(ep, "tcp://", 6) && strncmp(ep, "tcp://[", 7)) e = bind_name(sock, ep, &gai);
+    if (!e) return REC_OK;
+    if (e == EADDRINUSE)
+        return rec_errorf(REC_EIO, "cannot listen on %s: %s (is the port taken? another service may listen there)", ep,
+                          zmq_strerror(e));
+    if (gai)
+        return rec_errorf(REC_EIO, "cannot listen on %s: its host is no address or interface of this machine, nor a name "
+                          "that resolves (%s)", ep, gai_strerror(gai));
+    if (e == EADDRNOTAVAIL)
+        return rec_errorf(REC_EIO, "cannot listen on %s: %s (the address is not one of this machine's)", ep,
+                          zmq_strerror(e));
+    return rec_errorf(REC_EIO, "cannot listen on %s: %s", ep, zmq_strerror(e));
 }
 
 rec_status rec__zmsg_aligned(zmq_msg_t *dst, zmq_msg_t *src, const uint8_t **frame, size_t *len) {
@@ -148,9 +201,7 @@ rec_status rec__zservice_open(rec_zservice *v, const char *name, const char *lis
     if (v->keys.on) REC_TRY(rec__zap_open(v->ctx, &v->zap)); /* before the first connection asks it */
     REC_TRY(rec__zcurve_server(v->sock, &v->keys));
     REC_TRY(rec__zmon_open(v->ctx, v->sock, 1, &v->mon));
-    if (zmq_bind(v->sock, listen) != 0)
-        return rec_errorf(REC_EIO, "cannot listen on %s: %s (an endpoint is tcp://HOST:PORT; is the port taken?)",
-                          listen, zmq_strerror(zmq_errno()));
+    REC_TRY(rec__zbind(v->sock, listen));
     if (v->log && v->keys.on)
         fprintf(v->log, "%s: CURVE on %s: lets in the %d key%s of %s/allow\n", name, listen, v->keys.n_allow,
                 v->keys.n_allow == 1 ? "" : "s", v->keys.dir);

@@ -22,6 +22,16 @@ rec_status rec__zsend(void *sock, const zmq_msg_t *ident, const rec_wbuf *w, int
 /* A socket with the options every rectrain socket has: no linger on close, the message bound. */
 void *rec__zsocket(void *ctx, int type);
 
+/* Sets ZMQ_IPV6 on sock for endpoint ep (before its bind or connect): on for a bracketed IPv6
+ * host (tcp://[::1]:P), which ZeroMQ refuses otherwise; off for the rest, which then keep their
+ * IPv4 sockets (and peers' plain IPv4 addresses in the logs). */
+void rec__zipv6(void *sock, const char *ep);
+
+/* Binds sock to endpoint ep: an address, an interface, "*", or a host name (ZeroMQ binds no
+ * names: each of the name's addresses is bound). REC_EIO naming ep and the cause: a taken port,
+ * an address not this machine's, a name that does not resolve. */
+rec_status rec__zbind(void *sock, const char *ep);
+
 /* Moves message src into dst (initialised) when its data is 8-byte aligned, else copies it
  * into a new message at an aligned place: *frame is the frame, aligned, valid while dst is,
  * *len (when not NULL) its bytes.

@@ -49,7 +49,7 @@ void rec_plan_hw_default(rec_plan_hw *hw) {
     hw->ranks_per_core = 1;
     hw->bw_p2p = 1.0e9;         /* fine-grained gets of rows from another rank */
     hw->bw_ar = 4.0e9;          /* a ring all-reduce of a large buffer */
-    hw->mem_bytes = 64.0 * (1 << 30);
+    hw->mem_bytes = 64e9; /* GB, as plan prints every size */
     hw->extra_mem = 0.05;
     hw->threshold = 0.001;
 }

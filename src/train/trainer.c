@@ -282,6 +282,16 @@ typedef struct job {
     int64_t log_every;     /* steps between training records (rec_log_every) */
 } job;
 
+/* The GPU that `flag` cuda asks for: REC_OK, or the probe's reason there is none, naming the
+ * flag and what its cpu value does instead (another flag's cpu would not help). */
+static rec_status need_gpu(const char *flag, const char *on_cpu) {
+    char name[256], why[512];
+    const rec_status s = rec_cuda_probe(name, sizeof name);
+    if (!s) return REC_OK;
+    snprintf(why, sizeof why, "%s", rec_errmsg());
+    return rec_errorf(s, "%s cuda: %s; %s cpu %s", flag, why, flag, on_cpu);
+}
+
 static rec_status open_data(job *j, const char *path, const char *const *paths, int n_paths, rec_dataset **out) {
     rec_dataset_opts d = {0};
     d.path = path;
@@ -480,9 +490,10 @@ static rec_status choose_offload(job *j, int again) {
         }
     }
     rec_offload_set(j->offload, rep->offload_point ? rep->offload_point : REC_OFFLOAD_P3, rep->offload_ratio);
-    if (o->log)
-        fprintf(o->log, "train: offload: %.0f%% of the pieces to the workers at %s\n", 100 * rep->offload_ratio,
-                rec_offload_point_name(rep->offload_point ? rep->offload_point : REC_OFFLOAD_P3));
+    if (o->log) /* a share asked of workers none of which answers is made here (offload.h) */
+        fprintf(o->log, "train: offload: %.0f%% of the pieces to the workers at %s%s\n", 100 * rep->offload_ratio,
+                rec_offload_point_name(rep->offload_point ? rep->offload_point : REC_OFFLOAD_P3),
+                !up && rep->offload_ratio > 0 ? ", but none answered: this trainer makes them until one does" : "");
     return REC_OK;
 }
 
@@ -569,10 +580,8 @@ static rec_status setup(job *j) {
     if (o->prep_device != REC_PREP_CPU && rec_dataset_is_shard(j->train))
         return rec_errorf(REC_EINVAL, "%s is a .rshard: its rows are preprocessed already; --prep-device runs a spec's "
                           "ops, on a .rraw or a TSV given with --spec", data);
-    if (o->prep_device == REC_PREP_CUDA) { /* before the model and the loader's engines are made */
-        char name[256];
-        REC_TRY(rec_cuda_probe(name, sizeof name));
-    }
+    if (o->prep_device == REC_PREP_CUDA) /* before the model and the loader's engines are made */
+        REC_TRY(need_gpu("--prep-device", "runs the spec's ops on the CPUs"));
     if (!rec_dataset_has_label(j->train))
         return rec_errorf(REC_EINVAL, "%s has no labels (Criteo test format); training needs labelled rows", data);
     if ((o->n_workers > 0 || o->workers_file) && o->offload_ratio != 0) REC_TRY(attach_offload(j));
@@ -1030,8 +1039,7 @@ static rec_status check_cuda_opts(const rec_train_opts *o, int dist) {
         return rec_errorf(REC_EINVAL, "--plan %s: cannot be read (%s); with --device cuda the plan is read, not written: "
                           "make it with `rectrain bench embed --device cuda --plan-out %s`", o->plan_path, strerror(errno),
                           o->plan_path);
-    char name[256];
-    return rec_cuda_probe(name, sizeof name);
+    return need_gpu("--device", "trains on the CPUs");
 }
 
 /* --resume of a run that has ended (all its epochs, or its --steps): the run is complete, and
@@ -1136,6 +1144,9 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
                     "no plan was written\n", tune_steps(&j));
     }
     if (j.offload) rec_offload_get_stats(j.offload, &rep->offload);
+    if (j.offload && o->log)
+        fprintf(o->log, "train: offload: the workers made %lld of the %lld pieces\n", (long long)rep->offload.pieces_remote,
+                (long long)(rep->offload.pieces_remote + rep->offload.pieces_local));
     s = rec_stream_close(j.loss_log, o->loss_log, "loss log", s);
     rec_status sc = rec_scalars_close(j.scalars);
     if (!s) s = sc;
