@@ -16,7 +16,9 @@
 #include <sys/stat.h>
 
 #include "clirun.h"
+#include "rectrain/backend.h"
 #include "rectrain/core.h"
+#include "rectrain/cuda.h"
 
 enum { STEPS = 30 };
 
@@ -146,6 +148,55 @@ static void test_cuda(double ref_auc) {
     compare(&R, "cuda.loss", "cuda_ck", ref_auc);
 }
 
+/* The table's contract, called as the loop calls it: the cpu backend's step hands back its
+ * own step's loss (the one rec_model_train_step gives a twin model), its drain none, its vote
+ * the caller's; the cuda backend without a GPU refuses at start with the probe's reason and
+ * frees what it made (ASan checks the free). */
+static void test_table(void) {
+    rec_model_config cfg;
+    rec_dataset *d = NULL;
+    rec_loader *l = NULL;
+    rec_model *m = NULL, *twin = NULL;
+    rec_backend *be = NULL;
+    const rec_batch *b = NULL;
+    CHECK(rec_model_config_load(&cfg, path("sgd.json")) == REC_OK, "%s", rec_errmsg());
+    CHECK(rec_dataset_open(&d, &(rec_dataset_opts){.path = path("d.rshard"), .prep_threads = 1}) == REC_OK, "%s",
+          rec_errmsg());
+    if (!d) return;
+    CHECK(rec_model_config_bind(&cfg, rec_dataset_n_dense(d), rec_dataset_n_sparse(d), rec_dataset_table_rows(d),
+                                "d.rshard") == REC_OK, "%s", rec_errmsg());
+    CHECK(rec_model_init(&m, &cfg, 256, 1) == REC_OK && rec_model_init(&twin, &cfg, 256, 1) == REC_OK, "%s",
+          rec_errmsg());
+    CHECK(rec_loader_open(&l, d, 0, 512, 256, 2) == REC_OK && rec_loader_next(l, &b) == REC_OK && b, "%s",
+          rec_errmsg());
+    const rec_backend_opts o = {.device = REC_DEVICE_CPU, .model = m, .cfg = &cfg};
+    CHECK(m && twin && b && rec_backend_new(&be, &o) == REC_OK && !strcmp(be->i->name, "cpu"), "%s", rec_errmsg());
+    if (be && b) {
+        double loss = 0, want = 1, dl = 1;
+        int64_t step = -1, ds = -1;
+        int any = -1;
+        CHECK(be->i->start(be) == REC_OK && be->i->step(be, b, NULL, &loss, &step) == REC_OK, "%s", rec_errmsg());
+        CHECK(rec_model_train_step(twin, b, &want) == REC_OK && loss == want && step == 1 && rec_model_steps(m) == 1,
+              "cpu step: loss %.9g (a twin's %.9g), step %lld", loss, want, (long long)step);
+        CHECK(be->i->drain(be, &dl, &ds) == REC_OK && ds == 0, "cpu drain: step %lld", (long long)ds);
+        CHECK(be->i->stop_vote(be, 15, &any) == REC_OK && any == 15, "cpu vote: %d", any);
+    }
+    rec_backend_free(be);
+    be = NULL;
+    char gpu[256];
+    if (rec_cuda_probe(gpu, sizeof gpu) != REC_OK) {
+        const rec_backend_opts g = {.device = REC_DEVICE_CUDA, .model = m, .cfg = &cfg};
+        CHECK(rec_backend_new(&be, &g) == REC_OK && !strcmp(be->i->name, "cuda"), "%s", rec_errmsg());
+        if (be) CHECK(be->i->start(be) != REC_OK && rec_errmsg()[0], "cuda start without a GPU: refused, with why");
+        rec_backend_free(be);
+    }
+    rec_loader_close(l);
+    rec_model_free(m);
+    rec_model_free(twin);
+    rec_dataset_close(d);
+    rec_model_config_free(&cfg);
+}
+
 int main(void) {
     int rc = clirun_setup("test_backend");
     if (rc) return rc;
@@ -156,6 +207,7 @@ int main(void) {
         clirun_cleanup();
         return check_report();
     }
+    test_table();
     double auc = NAN;
     test_cpu_reference(&auc);
     test_mpi(auc);
