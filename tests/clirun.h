@@ -5,6 +5,7 @@
 #ifndef RECTRAIN_TEST_CLIRUN_H
 #define RECTRAIN_TEST_CLIRUN_H
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,31 @@ static inline int compare_files(const char *a, const char *b, int prefix) {
     return same;
 }
 static inline int same_file(const char *a, const char *b) { return compare_files(a, b, 0); }
+
+/* The "step loss" lines of loss log `name` of the scratch directory into loss (at most cap);
+ * their count. */
+static inline int read_loss_log(const char *name, double *loss, int cap) {
+    FILE *f = fopen(path(name), "r");
+    int n = 0;
+    long long step;
+    double v;
+    while (f && n < cap && fscanf(f, "%lld %lf", &step, &v) == 2) loss[n++] = v;
+    if (f) fclose(f);
+    return n;
+}
+
+/* The worst relative difference of the first n losses of two loss logs (a NaN is the worst),
+ * or INFINITY when either holds fewer than `need` (<= 4096) lines. */
+static inline double loss_log_gap(const char *a, const char *b, int need, int n) {
+    static double x[4096], y[4096];
+    double worst = 0;
+    if (need > 4096 || read_loss_log(a, x, need) != need || read_loss_log(b, y, need) != need) return INFINITY;
+    for (int i = 0; i < n; i++) {
+        const double d = fabs(x[i] - y[i]) / fabs(x[i]);
+        worst = d > worst || d != d ? d : worst;
+    }
+    return worst;
+}
 
 /* The lines of file `name` of the scratch directory, or -1 when it cannot be read. */
 static inline int lines_of(const char *name) {

@@ -37,27 +37,8 @@ static int sh(const char *fmt, ...) {
     return check_capture(cmd, out, sizeof out);
 }
 
-/* The "step loss" lines of a loss log into loss (at most STEPS); their count. */
-static int read_losses(const char *name, double *loss) {
-    FILE *f = fopen(path(name), "r");
-    int n = 0;
-    long long step;
-    double v;
-    while (f && n < STEPS && fscanf(f, "%lld %lf", &step, &v) == 2) loss[n++] = v;
-    if (f) fclose(f);
-    return n;
-}
-
 /* The worst relative gap between two logs' STEPS losses; INFINITY when either is short. */
-static double loss_gap(const char *a, const char *b) {
-    double x[STEPS], y[STEPS], worst = 0;
-    if (read_losses(a, x) != STEPS || read_losses(b, y) != STEPS) return INFINITY;
-    for (int k = 0; k < STEPS; k++) {
-        const double g = fabs(x[k] - y[k]) / fmax(fabs(x[k]), 1e-12);
-        if (!(g <= worst)) worst = g; /* a NaN is the worst */
-    }
-    return worst;
-}
+static double loss_gap(const char *a, const char *b) { return loss_log_gap(a, b, STEPS, STEPS); }
 
 /* The AUC `rectrain eval` gives checkpoint folder CK on the held-out shard; NAN on failure. */
 static double eval_auc(const char *ck) {

@@ -34,28 +34,11 @@ static int mpi(int np, const char *fmt, ...) {
     return check_capture(cmd, out, sizeof out);
 }
 
-/* The "step loss" lines of a loss log; returns their count (at most STEPS). */
-static int read_losses(const char *name, double *loss) {
-    FILE *f = fopen(path(name), "r");
-    int n = 0;
-    long long step;
-    double v;
-    while (f && n < STEPS && fscanf(f, "%lld %lf", &step, &v) == 2) loss[n++] = v;
-    if (f) fclose(f);
-    return n;
-}
+static int read_losses(const char *name, double *loss) { return read_loss_log(name, loss, STEPS); }
 
 /* The worst relative difference of the first n of two loss logs' STEPS losses, or INFINITY
  * when either is short. */
-static double loss_gap_n(const char *a, const char *b, int n) {
-    double x[STEPS], y[STEPS], worst = 0;
-    if (read_losses(a, x) != STEPS || read_losses(b, y) != STEPS) return INFINITY;
-    for (int i = 0; i < n; i++) {
-        const double d = fabs(x[i] - y[i]) / fabs(x[i]);
-        worst = d > worst || d != d ? d : worst;
-    }
-    return worst;
-}
+static double loss_gap_n(const char *a, const char *b, int n) { return loss_log_gap(a, b, STEPS, n); }
 
 static double loss_gap(const char *a, const char *b) { return loss_gap_n(a, b, STEPS); }
 
