@@ -19,6 +19,7 @@
 #include "rectrain/backend.h"
 #include "rectrain/core.h"
 #include "rectrain/cuda.h"
+#include "rectrain/train.h"
 
 enum { STEPS = 30 };
 
@@ -178,6 +179,30 @@ static void test_table(void) {
     rec_model_config_free(&cfg);
 }
 
+/* The cache backend's refusals, before any work (no oracle is reached: the endpoints are
+ * closed ports): what the oracles decide, what needs the whole model mid-job, what runs
+ * elsewhere than its CPUs. */
+static void test_cache_refusals(void) {
+    static const char *const EP[1] = {"tcp://127.0.0.1:9"};
+    const rec_cache_opts co = {EP, 1, EP, 1, 0, 1, {0}};
+    static const struct {
+        const char *opt, *says;
+    } R[] = {{"--data", "the oracles read the data"}, {"--ckpt-every", "the whole model once its job ends"},
+             {"--device cuda", "steps its cache on the CPUs"}, {"--workers", "steps its cache on the CPUs"}};
+    for (int k = 0; k < 4; k++) {
+        rec_train_opts o = {.shuffle = -1, .eval_every = -1, .cache = &co};
+        static const char *const W[1] = {"tcp://127.0.0.1:9"};
+        if (k == 0) o.data_path = path("d.rshard");
+        if (k == 1) o.ckpt_every = 5;
+        if (k == 2) o.device = REC_DEVICE_CUDA;
+        if (k == 3) o.workers = W, o.n_workers = 1;
+        rec_train_report rep;
+        const rec_status s = rec_train(&o, &rep);
+        CHECK(s == REC_EINVAL && !strncmp(rec_errmsg(), R[k].opt, strlen(R[k].opt)) && strstr(rec_errmsg(), R[k].says),
+              "cache with %s: refused, saying why: %s", R[k].opt, rec_errmsg());
+    }
+}
+
 int main(void) {
     int rc = clirun_setup("test_backend");
     if (rc) return rc;
@@ -189,6 +214,7 @@ int main(void) {
         return check_report();
     }
     test_table();
+    test_cache_refusals();
     double auc = NAN;
     test_cpu_reference(&auc);
     test_mpi(auc);

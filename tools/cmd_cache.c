@@ -193,9 +193,10 @@ static const char TRAIN_CACHED_USAGE[] =
 
 int cmd_train_cached(int argc, char **argv) {
     const char *cmd = "train";
-    rec_cache_train_opts o = {.stop = &cli_stop, .log = stderr};
+    rec_cache_opts co = {0};
+    rec_train_opts o = {.stop = &cli_stop, .log = stderr, .shuffle = -1, .eval_every = -1, .cache = &co};
     const char *servers = NULL, *oracles = NULL;
-    int json = 0, overwrite = 0;
+    int json = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc = CLI_OK;
@@ -208,52 +209,52 @@ int cmd_train_cached(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 1024, &o.threads);
         else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &o.loss_log);
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);
-        else if (!strcmp(a, "--peer-timeout")) rc = cli_double(cmd, argc, argv, &i, 0.1, 86400, &o.timeout);
+        else if (!strcmp(a, "--peer-timeout")) rc = cli_double(cmd, argc, argv, &i, 0.1, 86400, &co.timeout);
         else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--durable")) o.durable = 1;
-        else if (!strcmp(a, "--overwrite")) overwrite = 1;
-        else if (!strcmp(a, "--resume")) o.resume = o.durable = 1;
-        else if ((rc = cli_secure_option(cmd, argc, argv, &i, &o.sec)) >= 0) {}
+        else if (!strcmp(a, "--durable")) co.durable = 1;
+        else if (!strcmp(a, "--overwrite")) o.overwrite = 1;
+        else if (!strcmp(a, "--resume")) o.resume = co.durable = 1;
+        else if ((rc = cli_secure_option(cmd, argc, argv, &i, &co.sec)) >= 0) {}
         else
             return cli_usage(cmd, "'%s' is not an option of training with --oracle-cacher (the oracle gives the data, batch "
                              "and epochs; see rectrain train --oracle-cacher X --help)", a);
         if (rc != CLI_OK) return rc;
     }
     if (!servers) return cli_usage(cmd, "--oracle-cacher needs --embservers (the embedding servers' endpoints)");
-    rec_guard g = {0};
-    rec_guard_in(&g, "--config", o.config_path);
-    rec_guard_out(&g, "--loss-log", o.loss_log);
-    rec_guard_dir(&g, "--ckpt", o.ckpt_dir, rec_ckpt_files);
-    rec_status s = rec_guard_check(&g);
-    /* --resume continues the job that wrote it */
-    if (!s && o.ckpt_dir && !overwrite && !o.resume) s = rec_ckpt_check_absent(o.ckpt_dir, "add --overwrite to replace it");
-    if (s) return cli_fail(cmd, s);
+    /* --resume continues the job that wrote it (from the servers: the checkpoint is rewritten
+     * at its end) */
+    if (o.ckpt_dir && !o.overwrite && !o.resume) {
+        const rec_status s = rec_ckpt_check_absent(o.ckpt_dir, "add --overwrite to replace it");
+        if (s) return cli_fail(cmd, s);
+    }
+    if (o.resume) o.overwrite = 0;
     char buf[4096], obuf[4096];
     const char *v[62], *ov[REC_CACHE_MAX_ORACLES];
-    if (endpoints(cmd, "--oracle-cacher", oracles, obuf, sizeof obuf, ov, REC_CACHE_MAX_ORACLES, &o.n_oracles))
+    if (endpoints(cmd, "--oracle-cacher", oracles, obuf, sizeof obuf, ov, REC_CACHE_MAX_ORACLES, &co.n_oracles))
         return CLI_USAGE;
-    if (endpoints(cmd, "--embservers", servers, buf, sizeof buf, v, 62, &o.n_servers)) return CLI_USAGE;
-    o.servers = v, o.oracles = ov;
+    if (endpoints(cmd, "--embservers", servers, buf, sizeof buf, v, 62, &co.n_servers)) return CLI_USAGE;
+    co.servers = v, co.oracles = ov;
     cli_catch_stop("");
-    rec_cache_train_report r;
-    s = rec_cache_train(&o, &r);
-    if (s && rec_dist_launched() && r.trainers > 1) rec_dist_abort(r.rank, rec_errmsg()); /* no rank left waiting */
+    rec_train_report r;
+    rec_status s = rec_train(&o, &r);
+    if (s && r.ranks > 1) rec_dist_abort(r.rank, rec_errmsg()); /* no rank left waiting */
     if (rec_dist_launched()) rec_dist_finalize();
     if (s) return cli_fail(cmd, s);
     if (r.rank > 0) return CLI_OK;
+    const rec_cache_report *c = &r.cache;
     const double n = r.steps > 0 ? (double)r.steps : 1;
     fprintf(stderr, "train: %lld steps, %.0f samples/s, loss %.5f; stalled %.3f s; per step: %.0f rows fetched on the "
             "critical path, %.0f ahead, %.0f written back\n", (long long)r.steps, r.samples_per_s, r.last_loss,
-            r.stall_seconds, (double)r.fetch_crit_rows / n, (double)r.fetch_bg_rows / n, (double)r.write_rows / n);
+            c->stall_seconds, (double)c->fetch_crit_rows / n, (double)c->fetch_bg_rows / n, (double)c->write_rows / n);
     if (json)
         printf("{\"steps\": %lld, \"rows\": %lld, \"seconds\": %s, \"samples_per_s\": %s, \"loss\": %s, \"stall_s\": %s, "
                "\"policy\": \"%s\", \"capacity\": %lld, \"lookahead\": %d, \"depth\": %d, \"per_step\": {\"fetch_crit_rows\": %s, "
                "\"fetch_bg_rows\": %s, \"write_rows\": %s, \"fetch_crit_bytes\": %s, \"fetch_bg_bytes\": %s, "
                "\"write_bytes\": %s}}\n", (long long)r.steps, (long long)r.rows, cli_jnum("%.3f", r.train_seconds),
-               cli_jnum("%.1f", r.samples_per_s), cli_jnum("%.6f", r.last_loss), cli_jnum("%.3f", r.stall_seconds),
-               rec_cache_policy_name(r.policy), (long long)r.capacity, r.lookahead, r.depth,
-               cli_jnum("%.1f", (double)r.fetch_crit_rows / n), cli_jnum("%.1f", (double)r.fetch_bg_rows / n),
-               cli_jnum("%.1f", (double)r.write_rows / n), cli_jnum("%.1f", r.fetch_crit_bytes / n),
-               cli_jnum("%.1f", r.fetch_bg_bytes / n), cli_jnum("%.1f", r.write_bytes / n));
+               cli_jnum("%.1f", r.samples_per_s), cli_jnum("%.6f", r.last_loss), cli_jnum("%.3f", c->stall_seconds),
+               rec_cache_policy_name(c->policy), (long long)c->capacity, c->lookahead, c->depth,
+               cli_jnum("%.1f", (double)c->fetch_crit_rows / n), cli_jnum("%.1f", (double)c->fetch_bg_rows / n),
+               cli_jnum("%.1f", (double)c->write_rows / n), cli_jnum("%.1f", c->fetch_crit_bytes / n),
+               cli_jnum("%.1f", c->fetch_bg_bytes / n), cli_jnum("%.1f", c->write_bytes / n));
     return CLI_OK;
 }

@@ -1,8 +1,9 @@
 /* Training backends: the one table the training loop (src/train/trainer.c) calls, as ggml's
  * ggml_backend_i. The loop reads batches, keeps the losses, evaluates, checkpoints and reports;
  * how a step runs — one process on the CPUs (nn/, the reference), sharded under mpirun
- * (dist.h's executor), on an NVIDIA GPU (cuda.h) — is the backend's, chosen once by
- * rec_backend_new and never asked again.
+ * (dist.h's executor), on an NVIDIA GPU (cuda.h), on a cache of rows held by embedding
+ * servers (cache.h, Bagpipe) — is the backend's, chosen once by rec_backend_new and never
+ * asked again.
  *
  * A backend trains the caller's host model (rec_model) or a copy of it: `download` makes the
  * host model hold the backend's parameters (and optimizer state) before a checkpoint of the
@@ -18,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "rectrain/cache.h"
 #include "rectrain/ckpt.h"
 #include "rectrain/dist.h"
 #include "rectrain/model.h"
@@ -41,10 +43,17 @@ typedef struct rec_backend_opts {
     int corun;                  /* cuda: co-run the training data's GPU preprocessing (RAP) */
     const char *corun_capacity; /* its capacities file (--corun-capacity), or NULL */
     FILE *log;                  /* what the backend says it does, or NULL */
+    rec_cache_trainer *cache;   /* a trainer joined to a disaggregated job (cache.h): the cache
+                                   backend, which owns it once made; model is its model without
+                                   tables, and its batches come from the oracles (next) */
 } rec_backend_opts;
 
 typedef struct rec_backend_i {
-    const char *name; /* "cpu", "mpi", "cuda" */
+    const char *name; /* "cpu", "mpi", "cuda", "cache" */
+    /* Where the backend brings its own batches (the cache's, from its oracles), else NULL: the
+     * next one in *b, and the global batch's rows in *rows (a trainer's batch is its slice of
+     * it); *b NULL after the last. Each next follows the step of the batch before. */
+    rec_status (*next)(rec_backend *be, const rec_batch **b, int64_t *rows);
     /* --resume: the checkpoint PATH into the backend's model; meta filled. */
     rec_status (*load)(rec_backend *be, const char *path, struct rec_ckpt_meta *meta);
     /* Once the model holds its starting state (drawn, or loaded): ready to step. */
@@ -94,5 +103,6 @@ void rec_backend_free(rec_backend *be);
 rec_status rec_backend_cpu(rec_backend *be);
 rec_status rec_backend_mpi(rec_backend *be);
 rec_status rec_backend_cuda(rec_backend *be);
+rec_status rec_backend_cache(rec_backend *be); /* src/cache/cache_trainer.c */
 
 #endif

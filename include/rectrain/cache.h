@@ -180,26 +180,20 @@ enum { REC_CACHE_MAX_ORACLES = 16 };
 /* The first 8 bytes of an embedding server's snapshot (embserver --ckpt DIR). */
 #define REC_SNAP_MAGIC "RTSNAP01"
 
-typedef struct rec_cache_train_opts {
+/* A trainer trains in `rectrain train`'s one loop (train.h rec_train_opts.cache): the cache
+ * backend (backend.h; src/cache/cache_trainer.c) steps the batches the oracles give. */
+typedef struct rec_cache_opts {
     const char *const *oracles;  /* the Oracle Cachers, in table order (several: partitioned by table) */
     int n_oracles;
     const char *const *servers;  /* in shard order */
     int n_servers;
-    const char *config_path;     /* NULL: the default model */
-    int threads;                 /* 0: all CPUs */
-    const char *loss_log;        /* "step loss" lines */
-    const char *ckpt_dir;        /* at the end, the whole model as DIR/model.rckpt (eval, export) */
     int durable;                 /* commit every step on the servers: a killed trainer resumes */
-    int resume;                  /* go on from the servers' last committed step (restarted trainers) */
     double timeout;              /* seconds a peer may stay silent (0: 10) */
-    const volatile sig_atomic_t *stop;
-    FILE *log;
     rec_net_secure sec;          /* its keys as the oracles' and servers' client (net.h) */
-} rec_cache_train_opts;
+} rec_cache_opts;
 
-typedef struct rec_cache_train_report {
-    int64_t steps, rows;
-    double train_seconds, samples_per_s, last_loss;
+/* The cache backend's own figures (rec_train_report.cache). */
+typedef struct rec_cache_report {
     double stall_seconds;        /* training waiting for its batch's rows */
     int policy, lookahead, depth;
     int64_t capacity;
@@ -209,9 +203,16 @@ typedef struct rec_cache_train_report {
      * (while earlier batches train), written back */
     int64_t fetch_crit_rows, fetch_bg_rows, write_rows;
     double fetch_crit_bytes, fetch_bg_bytes, write_bytes;
-} rec_cache_train_report;
+} rec_cache_report;
 
-rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report *rep);
+/* A trainer joined to the job: its oracles connected and asked for the job (their INFO), under
+ * mpirun with every trainer. The training loop binds the model to the job (its tables, batch)
+ * and hands the trainer to the cache backend (rec_backend_opts.cache), which owns it from then;
+ * until then rec_cache_trainer_free frees it. `resume`: a restarted durable job. */
+typedef struct rec_cache_trainer rec_cache_trainer;
+rec_status rec_cache_join(rec_cache_trainer **out, const rec_cache_opts *o, int resume,
+                          const volatile sig_atomic_t *stop, FILE *log, rec_net_cache_info *job);
+void rec_cache_trainer_free(rec_cache_trainer *t);
 
 /* ---- a deployment on one machine (`rectrain cluster CONFIG.json`) ------------------------
  * The JSON (docs/bagpipe.md), every key optional but "data":

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "rectrain/cache.h"
 #include "rectrain/data.h"
 #include "rectrain/dist.h"
 #include "rectrain/metrics.h"
@@ -112,6 +113,12 @@ typedef struct rec_train_opts {
     double worker_timeout;       /* seconds; 0: 5 */
     FILE *log;
     rec_net_secure sec;          /* CURVE keys for the workers (net.h) */
+    /* Bagpipe's disaggregated training (cache.h): the tables on embedding servers, the batches
+     * and the cache's plan from the oracles, which read the data (no data_path, eval or
+     * holdout; their batch and epochs). `resume`: a restarted durable job, from the servers'
+     * last commit (no checkpoint read); ckpt_dir: the whole model saved at the end. NULL: the
+     * data is read here. */
+    const rec_cache_opts *cache;
 } rec_train_opts;
 
 /* --device cuda --prep-device cuda: RAP's co-run of the loader's preprocessing kernels. */
@@ -180,6 +187,8 @@ typedef struct rec_train_report {
                           (rec_cuda_model_host_read: staging, enqueueing, waiting for the GPU) */
     int has_corun;
     rec_rap_result corun;
+    int has_cache;               /* trained with the cache backend (opts.cache): its figures */
+    rec_cache_report cache;
 } rec_train_report;
 
 /* Steps between training records: `asked` where > 0, else 100, or fewer for a run of `steps`

@@ -1,7 +1,8 @@
-/* The trainer of disaggregated training (cache.h; Bagpipe §3.4 "Trainers"): a model without
- * tables, a cache of C rows, and two threads.
+/* The trainer of disaggregated training (cache.h; Bagpipe §3.4 "Trainers"), the training
+ * loop's cache backend (backend.h): a model without tables, a cache of C rows, and two threads.
  *
- *   training thread     waits until batch x's rows are in the cache, pools them (rows of the
+ *   training thread     the loop's (src/train/trainer.c): its `next` waits until batch x's
+ *                       rows are in the cache, `step` pools them (rows of the
  *                       batch are cache slots: the oracle sent the batch with slots for ids),
  *                       runs the dense model, sums each slot's gradient in position order and
  *                       steps the rows in the cache with the sparse optimizer, as rec_embed
@@ -39,6 +40,8 @@
 
 #include "../sharding/mpi_check.h"
 #include "../net/zmq_impl.h"
+#include "../train/backend_impl.h"
+#include "rectrain/backend.h"
 #include "rectrain/cache.h"
 #include "rectrain/ckpt.h"
 #include "rectrain/core.h"
@@ -79,11 +82,14 @@ typedef struct opart {
     int64_t received;        /* plans received from it */
 } opart;
 
-typedef struct ctrainer {
-    const rec_cache_train_opts *o;
-    rec_cache_train_report *rep;
-    rec_model_config cfg;
-    rec_model *m;
+struct rec_cache_trainer {
+    const rec_cache_opts *o;
+    const volatile sig_atomic_t *stop; /* the caller's stop flag (a signal's number), or NULL */
+    FILE *log;
+    int resume;              /* a restarted durable job */
+    rec_cache_report rep;
+    const rec_model_config *cfg; /* the loop's, bound to the job; from the backend on */
+    rec_model *m;            /* the loop's model without tables */
     rec_net_cache_info info; /* the job: every oracle's tables and slots */
     int64_t *rows;           /* (F) the tables' rows, from the oracles */
     opart *op;               /* (K) the oracles in table order */
@@ -139,7 +145,17 @@ typedef struct ctrainer {
     int64_t slice;           /* the most rows of this trainer's part of a batch */
     int64_t rows_per_frame;  /* rows of one GET or PUT (about FRAME_BYTES; frame_rows) */
     int64_t max_frame_rows;  /* rows of one GET or PUT at most (its frame under REC_NET_MAX_BODY) */
-} ctrainer;
+    rec_net_emb_state states[62]; /* the servers' answers to EMB_HELLO: where a resume starts */
+    /* the training thread's place (the backend's next and step) */
+    int64_t x;               /* the batch next gave, or the next it gives */
+    int64_t global_rows;     /* rows of batch x: the trainers' slices together */
+    int64_t stepped;         /* the batch stepped and not yet marked done (its loss not yet
+                                logged: a durable job may commit it once done), or -1 */
+    pthread_t th;
+    int started;             /* the maintenance thread runs, until joined */
+    int flushed;             /* every row back on its server (after the last batch) */
+};
+typedef struct rec_cache_trainer ctrainer;
 
 _Static_assert(sizeof(rec_centry) == 4 * sizeof(float), "a row's name fills 4 floats of a move");
 
@@ -172,11 +188,11 @@ static rec_status recv_frame(ctrainer *t, void *sock, const char *who, zmq_msg_t
         n = zmq_poll(&it, 1, left < 0.1 ? (long)(left * 1000) + 1 : 100);
         if (n > 0) break;
         if (n < 0 && zmq_errno() != EINTR) return rec_errorf(REC_EIO, "poll failed: %s", zmq_strerror(zmq_errno()));
-        if (t->o->stop && *t->o->stop) { /* during the job, at which batch (rectrain cluster reports it) */
+        if (t->stop && *t->stop) { /* during the job, at which batch (rectrain cluster reports it) */
             const int64_t at = atomic_load(&t->at);
             char where[48] = "";
             if (at >= 0) snprintf(where, sizeof where, " at batch %lld", (long long)at);
-            return rec_errorf(REC_ESTOPPED, "stopped by %s%s while waiting for %s", rec_signal_name(*t->o->stop), where, who);
+            return rec_errorf(REC_ESTOPPED, "stopped by %s%s while waiting for %s", rec_signal_name(*t->stop), where, who);
         }
     }
     if (n <= 0) return rec_errorf(REC_EIO, "%s did not answer in %.0f s (is it running? --peer-timeout)", who, t->timeout);
@@ -342,8 +358,8 @@ static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
         }
     }
     const double bytes = 4.0 * (double)(E + S) * (double)st->n_fetch;
-    if (critical) t->rep->fetch_crit_rows += st->n_fetch, t->rep->fetch_crit_bytes += bytes;
-    else t->rep->fetch_bg_rows += st->n_fetch, t->rep->fetch_bg_bytes += bytes;
+    if (critical) t->rep.fetch_crit_rows += st->n_fetch, t->rep.fetch_crit_bytes += bytes;
+    else t->rep.fetch_bg_rows += st->n_fetch, t->rep.fetch_bg_bytes += bytes;
     return s;
 }
 
@@ -393,8 +409,8 @@ static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
         if (c) c->pending++;
         }
     }
-    t->rep->write_rows += nents;
-    t->rep->write_bytes += 4.0 * (double)(E + S) * (double)nents;
+    t->rep.write_rows += nents;
+    t->rep.write_bytes += 4.0 * (double)(E + S) * (double)nents;
     return REC_OK;
 }
 
@@ -721,10 +737,10 @@ static rec_status exchange(ctrainer *t, const rec_cmove *send, int64_t ns, const
  * summed in position order (as backward.c sums a row); shared slots' gradients summed over the
  * trainers; every slot stepped by those holding it; the rows to evict to their owners. One
  * trainer: the one-process arithmetic exactly (rec_bce_forward_backward over the batch). */
-static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, double *loss, int64_t *global_n) {
+static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, double *loss) {
     const rec_batch *b = &p->batch;
     const int F = t->F, E = t->E, S = t->S, N = t->N;
-    const rec_model_config *c = &t->cfg;
+    const rec_model_config *c = t->cfg;
     if (N > 1) REC_TRY(exchange(t, p->pre_send, p->n_pre_send, p->pre_recv, p->n_pre_recv));
     float *out = rec_model_pooled(t->m, 0);
     for (int f = 0; f < F; f++) {
@@ -734,16 +750,14 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
     }
     const float *logits;
     REC_TRY(rec_model_forward_pooled(t->m, b, &logits));
-    *global_n = b->n;
     if (N == 1) {
         REC_TRY(rec_bce_forward_backward((int)b->n, logits, b->label, loss, t->dlogits));
-    } else { /* the loss over the global batch: this slice's part of the mean, and its gradient */
-        double v[2] = {0, (double)b->n};
-        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-        *global_n = (int64_t)v[1];
-        v[0] = rec_bce_slice_sum(b->n, logits, b->label, v[1], t->dlogits);
-        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &v[0], 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-        *loss = v[0] / v[1];
+    } else { /* the loss over the global batch (its rows summed in next): this slice's part of
+              * the mean, and its gradient */
+        const double n = (double)t->global_rows;
+        double sum = rec_bce_slice_sum(b->n, logits, b->label, n, t->dlogits);
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        *loss = sum / n;
     }
     REC_TRY(rec_model_backward(t->m, b, t->dlogits));
     if (N > 1)
@@ -977,11 +991,11 @@ static rec_status resume_servers(ctrainer *t, const rec_net_emb_state *st, int64
     }
     REC_TRY(s);
     *out = c;
-    if (t->o->log) {
-        fprintf(t->o->log, "train: resumed at step %lld, the last one %s; the servers %s\n", (long long)c + 1,
+    if (t->log) {
+        fprintf(t->log, "train: resumed at step %lld, the last one %s; the servers %s\n", (long long)c + 1,
                 undo ? "committed" : "every server holds a snapshot of",
                 undo ? "rolled back to it" : "restored their snapshots of it");
-        fflush(t->o->log);
+        fflush(t->log);
     }
     return REC_OK;
 }
@@ -1014,14 +1028,24 @@ static rec_status dealer(ctrainer *t, const char *opt, const char *ep, void **so
     return REC_OK;
 }
 
-static rec_status setup(ctrainer *t) {
-    const rec_cache_train_opts *o = t->o;
-    t->timeout = o->timeout > 0 ? o->timeout : 10;
+static void teardown(ctrainer *t);
+
+rec_status rec_cache_join(rec_cache_trainer **out, const rec_cache_opts *o, int resume,
+                          const volatile sig_atomic_t *stop, FILE *log, rec_net_cache_info *job) {
+    *out = NULL;
     if (o->n_servers < 1 || o->n_servers > 62)
         return rec_errorf(REC_EINVAL, "give 1 to 62 embedding servers with --embservers (got %d)", o->n_servers);
     if (o->n_oracles < 1 || o->n_oracles > REC_CACHE_MAX_ORACLES)
         return rec_errorf(REC_EINVAL, "give 1 to %d oracles with --oracle-cacher (got %d)", REC_CACHE_MAX_ORACLES,
                           o->n_oracles);
+    ctrainer *t = calloc(1, sizeof *t);
+    if (!t) return rec_errorf(REC_ENOMEM, "trainer: out of memory");
+    *t = (ctrainer){.o = o, .stop = stop, .log = log, .resume = resume, .ready = -1, .done = -1, .want = -1,
+                    .evicted = -1, .at = -1, .stepped = -1};
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    *out = t; /* freed by the caller, whatever fails below */
+    t->timeout = o->timeout > 0 ? o->timeout : 10;
     if (!(t->ctx = zmq_ctx_new())) return rec_errorf(REC_EIO, "cannot create a ZeroMQ context");
     REC_TRY(rec__zkeys_load(&t->keys, &o->sec, REC__ZCLIENT));
     t->K = o->n_oracles;
@@ -1034,7 +1058,7 @@ static rec_status setup(ctrainer *t) {
     }
     t->rank = 0, t->N = 1;
     if (rec_dist_launched()) REC_TRY(rec_dist_init(&t->rank, &t->N));
-    t->rep->rank = t->rank, t->rep->trainers = t->N; /* a failure below must end every rank */
+    t->rep.rank = t->rank, t->rep.trainers = t->N; /* a failure below must end every rank */
     if (t->N > 64) return rec_errorf(REC_EINVAL, "at most 64 trainers (mpirun started %d)", t->N);
     /* the servers refuse the requests of any other run once this one said HELLO: a killed
      * trainer's still queued there must not land after a resumed job rolled them back */
@@ -1044,24 +1068,33 @@ static rec_status setup(ctrainer *t) {
     if (t->N > 1) MPI_TRY(MPI_Bcast(&t->job, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
     /* the job, from the oracles (once every trainer has said hello) */
     REC_TRY(say_hello(t, 0));
-    char who[300];
-    snprintf(who, sizeof who, "%s", t->op[0].who);
     t->F = t->info.F;
     t->C = t->info.capacity;
     t->total = t->info.batches;
-    /* the model, bound to the oracle's data */
-    if (o->config_path) REC_TRY(rec_model_config_load(&t->cfg, o->config_path));
-    else rec_model_config_train_default(&t->cfg);
-    REC_TRY(rec_model_config_bind(&t->cfg, t->info.n_dense, t->F, t->rows, who));
-    if (t->cfg.kind != REC_MODEL_DLRM && t->cfg.kind != REC_MODEL_DCN)
-        return rec_errorf(REC_EINVAL, "model %s is %s, whose first-order tables the cache does not hold; train DLRM or DCN "
-                          "with --oracle-cacher", t->cfg.name, rec_model_kind_name(t->cfg.kind));
-    t->cfg.batch_size = t->info.batch;
+    *job = t->info;
+    return REC_OK;
+}
+
+void rec_cache_trainer_free(rec_cache_trainer *t) {
+    if (!t) return;
+    teardown(t);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t);
+}
+
+/* The trainer made ready on the loop's model (be->o.model, without tables, of slices of the
+ * batch: rec_model_init_sharded) bound to the job: its cache, and the servers' shards of the
+ * tables made or checked (their state kept for load, a resume). */
+static rec_status setup(ctrainer *t, const rec_model_config *cfg, rec_model *m) {
+    const rec_cache_opts *o = t->o;
+    char who[300];
+    t->cfg = cfg;
+    t->m = m;
     const int64_t slice = (t->info.batch + t->N - 1) / t->N; /* the most rows of a trainer's slice */
     t->slice = slice;
-    REC_TRY(rec_model_init_sharded(&t->m, &t->cfg, (int)slice, o->threads > 0 ? o->threads : rec_cpu_count()));
-    t->E = t->cfg.emb_dim;
-    t->S = rec_cache_state_floats(t->cfg.sparse_opt.kind, t->E);
+    t->E = t->cfg->emb_dim;
+    t->S = rec_cache_state_floats(t->cfg->sparse_opt.kind, t->E);
     /* GETs and PUTs of about FRAME_BYTES each: a server answers the first while the next are
      * on their way, and CurveZMQ (which seals a whole message before sending a byte of it)
      * encrypts one while the one before crosses the network */
@@ -1101,8 +1134,8 @@ static rec_status setup(ctrainer *t) {
     for (int q = 0; q < t->Q; q++)
         if (!(t->ring[q].sparse = calloc((size_t)t->F, sizeof(rec_jagged)))) return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     /* the servers: each makes (or checks) its shard of the tables */
-    rec_net_emb_hello eh = {0, 0, o->n_servers, t->F, t->E, t->cfg.sparse_opt.kind, t->cfg.sparse_opt.init_acc,
-                            rec_mix64(t->cfg.seed + 1), t->rows, o->durable || o->resume};
+    rec_net_emb_hello eh = {0, 0, o->n_servers, t->F, t->E, t->cfg->sparse_opt.kind, t->cfg->sparse_opt.init_acc,
+                            rec_mix64(t->cfg->seed + 1), t->rows, o->durable || t->resume};
     for (int k = 0; k < o->n_servers; k++) {
         REC_TRY(dealer(t, "--embservers", o->servers[k], &t->ssock[k], &t->smon[k]));
         eh.shard = k;
@@ -1112,7 +1145,6 @@ static rec_status setup(ctrainer *t) {
         REC_TRY(rec_frame_end(&t->w));
         REC_TRY(rec__zsend(t->ssock[k], NULL, &t->w, 0));
     }
-    rec_net_emb_state states[62];
     for (int k = 0; k < o->n_servers; k++) {
         zmq_msg_t m;
         rec_frame_head h;
@@ -1124,12 +1156,11 @@ static rec_status setup(ctrainer *t) {
         if (!s) s = rec_net_emb_state_decode(body, h.body, &es);
         zmq_msg_close(&m);
         REC_TRY(s);
-        if (!o->resume && es.written)
+        if (!t->resume && es.written)
             return rec_errorf(REC_EINVAL, "%s holds tables an earlier job trained%s: restart it for a new job%s", who,
                               es.committed >= 0 ? " (durably)" : "", es.committed >= 0 ? ", or add --resume" : "");
-        states[k] = es;
+        t->states[k] = es;
     }
-    if (o->resume) REC_TRY(resume(t, states));
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://rec-cache-%p", (void *)t);
     t->wake_m = zmq_socket(t->ctx, ZMQ_PAIR);
@@ -1156,8 +1187,6 @@ static void teardown(ctrainer *t) {
     if (t->wake_m) zmq_close(t->wake_m);
     if (t->wake_t) zmq_close(t->wake_t);
     if (t->ctx) zmq_ctx_term(t->ctx);
-    rec_model_free(t->m);
-    rec_model_config_free(&t->cfg);
     rec_free(t->values), rec_free(t->state), rec_free(t->grad);
     free(t->stamp), free(t->touched), free(t->by_srv), free(t->fetch_tmp), free(t->srv_n), free(t->srv_acks), free(t->dlogits), free(t->rows);
     free(t->cnt), free(t->xbuf), free(t->sh_stamp), free(t->sh_pos);
@@ -1198,10 +1227,10 @@ static rec_status gather(ctrainer *t, int k, int f, int64_t i0, int64_t n, float
 }
 
 /* The whole model (the trainer's dense part, the servers' tables, all optimizer state) as a
- * checkpoint DIR/model.rckpt that rectrain eval and export read. After the flush. */
-static rec_status save_model(ctrainer *t, const char *dir) {
+ * checkpoint at PATH that rectrain eval and export read. After the flush. */
+static rec_status save_model(ctrainer *t, const char *path, const rec_ckpt_meta *given) {
     rec_model *full;
-    REC_TRY(rec_model_init(&full, &t->cfg, (int)t->info.batch, 1));
+    REC_TRY(rec_model_init(&full, t->cfg, (int)t->info.batch, 1));
     const rec_tensor *ts;
     const int n = rec_model_tensors(t->m, &ts);
     rec_status s = REC_OK;
@@ -1227,26 +1256,26 @@ static rec_status save_model(ctrainer *t, const char *dir) {
     }
     if (!s) {
         rec_model_set_steps(full, rec_model_steps(t->m));
-        rec_ckpt_meta meta = {.step = rec_model_steps(t->m), .rows_seen = t->rep->rows, .seed = t->cfg.seed,
-                              .shuffle_block_rows = t->info.shuffled ? REC_SHUFFLE_BLOCK_ROWS : 0,
-                              .shuffle_buffer_blocks = t->info.shuffled ? REC_SHUFFLE_BUFFER_BLOCKS : 0};
-        char path[1200];
-        rec_ckpt_path(dir, path, sizeof path);
-        s = rec_mkdir_p(dir, "checkpoint directory");
-        if (!s) s = rec_ckpt_save(path, full, &meta);
-        if (!s && t->o->log) fprintf(t->o->log, "train: saved the whole model (tables from the servers) to %s\n", path);
+        rec_ckpt_meta meta = *given;
+        meta.train_rows = 0, meta.data_digest = 0; /* the oracle read the data: not recorded (rectrain inspect) */
+        s = rec_ckpt_save(path, full, &meta);
+        if (!s && t->log) fprintf(t->log, "train: saved the whole model (tables from the servers) to %s\n", path);
     }
     rec_model_free(full);
     return s;
 }
 
-/* A stop asked for (Ctrl-C, SIGTERM: the CLI's flag)? */
-static int stopped(const rec_cache_train_opts *o) { return o->stop && *o->stop; }
 
-/* The status of a job stopped before batch x. */
-static rec_status stop_status(const rec_cache_train_opts *o, int64_t x) {
+/* ---- the cache backend (backend.h): the training loop's steps on the cache ------------------ */
+
+/* A stop asked for (Ctrl-C, SIGTERM: the CLI's flag)? */
+static int stopped(const ctrainer *t) { return t->stop && *t->stop; }
+
+/* The status of a job stopped before batch x: the cache cannot keep a checkpoint of a job half
+ * done (its rows are the servers' to keep), so a stop is a failure; a durable job resumes. */
+static rec_status stop_status(const ctrainer *t, int64_t x) {
     return rec_errorf(REC_ESTOPPED, "stopped by %s at batch %lld: the servers miss the updates of the rows still cached",
-                      rec_signal_name(*o->stop), (long long)x);
+                      rec_signal_name(*t->stop), (long long)x);
 }
 
 /* Waits on t->cv (t->mu held) for 100 ms at most: the waits of the training thread check the
@@ -1264,10 +1293,10 @@ static void wait_slice(ctrainer *t) {
 static rec_status sync_commit(ctrainer *t, int64_t c) {
     if (t->N > 1) {
         pthread_mutex_lock(&t->mu);
-        while (t->acked < c && !t->failed && !stopped(t->o)) wait_slice(t);
+        while (t->acked < c && !t->failed && !stopped(t)) wait_slice(t);
         const int failed = t->failed;
         pthread_mutex_unlock(&t->mu);
-        if (failed || stopped(t->o)) return REC_OK; /* the loop ends on it */
+        if (failed || stopped(t)) return REC_OK; /* the next wait ends on it */
         MPI_TRY(MPI_Barrier(MPI_COMM_WORLD));
         pthread_mutex_lock(&t->mu);
         t->synced = c;
@@ -1276,111 +1305,173 @@ static rec_status sync_commit(ctrainer *t, int64_t c) {
         if (t->rank) return REC_OK;
     }
     pthread_mutex_lock(&t->mu);
-    while (t->committed < c && !t->failed && !stopped(t->o)) wait_slice(t); /* a stop: the loop ends on it */
+    while (t->committed < c && !t->failed && !stopped(t)) wait_slice(t); /* a stop: the next wait ends on it */
     pthread_mutex_unlock(&t->mu);
     return REC_OK;
 }
 
-enum { LOSS_WINDOW = 100 };
+/* The batch stepped last marked done, once its loss is logged (the loop's next call): the
+ * maintenance thread then writes back its evictions, and a durable job may commit it. */
+static void mark_done(ctrainer *t) {
+    if (t->stepped < 0) return;
+    pthread_mutex_lock(&t->mu);
+    t->done = t->stepped;
+    pthread_mutex_unlock(&t->mu);
+    zmq_send(t->wake_t, "", 0, ZMQ_DONTWAIT);
+    t->stepped = -1;
+}
 
-rec_status rec_cache_train(const rec_cache_train_opts *o, rec_cache_train_report *rep) {
-    memset(rep, 0, sizeof *rep);
-    ctrainer t = {.o = o, .rep = rep, .ready = -1, .done = -1, .want = -1, .evicted = -1, .at = -1};
-    pthread_mutex_init(&t.mu, NULL);
-    pthread_cond_init(&t.cv, NULL);
-    rec_status s = setup(&t);
-    t.ready = t.done = t.evicted = t.committed = t.acked = t.synced = t.start - 1;
-    t.requested = t.received = t.start;
-    for (int k = 0; t.op && k < t.K; k++) t.op[k].received = t.start;
-    FILE *ll = NULL;
-    /* a resumed job's first batch `start` is its step start + 1: the log is kept up to start */
-    if (!s && o->loss_log && t.rank == 0) s = rec_loss_log_open(o->loss_log, o->resume, t.start, &ll);
-    pthread_t th;
-    int started = 0;
-    if (!s) {
-        rep->policy = t.info.policy, rep->lookahead = t.info.lookahead, rep->depth = t.info.depth, rep->capacity = t.C;
-        rep->rank = t.rank, rep->trainers = t.N;
-        if (o->log && t.rank == 0)
-            fprintf(o->log, "train: %lld batches from the oracle, %s cache of %lld rows (L %d, depth %d), %d embedding "
-                    "server%s\n", (long long)t.total, rec_cache_policy_name(t.info.policy), (long long)t.C,
-                    t.info.lookahead, t.info.depth, o->n_servers, o->n_servers == 1 ? "" : "s");
-        if (pthread_create(&th, NULL, maintain, &t) != 0) s = rec_errorf(REC_EIO, "trainer: cannot start a thread");
-        else started = 1;
-    }
-    double window[LOSS_WINDOW] = {0};
-    const double t0 = rec_now();
-    for (int64_t x = t.start; !s && x <= t.total; x++) { /* batch `total` is the flush */
-        atomic_store(&t.at, x);
-        if (stopped(o)) {
-            s = stop_status(o, x);
-            break;
-        }
-        const double w0 = rec_now();
-        pthread_mutex_lock(&t.mu);
-        t.want = x;
-        while (t.ready < x && !t.failed && !stopped(o)) wait_slice(&t);
-        const int failed = t.failed, ready = t.ready >= x;
-        pthread_mutex_unlock(&t.mu);
-        if (x < t.total) rep->stall_seconds += rec_now() - w0;
-        if (failed) break;
-        if (!ready) {
-            s = stop_status(o, x);
-            break;
-        }
-        const rec_net_cache_step *p = &t.ring[x % t.Q].st; /* released once x is done */
-        double loss = 0;
-        int64_t n = 0;
-        if (x < t.total) s = step(&t, p, x, &loss, &n);
-        else if (t.N > 1) s = exchange(&t, p->post_send, p->n_post_send, p->post_recv, p->n_post_recv);
-        if (!s && o->durable && x < t.total) s = keep_step(&t, &t.ring[x % t.Q]);
-        if (!s && o->durable && x - 1 >= t.start) s = sync_commit(&t, x - 1);
-        if (s) break;
-        if (x < t.total && !isfinite(loss)) {
-            s = rec_errorf(REC_EINVAL, "training diverged at step %lld (loss %g); lower the learning rates", (long long)x + 1, loss);
-            break;
-        }
-        /* logged before x is done: a durable job may commit x as soon as it is, and a loss
-         * line must not be missing for a committed step after a kill */
-        if (ll && x < t.total && (fprintf(ll, "%lld %.9g\n", (long long)rec_model_steps(t.m), loss) < 0 ||
-                                  fflush(ll) != 0)) {
-            s = rec_errorf(REC_EIO, "%s: cannot write the loss log: %s", o->loss_log, strerror(errno));
-            break;
-        }
-        pthread_mutex_lock(&t.mu);
-        t.done = x;
-        pthread_mutex_unlock(&t.mu);
-        zmq_send(t.wake_t, "", 0, ZMQ_DONTWAIT);
-        if (x == t.total) break;
-        window[rep->steps % LOSS_WINDOW] = loss;
-        rep->steps++;
-        rep->rows += n;
-    }
-    if (!s && started) { /* the flush: every cached row back on its server */
-        pthread_mutex_lock(&t.mu);
-        while (!t.finished && !t.failed && !stopped(o)) wait_slice(&t);
-        const int flushed = t.finished, failed = t.failed;
-        pthread_mutex_unlock(&t.mu);
-        if (!flushed && !failed) s = stop_status(o, t.total);
-    }
-    rep->train_seconds = rec_now() - t0;
-    if (started) {
-        pthread_mutex_lock(&t.mu);
-        if (!t.finished) t.failed = 1; /* stops the maintenance thread */
-        pthread_mutex_unlock(&t.mu);
-        zmq_send(t.wake_t, "", 0, ZMQ_DONTWAIT);
-        pthread_join(th, NULL);
-    }
-    if (!s && t.merr) s = rec_errorf(t.merr, "%s", t.merrmsg);
-    /* every trainer's flush acknowledged before the model is read back (a failed trainer ends
-     * them all: rectrain train aborts the MPI job) */
-    if (!s && t.N > 1 && MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) s = rec_errorf(REC_EIO, "trainer: MPI_Barrier failed");
-    if (!s && o->ckpt_dir && t.rank == 0) s = save_model(&t, o->ckpt_dir);
-    s = rec_stream_close(ll, o->loss_log, "loss log", s);
-    const int64_t k = rep->steps < LOSS_WINDOW ? rep->steps : LOSS_WINDOW; /* the window's last k */
-    for (int64_t i = 0; i < k; i++) rep->last_loss += window[i] / (double)k;
-    rep->samples_per_s = rep->train_seconds > 0 ? (double)rep->rows / rep->train_seconds : 0;
-    teardown(&t);
-    pthread_mutex_destroy(&t.mu);
-    pthread_cond_destroy(&t.cv);
-    return s;
+/* Stops the maintenance thread (finished, or asked to end) and takes its failure. */
+static rec_status join_maintenance(ctrainer *t) {
+    if (!t->started) return REC_OK;
+    pthread_mutex_lock(&t->mu);
+    if (!t->finished) t->failed = 1; /* stops the maintenance thread */
+    pthread_mutex_unlock(&t->mu);
+    zmq_send(t->wake_t, "", 0, ZMQ_DONTWAIT);
+    pthread_join(t->th, NULL);
+    t->started = 0;
+    return t->merr ? rec_errorf(t->merr, "%s", t->merrmsg) : REC_OK;
+}
+
+/* After the last batch, batch `total`: every cached row back on its server (under mpirun the
+ * rows other trainers hold to their owners first), every trainer's flush acknowledged before
+ * the model is read back. */
+static rec_status flush(ctrainer *t) {
+    const rec_net_cache_step *p = &t->ring[t->total % t->Q].st;
+    if (t->N > 1) REC_TRY(exchange(t, p->post_send, p->n_post_send, p->post_recv, p->n_post_recv));
+    if (t->o->durable && t->total - 1 >= t->start) REC_TRY(sync_commit(t, t->total - 1));
+    t->stepped = t->total;
+    mark_done(t);
+    pthread_mutex_lock(&t->mu);
+    while (!t->finished && !t->failed && !stopped(t)) wait_slice(t);
+    const int finished = t->finished, failed = t->failed;
+    pthread_mutex_unlock(&t->mu);
+    if (!finished && !failed) return stop_status(t, t->total);
+    REC_TRY(join_maintenance(t));
+    if (t->N > 1) MPI_TRY(MPI_Barrier(MPI_COMM_WORLD)); /* a failed trainer ends them all: the CLI aborts the job */
+    t->flushed = 1;
+    return REC_OK;
+}
+
+/* The servers' last committed step: the model's dense state and step count; the loop's
+ * position in meta (the steps' rows, for its report). */
+static rec_status cache_load(rec_backend *be, const char *path, rec_ckpt_meta *meta) {
+    (void)path; /* a disaggregated job resumes from its servers, not from a checkpoint */
+    ctrainer *t = be->ctx;
+    REC_TRY(resume(t, t->states));
+    *meta = (rec_ckpt_meta){.step = t->start, .rows_seen = t->start * t->info.batch, .seed = t->cfg->seed};
+    return REC_OK;
+}
+
+static rec_status cache_start(rec_backend *be) {
+    ctrainer *t = be->ctx;
+    t->ready = t->done = t->evicted = t->committed = t->acked = t->synced = t->start - 1;
+    t->requested = t->received = t->x = t->start;
+    for (int k = 0; k < t->K; k++) t->op[k].received = t->start;
+    t->rep.policy = t->info.policy, t->rep.lookahead = t->info.lookahead, t->rep.depth = t->info.depth;
+    t->rep.capacity = t->C;
+    if (t->log)
+        fprintf(t->log, "train: %lld batches from the oracle, %s cache of %lld rows (L %d, depth %d), %d embedding "
+                "server%s\n", (long long)t->total, rec_cache_policy_name(t->info.policy), (long long)t->C,
+                t->info.lookahead, t->info.depth, t->o->n_servers, t->o->n_servers == 1 ? "" : "s");
+    if (pthread_create(&t->th, NULL, maintain, t) != 0) return rec_errorf(REC_EIO, "trainer: cannot start a thread");
+    t->started = 1;
+    return REC_OK;
+}
+
+/* Batch x once its rows are in the cache (the oracle sent it with cache slots for ids). */
+static rec_status cache_next(rec_backend *be, const rec_batch **b, int64_t *rows) {
+    ctrainer *t = be->ctx;
+    *b = NULL, *rows = 0;
+    mark_done(t);
+    const int64_t x = t->x;
+    atomic_store(&t->at, x);
+    if (stopped(t)) return stop_status(t, x);
+    const double w0 = rec_now();
+    pthread_mutex_lock(&t->mu);
+    t->want = x;
+    while (t->ready < x && !t->failed && !stopped(t)) wait_slice(t);
+    const int failed = t->failed, ready = t->ready >= x;
+    pthread_mutex_unlock(&t->mu);
+    if (failed) return join_maintenance(t);
+    if (!ready) return stop_status(t, x);
+    if (x == t->total) return flush(t);
+    t->rep.stall_seconds += rec_now() - w0;
+    *b = &t->ring[x % t->Q].st.batch; /* released once x is done */
+    double n = (double)(*b)->n;       /* the global batch: the trainers' slices */
+    if (t->N > 1) MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    *rows = t->global_rows = (int64_t)n;
+    return REC_OK;
+}
+
+/* Batch x stepped: pooled from the cache, the rows stepped there; durable: its rows and dense
+ * state kept for the write-through, the step before committed. Marked done at the next call. */
+static rec_status cache_step(rec_backend *be, const rec_batch *b, const rec_staged_batch *sb, double *loss,
+                             int64_t *loss_step) {
+    (void)b, (void)sb;
+    ctrainer *t = be->ctx;
+    const int64_t x = t->x;
+    plan *p = &t->ring[x % t->Q];
+    REC_TRY(step(t, &p->st, x, loss));
+    if (t->o->durable) REC_TRY(keep_step(t, p));
+    if (t->o->durable && x - 1 >= t->start) REC_TRY(sync_commit(t, x - 1));
+    t->stepped = x;
+    t->x = x + 1;
+    *loss_step = rec_model_steps(t->m);
+    return REC_OK;
+}
+
+static rec_status cache_drain(rec_backend *be, double *loss, int64_t *loss_step) {
+    mark_done(be->ctx);
+    return rec__sync_drain(be, loss, loss_step);
+}
+
+/* A stop ends the job here: the cache's rows are not all on the servers, so no checkpoint
+ * can hold it (a durable job resumes from its last commit). */
+static rec_status cache_stop_vote(rec_backend *be, int mine, int *any) {
+    ctrainer *t = be->ctx;
+    *any = 0;
+    return mine ? stop_status(t, t->x) : REC_OK;
+}
+
+static rec_status cache_evaluate(rec_backend *be, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
+                                 rec_metrics *out) {
+    (void)be, (void)d, (void)row0, (void)row1, (void)batch, (void)out;
+    return rec_errorf(REC_EUNSUPPORTED, "a trainer of disaggregated training holds no tables to evaluate with");
+}
+
+static rec_status cache_save(rec_backend *be, const char *path, const rec_ckpt_meta *meta) {
+    ctrainer *t = be->ctx;
+    if (!t->flushed)
+        return rec_errorf(REC_EUNSUPPORTED, "a disaggregated job is saved at its end only: until then rows of the "
+                          "model are in the trainers' caches (--durable keeps it on the servers)");
+    return t->rank == 0 ? save_model(t, path, meta) : REC_OK;
+}
+
+static rec_status cache_report(rec_backend *be, rec_train_report *rep) {
+    const ctrainer *t = be->ctx;
+    rep->has_cache = 1;
+    rep->cache = t->rep;
+    return REC_OK;
+}
+
+static void cache_free(rec_backend *be) {
+    ctrainer *t = be->ctx;
+    (void)join_maintenance(t);
+    rec_cache_trainer_free(t);
+}
+
+static const rec_backend_i CACHE = {
+    .name = "cache", .next = cache_next, .load = cache_load, .start = cache_start, .step = cache_step,
+    .drain = cache_drain, .stop_vote = cache_stop_vote, .evaluate = cache_evaluate, .download = rec__host_download,
+    .save = cache_save, .report = cache_report, .free = cache_free};
+
+rec_status rec_backend_cache(rec_backend *be) {
+    ctrainer *t = be->o.cache;
+    if (be->o.device != REC_DEVICE_CPU)
+        return rec_errorf(REC_EINVAL, "a trainer of disaggregated training steps its cache on the CPUs: drop --device");
+    REC_TRY(setup(t, be->o.cfg, be->o.model));
+    be->i = &CACHE;
+    be->ctx = t;
+    return REC_OK;
 }

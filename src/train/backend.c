@@ -9,8 +9,10 @@ rec_status rec_backend_new(rec_backend **out, const rec_backend_opts *o) {
     rec_backend *be = calloc(1, sizeof *be);
     if (!be) return rec_errorf(REC_ENOMEM, "out of memory for the training backend");
     be->o = *o;
-    const rec_status s = o->exec ? rec_backend_mpi(be) : o->device == REC_DEVICE_CUDA ? rec_backend_cuda(be)
-                                                                                        : rec_backend_cpu(be);
+    const rec_status s = o->cache ? rec_backend_cache(be)
+                         : o->exec ? rec_backend_mpi(be)
+                         : o->device == REC_DEVICE_CUDA ? rec_backend_cuda(be)
+                                                       : rec_backend_cpu(be);
     if (s) {
         free(be);
         return s;

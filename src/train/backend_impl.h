@@ -1,4 +1,5 @@
-/* Internal to src/train/: what the backends (backend.h) share. */
+/* Internal to the backends (backend.h: src/train/backend_*.c, src/cache/cache_trainer.c): what
+ * they share. */
 #ifndef REC_BACKEND_IMPL_H
 #define REC_BACKEND_IMPL_H
 

@@ -275,7 +275,9 @@ typedef struct job {
     rec_ckpt_meta resumed; /* the checkpoint --resume continues */
     rec_offload *offload;  /* workers preprocess part of the training data (owned by `train`) */
     double offload_baseline; /* --offload auto: samples/s of the first epoch since the decision */
-    rec_backend *be;       /* what steps (backend.h): cpu, mpi or cuda, chosen once */
+    rec_backend *be;       /* what steps (backend.h): cpu, mpi, cuda or cache, chosen once */
+    rec_cache_trainer *cache; /* opts.cache: the trainer joined to its job, until the backend owns it */
+    int loaded;            /* --resume loaded by the backend in setup (the cache's, from its servers) */
     loss_acc *acc;         /* run's losses, which checkpoints keep */
     int complete;          /* --resume of a run that had ended: nothing to train or write */
     char complete_why[96]; /* ... "step S, all E epochs done" or "step S, and --steps N" */
@@ -514,9 +516,70 @@ static rec_status check_drift(job *j, double rate) {
     return choose_offload(j, 1);
 }
 
+/* Options a trainer of disaggregated training does not take, refused before any work: its
+ * oracles read the data and cut it into the job's batches, and its rows are on the servers
+ * until the job's end. */
+static rec_status check_cache_opts(const rec_train_opts *o) {
+    const char *data = o->data_path ? "--data" : o->eval_path ? "--eval" : o->holdout > 0 ? "--holdout"
+                     : o->spec_path ? "--spec" : o->vocab_from ? "--vocab-from" : o->oracle_path ? "--oracle"
+                     : o->epochs > 0 ? "--epochs" : o->batch > 0 ? "--batch" : o->max_steps > 0 ? "--steps"
+                     : o->shuffle >= 0 ? "--shuffle" : NULL;
+    if (data)
+        return rec_errorf(REC_EINVAL, "%s: the oracles read the data of disaggregated training and cut it into the job's "
+                          "batches: give it to `rectrain oracle`", data);
+    const char *mid = o->ckpt_every > 0 ? "--ckpt-every" : o->npy_dir ? "--npy" : o->eval_every > 0 ? "--eval-every" : NULL;
+    if (mid)
+        return rec_errorf(REC_EINVAL, "%s: a trainer of disaggregated training holds the tables' rows in its cache only, "
+                          "and the whole model once its job ends: train with --ckpt DIR, then `rectrain eval` or `rectrain "
+                          "export` read DIR/model.rckpt", mid);
+    const char *local = o->device != REC_DEVICE_CPU ? "--device cuda" : o->prep_device != REC_PREP_CPU ? "--prep-device"
+                      : o->n_workers > 0 || o->workers_file ? "--workers" : o->tune ? "--tune" : o->plan_path ? "--plan"
+                      : o->plan_shards ? "--plan-shards" : NULL;
+    if (local)
+        return rec_errorf(REC_EINVAL, "%s: a trainer of disaggregated training steps its cache on the CPUs, with batches "
+                          "the oracles made: drop it", local);
+    return REC_OK;
+}
+
+/* A trainer of disaggregated training (opts.cache): the oracles give the job (the data's
+ * tables, the batch, the batches of every epoch: one pass of the loop), the model is bound to
+ * it without its tables, and the cache backend is made here, so that a resumed job has its
+ * step (the servers' last commit) before the loss log is cut to it. */
+static rec_status setup_cached(job *j) {
+    const rec_train_opts *o = j->o;
+    if (o->config_path) REC_TRY(rec_model_config_load(&j->cfg, o->config_path));
+    else rec_model_config_train_default(&j->cfg);
+    rec_net_cache_info job;
+    REC_TRY(rec_cache_join(&j->cache, o->cache, o->resume, o->stop, o->log, &job));
+    char who[300];
+    snprintf(who, sizeof who, "the oracle's job (%s)", o->cache->oracles[0]);
+    REC_TRY(rec_model_config_bind(&j->cfg, job.n_dense, job.F, job.rows, who));
+    if (j->cfg.kind != REC_MODEL_DLRM && j->cfg.kind != REC_MODEL_DCN)
+        return rec_errorf(REC_EINVAL, "model %s is %s, whose first-order tables the cache does not hold; train DLRM or DCN "
+                          "with --oracle-cacher", j->cfg.name, rec_model_kind_name(j->cfg.kind));
+    j->cfg.batch_size = job.batch;
+    j->cfg.epochs = 1;
+    j->train_rows = job.batches * job.batch; /* at most: the last batch may be shorter */
+    j->shuffle_block_rows = job.shuffled ? REC_SHUFFLE_BLOCK_ROWS : 0;
+    j->shuffle_buffer_blocks = job.shuffled ? REC_SHUFFLE_BUFFER_BLOCKS : 0;
+    const int64_t slice = (job.batch + job.trainers - 1) / job.trainers; /* the most rows of a trainer's slice */
+    REC_TRY(rec_model_init_sharded(&j->model, &j->cfg, (int)slice, j->threads));
+    const rec_backend_opts bo = {.device = o->device, .model = j->model, .cfg = &j->cfg, .rank = j->rank,
+                                 .log = o->log, .cache = j->cache};
+    REC_TRY(rec_backend_new(&j->be, &bo));
+    j->cache = NULL; /* the backend's */
+    if (o->resume) {
+        REC_TRY(j->be->i->load(j->be, NULL, &j->resumed));
+        j->loaded = 1;
+    }
+    if (o->loss_log) REC_TRY(rec_loss_log_open(o->loss_log, o->resume, j->resumed.step, &j->loss_log));
+    return REC_OK;
+}
+
 static rec_status setup(job *j) {
     const rec_train_opts *o = j->o;
     rec_status s;
+    if (o->cache) return setup_cached(j);
     rec_ckpt_meta resumed = {0};
     const char *ckpt = j->ckpt;
     if (o->resume) {
@@ -786,13 +849,24 @@ static rec_status evaluate_job(job *j, int64_t B, rec_metrics *out) {
     return j->be->i->evaluate(j->be, j->eval, j->eval_row0, j->eval_row1, B, out);
 }
 
+/* The next batch: the backend's own (the cache's, from its oracles) or the loader's; *n the
+ * global batch's rows, 0 after the last. */
+static rec_status next_batch(rec_backend *be, rec_loader *l, int staged, const rec_batch **b,
+                             const rec_staged_batch **sb, int64_t *n) {
+    *n = 0;
+    if (be->i->next) return be->i->next(be, b, n);
+    const rec_status s = staged ? rec_loader_next_staged(l, sb) : rec_loader_next(l, b);
+    if (!s) *n = staged ? (*sb ? (*sb)->n : 0) : *b ? (*b)->n : 0;
+    return s;
+}
+
 static rec_status run(job *j) {
     const rec_train_opts *o = j->o;
     rec_train_report *rep = j->rep;
     const int64_t B = j->cfg.batch_size;
     rec_backend *be = j->be;
-    rec_ckpt_meta meta = {0};
-    if (o->resume) {
+    rec_ckpt_meta meta = j->loaded ? j->resumed : (rec_ckpt_meta){0};
+    if (o->resume && !j->loaded) {
         REC_TRY(be->i->load(be, j->ckpt, &meta));
         j->saved_step = meta.step;
         char how[96] = "";
@@ -841,7 +915,9 @@ static rec_status run(job *j) {
         if (epoch != meta.epoch) lsum.epoch_loss = 0, lsum.epoch_steps = 0, lsum.epoch_partial = 0;
         rec_loader *l = NULL;
         rec_shuffle sh = {j->cfg.seed, epoch, j->shuffle_block_rows, j->shuffle_buffer_blocks};
-        if (staged)
+        if (be->i->next) /* the backend brings its batches */
+            ;
+        else if (staged)
             s = rec_loader_open_staged(&l, j->train, 0, j->train_rows, B, LOADER_DEPTH, &sh, row, &stager);
         else if (j->shuffle_block_rows > 0) /* the epoch's order, less the rows the resumed run took */
             s = rec_loader_open_order(&l, j->train, 0, j->train_rows, B, LOADER_DEPTH, &sh, row);
@@ -852,8 +928,8 @@ static rec_status run(job *j) {
         const int64_t rows0 = rep->rows;
         const rec_batch *b = NULL;
         const rec_staged_batch *sb = NULL;
-        while (!s && !(s = staged ? rec_loader_next_staged(l, &sb) : rec_loader_next(l, &b)) && (b || sb)) {
-            const int64_t n = b ? b->n : sb->n;
+        int64_t n;
+        while (!s && !(s = next_batch(be, l, staged, &b, &sb, &n)) && n > 0) {
             double loss;
             int stop_now = o->stop ? (int)*o->stop : 0; /* the signal's number */
             s = be->i->stop_vote(be, stop_now, &stop_now); /* every rank stops at the same step */
@@ -1094,7 +1170,8 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     const char *corun = getenv("REC_CUDA_CORUN");
     if (o->corun_capacity && corun && !strcmp(corun, "off"))
         return rec_errorf(REC_EINVAL, "--corun-capacity: REC_CUDA_CORUN=off turns the co-run off: drop one of them");
-    if (o->device == REC_DEVICE_CUDA) REC_TRY(check_cuda_opts(o, j.dist));
+    if (o->cache) REC_TRY(check_cache_opts(o));
+    else if (o->device == REC_DEVICE_CUDA) REC_TRY(check_cuda_opts(o, j.dist));
     if (o->prep_device != REC_PREP_CPU && (o->n_workers > 0 || o->workers_file))
         return rec_errorf(REC_EINVAL, "--prep-device runs the spec's ops on this host's GPU and --workers on other hosts' "
                           "CPUs: give one of them");
@@ -1105,14 +1182,15 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
         REC_TRY(rec_ckpt_check_absent(o->ckpt_dir, "add --resume to continue from it, or --overwrite to start over and replace it"));
     /* Output directories are made before the work: a path that cannot be written fails now,
      * not after the training it would have kept. */
-    if (o->ckpt_dir && !o->resume) REC_TRY(rec_mkdir_p(o->ckpt_dir, "checkpoint directory"));
+    if (o->ckpt_dir && (!o->resume || o->cache)) /* a resumed disaggregated job writes it at its end */
+        REC_TRY(rec_mkdir_p(o->ckpt_dir, "checkpoint directory"));
     /* --npy DIR holding an earlier export: replaced with --overwrite (a new run), and with
      * --resume (the run it continues exported there: the same command resumed); other files
      * in DIR are refused either way (rec_export_check). */
     if (o->npy_dir) REC_TRY(rec_export_check(o->npy_dir, o->overwrite || o->resume));
     j.o = o;
     j.rep = rep;
-    check_complete(&j);
+    if (!o->cache) check_complete(&j); /* a disaggregated job resumes from its servers */
     if (o->plot_dir && !j.complete) REC_TRY(rec_mkdir_p(o->plot_dir, "--plot directory"));
     if (o->metrics_path) snprintf(j.metrics_path, sizeof j.metrics_path, "%s", o->metrics_path);
     else if (o->plot_dir) snprintf(j.metrics_path, sizeof j.metrics_path, "%s/" PLOT_METRICS, o->plot_dir);
@@ -1134,8 +1212,8 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
                     j.complete_why, o->ckpt_dir);
         if (!j.complete) {
             const rec_backend_opts bo = {o->device, j.model, &j.cfg, j.exec, j.rank, o->device_profile, o->plan_path,
-                                         j.train, o->prep_device == REC_PREP_CUDA, o->corun_capacity, o->log};
-            s = rec_backend_new(&j.be, &bo);
+                                         j.train, o->prep_device == REC_PREP_CUDA, o->corun_capacity, o->log, NULL};
+            if (!j.be) s = rec_backend_new(&j.be, &bo); /* (the cache's made in setup) */
             if (!s) s = run(&j);
             if (!s && j.be->i->end) s = j.be->i->end(j.be, rep);
         }
@@ -1156,6 +1234,7 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     if (!s) rec_exec_free(j.exec);
     rec_plan_free(j.splan);
     rec_backend_free(j.be); /* after the loaders, whose executors may follow its co-run */
+    rec_cache_trainer_free(j.cache); /* joined, and no backend made of it */
     rec_model_free(j.model);
     if (j.eval != j.train) rec_dataset_close(j.eval);
     rec_dataset_close(j.train);
