@@ -291,10 +291,7 @@ int main(void) {
                 "{\"kind\": %s}}, \"train\": {\"batch_size\": 256, \"epochs\": 1, \"seed\": 3}}\n", OPT[k][0], OPT[k][1]);
         fclose(f);
     }
-    /* one rank runs the executor's code path, and is bitwise the one-process run */
-    CHECK(run("train %s --steps %d --loss-log one.txt", COMMON, STEPS) == 0, "%s", out);
-    CHECK(mpi(1, "train %s --steps %d --loss-log one_mpi.txt", COMMON, STEPS) == 0, "%s", out);
-    CHECK(same_file("one.txt", "one_mpi.txt"), "mpirun -np 1 gives the one-process losses, bitwise");
+    /* (one rank bitwise the one-process run: tests/test_backend.c, the backends' parity harness) */
     /* the 1-process references */
     CHECK(run("train %s --steps %d --loss-log ref.txt --config rw.json", COMMON, STEPS) == 0, "%s", out);
     const double auc_ref = json_num("auc");

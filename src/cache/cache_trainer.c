@@ -50,8 +50,9 @@
 #include "rectrain/nn.h"
 #include "rectrain/train.h"
 
-/* A batch's plan: each oracle's part, a message the part's arrays point into, and the whole. */
-typedef struct plan {
+/* A batch's cache plan (the oracle's: its fetches, evictions and slots; rec_cplan makes it):
+ * each oracle's part, a message the part's arrays point into, and the whole. */
+typedef struct batch_plan {
     zmq_msg_t msg[REC_CACHE_MAX_ORACLES];
     rec_net_room room[REC_CACHE_MAX_ORACLES]; /* where each part's narrow ids and lengths are widened */
     rec_net_cache_step part[REC_CACHE_MAX_ORACLES];
@@ -64,7 +65,7 @@ typedef struct plan {
     rec_centry *dur_e;
     float *dur_v, *dur_dense;
     int64_t dur_n, dur_cap;
-} plan;
+} batch_plan;
 
 /* A step written through and not yet committed: PUTs not yet acknowledged, its dense state. */
 typedef struct commit {
@@ -106,7 +107,7 @@ struct rec_cache_trainer {
     rec__zkeys keys;         /* CURVE (o->sec) */
     double timeout;
     int Q;                   /* plans held: depth + 2 */
-    plan *ring;
+    batch_plan *ring;
     /* shared, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -312,7 +313,7 @@ static int64_t frame_rows(const ctrainer *t, int64_t n) {
 }
 
 /* Batch x's fetches: GETs to each server, the rows into their slots. */
-static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
+static rec_status fetch(ctrainer *t, batch_plan *p, int64_t x, int critical) {
     const rec_net_cache_step *st = &p->st;
     const int N = t->o->n_servers, E = t->E, S = t->S;
     group(t, st->fetch, st->n_fetch);
@@ -366,7 +367,7 @@ static rec_status fetch(ctrainer *t, plan *p, int64_t x, int critical) {
 /* Batch x's evictions: the rows from their slots, a PUT per server (acknowledged later). A
  * durable job writes through instead every row x touched, with the values x left (copied by
  * the training thread), and keeps x's dense state for its commit. */
-static rec_status write_back(ctrainer *t, plan *p, int64_t x) {
+static rec_status write_back(ctrainer *t, batch_plan *p, int64_t x) {
     const rec_net_cache_step *st = &p->st;
     const int N = t->o->n_servers, E = t->E, S = t->S;
     const int dur = t->o->durable && x < t->total;
@@ -453,7 +454,7 @@ static rec_status unacked(ctrainer *t) {
                       "with --resume)", srv_name(t, k, who, sizeof who), (long long)t->srv_acks[k], t->timeout);
 }
 
-static void plan_release(plan *p) {
+static void batch_plan_release(batch_plan *p) {
     for (int k = 0; k < REC_CACHE_MAX_ORACLES; k++)
         if (p->have >> k & 1) zmq_msg_close(&p->msg[k]);
     p->have = 0;
@@ -477,7 +478,7 @@ static int32_t *put_slots(int32_t *to, const int32_t *v, int64_t n, const opart 
 /* Batch x's plan whole, every oracle's part in: their lists one after another in oracle order
  * (the same on every trainer, so the shared rows line up), slots and tables made the job's.
  * The oracles read the same batch; the labels and dense values must agree. */
-static rec_status merge(ctrainer *t, plan *p, int64_t x) {
+static rec_status merge(ctrainer *t, batch_plan *p, int64_t x) {
     rec_net_cache_step *st = &p->st;
     *st = p->part[0];
     st->batch.sparse = p->sparse, st->batch.n_sparse = t->F;
@@ -531,7 +532,7 @@ static rec_status merge(ctrainer *t, plan *p, int64_t x) {
 static rec_status on_oracle(ctrainer *t, int k) {
     opart *o = &t->op[k];
     const int64_t x = o->received;
-    plan *p = &t->ring[x % t->Q];
+    batch_plan *p = &t->ring[x % t->Q];
     if (x >= t->requested || (p->have >> k & 1)) { /* nothing asked, or the ring's slot still in use */
         zmq_msg_t m;
         zmq_msg_init(&m);
@@ -588,9 +589,9 @@ static void *maintain(void *arg) {
         int worked = 0;
         /* write-backs first: a later fetch may reuse the slots, or read the rows */
         while (!s && t->evicted < done) {
-            plan *p = &t->ring[(t->evicted + 1) % t->Q];
+            batch_plan *p = &t->ring[(t->evicted + 1) % t->Q];
             s = write_back(t, p, t->evicted + 1);
-            plan_release(p);
+            batch_plan_release(p);
             t->evicted++;
             worked = 1;
         }
@@ -819,7 +820,7 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
 
 /* Durable: what step x leaves for its write-through and commit (the maintenance thread sends it
  * once x is done, while the next steps change the cache): the touched rows, the dense state. */
-static rec_status keep_step(ctrainer *t, plan *p) {
+static rec_status keep_step(ctrainer *t, batch_plan *p) {
     const int W = t->E + t->S;
     if (t->n_touched > p->dur_cap) {
         rec_centry *e = realloc(p->dur_e, sizeof(rec_centry) * (size_t)t->n_touched);
@@ -1116,7 +1117,7 @@ static rec_status setup(ctrainer *t, const rec_model_config *cfg, rec_model *m) 
     t->sh_stamp = calloc((size_t)t->C, sizeof(int64_t));
     t->sh_pos = malloc(sizeof(int32_t) * (size_t)t->C);
     t->Q = t->info.depth + 2;
-    t->ring = calloc((size_t)t->Q, sizeof(plan));
+    t->ring = calloc((size_t)t->Q, sizeof(batch_plan));
     t->ssock = calloc((size_t)o->n_servers, sizeof(void *));
     t->smon = calloc((size_t)o->n_servers, sizeof(void *));
     t->slot_f = malloc(sizeof(int32_t) * (size_t)t->C);
@@ -1172,8 +1173,8 @@ static rec_status setup(ctrainer *t, const rec_model_config *cfg, rec_model *m) 
 
 static void teardown(ctrainer *t) {
     for (int q = 0; t->ring && q < t->Q; q++) {
-        plan *p = &t->ring[q];
-        plan_release(p), free(p->sparse), free(p->lists), free(p->dur_e), free(p->dur_v), free(p->dur_dense);
+        batch_plan *p = &t->ring[q];
+        batch_plan_release(p), free(p->sparse), free(p->lists), free(p->dur_e), free(p->dur_v), free(p->dur_dense);
         for (int k = 0; k < REC_CACHE_MAX_ORACLES; k++) rec_net_room_free(&p->room[k]);
     }
     for (int q = 0; t->cm && q < t->Q; q++) free(t->cm[q].dense);
@@ -1411,7 +1412,7 @@ static rec_status cache_step(rec_backend *be, const rec_batch *b, const rec_stag
     (void)b, (void)sb;
     ctrainer *t = be->ctx;
     const int64_t x = t->x;
-    plan *p = &t->ring[x % t->Q];
+    batch_plan *p = &t->ring[x % t->Q];
     REC_TRY(step(t, &p->st, x, loss));
     if (t->o->durable) REC_TRY(keep_step(t, p));
     if (t->o->durable && x - 1 >= t->start) REC_TRY(sync_commit(t, x - 1));

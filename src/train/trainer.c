@@ -261,7 +261,7 @@ typedef struct job {
     char data_path[1024], prob_path[1024];
     const char *oracle_path;
     int threads;
-    int plan_pending;      /* decide on the embedding plan at the first batch */
+    int embed_plan_pending;      /* decide on the embedding plan at the first batch */
     int tuning;            /* the embedding tuner is running on the live steps */
     uint64_t data_key;     /* signature of the first batch, for the plan file */
     uint64_t data_digest;  /* rec_batch_digest of the first training rows, kept in checkpoints */
@@ -270,7 +270,7 @@ typedef struct job {
     char ckpt[1100];       /* DIR/model.rckpt of --ckpt DIR, or "" */
     /* under mpirun (dist.h) */
     int dist, rank, ranks;
-    rec_plan *splan;
+    rec_plan *shard_plan; /* OPER's sharding plan (plan.h) */
     rec_exec *exec;
     rec_ckpt_meta resumed; /* the checkpoint --resume continues */
     rec_offload *offload;  /* workers preprocess part of the training data (owned by `train`) */
@@ -385,26 +385,26 @@ static rec_status setup_dist(job *j) {
     if (o->resume && j->resumed.shards == j->ranks && !o->plan_shards && o->shard_kind < 0)
         rec_dist_plan_path(j->ckpt, j->resumed.shard_id, saved, sizeof saved);
     const char *from = o->plan_shards ? o->plan_shards : saved[0] ? saved : NULL;
-    if (!s && from) s = rec_plan_load(&j->splan, from, &pm);
+    if (!s && from) s = rec_plan_load(&j->shard_plan, from, &pm);
     free(names);
     rec_spec_free(spec);
-    if (!s && from) s = rec_plan_predict(j->splan, prof, &hw);
-    else if (!s) s = rec_plan_build(&j->splan, o->shard_kind < 0 ? REC_PLAN_OPER : (rec_plan_kind)o->shard_kind, prof, &hw);
+    if (!s && from) s = rec_plan_predict(j->shard_plan, prof, &hw);
+    else if (!s) s = rec_plan_build(&j->shard_plan, o->shard_kind < 0 ? REC_PLAN_OPER : (rec_plan_kind)o->shard_kind, prof, &hw);
     rec_plan_profile_free(prof);
     REC_TRY(s);
-    REC_TRY(rec_dist_check_same(rec_plan_digest(j->splan), "sharding plan"));
-    const rec_plan_cost *c = rec_plan_costs(j->splan);
+    REC_TRY(rec_dist_check_same(rec_plan_digest(j->shard_plan), "sharding plan"));
+    const rec_plan_cost *c = rec_plan_costs(j->shard_plan);
     double mx = 0, sent = 0;
     for (int r = 0; r < j->ranks; r++) mx = c[r].seconds > mx ? c[r].seconds : mx, sent += c[r].sent / j->ranks;
     if (o->log)
         fprintf(o->log, "train: %d ranks; plan %s%s%s (predicted per step: %.3f ms of embedding work on the busiest rank, "
                 "%.2f MB sent per rank); measured %.2f GB/s row fetches, %.2f GB/s all-reduce; rows fetched by %s\n",
-                j->ranks, rec_plan_kind_name(rec_plan_get_kind(j->splan)), from ? " from " : "", from ? from : "", mx * 1e3, sent / 1e6, hw.bw_p2p / 1e9, hw.bw_ar / 1e9,
+                j->ranks, rec_plan_kind_name(rec_plan_get_kind(j->shard_plan)), from ? " from " : "", from ? from : "", mx * 1e3, sent / 1e6, hw.bw_p2p / 1e9, hw.bw_ar / 1e9,
                 o->alltoall ? "all-to-all-v (baseline)" : "one-sided gets");
     j->rep->plan_sent_bytes = c[j->rank].sent;
     j->rep->bw_p2p = hw.bw_p2p, j->rep->bw_ar = hw.bw_ar;
-    snprintf(j->rep->shard_plan, sizeof j->rep->shard_plan, "%s", rec_plan_kind_name(rec_plan_get_kind(j->splan)));
-    return rec_exec_init(&j->exec, j->model, j->splan, j->cfg.batch_size, o->alltoall);
+    snprintf(j->rep->shard_plan, sizeof j->rep->shard_plan, "%s", rec_plan_kind_name(rec_plan_get_kind(j->shard_plan)));
+    return rec_exec_init(&j->exec, j->model, j->shard_plan, j->cfg.batch_size, o->alltoall);
 }
 
 /* --workers: the training data's pieces may be made by the workers (offload.h). */
@@ -743,10 +743,10 @@ static rec_status keep_state(job *j, int64_t epoch, int64_t row, int64_t rows_se
  * file that fits the tables is loaded (with --tune only if it was tuned on data of the same
  * signature, else it is retuned); otherwise --tune starts the tuner, which then runs on the
  * live training steps (every schedule computes the same bits, so training is unchanged). */
-static rec_status start_plan(job *j, const rec_batch *b) {
+static rec_status start_embed_plan(job *j, const rec_batch *b) {
     const rec_train_opts *o = j->o;
     rec_embed *e = rec_model_embed(j->model, 0);
-    j->plan_pending = 0;
+    j->embed_plan_pending = 0;
     if (!e) return REC_OK;
     j->data_key = rec_embed_data_key(e, b, 0);
     if (o->plan_path && access(o->plan_path, F_OK) == 0) {
@@ -780,7 +780,7 @@ static int tune_steps(const job *j) {
 }
 
 /* After a step while tuning: when the tuner is done, report and write the plan. */
-static rec_status finish_plan(job *j) {
+static rec_status finish_embed_plan(job *j) {
     rec_embed *e = rec_model_embed(j->model, 0);
     if (rec_embed_tuning(e)) return REC_OK;
     j->tuning = 0;
@@ -941,11 +941,11 @@ static rec_status run(job *j) {
                 stop = 1;
                 break;
             }
-            if (j->plan_pending) s = start_plan(j, b);
+            if (j->embed_plan_pending) s = start_embed_plan(j, b);
             int64_t lstep; /* an asynchronous backend hands back an earlier step's loss */
             if (!s) s = be->i->step(be, b, sb, &loss, &lstep);
             if (!s && lstep > 0) s = take_loss(j, lstep, loss, &lsum);
-            if (!s && j->tuning) rec_progress_clear(&pg), s = finish_plan(j);
+            if (!s && j->tuning) rec_progress_clear(&pg), s = finish_embed_plan(j);
             if (s) break;
             int64_t step = rec_model_steps(j->model);
             row += n;
@@ -1199,7 +1199,7 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     if (j.scalars && o->tensorboard_dir && o->log)
         fprintf(o->log, "train: TensorBoard events in %s\n", rec_scalars_tb_path(j.scalars));
     j.threads = o->threads > 0 ? o->threads : rec_cpu_count();
-    j.plan_pending = (o->tune || o->plan_path) && o->device != REC_DEVICE_CUDA; /* the CPU engine's plan */
+    j.embed_plan_pending = (o->tune || o->plan_path) && o->device != REC_DEVICE_CUDA; /* the CPU engine's plan */
     rec_status s = setup(&j);
     if (!s) {
         rep->threads = j.threads;
@@ -1232,7 +1232,7 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     /* After a failure the window is left: freeing it is collective and would wait for ranks that
      * are not coming; the caller ends the job (rec_dist_abort). */
     if (!s) rec_exec_free(j.exec);
-    rec_plan_free(j.splan);
+    rec_plan_free(j.shard_plan);
     rec_backend_free(j.be); /* after the loaders, whose executors may follow its co-run */
     rec_cache_trainer_free(j.cache); /* joined, and no backend made of it */
     rec_model_free(j.model);
