@@ -4,7 +4,7 @@
 # build-fuzz/corpus/NAME, as many at a time as there are cores. Exits non-zero if any target
 # fails to build or finds a crash.
 #   scripts/fuzz.sh [SECONDS]
-# Needs clang, libclang-rt-dev and libomp-dev (REC_FUZZ=1 scripts/install-deps.sh). CC
+# Needs clang, libclang-rt-dev, libomp-dev and Open MPI (REC_FUZZ=1 scripts/install-deps.sh). CC
 # overrides clang. Seeds: tests/fuzz/seeds/NAME/* when that folder exists; fuzz_tsv also gets
 # a few generated Criteo lines, fuzz_spec and fuzz_model the shipped configs/*.json.
 # tests/fuzz/NAME.dict, when present, is passed as the target's dictionary. A crashing input
@@ -26,10 +26,15 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 # the TensorBoard event protobufs, generated as the CMake build does
 mkdir -p "$OUT/proto"
 protoc-c --c_out="$OUT/proto" --proto_path="$ROOT/src/train/proto" tb_event.proto
-INC="-I$ROOT/include -I$ROOT/tests -I$OUT/proto $(pkg-config --cflags cairo fontconfig libprotobuf-c)"
+# Open MPI's flags, as its compiler wrapper would add them (src/sharding/, the cache trainer):
+# every library source is compiled, and a target that reaches one links with libmpi.
+MPI_CFLAGS=$(pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null) ||
+    { echo "fuzz.sh: Open MPI not found (scripts/install-deps.sh)" >&2; exit 2; }
+MPI_LIBS=$(pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link)
+INC="-I$ROOT/include -I$ROOT/tests -I$OUT/proto $(pkg-config --cflags cairo fontconfig libprotobuf-c) $MPI_CFLAGS"
 for d in $(find "$ROOT/src" -type d); do INC="$INC -I$d"; done
 CFLAGS="-std=gnu11 -O1 -g -fno-omit-frame-pointer -march=x86-64-v3 -fopenmp -Wno-unused-parameter $SAN $INC"
-LIBS="-lz -lcjson -lglpk -lxgboost -lm -lpthread $(pkg-config --libs cairo fontconfig libprotobuf-c)"
+LIBS="-lz -lcjson -lglpk -lxgboost -lm -lpthread $(pkg-config --libs cairo fontconfig libprotobuf-c) $MPI_LIBS"
 
 mkdir -p "$OUT/obj" "$OUT/bin"
 rm -f "$OUT/obj"/*.o "$OUT/libfuzz.a"
@@ -92,7 +97,7 @@ run_one() {
     # JSON fuzzers never get past the syntax (fuzz_spec: 40 edges instead of ~670).
     case $name in
     fuzz_spec | fuzz_model) cp "$ROOT"/configs/*.json "$corpus"/; extra="-max_len=16384" ;;
-    fuzz_shard | fuzz_rawcols) extra="-max_len=16384" ;; # room to grow past the largest seed (12 KB)
+    fuzz_shard | fuzz_rawcols | fuzz_shardplan) extra="-max_len=16384" ;; # room to grow past the largest seed (12 KB)
     esac
     if [ -d "$ROOT/tests/fuzz/seeds/$name" ]; then cp "$ROOT/tests/fuzz/seeds/$name"/* "$corpus"/ 2>/dev/null || true; fi
     if [ -f "$ROOT/tests/fuzz/$name.dict" ]; then extra="$extra -dict=$ROOT/tests/fuzz/$name.dict"; fi

@@ -242,13 +242,19 @@ static void test_files(void) {
     BAD("\"rows\": 1000", "\"rows\": 999", "$.tables[0].rows");
     BAD("[500, 1]", "[500, 2]", "$.tables[0].parts[0].segments[1][1]");
     BAD("[500, 1]", "[1000, 1]", "$.tables[0].parts[0].segments[1][0]");
-    BAD("[0, 0], [500, 1]", "[0, 0], [0, 1]", "segment 1 starts at row 0");
-    BAD("[[0, 0], [500", "[[1, 0], [500", "must start at row 0");
-    BAD("[[7, -1]]", "[[7, 0], [6, 1]]", "hot rows must rise");
+    /* the structure check's refusals name the JSON path too (fuzz_shardplan) */
+    BAD("[0, 0], [500, 1]", "[0, 0], [0, 1]", "p.json: $.tables[0].parts[0].segments[1]: table 0 part 0 segment 1 starts at row 0");
+    BAD("[[0, 0], [500", "[[1, 0], [500", "$.tables[0].parts[0].segments: table 0 part 0: its segments must start at row 0");
+    BAD("[[7, -1]]", "[[7, 0], [6, 1]]", "p.json: $.tables[0].parts[0].hot[1]: table 0 part 0 hot row 1 is row 6; hot rows must rise");
     BAD("\"segments\": [[0, 1]], \"hot\": []}]}, {\"rows\": 5", "\"segments\": [[0, -1]], \"hot\": []}]}, {\"rows\": 5",
-        "not replicated");
-    BAD("\"cols\": [4, 8]", "\"cols\": [5, 8]", "must cut [0, 8)");
+        "$.tables[1].parts[1].segments[0]: table 1 part 1 segment 0 has owner -1; owners are ranks 0..1 (a table cut into columns is not replicated)");
+    BAD("\"cols\": [4, 8]", "\"cols\": [5, 8]", "p.json: $.tables[1].parts[1].cols: table 1 part 1 has columns [5, 8); the parts must cut [0, 8)");
     BAD("\"hot\": [[7, -1]]", "\"hot\": [[7]]", "expected a [row, owner] pair");
+    /* numbers no int64_t holds: out of range, refused before any cast (found by fuzz_shardplan) */
+    BAD("\"rows\": 1000", "\"rows\": 1e19", "$.tables[0].rows is 10000000000000000000; it must be in [1, 9223372036854775807]");
+    BAD("\"rows\": 1000", "\"rows\": 1e999", "$.tables[0].rows is inf; it must be in [1, ");
+    BAD("[500, 1]", "[-1e300, 1]", "$.tables[0].parts[0].segments[1][0] is -1000000000000000052504760255204420248704468");
+    BAD("[500, 1]", "[500, 9223372036854775807]", "$.tables[0].parts[0].segments[1][1] is 9223372036854775808; it must be in [-1, 1]");
 #undef BAD
 #undef T
 }

@@ -135,35 +135,40 @@ rec_status rec__plan_check(const rec_plan *p, const char *origin) {
     for (int f = 0; f < p->F; f++) {
         const int C = p->n_parts[f];
         if (C < 1 || C > p->E)
-            return rec_errorf(REC_EINVAL, "%s: table %d has %d column parts; it needs 1 to %d", origin, f, C, p->E);
+            return rec_errorf(REC_EINVAL, "%s: $.tables[%d].parts: table %d has %d column parts; it needs 1 to %d", origin,
+                              f, f, C, p->E);
         for (int c = 0; c < C; c++) {
             const plan_part *q = &p->parts[f][c];
             const int want0 = c ? p->parts[f][c - 1].c1 : 0;
             if (q->c0 != want0 || q->c1 <= q->c0 || (c == C - 1 && q->c1 != p->E))
-                return rec_errorf(REC_EINVAL, "%s: table %d part %d has columns [%d, %d); the parts must cut [0, %d) in "
-                                  "order", origin, f, c, q->c0, q->c1, p->E);
+                return rec_errorf(REC_EINVAL, "%s: $.tables[%d].parts[%d].cols: table %d part %d has columns [%d, %d); the "
+                                  "parts must cut [0, %d) in order", origin, f, c, f, c, q->c0, q->c1, p->E);
             if (q->n_seg < 1 || q->seg_start[0] != 0)
-                return rec_errorf(REC_EINVAL, "%s: table %d part %d: its segments must start at row 0", origin, f, c);
+                return rec_errorf(REC_EINVAL, "%s: $.tables[%d].parts[%d].segments: table %d part %d: its segments must "
+                                  "start at row 0", origin, f, c, f, c);
             for (int64_t s = 0; s < q->n_seg; s++) {
                 const int o = q->seg_owner[s];
                 if (s && (q->seg_start[s] <= q->seg_start[s - 1] || q->seg_start[s] >= p->rows[f]))
-                    return rec_errorf(REC_EINVAL, "%s: table %d part %d segment %lld starts at row %lld; starts must rise "
-                                      "and stay below the table's %lld rows", origin, f, c, (long long)s,
-                                      (long long)q->seg_start[s], (long long)p->rows[f]);
+                    return rec_errorf(REC_EINVAL, "%s: $.tables[%d].parts[%d].segments[%lld]: table %d part %d segment %lld "
+                                      "starts at row %lld; starts must rise and stay below the table's %lld rows", origin,
+                                      f, c, (long long)s, f, c, (long long)s, (long long)q->seg_start[s],
+                                      (long long)p->rows[f]);
                 if (o < REC_PLAN_EVERY || o >= p->N || (o == REC_PLAN_EVERY && C > 1))
-                    return rec_errorf(REC_EINVAL, "%s: table %d part %d segment %lld has owner %d; owners are ranks 0..%d%s",
-                                      origin, f, c, (long long)s, o, p->N - 1,
+                    return rec_errorf(REC_EINVAL, "%s: $.tables[%d].parts[%d].segments[%lld]: table %d part %d segment %lld "
+                                      "has owner %d; owners are ranks 0..%d%s", origin, f, c, (long long)s, f, c,
+                                      (long long)s, o, p->N - 1,
                                       C > 1 ? " (a table cut into columns is not replicated)" : ", or -1 for replicated");
             }
             for (int64_t h = 0; h < q->n_hot; h++) {
                 const int o = q->hot_owner[h];
                 if (q->hot_row[h] < 0 || q->hot_row[h] >= p->rows[f] || (h && q->hot_row[h] <= q->hot_row[h - 1]))
-                    return rec_errorf(REC_EINVAL, "%s: table %d part %d hot row %lld is row %lld; hot rows must rise and "
-                                      "stay below the table's %lld rows", origin, f, c, (long long)h,
-                                      (long long)q->hot_row[h], (long long)p->rows[f]);
+                    return rec_errorf(REC_EINVAL, "%s: $.tables[%d].parts[%d].hot[%lld]: table %d part %d hot row %lld is "
+                                      "row %lld; hot rows must rise and stay below the table's %lld rows", origin, f, c,
+                                      (long long)h, f, c, (long long)h, (long long)q->hot_row[h], (long long)p->rows[f]);
                 if (o < REC_PLAN_EVERY || o >= p->N || (o == REC_PLAN_EVERY && C > 1))
-                    return rec_errorf(REC_EINVAL, "%s: table %d part %d hot row %lld has owner %d; owners are ranks 0..%d%s",
-                                      origin, f, c, (long long)h, o, p->N - 1,
+                    return rec_errorf(REC_EINVAL, "%s: $.tables[%d].parts[%d].hot[%lld]: table %d part %d hot row %lld has "
+                                      "owner %d; owners are ranks 0..%d%s", origin, f, c, (long long)h, f, c, (long long)h,
+                                      o, p->N - 1,
                                       C > 1 ? " (a table cut into columns is not replicated)" : ", or -1 for replicated");
             }
         }

@@ -1,6 +1,7 @@
 /* Plan files (plan.h): written as JSON line by line, read with cJSON and checked against the
  * model they are for. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,15 +42,18 @@ rec_status rec_plan_save(const rec_plan *p, const char *path) {
     return rec_atomic_fclose(&a, f, "sharding plan", REC_OK);
 }
 
-/* An integer-valued number, or REC_EFORMAT naming the path. */
+/* An integer-valued number in [lo, hi]: REC_EFORMAT naming the path when it is not an integer,
+ * REC_EINVAL when it is out of range. The range is checked before the cast: a number no
+ * int64_t holds (1e19; 1e999, which cJSON reads as infinity) is out of range, where the cast
+ * would be undefined (found by fuzz_shardplan). */
 static rec_status get_int(const cJSON *o, const char *origin, const char *path, int64_t lo, int64_t hi, int64_t *out) {
-    if (!cJSON_IsNumber(o) || o->valuedouble != (double)(int64_t)o->valuedouble)
+    if (!cJSON_IsNumber(o) || o->valuedouble != floor(o->valuedouble))
         return rec_errorf(REC_EFORMAT, "%s: %s: expected an integer", origin, path);
-    const int64_t v = (int64_t)o->valuedouble;
-    if (v < lo || v > hi)
-        return rec_errorf(REC_EINVAL, "%s: %s is %lld; it must be in [%lld, %lld]", origin, path, (long long)v,
-                          (long long)lo, (long long)hi);
-    *out = v;
+    const double d = o->valuedouble;
+    if (!(d >= -0x1p63 && d < 0x1p63) || (int64_t)d < lo || (int64_t)d > hi)
+        return rec_errorf(REC_EINVAL, "%s: %s is %.0f; it must be in [%lld, %lld]", origin, path, d, (long long)lo,
+                          (long long)hi);
+    *out = (int64_t)d;
     return REC_OK;
 }
 

@@ -69,7 +69,8 @@ rec_status rec__plan_set_part(rec_plan *p, int f, int c, int c0, int c1, int64_t
                               const int *seg_owner, int64_t n_hot, const int64_t *hot_row, const int *hot_owner);
 rec_status rec__plan_set_cols(rec_plan *p, int f, int n_parts);
 /* Checks a plan's structure (rows and owners in range, sorted, replicated only whole rows):
- * REC_EINVAL naming `origin` and the table and part. */
+ * REC_EINVAL naming `origin`, the JSON path of the field as a plan file has it (plan.h), and
+ * the table and part. */
 rec_status rec__plan_check(const rec_plan *p, const char *origin);
 /* A TorchRec plan's JSON ({"table_plans": ...}, plan_torchrec.c) as a plan of kind TORCHREC. */
 struct cJSON;
