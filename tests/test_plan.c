@@ -160,6 +160,56 @@ static void test_costs(void) {
     rec_plan_profile_free(prof);
 }
 
+/* The cache terms (plan.c che_misses): a table of 1000 rows each used once a batch, rows
+ * 0..499 by rank 0's slice; row-wise, rank 0 owns them, each at rate A = 1. Under an LRU of
+ * 250 rows Che's T solves 500 (1 - exp(-T)) = 250: half of its records miss, 250 a step; the
+ * other rank misses as many, and a rank fetching a row misses where its owner does: each
+ * rank's fetches (A / N of each other rank's row) miss 250 / 2. All rows in cache: none; the
+ * replicated plan: none to miss, and 1000 replicas' upkeep on every rank. */
+static void test_cache_terms(void) {
+    enum { R = 1000 };
+    const int64_t rows[1] = {R};
+    rec_plan_model m = {2, 1, rows, E, REC_SPARSE_SGD, R, 100, NULL};
+    rec_plan_profile *q = NULL;
+    CHECK(rec_plan_profile_init(&q, &m) == REC_OK, "%s", rec_errmsg());
+    rec_batch b;
+    rec_batch_init(&b, R, 0, 1, 1);
+    b.n = R;
+    for (int i = 0; i <= R; i++) b.sparse[0].offsets[i] = i;
+    for (int i = 0; i < R; i++) b.sparse[0].ids64[i] = i;
+    CHECK(rec_plan_profile_add(q, &b) == REC_OK, "%s", rec_errmsg());
+    rec_plan_hw hw;
+    rec_plan_hw_default(&hw);
+    rec_plan *p = NULL, *rep = NULL;
+    CHECK(rec_plan_build(&p, REC_PLAN_ROW, q, &hw) == REC_OK, "%s", rec_errmsg());
+    const double base = p ? rec_plan_costs(p)[0].seconds : 0;
+    hw.cache_bytes = 250.0 * E * 4, hw.miss_s = 1e-7, hw.rep_row_s = 1e-8, hw.skew_s = 1e-4;
+    CHECK(p && rec_plan_predict(p, q, &hw) == REC_OK, "%s", rec_errmsg());
+    const rec_plan_cost *c = p ? rec_plan_costs(p) : NULL;
+    CHECK(c && fabs(c[0].misses - 250) < 1e-6 && fabs(c[1].misses - 250) < 1e-6 && fabs(c[0].fetch_misses - 125) < 1e-6,
+          "misses %g %g, fetched %g", c ? c[0].misses : 0, c ? c[1].misses : 0, c ? c[0].fetch_misses : 0);
+    CHECK(c && fabs(c[0].seconds - (base + 375 * 1e-7 + 1e-4)) < 1e-12, "seconds %g, by hand %g", c ? c[0].seconds : 0,
+          base + 375 * 1e-7 + 1e-4);
+    CHECK(c && c[0].seconds >= rec_plan_lower_bound(p), "the bound holds");
+    hw.cache_bytes = 500.0 * E * 4; /* its 500 rows fit */
+    CHECK(p && rec_plan_predict(p, q, &hw) == REC_OK && rec_plan_costs(p)[0].misses == 0 &&
+              rec_plan_costs(p)[0].fetch_misses == 0, "rows that fit do not miss");
+    CHECK(rec_plan_build(&rep, REC_PLAN_REPLICATED, q, &hw) == REC_OK && rec_plan_costs(rep)[1].misses == 0 &&
+              rec_plan_costs(rep)[1].rep_rows == R, "%s", rec_errmsg());
+    rec_plan_free(p);
+    rec_plan_free(rep);
+    rec_batch_free(&b);
+    rec_plan_profile_free(q);
+    /* the machine's own figures: a replica's upkeep of some ns, a cache no larger than the
+     * largest set timed, a miss no cheaper than a hit */
+    rec_plan_hw u;
+    rec_plan_hw_default(&u);
+    rec_plan_measure_units(&u, 16, REC_SPARSE_ADAGRAD, 2);
+    CHECK(u.rep_row_s > 0 && u.rep_row_s < 1e-6 && u.cache_bytes >= 0 && u.cache_bytes <= 1024.0 * 1024 * 1024 &&
+              u.miss_s >= 0 && (u.cache_bytes == 0 || u.miss_s > 0),
+          "measured: %g s a replica, %g bytes of cache, %g s a miss", u.rep_row_s, u.cache_bytes, u.miss_s);
+}
+
 /* OPER beats the simple plans on skewed access and replicates the row every rank uses. */
 static void test_oper(void) {
     const int N = 8;
@@ -532,6 +582,7 @@ int main(void) {
     test_kinds();
     test_placements();
     test_costs();
+    test_cache_terms();
     test_oper();
     test_files();
     test_torchrec();

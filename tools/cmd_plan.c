@@ -54,6 +54,14 @@ static const char USAGE[] =
     "  --ranks-per-core R ranks sharing a core: the compute terms scale by R (default 1)\n"
     "                     (train under mpirun prints the --slice-ns, --lookup-ns and --get-ns\n"
     "                     it measured)\n"
+    "  --measure          measure the cache terms on this machine (~1 s): a row from memory\n"
+    "                     against one from cache, the cache's size, a replicated row's upkeep\n"
+    "  --miss-ns NS       an owner's record of a row not in its cache, ns more (default 0: off)\n"
+    "  --cache-mb MB      the cache a rank's rows share, MB; which rows it holds is Che's\n"
+    "                     approximation of an LRU over their profiled access (default 0: off)\n"
+    "  --rep-row-ns NS    a replicated row's upkeep per step on every rank (default 0)\n"
+    "  --skew-ms MS       the wait for the slowest rank a step, beyond the plan's imbalance\n"
+    "                     (train's step_ms.skew on a balanced plan; default 0)\n"
     "  --mem-gb GB        a rank's memory for rows and optimizer state, in GB of 10^9 bytes, as\n"
     "                     every size here (default 64)\n"
     "  --threshold T      OPER's initial partition threshold (default 0.001)\n";
@@ -67,6 +75,8 @@ typedef struct plan_args {
     int64_t batch, sample;
     uint64_t seed;
     rec_plan_hw hw;
+    int measure;                      /* --measure: the cache terms measured here */
+    double cache_mb, miss_ns, rep_ns; /* given (>= 0), over what --measure found */
 } plan_args;
 
 static int parse_ranks(const char *cmd, int argc, char **argv, int *i, plan_args *a) {
@@ -250,7 +260,7 @@ static rec_status simulate_one(const plan_args *a, rec_dataset *d, int64_t rows,
     return s;
 }
 
-static rec_status run(const plan_args *a) {
+static rec_status run(plan_args *a) {
     rec_dataset_opts o = {0};
     o.path = a->data.v[0];
     o.paths = a->data.v;
@@ -274,6 +284,15 @@ static rec_status run(const plan_args *a) {
     s = rec_model_config_bind(&cfg, rec_dataset_n_dense(d), rec_dataset_n_sparse(d), rec_dataset_table_rows(d), a->data.v[0]);
     if (!s) s = rec_dataset_rows(d, &rows);
     if (!s) s = rec_model_init_sharded(&model, &cfg, 1, 1);
+    if (!s && a->measure) {
+        rec_plan_measure_units(&a->hw, cfg.emb_dim, cfg.sparse_opt.kind, a->ranks[0]);
+        fprintf(stderr, "plan: measured here: a row from memory %.1f ns more than from a %.2f MB cache; %.2f ns a "
+                "replicated row (--miss-ns, --cache-mb, --rep-row-ns)\n", a->hw.miss_s * 1e9, a->hw.cache_bytes / 1e6,
+                a->hw.rep_row_s * 1e9);
+    }
+    if (a->cache_mb >= 0) a->hw.cache_bytes = a->cache_mb * 1e6;
+    if (a->miss_ns >= 0) a->hw.miss_s = a->miss_ns * 1e-9;
+    if (a->rep_ns >= 0) a->hw.rep_row_s = a->rep_ns * 1e-9;
     rec_plan_model m = {1, cfg.n_sparse, cfg.table_rows, cfg.emb_dim, cfg.sparse_opt.kind, cfg.batch_size,
                         model ? rec_model_n_dense_params(model) : 0, NULL};
     /* the tables' names, by which a TorchRec plan may call them: the spec's */
@@ -314,6 +333,8 @@ int cmd_plan(int argc, char **argv) {
     a.sample = 16;
     a.seed = 1;
     rec_plan_hw_default(&a.hw);
+    a.cache_mb = a.miss_ns = a.rep_ns = -1;
+    double skew_ms = 0;
     int rc = CLI_OK;
     double gb = a.hw.mem_bytes / 1e9, p2p = a.hw.bw_p2p / 1e9, ar = a.hw.bw_ar / 1e9, ns = a.hw.lookup_s * 1e9,
            slice_ns = 0, get_ns = 0;
@@ -348,6 +369,11 @@ int cmd_plan(int argc, char **argv) {
         else if (!strcmp(x, "--lookup-ns")) rc = cli_double(cmd, argc, argv, &i, 1e-3, 1e9, &ns);
         else if (!strcmp(x, "--slice-ns")) rc = cli_double(cmd, argc, argv, &i, 0, 1e9, &slice_ns);
         else if (!strcmp(x, "--get-ns")) rc = cli_double(cmd, argc, argv, &i, 0, 1e9, &get_ns);
+        else if (!strcmp(x, "--miss-ns")) rc = cli_double(cmd, argc, argv, &i, 0, 1e9, &a.miss_ns);
+        else if (!strcmp(x, "--cache-mb")) rc = cli_double(cmd, argc, argv, &i, 0, 1e9, &a.cache_mb);
+        else if (!strcmp(x, "--rep-row-ns")) rc = cli_double(cmd, argc, argv, &i, 0, 1e9, &a.rep_ns);
+        else if (!strcmp(x, "--skew-ms")) rc = cli_double(cmd, argc, argv, &i, 0, 1e6, &skew_ms);
+        else if (!strcmp(x, "--measure")) a.measure = 1;
         else if (!strcmp(x, "--ranks-per-core")) rc = cli_double(cmd, argc, argv, &i, 1, 1e6, &a.hw.ranks_per_core);
         else if (!strcmp(x, "--mem-gb")) rc = cli_double(cmd, argc, argv, &i, 1e-6, 1e9, &gb);
         else if (!strcmp(x, "--threshold")) rc = cli_double(cmd, argc, argv, &i, 1e-9, 1, &a.hw.threshold);
@@ -386,6 +412,7 @@ int cmd_plan(int argc, char **argv) {
     a.hw.lookup_s = ns * 1e-9;
     a.hw.slice_s = slice_ns * 1e-9;
     a.hw.get_s = get_ns * 1e-9;
+    a.hw.skew_s = skew_ms * 1e-3;
     s = run(&a);
     cli_paths_free(&a.data);
     return s ? cli_fail(cmd, s) : CLI_OK;

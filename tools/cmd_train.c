@@ -113,12 +113,16 @@ static const char TRAIN_USAGE[] =
 
 /* The executor's work per unit as `plan`'s cost model counts it (its --slice-ns, --lookup-ns
  * and --get-ns): ns per id of this rank's slices, per gradient record it applied as owner,
- * per row it fetched beyond the row's bytes at the measured bandwidth; NaN where none. */
+ * per row it fetched beyond the row's bytes at the measured bandwidth — the last two of rows
+ * in cache: less the misses the plan predicts for this rank at the measured miss cost; NaN
+ * where none. */
 static void unit_ns(const rec_train_report *r, double ns[3]) {
     const rec_exec_stats *d = &r->dist;
-    const double net = d->fetch_s - (r->bw_p2p > 0 ? d->fetched_bytes / r->bw_p2p : 0);
+    const double n = (double)d->steps, miss = r->plan_hw.miss_s;
+    const double net = d->fetch_s - (r->bw_p2p > 0 ? d->fetched_bytes / r->bw_p2p : 0) - r->plan_cost.fetch_misses * miss * n;
+    const double missed = r->plan_cost.misses * miss * n;
     ns[0] = d->ids > 0 ? d->slice_s / d->ids * 1e9 : NAN;
-    ns[1] = d->records > 0 ? d->owner_s / d->records * 1e9 : NAN;
+    ns[1] = d->records > 0 ? fmax(d->owner_s - missed, 0) / d->records * 1e9 : NAN;
     ns[2] = d->fetched > 0 ? (net > 0 ? net : 0) / d->fetched * 1e9 : NAN;
 }
 
@@ -184,8 +188,12 @@ static void print_json(const rec_train_report *r) {
                d->worst_sent_rank, cli_jnum("%.4f", d->worst_sent_dev));
         double ns[3];
         unit_ns(r, ns);
-        printf(", \"unit_ns\": {\"slice_id\": %s, \"owner_record\": %s, \"fetched_row\": %s}, \"gbps\": {\"p2p\": %s, "
+        const rec_plan_hw *hw = &r->plan_hw;
+        printf(", \"unit_ns\": {\"slice_id\": %s, \"owner_record\": %s, \"fetched_row\": %s, \"miss\": %s, "
+               "\"rep_row\": %s}, \"cache_mb\": %s, \"plan_misses_per_step\": %s, \"gbps\": {\"p2p\": %s, "
                "\"allreduce\": %s}", cli_jnum("%.2f", ns[0]), cli_jnum("%.2f", ns[1]), cli_jnum("%.2f", ns[2]),
+               cli_jnum("%.2f", hw->miss_s * 1e9), cli_jnum("%.2f", hw->rep_row_s * 1e9),
+               cli_jnum("%.3f", hw->cache_bytes / 1e6), cli_jnum("%.1f", r->plan_cost.misses),
                cli_jnum("%.3f", r->bw_p2p / 1e9), cli_jnum("%.3f", r->bw_ar / 1e9));
     }
     printf("}\n");

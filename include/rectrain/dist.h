@@ -58,6 +58,9 @@ void rec_dist_finalize(void);
  * fetching E-float rows scattered in another rank's window, and of a ring all-reduce of a
  * large buffer; the plan's rule for replicating rows (OPER §4.3) takes them. */
 rec_status rec_dist_measure(int E, double *bw_p2p, double *bw_ar);
+/* The cost model's cache terms (rec_plan_measure_units), measured by rank 0 for the job's
+ * rows and ranks, the same on every rank. */
+rec_status rec_dist_measure_units(rec_plan_hw *hw, int E, rec_sparse_opt_kind opt);
 
 /* Collective: whether the ranks that share a machine (the same boot id: network namespaces
  * on one host count as one machine) are bound by their CPU affinity to fewer CPUs than they

@@ -107,6 +107,17 @@ typedef struct rec_plan_hw {
     double ranks_per_core;     /* ranks sharing a core (>= 1): the compute terms scale by it */
     double bw_p2p;             /* bytes/s a rank moves to or from another rank: 1 / L[i][j] per byte */
     double bw_ar;              /* bytes/s of a ring all-reduce's per-rank traffic */
+    /* Where the rows sit in memory (0: the term is off; rec_plan_measure_units measures them).
+     * An owner's record of a row its cache holds costs lookup_s, one from memory miss_s more;
+     * which rows a rank's cache holds is Che's approximation of an LRU of cache_bytes over
+     * the rows it owns, each at its profiled access rate (plan.c che_misses). */
+    double cache_bytes;
+    double miss_s;
+    double rep_row_s;          /* per replicated row per step on every rank, used or not: its
+                                  gradient zeroed, its all-reduce chunks summed, scanned */
+    double skew_s;             /* per step waiting for the slowest rank beyond the plan's own
+                                  imbalance (the dense work's jitter): the same under every
+                                  plan, measured by a job (train's skew) */
     double mem_bytes;          /* a rank's memory for rows and their state (default 64e9) */
     double extra_mem;          /* OPER: share of mem_bytes for replicated rows (paper: 5%) */
     double threshold;          /* OPER: initial partition threshold, a share of all access and
@@ -114,6 +125,9 @@ typedef struct rec_plan_hw {
 } rec_plan_hw;
 /* Defaults: this machine's measured figures where a running job has not measured its own. */
 void rec_plan_hw_default(rec_plan_hw *hw);
+/* Measures cache_bytes, miss_s and rep_row_s on this machine (units.c: ~1 s, 1 GiB) for
+ * rows of E floats with opt's state, N ranks. */
+void rec_plan_measure_units(rec_plan_hw *hw, int E, rec_sparse_opt_kind opt, int N);
 
 /* Predicted per rank per step of global batch B (Eq. 1-3 and the all-reduces). */
 typedef struct rec_plan_cost {
@@ -121,12 +135,17 @@ typedef struct rec_plan_cost {
     double lookups;            /* rows read: its own and those served to others (Eq. 2) */
     double ids;                /* ids of its slice of the batch */
     double fetched;            /* rows (parts of rows) it fetches from other ranks */
+    double misses;             /* of its lookups as owner, those predicted not in its cache */
+    double fetch_misses;       /* of the rows it fetches, those not in their owner's cache (a
+                                  get reads the owner's memory) */
+    double rep_rows;           /* replicated rows (parts of rows) it keeps */
     double sent, recv;         /* bytes: rows served / fetched, gradients to / from owners, the
                                   sparse all-reduce of replicated rows and the dense one */
-    double seconds;            /* embedding step time: (ids * slice_s + lookups * L) *
-                                  ranks_per_core + fetched * get_s + point-to-point bytes /
-                                  bw_p2p + replicated rows' all-reduce bytes / bw_ar (the dense
-                                  all-reduce, the same under every plan, is left out) */
+    double seconds;            /* embedding step time: (ids * slice_s + lookups * L + (misses +
+                                  fetch_misses) * miss_s + rep_rows * rep_row_s) * ranks_per_core + fetched *
+                                  get_s + point-to-point bytes / bw_p2p + replicated rows'
+                                  all-reduce bytes / bw_ar + skew_s (the dense all-reduce, the
+                                  same under every plan, is left out) */
 } rec_plan_cost;
 
 typedef struct rec_plan rec_plan;

@@ -166,6 +166,9 @@ typedef struct rec_train_report {
     char shard_plan[16];
     double plan_sent_bytes;
     double bw_p2p, bw_ar;        /* bytes/s the job measured between its ranks (plan.h's rec_plan_hw) */
+    rec_plan_hw plan_hw;         /* the machine the job's plan was predicted on (those, and the
+                                    cache terms rec_plan_measure_units measured) */
+    rec_plan_cost plan_cost;     /* this rank's predicted costs per step under it */
     rec_exec_stats dist;
     /* with workers: the split trained with, the policy's decision and inputs (auto), and the
      * client's counters */

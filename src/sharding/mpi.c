@@ -208,3 +208,15 @@ rec_status rec_dist_measure(int E, double *bw_p2p, double *bw_ar) {
     free(disp);
     return s;
 }
+
+/* Rank 0 measures (the others wait: the cores are its), and every rank gets its figures, so
+ * that every rank builds the same plan. */
+rec_status rec_dist_measure_units(rec_plan_hw *hw, int E, rec_sparse_opt_kind opt) {
+    int rank, size;
+    REC_TRY(rec_dist_init(&rank, &size));
+    if (rank == 0) rec_plan_measure_units(hw, E, opt, size);
+    double v[3] = {hw->cache_bytes, hw->miss_s, hw->rep_row_s};
+    MPI_TRY(MPI_Bcast(v, 3, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    hw->cache_bytes = v[0], hw->miss_s = v[1], hw->rep_row_s = v[2];
+    return REC_OK;
+}

@@ -49,6 +49,7 @@ void rec_plan_hw_default(rec_plan_hw *hw) {
     hw->ranks_per_core = 1;
     hw->bw_p2p = 1.0e9;         /* fine-grained gets of rows from another rank */
     hw->bw_ar = 4.0e9;          /* a ring all-reduce of a large buffer */
+    hw->cache_bytes = hw->miss_s = hw->rep_row_s = hw->skew_s = 0; /* measured (units.c), or given */
     hw->mem_bytes = 64e9; /* GB, as plan prints every size */
     hw->extra_mem = 0.05;
     hw->threshold = 0.001;
@@ -232,6 +233,79 @@ int rec_plan_owner(const rec_plan *p, int f, int c, int64_t r) {
 
 /* ---- the cost model -------------------------------------------------------------------- */
 
+/* ---- Che's approximation ------------------------------------------------------------------
+ * An LRU cache of C bytes serving rows i at rates a_i (accesses per step) holds each row with
+ * probability 1 - exp(-a_i T), T the cache's characteristic time: the one at which the rows
+ * it holds fill it, sum_i b_i (1 - exp(-a_i T)) = C (Che, Tung and Wang, JSAC 2002; exact in
+ * the limit of many rows, within a few percent for Zipf-like access). A rank's misses per step
+ * are then sum_i a_i exp(-a_i T). The rows an owner serves are grouped by (rate, bytes), of
+ * which a profile has few: its rates are counts over the profiled batches. */
+typedef struct owned {
+    int owner;
+    float bytes;
+    double a;
+} owned;
+
+static int cmp_owned(const void *x, const void *y) {
+    const owned *a = x, *b = y;
+    if (a->owner != b->owner) return a->owner - b->owner;
+    if (a->a != b->a) return a->a < b->a ? -1 : 1;
+    return (a->bytes > b->bytes) - (a->bytes < b->bytes);
+}
+
+/* Bytes of the n groups g (count[i] rows of g[i].bytes at rate g[i].a) an LRU holds at
+ * characteristic time T. */
+static double che_fill(const owned *g, const double *count, int64_t n, double T) {
+    double fill = 0;
+    for (int64_t i = 0; i < n; i++) fill += (double)g[i].bytes * count[i] * -expm1(-g[i].a * T);
+    return fill;
+}
+
+/* Misses per step of the n groups under an LRU of C bytes. */
+static double che_misses(const owned *g, const double *count, int64_t n, double C) {
+    double all = 0;
+    for (int64_t i = 0; i < n; i++) all += (double)g[i].bytes * count[i];
+    if (all <= C) return 0; /* every row it serves fits: only the first touches miss */
+    double lo = 0, hi = 1;
+    while (che_fill(g, count, n, hi) < C && hi < 1e15) lo = hi, hi *= 4; /* it rises towards all > C */
+    for (int it = 0; it < 60; it++) {
+        const double T = (lo + hi) / 2;
+        if (che_fill(g, count, n, T) < C) lo = T;
+        else hi = T;
+    }
+    const double T = (lo + hi) / 2;
+    double miss = 0;
+    for (int64_t i = 0; i < n; i++) miss += g[i].a * count[i] * exp(-g[i].a * T);
+    return miss;
+}
+
+/* Each rank's misses per step (miss[N]) over the rows it owns, e (n entries, sorted here). */
+static rec_status rank_misses(owned *e, int64_t n, int N, double C, double *miss) {
+    for (int j = 0; j < N; j++) miss[j] = 0;
+    if (n == 0 || !(C > 0)) return REC_OK;
+    qsort(e, (size_t)n, sizeof *e, cmp_owned);
+    double *count = malloc(sizeof(double) * (size_t)n);
+    if (!count) return rec_errorf(REC_ENOMEM, "plan: out of memory for the cache model");
+    int64_t i = 0;
+    while (i < n) {
+        const int j = e[i].owner;
+        int64_t m = 0, k = i; /* groups of equal (rate, bytes) into e[i ..] and count[i ..] */
+        for (; k < n && e[k].owner == j; k++) {
+            if (m > 0 && e[i + m - 1].a == e[k].a && e[i + m - 1].bytes == e[k].bytes) {
+                count[i + m - 1] += 1;
+                continue;
+            }
+            e[i + m] = e[k];
+            count[i + m] = 1;
+            m++;
+        }
+        miss[j] = che_misses(e + i, count + i, m, C);
+        i = k;
+    }
+    free(count);
+    return REC_OK;
+}
+
 rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec_plan_hw *hw) {
     const rec_plan_model *m = &prof->m;
     if (m->ranks != p->N || m->tables != p->F || m->dim != p->E)
@@ -243,6 +317,9 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
            *own_rows = own_fwd + 3 * N;
     if (!own_fwd) return rec_errorf(REC_ENOMEM, "plan: out of memory");
     double all_fwd = 0, all_grad = 0, all_lookups = 0, all_rows = 0, comm_floor = 0;
+    owned *own = NULL; /* the rows each rank serves, for the cache model */
+    int64_t n_own = 0, own_cap = 0;
+    const int cache = hw->cache_bytes > 0 && hw->miss_s > 0;
     const double cpu = hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
     /* the cheaper way of moving a row whatever the plan, per rank (the lower bound below) */
     const double fetch_row = share * (8.0 * E / hw->bw_p2p + hw->get_s) / N, rep_row = 2.0 * share * 4.0 * E / hw->bw_ar;
@@ -257,7 +334,7 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
             all_lookups += rows[i].A;
             comm_floor += fmin(rows[i].A * fetch_row, rep_row);
         }
-        for (int c = 0; c < p->n_parts[f]; c++) {
+        for (int c = 0; c < p->n_parts[f] && !s; c++) {
             const plan_part *q = &p->parts[f][c];
             const int w = q->c1 - q->c0;
             const double row_bytes = 4.0 * (w + rec__state_floats(p->opt, w));
@@ -272,7 +349,7 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
                 if (q->hot_owner[h] == REC_PLAN_EVERY) rep_rows += 1;
                 else k[q->hot_owner[h]].mem_bytes += row_bytes;
             }
-            for (int j = 0; j < N; j++) k[j].mem_bytes += rep_rows * row_bytes;
+            for (int j = 0; j < N; j++) k[j].mem_bytes += rep_rows * row_bytes, k[j].rep_rows += rep_rows;
             for (int j = 0; j < N; j++) ar[j] += 2.0 * share * rep_rows * 4.0 * w;
             for (int64_t i = 0; i < n; i++) {
                 const double A = rows[i].A;
@@ -282,6 +359,16 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
                     continue;
                 }
                 k[j].lookups += A * scale;
+                if (cache && n_own == own_cap) {
+                    own_cap = own_cap ? 2 * own_cap : 1 << 16;
+                    owned *t = realloc(own, sizeof *own * (size_t)own_cap);
+                    if (!t) {
+                        s = rec_errorf(REC_ENOMEM, "plan: out of memory for the cache model");
+                        break;
+                    }
+                    own = t;
+                }
+                if (cache) own[n_own++] = (owned){j, (float)row_bytes, A * scale};
                 k[j].sent += A * share * 4.0 * w;
                 k[j].recv += A * share * grad_bytes;
                 all_fwd += A / N * 4.0 * w;
@@ -294,21 +381,31 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
         }
         free(rows);
     }
+    double *miss = calloc((size_t)N, sizeof(double));
+    if (!s && !miss) s = rec_errorf(REC_ENOMEM, "plan: out of memory");
+    if (!s) s = rank_misses(own, n_own, N, hw->cache_bytes, miss);
+    free(own);
     const double dense = 2.0 * share * 4.0 * (double)p->dense_params;
     const double ids = prof->batches > 0 ? (double)prof->ids / (double)prof->batches / N : 0; /* slices are even */
+    double all_miss = 0; /* a row a rank misses as owner, every other rank misses fetching it */
+    for (int j = 0; j < N && !s; j++) all_miss += miss[j];
     for (int j = 0; j < N && !s; j++) {
         k[j].recv += all_fwd - own_fwd[j];
         k[j].sent += all_grad - own_grad[j];
         k[j].ids = ids;
         k[j].fetched = all_rows - own_rows[j];
         const double p2p = k[j].sent > k[j].recv ? k[j].sent : k[j].recv;
-        k[j].seconds = (ids * hw->slice_s + k[j].lookups * hw->lookup_s) * cpu + k[j].fetched * hw->get_s +
-                       p2p / hw->bw_p2p + ar[j] / hw->bw_ar;
+        k[j].misses = miss[j];
+        k[j].fetch_misses = (all_miss - miss[j]) / N; /* its slice's users' share of each */
+        k[j].seconds = (ids * hw->slice_s + k[j].lookups * hw->lookup_s + (k[j].misses + k[j].fetch_misses) * hw->miss_s +
+                        k[j].rep_rows * hw->rep_row_s) * cpu +
+                       k[j].fetched * hw->get_s + p2p / hw->bw_p2p + ar[j] / hw->bw_ar + hw->skew_s;
         k[j].sent += ar[j] + dense;
         k[j].recv += ar[j] + dense;
     }
-    p->lower_bound = (ids * hw->slice_s + all_lookups * hw->lookup_s / N) * cpu + comm_floor;
+    p->lower_bound = (ids * hw->slice_s + all_lookups * hw->lookup_s / N) * cpu + comm_floor + hw->skew_s;
     free(own_fwd);
+    free(miss);
     return s;
 }
 
@@ -645,10 +742,16 @@ static rec_status oper(rec_plan *p, const rec_plan_profile *prof, const rec_plan
         return s;
     }
     qsort(hot, (size_t)n_hot, sizeof *hot, cmp_hot);
-    /* §4.3: replicate while the rule holds and the replicas fit */
+    /* §4.3: replicate while the rule holds and the replicas fit. The rule, f > BW_P2P / (B
+     * BW_AR), compares a row's fetches (its A users' rows and gradients, spread over the N
+     * ranks) with its share of the all-reduce; with the model's per-row costs on both sides:
+     * a fetch's get_s, and a replica's bookkeeping on every rank (rep_row_s). */
+    const double share = (double)(N - 1) / N, cpu = hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
+    const double per_fetch = share * (8.0 * p->E / hw->bw_p2p + hw->get_s) / N;
+    const double per_replica = share * 8.0 * p->E / hw->bw_ar + hw->rep_row_s * cpu;
     double rep_bytes = 0;
     for (int64_t i = 0; i < n_hot && N > 1; i++) {
-        if (!(hot[i].A / N > hw->bw_p2p / hw->bw_ar) || rep_bytes + row_bytes > hw->extra_mem * hw->mem_bytes) break;
+        if (!(hot[i].A * per_fetch > per_replica) || rep_bytes + row_bytes > hw->extra_mem * hw->mem_bytes) break;
         hot[i].owner = REC_PLAN_EVERY;
         rep_bytes += row_bytes;
     }

@@ -373,6 +373,7 @@ static rec_status setup_dist(job *j) {
     rec_status s = rec_dist_check_binding(j->threads, warn, sizeof warn);
     if (!s && warn[0] && o->log) fprintf(o->log, "train: warning: %s\n", warn);
     if (!s) s = rec_dist_measure(j->cfg.emb_dim, &hw.bw_p2p, &hw.bw_ar);
+    if (!s) s = rec_dist_measure_units(&hw, j->cfg.emb_dim, j->cfg.sparse_opt.kind);
     rec_plan_profile *prof = NULL;
     rec_plan_model pm_prof = pm; /* the profile keeps its model: not the names, freed below */
     pm_prof.names = NULL;
@@ -398,11 +399,15 @@ static rec_status setup_dist(job *j) {
     for (int r = 0; r < j->ranks; r++) mx = c[r].seconds > mx ? c[r].seconds : mx, sent += c[r].sent / j->ranks;
     if (o->log)
         fprintf(o->log, "train: %d ranks; plan %s%s%s (predicted per step: %.3f ms of embedding work on the busiest rank, "
-                "%.2f MB sent per rank); measured %.2f GB/s row fetches, %.2f GB/s all-reduce; rows fetched by %s\n",
-                j->ranks, rec_plan_kind_name(rec_plan_get_kind(j->shard_plan)), from ? " from " : "", from ? from : "", mx * 1e3, sent / 1e6, hw.bw_p2p / 1e9, hw.bw_ar / 1e9,
-                o->alltoall ? "all-to-all-v (baseline)" : "one-sided gets");
+                "%.2f MB sent per rank); measured %.2f GB/s row fetches, %.2f GB/s all-reduce, a row from memory %.0f ns "
+                "more than from a %.1f MB cache, %.1f ns a replicated row; rows fetched by %s\n",
+                j->ranks, rec_plan_kind_name(rec_plan_get_kind(j->shard_plan)), from ? " from " : "", from ? from : "",
+                mx * 1e3, sent / 1e6, hw.bw_p2p / 1e9, hw.bw_ar / 1e9, hw.miss_s * 1e9, hw.cache_bytes / 1e6,
+                hw.rep_row_s * 1e9, o->alltoall ? "all-to-all-v (baseline)" : "one-sided gets");
     j->rep->plan_sent_bytes = c[j->rank].sent;
     j->rep->bw_p2p = hw.bw_p2p, j->rep->bw_ar = hw.bw_ar;
+    j->rep->plan_hw = hw;
+    j->rep->plan_cost = c[j->rank];
     snprintf(j->rep->shard_plan, sizeof j->rep->shard_plan, "%s", rec_plan_kind_name(rec_plan_get_kind(j->shard_plan)));
     return rec_exec_init(&j->exec, j->model, j->shard_plan, j->cfg.batch_size, o->alltoall);
 }
