@@ -23,22 +23,23 @@
 #     Prints per rank count: each plan's median samples/s, rank 0's median measured embedding
 #     time (local + fetch + exchange, less the exchange's wait for the slowest rank, "skew",
 #     shown beside), the predicted max-rank embedding time, their ratio, the worst rank's bytes
-#     sent against the plan's, and OPER's samples/s over the best TorchRec plan's of the batch.
+#     sent against the plan's, and OPER's samples/s over that of TorchRec's plan for the batch.
 # Every prediction and OPER plan goes through predict() below, which runs `rectrain plan`.
 # rectrain commands it runs: gen, prep, plan (--kind row --out, --out, --simulate --torchrec,
 # --score), and `mpirun -np N rectrain train --plan-shards --json --threads 1`.
-# Usage: bench/plan_vs_torchrec.sh VENV [ROWS=8388608] [STEPS=40]   (from the repo root)
+# Usage: bench/plan_vs_torchrec.sh VENV [ROWS=8388608] [STEPS=24]   (from the repo root)
 #   VENV: a virtual environment with torch 2.14, fbgemm-gpu-cpu 1.9.0 and torchrec 1.9.2
 #   (docs/distributed.md, "Bringing a TorchRec plan").
 #   PART=predicted or PART=trained runs one part alone; BATCHES="2048 8192 65536/N" the
 #   batches per rank (B/N: a global batch B); TROWS=400000 the trained part's rows.
 #   KEEP=DIR keeps the plans and data there, and a later run with the same KEEP reuses them
 #   (TorchRec's plans when their "planner" names the same ranks, batch per rank and dim).
-# Time on this 2-core machine: the predicted part ~15-22 min the first time (TorchRec's planner
-# takes 2-4 min a plan at 1024 ranks, two at once), ~5 min with KEEP's plans; the trained part
-# 42 runs of `train`, ~10 s each to start, plus the steps (~10 min idle at STEPS=40).
+# Time on this 2-core machine while a CI run shared it: the predicted part 22 min the first
+# time (TorchRec's planner takes 2-4.5 min a plan at 1024 ranks, two at once), 6 min again with
+# KEEP's plans; the trained part, 42 runs of `train` at ~15 s each to start, 10 min at STEPS=6
+# (the default 24 adds 18 steps to 14 of the runs, 1.5M samples: 1-2 min).
 set -eu
-VENV=${1:?usage: bench/plan_vs_torchrec.sh VENV [ROWS] [STEPS]}; ROWS=${2:-8388608}; STEPS=${3:-40}
+VENV=${1:?usage: bench/plan_vs_torchrec.sh VENV [ROWS] [STEPS]}; ROWS=${2:-8388608}; STEPS=${3:-24}
 BATCHES=${BATCHES:-2048 8192 65536/N}; TROWS=${TROWS:-400000}; PART=${PART:-all}
 R=$(pwd)/build/rectrain
 PY="$VENV/bin/python"
