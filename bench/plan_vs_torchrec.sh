@@ -1,122 +1,251 @@
 #!/bin/sh
-# OPER against TorchRec's own sharding plans, on the same tables and sampled batches:
-#  1. predicted: TorchRec 1.9.2's planner (dev/torchrec_plan.py, its default topology, 8 ranks
-#     per host) at 8, 64 and 1024 ranks, global batch 65536, scored by `rectrain plan
-#     --simulate --torchrec DIR` beside every rectrain plan, for the Kaggle table sizes
-#     (configs/criteo_standard.json, configs/dlrm_kaggle.json: dim 16) and the Terabyte
-#     recipe's (MLPerf's 26 tables of 3 to 40M rows, configs/dlrm_terabyte.json: dim 128), on
-#     ROWS generated rows (`gen --scale 4` folded into the Terabyte sizes by modulo);
-#  2. trained: OPER's and TorchRec's plans for 2 and 4 ranks (Kaggle sizes, the Kaggle DLRM,
-#     global batch 2048, STEPS steps) by `mpirun ... train --plan-shards`, rank 0's measured
-#     step split and bytes sent beside the plan's predictions (embedding ms on the busiest
-#     rank, with the bandwidths the job measured; bytes sent per rank), and beside the same
-#     prediction calibrated with the executor's work per unit measured by a row-wise run at
-#     as many ranks (plan --slice-ns, --lookup-ns, --get-ns, --ranks-per-core). The measured
-#     embedding time leaves out the wait for the slowest rank at the exchange (its "skew"
-#     column: the dense work's jitter between ranks, the same under every plan).
-# Usage: bench/plan_vs_torchrec.sh VENV [ROWS=400000] [STEPS=40]   (from the repo root)
+# OPER against TorchRec's own sharding plans, on the same tables and sampled batches, with
+# TorchRec planning at several batches per rank (its planner's batch_size; BATCHES, default
+# "2048 8192 65536/N": 2048 and 8192 a rank, and a global batch of 65536 split over N ranks),
+# each plan beside OPER's at the same global batch (the batch per rank x N):
+#  1. predicted: TorchRec 1.9.2's planner (dev/torchrec_plan.py --batch-per-rank, its default
+#     topology, 8 ranks per host) at 8, 64 and 1024 ranks, for the Kaggle table sizes
+#     (configs/criteo_standard.json, configs/dlrm_kaggle.json: dim 16) and the Terabyte recipe's
+#     (MLPerf's 26 tables of 3 to 40M rows, configs/dlrm_terabyte.json: dim 128), scored by
+#     `rectrain plan --simulate --torchrec DIR` beside every rectrain plan, one call per rank
+#     count and batch per rank (DIR holds TorchRec's plans for that batch per rank), on ROWS
+#     generated rows (`gen --scale 4` folded into the Terabyte sizes by modulo); a global batch
+#     over ROWS is skipped (the default ROWS, 8192 x 1024, holds the largest). Prints each
+#     `--simulate` table, then one summary line per plan pair;
+#  2. trained: at 2 and 4 ranks (Kaggle sizes, the Kaggle DLRM, TROWS generated rows, `--threads
+#     1`; 4 ranks share 2 cores), for each batch per rank: a row-wise run (the calibration:
+#     the executor's work per unit, `unit_ns`, and the bandwidths it measured, for plan
+#     --slice-ns, --lookup-ns, --get-ns, --bw-p2p, --bw-ar, --ranks-per-core); OPER's plan for
+#     that global batch built with the calibration; then OPER's and TorchRec's plan trained 3
+#     times each, alternating (oper, torchrec, torchrec, oper, oper, torchrec), STEPS steps at
+#     2048 a rank and as many samples at larger batches (at least 6 steps); each plan predicted
+#     with the calibration's units and the bandwidths its own runs measured (their median).
+#     Prints per rank count: each plan's median samples/s, rank 0's median measured embedding
+#     time (local + fetch + exchange, less the exchange's wait for the slowest rank, "skew",
+#     shown beside), the predicted max-rank embedding time, their ratio, the worst rank's bytes
+#     sent against the plan's, and OPER's samples/s over that of TorchRec's plan for the batch.
+# Every prediction and OPER plan goes through predict() below, which runs `rectrain plan`.
+# rectrain commands it runs: gen, prep, plan (--kind row --out, --out, --simulate --torchrec,
+# --score), and `mpirun -np N rectrain train --plan-shards --json --threads 1`.
+# Usage: bench/plan_vs_torchrec.sh VENV [ROWS=8388608] [STEPS=24]   (from the repo root)
 #   VENV: a virtual environment with torch 2.14, fbgemm-gpu-cpu 1.9.0 and torchrec 1.9.2
-#   (docs/distributed.md, "Bringing a TorchRec plan"). KEEP=DIR keeps the plans and data there.
+#   (docs/distributed.md, "Bringing a TorchRec plan").
+#   PART=predicted or PART=trained runs one part alone; BATCHES="2048 8192 65536/N" the
+#   batches per rank (B/N: a global batch B); TROWS=400000 the trained part's rows.
+#   KEEP=DIR keeps the plans and data there, and a later run with the same KEEP reuses them
+#   (TorchRec's plans when their "planner" names the same ranks, batch per rank and dim).
+# Time on this 2-core machine while a CI run shared it: the predicted part 22 min the first
+# time (TorchRec's planner takes 2-4.5 min a plan at 1024 ranks, two at once), 6 min again with
+# KEEP's plans; the trained part, 42 runs of `train` at ~15 s each to start, 10 min at STEPS=6
+# (the default 24 adds 18 steps to 14 of the runs, 1.5M samples: 1-2 min).
 set -eu
-VENV=${1:?usage: bench/plan_vs_torchrec.sh VENV [ROWS] [STEPS]}; ROWS=${2:-400000}; STEPS=${3:-40}
+VENV=${1:?usage: bench/plan_vs_torchrec.sh VENV [ROWS] [STEPS]}; ROWS=${2:-8388608}; STEPS=${3:-24}
+BATCHES=${BATCHES:-2048 8192 65536/N}; TROWS=${TROWS:-400000}; PART=${PART:-all}
 R=$(pwd)/build/rectrain
 PY="$VENV/bin/python"
 [ -x "$R" ] || { echo "build first: make build" >&2; exit 1; }
 [ -x "$PY" ] || { echo "$PY: no python in the virtual environment $VENV" >&2; exit 1; }
-command -v mpirun >/dev/null || { echo "needs Open MPI (scripts/install-deps.sh)" >&2; exit 1; }
+"$PY" -c "import torchrec" 2>/dev/null || { echo "$PY: cannot import torchrec (docs/distributed.md, \"Bringing a TorchRec plan\")" >&2; exit 1; }
+case $PART in all|predicted|trained) ;; *) echo "PART=$PART: all, predicted or trained" >&2; exit 1;; esac
+command -v mpirun >/dev/null || [ "$PART" = predicted ] || { echo "needs Open MPI (scripts/install-deps.sh)" >&2; exit 1; }
 if [ -n "${KEEP:-}" ]; then W=$KEEP; mkdir -p "$W"; else W=$(mktemp -d "${TMPDIR:-/tmp}/rectrain-trp-XXXXXX"); trap 'rm -rf "$W"' EXIT; fi
 export REC_PROGRESS=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+NPROC=$(nproc)
+KSPEC=configs/criteo_standard.json KCONF=configs/dlrm_kaggle.json
+
+# The one prediction command: `rectrain plan` on DATA's sampled global batches of BATCH for
+# RANKS, with the rest of the arguments (--simulate, --score, --kind, --out, calibration).
+predict() { # DATA CONFIG RANKS BATCH ARGS...
+    data=$1 config=$2 ranks=$3 batch=$4; shift 4
+    "$R" plan --data "$data" --config "$config" --ranks "$ranks" --batch "$batch" "$@"
+}
+
+per_rank() { # B N: the batch per rank B, or for B/N (a global batch B) B / N
+    case $1 in */N) echo $(( ${1%/N} / $2 ));; *) echo "$1";; esac
+}
+
+# TorchRec's plan for N ranks at PER_RANK a rank in OUT, unless a kept run's OUT says it
+# planned the same ranks, batch per rank and dim.
+tr_plan() { # SPEC CONFIG N PER_RANK OUT
+    mkdir -p "$(dirname "$5")"
+    if [ -s "$5" ] && python3 - "$5" "$2" "$3" "$4" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1])).get("planner", {})
+dim = json.load(open(sys.argv[2]))["embedding"]["dim"]
+sys.exit(0 if (p.get("world_size"), p.get("batch_size_per_rank"), p.get("embedding_dim")) ==
+         (int(sys.argv[3]), int(sys.argv[4]), dim) else 1)
+EOF
+    then echo "torchrec_plan: $3 ranks, batch $4 per rank: kept $5" >&2; return 0; fi
+    OMP_NUM_THREADS=1 "$PY" dev/torchrec_plan.py --spec "$1" --config "$2" --ranks "$3" --batch-per-rank "$4" \
+        --out "$5" 2>"$5.log" || { cat "$5.log" >&2; return 1; }
+    grep '^torchrec_plan:' "$5.log" >&2
+}
+
+# Runs the lines of FILE ("SPEC CONFIG N PER_RANK OUT") through tr_plan, NPROC at a time (the
+# planner is one Python thread; nothing is timed while it runs).
+tr_plans() { # FILE
+    pids="" k=0
+    while read -r spec config n b out; do
+        tr_plan "$spec" "$config" "$n" "$b" "$out" & pids="$pids $!" k=$((k + 1))
+        [ "$k" -lt "$NPROC" ] && continue
+        for p in $pids; do wait "$p" || exit 1; done; pids="" k=0
+    done < "$1"
+    for p in $pids; do wait "$p" || exit 1; done
+}
+
+gen_data() { # NAME SPEC ROWS [GEN ARGS...]: $W/NAME-ROWS.rshard, kept when there
+    name=$1 spec=$2 rows=$3; shift 3
+    f="$W/$name-$rows.rshard"
+    [ -s "$f" ] && return 0
+    "$R" gen --rows "$rows" "$@" --out "$W/$name.tsv" >/dev/null 2>&1
+    "$R" prep --spec "$spec" --in "$W/$name.tsv" --out "$f.tmp" >/dev/null 2>&1 && mv "$f.tmp" "$f"
+    rm -f "$W/$name.tsv"
+}
 
 # MLPerf DLRM's Terabyte tables (day_0..23 hashed modulo 40M): the sizes TorchRec's DLRM example uses
 TB_ROWS=40000000,39060,17295,7424,20265,3,7122,1543,63,40000000,3067956,405282,10,2209,11938,155,4,976,14,40000000,40000000,40000000,590152,12973,108,36
-python3 - "$TB_ROWS" > "$W/terabyte.json" <<'EOF'
+python3 - "$TB_ROWS" "$KSPEC" > "$W/terabyte.json" <<'EOF'
 import json, sys
 rows = [int(x) for x in sys.argv[1].split(",")]
-s = json.load(open("configs/criteo_standard.json"))
+s = json.load(open(sys.argv[2]))
 s["name"] = "criteo_terabyte_sizes"
 for k, ft in enumerate(s["sparse"]):
     s["tables"][ft["table"]]["rows"] = rows[k]
     ft["ops"] = [op if op["op"] != "modulo" else {"op": "modulo", "divisor": rows[k]} for op in ft["ops"]]
 json.dump(s, sys.stdout, indent=1)
 EOF
-"$R" gen --rows "$ROWS" --out "$W/k.tsv" >/dev/null 2>&1
-"$R" prep --spec configs/criteo_standard.json --in "$W/k.tsv" --out "$W/kaggle.rshard" >/dev/null 2>&1
-"$R" gen --rows "$ROWS" --scale 4 --out "$W/t.tsv" >/dev/null 2>&1
-"$R" prep --spec "$W/terabyte.json" --in "$W/t.tsv" --out "$W/terabyte.rshard" >/dev/null 2>&1
-rm -f "$W/k.tsv" "$W/t.tsv"
 
-plans() { # NAME SPEC CONFIG BATCH RANKS...
-    name=$1 spec=$2 config=$3 batch=$4; shift 4
-    mkdir -p "$W/$name"
-    for n in "$@"; do
-        "$PY" dev/torchrec_plan.py --spec "$spec" --config "$config" --ranks "$n" --batch "$batch" \
-            --out "$W/$name/torchrec-$n.json" 2>"$W/$name/torchrec-$n.log" || { cat "$W/$name/torchrec-$n.log" >&2; exit 1; }
-        grep '^torchrec_plan:' "$W/$name/torchrec-$n.log" >&2
+predicted() {
+    gen_data kaggle "$KSPEC" "$ROWS"
+    gen_data terabyte "$W/terabyte.json" "$ROWS" --scale 4
+    mkdir -p "$W/pred"
+    : > "$W/pred/jobs"; : > "$W/pred/index"
+    for n in 1024 64 8; do # the slow plans first, two at a time
+        seen=""
+        for b in $BATCHES; do
+            pr=$(per_rank "$b" "$n")
+            case " $seen " in *" $pr "*) continue;; esac # 65536/8 is 8192
+            seen="$seen $pr"
+            for set in kaggle terabyte; do
+                if [ $set = kaggle ]; then spec=$KSPEC conf=$KCONF; else spec=$W/terabyte.json conf=configs/dlrm_terabyte.json; fi
+                echo "$spec $conf $n $pr $W/pred/$set-b$pr/torchrec-$n.json" >> "$W/pred/jobs"
+                echo "$set $n $pr $conf" >> "$W/pred/index"
+            done
+        done
     done
+    tr_plans "$W/pred/jobs"
+    sort -k1,1 -k2,2n -k3,3n "$W/pred/index" | while read -r set n pr conf; do
+        g=$((pr * n)) f="$W/pred/$set-n$n-b$pr.txt"
+        echo
+        echo "== predicted: $set sizes, $n ranks, TorchRec planned for $pr a rank: global batch $g"
+        if [ "$g" -gt "$ROWS" ]; then echo "skipped: $ROWS rows hold no global batch of $g (ROWS)" | tee "$f"; continue; fi
+        predict "$W/$set-$ROWS.rshard" "$conf" "$n" "$g" --simulate --torchrec "$W/pred/$set-b$pr" > "$f" 2>&1 ||
+            { cat "$f" >&2; exit 1; }
+        cat "$f"
+    done
+    echo
+    echo "== predicted: TorchRec's plan for each batch per rank beside OPER's, same global batch"
+    python3 - "$W/pred" <<'EOF'
+import json, re, sys
+d = sys.argv[1]
+rows = sorted((l.split()[0], int(l.split()[1]), int(l.split()[2])) for l in open(f"{d}/index"))
+print(f"  {'tables':<9}{'ranks':>6}{'batch/rank':>11}{'global':>9}  {'TorchRec plan':<44}{'its step':>10}"
+      f"{'OPER step':>11}{'bound':>9}{'OPER vs TorchRec':>18}{'best any plan could':>21}")
+for s, n, pr in rows:
+    txt = open(f"{d}/{s}-n{n}-b{pr}.txt").read()
+    if txt.startswith("skipped"):
+        print(f"  {s:<9}{n:>6}{pr:>11}{pr * n:>9}  {txt.strip()}")
+        continue
+    step = {m.group(1): float(m.group(2)) for m in
+            re.finditer(r"^(oper|torchrec) +(?:\S+ +){6}([0-9.]+) ", txt, re.M)}
+    lb = float(re.search(r"the lower bound \(([0-9.]+) ms\)", txt).group(1))
+    kinds = {}
+    for tp in json.load(open(f"{d}/{s}-b{pr}/torchrec-{n}.json"))["table_plans"].values():
+        kinds[tp["sharding_type"]] = kinds.get(tp["sharding_type"], 0) + 1
+    plan = ", ".join(f"{v} {k}" for k, v in sorted(kinds.items()))
+    t, o = step["torchrec"], step["oper"]
+    print(f"  {s:<9}{n:>6}{pr:>11}{pr * n:>9}  {plan:<44}{t:>8.3f}ms{o:>9.3f}ms{lb:>7.3f}ms{t / o:>17.2f}x{t / lb:>20.2f}x")
+print("  (max-rank predicted embedding step on the default machine of `rectrain plan`; bound: the lower bound\n"
+      "   every plan is held to; best any plan could: TorchRec's step over that bound)")
+EOF
 }
-plans kaggle configs/criteo_standard.json configs/dlrm_kaggle.json 65536 8 64 1024
-plans terabyte "$W/terabyte.json" configs/dlrm_terabyte.json 65536 8 64 1024
-plans train configs/criteo_standard.json configs/dlrm_kaggle.json 2048 2 4
 
-echo "== predicted: Kaggle sizes (dim 16), global batch 65536"
-"$R" plan --data "$W/kaggle.rshard" --config configs/dlrm_kaggle.json --simulate --ranks 8,64,1024 --batch 65536 \
-    --torchrec "$W/kaggle"
-echo
-echo "== predicted: Terabyte sizes (dim 128), global batch 65536"
-"$R" plan --data "$W/terabyte.rshard" --config configs/dlrm_terabyte.json --simulate --ranks 8,64,1024 --batch 65536 \
-    --torchrec "$W/terabyte"
-
-echo
-echo "== trained: Kaggle sizes, the Kaggle DLRM, global batch 2048, $STEPS steps"
-COMMON="--data $W/kaggle.rshard --config configs/dlrm_kaggle.json --steps $STEPS --json --threads 1"
-train() { # TAG PLAN NP
-    mpirun -np "$3" --oversubscribe --bind-to none "$R" train $COMMON --plan-shards "$2" 2>"$W/$1.err" |
+# One training run: TAG.out (the --json summary) and TAG.err.
+train() { # TAG PLAN NP BATCH STEPS
+    mpirun -np "$3" --oversubscribe --bind-to none "$R" train --data "$TDATA" --config "$KCONF" --batch "$4" \
+        --steps "$5" --epochs 10000 --json --threads 1 --plan-shards "$2" 2>"$W/$1.err" |
         grep '^{"model"' > "$W/$1.out" || { cat "$W/$1.err" >&2; exit 1; }
 }
-NPROC=$(nproc)
-for np in 2 4; do
-    "$R" plan --data "$W/kaggle.rshard" --config configs/dlrm_kaggle.json --ranks "$np" --out "$W/oper-$np.json" >/dev/null 2>&1
-    "$R" plan --data "$W/kaggle.rshard" --config configs/dlrm_kaggle.json --ranks "$np" --kind row --out "$W/row-$np.json" \
-        >/dev/null 2>&1
-    train "row-$np" "$W/row-$np.json" "$np" # the calibration: the executor's work per unit on this machine
-    units=$(python3 -c "import json,sys; u=json.load(open(sys.argv[1]))['unit_ns']; \
-print('--slice-ns %.3f --lookup-ns %.3f --get-ns %.3f' % (u['slice_id'], u['owner_record'], u['fetched_row']))" "$W/row-$np.out")
-    cores=$(python3 -c "print(max(1.0, $np / $NPROC))")
-    for p in oper "train/torchrec"; do
-        f="$W/$p-$np.json"
-        tag=$(echo "$p" | sed 's|train/||')-$np
-        train "$tag" "$f" "$np"
-        gbps=$(python3 -c "import json,sys; g=json.load(open(sys.argv[1]))['gbps']; \
-print('--bw-p2p %.4f --bw-ar %.4f' % (g['p2p'], g['allreduce']))" "$W/$tag.out")
-        # the plan predicted with the calibration's units, this job's bandwidths and the ranks per core
-        "$R" plan --data "$W/kaggle.rshard" --config configs/dlrm_kaggle.json --ranks "$np" --batch 2048 --score "$f" \
-            $units $gbps --ranks-per-core "$cores" > "$W/$tag.pred" 2>&1 || { cat "$W/$tag.pred" >&2; exit 1; }
+
+trained() {
+    gen_data ktrain "$KSPEC" "$TROWS"
+    TDATA="$W/ktrain-$TROWS.rshard"
+    mkdir -p "$W/train"
+    for np in 2 4; do
+        cores=$(python3 -c "print(max(1.0, $np / $NPROC))")
+        for b in $BATCHES; do
+            pr=$(per_rank "$b" "$np") g=$(( $(per_rank "$b" "$np") * np ))
+            steps=$(( STEPS * 2048 / pr )); [ "$steps" -ge 6 ] || steps=6
+            t="$W/train/n$np-b$pr"
+            echo "$np ranks, batch $pr a rank (global $g), $steps steps" >&2
+            tr_plan "$KSPEC" "$KCONF" "$np" "$pr" "$t-torchrec.json"
+            predict "$TDATA" "$KCONF" "$np" "$g" --kind row --out "$t-row.json" >/dev/null 2>&1
+            train "train/n$np-b$pr-row" "$t-row.json" "$np" "$g" "$steps" # the calibration
+            cal=$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); u=j['unit_ns']; g=j['gbps']; \
+print('--slice-ns %.3f --lookup-ns %.3f --get-ns %.3f --ranks-per-core %s' % (u['slice_id'], u['owner_record'], \
+u['fetched_row'], sys.argv[2]), '--bw-p2p %.4f --bw-ar %.4f' % (g['p2p'], g['allreduce']))" "$t-row.out" "$cores")
+            units=${cal%% --bw-p2p*}
+            predict "$TDATA" "$KCONF" "$np" "$g" $cal --out "$t-oper.json" >/dev/null 2>&1
+            for rep in 1 2 3; do # alternating, each plan first in turn
+                if [ $rep = 2 ]; then order="torchrec oper"; else order="oper torchrec"; fi
+                for p in $order; do train "train/n$np-b$pr-$p-$rep" "$t-$p.json" "$np" "$g" "$steps"; done
+            done
+            for p in oper torchrec; do # predicted with the calibration's units and its runs' bandwidths
+                gbps=$(python3 -c "import json,sys,statistics as st; g=[json.load(open(f))['gbps'] for f in sys.argv[1:]]; \
+print('--bw-p2p %.4f --bw-ar %.4f' % (st.median(x['p2p'] for x in g), st.median(x['allreduce'] for x in g)))" \
+                    "$t-$p"-[123].out)
+                predict "$TDATA" "$KCONF" "$np" "$g" --score "$t-$p.json" $units $gbps > "$t-$p.pred" 2>&1 ||
+                    { cat "$t-$p.pred" >&2; exit 1; }
+            done
+        done
     done
-done
-python3 - "$W" <<'EOF'
-import json, re, sys
-w = sys.argv[1]
-cols = ["local", "fetch", "dense", "allreduce", "exchange", "skew"]
-print(f"  {'run':<14}{'samples/s':>10}" + "".join(f"{c:>11}" for c in cols) +
-      f"{'embed ms':>10}{'predicted':>10}{'calibrated':>11}{'ratio':>7}{'sent MB':>9}{'predicted':>10}{'worst rank':>12}")
+    python3 - "$W/train" "$NPROC" $BATCHES <<'EOF'
+import json, re, statistics as st, sys
+d, nproc, batches = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+per_rank = lambda b, n: int(b[:-2]) // n if b.endswith("/N") else int(b)
 for np in (2, 4):
-    u = json.load(open(f"{w}/row-{np}.out"))["unit_ns"]
-    print(f"  calibrated on the row-wise plan at {np} ranks: {u['slice_id']:.1f} ns a slice id, "
-          f"{u['owner_record']:.1f} ns an owner's record, {u['fetched_row']:.1f} ns a fetched row")
-    for p in ("oper", "torchrec"):
-        j = json.load(open(f"{w}/{p}-{np}.out"))
-        log = open(f"{w}/{p}-{np}.err").read()
-        pred = float(re.search(r"predicted per step: ([0-9.]+) ms", log).group(1))
-        cal = float(re.search(r"lower max step than \S+ \(\w+: ([0-9.]+) ms", open(f"{w}/{p}-{np}.pred").read()).group(1))
-        ms = j["step_ms"]
-        emb = ms["local"] + ms["fetch"] + ms["exchange"] - ms["skew"]
-        worst = j["worst_sent_vs_plan"]
-        print(f"  {f'{np} ranks {p}':<14}{j['samples_per_s']:>10.0f}" + "".join(f"{ms[c]:>9.3f}ms" for c in cols) +
-              f"{emb:>10.3f}{pred:>10.3f}{cal:>11.3f}{emb / cal:>7.2f}{j['sent_bytes_per_step'] / 1e6:>9.3f}"
-              f"{j['plan_sent_bytes_per_step'] / 1e6:>10.3f}{'r%d %.1f%%' % (worst['rank'], 100 * worst['deviation']):>12}")
-print("  (rank 0's split and bytes; embed ms = local + fetch + exchange - skew (the exchange's wait for the slowest\n"
-      "   rank); predicted = the plan's busiest rank,\n"
-      "   the job's own prediction; calibrated = the same with the row-wise run's work per unit (plan --slice-ns,\n"
-      "   --lookup-ns, --get-ns), the job's bandwidths and the ranks per core; ratio = embed / calibrated;\n"
-      "   worst rank: |sent / predicted - 1| over all ranks)")
+    print(f"\n== trained at {np} ranks ({max(1, np // nproc)} a core): Kaggle sizes, the Kaggle DLRM, medians of 3 runs")
+    print(f"  {'plan':<10}{'batch/rank':>11}{'global':>8}{'steps':>6}{'samples/s':>11}{'embed ms':>10}{'skew ms':>9}"
+          f"{'predicted':>11}{'ratio':>7}{'bytes':>8}{'OPER/TorchRec':>15}  layout")
+    for b in dict.fromkeys(per_rank(b, np) for b in batches):
+        t = f"{d}/n{np}-b{b}"
+        row = {}
+        for p in ("oper", "torchrec"):
+            js = [json.load(open(f"{t}-{p}-{r}.out")) for r in (1, 2, 3)]
+            emb = [j["step_ms"]["local"] + j["step_ms"]["fetch"] + j["step_ms"]["exchange"] - j["step_ms"]["skew"] for j in js]
+            pred = float(re.search(r"lower max step than \S+ \(\w+: ([0-9.]+) ms", open(f"{t}-{p}.pred").read()).group(1))
+            kinds = {}
+            for tp in json.load(open(f"{t}-{p}.json")).get("table_plans", {}).values():
+                kinds[tp["sharding_type"]] = kinds.get(tp["sharding_type"], 0) + 1
+            row[p] = dict(sps=st.median(j["samples_per_s"] for j in js), emb=st.median(emb),
+                          skew=st.median(j["step_ms"]["skew"] for j in js), pred=pred, steps=js[0]["steps"],
+                          worst=max(j["worst_sent_vs_plan"]["deviation"] for j in js),
+                          layout=", ".join(f"{v} {k}" for k, v in sorted(kinds.items())) or
+                          "rectrain's " + json.load(open(f"{t}-{p}.json")).get("kind", "?"))
+        for p in ("oper", "torchrec"):
+            r = row[p]
+            vs = f"{row['oper']['sps'] / row['torchrec']['sps']:.2f}x" if p == "oper" else ""
+            print(f"  {p:<10}{b:>11}{b * np:>8}{r['steps']:>6}{r['sps']:>11.0f}{r['emb']:>10.3f}{r['skew']:>9.3f}"
+                  f"{r['pred']:>11.3f}{r['emb'] / r['pred']:>7.2f}{100 * r['worst']:>7.1f}%{vs:>15}  {r['layout']}")
+        u = json.load(open(f"{t}-row.out"))["unit_ns"]
+        print(f"  {'':<10}calibrated on the row-wise plan at {b} a rank: {u['slice_id']:.1f} ns a slice id, "
+              f"{u['owner_record']:.1f} ns an owner's record, {u['fetched_row']:.1f} ns a fetched row")
+print("  (rank 0's medians; embed ms = local + fetch + exchange - skew, the exchange's wait for the slowest rank;\n"
+      "   predicted = the plan's busiest rank, `plan --score` with the row-wise run's work per unit, the plan's runs'\n"
+      "   bandwidths and the ranks per core; ratio = embed / predicted; bytes: the worst rank's |sent / predicted - 1|;\n"
+      "   OPER/TorchRec: samples/s of OPER's plan over TorchRec's for the same batch)")
 EOF
+}
+
+[ "$PART" = trained ] || predicted
+[ "$PART" = predicted ] || trained

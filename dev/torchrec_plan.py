@@ -6,8 +6,10 @@ Runs TorchRec's EmbeddingShardingPlanner with its default Topology for N ranks, 
 sharding options for GPUs from constants, with no GPU present), on an EmbeddingBagCollection
 of the spec's tables (rows from the spec's "tables", in the order of its sparse features;
 embedding dim from the model config's "embedding": {"dim"}), built on the meta device so no
-table is allocated. Per-rank batch B / N (--batch: the global batch, as `rectrain plan
---batch`), pooling factor 1 (one id per feature, as Criteo) unless --pooling. Writes
+table is allocated. TorchRec's planner takes the batch per rank (its `batch_size`): give it as
+--batch-per-rank B, or as --global-batch G (`rectrain plan --batch`: B = G / N, which must
+divide); the default is the model config's batch size as the global batch. Pooling factor 1
+(one id per feature, as Criteo) unless --pooling. Writes
   {"table_plans": {"t0": {"sharding_type": "table_wise", "ranks": [5],
                           "shards": [{"rank": 5, "offsets": [0, 0], "sizes": [1460, 16]}]}, ...},
    "planner": {...what made it}}
@@ -20,7 +22,7 @@ shard_offsets, shard_sizes, placement rank); data_parallel tables have "shards":
 
 Usage (TorchRec 1.9.2 in its own virtual environment, see docs/distributed.md):
   VENV/bin/python dev/torchrec_plan.py --spec configs/criteo_standard.json \
-      --config configs/dlrm_kaggle.json --ranks 64 --batch 65536 --out plans/torchrec-64.json
+      --config configs/dlrm_kaggle.json --ranks 64 --batch-per-rank 1024 --out plans/torchrec-64.json
 """
 import argparse
 import json
@@ -54,12 +56,35 @@ def table_rows(spec_path, rows_arg):
     return rows
 
 
+def per_rank_batch(ap, a, cfg):
+    """(batch per rank, global batch): TorchRec plans for the one, rectrain's --batch is the other."""
+    if a.batch is not None:
+        ap.error("--batch is ambiguous: give --batch-per-rank B (TorchRec's planner's batch_size) or "
+                 "--global-batch G (rectrain plan --batch; B = G / N)")
+    if a.ranks < 1:
+        ap.error(f"--ranks {a.ranks}: needs at least 1")
+    if a.batch_per_rank is not None:
+        if a.batch_per_rank < 1:
+            ap.error(f"--batch-per-rank {a.batch_per_rank}: needs at least 1")
+        return a.batch_per_rank, a.batch_per_rank * a.ranks
+    g = a.global_batch if a.global_batch is not None else cfg.get("train", {}).get("batch_size", 2048)
+    if g < a.ranks or g % a.ranks:
+        ap.error(f"global batch {g} does not divide into {a.ranks} ranks' equal batches; "
+                 "give --batch-per-rank or a multiple of --ranks")
+    return g // a.ranks, g
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--spec", required=True, help="prep spec (its tables and sparse features)")
     ap.add_argument("--config", required=True, help="model config (its embedding dim)")
     ap.add_argument("--ranks", type=int, required=True, help="N, the world size")
-    ap.add_argument("--batch", type=int, default=None, help="global batch (default: the config's)")
+    b = ap.add_mutually_exclusive_group()
+    b.add_argument("--batch-per-rank", type=int, default=None, metavar="B",
+                   help="each rank's batch: TorchRec's planner's batch_size")
+    b.add_argument("--global-batch", type=int, default=None, metavar="G",
+                   help="the global batch, as rectrain plan --batch: B = G / N (default: the config's batch size)")
+    ap.add_argument("--batch", default=None, help=argparse.SUPPRESS)  # said as ambiguous, below
     ap.add_argument("--rows", default=None, help="table sizes, comma-separated, instead of the spec's")
     ap.add_argument("--local", type=int, default=8, help="ranks per host (default 8)")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="the topology's compute device")
@@ -71,8 +96,7 @@ def main():
     with open(a.config) as f:
         cfg = json.load(f)
     dim = cfg["embedding"]["dim"]
-    batch = a.batch or cfg.get("train", {}).get("batch_size", 2048)
-    per_rank = max(1, batch // a.ranks)
+    per_rank, batch = per_rank_batch(ap, a, cfg)
 
     import torch
     import torchrec
