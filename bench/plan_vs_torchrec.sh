@@ -14,8 +14,9 @@
 #     `--simulate` table, then one summary line per plan pair;
 #  2. trained: at 2 and 4 ranks (Kaggle sizes, the Kaggle DLRM, TROWS generated rows, `--threads
 #     1`; 4 ranks share 2 cores), for each batch per rank: a row-wise run (the calibration:
-#     the executor's work per unit, `unit_ns`, and the bandwidths it measured, for plan
-#     --slice-ns, --lookup-ns, --get-ns, --bw-p2p, --bw-ar, --ranks-per-core); OPER's plan for
+#     the executor's work per unit, `unit_ns`, the cache terms and the bandwidths it measured,
+#     for plan --slice-ns, --lookup-ns, --get-ns, --miss-ns, --rep-row-ns, --cache-mb,
+#     --bw-p2p, --bw-ar, --ranks-per-core); OPER's plan for
 #     that global batch built with the calibration; then OPER's and TorchRec's plan trained 3
 #     times each, alternating (oper, torchrec, torchrec, oper, oper, torchrec), STEPS steps at
 #     2048 a rank and as many samples at larger batches (at least 6 steps); each plan predicted
@@ -192,8 +193,9 @@ trained() {
             predict "$TDATA" "$KCONF" "$np" "$g" --kind row --out "$t-row.json" >/dev/null 2>&1
             train "train/n$np-b$pr-row" "$t-row.json" "$np" "$g" "$steps" # the calibration
             cal=$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); u=j['unit_ns']; g=j['gbps']; \
-print('--slice-ns %.3f --lookup-ns %.3f --get-ns %.3f --ranks-per-core %s' % (u['slice_id'], u['owner_record'], \
-u['fetched_row'], sys.argv[2]), '--bw-p2p %.4f --bw-ar %.4f' % (g['p2p'], g['allreduce']))" "$t-row.out" "$cores")
+print('--slice-ns %.3f --lookup-ns %.3f --get-ns %.3f --miss-ns %.3f --rep-row-ns %.3f --cache-mb %.3f --ranks-per-core %s' \
+% (u['slice_id'], u['owner_record'], u['fetched_row'], u['miss'], u['rep_row'], j['cache_mb'], sys.argv[2]), \
+'--bw-p2p %.4f --bw-ar %.4f' % (g['p2p'], g['allreduce']))" "$t-row.out" "$cores")
             units=${cal%% --bw-p2p*}
             predict "$TDATA" "$KCONF" "$np" "$g" $cal --out "$t-oper.json" >/dev/null 2>&1
             for rep in 1 2 3; do # alternating, each plan first in turn
