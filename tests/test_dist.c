@@ -3,7 +3,8 @@
  * to the bounds docs/distributed.md states per optimizer (SGD: every step's loss; adaptive
  * optimizers: the mean loss and the AUC); a repeated run is bitwise identical; a saved plan
  * loads, and so does TorchRec's form of one; sharded checkpoints resume bitwise on as many ranks and re-shard onto others; a
- * killed rank ends the job and the run resumes; the refusals. */
+ * killed rank ends the job and the run resumes; DeepFM and Wide&Deep, their first-order tables
+ * sharded with the rows; the refusals. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -92,10 +93,18 @@ static void json_last(void) {
 #define SGD_STEP_GAP 1e-6
 #define ADAPTIVE_MEAN_GAP 1e-3
 #define ADAPTIVE_AUC_GAP 2e-3
+/* DeepFM and Wide&Deep (configs fm*.json, wd*.json) with SGD at lr 0.1: their logit's linear
+ * term on the raw dense features starts large and swings the loss by tenths between early
+ * steps, which amplifies the rounding more than the DLRM does: worst measured 1.3e-5 per step
+ * (DeepFM, seed 1, N = 2, 3, 4 alike; Wide&Deep 5.4e-6), while the mean loss stays within
+ * 2.6e-7 and the AUC equal. Their per-step bound is 1e-4 (the AUC's stays 1e-5), the adaptive
+ * bounds those above (docs/distributed.md). */
+#define FIRST_ORDER_SGD_STEP_GAP 1e-4
 
 /* One distributed run against its 1-process reference log `ref` and AUC `auc`: with `adaptive`
- * false (SGD on both parts) every step's loss within SGD_STEP_GAP relative and the AUC within
- * 1e-5; with it, the mean loss within ADAPTIVE_MEAN_GAP and the AUC within ADAPTIVE_AUC_GAP.
+ * false (SGD on both parts) every step's loss within SGD_STEP_GAP relative (DeepFM and
+ * Wide&Deep: FIRST_ORDER_SGD_STEP_GAP) and the AUC within 1e-5; with it, the mean loss within
+ * ADAPTIVE_MEAN_GAP and the AUC within ADAPTIVE_AUC_GAP.
  * Returns the worst per-step gap, for the adaptive runs' report. */
 static double same_training(int np, const char *extra, const char *ref, double auc) {
     char log[64];
@@ -104,9 +113,10 @@ static double same_training(int np, const char *extra, const char *ref, double a
     const int rc = mpi(np, "train %s --steps %d --loss-log %s %s", COMMON, STEPS, log, extra);
     json_last();
     const int adaptive = strstr(extra, "sgd.json") == NULL;
+    const int first_order = strstr(extra, "--config fm") || strstr(extra, "--config wd");
     const double gap = loss_gap(ref, log), mean = mean_gap(ref, log), a = json_num("auc");
     const int ok = adaptive ? mean <= ADAPTIVE_MEAN_GAP && fabs(a - auc) <= ADAPTIVE_AUC_GAP
-                            : gap <= SGD_STEP_GAP && fabs(a - auc) <= 1e-5;
+                            : gap <= (first_order ? FIRST_ORDER_SGD_STEP_GAP : SGD_STEP_GAP) && fabs(a - auc) <= 1e-5;
     CHECK(rc == 0 && ok, "np %d %s: rc %d, loss gap %.3g over %d steps, mean %.3g, auc %.6f vs %.6f\n%s", np, extra, rc,
           gap, STEPS, mean, a, auc, rc ? out : "");
     return gap;
@@ -206,6 +216,53 @@ static void checkpoints(void) {
           "a missing shard is named:\n%s", out);
 }
 
+/* DeepFM and Wide&Deep, whose first-order tables (one float a row) live with their rows'
+ * owners (dist.h). DeepFM with row-wise Adagrad tables: one rank is the one-process bits from
+ * the start and across saves both ways (one process's save resumed on one rank, a 1-rank save
+ * resumed by one process: each table's values and state saved, gathered and re-sharded); two
+ * ranks keep to the adaptive bounds, with the same bits on every plan kind (first-order values
+ * in column-split tables, replicated and hot rows); a 2-rank save resumed onto another plan
+ * continues those bits; export gathers the first-order tables. Wide&Deep with SGD keeps to the
+ * SGD bound on 3 ranks. */
+static void first_order(void) {
+    enum { HALF = STEPS / 2 };
+    const char *fm = "--config fm.json";
+    CHECK(run("train %s %s --steps %d --loss-log ref_fm.txt", COMMON, fm, STEPS) == 0, "%s", out);
+    const double auc = json_num("auc");
+    CHECK(run("train %s %s --steps %d --ckpt fmw --loss-log fw.txt", COMMON, fm, HALF) == 0, "%s", out);
+    CHECK(mpi(1, "train %s %s --steps %d --ckpt fmw --resume --loss-log fw.txt", COMMON, fm, STEPS) == 0 &&
+              strstr(out, "saved by one process, sharded onto 1"),
+          "%s", out);
+    CHECK(same_file("ref_fm.txt", "fw.txt"), "deepfm: one process's save resumed on 1 rank has the one-process bits");
+    CHECK(mpi(1, "train %s %s --steps %d --ckpt fm1 --loss-log f1.txt", COMMON, fm, HALF) == 0, "%s", out);
+    CHECK(run("train %s %s --steps %d --ckpt fm1 --resume --loss-log f1.txt", COMMON, fm, STEPS) == 0 &&
+              strstr(out, "saved by 1 ranks, gathered into one process"),
+          "%s", out);
+    CHECK(same_file("ref_fm.txt", "f1.txt"), "deepfm: 1 rank, then its save resumed by one process: the one-process bits");
+
+    static const char *const KINDS[4] = {"row", "column", "replicated", "oper"};
+    char extra[128], log[32];
+    for (int k = 0; k < 4; k++) {
+        snprintf(extra, sizeof extra, "--shard-kind %s %s", KINDS[k], fm);
+        const double gap = same_training(2, extra, "ref_fm.txt", auc);
+        snprintf(log, sizeof log, "fm_2_%s.txt", KINDS[k]);
+        rename(path("l_2.txt"), path(log));
+        CHECK(k == 0 || same_file("fm_2_row.txt", log), "deepfm, 2 ranks: plan %s trains other bits than plan row",
+              KINDS[k]);
+        if (k == 0) printf("deepfm, row-wise Adagrad tables, 2 ranks: worst step %.2g over %d steps\n", gap, STEPS);
+    }
+    CHECK(mpi(2, "train %s %s --steps %d --ckpt fm2 --shard-kind row --loss-log f2.txt", COMMON, fm, HALF) == 0, "%s", out);
+    CHECK(mpi(2, "train %s %s --steps %d --ckpt fm2 --resume --shard-kind replicated --loss-log f2.txt", COMMON, fm,
+              STEPS) == 0, "%s", out);
+    CHECK(same_file("fm_2_row.txt", "f2.txt"), "deepfm: a 2-rank save resumed onto another plan continues its bits");
+    CHECK(run("export --ckpt fm2 --out fmx") == 0 && count_files("fmx", "lin.*.weight.npy") == 26 &&
+              count_files("fmx", "emb.*.weight.npy") == 26,
+          "export gathers the first-order tables of a 2-rank save:\n%s", out);
+
+    CHECK(run("train %s --config wd_sgd.json --steps %d --loss-log ref_wd.txt", COMMON, STEPS) == 0, "%s", out);
+    same_training(3, "--config wd_sgd.json --shard-kind column", "ref_wd.txt", json_num("auc"));
+}
+
 /* The pid of a child of `parent` (the first /proc lists), or 0. */
 static pid_t child_of(pid_t parent) {
     char cmd[64], buf[64] = "";
@@ -291,6 +348,20 @@ int main(void) {
                 "{\"kind\": %s}}, \"train\": {\"batch_size\": 256, \"epochs\": 1, \"seed\": 3}}\n", OPT[k][0], OPT[k][1]);
         fclose(f);
     }
+    /* DeepFM with row-wise Adagrad tables (rw.json's optimizers), Wide&Deep with SGD (first_order) */
+    static const char *const FO[2][3] = {{"fm.json", "deepfm", "\"sgd\", \"lr\": 0.1}, \"sparse\": {\"kind\": "
+                                                               "\"rowwise_adagrad\", \"lr\": 0.05"},
+                                         {"wd_sgd.json", "wide_deep", "\"sgd\", \"lr\": 0.1}, \"sparse\": {\"kind\": "
+                                                                      "\"sgd\", \"lr\": 0.1"}};
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen(path(FO[k][0]), "w");
+        if (!f) continue;
+        fprintf(f, "{\"format\": \"rectrain-model\", \"version\": 1, \"name\": \"%s\", \"model\": \"%s\", "
+                "\"tables\": \"data\", \"embedding\": {\"dim\": 16, \"pooling\": \"sum\"}, \"deep_mlp\": [64, 1], "
+                "\"optimizer\": {\"dense\": {\"kind\": %s}}, \"train\": {\"batch_size\": 256, \"epochs\": 1, "
+                "\"seed\": 3}}\n", FO[k][1], FO[k][1], FO[k][2]);
+        fclose(f);
+    }
     /* (one rank bitwise the one-process run: tests/test_backend.c, the backends' parity harness) */
     /* the 1-process references */
     CHECK(run("train %s --steps %d --loss-log ref.txt --config rw.json", COMMON, STEPS) == 0, "%s", out);
@@ -346,9 +417,6 @@ int main(void) {
           "--tune under mpirun is refused:\n%s", out);
     CHECK(mpi(2, "train %s --steps 5 --device cuda", COMMON) != 0 && strstr(out, "--device cuda trains in one process"),
           "--device cuda under mpirun is refused on any machine:\n%s", out);
-    CHECK(mpi(2, "train %s --steps 5 --config %s/configs/deepfm_small.json", COMMON, src) != 0 &&
-              strstr(out, "runs dlrm and dcn models"),
-          "deepfm under mpirun is refused:\n%s", out);
     CHECK(run("train %s --steps 5 --plan-shards p3.json --shard-kind row", COMMON) == 2, "--plan-shards with --shard-kind");
 
     /* TorchRec's plan form (plan_torchrec.c): t0 row-wise in uneven blocks, t1 column-wise, t2
@@ -405,6 +473,7 @@ int main(void) {
     }
 
     checkpoints();
+    first_order();
     killed_rank();
     clirun_cleanup();
     return check_report();

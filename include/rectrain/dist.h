@@ -22,6 +22,13 @@
  *            (OPER's "local-aggregated sparse all-reduce") and stepped by every rank alike.
  *            Owners' updates are made visible by MPI_Win_sync and a barrier before the next
  *            step's gets.
+ *   first-order tables  (DeepFM's first-order term, Wide&Deep's wide part: model.h lin.{f},
+ *            one float a row) follow the plan too: row r's value lives with the owner of the
+ *            row's first column part (or is replicated with it), after the owner's rows in its
+ *            window; the forward fetches it beside the row and pools it into
+ *            rec_model_pooled(m, 1), and its gradient rides on that part's record as one more
+ *            float (on the replicated rows' all-reduce after their rows), stepped by the same
+ *            sparse optimizer with a state of its own, as the one-process dim-1 tables are.
  *
  * The sums run in a fixed order for a given N, so a run repeated with the same N, plan and
  * seed is bitwise identical; against one process the sums are reassociated (per-rank partial

@@ -34,6 +34,27 @@ static void init_values(rec_exec *x, uint64_t seed) {
     free(row);
 }
 
+/* First-order values as model.c draws its dim-1 tables (rec_embed_init: stream f of the seed,
+ * one value a row, uniform(-sqrt(1/R), sqrt(1/R))); this rank keeps those of the rows whose
+ * first column part it holds. */
+static void init_lin(rec_exec *x, uint64_t seed) {
+    for (int f = 0; x->has_lin && f < x->F; f++) {
+        const int64_t R = rec_plan_rows(x->plan, f);
+        rec_rng g;
+        rec_rng_seed(&g, seed, (uint64_t)f);
+        const double a = sqrt(1.0 / (double)R);
+        for (int64_t r = 0; r < R; r++) {
+            const float v = (float)((2.0 * rec_rng_uniform(&g) - 1.0) * a);
+            const xloc l = rec__xmap_locate(&x->map, f, 0, r);
+            if (l.owner == x->rank) x->store[x->store_floats + l.srow] = v;
+            else if (l.owner == REC_PLAN_EVERY) x->rep_lin[l.srow] = v;
+        }
+    }
+}
+
+/* Floats of the replicated rows' gradient buffer: E a row, and its first-order value's. */
+static int64_t rep_grad_floats(const rec_exec *x) { return x->rep_rows * (x->E + x->has_lin); }
+
 /* A blocking MPI call of a step, its time counted as exposed communication (wait_s). */
 #define MPI_WAIT(x, call)                                                                           \
     do {                                                                                            \
@@ -93,24 +114,36 @@ rec_status rec_exec_init(rec_exec **out, rec_model *m, const rec_plan *plan, int
     x->max_local = (global_batch + N - 1) / N;
     x->opt = c->sparse_opt;
     x->baseline = baseline;
+    x->has_lin = rec_model_pooled(m, 1) != NULL;
     x->win = MPI_WIN_NULL;
     rec_status s = rec__xmap_build(&x->map, plan);
     if (!s) x->store_floats = x->map.floats[rank], x->store_rows = x->map.rows[rank], x->rep_rows = x->map.rep_rows;
+    x->win_floats = x->store_floats + (x->has_lin ? x->store_rows : 0);
     const size_t stf = x->opt.kind == REC_SPARSE_ADAGRAD ? (size_t)x->store_floats
                        : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? (size_t)x->store_rows : 0;
     const size_t rstf = x->opt.kind == REC_SPARSE_ADAGRAD ? (size_t)(x->rep_rows * x->E)
                         : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? (size_t)x->rep_rows : 0;
-    if (!s) s = rec__win_allocate(sizeof(float) * (size_t)x->store_floats, &x->store, &x->win);
+    /* a first-order value's state: one float under either Adagrad */
+    const int lsf = x->has_lin ? rec__state_floats(x->opt.kind, 1) : 0;
+    const size_t lstf = (size_t)(lsf * x->store_rows), rlstf = (size_t)(lsf * x->rep_rows);
+    if (!s) s = rec__win_allocate(sizeof(float) * (size_t)x->win_floats, &x->store, &x->win);
     if (!s) s = zalloc((void **)&x->state, sizeof(float) * stf, "embedding optimizer state");
     if (!s) s = zalloc((void **)&x->rep, sizeof(float) * (size_t)(x->rep_rows * x->E), "replicated rows");
     /* padded to N equal chunks (replicated()) */
-    if (!s) s = zalloc((void **)&x->rep_grad, sizeof(float) * (size_t)((x->rep_rows * x->E + N - 1) / N * N),
+    if (!s) s = zalloc((void **)&x->rep_grad, sizeof(float) * (size_t)((rep_grad_floats(x) + N - 1) / N * N),
                        "replicated gradients");
     if (!s) s = zalloc((void **)&x->rep_state, sizeof(float) * rstf, "replicated rows' state");
+    if (!s) s = zalloc((void **)&x->lin_state, sizeof(float) * lstf, "first-order optimizer state");
+    if (!s) s = zalloc((void **)&x->rep_lin, sizeof(float) * (size_t)(x->has_lin ? x->rep_rows : 0),
+                       "replicated first-order values");
+    if (!s) s = zalloc((void **)&x->rep_lin_state, sizeof(float) * rlstf, "replicated first-order state");
     if (!s) {
         for (size_t i = 0; i < stf; i++) x->state[i] = x->opt.init_acc;
         for (size_t i = 0; i < rstf; i++) x->rep_state[i] = x->opt.init_acc;
-        init_values(x, rec_mix64(c->seed + 1));
+        for (size_t i = 0; i < lstf; i++) x->lin_state[i] = x->opt.init_acc;
+        for (size_t i = 0; i < rlstf; i++) x->rep_lin_state[i] = x->opt.init_acc;
+        init_values(x, rec_mix64(c->seed + 1)); /* model.c's seeds: the tables', the first-order tables' */
+        init_lin(x, rec_mix64(c->seed + 2));
     }
     if (!s) s = rec_batch_init(&x->lb, x->max_local, c->n_dense, c->n_sparse, 1);
     x->req_cap = 64;
@@ -128,7 +161,7 @@ rec_status rec_exec_init(rec_exec **out, rec_model *m, const rec_plan *plan, int
     if (!s) {
         x->sdispl = x->scount + N, x->rcount = x->scount + 2 * N, x->rdispl = x->scount + 3 * N;
         s = zalloc((void **)&x->dlogits, sizeof(float) * (size_t)x->max_local, "executor");
-        if (!s) s = zalloc((void **)&x->gsum, sizeof(float) * (size_t)x->E, "executor");
+        if (!s) s = zalloc((void **)&x->gsum, sizeof(float) * (size_t)(x->E + 1), "executor");
     }
     if (!s) {
         const int rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, x->win);
@@ -168,11 +201,16 @@ void rec_exec_free(rec_exec *x) {
     rec_free(x->rep);
     rec_free(x->rep_grad);
     rec_free(x->rep_state);
+    rec_free(x->lin_state);
+    rec_free(x->rep_lin);
+    rec_free(x->rep_lin_state);
     rec_batch_free(&x->lb);
     free(x->uniq);
     free(x->idx);
     free(x->rows);
     free(x->grads);
+    free(x->lin_rows);
+    free(x->lin_grads);
     rec_free(x->dlogits);
     free(x->fbuf);
     free(x->scount);
@@ -229,10 +267,14 @@ static rec_status dedup(rec_exec *x) {
     int64_t most = 1;
     for (int f = 0; f < x->F; f++) most = x->lb.sparse[f].offsets[x->lb.n] > most ? x->lb.sparse[f].offsets[x->lb.n] : most;
     if (most > x->ucap) {
-        int64_t c1 = x->ucap, c2 = x->ucap, c3 = x->ucap;
+        int64_t c1 = x->ucap, c2 = x->ucap, c3 = x->ucap, c4 = x->ucap, c5 = x->ucap;
         REC_TRY(grow((void **)&x->uniq, &c1, most * x->F, sizeof(int64_t), "ids"));
         REC_TRY(grow((void **)&x->rows, &c2, most * x->F * x->E, sizeof(float), "rows"));
         REC_TRY(grow((void **)&x->grads, &c3, most * x->F * x->E, sizeof(float), "gradients"));
+        if (x->has_lin) {
+            REC_TRY(grow((void **)&x->lin_rows, &c4, most * x->F, sizeof(float), "first-order values"));
+            REC_TRY(grow((void **)&x->lin_grads, &c5, most * x->F, sizeof(float), "first-order gradients"));
+        }
         REC_TRY(grow((void **)&x->idx, &x->icap, most * x->F, sizeof(int32_t), "ids"));
         x->ucap = most;
     }
@@ -301,9 +343,9 @@ static rec_status fetch_alltoall(rec_exec *x, int64_t total) {
     int64_t floats = 0;
     const int64_t *q = (const int64_t *)x->rbuf;
     for (int64_t k = 0; k < rn / (int64_t)(2 * sizeof(int64_t)); k++) {
-        if (q[2 * k] < 0 || q[2 * k + 1] < 1 || q[2 * k] + q[2 * k + 1] > x->store_floats)
+        if (q[2 * k] < 0 || q[2 * k + 1] < 1 || q[2 * k] + q[2 * k + 1] > x->win_floats)
             return rec_errorf(REC_EINVAL, "executor: a request for floats [%lld, +%lld) outside this rank's %lld",
-                              (long long)q[2 * k], (long long)q[2 * k + 1], (long long)x->store_floats);
+                              (long long)q[2 * k], (long long)q[2 * k + 1], (long long)x->win_floats);
         floats += q[2 * k + 1];
     }
     REC_TRY(grow((void **)&x->sbuf, &x->sbuf_cap, floats * (int64_t)sizeof(float) + 1, 1, "rows"));
@@ -331,8 +373,23 @@ static rec_status fetch_alltoall(rec_exec *x, int64_t total) {
     return REC_OK;
 }
 
-/* Rows of every (table, part, unique id) into x->rows: remote ones by one get per owner,
- * issued first; local and replicated ones copied meanwhile; then pooled into the model. */
+/* A first-order value, which lives with its row's first column part at l (after the owner's
+ * rows in its window): copied into *dst when local or replicated, else added to the owner's
+ * fetches (one float beside its row's). */
+static rec_status lin_value(rec_exec *x, xloc l, float *dst, int64_t *remote) {
+    if (l.owner == REC_PLAN_EVERY) *dst = x->rep_lin[l.srow];
+    else if (l.owner == x->rank && !x->baseline) *dst = x->store[x->store_floats + l.srow];
+    else {
+        REC_TRY(add_fetch(x, l.owner, x->map.floats[l.owner] + l.srow, 1, dst));
+        ++*remote;
+        x->lin_fetched += l.owner != x->rank;
+    }
+    return REC_OK;
+}
+
+/* Rows of every (table, part, unique id) into x->rows (and their first-order values into
+ * x->lin_rows): remote ones by one get per owner, issued first; local and replicated ones
+ * copied meanwhile; then pooled into the model. */
 static rec_status forward(rec_exec *x) {
     const int N = x->N, E = x->E;
     double t0 = MPI_Wtime();
@@ -342,6 +399,7 @@ static rec_status forward(rec_exec *x) {
     for (int f = 0; f < x->F; f++) nloc += x->n_uniq[f] * rec_plan_col_parts(x->plan, f, NULL);
     REC_TRY(grow((void **)&x->loc, &x->loc_cap, nloc + 1, sizeof(xloc), "row locations"));
     int64_t remote = 0, q = 0;
+    x->lin_fetched = 0;
     for (int f = 0; f < x->F; f++) {
         const int C = rec_plan_col_parts(x->plan, f, NULL);
         const int64_t *u = x->uniq + (size_t)f * x->ucap;
@@ -357,12 +415,16 @@ static rec_status forward(rec_exec *x) {
                     REC_TRY(add_fetch(x, l.owner, l.off, p->w, dst));
                     remote += p->w;
                 }
+                if (c == 0 && x->has_lin) REC_TRY(lin_value(x, l, x->lin_rows + (size_t)f * x->ucap + k, &remote));
             }
         }
     }
     REC_TRY(grow((void **)&x->fbuf, &x->fbuf_cap, remote + 1, sizeof(float), "fetched rows"));
     for (int f = 0; f < x->F; f++) x->st.ids += (double)x->lb.sparse[f].offsets[x->lb.n];
+    /* rows (parts of rows) fetched, as the cost model counts them: a first-order value rides
+     * with its row (its 4 bytes are in fetched_bytes) */
     for (int o = 0; o < N; o++) x->st.fetched += o == x->rank ? 0 : (double)x->fcount[o];
+    x->st.fetched -= (double)x->lin_fetched;
     double t1 = MPI_Wtime();
     if (x->baseline) {
         REC_TRY(fetch_alltoall(x, remote));
@@ -401,6 +463,12 @@ static rec_status forward(rec_exec *x) {
         rec_embed_pool_bags(x->rows + (size_t)f * x->ucap * E, x->n_uniq[f], E, cfg->pooling, j->offsets,
                             x->idx + (size_t)f * x->ucap, j->weights, x->lb.n, out + (size_t)f * E, x->F * E);
     }
+    float *lin = rec_model_pooled(x->m, 1); /* (B, F): the first-order tables pool as dim-1 tables */
+    for (int f = 0; x->has_lin && f < x->F; f++) {
+        const rec_jagged *j = &x->lb.sparse[f];
+        rec_embed_pool_bags(x->lin_rows + (size_t)f * x->ucap, x->n_uniq[f], 1, cfg->pooling, j->offsets,
+                            x->idx + (size_t)f * x->ucap, j->weights, x->lb.n, lin + f, x->F);
+    }
     const double local = (t1 - t0) + (MPI_Wtime() - t2);
     x->st.local_s += local;
     x->st.slice_s += local;
@@ -426,6 +494,19 @@ static int cmp_key(const void *a, const void *b) {
     return (x->at > y->at) - (x->at < y->at);
 }
 
+/* Floats of a gradient record for part c of table f: the part's gradient (the whole row's
+ * under row-wise Adagrad, G), then for part 0 of a model with first-order tables the row's
+ * first-order gradient (its value lives with part 0's owner). */
+static int record_floats(const rec_exec *x, int f, int c) {
+    return (x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? x->E : x->map.parts[f][c].w) + (x->has_lin && c == 0);
+}
+
+/* The owner's step of a first-order value from its summed gradient g (a dim-1 table's row:
+ * the same float operations as the one-process engine's update of lin.{f}). */
+static void lin_step(const rec_exec *x, float lr, float g, float *p, float *st) {
+    rec_sparse_opt_step(&x->opt, lr, &g, 1, 0, 1, p, st);
+}
+
 /* Gradient records to the owners, their sums in rank order, the owners' steps; the replicated
  * rows' all-reduce and steps. */
 static rec_status exchange(rec_exec *x, float lr) {
@@ -445,20 +526,31 @@ static rec_status exchange(rec_exec *x, float lr) {
             const float *d = demb + (size_t)i * x->F * E + (size_t)f * E;
             rec_embed_scatter_bag(d, E, cfg->pooling, ix, j->weights, lo, hi, x->grads + (size_t)f * x->ucap * E);
         }
-    /* records per owner; replicated rows into the zero-padded buffer */
-    if (x->rep_rows) memset(x->rep_grad, 0, sizeof(float) * (size_t)((x->rep_rows * E + N - 1) / N * N));
+    /* the first-order values' alike, from dlin (B, F) */
+    const float *dlin = rec_model_emb_grad(x->m, 1);
+    for (int f = 0; x->has_lin && f < x->F; f++) memset(x->lin_grads + (size_t)f * x->ucap, 0, sizeof(float) * (size_t)x->n_uniq[f]);
+    for (int64_t i = 0; x->has_lin && i < x->lb.n; i++)
+        for (int f = 0; f < x->F; f++) {
+            const rec_jagged *j = &x->lb.sparse[f];
+            rec_embed_scatter_bag(dlin + (size_t)i * x->F + f, 1, cfg->pooling, x->idx + (size_t)f * x->ucap, j->weights,
+                                  j->offsets[i], j->offsets[i + 1], x->lin_grads + (size_t)f * x->ucap);
+        }
+    /* records per owner; replicated rows into the zero-padded buffer (their first-order
+     * gradients after every row's E) */
+    if (x->rep_rows) memset(x->rep_grad, 0, sizeof(float) * (size_t)((rep_grad_floats(x) + N - 1) / N * N));
     for (int o = 0; o < N; o++) x->scount[o] = 0;
     int64_t q = 0; /* the forward's locations, in its order */
     for (int f = 0; f < x->F; f++) {
         const int C = rec_plan_col_parts(x->plan, f, NULL);
         for (int c = 0; c < C; c++) {
-            const int G = G_row ? E : x->map.parts[f][c].w;
+            const int G = record_floats(x, f, c);
             for (int64_t k = 0; k < x->n_uniq[f]; k++) {
                 const xloc l = x->loc[q++];
                 if (l.owner == REC_PLAN_EVERY) {
                     const float *g = x->grads + ((size_t)f * x->ucap + (size_t)k) * E;
                     float *r = x->rep_grad + l.off;
                     for (int e = 0; e < E; e++) r[e] += g[e];
+                    if (x->has_lin) x->rep_grad[x->rep_rows * E + l.srow] += x->lin_grads[(size_t)f * x->ucap + k];
                 } else {
                     x->scount[l.owner] += (int)(sizeof(rec_hdr) + sizeof(float) * (size_t)G);
                 }
@@ -475,7 +567,7 @@ static rec_status exchange(rec_exec *x, float lr) {
         const int C = rec_plan_col_parts(x->plan, f, NULL);
         for (int c = 0; c < C; c++) {
             const xpart *p = &x->map.parts[f][c];
-            const int G = G_row ? E : p->w, c0 = G_row ? 0 : p->pl.c0;
+            const int G = G_row ? E : p->w, c0 = G_row ? 0 : p->pl.c0, lin = x->has_lin && c == 0;
             for (int64_t k = 0; k < x->n_uniq[f]; k++) {
                 const int o = x->loc[q++].owner;
                 if (o == REC_PLAN_EVERY) continue;
@@ -483,7 +575,9 @@ static rec_status exchange(rec_exec *x, float lr) {
                 memcpy(x->sbuf + fill[o], &h, sizeof h);
                 memcpy(x->sbuf + fill[o] + sizeof h, x->grads + ((size_t)f * x->ucap + (size_t)k) * E + c0,
                        sizeof(float) * (size_t)G);
-                fill[o] += (int)(sizeof h + sizeof(float) * (size_t)G);
+                if (lin) memcpy(x->sbuf + fill[o] + sizeof h + sizeof(float) * (size_t)G, x->lin_grads + (size_t)f * x->ucap + k,
+                                sizeof(float));
+                fill[o] += (int)(sizeof h + sizeof(float) * (size_t)(G + lin));
             }
         }
     }
@@ -508,7 +602,7 @@ static rec_status exchange(rec_exec *x, float lr) {
             h.row >= rec_plan_rows(x->plan, h.f))
             return rec_errorf(REC_EINVAL, "executor: rank %d got a gradient for table %d part %d row %lld, which no "
                               "table has: the ranks disagree on the plan", x->rank, h.f, h.c, (long long)h.row);
-        at += (int64_t)sizeof h + (int64_t)sizeof(float) * (G_row ? E : x->map.parts[h.f][h.c].w);
+        at += (int64_t)sizeof h + (int64_t)sizeof(float) * record_floats(x, h.f, h.c);
     }
     REC_TRY(grow(&x->keys, &x->keys_cap, nrec + 1, sizeof(key), "gradient records"));
     key *keys = x->keys;
@@ -521,14 +615,14 @@ static rec_status exchange(rec_exec *x, float lr) {
             return rec_errorf(REC_EINVAL, "executor: rank %d got a gradient for table %d part %d row %lld, which it does "
                               "not own: the ranks disagree on the plan", x->rank, h.f, h.c, (long long)h.row);
         keys[n] = (key){h.f, h.c, h.row, at, l.off, l.srow};
-        at += (int64_t)sizeof h + (int64_t)sizeof(float) * (G_row ? E : x->map.parts[h.f][h.c].w);
+        at += (int64_t)sizeof h + (int64_t)sizeof(float) * record_floats(x, h.f, h.c);
     }
     qsort(keys, (size_t)n, sizeof(key), cmp_key);
     float *sum = x->gsum;
     for (int64_t i = 0; i < n;) {
         const key *k = &keys[i];
         const xpart *p = &x->map.parts[k->f][k->c];
-        const int G = G_row ? E : p->w;
+        const int G = record_floats(x, k->f, k->c);
         memset(sum, 0, sizeof(float) * (size_t)G);
         int64_t j = i;
         for (; j < n && keys[j].f == k->f && keys[j].c == k->c && keys[j].row == k->row; j++) {
@@ -543,6 +637,9 @@ static rec_status exchange(rec_exec *x, float lr) {
                     : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? x->state + k->srow : NULL;
         if (G_row) rec_sparse_opt_step(&x->opt, lr, sum, E, p->pl.c0, p->pl.c1, x->store + k->off, st);
         else rec_sparse_opt_step(&x->opt, lr, sum, p->w, 0, p->w, x->store + k->off, st);
+        if (x->has_lin && k->c == 0)
+            lin_step(x, lr, sum[G - 1], x->store + x->store_floats + k->srow,
+                     x->opt.kind == REC_SPARSE_SGD ? NULL : x->lin_state + k->srow);
         i = j;
     }
     x->st.owner_s += MPI_Wtime() - t1;
@@ -561,7 +658,7 @@ static rec_status replicated(rec_exec *x, float lr) {
     if (!x->rep_rows) return REC_OK;
     const int E = x->E, N = x->N;
     const double t0 = MPI_Wtime();
-    const int64_t S = x->rep_rows * E, chunk = (S + N - 1) / N;
+    const int64_t S = rep_grad_floats(x), chunk = (S + N - 1) / N;
     REC_TRY(grow((void **)&x->rbuf, &x->rbuf_cap, (int64_t)sizeof(float) * chunk * N + 1, 1, "replicated gradients"));
     float *parts = (float *)x->rbuf, *mine = x->rep_grad + (size_t)chunk * x->rank;
     MPI_WAIT(x, MPI_Alltoall(x->rep_grad, (int)chunk, MPI_FLOAT, parts, (int)chunk, MPI_FLOAT, MPI_COMM_WORLD));
@@ -581,6 +678,10 @@ static rec_status replicated(rec_exec *x, float lr) {
         float *st = x->opt.kind == REC_SPARSE_ADAGRAD ? x->rep_state + (size_t)r * E
                     : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? x->rep_state + r : NULL;
         rec_sparse_opt_step(&x->opt, lr, g, E, 0, E, x->rep + (size_t)r * E, st);
+    }
+    for (int64_t r = 0; x->has_lin && r < x->rep_rows; r++) {
+        const float g = x->rep_grad[x->rep_rows * E + r];
+        if (g != 0.0f) lin_step(x, lr, g, x->rep_lin + r, x->opt.kind == REC_SPARSE_SGD ? NULL : x->rep_lin_state + r);
     }
     x->st.exchange_s += MPI_Wtime() - t0;
     return REC_OK;

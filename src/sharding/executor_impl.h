@@ -25,6 +25,14 @@ struct rec_exec {
     int64_t store_floats, store_rows; /* this rank's, from the map */
     float *rep, *rep_state, *rep_grad; /* replicated rows (E floats each), every rank alike */
     int64_t rep_rows;
+    /* DeepFM's and Wide&Deep's first-order tables (model.h lin.{f}, one float a row): row r of
+     * table f's value lives with the owner of the row's first column part, at
+     * store[store_floats + srow] (after the owner's rows, in the same window), or replicated
+     * at rep_lin[srow]; its state (the Adagrad kinds: one float) at lin_state[srow] /
+     * rep_lin_state[srow]. Its gradient rides on part 0's gradient record as one more float. */
+    int has_lin;
+    int64_t win_floats;      /* the window: store_floats, + store_rows first-order values */
+    float *lin_state, *rep_lin, *rep_lin_state;
     MPI_Win win;
     /* per step */
     rec_batch lb;            /* this rank's slice */
@@ -37,6 +45,8 @@ struct rec_exec {
     xloc *loc;               /* per (table, part, unique row) in that order: where the row lives */
     int64_t loc_cap;
     float *rows, *grads;     /* (F)(ucap)(E) */
+    float *lin_rows, *lin_grads; /* (F)(ucap) first-order values and their gradients */
+    int64_t lin_fetched;     /* first-order values among this step's fetches from other ranks */
     float *dlogits;
     /* fetch lists per owner */
     int64_t *fcount, *fcap;  /* (N) */
@@ -51,7 +61,7 @@ struct rec_exec {
     int64_t sbuf_cap, rbuf_cap;
     void *keys;              /* (keys_cap) the owner's received records (executor.c's key) */
     int64_t keys_cap;
-    float *gsum;             /* (E) a row's summed gradient */
+    float *gsum;             /* (E + 1) a row's summed gradient record */
     /* dense all-reduces started by the backward's hook */
     MPI_Request *req;
     int n_req, req_cap;

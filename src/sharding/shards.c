@@ -6,8 +6,12 @@
  *
  *   model.I.R-of-N.rckpt   rank R's store: "rows" (its rows, in the map's order), "state"
  *                          (their optimizer state); rank 0's also "replicated" and
- *                          "replicated.state" (the rows every rank holds). Format and crash
- *                          safety of rec_ckpt_save; meta.shard = R + 1.
+ *                          "replicated.state" (the rows every rank holds). A model with
+ *                          first-order tables (DeepFM, Wide&Deep) adds "lin" and "lin.state"
+ *                          (a value and its state per row of the store, by the row's index
+ *                          there; those of rows whose first column part is elsewhere unused)
+ *                          and rank 0 "replicated.lin" and "replicated.lin.state". Format and
+ *                          crash safety of rec_ckpt_save; meta.shard = R + 1.
  *   model.I.plan.json      the plan, which says where each row of those stores belongs.
  *   model.rckpt            the dense part and the meta (meta.shards = N, meta.shard_id = I),
  *                          written last, once every rank's file is committed: the save's
@@ -95,7 +99,7 @@ rec_status rec_exec_save(rec_exec *x, const char *path, const rec_ckpt_meta *giv
     rec_ckpt_meta meta = *given;
     meta.shards = x->N, meta.shard_id = id, meta.shard = x->rank + 1;
 
-    rec_tensor ts[4];
+    rec_tensor ts[8];
     int n = 0;
     const size_t stf = state_floats(x->opt.kind, x->store_floats, x->store_rows);
     ts[n++] = tensor("rows", REC_TENSOR_PARAM, x->store, (size_t)x->store_floats);
@@ -103,6 +107,15 @@ rec_status rec_exec_save(rec_exec *x, const char *path, const rec_ckpt_meta *giv
     const size_t rstf = state_floats(x->opt.kind, x->rep_rows * x->E, x->rep_rows);
     if (x->rank == 0 && x->rep_rows) ts[n++] = tensor("replicated", REC_TENSOR_PARAM, x->rep, (size_t)(x->rep_rows * x->E));
     if (x->rank == 0 && x->rep_rows && rstf) ts[n++] = tensor("replicated.state", REC_TENSOR_OPT_STATE, x->rep_state, rstf);
+    const int lsf = rec__state_floats(x->opt.kind, 1);
+    if (x->has_lin) {
+        ts[n++] = tensor("lin", REC_TENSOR_PARAM, x->store + x->store_floats, (size_t)x->store_rows);
+        if (lsf) ts[n++] = tensor("lin.state", REC_TENSOR_OPT_STATE, x->lin_state, (size_t)x->store_rows);
+    }
+    if (x->has_lin && x->rank == 0 && x->rep_rows) {
+        ts[n++] = tensor("replicated.lin", REC_TENSOR_PARAM, x->rep_lin, (size_t)x->rep_rows);
+        if (lsf) ts[n++] = tensor("replicated.lin.state", REC_TENSOR_OPT_STATE, x->rep_lin_state, (size_t)x->rep_rows);
+    }
     char file[4200];
     rec_dist_shard_path(path, id, x->rank, x->N, file, sizeof file);
     rec_status s = rec_ckpt_save_tensors(file, rec_model_get_config(x->m), &meta, ts, n);
@@ -131,16 +144,19 @@ rec_status rec_exec_save(rec_exec *x, const char *path, const rec_ckpt_meta *giv
 typedef struct source {
     int F, E, N;                     /* N: 0 for whole tables */
     rec_sparse_opt_kind opt;
+    int has_lin;                     /* first-order tables too (DeepFM, Wide&Deep) */
     const float **table, **tstate;   /* whole: (F) */
+    const float **lin, **lstate;     /* whole: (F) first-order tables; sharded: (N) "lin" */
     rec_plan *plan;                  /* sharded: */
     xmap map;
     rec_ckpt_reader **files;         /* (N) */
     const float **rows, **state;     /* (N) */
-    const float *rep, *rep_state;
+    const float *rep, *rep_state, *rep_lin, *rep_lstate;
 } source;
 
 static void source_free(source *src) {
     free(src->table);
+    free(src->lin);
     for (int r = 0; src->files && r < src->N; r++) rec_ckpt_reader_close(src->files[r]);
     free(src->files);
     free(src->rows);
@@ -173,6 +189,30 @@ static void source_row(const source *src, int f, int64_t r, float *val, float *s
     }
 }
 
+/* The saved first-order value of row r of table f and its state (the Adagrad kinds' one
+ * float; st unused under SGD): with the owner of the row's first column part. */
+static void source_lin(const source *src, int f, int64_t r, float *val, float *st) {
+    const int sf = rec__state_floats(src->opt, 1);
+    if (src->N == 0) {
+        *val = src->lin[f][r];
+        if (sf) *st = src->lstate[f][r];
+        return;
+    }
+    const xloc l = rec__xmap_locate(&src->map, f, 0, r);
+    const int every = l.owner == REC_PLAN_EVERY;
+    *val = every ? src->rep_lin[l.srow] : src->lin[l.owner][l.srow];
+    if (sf) *st = every ? src->rep_lstate[l.srow] : src->lstate[l.owner][l.srow];
+}
+
+/* Room for the first-order tables' pointers: n each for values and state. */
+static rec_status lin_slots(source *src, int n) {
+    if (!src->has_lin) return REC_OK;
+    src->lin = calloc((size_t)n * 2 + 1, sizeof(float *));
+    if (!src->lin) return rec_errorf(REC_ENOMEM, "out of memory");
+    src->lstate = src->lin + n;
+    return REC_OK;
+}
+
 /* A whole model's checkpoint: its tables, by name (model.c's). */
 static rec_status open_whole(source *src, rec_ckpt_reader *whole, const rec_model_config *c) {
     src->table = calloc((size_t)src->F * 2 + 1, sizeof(float *));
@@ -185,6 +225,15 @@ static rec_status open_whole(source *src, rec_ckpt_reader *whole, const rec_mode
         REC_TRY(rec_ckpt_reader_tensor(whole, name, c->table_rows[f] * src->E, &src->table[f]));
         snprintf(name, sizeof name, "opt.emb.%d", f);
         if (sf) REC_TRY(rec_ckpt_reader_tensor(whole, name, c->table_rows[f] * sf, &src->tstate[f]));
+    }
+    REC_TRY(lin_slots(src, src->F));
+    const int lsf = rec__state_floats(src->opt, 1);
+    for (int f = 0; src->has_lin && f < src->F; f++) {
+        char name[64];
+        snprintf(name, sizeof name, "lin.%d.weight", f);
+        REC_TRY(rec_ckpt_reader_tensor(whole, name, c->table_rows[f], &src->lin[f]));
+        snprintf(name, sizeof name, "opt.lin.%d", f);
+        if (lsf) REC_TRY(rec_ckpt_reader_tensor(whole, name, c->table_rows[f], &src->lstate[f]));
     }
     return REC_OK;
 }
@@ -205,6 +254,8 @@ static rec_status open_sharded(source *src, const rec_model *model, int64_t B, c
     src->rows = calloc((size_t)N * 2, sizeof(float *));
     if (!src->files || !src->rows) return rec_errorf(REC_ENOMEM, "out of memory");
     src->state = src->rows + N;
+    REC_TRY(lin_slots(src, N));
+    const int lsf = rec__state_floats(src->opt, 1);
     for (int r = 0; r < N; r++) {
         rec_dist_shard_path(path, m->shard_id, r, N, file, sizeof file);
         REC_TRY(rec_ckpt_reader_open(&src->files[r], file));
@@ -217,18 +268,25 @@ static rec_status open_sharded(source *src, const rec_model *model, int64_t B, c
         REC_TRY(rec_ckpt_reader_tensor(src->files[r], "rows", src->map.floats[r], &src->rows[r]));
         const size_t sf = state_floats(src->opt, src->map.floats[r], src->map.rows[r]);
         if (sf) REC_TRY(rec_ckpt_reader_tensor(src->files[r], "state", (int64_t)sf, &src->state[r]));
+        if (src->has_lin) REC_TRY(rec_ckpt_reader_tensor(src->files[r], "lin", src->map.rows[r], &src->lin[r]));
+        if (src->has_lin && lsf)
+            REC_TRY(rec_ckpt_reader_tensor(src->files[r], "lin.state", src->map.rows[r], &src->lstate[r]));
     }
     if (src->map.rep_rows) {
         REC_TRY(rec_ckpt_reader_tensor(src->files[0], "replicated", src->map.rep_rows * src->E, &src->rep));
         const size_t sf = state_floats(src->opt, src->map.rep_rows * src->E, src->map.rep_rows);
         if (sf) REC_TRY(rec_ckpt_reader_tensor(src->files[0], "replicated.state", (int64_t)sf, &src->rep_state));
     }
+    if (src->map.rep_rows && src->has_lin) {
+        REC_TRY(rec_ckpt_reader_tensor(src->files[0], "replicated.lin", src->map.rep_rows, &src->rep_lin));
+        if (lsf) REC_TRY(rec_ckpt_reader_tensor(src->files[0], "replicated.lin.state", src->map.rep_rows, &src->rep_lstate));
+    }
     return REC_OK;
 }
 
 /* Fills this rank's rows (and the replicated ones) from src, row by row through this job's map. */
 static rec_status fill(rec_exec *x, const source *src) {
-    const int E = x->E, sf = rec__state_floats(x->opt.kind, E);
+    const int E = x->E, sf = rec__state_floats(x->opt.kind, E), lsf = rec__state_floats(x->opt.kind, 1);
     float *val = malloc(sizeof(float) * (size_t)E * 2);
     if (!val) return rec_errorf(REC_ENOMEM, "out of memory");
     float *st = val + E;
@@ -256,6 +314,13 @@ static rec_status fill(rec_exec *x, const source *src) {
                         if (sf == 1) x->state[l.srow] = st[0];
                         if (sf > 1) memcpy(x->state + l.off, st + p->pl.c0, sizeof(float) * (size_t)p->w);
                     }
+                    if (x->has_lin && c == 0) { /* the first-order value lives with part 0 */
+                        float lv, ls = 0;
+                        source_lin(src, f, r, &lv, &ls);
+                        const int every = o == REC_PLAN_EVERY;
+                        *(every ? x->rep_lin + l.srow : x->store + x->store_floats + l.srow) = lv;
+                        if (lsf) *(every ? x->rep_lin_state + l.srow : x->lin_state + l.srow) = ls;
+                    }
                 }
             }
         }
@@ -272,13 +337,19 @@ static rec_status copy_own(rec_exec *x, const source *src) {
     const size_t rsf = state_floats(x->opt.kind, x->rep_rows * x->E, x->rep_rows);
     if (x->rep_rows) memcpy(x->rep, src->rep, sizeof(float) * (size_t)(x->rep_rows * x->E));
     if (x->rep_rows && rsf) memcpy(x->rep_state, src->rep_state, sizeof(float) * rsf);
+    if (!x->has_lin) return REC_OK;
+    const int lsf = rec__state_floats(x->opt.kind, 1);
+    memcpy(x->store + x->store_floats, src->lin[x->rank], sizeof(float) * (size_t)x->store_rows);
+    if (lsf) memcpy(x->lin_state, src->lstate[x->rank], sizeof(float) * (size_t)x->store_rows);
+    if (x->rep_rows) memcpy(x->rep_lin, src->rep_lin, sizeof(float) * (size_t)x->rep_rows);
+    if (x->rep_rows && lsf) memcpy(x->rep_lin_state, src->rep_lstate, sizeof(float) * (size_t)x->rep_rows);
     return REC_OK;
 }
 
 static rec_status load(rec_exec *x, const char *path, rec_ckpt_meta *meta) {
     REC_TRY(rec_ckpt_load(path, x->m, meta));
     rec_ckpt_reader *whole = NULL;
-    source src = {.F = x->F, .E = x->E, .opt = x->opt.kind};
+    source src = {.F = x->F, .E = x->E, .opt = x->opt.kind, .has_lin = x->has_lin};
     rec_status s = REC_OK;
     if (meta->shards == 0) {
         s = rec_ckpt_reader_open(&whole, path);
@@ -310,15 +381,18 @@ rec_status rec_exec_load(rec_exec *x, const char *path, rec_ckpt_meta *meta) {
 /* The tables of a whole model m (one process) from sharded save `meta` of path, row by row. */
 static rec_status gather(rec_model *m, const char *path, const rec_ckpt_meta *meta) {
     const rec_model_config *c = rec_model_get_config(m);
-    source src = {.F = c->n_sparse, .E = c->emb_dim, .opt = c->sparse_opt.kind};
-    const int sf = rec__state_floats(src.opt, src.E);
-    rec_embed *e = rec_model_embed(m, 0);
+    rec_embed *e = rec_model_embed(m, 0), *lin = rec_model_embed(m, 1);
+    source src = {.F = c->n_sparse, .E = c->emb_dim, .opt = c->sparse_opt.kind, .has_lin = lin != NULL};
+    const int sf = rec__state_floats(src.opt, src.E), lsf = rec__state_floats(src.opt, 1);
     rec_status s = e ? open_sharded(&src, m, c->batch_size, path, meta)
                      : rec_errorf(REC_EINVAL, "%s: the model has no tables to load into", path);
     for (int f = 0; !s && f < src.F; f++) {
         float *table = rec_embed_table(e, f), *state = sf ? rec_embed_state(e, f) : NULL;
         for (int64_t r = 0; r < c->table_rows[f]; r++)
             source_row(&src, f, r, table + r * src.E, sf ? state + r * sf : NULL);
+        float *lt = lin ? rec_embed_table(lin, f) : NULL, *ls = lin && lsf ? rec_embed_state(lin, f) : NULL;
+        float unused;
+        for (int64_t r = 0; lin && r < c->table_rows[f]; r++) source_lin(&src, f, r, lt + r, ls ? ls + r : &unused);
     }
     source_free(&src);
     return s;

@@ -669,8 +669,12 @@ static void config_diff(const rec_model_config *a, const rec_model_config *b, ch
 #undef DIFF_LIST
 }
 
-/* A whole model's table or its optimizer state, by name (model.c names them). */
-static int is_table(const char *name) { return strncmp(name, "emb.", 4) == 0 || strncmp(name, "opt.emb.", 8) == 0; }
+/* A whole model's table or its optimizer state, by name (model.c names them): the embedding
+ * tables and the first-order ones (DeepFM, Wide&Deep), which shard alike. */
+static int is_table(const char *name) {
+    return strncmp(name, "emb.", 4) == 0 || strncmp(name, "opt.emb.", 8) == 0 || strncmp(name, "lin.", 4) == 0 ||
+           strncmp(name, "opt.lin.", 8) == 0;
+}
 
 /* Checks that the file's directory is exactly the model's tensors (by name; the order may
  * differ), with equal roles and shapes, besides tables when `tables_elsewhere` (a sharded

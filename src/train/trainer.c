@@ -347,14 +347,12 @@ static rec_status choose_order(job *j, const rec_ckpt_meta *m, const char *path)
     return REC_OK;
 }
 
-/* Under mpirun: the model without its tables, the sharding plan (loaded, or built from the
- * training data's first global batches and the job's measured bandwidths; every rank builds
- * the same one, which is checked), and the executor. */
+/* Under mpirun (any model kind): the model without its tables, the sharding plan (loaded, or
+ * built from the training data's first global batches and the job's measured bandwidths;
+ * every rank builds the same one, which is checked), and the executor, which holds the
+ * embedding rows and, for DeepFM and Wide&Deep, the first-order tables' rows with them. */
 static rec_status setup_dist(job *j) {
     const rec_train_opts *o = j->o;
-    if (j->cfg.kind != REC_MODEL_DLRM && j->cfg.kind != REC_MODEL_DCN)
-        return rec_errorf(REC_EINVAL, "model %s: distributed training (mpirun) runs dlrm and dcn models; train a deepfm or "
-                          "wide_deep model in one process", j->cfg.name);
     REC_TRY(rec_model_init_sharded(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads));
     rec_plan_model pm = {j->ranks, j->cfg.n_sparse, j->cfg.table_rows, j->cfg.emb_dim, j->cfg.sparse_opt.kind,
                          j->cfg.batch_size, rec_model_n_dense_params(j->model), NULL};
