@@ -42,6 +42,7 @@
 set -eu
 VENV=${1:?usage: bench/plan_vs_torchrec.sh VENV [ROWS] [STEPS]}; ROWS=${2:-8388608}; STEPS=${3:-24}
 BATCHES=${BATCHES:-2048 8192 65536/N}; TROWS=${TROWS:-400000}; PART=${PART:-all}
+RANKS=${RANKS:-2 4 veth}; REPS=${REPS:-5}
 R=$(pwd)/build/rectrain
 PY="$VENV/bin/python"
 [ -x "$R" ] || { echo "build first: make build" >&2; exit 1; }
@@ -171,81 +172,115 @@ print("  (max-rank predicted embedding step on the default machine of `rectrain 
 EOF
 }
 
-# One training run: TAG.out (the --json summary) and TAG.err.
+# One training run: TAG.out (the --json summary) and TAG.err; NP "veth" is 2 ranks on two
+# network namespaces joined by a veth pair (bench/netns_pair.sh), TCP only.
 train() { # TAG PLAN NP BATCH STEPS
-    mpirun -np "$3" --oversubscribe --bind-to none "$R" train --data "$TDATA" --config "$KCONF" --batch "$4" \
+    if [ "$3" = veth ]; then
+        set -- "$1" "$2" 2 "$4" "$5"
+        launch="ip netns exec $NA mpirun --mca plm_rsh_agent $W/nsrsh --mca btl tcp,self --mca osc pt2pt \
+            --mca btl_tcp_if_include 192.168.77.0/24 --mca oob_tcp_if_include 192.168.77.0/24 -H $HA:1,$HB:1"
+    else launch="mpirun --oversubscribe"; fi
+    $launch -np "$3" --bind-to none "$R" train --data "$TDATA" --config "$KCONF" --batch "$4" \
         --steps "$5" --epochs 10000 --json --threads 1 --plan-shards "$2" 2>"$W/$1.err" |
         grep '^{"model"' > "$W/$1.out" || { cat "$W/$1.err" >&2; exit 1; }
+}
+
+veth_up() { # the two "hosts" of RANKS' veth, torn down on exit
+    command -v ip >/dev/null || { echo "RANKS=veth needs iproute2 (apt-get install iproute2)" >&2; exit 1; }
+    NA=rtpA$$ NB=rtpB$$ HA=192.168.77.1 HB=192.168.77.2
+    trap 'ip netns del $NA 2>/dev/null; ip netns del $NB 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT INT TERM
+    . "$(dirname "$0")/netns_pair.sh"
+    netns_pair "$NA" "$NB" $HA $HB
+    printf '#!/bin/sh\nhost=$1; shift\ncase $host in %s) ns=%s;; %s) ns=%s;; *) exit 1;; esac\nexec ip netns exec $ns sh -c "$*"\n' \
+        $HA "$NA" $HB "$NB" > "$W/nsrsh"
+    chmod +x "$W/nsrsh"
+}
+
+# Medians over RUN FILES of the calibration's flags for `rectrain plan`: the executor's work
+# per unit, the cache terms and the bandwidths, measured under the ranks' own sharing of the
+# cores (so --ranks-per-core stays 1).
+calibration() { # FILES...
+    python3 - "$@" <<'PY'
+import json, statistics as st, sys
+js = [json.load(open(f)) for f in sys.argv[1:]]
+m = lambda f: st.median(f(j) for j in js)
+u = {k: m(lambda j: j["unit_ns"][k]) for k in ("slice_id", "owner_record", "fetched_row", "miss", "rep_row")}
+print("--slice-ns %.3f --lookup-ns %.3f --get-ns %.3f --miss-ns %.3f --rep-row-ns %.3f --cache-mb %.3f"
+      % (u["slice_id"], u["owner_record"], u["fetched_row"], u["miss"], u["rep_row"], m(lambda j: j["cache_mb"])),
+      "--bw-p2p %.4f --bw-ar %.4f" % (m(lambda j: j["gbps"]["p2p"]), m(lambda j: j["gbps"]["allreduce"])))
+PY
 }
 
 trained() {
     gen_data ktrain "$KSPEC" "$TROWS"
     TDATA="$W/ktrain-$TROWS.rshard"
     mkdir -p "$W/train"
-    for np in 2 4; do
-        cores=$(python3 -c "print(max(1.0, $np / $NPROC))")
+    case " $RANKS " in *" veth "*) veth_up;; esac
+    for np in $RANKS; do
+        n=$np; [ "$np" = veth ] && n=2
         for b in $BATCHES; do
-            pr=$(per_rank "$b" "$np") g=$(( $(per_rank "$b" "$np") * np ))
+            pr=$(per_rank "$b" "$n") g=$(( $(per_rank "$b" "$n") * n ))
             steps=$(( STEPS * 2048 / pr )); [ "$steps" -ge 6 ] || steps=6
             t="$W/train/n$np-b$pr"
             echo "$np ranks, batch $pr a rank (global $g), $steps steps" >&2
-            tr_plan "$KSPEC" "$KCONF" "$np" "$pr" "$t-torchrec.json"
-            predict "$TDATA" "$KCONF" "$np" "$g" --kind row --out "$t-row.json" >/dev/null 2>&1
-            train "train/n$np-b$pr-row" "$t-row.json" "$np" "$g" "$steps" # the calibration
-            cal=$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); u=j['unit_ns']; g=j['gbps']; \
-print('--slice-ns %.3f --lookup-ns %.3f --get-ns %.3f --miss-ns %.3f --rep-row-ns %.3f --cache-mb %.3f --ranks-per-core %s' \
-% (u['slice_id'], u['owner_record'], u['fetched_row'], u['miss'], u['rep_row'], j['cache_mb'], sys.argv[2]), \
-'--bw-p2p %.4f --bw-ar %.4f' % (g['p2p'], g['allreduce']))" "$t-row.out" "$cores")
-            units=${cal%% --bw-p2p*}
-            predict "$TDATA" "$KCONF" "$np" "$g" $cal --out "$t-oper.json" >/dev/null 2>&1
-            for rep in 1 2 3; do # alternating, each plan first in turn
-                if [ $rep = 2 ]; then order="torchrec oper"; else order="oper torchrec"; fi
+            tr_plan "$KSPEC" "$KCONF" "$n" "$pr" "$t-torchrec.json"
+            predict "$TDATA" "$KCONF" "$n" "$g" --kind row --out "$t-row.json" >/dev/null 2>&1
+            train "train/n$np-b$pr-row-0" "$t-row.json" "$np" "$g" "$steps" # a first calibration, for OPER's search
+            cal=$(calibration "$t-row-0.out")
+            predict "$TDATA" "$KCONF" "$n" "$g" $cal --out "$t-oper.json" >/dev/null 2>&1
+            order="row oper torchrec"
+            for rep in $(seq 1 "$REPS"); do # each plan first in turn
                 for p in $order; do train "train/n$np-b$pr-$p-$rep" "$t-$p.json" "$np" "$g" "$steps"; done
+                order="${order#* } ${order%% *}"
             done
-            for p in oper torchrec; do # predicted with the calibration's units and its runs' bandwidths
-                gbps=$(python3 -c "import json,sys,statistics as st; g=[json.load(open(f))['gbps'] for f in sys.argv[1:]]; \
-print('--bw-p2p %.4f --bw-ar %.4f' % (st.median(x['p2p'] for x in g), st.median(x['allreduce'] for x in g)))" \
-                    "$t-$p"-[123].out)
-                predict "$TDATA" "$KCONF" "$np" "$g" --score "$t-$p.json" $units $gbps > "$t-$p.pred" 2>&1 ||
+            units=$(calibration $(seq -f "$t-row-%g.out" 1 "$REPS")) # the calibration: the row-wise runs' medians
+            units=${units%% --bw-p2p*}
+            for p in row oper torchrec; do # predicted with it and the plan's own runs' bandwidths
+                gbps=$(calibration $(seq -f "$t-$p-%g.out" 1 "$REPS")); gbps="--bw-p2p${gbps#* --bw-p2p}"
+                predict "$TDATA" "$KCONF" "$n" "$g" --score "$t-$p.json" $units $gbps > "$t-$p.pred" 2>&1 ||
                     { cat "$t-$p.pred" >&2; exit 1; }
             done
         done
     done
-    python3 - "$W/train" "$NPROC" $BATCHES <<'EOF'
+    python3 - "$W/train" "$NPROC" "$REPS" "$RANKS" $BATCHES <<'EOF'
 import json, re, statistics as st, sys
-d, nproc, batches = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+d, nproc, reps, ranks, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(), sys.argv[5:]
 per_rank = lambda b, n: int(b[:-2]) // n if b.endswith("/N") else int(b)
-for np in (2, 4):
-    print(f"\n== trained at {np} ranks ({max(1, np // nproc)} a core): Kaggle sizes, the Kaggle DLRM, medians of 3 runs")
-    print(f"  {'plan':<10}{'batch/rank':>11}{'global':>8}{'steps':>6}{'samples/s':>11}{'embed ms':>10}{'skew ms':>9}"
-          f"{'predicted':>11}{'ratio':>7}{'bytes':>8}{'OPER/TorchRec':>15}  layout")
-    for b in dict.fromkeys(per_rank(b, np) for b in batches):
+spread = lambda xs: max(xs) / min(xs) - 1
+for np in ranks:
+    n = 2 if np == "veth" else int(np)
+    where = "over veth between two namespaces" if np == "veth" else f"{max(1, n // nproc)} a core"
+    print(f"\n== trained at {n} ranks ({where}): Kaggle sizes, the Kaggle DLRM, medians of {reps} runs")
+    print(f"  {'plan':<10}{'batch/rank':>11}{'global':>8}{'steps':>6}{'samples/s':>11}{'spread':>8}{'embed ms':>10}"
+          f"{'spread':>8}{'skew ms':>9}{'predicted':>11}{'ratio':>7}{'bytes':>8}{'vs TorchRec':>13}  layout")
+    for b in dict.fromkeys(per_rank(b, n) for b in batches):
         t = f"{d}/n{np}-b{b}"
         row = {}
-        for p in ("oper", "torchrec"):
-            js = [json.load(open(f"{t}-{p}-{r}.out")) for r in (1, 2, 3)]
+        for p in ("row", "oper", "torchrec"):
+            js = [json.load(open(f"{t}-{p}-{r}.out")) for r in range(1, reps + 1)]
+            sps = [j["samples_per_s"] for j in js]
             emb = [j["step_ms"]["local"] + j["step_ms"]["fetch"] + j["step_ms"]["exchange"] - j["step_ms"]["skew"] for j in js]
             pred = float(re.search(r"lower max step than \S+ \(\w+: ([0-9.]+) ms", open(f"{t}-{p}.pred").read()).group(1))
             kinds = {}
             for tp in json.load(open(f"{t}-{p}.json")).get("table_plans", {}).values():
                 kinds[tp["sharding_type"]] = kinds.get(tp["sharding_type"], 0) + 1
-            row[p] = dict(sps=st.median(j["samples_per_s"] for j in js), emb=st.median(emb),
+            row[p] = dict(sps=st.median(sps), sps_sp=spread(sps), emb=st.median(emb), emb_sp=spread(emb),
                           skew=st.median(j["step_ms"]["skew"] for j in js), pred=pred, steps=js[0]["steps"],
                           worst=max(j["worst_sent_vs_plan"]["deviation"] for j in js),
                           layout=", ".join(f"{v} {k}" for k, v in sorted(kinds.items())) or
                           "rectrain's " + json.load(open(f"{t}-{p}.json")).get("kind", "?"))
-        for p in ("oper", "torchrec"):
+        row["row"]["layout"] += " (the calibration)"
+        for p in ("row", "oper", "torchrec"):
             r = row[p]
-            vs = f"{row['oper']['sps'] / row['torchrec']['sps']:.2f}x" if p == "oper" else ""
-            print(f"  {p:<10}{b:>11}{b * np:>8}{r['steps']:>6}{r['sps']:>11.0f}{r['emb']:>10.3f}{r['skew']:>9.3f}"
-                  f"{r['pred']:>11.3f}{r['emb'] / r['pred']:>7.2f}{100 * r['worst']:>7.1f}%{vs:>15}  {r['layout']}")
-        u = json.load(open(f"{t}-row.out"))["unit_ns"]
-        print(f"  {'':<10}calibrated on the row-wise plan at {b} a rank: {u['slice_id']:.1f} ns a slice id, "
-              f"{u['owner_record']:.1f} ns an owner's record, {u['fetched_row']:.1f} ns a fetched row")
-print("  (rank 0's medians; embed ms = local + fetch + exchange - skew, the exchange's wait for the slowest rank;\n"
-      "   predicted = the plan's busiest rank, `plan --score` with the row-wise run's work per unit, the plan's runs'\n"
-      "   bandwidths and the ranks per core; ratio = embed / predicted; bytes: the worst rank's |sent / predicted - 1|;\n"
-      "   OPER/TorchRec: samples/s of OPER's plan over TorchRec's for the same batch)")
+            vs = f"{r['sps'] / row['torchrec']['sps']:.2f}x" if p != "torchrec" else ""
+            print(f"  {p:<10}{b:>11}{b * n:>8}{r['steps']:>6}{r['sps']:>11.0f}{100 * r['sps_sp']:>7.0f}%{r['emb']:>10.3f}"
+                  f"{100 * r['emb_sp']:>7.0f}%{r['skew']:>9.3f}{r['pred']:>11.3f}{r['emb'] / r['pred']:>7.2f}"
+                  f"{100 * r['worst']:>7.1f}%{vs:>13}  {r['layout']}")
+print("  (rank 0's medians; spread: the plan's own runs, max / min - 1, the machine's noise on that figure;\n"
+      "   embed ms = local + fetch + exchange - skew, the exchange's wait for the slowest rank; predicted = the\n"
+      "   plan's busiest rank, `plan --score` with the row-wise runs' median work per unit and cache terms\n"
+      "   (measured under the same sharing of the cores) and the plan's runs' median bandwidths; ratio = embed /\n"
+      "   predicted; bytes: the worst rank's |sent / predicted - 1|; vs TorchRec: samples/s over TorchRec's plan's)")
 EOF
 }
 

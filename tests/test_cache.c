@@ -538,6 +538,28 @@ static void test_data_processors(void) {
     const char *pw = strstr(out, "prep-worker: stopped after ");
     CHECK(same_file("raw_one.loss", "raw_cl.loss") && pw && atoi(pw + 27) > 0,
           "raw data preprocessed by a data processor trains as one process does: %s", out);
+    /* RAP's raw columns (.rraw) with the spec, and the shard prepped from them: the same losses */
+    CHECK(run("prep --raw --in raw.tsv --out raw.rraw") == 0 && run("prep --spec spec3.json --in raw.tsv --out raw.rshard") == 0,
+          "%s", out);
+    static const char *const FROM[2][2] = {{"raw.rraw", ", \"spec\": \"spec3.json\""}, {"raw.rshard", ""}};
+    for (int k = 0; k < 2; k++) {
+        if ((f = fopen(path("c4.json"), "w"))) {
+            fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"%s\"%s, \"model\": "
+                       "\"%s/configs/dlrm_small.json\", \"batch\": 256, \"shuffle\": false, \"base_port\": %d, "
+                       "\"peer_timeout\": 60, \"cache\": {\"rows\": 6000}}\n", FROM[k][0], FROM[k][1], src, port + 85);
+            fclose(f);
+        }
+        char log[32];
+        snprintf(log, sizeof log, "raw_cl%d.loss", k);
+        CHECK(run("cluster c4.json --loss-log %s%s", log, k ? " --ckpt raw_ck --npy raw_npy" : "") == 0, "%s", out);
+        CHECK(same_file("raw_one.loss", log), "a disaggregated job from %s trains as one process does on the TSV", FROM[k][0]);
+    }
+    /* --npy: the whole model from the servers, as export writes it from the job's --ckpt */
+    CHECK(run("export --ckpt raw_ck --out raw_x") == 0, "%s", out);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd %s && test -s raw_npy/emb.0.weight.npy && for f in raw_x/*; do cmp -s $f raw_npy/${f#raw_x/} "
+             "|| exit 1; done", dir);
+    CHECK(system(cmd) == 0, "a disaggregated job's --npy writes what export of its --ckpt writes");
     CHECK(run("oracle --data syn/train.rshard --cache-rows 99 --workers tcp://127.0.0.1:1 --listen tcp://127.0.0.1:%d",
               port + 81) == 1 && strstr(out, "is a shard already"), "%s", out);
     CHECK(run("oracle --data raw.tsv --cache-rows 99 --listen tcp://127.0.0.1:%d", port + 81) == 1 &&

@@ -199,8 +199,20 @@ static void checkpoints(void) {
           "eval of a 3-rank save gives the run's AUC %.6f:\n%s", auc3, out);
     CHECK(run("export --ckpt ck_half --out ex") == 0 && count_files("ex", "emb.*.weight.npy") == 26,
           "export gathers every table of a 3-rank save:\n%s", out);
-    CHECK(mpi(2, "train %s %s --steps 2 --npy npy", COMMON, rw) != 0 && strstr(out, "rectrain export --ckpt"),
-          "--npy under mpirun is refused, naming export:\n%s", out);
+    /* --npy under mpirun: rank 0 gathers the rows, the files one process would write from the
+     * same parameters (export of the run's own sharded save); one rank, the one-process run's;
+     * ONNX from a sharded save */
+    CHECK(mpi(3, "train %s %s --steps 20 --ckpt cn --npy npy3 --shard-kind oper", COMMON, rw) == 0, "%s", out);
+    CHECK(run("export --ckpt cn --out npy3x") == 0, "%s", out);
+    CHECK(count_files("npy3", "emb.*.weight.npy") == 26 && sh("cd npy3 && for f in *; do cmp -s $f ../npy3x/$f || exit 1; "
+                                                              "done") == 0,
+          "--npy under mpirun writes what export of its save writes, file for file");
+    CHECK(mpi(1, "train %s %s --steps 20 --npy npy1", COMMON, rw) == 0, "%s", out);
+    CHECK(run("train %s %s --steps 20 --npy npy0", COMMON, rw) == 0, "%s", out);
+    CHECK(sh("cd npy0 && for f in *; do cmp -s $f ../npy1/$f || exit 1; done") == 0,
+          "--npy of one rank is the one-process run's, file for file");
+    CHECK(run("export --ckpt cn --format onnx --out m3.onnx") == 0 && sh("test -s m3.onnx") == 0,
+          "export --format onnx of a 3-rank save:\n%s", out);
 
     /* a corrupt shard, a missing one */
     /* (the byte's complement: writing a fixed value changes nothing where the byte holds it already) */
@@ -252,12 +264,14 @@ static void first_order(void) {
         if (k == 0) printf("deepfm, row-wise Adagrad tables, 2 ranks: worst step %.2g over %d steps\n", gap, STEPS);
     }
     CHECK(mpi(2, "train %s %s --steps %d --ckpt fm2 --shard-kind row --loss-log f2.txt", COMMON, fm, HALF) == 0, "%s", out);
-    CHECK(mpi(2, "train %s %s --steps %d --ckpt fm2 --resume --shard-kind replicated --loss-log f2.txt", COMMON, fm,
-              STEPS) == 0, "%s", out);
+    CHECK(mpi(2, "train %s %s --steps %d --ckpt fm2 --resume --shard-kind replicated --loss-log f2.txt --npy fmnpy",
+              COMMON, fm, STEPS) == 0, "%s", out);
     CHECK(same_file("fm_2_row.txt", "f2.txt"), "deepfm: a 2-rank save resumed onto another plan continues its bits");
     CHECK(run("export --ckpt fm2 --out fmx") == 0 && count_files("fmx", "lin.*.weight.npy") == 26 &&
               count_files("fmx", "emb.*.weight.npy") == 26,
           "export gathers the first-order tables of a 2-rank save:\n%s", out);
+    CHECK(sh("cd fmx && for f in *; do cmp -s $f ../fmnpy/$f || exit 1; done") == 0,
+          "deepfm: --npy under mpirun (replicated rows) writes what export of its save writes, file for file");
 
     CHECK(run("train %s --config wd_sgd.json --steps %d --loss-log ref_wd.txt", COMMON, STEPS) == 0, "%s", out);
     same_training(3, "--config wd_sgd.json --shard-kind column", "ref_wd.txt", json_num("auc"));

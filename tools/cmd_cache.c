@@ -182,7 +182,10 @@ static const char TRAIN_CACHED_USAGE[] =
     "  --loss-log FILE    write \"step loss\" per step\n"
     "  --ckpt DIR         at the end, save the whole model (dense part and the servers'\n"
     "                     tables) as DIR/model.rckpt, for rectrain eval and export\n"
-    "  --overwrite        replace a DIR/model.rckpt that exists (refused without it)\n"
+    "  --npy DIR          at the end, export the whole model's parameters as DIR/NAME.npy, as\n"
+    "                     train --npy does (trainer 0 writes them)\n"
+    "  --overwrite        replace a DIR/model.rckpt that exists (refused without it), and an\n"
+    "                     earlier export in --npy DIR\n"
     "  --durable          commit every step on the servers (the touched rows written through,\n"
     "                     the dense state to the first server): a killed trainer loses one step\n"
     "  --resume           a restarted job (every trainer of its mpirun): go on from the\n"
@@ -209,6 +212,7 @@ int cmd_train_cached(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) rc = cli_int(cmd, argc, argv, &i, 1, 1024, &o.threads);
         else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &o.loss_log);
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);
+        else if (!strcmp(a, "--npy")) rc = cli_str(cmd, argc, argv, &i, &o.npy_dir);
         else if (!strcmp(a, "--peer-timeout")) rc = cli_double(cmd, argc, argv, &i, 0.1, 86400, &co.timeout);
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--durable")) co.durable = 1;

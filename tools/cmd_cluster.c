@@ -25,7 +25,7 @@
 
 static const char CLUSTER_USAGE[] =
     "usage: rectrain cluster CONFIG.json [--policy P] [--cache-rows C] [--lookahead L]\n"
-    "                        [--base-port P] [--loss-log FILE] [--ckpt DIR] [--link GBIT,US]\n"
+    "                        [--base-port P] [--loss-log FILE] [--ckpt DIR] [--npy DIR] [--link GBIT,US]\n"
     "                        [--overwrite] [--resume] [--insecure] [--json]\n"
     "\n"
     "Starts the embedding servers, the Oracle Cacher and the trainers (several: under mpirun) of\n"
@@ -39,7 +39,9 @@ static const char CLUSTER_USAGE[] =
     "  --loss-log FILE    the trainer's \"step loss\" log\n"
     "  --ckpt DIR         the trained model, whole, as DIR/model.rckpt (one that exists is\n"
     "                     refused without --overwrite or --resume)\n"
-    "  --overwrite        replace the DIR/model.rckpt of --ckpt (or \"ckpt\") that exists\n"
+    "  --npy DIR          the trained model's parameters as DIR/NAME.npy (train --npy)\n"
+    "  --overwrite        replace the DIR/model.rckpt of --ckpt (or \"ckpt\") that exists, and\n"
+    "                     an earlier export in --npy DIR\n"
     "  --resume           a durable job (\"durable\" in the config) stopped or killed: start it\n"
     "                     again from the servers' snapshots, with the same command and --resume\n"
     "  --link GBIT,US     reach the servers through an emulated link (rectrain bench link) of\n"
@@ -290,7 +292,7 @@ static int abandon(child *ch, int n, const child *c) {
 }
 
 int cmd_cluster(int argc, char **argv) {
-    const char *cmd = "cluster", *cfg_path = NULL, *policy = NULL, *loss = NULL, *link = NULL, *ckpt = NULL;
+    const char *cmd = "cluster", *cfg_path = NULL, *policy = NULL, *loss = NULL, *link = NULL, *ckpt = NULL, *npy = NULL;
     int64_t rows = 0;
     int lookahead = -1, port = 0, json = 0, insecure = 0, overwrite = 0, resume = 0;
     for (int i = 1; i < argc; i++) {
@@ -306,6 +308,7 @@ int cmd_cluster(int argc, char **argv) {
         else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &loss);
         else if (!strcmp(a, "--link")) rc = cli_str(cmd, argc, argv, &i, &link);
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
+        else if (!strcmp(a, "--npy")) rc = cli_str(cmd, argc, argv, &i, &npy);
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--insecure")) insecure = 1;
         else if (!strcmp(a, "--overwrite")) overwrite = 1;
@@ -346,6 +349,7 @@ int cmd_cluster(int argc, char **argv) {
     rec_guard_out(&g, loss ? "--loss-log" : "$.loss_log", c.loss_log);
     rec_guard_dir(&g, ckpt ? "--ckpt" : "$.ckpt", c.ckpt, rec_ckpt_files);
     rec_guard_dir(&g, "$.durable.dir", c.durable_dir, NULL);
+    rec_guard_dir(&g, "--npy", npy, NULL);
     if ((s = rec_guard_check(&g))) return cli_fail(cmd, s);
     if (resume && !c.durable_dir[0])
         return cli_usage(cmd, "--resume starts a durable job again from its servers' snapshots: %s has no \"durable\" "
@@ -445,6 +449,7 @@ int cmd_cluster(int argc, char **argv) {
     if (c.model[0]) ta[n++] = "--config", ta[n++] = c.model;
     if (c.loss_log[0]) ta[n++] = "--loss-log", ta[n++] = c.loss_log;
     if (c.ckpt[0]) ta[n++] = "--ckpt", ta[n++] = c.ckpt;
+    if (npy) ta[n++] = "--npy", ta[n++] = (char *)npy;
     if (c.durable_dir[0]) ta[n++] = resume ? "--resume" : "--durable";
     if (overwrite) ta[n++] = "--overwrite";
     if (json) ta[n++] = "--json";

@@ -74,6 +74,11 @@ typedef struct rec_backend_i {
                            rec_metrics *out);
     /* The host model made to hold the backend's parameters and optimizer state. */
     rec_status (*download)(rec_backend *be);
+    /* The whole model as one process holds it (the export, --npy), after download: the host
+     * model (cpu, cuda), or one that rank 0 gathers from the ranks' shards (mpi: a collective)
+     * or from the embedding servers (cache); NULL on the other ranks. *owned: the caller frees
+     * *out. */
+    rec_status (*whole)(rec_backend *be, rec_model **out, int *owned);
     /* A checkpoint of the model at PATH (under mpirun every rank its rows, rank 0 the rest). */
     rec_status (*save)(rec_backend *be, const char *path, const struct rec_ckpt_meta *meta);
     /* At the end of a run that was not stopped: the backend's own figures into rep (the step's

@@ -142,6 +142,11 @@ rec_status rec_exec_save(rec_exec *x, const char *path, const struct rec_ckpt_me
  * or a whole model's (one process) — into this job's model and rows, re-sharding as its plan
  * says; *meta gets the main file's meta. Every rank reads the files it needs. */
 rec_status rec_exec_load(rec_exec *x, const char *path, struct rec_ckpt_meta *meta);
+/* Collective: the job's tables and dense part into `whole`, a model of the job's config built
+ * whole (rec_model_init) on rank 0 (other ranks pass NULL): rank 0 receives every rank's rows,
+ * and the tables are laid out as one process holds them (--npy under mpirun). Rank 0 holds the
+ * whole tables twice while it gathers. */
+rec_status rec_exec_gather(rec_exec *x, rec_model *whole);
 /* Loads any checkpoint into a whole model (one process: eval, export, a resume without
  * mpirun): a whole one as rec_ckpt_load does, a sharded save's dense part from its main file
  * and its tables gathered row by row from the rank files through the saved plan. No MPI. */

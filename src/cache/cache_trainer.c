@@ -1227,9 +1227,9 @@ static rec_status gather(ctrainer *t, int k, int f, int64_t i0, int64_t n, float
     return s;
 }
 
-/* The whole model (the trainer's dense part, the servers' tables, all optimizer state) as a
- * checkpoint at PATH that rectrain eval and export read. After the flush. */
-static rec_status save_model(ctrainer *t, const char *path, const rec_ckpt_meta *given) {
+/* The whole model: the trainer's dense part, the servers' tables, all optimizer state. After
+ * the flush. */
+static rec_status whole_model(ctrainer *t, rec_model **out) {
     rec_model *full;
     REC_TRY(rec_model_init(&full, t->cfg, (int)t->info.batch, 1));
     const rec_tensor *ts;
@@ -1255,13 +1255,23 @@ static rec_status save_model(ctrainer *t, const char *path, const rec_ckpt_meta 
                 s = gather(t, k, f, i, mine - i < CHUNK ? mine - i : CHUNK, T->data, St ? St->data : NULL);
         }
     }
-    if (!s) {
-        rec_model_set_steps(full, rec_model_steps(t->m));
-        rec_ckpt_meta meta = *given;
-        meta.train_rows = 0, meta.data_digest = 0; /* the oracle read the data: not recorded (rectrain inspect) */
-        s = rec_ckpt_save(path, full, &meta);
-        if (!s && t->log) fprintf(t->log, "train: saved the whole model (tables from the servers) to %s\n", path);
+    if (s) {
+        rec_model_free(full);
+        return s;
     }
+    rec_model_set_steps(full, rec_model_steps(t->m));
+    *out = full;
+    return REC_OK;
+}
+
+/* The whole model as a checkpoint at PATH that rectrain eval and export read. */
+static rec_status save_model(ctrainer *t, const char *path, const rec_ckpt_meta *given) {
+    rec_model *full;
+    REC_TRY(whole_model(t, &full));
+    rec_ckpt_meta meta = *given;
+    meta.train_rows = 0, meta.data_digest = 0; /* the oracle read the data: not recorded (rectrain inspect) */
+    const rec_status s = rec_ckpt_save(path, full, &meta);
+    if (!s && t->log) fprintf(t->log, "train: saved the whole model (tables from the servers) to %s\n", path);
     rec_model_free(full);
     return s;
 }
@@ -1449,6 +1459,17 @@ static rec_status cache_save(rec_backend *be, const char *path, const rec_ckpt_m
     return t->rank == 0 ? save_model(t, path, meta) : REC_OK;
 }
 
+/* Rank 0 (trainer 0) assembles it from the servers, as for a save. */
+static rec_status cache_whole(rec_backend *be, rec_model **out, int *owned) {
+    ctrainer *t = be->ctx;
+    *out = NULL;
+    *owned = 1;
+    if (!t->flushed)
+        return rec_errorf(REC_EUNSUPPORTED, "a disaggregated job's model is whole at its end only: until then rows of it "
+                          "are in the trainers' caches");
+    return t->rank == 0 ? whole_model(t, out) : REC_OK;
+}
+
 static rec_status cache_report(rec_backend *be, rec_train_report *rep) {
     const ctrainer *t = be->ctx;
     rep->has_cache = 1;
@@ -1465,7 +1486,7 @@ static void cache_free(rec_backend *be) {
 static const rec_backend_i CACHE = {
     .name = "cache", .next = cache_next, .load = cache_load, .start = cache_start, .step = cache_step,
     .drain = cache_drain, .stop_vote = cache_stop_vote, .evaluate = cache_evaluate, .download = rec__host_download,
-    .save = cache_save, .report = cache_report, .free = cache_free};
+    .whole = cache_whole, .save = cache_save, .report = cache_report, .free = cache_free};
 
 rec_status rec_backend_cache(rec_backend *be) {
     ctrainer *t = be->o.cache;

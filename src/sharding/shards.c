@@ -147,7 +147,8 @@ typedef struct source {
     int has_lin;                     /* first-order tables too (DeepFM, Wide&Deep) */
     const float **table, **tstate;   /* whole: (F) */
     const float **lin, **lstate;     /* whole: (F) first-order tables; sharded: (N) "lin" */
-    rec_plan *plan;                  /* sharded: */
+    const rec_plan *plan;            /* sharded: (own_plan, or the job's) */
+    rec_plan *own_plan;
     xmap map;
     rec_ckpt_reader **files;         /* (N) */
     const float **rows, **state;     /* (N) */
@@ -160,8 +161,8 @@ static void source_free(source *src) {
     for (int r = 0; src->files && r < src->N; r++) rec_ckpt_reader_close(src->files[r]);
     free(src->files);
     free(src->rows);
-    if (src->plan) rec__xmap_free(&src->map);
-    rec_plan_free(src->plan);
+    if (src->own_plan) rec__xmap_free(&src->map);
+    rec_plan_free(src->own_plan);
 }
 
 /* The saved values of row r of table f: val (E floats) and its state (E floats under Adagrad,
@@ -247,7 +248,8 @@ static rec_status open_sharded(source *src, const rec_model *model, int64_t B, c
     const rec_model_config *c = rec_model_get_config(model);
     rec_plan_model pm = {(int)m->shards, c->n_sparse, c->table_rows, c->emb_dim, c->sparse_opt.kind, B,
                          rec_model_n_dense_params(model), NULL};
-    REC_TRY(rec_plan_load(&src->plan, file, &pm));
+    REC_TRY(rec_plan_load(&src->own_plan, file, &pm));
+    src->plan = src->own_plan;
     REC_TRY(rec__xmap_build(&src->map, src->plan));
     const int N = src->N = (int)m->shards;
     src->files = calloc((size_t)N, sizeof *src->files);
@@ -378,24 +380,95 @@ rec_status rec_exec_load(rec_exec *x, const char *path, rec_ckpt_meta *meta) {
 
 /* ---- into one process -------------------------------------------------------------------- */
 
+/* Every row of src into the tables of the whole model m (the state and the first-order
+ * tables too). */
+static void whole_tables(rec_model *m, const source *src) {
+    const rec_model_config *c = rec_model_get_config(m);
+    const int sf = rec__state_floats(src->opt, src->E), lsf = rec__state_floats(src->opt, 1);
+    rec_embed *e = rec_model_embed(m, 0), *lin = src->has_lin ? rec_model_embed(m, 1) : NULL;
+    for (int f = 0; f < src->F; f++) {
+        float *table = rec_embed_table(e, f), *state = sf ? rec_embed_state(e, f) : NULL;
+        for (int64_t r = 0; r < c->table_rows[f]; r++)
+            source_row(src, f, r, table + r * src->E, sf ? state + r * sf : NULL);
+        float *lt = lin ? rec_embed_table(lin, f) : NULL, *ls = lin && lsf ? rec_embed_state(lin, f) : NULL;
+        float unused;
+        for (int64_t r = 0; lin && r < c->table_rows[f]; r++) source_lin(src, f, r, lt + r, ls ? ls + r : &unused);
+    }
+}
+
 /* The tables of a whole model m (one process) from sharded save `meta` of path, row by row. */
 static rec_status gather(rec_model *m, const char *path, const rec_ckpt_meta *meta) {
     const rec_model_config *c = rec_model_get_config(m);
-    rec_embed *e = rec_model_embed(m, 0), *lin = rec_model_embed(m, 1);
-    source src = {.F = c->n_sparse, .E = c->emb_dim, .opt = c->sparse_opt.kind, .has_lin = lin != NULL};
-    const int sf = rec__state_floats(src.opt, src.E), lsf = rec__state_floats(src.opt, 1);
-    rec_status s = e ? open_sharded(&src, m, c->batch_size, path, meta)
-                     : rec_errorf(REC_EINVAL, "%s: the model has no tables to load into", path);
-    for (int f = 0; !s && f < src.F; f++) {
-        float *table = rec_embed_table(e, f), *state = sf ? rec_embed_state(e, f) : NULL;
-        for (int64_t r = 0; r < c->table_rows[f]; r++)
-            source_row(&src, f, r, table + r * src.E, sf ? state + r * sf : NULL);
-        float *lt = lin ? rec_embed_table(lin, f) : NULL, *ls = lin && lsf ? rec_embed_state(lin, f) : NULL;
-        float unused;
-        for (int64_t r = 0; lin && r < c->table_rows[f]; r++) source_lin(&src, f, r, lt + r, ls ? ls + r : &unused);
-    }
+    source src = {.F = c->n_sparse, .E = c->emb_dim, .opt = c->sparse_opt.kind, .has_lin = rec_model_embed(m, 1) != NULL};
+    rec_status s = rec_model_embed(m, 0) ? open_sharded(&src, m, c->batch_size, path, meta)
+                                         : rec_errorf(REC_EINVAL, "%s: the model has no tables to load into", path);
+    if (!s) whole_tables(m, &src);
     source_free(&src);
     return s;
+}
+
+/* Rank `from`'s n floats into buf on rank 0, in messages an int counts. */
+static rec_status to_rank0(const rec_exec *x, int from, float *buf, int64_t n) {
+    enum { CHUNK = 1 << 26 };
+    for (int64_t at = 0; at < n; at += CHUNK) {
+        const int k = (int)(n - at < CHUNK ? n - at : CHUNK);
+        if (x->rank == from) MPI_TRY(MPI_Send(buf + at, k, MPI_FLOAT, 0, 0, MPI_COMM_WORLD));
+        else MPI_TRY(MPI_Recv(buf + at, k, MPI_FLOAT, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    }
+    return REC_OK;
+}
+
+/* Floats of rank r's store (its rows, then its first-order values), of its rows' state and of
+ * its first-order values' state. */
+static void sizes(const rec_exec *x, int r, int64_t n[3]) {
+    n[0] = x->map.floats[r] + (x->has_lin ? x->map.rows[r] : 0);
+    n[1] = (int64_t)state_floats(x->opt.kind, x->map.floats[r], x->map.rows[r]);
+    n[2] = x->has_lin && rec__state_floats(x->opt.kind, 1) ? x->map.rows[r] : 0;
+}
+
+rec_status rec_exec_gather(rec_exec *x, rec_model *whole) {
+    const int N = x->N, root = x->rank == 0, L = x->has_lin;
+    source src = {.F = x->F, .E = x->E, .N = N, .opt = x->opt.kind, .has_lin = L, .plan = x->plan, .map = x->map,
+                  .rep = x->rep, .rep_state = x->rep_state, .rep_lin = x->rep_lin, .rep_lstate = x->rep_lin_state};
+    rec_status s = REC_OK;
+    if (root && (!whole || rec_model_is_sharded(whole) || !rec_model_embed(whole, 0) ||
+                 !rec_model_embed(whole, 1) != !L || rec_model_n_dense_params(whole) != rec_model_n_dense_params(x->m)))
+        s = rec_errorf(REC_EINVAL, "rec_exec_gather: rank 0 needs a whole model of the job's config");
+    if (root && !s && (!(src.rows = calloc((size_t)N * 2, sizeof(float *))) || lin_slots(&src, N)))
+        s = rec_errorf(REC_ENOMEM, "out of memory");
+    if (root && src.rows) src.state = src.rows + N;
+    int64_t n[3];
+    for (int r = 1; root && !s && r < N; r++) {
+        sizes(x, r, n);
+        float *buf = malloc(sizeof(float) * (size_t)(n[0] + n[1] + n[2]) + 1);
+        if (!buf) s = rec_errorf(REC_ENOMEM, "gathering the tables: rank %d's %lld rows do not fit in rank 0's memory",
+                                 r, (long long)x->map.rows[r]);
+        else src.rows[r] = buf, src.state[r] = buf + n[0];
+        if (buf && L) src.lin[r] = buf + x->map.floats[r], src.lstate[r] = buf + n[0] + n[1];
+    }
+    /* every rank learns whether rank 0 can take the rows before any is sent */
+    int bad = s != REC_OK;
+    MPI_TRY(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    for (int r = 1; !bad && r < N; r++) {
+        if (!root && r != x->rank) continue;
+        sizes(x, r, n);
+        REC_TRY(to_rank0(x, r, root ? (float *)src.rows[r] : x->store, n[0]));
+        if (n[1]) REC_TRY(to_rank0(x, r, root ? (float *)src.state[r] : x->state, n[1]));
+        if (n[2]) REC_TRY(to_rank0(x, r, root ? (float *)src.lstate[r] : x->lin_state, n[2]));
+    }
+    if (root && !bad) {
+        src.rows[0] = x->store, src.state[0] = x->state;
+        if (L) src.lin[0] = x->store + x->store_floats, src.lstate[0] = x->lin_state;
+        memcpy(rec_model_dense_params(whole), rec_model_dense_params(x->m),
+               sizeof(float) * rec_model_n_dense_params(x->m));
+        rec_model_set_steps(whole, rec_model_steps(x->m));
+        whole_tables(whole, &src);
+    }
+    for (int r = 1; root && src.rows && r < N; r++) free((void *)src.rows[r]);
+    free(src.rows);
+    free(src.lin);
+    if (s) return s;
+    return bad ? rec_errorf(REC_ENOMEM, "rank 0 could not gather the tables (its message is above)") : REC_OK;
 }
 
 rec_status rec_dist_ckpt_load(const char *path, rec_model *m, rec_ckpt_meta *meta) {

@@ -58,6 +58,12 @@ rec_status rec__host_download(rec_backend *be) {
     return REC_OK;
 }
 
+rec_status rec__host_whole(rec_backend *be, rec_model **out, int *owned) {
+    *out = be->o.model;
+    *owned = 0;
+    return REC_OK;
+}
+
 rec_status rec__no_stop_vote(rec_backend *be, int mine, int *any) {
     (void)be;
     *any = mine;

@@ -34,7 +34,8 @@ static rec_status cpu_report(rec_backend *be, rec_train_report *rep) {
 
 static const rec_backend_i CPU = {
     .name = "cpu", .load = cpu_load, .start = rec__host_start, .step = cpu_step, .drain = rec__sync_drain,
-    .stop_vote = rec__no_stop_vote, .evaluate = cpu_evaluate, .download = rec__host_download, .save = cpu_save,
+    .stop_vote = rec__no_stop_vote, .evaluate = cpu_evaluate, .download = rec__host_download, .whole = rec__host_whole,
+    .save = cpu_save,
     .report = cpu_report, .end = NULL, .stager = NULL, .free = NULL,
 };
 

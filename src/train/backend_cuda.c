@@ -159,7 +159,8 @@ static void cuda_free(rec_backend *be) {
 
 static const rec_backend_i CUDA = {
     .name = "cuda", .load = rec__host_load, .start = cuda_start, .step = cuda_step, .drain = cuda_drain,
-    .stop_vote = rec__no_stop_vote, .evaluate = cuda_evaluate, .download = cuda_download, .save = cuda_save,
+    .stop_vote = rec__no_stop_vote, .evaluate = cuda_evaluate, .download = cuda_download, .whole = rec__host_whole,
+    .save = cuda_save,
     .report = cuda_report, .end = NULL, .stager = cuda_stager, .free = cuda_free,
 };
 

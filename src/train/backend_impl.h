@@ -19,6 +19,7 @@ rec_status rec__host_save(rec_backend *be, const char *path, const struct rec_ck
 rec_status rec__sync_drain(rec_backend *be, double *loss, int64_t *loss_step);
 /* The host model is the one trained (cpu; mpi's dense layers): nothing to copy back. */
 rec_status rec__host_download(rec_backend *be);
+rec_status rec__host_whole(rec_backend *be, rec_model **out, int *owned);
 /* One process decides alone: *any = mine. */
 rec_status rec__no_stop_vote(rec_backend *be, int mine, int *any);
 

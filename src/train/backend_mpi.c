@@ -47,6 +47,25 @@ static rec_status mpi_evaluate(rec_backend *be, rec_dataset *d, int64_t row0, in
     return s;
 }
 
+/* Rank 0 gathers every rank's rows into a model built whole (dist.h, rec_exec_gather). */
+static rec_status mpi_whole(rec_backend *be, rec_model **out, int *owned) {
+    rec_model *m = NULL;
+    rec_status s = be->o.rank == 0 ? rec_model_init(&m, be->o.cfg, 1, 1) : REC_OK;
+    char why[1024] = "";
+    if (s) snprintf(why, sizeof why, "%s", rec_errmsg());
+    /* every rank joins the gather, which tells them all whether rank 0 could hold the model */
+    const rec_status g = rec_exec_gather(be->o.exec, m);
+    if (s) rec_error_set_msg(why);
+    else s = g;
+    if (s) {
+        rec_model_free(m);
+        return s;
+    }
+    *out = m;
+    *owned = 1;
+    return REC_OK;
+}
+
 static rec_status mpi_save(rec_backend *be, const char *path, const rec_ckpt_meta *meta) {
     return rec_exec_save(be->o.exec, path, meta); /* every rank its rows, rank 0 the rest */
 }
@@ -64,7 +83,8 @@ static rec_status mpi_end(rec_backend *be, rec_train_report *rep) {
 
 static const rec_backend_i MPI = {
     .name = "mpi", .load = mpi_load, .start = rec__host_start, .step = mpi_step, .drain = rec__sync_drain,
-    .stop_vote = mpi_stop_vote, .evaluate = mpi_evaluate, .download = rec__host_download, .save = mpi_save,
+    .stop_vote = mpi_stop_vote, .evaluate = mpi_evaluate, .download = rec__host_download, .whole = mpi_whole,
+    .save = mpi_save,
     .report = mpi_report, .end = mpi_end, .stager = NULL, .free = NULL,
 };
 

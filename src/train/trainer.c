@@ -270,6 +270,7 @@ typedef struct job {
     char ckpt[1100];       /* DIR/model.rckpt of --ckpt DIR, or "" */
     /* under mpirun (dist.h) */
     int dist, rank, ranks;
+    int npy;              /* --npy: every rank gathers the tables to rank 0, which writes them */
     rec_plan *shard_plan; /* OPER's sharding plan (plan.h) */
     rec_exec *exec;
     rec_ckpt_meta resumed; /* the checkpoint --resume continues */
@@ -410,6 +411,17 @@ static rec_status setup_dist(job *j) {
     return rec_exec_init(&j->exec, j->model, j->shard_plan, j->cfg.batch_size, o->alltoall);
 }
 
+/* --npy DIR: the model's parameters as one process holds them, whichever backend trained them
+ * (under mpirun and on the servers, rank 0 gathers them: the same files for any plan). */
+static rec_status export_npy(job *j) {
+    rec_model *whole = NULL;
+    int owned = 0;
+    REC_TRY(j->be->i->whole(j->be, &whole, &owned));
+    const rec_status s = whole ? rec_export_npy(whole, j->o->npy_dir, j->o->overwrite || j->o->resume) : REC_OK;
+    if (owned) rec_model_free(whole);
+    return s;
+}
+
 /* --workers: the training data's pieces may be made by the workers (offload.h). */
 static rec_status attach_offload(job *j) {
     const rec_train_opts *o = j->o;
@@ -530,7 +542,7 @@ static rec_status check_cache_opts(const rec_train_opts *o) {
     if (data)
         return rec_errorf(REC_EINVAL, "%s: the oracles read the data of disaggregated training and cut it into the job's "
                           "batches: give it to `rectrain oracle`", data);
-    const char *mid = o->ckpt_every > 0 ? "--ckpt-every" : o->npy_dir ? "--npy" : o->eval_every > 0 ? "--eval-every" : NULL;
+    const char *mid = o->ckpt_every > 0 ? "--ckpt-every" : o->eval_every > 0 ? "--eval-every" : NULL;
     if (mid)
         return rec_errorf(REC_EINVAL, "%s: a trainer of disaggregated training holds the tables' rows in its cache only, "
                           "and the whole model once its job ends: train with --ckpt DIR, then `rectrain eval` or `rectrain "
@@ -1027,7 +1039,7 @@ static rec_status run(job *j) {
             rep->has_oracle = 1;
         }
     }
-    if (o->npy_dir) REC_TRY(rec_export_npy(j->model, o->npy_dir, o->overwrite || o->resume));
+    if (j->npy) REC_TRY(export_npy(j));
     return REC_OK;
 }
 
@@ -1094,10 +1106,6 @@ static rec_status check_dist_opts(const rec_train_opts *o) {
     if (no)
         return rec_errorf(REC_EINVAL, "%s is not available under mpirun (the sharded tables have no per-table embedding "
                           "plan); drop it, or train in one process", no);
-    if (o->npy_dir)
-        return rec_errorf(REC_EINVAL, "--npy is not available under mpirun (each rank holds only its shards of the "
-                          "tables): train with --ckpt DIR, then `rectrain export --ckpt DIR --out %s` gathers them",
-                          o->npy_dir);
     return REC_OK;
 }
 
@@ -1150,6 +1158,7 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     memset(&j, 0, sizeof j);
     rec_train_opts mine = *given; /* under mpirun only rank 0 logs and writes */
     const rec_train_opts *o = &mine;
+    j.npy = given->npy_dir != NULL;
     if (rec_dist_launched()) {
         REC_TRY(rec_dist_init(&j.rank, &j.ranks));
         REC_TRY(check_dist_opts(o));
