@@ -12,19 +12,20 @@
 #     generated rows (`gen --scale 4` folded into the Terabyte sizes by modulo); a global batch
 #     over ROWS is skipped (the default ROWS, 8192 x 1024, holds the largest). Prints each
 #     `--simulate` table, then one summary line per plan pair;
-#  2. trained: at 2 and 4 ranks (Kaggle sizes, the Kaggle DLRM, TROWS generated rows, `--threads
-#     1`; 4 ranks share 2 cores), for each batch per rank: a row-wise run (the calibration:
-#     the executor's work per unit, `unit_ns`, the cache terms and the bandwidths it measured,
-#     for plan --slice-ns, --lookup-ns, --get-ns, --miss-ns, --rep-row-ns, --cache-mb,
-#     --bw-p2p, --bw-ar, --ranks-per-core); OPER's plan for
-#     that global batch built with the calibration; then OPER's and TorchRec's plan trained 3
-#     times each, alternating (oper, torchrec, torchrec, oper, oper, torchrec), STEPS steps at
-#     2048 a rank and as many samples at larger batches (at least 6 steps); each plan predicted
-#     with the calibration's units and the bandwidths its own runs measured (their median).
-#     Prints per rank count: each plan's median samples/s, rank 0's median measured embedding
-#     time (local + fetch + exchange, less the exchange's wait for the slowest rank, "skew",
-#     shown beside), the predicted max-rank embedding time, their ratio, the worst rank's bytes
-#     sent against the plan's, and OPER's samples/s over that of TorchRec's plan for the batch.
+#  2. trained: for each of RANKS (default "2 4 veth": 2 ranks, 4 ranks sharing 2 cores, and 2
+#     ranks on two network namespaces joined by veth, TCP only; Kaggle sizes, the Kaggle DLRM,
+#     TROWS generated rows, `--threads 1`) and each batch per rank: a first row-wise run, whose
+#     units build OPER's plan for that global batch; then the row-wise plan (the calibration),
+#     OPER's and TorchRec's, REPS runs each (default 5), each plan first in turn, STEPS steps
+#     at 2048 a rank and as many samples at larger batches (at least 6 steps); each plan
+#     predicted with the row-wise runs' median units and cache terms (plan --slice-ns,
+#     --lookup-ns, --get-ns, --miss-ns, --rep-row-ns, --cache-mb: measured under the ranks' own
+#     sharing of the cores, so --ranks-per-core stays 1) and its own runs' median bandwidths.
+#     Prints per rank count: each plan's median samples/s and rank 0's median embedding time
+#     (local + fetch + exchange, less the exchange's wait for the slowest rank, "skew", shown
+#     beside), each with its spread over the plan's runs (max / min - 1: the machine's noise),
+#     the predicted max-rank embedding time, their ratio, the worst rank's bytes sent against
+#     the plan's, and samples/s over that of TorchRec's plan for the batch.
 # Every prediction and OPER plan goes through predict() below, which runs `rectrain plan`.
 # rectrain commands it runs: gen, prep, plan (--kind row --out, --out, --simulate --torchrec,
 # --score), and `mpirun -np N rectrain train --plan-shards --json --threads 1`.
@@ -32,13 +33,13 @@
 #   VENV: a virtual environment with torch 2.14, fbgemm-gpu-cpu 1.9.0 and torchrec 1.9.2
 #   (docs/distributed.md, "Bringing a TorchRec plan").
 #   PART=predicted or PART=trained runs one part alone; BATCHES="2048 8192 65536/N" the
-#   batches per rank (B/N: a global batch B); TROWS=400000 the trained part's rows.
+#   batches per rank (B/N: a global batch B); TROWS=400000 the trained part's rows; RANKS and
+#   REPS (above); veth needs root and iproute2.
 #   KEEP=DIR keeps the plans and data there, and a later run with the same KEEP reuses them
 #   (TorchRec's plans when their "planner" names the same ranks, batch per rank and dim).
 # Time on this 2-core machine while a CI run shared it: the predicted part 22 min the first
 # time (TorchRec's planner takes 2-4.5 min a plan at 1024 ranks, two at once), 6 min again with
-# KEEP's plans; the trained part, 42 runs of `train` at ~15 s each to start, 10 min at STEPS=6
-# (the default 24 adds 18 steps to 14 of the runs, 1.5M samples: 1-2 min).
+# KEEP's plans; the trained part, 9 x 16 runs of `train` at the defaults, 45 min.
 set -eu
 VENV=${1:?usage: bench/plan_vs_torchrec.sh VENV [ROWS] [STEPS]}; ROWS=${2:-8388608}; STEPS=${3:-24}
 BATCHES=${BATCHES:-2048 8192 65536/N}; TROWS=${TROWS:-400000}; PART=${PART:-all}
