@@ -551,9 +551,23 @@ static void test_data_processors(void) {
         }
         char log[32];
         snprintf(log, sizeof log, "raw_cl%d.loss", k);
-        CHECK(run("cluster c4.json --loss-log %s%s", log, k ? " --ckpt raw_ck --npy raw_npy" : "") == 0, "%s", out);
+        CHECK(run("cluster c4.json --loss-log %s%s", log, k ? " --ckpt raw_ck --npy raw_npy --eval raw.rshard --json" : "") == 0,
+              "%s", out);
         CHECK(same_file("raw_one.loss", log), "a disaggregated job from %s trains as one process does on the TSV", FROM[k][0]);
     }
+    /* --eval: trainer 0 scores the file with the whole model at the end, as one process does */
+    const char *at = strstr(out, "\"auc\": "); /* the services' last words follow the trainer's JSON */
+    const double auc = at ? atof(at + 7) : -1;
+    CHECK(run("train --data raw.rshard --config %s/configs/dlrm_small.json --batch 256 --epochs 1 --no-shuffle --threads 1 "
+              "--eval raw.rshard --json", src) == 0, "%s", out);
+    CHECK(auc > 0.5 && auc == json_num("auc"), "a disaggregated job's --eval AUC %.6f is one process's %.6f", auc,
+          json_num("auc"));
+    write_spec("spec5.json", 40, 31); /* other table sizes */
+    CHECK(run("prep --spec spec5.json --in raw.tsv --out other.rshard") == 0, "%s", out);
+    CHECK(run("cluster c4.json --eval other.rshard") != 0 && strstr(out, "other.rshard and the oracle's job") &&
+          strstr(out, "different schemas"), "--eval data of another schema is refused, naming both:\n%s", out);
+    CHECK(run("cluster c4.json --eval nothere.rshard") == 2 && strstr(out, "--eval nothere.rshard: cannot be read"),
+          "an --eval file that is not there is refused before any process starts:\n%s", out);
     /* --npy: the whole model from the servers, as export writes it from the job's --ckpt */
     CHECK(run("export --ckpt raw_ck --out raw_x") == 0, "%s", out);
     char cmd[1024];

@@ -182,6 +182,8 @@ static const char TRAIN_CACHED_USAGE[] =
     "  --loss-log FILE    write \"step loss\" per step\n"
     "  --ckpt DIR         at the end, save the whole model (dense part and the servers'\n"
     "                     tables) as DIR/model.rckpt, for rectrain eval and export\n"
+    "  --eval FILE        at the end, trainer 0 scores FILE (a .rshard, or raw data with the\n"
+    "                     config's train.prep_spec) with the whole model: AUC, logloss\n"
     "  --npy DIR          at the end, export the whole model's parameters as DIR/NAME.npy, as\n"
     "                     train --npy does (trainer 0 writes them)\n"
     "  --overwrite        replace a DIR/model.rckpt that exists (refused without it), and an\n"
@@ -213,6 +215,7 @@ int cmd_train_cached(int argc, char **argv) {
         else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &o.loss_log);
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &o.ckpt_dir);
         else if (!strcmp(a, "--npy")) rc = cli_str(cmd, argc, argv, &i, &o.npy_dir);
+        else if (!strcmp(a, "--eval")) rc = cli_str(cmd, argc, argv, &i, &o.eval_path);
         else if (!strcmp(a, "--peer-timeout")) rc = cli_double(cmd, argc, argv, &i, 0.1, 86400, &co.timeout);
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--durable")) co.durable = 1;
@@ -250,15 +253,22 @@ int cmd_train_cached(int argc, char **argv) {
     fprintf(stderr, "train: %lld steps, %.0f samples/s, loss %.5f; stalled %.3f s; per step: %.0f rows fetched on the "
             "critical path, %.0f ahead, %.0f written back\n", (long long)r.steps, r.samples_per_s, r.last_loss,
             c->stall_seconds, (double)c->fetch_crit_rows / n, (double)c->fetch_bg_rows / n, (double)c->write_rows / n);
-    if (json)
-        printf("{\"steps\": %lld, \"rows\": %lld, \"seconds\": %s, \"samples_per_s\": %s, \"loss\": %s, \"stall_s\": %s, "
-               "\"policy\": \"%s\", \"capacity\": %lld, \"lookahead\": %d, \"depth\": %d, \"per_step\": {\"fetch_crit_rows\": %s, "
-               "\"fetch_bg_rows\": %s, \"write_rows\": %s, \"fetch_crit_bytes\": %s, \"fetch_bg_bytes\": %s, "
-               "\"write_bytes\": %s}}\n", (long long)r.steps, (long long)r.rows, cli_jnum("%.3f", r.train_seconds),
-               cli_jnum("%.1f", r.samples_per_s), cli_jnum("%.6f", r.last_loss), cli_jnum("%.3f", c->stall_seconds),
-               rec_cache_policy_name(c->policy), (long long)c->capacity, c->lookahead, c->depth,
-               cli_jnum("%.1f", (double)c->fetch_crit_rows / n), cli_jnum("%.1f", (double)c->fetch_bg_rows / n),
-               cli_jnum("%.1f", (double)c->write_rows / n), cli_jnum("%.1f", c->fetch_crit_bytes / n),
-               cli_jnum("%.1f", c->fetch_bg_bytes / n), cli_jnum("%.1f", c->write_bytes / n));
+    if (r.has_eval)
+        printf("auc %.5f  logloss %.5f  ne %.4f  accuracy %.4f  calibration %.4f  (%lld eval row%s)\n", r.eval.auc,
+               r.eval.logloss, r.eval.ne, r.eval.accuracy, r.eval.calibration, (long long)r.eval.n, rec_s(r.eval.n));
+    if (!json) return CLI_OK;
+    printf("{\"steps\": %lld, \"rows\": %lld, \"seconds\": %s, \"samples_per_s\": %s, \"loss\": %s, \"stall_s\": %s, "
+           "\"policy\": \"%s\", \"capacity\": %lld, \"lookahead\": %d, \"depth\": %d, \"per_step\": {\"fetch_crit_rows\": %s, "
+           "\"fetch_bg_rows\": %s, \"write_rows\": %s, \"fetch_crit_bytes\": %s, \"fetch_bg_bytes\": %s, "
+           "\"write_bytes\": %s}", (long long)r.steps, (long long)r.rows, cli_jnum("%.3f", r.train_seconds),
+           cli_jnum("%.1f", r.samples_per_s), cli_jnum("%.6f", r.last_loss), cli_jnum("%.3f", c->stall_seconds),
+           rec_cache_policy_name(c->policy), (long long)c->capacity, c->lookahead, c->depth,
+           cli_jnum("%.1f", (double)c->fetch_crit_rows / n), cli_jnum("%.1f", (double)c->fetch_bg_rows / n),
+           cli_jnum("%.1f", (double)c->write_rows / n), cli_jnum("%.1f", c->fetch_crit_bytes / n),
+           cli_jnum("%.1f", c->fetch_bg_bytes / n), cli_jnum("%.1f", c->write_bytes / n));
+    if (r.has_eval)
+        printf(", \"eval_rows\": %lld, \"auc\": %s, \"logloss\": %s", (long long)r.eval.n, cli_jnum("%.6f", r.eval.auc),
+               cli_jnum("%.6f", r.eval.logloss));
+    printf("}\n");
     return CLI_OK;
 }

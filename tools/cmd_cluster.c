@@ -25,8 +25,8 @@
 
 static const char CLUSTER_USAGE[] =
     "usage: rectrain cluster CONFIG.json [--policy P] [--cache-rows C] [--lookahead L]\n"
-    "                        [--base-port P] [--loss-log FILE] [--ckpt DIR] [--npy DIR] [--link GBIT,US]\n"
-    "                        [--overwrite] [--resume] [--insecure] [--json]\n"
+    "                        [--base-port P] [--loss-log FILE] [--ckpt DIR] [--npy DIR] [--eval F]\n"
+    "                        [--link GBIT,US] [--overwrite] [--resume] [--insecure] [--json]\n"
     "\n"
     "Starts the embedding servers, the Oracle Cacher and the trainers (several: under mpirun) of\n"
     "a disaggregated job on this machine (docs/bagpipe.md describes CONFIG.json), waits for the\n"
@@ -40,6 +40,7 @@ static const char CLUSTER_USAGE[] =
     "  --ckpt DIR         the trained model, whole, as DIR/model.rckpt (one that exists is\n"
     "                     refused without --overwrite or --resume)\n"
     "  --npy DIR          the trained model's parameters as DIR/NAME.npy (train --npy)\n"
+    "  --eval F           at the end, score F with the trained model (AUC, logloss)\n"
     "  --overwrite        replace the DIR/model.rckpt of --ckpt (or \"ckpt\") that exists, and\n"
     "                     an earlier export in --npy DIR\n"
     "  --resume           a durable job (\"durable\" in the config) stopped or killed: start it\n"
@@ -292,7 +293,8 @@ static int abandon(child *ch, int n, const child *c) {
 }
 
 int cmd_cluster(int argc, char **argv) {
-    const char *cmd = "cluster", *cfg_path = NULL, *policy = NULL, *loss = NULL, *link = NULL, *ckpt = NULL, *npy = NULL;
+    const char *cmd = "cluster", *cfg_path = NULL, *policy = NULL, *loss = NULL, *link = NULL, *ckpt = NULL, *npy = NULL,
+               *eval = NULL;
     int64_t rows = 0;
     int lookahead = -1, port = 0, json = 0, insecure = 0, overwrite = 0, resume = 0;
     for (int i = 1; i < argc; i++) {
@@ -309,6 +311,7 @@ int cmd_cluster(int argc, char **argv) {
         else if (!strcmp(a, "--link")) rc = cli_str(cmd, argc, argv, &i, &link);
         else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
         else if (!strcmp(a, "--npy")) rc = cli_str(cmd, argc, argv, &i, &npy);
+        else if (!strcmp(a, "--eval")) rc = cli_str(cmd, argc, argv, &i, &eval);
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--insecure")) insecure = 1;
         else if (!strcmp(a, "--overwrite")) overwrite = 1;
@@ -350,6 +353,9 @@ int cmd_cluster(int argc, char **argv) {
     rec_guard_dir(&g, ckpt ? "--ckpt" : "$.ckpt", c.ckpt, rec_ckpt_files);
     rec_guard_dir(&g, "$.durable.dir", c.durable_dir, NULL);
     rec_guard_dir(&g, "--npy", npy, NULL);
+    rec_guard_in(&g, "--eval", eval);
+    if (eval && access(eval, R_OK) != 0)
+        return cli_usage(cmd, "--eval %s: cannot be read (%s); give the labelled evaluation data", eval, strerror(errno));
     if ((s = rec_guard_check(&g))) return cli_fail(cmd, s);
     if (resume && !c.durable_dir[0])
         return cli_usage(cmd, "--resume starts a durable job again from its servers' snapshots: %s has no \"durable\" "
@@ -450,6 +456,7 @@ int cmd_cluster(int argc, char **argv) {
     if (c.loss_log[0]) ta[n++] = "--loss-log", ta[n++] = c.loss_log;
     if (c.ckpt[0]) ta[n++] = "--ckpt", ta[n++] = c.ckpt;
     if (npy) ta[n++] = "--npy", ta[n++] = (char *)npy;
+    if (eval) ta[n++] = "--eval", ta[n++] = (char *)eval;
     if (c.durable_dir[0]) ta[n++] = resume ? "--resume" : "--durable";
     if (overwrite) ta[n++] = "--overwrite";
     if (json) ta[n++] = "--json";

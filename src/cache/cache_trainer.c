@@ -1445,10 +1445,21 @@ static rec_status cache_stop_vote(rec_backend *be, int mine, int *any) {
     return mine ? stop_status(t, t->x) : REC_OK;
 }
 
+/* At the job's end, trainer 0 scores d with the whole model from the servers (the others'
+ * metrics are zero, as under mpirun); before it, rows of the model are in the caches. */
 static rec_status cache_evaluate(rec_backend *be, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
                                  rec_metrics *out) {
-    (void)be, (void)d, (void)row0, (void)row1, (void)batch, (void)out;
-    return rec_errorf(REC_EUNSUPPORTED, "a trainer of disaggregated training holds no tables to evaluate with");
+    ctrainer *t = be->ctx;
+    memset(out, 0, sizeof *out);
+    if (!t->flushed)
+        return rec_errorf(REC_EUNSUPPORTED, "a disaggregated job is evaluated at its end only: until then rows of the "
+                          "model are in the trainers' caches");
+    if (t->rank != 0) return REC_OK;
+    rec_model *m;
+    REC_TRY(whole_model(t, &m));
+    const rec_status s = rec_evaluate(m, d, row0, row1, batch, out);
+    rec_model_free(m);
+    return s;
 }
 
 static rec_status cache_save(rec_backend *be, const char *path, const rec_ckpt_meta *meta) {

@@ -310,6 +310,27 @@ static rec_status open_data(job *j, const char *path, const char *const *paths, 
     return rec_dataset_open(out, &d);
 }
 
+/* --eval: the evaluation data, of the training data's schema (the training data `data`, or
+ * the oracle's job, named so), all its rows. */
+static rec_status open_eval(job *j, const char *data, int n_dense, int n_sparse, const int64_t *table_rows) {
+    const rec_train_opts *o = j->o;
+    REC_TRY(open_data(j, o->eval_path, o->eval_paths, o->n_eval, &j->eval));
+    if (!rec_dataset_has_label(j->eval))
+        return rec_errorf(REC_EINVAL, "%s has no labels; evaluation needs labelled rows", o->eval_path);
+    if (rec_dataset_n_dense(j->eval) != n_dense || rec_dataset_n_sparse(j->eval) != n_sparse ||
+        memcmp(rec_dataset_table_rows(j->eval), table_rows, sizeof(int64_t) * (size_t)n_sparse))
+        return rec_errorf(REC_EINVAL, "%s and %s have different schemas (dense width, features or table sizes); "
+                          "prep both with the same spec (and --vocab-from)", o->eval_path, data);
+    j->eval_row0 = 0;
+    REC_TRY(rec_dataset_rows(j->eval, &j->eval_row1));
+    j->rep->bad_rows += rec_dataset_bad(j->eval)->count;
+    rec_bad_report_print(o->log, "train", "the evaluation data", rec_dataset_bad(j->eval), j->eval_row1);
+    if (j->eval_row1 < 1)
+        return rec_errorf(REC_EINVAL, "--eval %s holds no rows to evaluate; give the labelled evaluation split "
+                          "(prepped with the training data's spec), or --holdout F instead", o->eval_path);
+    return REC_OK;
+}
+
 /* --resume continues a run only on the data it trained on: the same rows in its training
  * range, the same first rows. Other data (a different file, day, --spec or --holdout) would
  * silently carry on elsewhere, or start past the end of a shorter range. */
@@ -535,7 +556,7 @@ static rec_status check_drift(job *j, double rate) {
  * oracles read the data and cut it into the job's batches, and its rows are on the servers
  * until the job's end. */
 static rec_status check_cache_opts(const rec_train_opts *o) {
-    const char *data = o->data_path ? "--data" : o->eval_path ? "--eval" : o->holdout > 0 ? "--holdout"
+    const char *data = o->data_path ? "--data" : o->holdout > 0 ? "--holdout"
                      : o->spec_path ? "--spec" : o->vocab_from ? "--vocab-from" : o->oracle_path ? "--oracle"
                      : o->epochs > 0 ? "--epochs" : o->batch > 0 ? "--batch" : o->max_steps > 0 ? "--steps"
                      : o->shuffle >= 0 ? "--shuffle" : NULL;
@@ -569,6 +590,7 @@ static rec_status setup_cached(job *j) {
     char who[300];
     snprintf(who, sizeof who, "the oracle's job (%s)", o->cache->oracles[0]);
     REC_TRY(rec_model_config_bind(&j->cfg, job.n_dense, job.F, job.rows, who));
+    if (o->eval_path) REC_TRY(open_eval(j, who, job.n_dense, job.F, job.rows)); /* trainer 0 scores it at the end */
     if (j->cfg.kind != REC_MODEL_DLRM && j->cfg.kind != REC_MODEL_DCN)
         return rec_errorf(REC_EINVAL, "model %s is %s, whose first-order tables the cache does not hold; train DLRM or DCN "
                           "with --oracle-cacher", j->cfg.name, rec_model_kind_name(j->cfg.kind));
@@ -669,22 +691,8 @@ static rec_status setup(job *j) {
     j->rep->bad_rows = rec_dataset_bad(j->train)->count;
     rec_bad_report_print(o->log, "train", "the training data", rec_dataset_bad(j->train), n);
     if (o->eval_path) {
-        REC_TRY(open_data(j, o->eval_path, o->eval_paths, o->n_eval, &j->eval));
-        if (!rec_dataset_has_label(j->eval))
-            return rec_errorf(REC_EINVAL, "%s has no labels; evaluation needs labelled rows", o->eval_path);
-        if (rec_dataset_n_dense(j->eval) != rec_dataset_n_dense(j->train) ||
-            rec_dataset_n_sparse(j->eval) != rec_dataset_n_sparse(j->train) ||
-            memcmp(rec_dataset_table_rows(j->eval), rec_dataset_table_rows(j->train),
-                   sizeof(int64_t) * (size_t)rec_dataset_n_sparse(j->train)))
-            return rec_errorf(REC_EINVAL, "%s and %s have different schemas (dense width, features or table sizes); "
-                              "prep both with the same spec (and --vocab-from)", o->eval_path, data);
-        j->eval_row0 = 0;
-        REC_TRY(rec_dataset_rows(j->eval, &j->eval_row1));
-        j->rep->bad_rows += rec_dataset_bad(j->eval)->count;
-        rec_bad_report_print(o->log, "train", "the evaluation data", rec_dataset_bad(j->eval), j->eval_row1);
-        if (j->eval_row1 < 1)
-            return rec_errorf(REC_EINVAL, "--eval %s holds no rows to evaluate; give the labelled evaluation split "
-                              "(prepped with the training data's spec), or --holdout F instead", o->eval_path);
+        REC_TRY(open_eval(j, data, rec_dataset_n_dense(j->train), rec_dataset_n_sparse(j->train),
+                          rec_dataset_table_rows(j->train)));
     } else if (holdout > 0) {
         if (!(holdout < 1)) return rec_errorf(REC_EINVAL, "--holdout must be a share in (0, 1), got %g", holdout);
         int64_t h = (int64_t)floor((double)n * holdout);
