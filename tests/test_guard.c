@@ -66,7 +66,8 @@ static const gcase CASES[] = {
     {"plan", {I("--data", "std.rshard"), I("--spec", "spec.json"), I("--config", "cfg.json"),
               X("--ranks", "2"), X("--simulate", NULL), PX("--chart", "ch")}},
     {"cluster", {I("", "cluster.json"), I("$.data", "std.rshard"), I("$.model", "cfg.json"),
-                 I("$.spec", "spec.json"), O("--loss-log", "loss.txt"), O("--ckpt", "C")}},
+                 I("$.spec", "spec.json"), I("--eval", "ev.rshard"), O("--loss-log", "loss.txt"), O("--ckpt", "C"),
+                 O("--npy", "N")}},
     {"bench prep", {I("--spec", "spec.json"), I("--in", "raw.tsv"), X("--device", "cuda"),
                     O("--latencies", "lat.tsv")}},
 };
@@ -369,6 +370,7 @@ static const wcase WRITES[] = {
     {"plan", "--out", "plan --data std.rshard --ranks 2 --out %s", "w.json", 0},
     {"cluster", "--loss-log", "cluster cluster.json --loss-log %s", "w.txt", 0},
     {"cluster", "--ckpt", "cluster cluster.json --ckpt %s", "wc", 1},
+    {"cluster", "--npy", "cluster cluster.json --npy %s", "wcn", 1},
     {"keygen", "--out", "keygen --out %s", "wkeys", 1},
 };
 
