@@ -544,12 +544,16 @@ static void test_messages(void) {
         {"train --data d.tsv --spec spec.json --workers @bad_workers.txt",
          "bad_workers.txt:4: 'tcp://127.0.0.1:99999': the port must be a number in 1..65535", 1},
         {"prep-worker --listen tcp://256.1.1.1:1 --insecure", "cannot listen on tcp://256.1.1.1:1", 1},
+        {"prep-worker --keep-mb -1", "--keep-mb needs an integer in [0, 1048576] (got '-1')", 2},
         /* Algorithm 1 profiles the trainer on the CPUs: a GPU trainer is told to give the share */
         {"train --data d.tsv --spec spec.json --device cuda --workers tcp://127.0.0.1:1",
          "--offload auto (the default with --workers) profiles the trainer's step on the CPUs, not on the GPU", 1},
         {"train --data d.tsv --spec spec.json --device cuda --workers tcp://127.0.0.1:1 --offload auto",
          "give --offload RATIO (the share of the pieces the workers prepare, e.g. 0.5) or --offload off", 1},
     };
+    /* the library's own bound on the kept answers (the CLI's is tested above) */
+    const rec_prep_worker_opts wo = {.listen = "tcp://127.0.0.1:1", .threads = 1, .keep_mb = -1};
+    CHECK_ERR(rec_prep_worker_run(&wo), REC_EINVAL, "keep_mb must be between 0 and 1048576 MiB (got -1)");
     FILE *bw = fopen(path("bad_workers.txt"), "w");
     if (bw) fputs("# workers\ntcp://127.0.0.1:1\n\ntcp://127.0.0.1:99999\n", bw), fclose(bw);
     for (size_t k = 0; k < sizeof U / sizeof U[0]; k++) {

@@ -13,7 +13,7 @@
  *
  * A job asked of by more than one trainer (the ranks of an mpirun: each reads every global
  * batch, so each asks for the same pieces) has its answers at p'2 and p'3 kept, the last
- * KEPT_SLOTS up to KEPT_BYTES: a piece another trainer asked for is answered from them, so
+ * KEPT_SLOTS up to keep_mb MiB: a piece another trainer asked for is answered from them, so
  * the worker preprocesses it once for all the ranks. An answer is the piece's rows, a pure
  * function of the job and the piece's place in its file, and each trainer checks it as any
  * answer. At p'1 the lines come in the request and are made for each.
@@ -31,8 +31,7 @@
 #include "rectrain/offload.h"
 #include "rectrain/shard.h"
 
-enum { MAX_JOBS = 4, KEPT_SLOTS = 256 };
-#define KEPT_BYTES ((size_t)256 << 20)
+enum { MAX_JOBS = 4, KEPT_SLOTS = 256, MAX_KEEP_MB = 1 << 20 };
 
 typedef struct wjob {
     uint64_t key;
@@ -66,7 +65,7 @@ typedef struct worker {
     size_t text_cap;
     kept kept[KEPT_SLOTS];   /* a ring: the oldest at kept_head */
     int kept_head, kept_n;
-    size_t kept_bytes;
+    size_t kept_bytes, keep_bytes; /* held, and the most held (o->keep_mb) */
     int64_t pieces, refused;  /* refused: requests that were not served */
     int64_t pieces_kept;     /* answered from kept answers */
 } worker;
@@ -197,8 +196,8 @@ static const kept *kept_find(const worker *w, uint64_t job, const rec_net_piece 
  * keeps nothing: the answer is made again when asked for. */
 static void kept_add(worker *w, uint64_t job, const rec_net_piece *p) {
     const size_t n = w->w.len - REC_NET_HEAD;
-    if (n > KEPT_BYTES) return;
-    while (w->kept_n > 0 && (w->kept_n == KEPT_SLOTS || w->kept_bytes + n > KEPT_BYTES)) kept_drop_oldest(w);
+    if (n > w->keep_bytes) return;
+    while (w->kept_n > 0 && (w->kept_n == KEPT_SLOTS || w->kept_bytes + n > w->keep_bytes)) kept_drop_oldest(w);
     uint8_t *b = malloc(n ? n : 1);
     if (!b) return;
     memcpy(b, w->w.p + REC_NET_HEAD, n);
@@ -228,7 +227,7 @@ static int job_shared(wjob *j, zmq_msg_t *id) {
 static rec_status on_piece(worker *w, wjob *j, const rec_frame_head *h, const uint8_t *body, zmq_msg_t *id) {
     rec_net_piece p;
     REC_TRY(rec_net_piece_decode(body, h->body, &p));
-    const int keep = !p.text && job_shared(j, id);
+    const int keep = w->keep_bytes > 0 && !p.text && job_shared(j, id);
     const kept *k = keep ? kept_find(w, j->key, &p) : NULL;
     if (k) {
         rec_frame_begin(&w->w, REC_MSG_RESULT, h->job, h->seq);
@@ -302,7 +301,9 @@ static void serve_one(void *arg) {
 rec_status rec_prep_worker_run(const rec_prep_worker_opts *o) {
     if (o->threads < 1 || o->threads > 256)
         return rec_errorf(REC_EINVAL, "prep-worker: threads must be between 1 and 256 (got %d)", o->threads);
-    worker w = {.o = o};
+    if (o->keep_mb < 0 || o->keep_mb > MAX_KEEP_MB)
+        return rec_errorf(REC_EINVAL, "prep-worker: keep_mb must be between 0 and %d MiB (got %d)", MAX_KEEP_MB, o->keep_mb);
+    worker w = {.o = o, .keep_bytes = (size_t)o->keep_mb << 20};
     rec_status s = rec__zservice_open(&w.svc, "prep-worker", o->listen, &o->sec, o->log);
     if (!s && o->log) {
         fprintf(o->log, "prep-worker: listening on %s with %d thread%s\n", o->listen, o->threads, o->threads == 1 ? "" : "s");
