@@ -9,11 +9,18 @@
 # configurations alternating within each; a fresh worker for each run. Prints the medians of
 # samples/s (rank 0's), their ratio to no workers, the pieces the worker made and answered
 # again for the other rank, and the ceiling auto measured: Gthp, the 2 ranks training alone.
-# Nothing is pinned: where the worker has no cores of its own (a 2-core machine) it takes them
-# from the ranks, and the figures say what that costs.
-# Usage: bench/offload_mpi.sh [ROWS=80000] [STEPS=60] [REPS=3]   (from the repo root)
+# PIN 0: nothing is pinned, so where the worker has no cores of its own (a 2-core machine) it
+# takes them from the ranks. PIN 1: the ranks share core 0 and the worker has core 1, as a
+# trainer host and a CPU host would (scaled down; the local runs leave core 1 idle).
+# Usage: bench/offload_mpi.sh [ROWS=80000] [STEPS=60] [REPS=3] [PIN=0]   (from the repo root)
 set -eu
-ROWS=${1:-80000}; STEPS=${2:-60}; REPS=${3:-3}
+ROWS=${1:-80000}; STEPS=${2:-60}; REPS=${3:-3}; PIN=${4:-0}
+RANKS=""; WORKER=""
+if [ "$PIN" = 1 ]; then
+    command -v taskset >/dev/null || { echo "PIN 1 needs taskset (util-linux)" >&2; exit 1; }
+    [ "$(nproc)" -ge 2 ] || { echo "PIN 1 needs 2 cores" >&2; exit 1; }
+    RANKS="taskset -c 0"; WORKER="taskset -c 1"
+fi
 R=$(pwd)/build/rectrain
 [ -x "$R" ] || { echo "build first: make build" >&2; exit 1; }
 command -v mpirun >/dev/null || { echo "needs Open MPI (scripts/install-deps.sh)" >&2; exit 1; }
@@ -27,12 +34,12 @@ export REC_PROGRESS=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run() { # NAME [ARGS...]: one mpirun job, with a fresh worker when ARGS are given
     name=$1; shift
     if [ $# -gt 0 ]; then
-        "$R" prep-worker --listen "tcp://127.0.0.1:$PORT" --threads 1 --keep-mb "$KEEP" 2>"$W/$name.wlog" &
+        $WORKER "$R" prep-worker --listen "tcp://127.0.0.1:$PORT" --threads 1 --keep-mb "$KEEP" 2>"$W/$name.wlog" &
         WPID=$!
         sleep 0.5
         set -- --workers "tcp://127.0.0.1:$PORT" "$@"
     fi
-    mpirun -np 2 --oversubscribe --bind-to none "$R" train --data "$W/d.tsv" --spec configs/criteo_heavy.json \
+    $RANKS mpirun -np 2 --oversubscribe --bind-to none "$R" train --data "$W/d.tsv" --spec configs/criteo_heavy.json \
         --config configs/dlrm_small.json --threads 1 --no-shuffle --steps "$STEPS" --json "$@" 2>"$W/$name.err" |
         grep '^{"model"' > "$W/$name.json" || { cat "$W/$name.err" >&2; exit 1; }
     if [ -n "$WPID" ]; then kill "$WPID"; wait "$WPID" || true; WPID=""; fi
@@ -50,9 +57,9 @@ for k in $(seq 1 "$REPS"); do
     KEEP=256
 done
 
-python3 - "$W" "$REPS" "$STEPS" "$(nproc)" <<'EOF'
+python3 - "$W" "$REPS" "$STEPS" "$(nproc)" "$PIN" <<'EOF'
 import json, re, statistics, sys
-w, reps, steps, cores = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+w, reps, steps, cores, pin = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"
 def js(n): return json.load(open(f"{w}/{n}.json"))
 def med(p): return statistics.median(js(f"{p}_{k}")["samples_per_s"] for k in range(1, reps + 1))
 def counts(p):
@@ -63,7 +70,8 @@ def counts(p):
     return made // reps, again // reps
 a = js("auto_first")["offload"]
 base = med("local")
-print(f"offload under mpirun: 2 ranks x 1 thread + 1 worker x 1 thread on {cores} cores, criteo_heavy, "
+where = "ranks on core 0, worker on core 1" if pin else f"nothing pinned, {cores} cores"
+print(f"offload under mpirun: 2 ranks x 1 thread + 1 worker x 1 thread ({where}), criteo_heavy, "
       f"{steps} steps of 1024, samples/s (rank 0), median of {reps}")
 print(f"  auto's profile: Gthp {a['gthp']:.0f} rows/s (the ranks training alone: the ceiling), "
       f"Lthp {a['lthp']:.0f} (with their own preprocessing), Rthp {a['rthp'][0]:.0f} / {a['rthp'][1]:.0f} / "
