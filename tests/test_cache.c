@@ -680,15 +680,7 @@ static void test_faults(void) {
  * bitwise those of the MPI executor's 2 ranks (`mpirun -np 2 rectrain train`), which sums
  * gradients the same way. */
 static void test_two_trainers(void) {
-    if (system("command -v mpirun >/dev/null") != 0) {
-        printf("mpirun not found: two trainers skipped\n");
-        return;
-    }
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    char asan[512]; /* Open MPI's own allocations outlive MPI_Finalize: not ours to report */
-    snprintf(asan, sizeof asan, "%s:detect_leaks=0", getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "");
-    setenv("ASAN_OPTIONS", asan, 1);
+    if (!clirun_mpi_ready("two trainers")) return;
     write_spec("spec2.json", 50, 190);
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cd %s && %s gen --rows %d --out d2.tsv >/dev/null 2>&1 && %s prep --spec spec2.json --in "

@@ -1,7 +1,8 @@
 /* Offloading preprocessing to workers (offload.h, net.h): the frame codec and its rejections,
  * the piece grid, Algorithm 1 and the metric store; then workers on loopback serving
  * `rectrain train`: the same losses as a local run at p'1, p'2 and p'3, every row trained once
- * when a worker is killed (kill -9) or stalls (SIGSTOP), and a live worker that refuses
+ * when a worker is killed (kill -9) or stalls (SIGSTOP), the same under mpirun (every rank
+ * with the worker, against the mpirun job without it), and a live worker that refuses
  * hostile frames and keeps serving. */
 #include <math.h>
 #include <signal.h>
@@ -403,6 +404,92 @@ static void test_worker_faults(void) {
     CHECK(same_file("local.loss", "stall.loss"), "a stalled worker: the same losses");
 }
 
+/* ---- under mpirun ----------------------------------------------------------------------------- */
+
+/* `mpirun -np 2 rectrain train` on d.tsv (a DLRM sharded on 2 ranks, one thread each) into
+ * LOSS with EXTRA flags, bounded to 120 s; the command line for spawn_sh, or run when `wait`
+ * (the exit code; `out` holds the output, rank 0's JSON summary among it). */
+static void mpi_train_cmd(char *cmd, size_t cap, const char *loss, const char *extra) {
+    snprintf(cmd, cap, "env REC_PROGRESS=0 timeout 120 mpirun -np 2 --oversubscribe --bind-to none %s train --data "
+             "d.tsv --spec spec.json --config %s/configs/dlrm_small.json --batch 256 --threads 1 --loss-log %s --json %s",
+             cli, src, loss, extra);
+}
+
+static int mpi_train(const char *loss, const char *extra) {
+    char cmd[2048], full[2400];
+    mpi_train_cmd(cmd, sizeof cmd, loss, extra);
+    snprintf(full, sizeof full, "cd %s && %s 2>&1", dir, cmd);
+    return check_capture(full, out, sizeof out);
+}
+
+/* Every rank reads every global batch (dist.h), each with a client of the workers of its own:
+ * the job trains the losses of the same job without workers, bit for bit, at every point and
+ * with --offload auto (rank 0 decides for all: the ranks profile together and agree, or the
+ * job would hang in a collective); and a worker killed mid-epoch leaves the losses as they were. */
+static void test_mpirun(void) {
+    if (!clirun_mpi_ready("offloading under mpirun")) return;
+    char w[64], extra[256];
+    const int p = port + 50;
+    snprintf(w, sizeof w, "--workers tcp://127.0.0.1:%d", p);
+    CHECK(mpi_train("mref.loss", "") == 0, "mpirun without workers: %s", out);
+    pid_t pid = start_worker(p, "wmpi.log");
+    static const char *const AT[] = {"p2", "p3"};
+    for (int k = 0; k < 2; k++) {
+        char loss[32];
+        snprintf(loss, sizeof loss, "m%s.loss", AT[k]);
+        snprintf(extra, sizeof extra, "%s --offload 0.6 --offload-at %s", w, AT[k]);
+        CHECK(mpi_train(loss, extra) == 0, "%s", out);
+        CHECK(same_file("mref.loss", loss), "mpirun -np 2 with a worker at %s trains as without (loss logs differ)", AT[k]);
+        CHECK(strstr(out, "\"pieces_remote\": 0,") == NULL && strstr(out, "\"ranks\": 2"),
+              "the worker made rank 0's pieces at %s: %s", AT[k], out);
+    }
+    /* auto twice on one store: profiled by both ranks together, then taken from rank 0's store */
+    remove(path("mstore.json"));
+    snprintf(extra, sizeof extra, "%s --offload auto --offload-store mstore.json", w);
+    CHECK(mpi_train("mauto.loss", extra) == 0 && strstr(out, "train: offload: profiled") &&
+              strstr(out, "\"decision\": {"), "auto under mpirun: %s", out);
+    CHECK(same_file("mref.loss", "mauto.loss"), "auto under mpirun trains as without workers");
+    CHECK(mpi_train("mauto2.loss", extra) == 0 && strstr(out, "train: offload: metrics from the store"),
+          "auto under mpirun, from the store: %s", out);
+    CHECK(same_file("mref.loss", "mauto2.loss"), "auto from the store trains as without workers");
+    stop(pid, SIGTERM);
+    /* both ranks asked for every remote piece, and the worker made each once: the second ask
+     * is answered from the answers it keeps for the job's other trainers */
+    read_out("wmpi.log");
+    const char *stopped = strstr(out, "stopped after "), *and = stopped ? strstr(stopped, ", and ") : NULL;
+    long long made = -1, again = -1;
+    if (stopped) sscanf(stopped, "stopped after %lld", &made);
+    if (and) sscanf(and, ", and %lld answered again", &again);
+    CHECK(made > 0 && again > made / 2, "the worker made %lld pieces and answered %lld again: %s", made, again, out);
+
+    /* kill -9 of the worker once rank 0 has logged a step: every piece at p'2 is the worker's */
+    CHECK(mpi_train("mref2.loss", "--no-shuffle --epochs 2") == 0, "%s", out);
+    const int total = lines_of("mref2.loss");
+    pid = start_worker(p + 1, "wmk.log");
+    usleep(200000);
+    char cmd[2048];
+    snprintf(extra, sizeof extra, "--workers tcp://127.0.0.1:%d --offload 1 --offload-at p2 --worker-timeout 1 "
+             "--no-shuffle --epochs 2 >mkill.out 2>&1", p + 1);
+    mpi_train_cmd(cmd, sizeof cmd, "mkill.loss", extra);
+    remove(path("mkill.loss"));
+    pid_t tr = spawn_sh("%s", cmd);
+    int at = 0;
+    for (int i = 0; i < 12000 && at < 1; i++) { /* up to 120 s, as mpirun's timeout */
+        at = lines_of("mkill.loss");
+        if (at < 1) usleep(10000);
+    }
+    usleep((useconds_t)(rand() % 100000));
+    at = lines_of("mkill.loss");
+    stop(pid, SIGKILL);
+    int st;
+    waitpid(tr, &st, 0);
+    read_out("mkill.out");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "mpirun training goes on after kill -9 of its worker: %s", out);
+    CHECK(at >= 1 && at < total, "the worker was killed mid-run: after %d of %d steps", at, total);
+    CHECK(same_file("mref2.loss", "mkill.loss"), "mpirun, kill -9 of the worker after step %d: the same losses", at);
+    CHECK(strstr(out, "\"pieces_remote\": 0,") == NULL, "the worker made pieces before it died: %s", out);
+}
+
 /* --workers @FILE: a worker listed while the job runs joins it, one unlisted leaves it. */
 static void test_join_leave(void) {
     const int p = port + 30;
@@ -457,12 +544,16 @@ static void test_messages(void) {
         {"train --data d.tsv --spec spec.json --workers @bad_workers.txt",
          "bad_workers.txt:4: 'tcp://127.0.0.1:99999': the port must be a number in 1..65535", 1},
         {"prep-worker --listen tcp://256.1.1.1:1 --insecure", "cannot listen on tcp://256.1.1.1:1", 1},
+        {"prep-worker --keep-mb -1", "--keep-mb needs an integer in [0, 1048576] (got '-1')", 2},
         /* Algorithm 1 profiles the trainer on the CPUs: a GPU trainer is told to give the share */
         {"train --data d.tsv --spec spec.json --device cuda --workers tcp://127.0.0.1:1",
          "--offload auto (the default with --workers) profiles the trainer's step on the CPUs, not on the GPU", 1},
         {"train --data d.tsv --spec spec.json --device cuda --workers tcp://127.0.0.1:1 --offload auto",
          "give --offload RATIO (the share of the pieces the workers prepare, e.g. 0.5) or --offload off", 1},
     };
+    /* the library's own bound on the kept answers (the CLI's is tested above) */
+    const rec_prep_worker_opts wo = {.listen = "tcp://127.0.0.1:1", .threads = 1, .keep_mb = -1};
+    CHECK_ERR(rec_prep_worker_run(&wo), REC_EINVAL, "keep_mb must be between 0 and 1048576 MiB (got -1)");
     FILE *bw = fopen(path("bad_workers.txt"), "w");
     if (bw) fputs("# workers\ntcp://127.0.0.1:1\n\ntcp://127.0.0.1:99999\n", bw), fclose(bw);
     for (size_t k = 0; k < sizeof U / sizeof U[0]; k++) {
@@ -553,6 +644,7 @@ int main(void) {
     test_same_training();
     test_worker_faults();
     test_join_leave();
+    test_mpirun();
     test_messages();
     test_hostile();
     clirun_cleanup();

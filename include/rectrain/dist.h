@@ -80,6 +80,10 @@ rec_status rec_dist_check_binding(int threads, char *warn, size_t cap);
 /* The largest of every rank's v (a stop signal one rank got: all stop at the same step). */
 rec_status rec_dist_any(int v, int *out);
 
+/* Rank 0's `bytes` bytes at buf into every rank's buf (what rank 0 measured or decided, so that
+ * the ranks act alike). */
+rec_status rec_dist_bcast(void *buf, size_t bytes);
+
 /* Every rank's check that all ranks hold the same value (a plan's digest, the dense
  * parameters' digest): REC_EINVAL naming `what` and the first rank that differs. */
 rec_status rec_dist_check_same(uint64_t v, const char *what);

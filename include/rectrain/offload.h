@@ -68,9 +68,12 @@ typedef struct rec_prep_worker_opts {
     const volatile sig_atomic_t *stop; /* set by a signal handler: the worker returns */
     FILE *log;               /* one line per job, refused frame or peer and error; NULL quiet */
     rec_net_secure sec;      /* CURVE keys and allow-list (net.h); none: plain text on loopback */
+    int keep_mb;             /* MiB of answers kept for a job's other trainers (the ranks of an
+                                mpirun ask for the same pieces): each made once; 0 keeps none */
 } rec_prep_worker_opts;
 
-/* Serves until *stop is set. Fails only when it cannot bind (REC_EIO, naming the endpoint). */
+/* Serves until *stop is set. Fails only when it cannot bind (REC_EIO, naming the endpoint), or
+ * on options out of range (REC_EINVAL). */
 rec_status rec_prep_worker_run(const rec_prep_worker_opts *o);
 
 /* ---- the client (the trainer's side) --------------------------------------------------------- */

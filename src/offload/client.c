@@ -385,9 +385,14 @@ static rec_status read_local(rec_offload_stream *s, const rec_piece *p) {
     return rec__read_piece(s->fd[p->part], path, p->offset, p->len, &s->text, &s->text_cap);
 }
 
-/* The up worker with the fewest pieces in flight and room for one more: its index, -1 when
- * all are full, -2 when none is up or coming up. */
-static int pick_worker(const rec_offload *x, int depth) {
+/* The worker for piece j: its home worker, j mod the workers, when that one is up and has room
+ * for one more, else the up worker with the fewest pieces in flight and room: its index, -1
+ * when all are full, -2 when none is up or coming up. Homes send a piece to the same worker
+ * from every rank of an mpirun, which then makes it once for all (worker.c keeps answers for
+ * a job's other trainers). */
+static int pick_worker(const rec_offload *x, int depth, int64_t j) {
+    const wconn *home = x->nw > 0 ? &x->w[j % x->nw] : NULL;
+    if (home && home->state == W_UP && home->inflight < depth) return (int)(j % x->nw);
     int best = -1, alive = 0;
     for (int i = 0; i < x->nw; i++) {
         const wconn *c = &x->w[i];
@@ -433,7 +438,7 @@ static rec_status issue(rec_offload_stream *s) {
         pslot *slot = &s->win[s->issued % s->la];
         slot->j = s->issued;
         if (is_remote(x->ratio, s->issued)) {
-            const int i = pick_worker(x, s->depth);
+            const int i = pick_worker(x, s->depth, s->issued);
             if (i == -1) break;
             if (i == -2) slot->state = S_LOCAL;
             else REC_TRY(send_piece(s, slot, i));

@@ -10,6 +10,13 @@
  *
  * Every frame is validated (net.h) before it is used; one that fails is logged and answered
  * with ERROR where it said who it was from, and the worker goes on.
+ *
+ * A job asked of by more than one trainer (the ranks of an mpirun: each reads every global
+ * batch, so each asks for the same pieces) has its answers at p'2 and p'3 kept, the last
+ * KEPT_SLOTS up to keep_mb MiB: a piece another trainer asked for is answered from them, so
+ * the worker preprocesses it once for all the ranks. An answer is the piece's rows, a pure
+ * function of the job and the piece's place in its file, and each trainer checks it as any
+ * answer. At p'1 the lines come in the request and are made for each.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +31,7 @@
 #include "rectrain/offload.h"
 #include "rectrain/shard.h"
 
-enum { MAX_JOBS = 4 };
+enum { MAX_JOBS = 4, KEPT_SLOTS = 256, MAX_KEEP_MB = 1 << 20 };
 
 typedef struct wjob {
     uint64_t key;
@@ -36,7 +43,18 @@ typedef struct wjob {
     int *fd;                 /* (n_parts) -1 until first read */
     rec_batch out;           /* the piece's rows, concatenated from the engine's threads */
     double used;
+    uint8_t peer[256];       /* the identity of the first trainer that asked for a piece */
+    size_t peer_len;
+    int shared;              /* another trainer asked too: its answers are kept */
 } wjob;
+
+/* A RESULT's body kept for the job's other trainers, found by the job and the piece. */
+typedef struct kept {
+    uint64_t job;
+    rec_net_piece p;         /* text NULL */
+    uint8_t *body;
+    size_t n;
+} kept;
 
 typedef struct worker {
     const rec_prep_worker_opts *o;
@@ -45,7 +63,11 @@ typedef struct worker {
     rec_wbuf w;
     char *text;              /* a piece read from its file */
     size_t text_cap;
+    kept kept[KEPT_SLOTS];   /* a ring: the oldest at kept_head */
+    int kept_head, kept_n;
+    size_t kept_bytes, keep_bytes; /* held, and the most held (o->keep_mb) */
     int64_t pieces, refused;  /* refused: requests that were not served */
+    int64_t pieces_kept;     /* answered from kept answers */
 } worker;
 
 static void job_free(wjob *j) {
@@ -149,10 +171,71 @@ static rec_status read_piece(worker *w, wjob *j, const rec_net_piece *p, const c
     return REC_OK;
 }
 
-/* Preprocesses a piece into j->out and encodes the RESULT frame. */
-static rec_status on_piece(worker *w, wjob *j, const rec_frame_head *h, const uint8_t *body) {
+/* ---- answers kept for other trainers ---- */
+
+static void kept_drop_oldest(worker *w) {
+    kept *k = &w->kept[w->kept_head];
+    w->kept_bytes -= k->n;
+    free(k->body);
+    memset(k, 0, sizeof *k);
+    w->kept_head = (w->kept_head + 1) % KEPT_SLOTS;
+    w->kept_n--;
+}
+
+static const kept *kept_find(const worker *w, uint64_t job, const rec_net_piece *p) {
+    for (int i = 0; i < w->kept_n; i++) {
+        const kept *k = &w->kept[(w->kept_head + i) % KEPT_SLOTS];
+        if (k->job == job && k->p.part == p->part && k->p.offset == p->offset && k->p.len == p->len &&
+            k->p.first_line == p->first_line && k->p.n_lines == p->n_lines)
+            return k;
+    }
+    return NULL;
+}
+
+/* Keeps the body of the RESULT frame in w->w, making room by dropping the oldest. Out of memory
+ * keeps nothing: the answer is made again when asked for. */
+static void kept_add(worker *w, uint64_t job, const rec_net_piece *p) {
+    const size_t n = w->w.len - REC_NET_HEAD;
+    if (n > w->keep_bytes) return;
+    while (w->kept_n > 0 && (w->kept_n == KEPT_SLOTS || w->kept_bytes + n > w->keep_bytes)) kept_drop_oldest(w);
+    uint8_t *b = malloc(n ? n : 1);
+    if (!b) return;
+    memcpy(b, w->w.p + REC_NET_HEAD, n);
+    kept *k = &w->kept[(w->kept_head + w->kept_n) % KEPT_SLOTS];
+    *k = (kept){job, *p, b, n};
+    k->p.text = NULL;
+    w->kept_n++;
+    w->kept_bytes += n;
+}
+
+/* Whether job j's pieces are asked for by more than one trainer (told by their identities;
+ * a trainer that reconnects counts as another, which only keeps answers no one asks for). */
+static int job_shared(wjob *j, zmq_msg_t *id) {
+    const size_t n = zmq_msg_size(id);
+    if (j->shared || n > sizeof j->peer) return j->shared;
+    if (!j->peer_len) {
+        memcpy(j->peer, zmq_msg_data(id), n);
+        j->peer_len = n;
+    } else if (n != j->peer_len || memcmp(j->peer, zmq_msg_data(id), n)) {
+        j->shared = 1;
+    }
+    return j->shared;
+}
+
+/* Preprocesses a piece into j->out and encodes the RESULT frame; at p'2 and p'3 a piece of a
+ * shared job comes from, or goes into, the kept answers. */
+static rec_status on_piece(worker *w, wjob *j, const rec_frame_head *h, const uint8_t *body, zmq_msg_t *id) {
     rec_net_piece p;
     REC_TRY(rec_net_piece_decode(body, h->body, &p));
+    const int keep = w->keep_bytes > 0 && !p.text && job_shared(j, id);
+    const kept *k = keep ? kept_find(w, j->key, &p) : NULL;
+    if (k) {
+        rec_frame_begin(&w->w, REC_MSG_RESULT, h->job, h->seq);
+        uint8_t *b = rec_wbuf_grab(&w->w, k->n);
+        if (b) memcpy(b, k->body, k->n);
+        w->pieces_kept++;
+        return rec_frame_end(&w->w);
+    }
     if ((int)p.part >= j->j.n_parts)
         return rec_errorf(REC_EINVAL, "file %u asked for, and the job has %d", p.part, j->j.n_parts);
     const char *text = p.text;
@@ -179,7 +262,9 @@ static rec_status on_piece(worker *w, wjob *j, const rec_frame_head *h, const ui
     rec_frame_begin(&w->w, REC_MSG_RESULT, h->job, h->seq);
     rec_net_result_encode(&w->w, rec_prep_engine_bad(j->e)->count - bad0, &j->out);
     w->pieces++;
-    return rec_frame_end(&w->w);
+    REC_TRY(rec_frame_end(&w->w));
+    if (keep) kept_add(w, j->key, &p);
+    return REC_OK;
 }
 
 /* One request: [identity][frame]. Anything else is dropped; a frame that fails validation is
@@ -205,7 +290,7 @@ static void serve_one(void *arg) {
         rec_frame_begin(&w->w, REC_MSG_NOJOB, h.job, h.seq);
         s = rec_frame_end(&w->w);
     } else if (h.type == REC_MSG_PIECE) {
-        s = on_piece(w, j, &h, body);
+        s = on_piece(w, j, &h, body, &r.id);
     } else {
         s = rec_errorf(REC_EFORMAT, "a %s frame is not a request", rec_msg_name(h.type));
     }
@@ -216,7 +301,9 @@ static void serve_one(void *arg) {
 rec_status rec_prep_worker_run(const rec_prep_worker_opts *o) {
     if (o->threads < 1 || o->threads > 256)
         return rec_errorf(REC_EINVAL, "prep-worker: threads must be between 1 and 256 (got %d)", o->threads);
-    worker w = {.o = o};
+    if (o->keep_mb < 0 || o->keep_mb > MAX_KEEP_MB)
+        return rec_errorf(REC_EINVAL, "prep-worker: keep_mb must be between 0 and %d MiB (got %d)", MAX_KEEP_MB, o->keep_mb);
+    worker w = {.o = o, .keep_bytes = (size_t)o->keep_mb << 20};
     rec_status s = rec__zservice_open(&w.svc, "prep-worker", o->listen, &o->sec, o->log);
     if (!s && o->log) {
         fprintf(o->log, "prep-worker: listening on %s with %d thread%s\n", o->listen, o->threads, o->threads == 1 ? "" : "s");
@@ -225,9 +312,11 @@ rec_status rec_prep_worker_run(const rec_prep_worker_opts *o) {
     if (!s) s = rec__zservice_run(&w.svc, o->stop, serve_one, &w);
     w.refused += w.svc.refused;
     if (!s && o->log)
-        fprintf(o->log, "prep-worker: stopped after %lld piece%s (%lld frame%s refused)\n", (long long)w.pieces,
-                w.pieces == 1 ? "" : "s", (long long)w.refused, w.refused == 1 ? "" : "s");
+        fprintf(o->log, "prep-worker: stopped after %lld piece%s, and %lld answered again from kept answers for other "
+                "trainers (%lld frame%s refused)\n", (long long)w.pieces, w.pieces == 1 ? "" : "s",
+                (long long)w.pieces_kept, (long long)w.refused, w.refused == 1 ? "" : "s");
     for (int i = 0; i < MAX_JOBS; i++) job_free(&w.jobs[i]);
+    while (w.kept_n > 0) kept_drop_oldest(&w);
     rec_wbuf_free(&w.w);
     free(w.text);
     rec__zservice_close(&w.svc);

@@ -1,5 +1,6 @@
 /* The MPI job (dist.h): start, failure, measured bandwidths, agreement checks. */
 #define _GNU_SOURCE /* sched_getaffinity */
+#include <limits.h>
 #include <mpi.h>
 #include <sched.h>
 #include <unistd.h>
@@ -130,6 +131,12 @@ rec_status rec_dist_check_binding(int threads, char *warn, size_t cap) {
 rec_status rec_dist_any(int v, int *out) {
     *out = v;
     MPI_TRY(MPI_Allreduce(&v, out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return REC_OK;
+}
+
+rec_status rec_dist_bcast(void *buf, size_t bytes) {
+    if (bytes > INT_MAX) return rec_errorf(REC_EINVAL, "rec_dist_bcast: %zu bytes, more than one call sends", bytes);
+    MPI_TRY(MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD));
     return REC_OK;
 }
 

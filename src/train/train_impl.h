@@ -19,11 +19,19 @@ typedef struct rec_offload_auto_in {
     rec_offload_keys keys;
     double threshold;        /* Gthp/Lthp below which nothing is offloaded */
     int again;               /* measure everything, whatever the store holds (and store it) */
+    /* Under mpirun (plan != NULL): the job's sharding plan, this rank, and the executor's
+     * --fetch. The copy is then a sharded model with an executor of its own on the plan,
+     * stepped by all ranks together (Gthp is the job's distributed step), and rank 0's store
+     * and measurements are every rank's, so that all decide alike. */
+    const struct rec_plan *plan;
+    int rank, alltoall;
 } rec_offload_auto_in;
 
 /* Profiles what the store does not hold, decides (Algorithm 1) and stores what it measured.
  * *reused: the store's bits that were found (offload.h rec_offload_store_load). The split of
- * in->x is left as it was: the caller applies the decision. */
+ * in->x is left as it was: the caller applies the decision. Under mpirun it is collective:
+ * every rank calls it, with the same inputs but for rank, and gets the same metrics and
+ * decision (rank 0's). */
 rec_status rec__offload_auto(const rec_offload_auto_in *in, rec_offload_metrics *m, rec_offload_decision *dec,
                              int *reused);
 

@@ -443,26 +443,36 @@ static rec_status export_npy(job *j) {
     return s;
 }
 
-/* --workers: the training data's pieces may be made by the workers (offload.h). */
+/* --workers: the training data's pieces may be made by the workers (offload.h). Under mpirun
+ * every rank reads every global batch and takes its slice (dist.h), so each rank attaches to
+ * every worker with a client of its own: each splits the same pieces by the same counter and
+ * gets each piece exactly once, made here or by a worker, checked as in one process. (A
+ * rank's slice is a run of the batch's rows in the epoch's order: shuffled, they come from
+ * every piece of the window; in file order a piece, of 128 lines or a batch's, spans the
+ * slices. No piece is one rank's alone.) A remote piece goes to the same worker from every
+ * rank, which makes it once for all (client.c pick_worker, worker.c's kept answers). */
 static rec_status attach_offload(job *j) {
     const rec_train_opts *o = j->o;
-    if (j->dist)
-        return rec_errorf(REC_EINVAL, "--workers: offloading preprocessing is not available under mpirun yet; run the "
-                          "job in one process, or prep the data into a shard");
     const rec_offload_opts oo = {o->workers, o->n_workers, o->workers_file, o->worker_timeout, 0, o->log, o->sec};
     return rec_dataset_offload(j->train, &oo, j->cfg.batch_size, &j->offload);
 }
 
-/* The metric store's keys (FastFlow Table 2): the model (its config, batch and threads), the
- * pipeline and model (+ the spec's text and the data's schema), and the workers (+ their
- * endpoints). */
+/* The metric store's keys (FastFlow Table 2): the model (its config, batch and threads; under mpirun
+ * its ranks, plan kind and fetch), the pipeline and model (+ the spec's text and the data's schema),
+ * and the workers (+ their endpoints). */
 static rec_status offload_keys(const job *j, rec_offload_keys *k) {
     char *cfg = rec_model_config_to_json(&j->cfg);
     if (!cfg) return rec_errorf(REC_ENOMEM, "out of memory");
     uint64_t h = rec_fnv1a64(REC_FNV_SEED, cfg, strlen(cfg));
     free(cfg);
     h = rec_fnv1a64(h, &j->cfg.batch_size, sizeof j->cfg.batch_size);
-    k->model = rec_fnv1a64(h, &j->threads, sizeof j->threads);
+    h = rec_fnv1a64(h, &j->threads, sizeof j->threads);
+    if (j->dist) { /* the distributed step: its ranks, the plan's kind (a plan built at the start
+                      * differs from run to run with the bandwidths measured) and the fetch */
+        const int32_t d[3] = {j->ranks, (int32_t)rec_plan_get_kind(j->shard_plan), j->o->alltoall};
+        h = rec_fnv1a64(h, d, sizeof d);
+    }
+    k->model = h;
     const char *spec = j->o->spec_path ? j->o->spec_path : j->cfg.prep_spec;
     char *text = NULL;
     size_t len = 0;
@@ -500,7 +510,7 @@ static rec_status choose_offload(job *j, int again) {
         else rec_offload_store_default(store, sizeof store);
         rec_offload_auto_in in = {j->train, j->offload, &j->cfg, j->threads, j->cfg.batch_size, j->train_rows,
                                   o->offload_store && !o->offload_store[0] ? NULL : store, {0},
-                                  REC_OFFLOAD_SPEEDUP_THRESHOLD, again};
+                                  REC_OFFLOAD_SPEEDUP_THRESHOLD, again, j->shard_plan, j->rank, o->alltoall};
         REC_TRY(offload_keys(j, &in.keys));
         const double t0 = rec_now();
         rec_offload_metrics *m = &rep->offload_metrics;
@@ -537,9 +547,11 @@ static rec_status choose_offload(job *j, int again) {
 
 /* --offload auto: an epoch that trained more than REC_OFFLOAD_DRIFT away from the first epoch
  * since the decision (the workers or the network changed) makes the policy profile and decide
- * again before the next one. */
+ * again before the next one. Under mpirun rank 0's rate decides for all: profiling again is
+ * collective. */
 static rec_status check_drift(job *j, double rate) {
-    if (j->offload_baseline <= 0) {
+    if (j->dist) REC_TRY(rec_dist_bcast(&rate, sizeof rate));
+    if (j->offload_baseline <= 0 && rate > 0) {
         j->offload_baseline = rate;
         return REC_OK;
     }
@@ -729,8 +741,8 @@ static rec_status setup(job *j) {
     if (j->complete) return REC_OK; /* the data checked, nothing opened to write */
     if (o->loss_log) REC_TRY(rec_loss_log_open(o->loss_log, o->resume, resumed.step, &j->loss_log));
     if (o->resume) REC_TRY(rec_scalars_resume(j->scalars, resumed.step, resumed.record_loss_steps > 0));
-    if (j->dist) return setup_dist(j);
-    REC_TRY(rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads));
+    if (j->dist) REC_TRY(setup_dist(j));
+    else REC_TRY(rec_model_init(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads));
     return j->offload ? choose_offload(j, 0) : REC_OK;
 }
 
@@ -1006,8 +1018,8 @@ static rec_status run(job *j) {
         rep->wait_seconds += l ? rec_loader_wait_seconds(l) : 0;
         rec_loader_close(l);
         if (!s && !stop && o->ckpt_dir) s = save_ckpt(j, epoch + 1, 0, rows_seen);
-        if (!s && !stop && rep->offload_auto && epoch + 1 < j->cfg.epochs && rep->train_seconds > secs0)
-            s = check_drift(j, (double)(rep->rows - rows0) / (rep->train_seconds - secs0));
+        if (!s && !stop && rep->offload_auto && epoch + 1 < j->cfg.epochs) /* (every rank, or none) */
+            s = check_drift(j, rep->train_seconds > secs0 ? (double)(rep->rows - rows0) / (rep->train_seconds - secs0) : 0);
         rec_progress_clear(&pg);
         rep->epoch_loss = lsum.epoch_steps > 0 ? lsum.epoch_loss / (double)lsum.epoch_steps : NAN;
         rep->epoch_loss_partial = lsum.epoch_partial;
@@ -1243,8 +1255,8 @@ rec_status rec_train(const rec_train_opts *given, rec_train_report *rep) {
     }
     if (j.offload) rec_offload_get_stats(j.offload, &rep->offload);
     if (j.offload && o->log)
-        fprintf(o->log, "train: offload: the workers made %lld of the %lld pieces\n", (long long)rep->offload.pieces_remote,
-                (long long)(rep->offload.pieces_remote + rep->offload.pieces_local));
+        fprintf(o->log, "train: offload: the workers made %lld of the %lld pieces%s\n", (long long)rep->offload.pieces_remote,
+                (long long)(rep->offload.pieces_remote + rep->offload.pieces_local), j.dist ? " of rank 0" : "");
     s = rec_stream_close(j.loss_log, o->loss_log, "loss log", s);
     rec_status sc = rec_scalars_close(j.scalars);
     if (!s) s = sc;
