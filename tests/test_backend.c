@@ -14,8 +14,8 @@
  * Every run trains SGD on both parts, on one shard in file order, one thread, and leaves a
  * checkpoint that `rectrain eval` scores on held-out rows. A bitwise row compares the loss
  * logs byte for byte and the AUCs as printed. The DLRM runs on every backend; DeepFM and
- * Wide&Deep, whose first-order tables the executor shards with the embedding rows, on the
- * mpi rows too. */
+ * Wide&Deep, whose first-order tables the executor shards with the embedding rows and the
+ * cache holds with them, on the mpi and cache rows too. */
 #include <math.h>
 #include <sys/stat.h>
 
@@ -127,17 +127,22 @@ static void test_mpi(int k, double ref_auc) {
     }
 }
 
-static void test_cache(double ref_auc) {
+static void test_cache(int k, double ref_auc) {
     FILE *f = fopen(path("c.json"), "w");
     if (!f) return;
     const int port = 24000 + (int)(getpid() % 4000) * 8;
-    fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"d.rshard\", \"model\": \"sgd.json\", "
+    fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"d.rshard\", \"model\": \"%s\", "
                "\"batch\": 256, \"epochs\": 1, \"steps\": %d, \"shuffle\": false, \"embservers\": 2, \"threads\": 1, "
-               "\"base_port\": %d, \"cache\": {\"rows\": 4000}}\n", STEPS, port);
+               "\"base_port\": %d, \"cache\": {\"rows\": 4000}}\n", MODELS[k].file, STEPS, port);
     fclose(f);
-    CHECK(run("cluster c.json --loss-log cache.loss --ckpt cache_ck") == 0, "rectrain cluster: %s", out);
-    static const row R = {"cache", 0, 0};
-    compare(&R, "dlrm.cpu.loss", "cache.loss", "cache_ck", ref_auc);
+    char log[64], ck[64], ref[64], name[32];
+    snprintf(log, sizeof log, "%s.cache.loss", MODELS[k].kind);
+    snprintf(ck, sizeof ck, "%s.cache_ck", MODELS[k].kind);
+    snprintf(ref, sizeof ref, "%s.cpu.loss", MODELS[k].kind);
+    snprintf(name, sizeof name, "cache %s", MODELS[k].kind);
+    CHECK(run("cluster c.json --loss-log %s --ckpt %s", log, ck) == 0, "rectrain cluster, %s: %s", MODELS[k].kind, out);
+    const row R = {name, 0, 0};
+    compare(&R, ref, log, ck, ref_auc);
 }
 
 static void test_cuda(double ref_auc) {
@@ -244,7 +249,7 @@ int main(void) {
         test_cpu_reference(k, &auc[k]);
         test_mpi(k, auc[k]);
     }
-    test_cache(auc[0]);
+    for (int k = 0; k < 3; k++) test_cache(k, auc[k]);
     test_cuda(auc[0]);
     clirun_cleanup();
     return check_report();

@@ -16,6 +16,7 @@
 
 #include "clirun.h"
 #include "rectrain/cache.h"
+#include "rectrain/ckpt.h"
 #include "rectrain/core.h"
 #include "rectrain/net.h"
 #include "rectrain/train.h"
@@ -263,11 +264,20 @@ static uint8_t *aligned(const rec_wbuf *w) {
     return p;
 }
 
+/* h, its digest made, as an EMB_HELLO frame: an aligned copy (free it). */
+static uint8_t *hello_frame(rec_wbuf *w, rec_net_emb_hello *h) {
+    h->digest = rec_net_emb_hello_digest(h);
+    rec_frame_begin(w, REC_MSG_EMB_HELLO, 0, 0);
+    rec_net_emb_hello_encode(w, h);
+    rec_frame_end(w);
+    return aligned(w);
+}
+
 static void test_frames(void) {
     const int64_t rows[2] = {10, 7};
     rec_wbuf w = {0};
     /* EMB_HELLO: round trip, corrupt digest, every truncation */
-    rec_net_emb_hello h = {0, 1, 2, 2, 4, 2, 0.5f, 99, rows, 0}, g;
+    rec_net_emb_hello h = {0, 1, 2, 2, 4, 2, 0.5f, 99, rows, 0, 0, 0}, g;
     h.digest = rec_net_emb_hello_digest(&h);
     rec_frame_begin(&w, REC_MSG_EMB_HELLO, 0, 0);
     rec_net_emb_hello_encode(&w, &h);
@@ -282,6 +292,18 @@ static void test_frames(void) {
     m[REC_NET_HEAD + 12] ^= 1; /* the table count, under the digest */
     CHECK(rec_net_emb_hello_decode(m + REC_NET_HEAD, body, &g) == REC_EFORMAT, "a corrupt EMB_HELLO is refused");
     free(m);
+    /* first-order tables: in the digest (other tables), round trip, a flag other than 0 or 1 refused */
+    const uint64_t plain = h.digest;
+    h.lin = 1, h.lin_seed = 5;
+    m = hello_frame(&w, &h);
+    CHECK(h.digest != plain && rec_net_emb_hello_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, &g) == REC_OK &&
+          g.lin == 1 && g.lin_seed == 5, "EMB_HELLO with first-order tables: %s", rec_errmsg());
+    free(m);
+    h.lin = 2;
+    m = hello_frame(&w, &h);
+    CHECK_ERR(rec_net_emb_hello_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, &g), REC_EFORMAT, "first-order flag 2");
+    free(m);
+    h.lin = 0, h.lin_seed = 0, h.digest = plain;
     /* EMB_GET / EMB_PUT: rows of another shard are refused */
     const rec_centry e[2] = {{0, 0, 3}, {1, 1, 5}}, off[1] = {{0, 0, 4}};
     const float vals[2 * 4] = {1, 2, 3, 4, 5, 6, 7, 8}, st[2] = {9, 10};
@@ -294,6 +316,12 @@ static void test_frames(void) {
           r.n == 2 && r.values[7] == 8 && r.state[1] == 10, "EMB_PUT round trip: %s", rec_errmsg());
     CHECK_ERR(rec_net_rows_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD - 4, "EMB_PUT", 1, 1, &h, 1, &r), REC_EFORMAT,
               "truncated");
+    h.lin = 1; /* the same bytes as rows of E + 1 values (each with its first-order value) and no state */
+    CHECK(rec_net_rows_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, "EMB_PUT", 1, 1, &h, 0, &r) == REC_OK &&
+          r.values[5] == 6 && r.state == NULL, "EMB_PUT of rows with first-order values: %s", rec_errmsg());
+    CHECK_ERR(rec_net_rows_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, "EMB_PUT", 1, 1, &h, 1, &r), REC_EFORMAT,
+              "the optimizer state");
+    h.lin = 0;
     free(m);
     q = (rec_net_rows){1, off, NULL, NULL};
     rec_frame_begin(&w, REC_MSG_EMB_GET, 0, 0);
@@ -366,14 +394,20 @@ enum { SYN_ROWS = 4000, STEPS2 = 50 };
 enum { SYN_ROWS = 12000, STEPS2 = 200 };
 #endif
 
-/* A cluster config training `data` for `epochs` from base port p, with `extra` keys. */
-static void write_cluster_of(const char *name, const char *data, int epochs, int p, const char *extra) {
+/* A cluster config training `data` with configs/MODEL.json for `epochs` from base port p, with
+ * `extra` keys. */
+static void write_cluster_model(const char *name, const char *model, const char *data, int epochs, int p,
+                                const char *extra) {
     FILE *f = fopen(path(name), "w");
     if (!f) return;
     fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"%s\", \"model\": "
-               "\"%s/configs/dlrm_small.json\", \"batch\": 256, \"epochs\": %d, \"shuffle\": false, \"embservers\": 2, "
-               "\"threads\": 1, \"base_port\": %d%s}\n", data, src, epochs, p, extra);
+               "\"%s/configs/%s.json\", \"batch\": 256, \"epochs\": %d, \"shuffle\": false, \"embservers\": 2, "
+               "\"threads\": 1, \"base_port\": %d%s}\n", data, src, model, epochs, p, extra);
     fclose(f);
+}
+
+static void write_cluster_of(const char *name, const char *data, int epochs, int p, const char *extra) {
+    write_cluster_model(name, "dlrm_small", data, epochs, p, extra);
 }
 
 static void write_cluster(const char *name, const char *extra) {
@@ -451,6 +485,69 @@ static void test_same_training(void) {
               file_size("bp_ck/model.rckpt") == size, "--resume with its checkpoint: %s", out);
 }
 
+/* Do two exports hold the same bits, file by file (at least `least` files), and does the second
+ * hold `must`? */
+static int same_exports(const char *a, const char *b, int least, const char *must) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd %s && { test -f %s/%s || exit 1; }; n=0; for f in %s/*.npy; do cmp -s $f %s/${f#%s/} || exit 1; "
+             "n=$((n+1)); done; test $n -ge %d", dir, b, must, a, b, a, least);
+    return system(cmd) == 0;
+}
+
+/* Do checkpoints A and B (folders) hold the same tensors bit for bit, optimizer state included
+ * (export writes the parameters only), `must` among them? */
+static int same_tensors(const char *a, const char *b, const char *must) {
+    char pa[700], pb[700];
+    snprintf(pa, sizeof pa, "%s/%s/model.rckpt", dir, a), snprintf(pb, sizeof pb, "%s/%s/model.rckpt", dir, b);
+    rec_ckpt_info ia = {0};
+    rec_ckpt_reader *ra = NULL, *rb = NULL;
+    int ok = rec_ckpt_inspect(pa, 0, &ia) == REC_OK && rec_ckpt_reader_open(&ra, pa) == REC_OK &&
+             rec_ckpt_reader_open(&rb, pb) == REC_OK, found = 0;
+    for (int i = 0; ok && i < ia.n_tensors; i++) {
+        const rec_ckpt_tensor_info *t = &ia.tensors[i];
+        const int64_t n = (int64_t)(t->bytes / 4);
+        const float *x, *y;
+        ok = rec_ckpt_reader_tensor(ra, t->name, n, &x) == REC_OK && rec_ckpt_reader_tensor(rb, t->name, n, &y) == REC_OK &&
+             memcmp(x, y, t->bytes) == 0;
+        found |= !strcmp(t->name, must);
+    }
+    rec_ckpt_reader_close(ra), rec_ckpt_reader_close(rb);
+    rec_ckpt_info_free(&ia);
+    return ok && found;
+}
+
+/* DeepFM and Wide&Deep: their first-order tables live with the rows, on the servers and in the
+ * cache. One trainer trains as one process does, bitwise (durably too: the servers' undo and
+ * snapshots hold the first-order values), and the model it leaves, gathered from the servers,
+ * is one process's, lin.f.weight and its state included. */
+static void test_first_order(void) {
+    static const char *const M[] = {"deepfm_small", "wide_deep_small"};
+    for (int k = 0; k < 2; k++) {
+        CHECK(run("train --data syn/train.rshard --config %s/configs/%s.json --batch 256 --epochs 1 --no-shuffle "
+                  "--threads 1 --loss-log %s.loss --ckpt %s_ck", src, M[k], M[k], M[k]) == 0, "%s", out);
+        write_cluster_model("fo.json", M[k], "syn/train.rshard", 1, port, ", \"cache\": {\"rows\": 6000}");
+        CHECK(run("cluster fo.json --loss-log fo.loss --ckpt fo_%d_ck", k) == 0, "%s", out);
+        char loss[64];
+        snprintf(loss, sizeof loss, "%s.loss", M[k]);
+        CHECK(same_file(loss, "fo.loss"), "%s on the cache trains as one process does (loss logs differ)", M[k]);
+        CHECK(run("export --ckpt %s_ck --out %s_npy", M[k], M[k]) == 0 && run("export --ckpt fo_%d_ck --out fo_%d_npy", k, k) == 0,
+              "%s", out);
+        char a[64], b[64];
+        snprintf(a, sizeof a, "%s_npy", M[k]), snprintf(b, sizeof b, "fo_%d_npy", k);
+        CHECK(same_exports(a, b, 20, "lin.0.weight.npy"), "%s's model from the servers equals one process's, its "
+              "first-order tables included", M[k]);
+        snprintf(a, sizeof a, "%s_ck", M[k]), snprintf(b, sizeof b, "fo_%d_ck", k);
+        CHECK(same_tensors(a, b, "opt.lin.0"), "%s's checkpoint from the servers holds one process's tensors, the "
+              "first-order tables' optimizer state included", M[k]);
+    }
+    write_cluster_model("fod.json", "deepfm_small", "syn/train.rshard", 1, port,
+                        ", \"cache\": {\"rows\": 6000}, \"durable\": {\"dir\": \"fo_snaps\", \"every\": 10}");
+    CHECK(run("cluster fod.json --loss-log fod.loss --ckpt fod_ck") == 0 && same_file("deepfm_small.loss", "fod.loss"),
+          "a durable DeepFM cluster trains alike: %s", out);
+    CHECK(run("export --ckpt fod_ck --out fod_npy") == 0 && same_exports("deepfm_small_npy", "fod_npy", 20, "lin.0.weight.npy"),
+          "a durable DeepFM cluster's model is one process's: %s", out);
+}
+
 /* Oracles partitioned by table that do not make one job: ranges out of order, tables missing,
  * other data; and --tables out of the data's. */
 static void test_partition_refusals(void) {
@@ -519,6 +616,8 @@ static double mean_gap(const char *a, const char *b, int n) {
  * after them the normalised first step of rows whose gradients cancel amplifies the sums'
  * order (test_dist.c's RW_STEPS says how), so the rest is held by the mean loss. */
 enum { RW_STEPS = 20 };
+/* Steps of the two-trainer DeepFM and Wide&Deep runs (the DLRM's hold the long run) */
+enum { FM_STEPS = STEPS2 / 2 };
 
 /* Raw TSV through the data processors: the oracle sends every piece to a prep-worker (the
  * cluster starts it) and the trainer's losses are one process's on the same TSV. */
@@ -665,6 +764,7 @@ static void faults(int trainers, const char *data, const char *config, const cha
     }
 }
 
+/* A trainer's and a server's kill in durable jobs of the DLRM and of DeepFM. */
 static void test_faults(void) {
     char config[600], data[900];
     snprintf(config, sizeof config, "%s/configs/dlrm_small.json", src);
@@ -672,6 +772,12 @@ static void test_faults(void) {
               "f_one.loss --ckpt f_one_ck", config) == 0, "%s", out);
     snprintf(data, sizeof data, "--data syn/train.rshard --config %s --batch 64 --cache-rows 5000", config);
     faults(1, data, config, "f_one", port + 60);
+    /* DeepFM: the first-order values and their state in the undo, the rollback and the snapshots */
+    snprintf(config, sizeof config, "%s/configs/deepfm_small.json", src);
+    CHECK(run("train --data syn/train.rshard --config %s --batch 64 --epochs 1 --no-shuffle --threads 1 --loss-log "
+              "f_fm.loss --ckpt f_fm_ck", config) == 0, "%s", out);
+    snprintf(data, sizeof data, "--data syn/train.rshard --config %s --batch 64 --cache-rows 5000", config);
+    faults(1, data, config, "f_fm", port + 64);
 }
 
 /* Two trainers (mpirun) on the data and model test_dist holds to the one-process run: dense
@@ -719,6 +825,39 @@ static void test_two_trainers(void) {
               "loss over %d (worst %.3g, mean %.3g)", RW_STEPS, STEPS2, gap, mean);
         CHECK(same_file("exec2.loss", "two.loss"), "two trainers (%d oracle(s)) train bitwise as the 2-rank MPI executor",
               oracles);
+    }
+    /* DeepFM and Wide&Deep: their first-order values ride with the rows between the trainers
+     * and their gradients with the shared rows'; within 1e-4 of one process (RW_STEPS steps,
+     * the mean over FM_STEPS), bitwise the executor's 2 ranks (whose owners sum them alike) */
+    static const char *const FM[] = {"deepfm", "wide_deep"};
+    for (int k = 0; k < 2; k++) {
+        f = fopen(path("fm2.json"), "w");
+        if (f) {
+            fprintf(f, "{\"format\": \"rectrain-model\", \"version\": 1, \"name\": \"fm2\", \"model\": \"%s\", "
+                       "\"tables\": \"data\", \"embedding\": {\"dim\": 16}, \"deep_mlp\": [64, 1], \"optimizer\": "
+                       "{\"dense\": {\"kind\": \"sgd\", \"lr\": 0.1}, \"sparse\": {\"kind\": \"rowwise_adagrad\", \"lr\": "
+                       "0.05}}, \"train\": {\"batch_size\": 256, \"epochs\": 1, \"seed\": 1}}\n", FM[k]);
+            fclose(f);
+        }
+        f = fopen(path("cfm2.json"), "w");
+        if (f) {
+            fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"d2.rshard\", \"model\": "
+                       "\"fm2.json\", \"steps\": %d, \"shuffle\": false, \"trainers\": 2, \"embservers\": 2, "
+                       "\"base_port\": %d, \"peer_timeout\": 60, \"cache\": {\"rows\": 20000}}\n", FM_STEPS, port + 40);
+            fclose(f);
+        }
+        CHECK(run("train --data d2.rshard --config fm2.json --steps %d --no-shuffle --threads 1 --loss-log fm1.loss",
+                  FM_STEPS) == 0, "%s", out);
+        CHECK(run("cluster cfm2.json --loss-log fm2.loss") == 0, "%s", out);
+        const double gap = loss_gap("fm1.loss", "fm2.loss", RW_STEPS), mean = mean_gap("fm1.loss", "fm2.loss", FM_STEPS);
+        printf("two trainers, %s: relative loss gap to one process %.3g over %d steps, mean %.3g over %d\n", FM[k], gap,
+               RW_STEPS, mean, FM_STEPS);
+        CHECK(gap <= 1e-4 && mean <= 1e-4, "two %s trainers keep within 1e-4 of one process over %d steps, and their "
+              "mean loss over %d (worst %.3g, mean %.3g)", FM[k], RW_STEPS, FM_STEPS, gap, mean);
+        snprintf(cmd, sizeof cmd, "cd %s && timeout 300 mpirun -np 2 --oversubscribe --bind-to none %s train --data d2.rshard "
+                 "--config fm2.json --steps %d --no-shuffle --threads 1 --loss-log fmx.loss >/dev/null 2>&1", dir, cli, FM_STEPS);
+        CHECK(system(cmd) == 0 && same_file("fmx.loss", "fm2.loss"), "two %s trainers train bitwise as the 2-rank MPI "
+              "executor", FM[k]);
     }
     char data[200];
     snprintf(data, sizeof data, "--data d2.rshard --config rw.json --steps %d --cache-rows 20000", STEPS2);
@@ -785,7 +924,7 @@ static void test_hostile(void) {
           c[REC_MSG_ERROR], c[REC_MSG_PONG]);
     /* tables too large to make; then real tables (durable), and a commit out of order */
     const int64_t huge[2] = {INT64_C(1) << 39, 3}, small[2] = {10, 3};
-    rec_net_emb_hello eh = {0, 0, 1, 2, 8, 0, 0, 1, huge, 1};
+    rec_net_emb_hello eh = {0, 0, 1, 2, 8, 0, 0, 1, huge, 1, 0, 0};
     eh.digest = rec_net_emb_hello_digest(&eh);
     rec_frame_begin(&w, REC_MSG_EMB_HELLO, 0, 5);
     rec_net_emb_hello_encode(&w, &eh);
@@ -1105,6 +1244,7 @@ int main(void) {
     port = 21000 + (int)(getpid() % 11000);
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
     test_same_training();
+    test_first_order();
     test_partition_refusals();
     test_two_trainers();
     test_faults();

@@ -244,7 +244,7 @@ static int ping(void *s) {
 
 enum { TR = 1000000, TE = 4, PROBE = 10 };
 static const int64_t TROWS[2] = {TR, 3};
-static const rec_net_emb_hello HELLO = {0, 0, 1, 2, TE, REC_SPARSE_SGD, 0, 7, TROWS, 0};
+static const rec_net_emb_hello HELLO = {0, 0, 1, 2, TE, REC_SPARSE_SGD, 0, 7, TROWS, 0, 0, 0};
 
 static void say_hello(void *s) {
     rec_wbuf w = {0};

@@ -129,6 +129,9 @@ void rec_cplan_get_stats(const rec_cplan *p, rec_cplan_stats *s);
 
 /* Optimizer state floats per row of dim E (rec_sparse_opt_kind opt): E, 1 or 0. */
 int rec_cache_state_floats(int opt, int E);
+/* Optimizer state floats a row carries between a server and a cache: the row's, then with
+ * first-order tables (lin 1: DeepFM, Wide&Deep) its first-order value's (1 or 0). */
+int rec_cache_row_state_floats(int opt, int E, int lin);
 
 /* ---- the embedding server (`rectrain embserver`) ---------------------------------------- */
 typedef struct rec_embserver_opts {

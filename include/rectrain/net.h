@@ -30,7 +30,8 @@ extern "C" {
 #endif
 
 #define REC_NET_MAGIC 0x464e5452u /* "RTNF" */
-#define REC_NET_VERSION 2 /* 2: a batch's ids and row lengths in their narrowest form */
+#define REC_NET_VERSION 3 /* 2: a batch's ids and row lengths in their narrowest form; 3: EMB_HELLO's
+                           * first-order tables */
 #define REC_NET_HEAD 32
 /* The largest body accepted: a batch of 64Ki Criteo rows with 26 multi-hot lists of ~100 ids
  * is ~70 MB; a piece of raw text sent by the trainer (p'1) is a few MB. */
@@ -207,6 +208,9 @@ typedef struct rec_net_emb_hello {
     const int64_t *rows;      /* (F) in place */
     int32_t durable;          /* keep each write undoable until its step is committed (not in
                                  the digest: the tables are the same) */
+    int32_t lin;              /* 1: each row carries its first-order value (DeepFM, Wide&Deep: a
+                                 dim-1 table beside each table, model.c's lin.f), with its state */
+    uint64_t lin_seed;        /* their seed (the model's first-order seed; 0 without) */
 } rec_net_emb_hello;
 
 void rec_net_emb_hello_encode(rec_wbuf *w, const rec_net_emb_hello *h);
@@ -214,8 +218,10 @@ rec_status rec_net_emb_hello_decode(const uint8_t *body, size_t len, rec_net_emb
 uint64_t rec_net_emb_hello_digest(const rec_net_emb_hello *h);
 
 /* REC_MSG_EMB_GET / _ROWS / _PUT: n rows as (slot, table, row) entries (GET, PUT), then with
- * values (ROWS, PUT) n E floats and n S floats of optimizer state (S = E, 1 or 0). Entries are
- * checked against the tables (table < F, row < rows[f], row mod shards == shard). */
+ * values (ROWS, PUT) n (E + lin) floats (a row's E values, then with first-order tables its
+ * first-order value) and n S floats of optimizer state (the row's: E, 1 or 0 floats, then
+ * with first-order tables the first-order value's: 1 or 0). Entries are checked against the
+ * tables (table < F, row < rows[f], row mod shards == shard). */
 typedef struct rec_net_rows {
     int64_t n;
     const struct rec_centry *e;   /* (n) GET, PUT; NULL in ROWS */

@@ -22,6 +22,12 @@
  * bits), a row one trainer uses is stepped by it alone, and after the step the rows to evict
  * go to their owners. The maintenance thread never calls MPI.
  *
+ * DeepFM's and Wide&Deep's first-order tables (one float a row, model.c's lin.f) live with the
+ * rows: a server's row carries its first-order value and that value's optimizer state, the
+ * cache holds them beside the row's (lin, lin_state), and every move of a row (fetch, write-
+ * back, LRPP, write-through) takes them along; a step pools them as one process pools its
+ * dim-1 tables and steps them with the row.
+ *
  * A durable job (--durable) writes through every row a step changed (N trainers: each the rows
  * it stepped) and commits the step on the servers once every trainer's writes of it are
  * acknowledged (sync_commit), before the next step ends: a killed job resumes (--resume) from
@@ -96,9 +102,13 @@ struct rec_cache_trainer {
     opart *op;               /* (K) the oracles in table order */
     int K;
     int F, E, S;
+    int L, LS;               /* first-order tables (DeepFM, W&D): 1 (else 0), and a value's state floats */
+    int V, SW;               /* a row as it travels (rec_net_rows): E + L values, S + LS state floats */
     int64_t C, total;        /* cache slots; batches of the job (the flush is batch `total`) */
     float *values, *state;   /* (C, E), (C, S) */
+    float *lin, *lin_state;  /* (C), (C, LS) the slots' first-order values and their state */
     float *grad;             /* (C, E) gradients of the touched slots */
+    float *lin_grad;         /* (C) their first-order values' */
     int64_t *stamp;          /* (C) the step + 1 that last touched a slot */
     int32_t *touched;        /* (C) */
     float *dlogits;          /* (B) */
@@ -230,6 +240,26 @@ static const char *srv_name(const ctrainer *t, int k, char *buf, size_t cap) {
     return buf;
 }
 
+/* ---- a row as it travels ------------------------------------------------------------------ */
+
+/* Slot s's row as it travels (to a server, another trainer, a durable step's copy; net.h
+ * rec_net_rows): its V values (E, then the first-order value) into v, its SW state floats
+ * (the row's, then the first-order value's) into st. */
+static void row_out(const ctrainer *t, int32_t s, float *v, float *st) {
+    memcpy(v, t->values + (size_t)s * t->E, sizeof(float) * (size_t)t->E);
+    if (t->L) v[t->E] = t->lin[s];
+    if (t->S) memcpy(st, t->state + (size_t)s * t->S, sizeof(float) * (size_t)t->S);
+    if (t->LS) st[t->S] = t->lin_state[s];
+}
+
+/* The reverse: a travelled row (V values, SW state floats) into slot s. */
+static void row_in(ctrainer *t, int32_t s, const float *v, const float *st) {
+    memcpy(t->values + (size_t)s * t->E, v, sizeof(float) * (size_t)t->E);
+    if (t->L) t->lin[s] = v[t->E];
+    if (t->S) memcpy(t->state + (size_t)s * t->S, st, sizeof(float) * (size_t)t->S);
+    if (t->LS) t->lin_state[s] = st[t->S];
+}
+
 /* ---- the maintenance thread ------------------------------------------------------------------ */
 
 static int server_of(const ctrainer *t, int64_t row) { return (int)(row % t->o->n_servers); }
@@ -315,7 +345,7 @@ static int64_t frame_rows(const ctrainer *t, int64_t n) {
 /* Batch x's fetches: GETs to each server, the rows into their slots. */
 static rec_status fetch(ctrainer *t, batch_plan *p, int64_t x, int critical) {
     const rec_net_cache_step *st = &p->st;
-    const int N = t->o->n_servers, E = t->E, S = t->S;
+    const int N = t->o->n_servers, V = t->V, SW = t->SW; /* a row's values and state as they travel */
     group(t, st->fetch, st->n_fetch);
     rec_centry *tmp = t->fetch_tmp; /* the entries in server order (n_fetch <= C) */
     rec_status s = REC_OK;
@@ -326,7 +356,7 @@ static rec_status fetch(ctrainer *t, batch_plan *p, int64_t x, int critical) {
             for (int64_t i = 0; i < n; i++) tmp[a + i] = st->fetch[t->by_srv[a + i]];
             const rec_net_rows q = {n, tmp + a, NULL, NULL};
             rec_frame_begin(&t->w, REC_MSG_EMB_GET, t->job, (uint64_t)x);
-            rec_net_rows_encode(&t->w, &q, 1, E, S);
+            rec_net_rows_encode(&t->w, &q, 1, V, SW);
             s = rec_frame_end(&t->w);
             if (!s) s = rec__zsend(t->ssock[k], NULL, &t->w, 0);
         }
@@ -343,8 +373,8 @@ static rec_status fetch(ctrainer *t, batch_plan *p, int64_t x, int critical) {
             rec_net_rows r;
             if (!s) {
                 char who[300];
-                rec_net_emb_hello tabs = {.F = t->F, .E = E, .shards = N, .shard = k, .rows = t->rows};
-                s = rec_net_rows_decode(body, h.body, "EMB_ROWS", 0, 1, &tabs, S, &r);
+                rec_net_emb_hello tabs = {.F = t->F, .E = t->E, .lin = t->L, .shards = N, .shard = k, .rows = t->rows};
+                s = rec_net_rows_decode(body, h.body, "EMB_ROWS", 0, 1, &tabs, SW, &r);
                 if (!s && r.n != n)
                     s = rec_errorf(REC_EFORMAT, "%s answered %lld rows for %lld", srv_name(t, k, who, sizeof who),
                                    (long long)r.n, (long long)n);
@@ -352,13 +382,12 @@ static rec_status fetch(ctrainer *t, batch_plan *p, int64_t x, int critical) {
             for (int64_t i = 0; !s && i < n; i++) {
                 const int32_t slot = tmp[a + i].slot;
                 t->slot_f[slot] = tmp[a + i].f, t->slot_row[slot] = tmp[a + i].row;
-                memcpy(t->values + (size_t)slot * E, r.values + (size_t)i * E, sizeof(float) * (size_t)E);
-                if (S) memcpy(t->state + (size_t)slot * S, r.state + (size_t)i * S, sizeof(float) * (size_t)S);
+                row_in(t, slot, r.values + (size_t)i * V, SW ? r.state + (size_t)i * SW : NULL);
             }
             zmq_msg_close(&m);
         }
     }
-    const double bytes = 4.0 * (double)(E + S) * (double)st->n_fetch;
+    const double bytes = 4.0 * (double)(V + SW) * (double)st->n_fetch;
     if (critical) t->rep.fetch_crit_rows += st->n_fetch, t->rep.fetch_crit_bytes += bytes;
     else t->rep.fetch_bg_rows += st->n_fetch, t->rep.fetch_bg_bytes += bytes;
     return s;
@@ -369,7 +398,7 @@ static rec_status fetch(ctrainer *t, batch_plan *p, int64_t x, int critical) {
  * the training thread), and keeps x's dense state for its commit. */
 static rec_status write_back(ctrainer *t, batch_plan *p, int64_t x) {
     const rec_net_cache_step *st = &p->st;
-    const int N = t->o->n_servers, E = t->E, S = t->S;
+    const int N = t->o->n_servers, V = t->V, SW = t->SW; /* a row's values and state as they travel */
     const int dur = t->o->durable && x < t->total;
     if (t->o->durable && !dur) return REC_OK; /* the flush: every row is on the servers already */
     const rec_centry *ents = dur ? p->dur_e : st->evict;
@@ -390,19 +419,22 @@ static rec_status write_back(ctrainer *t, batch_plan *p, int64_t x) {
         /* rec_net_rows_encode's layout, the rows gathered from their slots */
         const int64_t cnt = n;
         rec_net_rows hdr = {cnt, NULL, NULL, NULL};
-        rec_net_rows_encode(w, &hdr, 0, E, S);
-        const size_t need = sizeof(rec_centry) * (size_t)n + sizeof(float) * (size_t)(n * (E + S));
+        rec_net_rows_encode(w, &hdr, 0, V, SW);
+        const size_t need = sizeof(rec_centry) * (size_t)n + sizeof(float) * (size_t)(n * (V + SW));
         rec_centry *ce = rec_wbuf_grab(w, need);
         REC_TRY(w->err);
-        float *val = (float *)(ce + n), *sv = val + (size_t)n * E;
+        float *val = (float *)(ce + n), *sv = val + (size_t)n * V;
         for (int64_t i = 0; i < n; i++) {
             const int64_t j = t->by_srv[a + i];
             const rec_centry *e = &ents[j];
             ce[i] = *e;
-            const float *v = dur ? p->dur_v + (size_t)j * (E + S) : t->values + (size_t)e->slot * E;
-            const float *sv0 = dur ? v + E : t->state + (size_t)e->slot * S;
-            memcpy(val + (size_t)i * E, v, sizeof(float) * (size_t)E);
-            if (S) memcpy(sv + (size_t)i * S, sv0, sizeof(float) * (size_t)S);
+            if (!dur) {
+                row_out(t, e->slot, val + (size_t)i * V, sv + (size_t)i * SW);
+                continue;
+            }
+            const float *v = p->dur_v + (size_t)j * (V + SW); /* keep_step's copy, as it travels */
+            memcpy(val + (size_t)i * V, v, sizeof(float) * (size_t)V);
+            if (SW) memcpy(sv + (size_t)i * SW, v + V, sizeof(float) * (size_t)SW);
         }
         REC_TRY(rec_frame_end(w));
         REC_TRY(rec__zsend(t->ssock[k], NULL, w, 0));
@@ -411,7 +443,7 @@ static rec_status write_back(ctrainer *t, batch_plan *p, int64_t x) {
         }
     }
     t->rep.write_rows += nents;
-    t->rep.write_bytes += 4.0 * (double)(E + S) * (double)nents;
+    t->rep.write_bytes += 4.0 * (double)(V + SW) * (double)nents;
     return REC_OK;
 }
 
@@ -695,7 +727,7 @@ static rec_status grow_x(ctrainer *t, int64_t floats) {
  * order of the lists, which the oracle wrote alike on both sides. A row travels with its name
  * (table and row: a durable job writes it through wherever it is stepped), its values and state. */
 static rec_status exchange(ctrainer *t, const rec_cmove *send, int64_t ns, const rec_cmove *recv, int64_t nr) {
-    const int N = t->N, E = t->E, S = t->S, W = 4 + E + S; /* floats of a row: the name in the first 4 */
+    const int N = t->N, W = 4 + t->V + t->SW; /* floats of a row: the name in the first 4, then as it travels */
     int *sc = t->cnt, *sd = sc + N, *rc = sd + N, *rd = rc + N; /* in bytes */
     memset(sc, 0, sizeof(int) * (size_t)N);
     memset(rc, 0, sizeof(int) * (size_t)N);
@@ -715,8 +747,7 @@ static rec_status exchange(ctrainer *t, const rec_cmove *send, int64_t ns, const
                 float *row = buf + (size_t)k++ * W;
                 const rec_centry name = {s, t->slot_f[s], t->slot_row[s]};
                 memcpy(row, &name, sizeof name);
-                memcpy(row + 4, t->values + (size_t)s * E, sizeof(float) * (size_t)E);
-                if (S) memcpy(row + 4 + E, t->state + (size_t)s * S, sizeof(float) * (size_t)S);
+                row_out(t, s, row + 4, row + 4 + t->V);
             }
     MPI_TRY(MPI_Alltoallv(buf, sc, sd, MPI_BYTE, got, rc, rd, MPI_BYTE, MPI_COMM_WORLD));
     for (int p = 0, k = 0; p < N; p++)
@@ -727,10 +758,18 @@ static rec_status exchange(ctrainer *t, const rec_cmove *send, int64_t ns, const
                 rec_centry name;
                 memcpy(&name, row, sizeof name);
                 t->slot_f[s] = name.f, t->slot_row[s] = name.row;
-                memcpy(t->values + (size_t)s * E, row + 4, sizeof(float) * (size_t)E);
-                if (S) memcpy(t->state + (size_t)s * S, row + 4 + E, sizeof(float) * (size_t)S);
+                row_in(t, s, row + 4, row + 4 + t->V);
             }
     return REC_OK;
+}
+
+/* Slot s stepped from its gradient g (E floats) and its first-order value's gl, as one process
+ * steps a row of a table and the row of its dim-1 first-order table (model.c
+ * rec_model_update: the same optimizer and rate, each with its own state). */
+static void step_slot(ctrainer *t, float lr, int32_t s, const float *g, float gl) {
+    const rec_sparse_opt_config *o = &t->cfg->sparse_opt;
+    rec_sparse_opt_step(o, lr, g, t->E, 0, t->E, t->values + (size_t)s * t->E, t->S ? t->state + (size_t)s * t->S : NULL);
+    if (t->L) rec_sparse_opt_step(o, lr, &gl, 1, 0, 1, t->lin + s, t->LS ? t->lin_state + s : NULL);
 }
 
 /* One step on batch b (this trainer's slice; ids are slots): the rows it lacks from the other
@@ -740,7 +779,7 @@ static rec_status exchange(ctrainer *t, const rec_cmove *send, int64_t ns, const
  * trainer: the one-process arithmetic exactly (rec_bce_forward_backward over the batch). */
 static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, double *loss) {
     const rec_batch *b = &p->batch;
-    const int F = t->F, E = t->E, S = t->S, N = t->N;
+    const int F = t->F, E = t->E, N = t->N, G = E + t->L; /* G: a shared row's gradient floats */
     const rec_model_config *c = t->cfg;
     if (N > 1) REC_TRY(exchange(t, p->pre_send, p->n_pre_send, p->pre_recv, p->n_pre_recv));
     float *out = rec_model_pooled(t->m, 0);
@@ -748,6 +787,11 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
         const rec_jagged *j = &b->sparse[f];
         rec_embed_pool_bags(t->values, t->C, E, c->pooling, j->offsets, j->ids32, j->weights, b->n, out + (size_t)f * E,
                             F * E);
+    }
+    float *lout = rec_model_pooled(t->m, 1); /* (B, F): the first-order tables pool as dim-1 tables */
+    for (int f = 0; t->L && f < F; f++) {
+        const rec_jagged *j = &b->sparse[f];
+        rec_embed_pool_bags(t->lin, t->C, 1, c->pooling, j->offsets, j->ids32, j->weights, b->n, lout + f, F);
     }
     const float *logits;
     REC_TRY(rec_model_forward_pooled(t->m, b, &logits));
@@ -764,7 +808,7 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
     if (N > 1)
         MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, rec_model_dense_grads(t->m), (int)rec_model_n_dense_params(t->m), MPI_FLOAT,
                               MPI_SUM, MPI_COMM_WORLD));
-    const float *demb = rec_model_emb_grad(t->m, 0);
+    const float *demb = rec_model_emb_grad(t->m, 0), *dlin = rec_model_emb_grad(t->m, 1); /* (B, F E), (B, F) */
     int64_t nt = 0;
     for (int64_t i = 0; i < b->n; i++)
         for (int f = 0; f < F; f++) {
@@ -775,37 +819,42 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
                 if (t->stamp[s] == x + 1) continue;
                 t->stamp[s] = x + 1;
                 memset(t->grad + (size_t)s * E, 0, sizeof(float) * (size_t)E);
+                if (t->L) t->lin_grad[s] = 0;
                 t->touched[nt++] = s;
             }
             rec_embed_scatter_bag(demb + (size_t)i * F * E + (size_t)f * E, E, c->pooling, j->ids32, j->weights, lo, hi,
                                   t->grad);
+            if (t->L)
+                rec_embed_scatter_bag(dlin + (size_t)i * F + f, 1, c->pooling, j->ids32, j->weights, lo, hi, t->lin_grad);
         }
     const double scale = rec_lr_scale(&c->schedule, rec_model_steps(t->m));
     const float lr = (float)(c->sparse_opt.lr * scale);
-    if (p->n_shared) { /* shared rows: gradients summed in rank order at rank 0, the sums to all */
-        REC_TRY(grow_x(t, 2 * p->n_shared * E + 1));
-        float *mine = t->xbuf, *sum = t->xbuf + p->n_shared * E;
+    if (p->n_shared) { /* shared rows: gradients (E, then the first-order value's) summed in rank
+                        * order at rank 0, the sums to all */
+        REC_TRY(grow_x(t, 2 * p->n_shared * G + 1));
+        float *mine = t->xbuf, *sum = t->xbuf + p->n_shared * G;
         for (int64_t i = 0; i < p->n_shared; i++) {
             const int32_t s = p->shared[i];
             t->sh_stamp[s] = x + 1, t->sh_pos[s] = (int32_t)i;
-            if (t->stamp[s] == x + 1) memcpy(mine + i * E, t->grad + (size_t)s * E, sizeof(float) * (size_t)E);
-            else memset(mine + i * E, 0, sizeof(float) * (size_t)E);
+            const int used = t->stamp[s] == x + 1;
+            if (used) memcpy(mine + i * G, t->grad + (size_t)s * E, sizeof(float) * (size_t)E);
+            else memset(mine + i * G, 0, sizeof(float) * (size_t)E);
+            if (t->L) mine[i * G + E] = used ? t->lin_grad[s] : 0.0f;
         }
-        MPI_TRY(MPI_Reduce(mine, sum, (int)(p->n_shared * E), MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
-        MPI_TRY(MPI_Bcast(sum, (int)(p->n_shared * E), MPI_FLOAT, 0, MPI_COMM_WORLD));
+        MPI_TRY(MPI_Reduce(mine, sum, (int)(p->n_shared * G), MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
+        MPI_TRY(MPI_Bcast(sum, (int)(p->n_shared * G), MPI_FLOAT, 0, MPI_COMM_WORLD));
         for (int64_t i = 0; i < p->n_apply; i++) {
             const int32_t s = p->apply[i];
             if (t->sh_stamp[s] != x + 1)
                 return rec_errorf(REC_EFORMAT, "the oracle's plan of batch %lld steps slot %d, which is not shared", (long long)x, s);
-            rec_sparse_opt_step(&c->sparse_opt, lr, sum + (size_t)t->sh_pos[s] * E, E, 0, E, t->values + (size_t)s * E,
-                                S ? t->state + (size_t)s * S : NULL);
+            const float *g = sum + (size_t)t->sh_pos[s] * G;
+            step_slot(t, lr, s, g, t->L ? g[E] : 0.0f);
         }
     }
     for (int64_t i = 0; i < nt; i++) { /* the rows only this trainer uses */
         const int32_t s = t->touched[i];
         if (p->n_shared && t->sh_stamp[s] == x + 1) continue;
-        rec_sparse_opt_step(&c->sparse_opt, lr, t->grad + (size_t)s * E, E, 0, E, t->values + (size_t)s * E,
-                            S ? t->state + (size_t)s * S : NULL);
+        step_slot(t, lr, s, t->grad + (size_t)s * E, t->L ? t->lin_grad[s] : 0.0f);
     }
     REC_TRY(rec_model_update_dense(t->m, scale));
     rec_model_set_steps(t->m, rec_model_steps(t->m) + 1);
@@ -821,7 +870,7 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
 /* Durable: what step x leaves for its write-through and commit (the maintenance thread sends it
  * once x is done, while the next steps change the cache): the touched rows, the dense state. */
 static rec_status keep_step(ctrainer *t, batch_plan *p) {
-    const int W = t->E + t->S;
+    const int W = t->V + t->SW; /* a row as it travels */
     if (t->n_touched > p->dur_cap) {
         rec_centry *e = realloc(p->dur_e, sizeof(rec_centry) * (size_t)t->n_touched);
         if (e) p->dur_e = e;
@@ -835,8 +884,7 @@ static rec_status keep_step(ctrainer *t, batch_plan *p) {
     for (int64_t i = 0; i < t->n_touched; i++) {
         const int32_t s = t->touched[i];
         p->dur_e[i] = (rec_centry){s, t->slot_f[s], t->slot_row[s]};
-        memcpy(p->dur_v + (size_t)i * W, t->values + (size_t)s * t->E, sizeof(float) * (size_t)t->E);
-        if (t->S) memcpy(p->dur_v + (size_t)i * W + t->E, t->state + (size_t)s * t->S, sizeof(float) * (size_t)t->S);
+        row_out(t, s, p->dur_v + (size_t)i * W, p->dur_v + (size_t)i * W + t->V);
     }
     p->dur_n = t->n_touched;
     const rec_tensor *ts;
@@ -1096,16 +1144,23 @@ static rec_status setup(ctrainer *t, const rec_model_config *cfg, rec_model *m) 
     t->slice = slice;
     t->E = t->cfg->emb_dim;
     t->S = rec_cache_state_floats(t->cfg->sparse_opt.kind, t->E);
+    t->L = rec_model_pooled(m, 1) != NULL; /* DeepFM, Wide&Deep: first-order tables */
+    t->LS = t->L ? rec_cache_state_floats(t->cfg->sparse_opt.kind, 1) : 0;
+    t->V = t->E + t->L;
+    t->SW = rec_cache_row_state_floats(t->cfg->sparse_opt.kind, t->E, t->L);
     /* GETs and PUTs of about FRAME_BYTES each: a server answers the first while the next are
      * on their way, and CurveZMQ (which seals a whole message before sending a byte of it)
      * encrypts one while the one before crosses the network */
-    const size_t row_bytes = sizeof(rec_centry) + 4 * (size_t)(t->E + t->S);
+    const size_t row_bytes = sizeof(rec_centry) + 4 * (size_t)(t->V + t->SW);
     t->max_frame_rows = (int64_t)(REC_NET_MAX_BODY / row_bytes) - 64;
     t->rows_per_frame = (int64_t)(FRAME_BYTES / row_bytes);
     if (t->rows_per_frame < 1) t->rows_per_frame = 1;
     REC_TRY(rec_alloc((void **)&t->values, sizeof(float) * (size_t)(t->C * t->E), "the trainer cache"));
     REC_TRY(rec_alloc((void **)&t->state, sizeof(float) * (size_t)(t->C * t->S) + 64, "the trainer cache's state"));
     REC_TRY(rec_alloc((void **)&t->grad, sizeof(float) * (size_t)(t->C * t->E), "the cache's gradients"));
+    REC_TRY(rec_alloc((void **)&t->lin, sizeof(float) * (size_t)(t->C * t->L) + 64, "the cache's first-order values"));
+    REC_TRY(rec_alloc((void **)&t->lin_state, sizeof(float) * (size_t)(t->C * t->LS) + 64, "their optimizer state"));
+    REC_TRY(rec_alloc((void **)&t->lin_grad, sizeof(float) * (size_t)(t->C * t->L) + 64, "their gradients"));
     t->stamp = calloc((size_t)t->C, sizeof(int64_t));
     t->touched = malloc(sizeof(int32_t) * (size_t)t->C);
     t->by_srv = malloc(sizeof(int64_t) * (size_t)t->C);
@@ -1136,7 +1191,8 @@ static rec_status setup(ctrainer *t, const rec_model_config *cfg, rec_model *m) 
         if (!(t->ring[q].sparse = calloc((size_t)t->F, sizeof(rec_jagged)))) return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     /* the servers: each makes (or checks) its shard of the tables */
     rec_net_emb_hello eh = {0, 0, o->n_servers, t->F, t->E, t->cfg->sparse_opt.kind, t->cfg->sparse_opt.init_acc,
-                            rec_mix64(t->cfg->seed + 1), t->rows, o->durable || t->resume};
+                            rec_mix64(t->cfg->seed + 1), t->rows, o->durable || t->resume,
+                            t->L, t->L ? rec_mix64(t->cfg->seed + 2) : 0}; /* model.c's seeds: tables, first-order */
     for (int k = 0; k < o->n_servers; k++) {
         REC_TRY(dealer(t, "--embservers", o->servers[k], &t->ssock[k], &t->smon[k]));
         eh.shard = k;
@@ -1189,6 +1245,7 @@ static void teardown(ctrainer *t) {
     if (t->wake_t) zmq_close(t->wake_t);
     if (t->ctx) zmq_ctx_term(t->ctx);
     rec_free(t->values), rec_free(t->state), rec_free(t->grad);
+    rec_free(t->lin), rec_free(t->lin_state), rec_free(t->lin_grad);
     free(t->stamp), free(t->touched), free(t->by_srv), free(t->fetch_tmp), free(t->srv_n), free(t->srv_acks), free(t->dlogits), free(t->rows);
     free(t->cnt), free(t->xbuf), free(t->sh_stamp), free(t->sh_pos);
     rec_wbuf_free(&t->w);
@@ -1196,16 +1253,22 @@ static void teardown(ctrainer *t) {
 
 /* ---- the trained model ------------------------------------------------------------------------ */
 
+/* The whole model's table f (rows, E) and its state; with first-order tables its dim-1 table
+ * (rows) and that table's state (NULL where the optimizer keeps none). */
+typedef struct whole_table {
+    float *T, *St, *LT, *LSt;
+} whole_table;
+
 /* Rows [r0, r0 + n) of server k's share of table f (rows k, k + S, ...), read into the whole
- * model's table T and state St. */
-static rec_status gather(ctrainer *t, int k, int f, int64_t i0, int64_t n, float *T, float *St) {
-    const int E = t->E, S = t->S, N = t->o->n_servers;
+ * model's table w. */
+static rec_status gather(ctrainer *t, int k, int f, int64_t i0, int64_t n, const whole_table *w) {
+    const int E = t->E, S = t->S, V = t->V, SW = t->SW, N = t->o->n_servers;
     rec_centry *e = malloc(sizeof(rec_centry) * (size_t)n);
     if (!e) return rec_errorf(REC_ENOMEM, "trainer: out of memory gathering the tables");
     for (int64_t i = 0; i < n; i++) e[i] = (rec_centry){0, f, (i0 + i) * N + k};
     const rec_net_rows q = {n, e, NULL, NULL};
     rec_frame_begin(&t->w, REC_MSG_EMB_GET, t->job, 0);
-    rec_net_rows_encode(&t->w, &q, 1, E, S);
+    rec_net_rows_encode(&t->w, &q, 1, V, SW);
     rec_status s = rec_frame_end(&t->w);
     if (!s) s = rec__zsend(t->ssock[k], NULL, &t->w, 0);
     zmq_msg_t m;
@@ -1214,17 +1277,31 @@ static rec_status gather(ctrainer *t, int k, int f, int64_t i0, int64_t n, float
     const uint8_t *body;
     rec_net_rows r;
     if (!s) s = server_recv(t, k, 1, &m, &h, &body);
-    rec_net_emb_hello tabs = {.F = t->F, .E = E, .shards = N, .shard = k, .rows = t->rows};
-    if (!s) s = rec_net_rows_decode(body, h.body, "EMB_ROWS", 0, 1, &tabs, S, &r);
+    rec_net_emb_hello tabs = {.F = t->F, .E = E, .lin = t->L, .shards = N, .shard = k, .rows = t->rows};
+    if (!s) s = rec_net_rows_decode(body, h.body, "EMB_ROWS", 0, 1, &tabs, SW, &r);
     if (!s && r.n != n) s = rec_errorf(REC_EFORMAT, "embedding server %d answered %lld rows for %lld", k, (long long)r.n,
                                        (long long)n);
-    for (int64_t i = 0; !s && i < n; i++) {
-        memcpy(T + (size_t)e[i].row * E, r.values + (size_t)i * E, sizeof(float) * (size_t)E);
-        if (S) memcpy(St + (size_t)e[i].row * S, r.state + (size_t)i * S, sizeof(float) * (size_t)S);
+    for (int64_t i = 0; !s && i < n; i++) { /* a row as it travels: its E values then the first-order one */
+        const size_t row = (size_t)e[i].row;
+        const float *v = r.values + (size_t)i * V, *st = SW ? r.state + (size_t)i * SW : NULL;
+        memcpy(w->T + row * E, v, sizeof(float) * (size_t)E);
+        if (S) memcpy(w->St + row * S, st, sizeof(float) * (size_t)S);
+        if (t->L) w->LT[row] = v[E];
+        if (t->LS) w->LSt[row] = st[S];
     }
     zmq_msg_close(&m);
     free(e);
     return s;
+}
+
+/* The data of the whole model's tensor KIND.f.weight (state 0) or opt.KIND.f (state 1; KIND
+ * emb or lin), NULL when it has none. */
+static float *tensor_data(rec_model *full, const char *kind, int f, int state) {
+    char name[64];
+    if (state) snprintf(name, sizeof name, "opt.%s.%d", kind, f);
+    else snprintf(name, sizeof name, "%s.%d.weight", kind, f);
+    const rec_tensor *x = rec_model_tensor(full, name);
+    return x ? x->data : NULL;
 }
 
 /* The whole model: the trainer's dense part, the servers' tables, all optimizer state. After
@@ -1241,18 +1318,15 @@ static rec_status whole_model(ctrainer *t, rec_model **out) {
             s = rec_errorf(REC_EINVAL, "trainer: the whole model has no tensor %s of the trainer's size", ts[i].name);
         else memcpy(d->data, ts[i].data, sizeof(float) * (size_t)rec_tensor_numel(d));
     }
-    const int64_t fit = (int64_t)(REC_NET_MAX_BODY / 4 / (size_t)(t->E + t->S)) - 64, CHUNK = fit < (1 << 20) ? fit : 1 << 20;
+    const int64_t fit = (int64_t)(REC_NET_MAX_BODY / 4 / (size_t)(t->V + t->SW)) - 64, CHUNK = fit < (1 << 20) ? fit : 1 << 20;
     for (int f = 0; !s && f < t->F; f++) {
-        char name[64];
-        snprintf(name, sizeof name, "emb.%d.weight", f);
-        const rec_tensor *T = rec_model_tensor(full, name);
-        snprintf(name, sizeof name, "opt.emb.%d", f);
-        const rec_tensor *St = rec_model_tensor(full, name);
-        if (!T || (t->S && !St)) s = rec_errorf(REC_EINVAL, "trainer: the whole model lacks table %d", f);
+        const whole_table w = {tensor_data(full, "emb", f, 0), t->S ? tensor_data(full, "emb", f, 1) : NULL,
+                               t->L ? tensor_data(full, "lin", f, 0) : NULL, t->LS ? tensor_data(full, "lin", f, 1) : NULL};
+        if (!w.T || (t->S && !w.St) || (t->L && !w.LT) || (t->LS && !w.LSt))
+            s = rec_errorf(REC_EINVAL, "trainer: the whole model lacks table %d (or its first-order table, or their state)", f);
         for (int k = 0; !s && k < t->o->n_servers; k++) {
             const int64_t mine = (t->rows[f] - k + t->o->n_servers - 1) / t->o->n_servers;
-            for (int64_t i = 0; !s && i < mine; i += CHUNK)
-                s = gather(t, k, f, i, mine - i < CHUNK ? mine - i : CHUNK, T->data, St ? St->data : NULL);
+            for (int64_t i = 0; !s && i < mine; i += CHUNK) s = gather(t, k, f, i, mine - i < CHUNK ? mine - i : CHUNK, &w);
         }
     }
     if (s) {

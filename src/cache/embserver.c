@@ -4,7 +4,11 @@
  * The first EMB_HELLO makes the shard: row r of table f lives here when r mod S == shard, at
  * local index r / S, with its optimizer state; values are drawn as rec_embed_init draws them
  * (stream f of the embedding seed, row-major, every row drawn and this shard's kept), so the
- * tables are the ones one process would start from. Later HELLOs must name the same tables.
+ * tables are the ones one process would start from. DeepFM's and Wide&Deep's first-order
+ * tables (the HELLO's `lin`) live with the rows: a row is its E values and its first-order
+ * value (drawn as model.c draws its dim-1 tables, from their own seed), and its state is the
+ * row's then the first-order value's; GET and PUT move them together, and the undo log and
+ * snapshots keep them. Later HELLOs must name the same tables.
  * GET answers the rows' values and state; PUT overwrites them and is acknowledged. Requests
  * are served one at a time in arrival order, so a trainer's PUT before its GET on the same
  * connection is seen by that GET.
@@ -48,8 +52,9 @@ typedef struct server {
     rec_net_emb_hello t;     /* t.rows points at rows */
     int64_t *rows;           /* (F) */
     int64_t *off;            /* (F) first local row of table f */
-    int S;                   /* state floats per row */
-    float *values;           /* (local rows, E) */
+    int V;                   /* value floats per row: E, and its first-order value (t.lin) */
+    int S;                   /* state floats per row: the row's, then its first-order value's */
+    float *values;           /* (local rows, V) */
     float *state;            /* (local rows, S) */
     int64_t gets, puts, rows_out, rows_in, refused;
     /* durable jobs */
@@ -80,9 +85,15 @@ static void server_drop(server *v) {
     v->ready = 0;
 }
 
+/* Floats of a row's optimizer state on the wire and here: the row's (E, 1 or 0), then with
+ * first-order tables the first-order value's (1 or 0: a dim-1 row's). */
+int rec_cache_row_state_floats(int opt, int E, int lin) {
+    return rec_cache_state_floats(opt, E) + (lin ? rec_cache_state_floats(opt, 1) : 0);
+}
+
 /* Makes this shard of the tables h describes. */
 static rec_status make_tables(server *v, const rec_net_emb_hello *h) {
-    const int F = h->F, E = h->E, S = rec_cache_state_floats(h->opt, E);
+    const int F = h->F, E = h->E, V = E + h->lin, S = rec_cache_row_state_floats(h->opt, E, h->lin);
     v->rows = malloc(sizeof(int64_t) * (size_t)F);
     v->off = malloc(sizeof(int64_t) * (size_t)(F + 1));
     if (!v->rows || !v->off) return rec_errorf(REC_ENOMEM, "embserver: out of memory");
@@ -93,25 +104,32 @@ static rec_status make_tables(server *v, const rec_net_emb_hello *h) {
         n += (h->rows[f] - h->shard + h->shards - 1) / h->shards;
     }
     v->off[F] = n;
-    REC_TRY(rec_alloc((void **)&v->values, sizeof(float) * (size_t)(n * E) + 64, "the shard's rows"));
+    REC_TRY(rec_alloc((void **)&v->values, sizeof(float) * (size_t)(n * V) + 64, "the shard's rows"));
     REC_TRY(rec_alloc((void **)&v->state, sizeof(float) * (size_t)(n * S) + 64, "the shard's optimizer state"));
     for (int64_t i = 0; i < n * S; i++) v->state[i] = h->init_acc;
     for (int f = 0; f < F; f++) { /* as embed.c's init_table, keeping this shard's rows */
         rec_rng g;
         rec_rng_seed(&g, h->seed, (uint64_t)f);
         const double a = sqrt(1.0 / (double)h->rows[f]);
-        float *T = v->values + (size_t)v->off[f] * E;
+        float *T = v->values + (size_t)v->off[f] * V;
         for (int64_t r = 0; r < h->rows[f]; r++) {
             const int mine = r % h->shards == h->shard;
             for (int e = 0; e < E; e++) {
                 const float x = (float)((2.0 * rec_rng_uniform(&g) - 1.0) * a);
-                if (mine) T[(size_t)(r / h->shards) * E + e] = x;
+                if (mine) T[(size_t)(r / h->shards) * V + e] = x;
             }
+        }
+        if (!h->lin) continue;
+        rec_rng_seed(&g, h->lin_seed, (uint64_t)f); /* model.c's lin.f: a dim-1 table of its own seed */
+        for (int64_t r = 0; r < h->rows[f]; r++) {
+            const float x = (float)((2.0 * rec_rng_uniform(&g) - 1.0) * a);
+            if (r % h->shards == h->shard) T[(size_t)(r / h->shards) * V + E] = x;
         }
     }
     v->t = *h;
     v->t.rows = v->rows;
     v->S = S;
+    v->V = V;
     v->ready = 1;
     v->durable = h->durable;
     v->written = 0;
@@ -143,14 +161,14 @@ static rec_status on_hello(server *v, const rec_zreq *r) {
     v->job = r->h.job;
     if (v->o->log) {
         fprintf(v->o->log, "embserver: shard %d of %d: %lld rows of %d tables, dim %d (%.1f MB)\n", h.shard, h.shards,
-                (long long)v->off[h.F], h.F, h.E, 4.0 * (double)v->off[h.F] * (h.E + v->S) / 1e6);
+                (long long)v->off[h.F], h.F, h.E, 4.0 * (double)v->off[h.F] * (v->V + v->S) / 1e6);
         fflush(v->o->log);
     }
     return REC_OK;
 }
 
 static float *value_of(server *v, const rec_centry *e) {
-    return v->values + (size_t)(v->off[e->f] + e->row / v->t.shards) * v->t.E;
+    return v->values + (size_t)(v->off[e->f] + e->row / v->t.shards) * v->V;
 }
 static float *state_of(server *v, const rec_centry *e) {
     return v->state + (size_t)(v->off[e->f] + e->row / v->t.shards) * v->S;
@@ -159,7 +177,7 @@ static float *state_of(server *v, const rec_centry *e) {
 static rec_status on_get(server *v, const rec_zreq *r) {
     rec_net_rows q;
     REC_TRY(rec_net_rows_decode(r->body, r->h.body, "EMB_GET", 1, 0, &v->t, v->S, &q));
-    const int E = v->t.E, S = v->S;
+    const int E = v->V, S = v->S; /* a row's values on the wire: its first-order value with them */
     rec_frame_begin(&v->w, REC_MSG_EMB_ROWS, r->h.job, r->h.seq);
     const int64_t n = q.n;
     /* the body: n, values, state (rec_net_rows_encode's layout, written in place) */
@@ -181,7 +199,7 @@ static rec_status on_get(server *v, const rec_zreq *r) {
 static rec_status on_put(server *v, const rec_zreq *r) {
     rec_net_rows q;
     REC_TRY(rec_net_rows_decode(r->body, r->h.body, "EMB_PUT", 1, 1, &v->t, v->S, &q));
-    const int E = v->t.E, S = v->S, W = UNDO_KEY + E + S; /* an undo entry: step and local row (int64s), the old row */
+    const int E = v->V, S = v->S, W = UNDO_KEY + E + S; /* an undo entry: step and local row (int64s), the old row */
     const int64_t step = (int64_t)r->h.seq;
     if (v->durable && step <= v->committed)
         return rec_errorf(REC_EINVAL, "a write of step %lld, and step %lld is committed", (long long)step,
@@ -217,7 +235,7 @@ static rec_status on_put(server *v, const rec_zreq *r) {
 
 typedef struct snap_head {
     uint64_t digest, seed;
-    int32_t shard, shards, F, E, opt, S, durable, pad;
+    int32_t shard, shards, F, E, opt, S, durable, lin; /* lin: rows of E + 1 values (0 before it was) */
     float init_acc, pad2;
     int64_t committed, n_rows, dense_n;
 } snap_head;
@@ -229,7 +247,7 @@ static void snap_path(const server *v, int64_t step, char *buf, size_t cap) {
 /* DIR/shard-STEP.rsnap: magic | head | rows (F) | CRC of both | values | state | dense | CRC. */
 static rec_status snap_write(server *v) {
     const int64_t n = v->off[v->t.F];
-    const snap_head h = {v->t.digest, v->t.seed, v->t.shard, v->t.shards, v->t.F, v->t.E, v->t.opt, v->S, 1, 0,
+    const snap_head h = {v->t.digest, v->t.seed, v->t.shard, v->t.shards, v->t.F, v->t.E, v->t.opt, v->S, 1, v->t.lin,
                          v->t.init_acc, 0, v->committed, n, v->dense_n};
     char path[1200];
     snap_path(v, v->committed, path, sizeof path);
@@ -240,7 +258,7 @@ static rec_status snap_write(server *v) {
         {SNAP_MAGIC, 8}, {&h, sizeof h}, {v->rows, sizeof(int64_t) * (size_t)v->t.F}, {&crc, 4}};
     int ok = 1;
     for (size_t i = 0; ok && i < sizeof part / sizeof part[0]; i++) ok = write(a.fd, part[i].p, part[i].n) == (ssize_t)part[i].n;
-    const struct { const float *p; int64_t n; } data[] = {{v->values, n * v->t.E}, {v->state, n * v->S}, {v->dense, v->dense_n}};
+    const struct { const float *p; int64_t n; } data[] = {{v->values, n * v->V}, {v->state, n * v->S}, {v->dense, v->dense_n}};
     uint32_t dcrc = 0;
     for (size_t i = 0; ok && i < 3; i++)
         for (int64_t at = 0; ok && at < data[i].n;) {
@@ -281,12 +299,14 @@ static rec_status snap_read(server *v, int64_t step) {
     size_t at = 8 + sizeof h;
     if (len < at || memcmp(m, SNAP_MAGIC, 8)) s = rec_errorf(REC_EFORMAT, "%s: not an embedding server snapshot", path);
     if (!s) memcpy(&h, m + 8, sizeof h);
-    if (!s && (h.F < 1 || h.F > REC_NET_MAX_FEATURES || h.E < 1 || h.E > 4096 || h.S < 0 || h.S > h.E || h.n_rows < 0 ||
+    if (!s && (h.F < 1 || h.F > REC_NET_MAX_FEATURES || h.E < 1 || h.E > 4096 || h.lin < 0 || h.lin > 1 || h.S < 0 ||
+               h.S > h.E + h.lin || h.n_rows < 0 ||
                h.dense_n < 0 || h.shards < 1 || h.shard < 0 || h.shard >= h.shards))
         s = rec_errorf(REC_EFORMAT, "%s: a corrupt head", path);
     const size_t rows_at = at;
     if (!s) at += sizeof(int64_t) * (size_t)h.F + 4;
-    const size_t data = !s ? sizeof(float) * (size_t)(h.n_rows * (h.E + h.S) + h.dense_n) : 0;
+    const int V = !s ? h.E + h.lin : 0;
+    const size_t data = !s ? sizeof(float) * (size_t)(h.n_rows * (V + h.S) + h.dense_n) : 0;
     if (!s && len != at + data + 4) s = rec_errorf(REC_EFORMAT, "%s: %zu bytes, not the %zu its head says (cut short?)", path,
                                                    len, at + data + 4);
     uint32_t c1, c2;
@@ -298,7 +318,7 @@ static rec_status snap_read(server *v, int64_t step) {
     if (!s) {
         server_drop(v);
         const rec_net_emb_hello t = {h.digest, h.shard, h.shards, h.F, h.E, h.opt, h.init_acc, h.seed,
-                                     (const int64_t *)(const void *)(m + rows_at), 1};
+                                     (const int64_t *)(const void *)(m + rows_at), 1, h.lin, 0};
         v->rows = malloc(sizeof(int64_t) * (size_t)h.F);
         v->off = malloc(sizeof(int64_t) * (size_t)(h.F + 1));
         if (!v->rows || !v->off) s = rec_errorf(REC_ENOMEM, "embserver: out of memory");
@@ -311,19 +331,20 @@ static rec_status snap_read(server *v, int64_t step) {
         if (!s && n != h.n_rows) s = rec_errorf(REC_EFORMAT, "%s: %lld rows, and its tables make %lld", path,
                                                 (long long)h.n_rows, (long long)n);
         if (!s) v->off[h.F] = n;
-        if (!s) s = rec_alloc((void **)&v->values, sizeof(float) * (size_t)(n * h.E) + 64, "the shard's rows");
+        if (!s) s = rec_alloc((void **)&v->values, sizeof(float) * (size_t)(n * V) + 64, "the shard's rows");
         if (!s) s = rec_alloc((void **)&v->state, sizeof(float) * (size_t)(n * h.S) + 64, "the shard's state");
         if (!s && h.dense_n && !(v->dense = malloc(sizeof(float) * (size_t)h.dense_n)))
             s = rec_errorf(REC_ENOMEM, "embserver: out of memory");
         if (!s) {
             const float *d = (const float *)(const void *)(m + at);
-            memcpy(v->values, d, sizeof(float) * (size_t)(n * h.E));
-            memcpy(v->state, d + n * h.E, sizeof(float) * (size_t)(n * h.S));
-            if (h.dense_n) memcpy(v->dense, d + n * (h.E + h.S), sizeof(float) * (size_t)h.dense_n);
+            memcpy(v->values, d, sizeof(float) * (size_t)(n * V));
+            memcpy(v->state, d + n * V, sizeof(float) * (size_t)(n * h.S));
+            if (h.dense_n) memcpy(v->dense, d + n * (V + h.S), sizeof(float) * (size_t)h.dense_n);
             v->dense_n = h.dense_n;
             v->t = t;
             v->t.rows = v->rows;
             v->S = h.S;
+            v->V = V;
             v->ready = v->durable = v->written = 1;
             v->committed = h.committed;
             v->undo_n = 0;
@@ -376,7 +397,7 @@ static void swap_floats(float *a, float *b, int n) {
  * the committed step alone, though other trainers' writes of the next step may have come
  * before its COMMIT. */
 static void swap_undo(server *v, int back) {
-    const int E = v->t.E, S = v->S, W = UNDO_KEY + E + S;
+    const int E = v->V, S = v->S, W = UNDO_KEY + E + S;
     for (int64_t k = 0; k < v->undo_n; k++) {
         float *u = v->undo + (size_t)((back ? v->undo_n - 1 - k : k) * W);
         int64_t key[2];
@@ -402,7 +423,7 @@ static rec_status on_commit(server *v, const rec_zreq *r) {
         memcpy(c, d, sizeof(float) * (size_t)n);
         v->dense = c, v->dense_n = n;
     }
-    const int W = UNDO_KEY + v->t.E + v->S;
+    const int W = UNDO_KEY + v->V + v->S;
     int64_t keep = 0;
     for (int64_t i = 0; i < v->undo_n; i++) {
         int64_t key[2];
@@ -425,7 +446,7 @@ static rec_status on_commit(server *v, const rec_zreq *r) {
 static rec_status on_rollback(server *v, const rec_zreq *r) {
     const int64_t c = (int64_t)r->h.seq;
     if (!v->durable) return rec_errorf(REC_EINVAL, "ROLLBACK on a server of a job that is not durable");
-    const int E = v->t.E, S = v->S, W = UNDO_KEY + E + S;
+    const int E = v->V, S = v->S, W = UNDO_KEY + E + S;
     int64_t undone = 0;
     for (int64_t i = v->undo_n - 1; i >= 0; i--) {
         const float *u = v->undo + (size_t)(i * W);

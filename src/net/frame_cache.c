@@ -18,6 +18,8 @@ uint64_t rec_net_emb_hello_digest(const rec_net_emb_hello *h) {
     uint64_t v[7] = {(uint64_t)h->shard, (uint64_t)h->shards, (uint64_t)h->F, (uint64_t)h->E, (uint64_t)h->opt, 0, h->seed};
     memcpy(&v[5], &h->init_acc, sizeof h->init_acc);
     uint64_t d = rec_fnv1a64(REC_FNV_SEED, v, sizeof v);
+    const uint64_t lin[2] = {1, h->lin_seed}; /* only with them: the digests of DLRM and DCN stay */
+    if (h->lin) d = rec_fnv1a64(d, lin, sizeof lin);
     return rec_fnv1a64(d, h->rows, sizeof(int64_t) * (size_t)h->F);
 }
 
@@ -31,7 +33,8 @@ void rec_net_emb_hello_encode(rec_wbuf *w, const rec_net_emb_hello *h) {
     put(w, &h->init_acc, 4);
     put_u64(w, h->seed);
     put_u32(w, (uint32_t)h->durable);
-    put_u32(w, 0);
+    put_u32(w, (uint32_t)h->lin);
+    put_u64(w, h->lin_seed);
     put(w, h->rows, sizeof(int64_t) * (size_t)h->F);
 }
 
@@ -47,12 +50,14 @@ rec_status rec_net_emb_hello_decode(const uint8_t *body, size_t len, rec_net_emb
     get(&r, &h->init_acc, 4, "the initial accumulator");
     h->seed = get_u64(&r, "the seed");
     h->durable = (int32_t)get_u32(&r, "the durable flag");
-    (void)get_u32(&r, "padding");
-    if (!r.err && (h->durable < 0 || h->durable > 1 || h->shards < 1 || h->shards > 4096 || h->shard < 0 || h->shard >= h->shards || h->F < 1 ||
+    h->lin = (int32_t)get_u32(&r, "the first-order flag");
+    h->lin_seed = get_u64(&r, "the first-order seed");
+    if (!r.err && (h->durable < 0 || h->durable > 1 || h->lin < 0 || h->lin > 1 || h->shards < 1 || h->shards > 4096 || h->shard < 0 || h->shard >= h->shards || h->F < 1 ||
                    h->F > REC_NET_MAX_FEATURES || h->E < 1 || h->E > 4096 || h->opt < 0 || h->opt > 2 ||
                    !(h->init_acc >= 0)))
         r.err = rec_errorf(REC_EFORMAT, "EMB_HELLO frame: shard %d of %d, %d tables of dim %d, optimizer %d, initial "
-                           "accumulator %g: out of range", h->shard, h->shards, h->F, h->E, h->opt, (double)h->init_acc);
+                           "accumulator %g, first-order flag %d: out of range", h->shard, h->shards, h->F, h->E, h->opt,
+                           (double)h->init_acc, h->lin);
     h->rows = (const int64_t *)take(&r, bytes_of(h->F, 8), "the table sizes");
     for (int f = 0; !r.err && f < h->F; f++)
         if (h->rows[f] < 1 || h->rows[f] >= (INT64_C(1) << 40))
@@ -92,7 +97,7 @@ rec_status rec_net_rows_decode(const uint8_t *body, size_t len, const char *what
                                what, (long long)i, e->f, (long long)e->row, t->shard, t->shards);
     }
     if (with_values) {
-        out->values = (const float *)take(&r, bytes_of(n, sizeof(float) * (size_t)t->E), "the values");
+        out->values = (const float *)take(&r, bytes_of(n, sizeof(float) * (size_t)(t->E + (t->lin != 0))), "the values");
         if (S) out->state = (const float *)take(&r, bytes_of(n, sizeof(float) * (size_t)S), "the optimizer state");
     }
     return finish(&r);

@@ -603,9 +603,6 @@ static rec_status setup_cached(job *j) {
     snprintf(who, sizeof who, "the oracle's job (%s)", o->cache->oracles[0]);
     REC_TRY(rec_model_config_bind(&j->cfg, job.n_dense, job.F, job.rows, who));
     if (o->eval_path) REC_TRY(open_eval(j, who, job.n_dense, job.F, job.rows)); /* trainer 0 scores it at the end */
-    if (j->cfg.kind != REC_MODEL_DLRM && j->cfg.kind != REC_MODEL_DCN)
-        return rec_errorf(REC_EINVAL, "model %s is %s, whose first-order tables the cache does not hold; train DLRM or DCN "
-                          "with --oracle-cacher", j->cfg.name, rec_model_kind_name(j->cfg.kind));
     j->cfg.batch_size = job.batch;
     j->cfg.epochs = 1;
     j->train_rows = job.batches * job.batch; /* at most: the last batch may be shorter */
