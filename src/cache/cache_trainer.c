@@ -156,6 +156,7 @@ struct rec_cache_trainer {
     int64_t slice;           /* the most rows of this trainer's part of a batch */
     int64_t rows_per_frame;  /* rows of one GET or PUT (about FRAME_BYTES; frame_rows) */
     int64_t max_frame_rows;  /* rows of one GET or PUT at most (its frame under REC_NET_MAX_BODY) */
+    rec_model *full;         /* trainer 0, after the flush: the whole model, gathered once (the_whole) */
     rec_net_emb_state states[62]; /* the servers' answers to EMB_HELLO: where a resume starts */
     /* the training thread's place (the backend's next and step) */
     int64_t x;               /* the batch next gave, or the next it gives */
@@ -1228,6 +1229,7 @@ static rec_status setup(ctrainer *t, const rec_model_config *cfg, rec_model *m) 
 }
 
 static void teardown(ctrainer *t) {
+    rec_model_free(t->full);
     for (int q = 0; t->ring && q < t->Q; q++) {
         batch_plan *p = &t->ring[q];
         batch_plan_release(p), free(p->sparse), free(p->lists), free(p->dur_e), free(p->dur_v), free(p->dur_dense);
@@ -1338,16 +1340,30 @@ static rec_status whole_model(ctrainer *t, rec_model **out) {
     return REC_OK;
 }
 
-/* The whole model as a checkpoint at PATH that rectrain eval and export read. */
+/* The whole model for the job's end (its save, --eval, --npy): gathered from the servers once,
+ * by trainer 0 (*out NULL on the others); `what` the job's end needs it for. Before the flush
+ * rows of the model are in the trainers' caches. */
+static rec_status the_whole(ctrainer *t, const char *what, rec_model **out) {
+    *out = NULL;
+    if (!t->flushed)
+        return rec_errorf(REC_EUNSUPPORTED, "a disaggregated job is %s at its end only: until then rows of the model are "
+                          "in the trainers' caches (--durable keeps them on the servers)", what);
+    if (t->rank != 0) return REC_OK;
+    if (!t->full) REC_TRY(whole_model(t, &t->full));
+    *out = t->full;
+    return REC_OK;
+}
+
+/* The whole model as a checkpoint at PATH that rectrain eval and export read (trainer 0). */
 static rec_status save_model(ctrainer *t, const char *path, const rec_ckpt_meta *given) {
     rec_model *full;
-    REC_TRY(whole_model(t, &full));
+    REC_TRY(the_whole(t, "saved", &full));
+    if (!full) return REC_OK;
     rec_ckpt_meta meta = *given;
     meta.train_rows = 0, meta.data_digest = 0; /* the oracle read the data: not recorded (rectrain inspect) */
-    const rec_status s = rec_ckpt_save(path, full, &meta);
-    if (!s && t->log) fprintf(t->log, "train: saved the whole model (tables from the servers) to %s\n", path);
-    rec_model_free(full);
-    return s;
+    REC_TRY(rec_ckpt_save(path, full, &meta));
+    if (t->log) fprintf(t->log, "train: saved the whole model (tables from the servers) to %s\n", path);
+    return REC_OK;
 }
 
 
@@ -1523,36 +1539,20 @@ static rec_status cache_stop_vote(rec_backend *be, int mine, int *any) {
  * metrics are zero, as under mpirun); before it, rows of the model are in the caches. */
 static rec_status cache_evaluate(rec_backend *be, rec_dataset *d, int64_t row0, int64_t row1, int64_t batch,
                                  rec_metrics *out) {
-    ctrainer *t = be->ctx;
     memset(out, 0, sizeof *out);
-    if (!t->flushed)
-        return rec_errorf(REC_EUNSUPPORTED, "a disaggregated job is evaluated at its end only: until then rows of the "
-                          "model are in the trainers' caches");
-    if (t->rank != 0) return REC_OK;
     rec_model *m;
-    REC_TRY(whole_model(t, &m));
-    const rec_status s = rec_evaluate(m, d, row0, row1, batch, out);
-    rec_model_free(m);
-    return s;
+    REC_TRY(the_whole(be->ctx, "evaluated", &m));
+    return m ? rec_evaluate(m, d, row0, row1, batch, out) : REC_OK;
 }
 
 static rec_status cache_save(rec_backend *be, const char *path, const rec_ckpt_meta *meta) {
-    ctrainer *t = be->ctx;
-    if (!t->flushed)
-        return rec_errorf(REC_EUNSUPPORTED, "a disaggregated job is saved at its end only: until then rows of the "
-                          "model are in the trainers' caches (--durable keeps it on the servers)");
-    return t->rank == 0 ? save_model(t, path, meta) : REC_OK;
+    return save_model(be->ctx, path, meta);
 }
 
-/* Rank 0 (trainer 0) assembles it from the servers, as for a save. */
+/* Trainer 0's, gathered from the servers once for the save, --eval and --npy alike. */
 static rec_status cache_whole(rec_backend *be, rec_model **out, int *owned) {
-    ctrainer *t = be->ctx;
-    *out = NULL;
-    *owned = 1;
-    if (!t->flushed)
-        return rec_errorf(REC_EUNSUPPORTED, "a disaggregated job's model is whole at its end only: until then rows of it "
-                          "are in the trainers' caches");
-    return t->rank == 0 ? whole_model(t, out) : REC_OK;
+    *owned = 0;
+    return the_whole(be->ctx, "exported", out);
 }
 
 static rec_status cache_report(rec_backend *be, rec_train_report *rep) {
