@@ -11,12 +11,13 @@
  * Every frame is validated (net.h) before it is used; one that fails is logged and answered
  * with ERROR where it said who it was from, and the worker goes on.
  *
- * A job asked of by more than one trainer (the ranks of an mpirun: each reads every global
- * batch, so each asks for the same pieces) has its answers at p'2 and p'3 kept, the last
- * KEPT_SLOTS up to keep_mb MiB: a piece another trainer asked for is answered from them, so
- * the worker preprocesses it once for all the ranks. An answer is the piece's rows, a pure
- * function of the job and the piece's place in its file, and each trainer checks it as any
- * answer. At p'1 the lines come in the request and are made for each.
+ * The answers at p'2 and p'3 are kept, the last KEPT_SLOTS up to keep_mb MiB: the ranks of an
+ * mpirun each read every global batch, so each asks for the same pieces, and a piece asked for
+ * again is answered from them: the worker preprocesses it once for all the ranks. Every answer
+ * is kept from the first ask, since the first rank may be any number of pieces ahead of the
+ * others' first ask. An answer is the piece's rows, a pure function of the job and the piece's
+ * place in its file, and each trainer checks it as any answer. At p'1 the lines come in the
+ * request and are made for each.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,12 +44,9 @@ typedef struct wjob {
     int *fd;                 /* (n_parts) -1 until first read */
     rec_batch out;           /* the piece's rows, concatenated from the engine's threads */
     double used;
-    uint8_t peer[256];       /* the identity of the first trainer that asked for a piece */
-    size_t peer_len;
-    int shared;              /* another trainer asked too: its answers are kept */
 } wjob;
 
-/* A RESULT's body kept for the job's other trainers, found by the job and the piece. */
+/* A RESULT's body kept for the job's other asks, found by the job and the piece. */
 typedef struct kept {
     uint64_t job;
     rec_net_piece p;         /* text NULL */
@@ -171,7 +169,7 @@ static rec_status read_piece(worker *w, wjob *j, const rec_net_piece *p, const c
     return REC_OK;
 }
 
-/* ---- answers kept for other trainers ---- */
+/* ---- kept answers ---- */
 
 static void kept_drop_oldest(worker *w) {
     kept *k = &w->kept[w->kept_head];
@@ -208,26 +206,12 @@ static void kept_add(worker *w, uint64_t job, const rec_net_piece *p) {
     w->kept_bytes += n;
 }
 
-/* Whether job j's pieces are asked for by more than one trainer (told by their identities;
- * a trainer that reconnects counts as another, which only keeps answers no one asks for). */
-static int job_shared(wjob *j, zmq_msg_t *id) {
-    const size_t n = zmq_msg_size(id);
-    if (j->shared || n > sizeof j->peer) return j->shared;
-    if (!j->peer_len) {
-        memcpy(j->peer, zmq_msg_data(id), n);
-        j->peer_len = n;
-    } else if (n != j->peer_len || memcmp(j->peer, zmq_msg_data(id), n)) {
-        j->shared = 1;
-    }
-    return j->shared;
-}
-
-/* Preprocesses a piece into j->out and encodes the RESULT frame; at p'2 and p'3 a piece of a
- * shared job comes from, or goes into, the kept answers. */
-static rec_status on_piece(worker *w, wjob *j, const rec_frame_head *h, const uint8_t *body, zmq_msg_t *id) {
+/* Preprocesses a piece into j->out and encodes the RESULT frame; at p'2 and p'3 the answer
+ * comes from, or goes into, the kept answers. */
+static rec_status on_piece(worker *w, wjob *j, const rec_frame_head *h, const uint8_t *body) {
     rec_net_piece p;
     REC_TRY(rec_net_piece_decode(body, h->body, &p));
-    const int keep = w->keep_bytes > 0 && !p.text && job_shared(j, id);
+    const int keep = w->keep_bytes > 0 && !p.text;
     const kept *k = keep ? kept_find(w, j->key, &p) : NULL;
     if (k) {
         rec_frame_begin(&w->w, REC_MSG_RESULT, h->job, h->seq);
@@ -290,7 +274,7 @@ static void serve_one(void *arg) {
         rec_frame_begin(&w->w, REC_MSG_NOJOB, h.job, h.seq);
         s = rec_frame_end(&w->w);
     } else if (h.type == REC_MSG_PIECE) {
-        s = on_piece(w, j, &h, body, &r.id);
+        s = on_piece(w, j, &h, body);
     } else {
         s = rec_errorf(REC_EFORMAT, "a %s frame is not a request", rec_msg_name(h.type));
     }
@@ -312,8 +296,8 @@ rec_status rec_prep_worker_run(const rec_prep_worker_opts *o) {
     if (!s) s = rec__zservice_run(&w.svc, o->stop, serve_one, &w);
     w.refused += w.svc.refused;
     if (!s && o->log)
-        fprintf(o->log, "prep-worker: stopped after %lld piece%s, and %lld answered again from kept answers for other "
-                "trainers (%lld frame%s refused)\n", (long long)w.pieces, w.pieces == 1 ? "" : "s",
+        fprintf(o->log, "prep-worker: stopped after %lld piece%s, and %lld answered again from kept answers (%lld "
+                "frame%s refused)\n", (long long)w.pieces, w.pieces == 1 ? "" : "s",
                 (long long)w.pieces_kept, (long long)w.refused, w.refused == 1 ? "" : "s");
     for (int i = 0; i < MAX_JOBS; i++) job_free(&w.jobs[i]);
     while (w.kept_n > 0) kept_drop_oldest(&w);
