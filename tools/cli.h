@@ -54,6 +54,9 @@ int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(print
 /* Value parsers for "--flag VALUE": advance *i past the value. On a missing or bad value
  * they print a usage error and return CLI_USAGE; CLI_OK otherwise. */
 int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out);
+/* Forgets the flags cli_str saw (each is refused when given twice): for a process that parsed
+ * one command line and goes on to run another (a process of `rectrain cluster` across hosts). */
+void cli_forget_flags(void);
 /* cli_str for an output that may be standard output: "-" is taken (cli_str refuses it, and
  * cli_paths refuses it as an input, so that "-" never names a file). */
 int cli_out(const char *cmd, int argc, char **argv, int *i, const char **out);
@@ -91,6 +94,9 @@ int cli_tsv_option(const char *cmd, int argc, char **argv, int *i, rec_tsv_opts 
  * (which contradict each other). Returns -1 when argv[*i] is neither (nothing consumed), else
  * CLI_OK or CLI_USAGE. */
 int cli_secure_option(const char *cmd, int argc, char **argv, int *i, rec_net_secure *s);
+/* The keys of a process of a job `rectrain cluster` launched across hosts (cmd_cluster.c): the
+ * option --launched (given by the cluster, not by users) takes them. NULL elsewhere. */
+extern const rec_net_launch *cli_launch;
 /* Their help lines: a service's and a client's. */
 #define CLI_SECURE_SERVICE_HELP                                                                    \
     "  --keys DIR         CurveZMQ: this service's pair (DIR/self.key) and the clients it lets in\n" \

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cluster_impl.h"
 #include "rectrain/cache.h"
 #include "rectrain/ckpt.h"
 #include "rectrain/core.h"
@@ -52,8 +53,6 @@ static const char CLUSTER_USAGE[] =
     "                     in only the job's own keys, and removes the keys at the end\n"
     "  --json             the trainer's JSON summary as the last line of stdout\n";
 
-/* The processes of a job at most: servers, their links, prep-workers, oracles, the trainer. */
-enum { MAXP = 2 * 62 + 16 + REC_CACHE_MAX_ORACLES + 1 };
 
 /* A process of the job: a service (embedding server, link, prep-worker, oracle) or the trainer
  * (mpirun with several). Its stderr comes through a pipe, so that the cluster can forward its
@@ -273,10 +272,142 @@ static rec_status make_keys(void) {
     return rec_keys_trust(trainer_keys, svc_pub, NULL);
 }
 
-/* Appends a process's security options to av at *n: --keys DIR, or --insecure. */
-static void add_secure(char **av, int *n, int insecure, char *dir) {
-    if (insecure) av[(*n)++] = "--insecure";
+/* ---- the job's processes -----------------------------------------------------------------------
+ * One plan for both forms: the local one starts each process itself (fork, exec), the one
+ * across hosts has mpirun start them all and each takes its own line of the plan. */
+
+/* The endpoints of a local job: servers on base_port + k, oracles after them, then the links'
+ * ports and the prep-workers'. */
+static void local_endpoints(job *j) {
+    const rec_cluster_config *c = &j->c;
+    const int S = c->embservers, K = c->oracles;
+    for (int k = 0; k < S; k++) {
+        snprintf(j->listen[k], sizeof j->listen[k], "tcp://%s:%d", c->host, c->base_port + k);
+        if (c->link) snprintf(j->server[k], sizeof j->server[k], "tcp://127.0.0.1:%d", c->base_port + S + K + k);
+        else memcpy(j->server[k], j->listen[k], sizeof j->server[k]);
+    }
+    for (int q = 0; q < K; q++) snprintf(j->oracle[q], sizeof j->oracle[q], "tcp://%s:%d", c->host, c->base_port + S + q);
+    for (int w = 0; w < c->prep_workers; w++)
+        snprintf(j->worker[w], sizeof j->worker[w], "tcp://%s:%d", c->host, c->base_port + 2 * S + K + w);
+}
+
+/* Appends a process's security options to av at *n: --keys DIR, --insecure or --launched. */
+static void add_secure(const job *j, char **av, int *n, char *dir) {
+    if (j->launched) av[(*n)++] = "--launched";
+    else if (j->insecure) av[(*n)++] = "--insecure";
     else av[(*n)++] = "--keys", av[(*n)++] = dir;
+}
+
+static proc *next_proc(proc *p, int *np, role r, int index) {
+    proc *q = &p[(*np)++];
+    memset(q, 0, sizeof *q);
+    q->role = r, q->index = index;
+    return q;
+}
+
+/* The job's processes in the order an mpirun across hosts ranks them: embedding servers (each
+ * with its link, locally), prep-workers, oracles, then the trainers: `trainers` processes (1:
+ * the local form's one trainer process, mpirun with several). Returns how many. */
+int cluster_plan(job *j, proc *p, int trainers) {
+    const rec_cluster_config *c = &j->c;
+    const int S = c->embservers, K = c->oracles;
+    int np = 0;
+    j->servers[0] = j->workers[0] = j->oracles[0] = 0;
+    snprintf(j->gbit, sizeof j->gbit, "%g", c->link_gbit);
+    snprintf(j->lat, sizeof j->lat, "%g", c->link_latency_us);
+    snprintf(j->every, sizeof j->every, "%lld", (long long)c->durable_every);
+    for (int k = 0; k < S; k++) {
+        proc *q = next_proc(p, &np, R_SERVER, k);
+        char **av = q->argv;
+        int n = 0;
+        av[n++] = "rectrain", av[n++] = "embserver", av[n++] = "--listen", av[n++] = j->listen[k];
+        add_secure(j, av, &n, svc_keys);
+        snprintf(j->sdir[k], sizeof j->sdir[k], "%s/server-%d", c->durable_dir, k);
+        if (c->durable_dir[0]) av[n++] = "--ckpt", av[n++] = j->sdir[k], av[n++] = "--ckpt-every", av[n++] = j->every;
+        snprintf(q->what, sizeof q->what, "embedding server %d (%.300s)", k, j->listen[k]);
+        if (c->link) { /* the trainer's way to server k: through the link */
+            q = next_proc(p, &np, R_LINK, k);
+            snprintf(j->link_port[k], sizeof j->link_port[k], "%d", c->base_port + S + K + k);
+            snprintf(j->link_to[k], sizeof j->link_to[k], "%s:%d", c->host, c->base_port + k);
+            char *la[] = {"rectrain", "bench", "link", "--listen", j->link_port[k], "--to", j->link_to[k], "--gbit", j->gbit,
+                          "--latency-us", j->lat, NULL};
+            memcpy(q->argv, la, sizeof la);
+            snprintf(q->what, sizeof q->what, "the link to embedding server %d (port %s)", k, j->link_port[k]);
+        }
+        snprintf(j->servers + strlen(j->servers), sizeof j->servers - strlen(j->servers), "%s%s", k ? "," : "", j->server[k]);
+    }
+    for (int w = 0; w < c->prep_workers; w++) { /* the data processors */
+        snprintf(j->workers + strlen(j->workers), sizeof j->workers - strlen(j->workers), "%s%s", w ? "," : "", j->worker[w]);
+        proc *q = next_proc(p, &np, R_WORKER, w);
+        int n = 0;
+        char **av = q->argv;
+        av[n++] = "rectrain", av[n++] = "prep-worker", av[n++] = "--listen", av[n++] = j->worker[w];
+        av[n++] = "--threads", av[n++] = "1";
+        add_secure(j, av, &n, svc_keys);
+        snprintf(q->what, sizeof q->what, "prep-worker %d (%.300s)", w, j->worker[w]);
+    }
+    snprintf(j->batch, sizeof j->batch, "%lld", (long long)c->batch);
+    snprintf(j->epochs, sizeof j->epochs, "%d", c->epochs);
+    snprintf(j->shuffle, sizeof j->shuffle, "%d", c->shuffle);
+    snprintf(j->steps, sizeof j->steps, "%lld", (long long)c->steps);
+    snprintf(j->rows, sizeof j->rows, "%lld", (long long)(c->cache_rows / K > 0 ? c->cache_rows / K : 1));
+    snprintf(j->la, sizeof j->la, "%d", c->lookahead);
+    snprintf(j->depth, sizeof j->depth, "%d", c->depth);
+    snprintf(j->threads, sizeof j->threads, "%d", c->threads);
+    snprintf(j->timeout, sizeof j->timeout, "%g", c->peer_timeout > 0 ? c->peer_timeout : 10.0);
+    for (int q = 0; S > 0 && q < K; q++) { /* oracle q plans part q of the tables */
+        snprintf(j->oracles + strlen(j->oracles), sizeof j->oracles - strlen(j->oracles), "%s%s", q ? "," : "", j->oracle[q]);
+        snprintf(j->part[q], sizeof j->part[q], "%d/%d", q, K);
+        proc *o = next_proc(p, &np, R_ORACLE, q);
+        char **oa = o->argv;
+        int n = 0;
+        oa[n++] = "rectrain", oa[n++] = "oracle", oa[n++] = "--listen", oa[n++] = j->oracle[q], oa[n++] = "--data", oa[n++] = (char *)c->data;
+        oa[n++] = "--cache-rows", oa[n++] = j->rows, oa[n++] = "--shuffle", oa[n++] = j->shuffle;
+        oa[n++] = "--policy", oa[n++] = (char *)rec_cache_policy_name(c->policy);
+        if (K > 1) oa[n++] = "--tables", oa[n++] = j->part[q];
+        if (c->model[0]) oa[n++] = "--config", oa[n++] = (char *)c->model;
+        if (c->batch) oa[n++] = "--batch", oa[n++] = j->batch;
+        if (c->epochs) oa[n++] = "--epochs", oa[n++] = j->epochs;
+        if (c->steps) oa[n++] = "--steps", oa[n++] = j->steps;
+        if (c->lookahead) oa[n++] = "--lookahead", oa[n++] = j->la;
+        if (c->depth) oa[n++] = "--prefetch-depth", oa[n++] = j->depth;
+        if (c->spec[0]) oa[n++] = "--spec", oa[n++] = (char *)c->spec;
+        if (c->prep_workers) oa[n++] = "--workers", oa[n++] = j->workers;
+        add_secure(j, oa, &n, svc_keys);
+        if (K > 1) snprintf(o->what, sizeof o->what, "oracle %d (%.300s)", q, j->oracle[q]);
+        else snprintf(o->what, sizeof o->what, "the oracle (%.300s)", j->oracle[q]);
+    }
+    for (int t = 0; t < trainers; t++) {
+        proc *q = next_proc(p, &np, R_TRAINER, t);
+        char **ta = q->argv;
+        int n = 0;
+        ta[n++] = "rectrain", ta[n++] = "train", ta[n++] = "--threads", ta[n++] = j->threads;
+        if (S > 0) { /* Bagpipe: the oracle gives the data, batch and epochs */
+            ta[n++] = "--oracle-cacher", ta[n++] = j->oracles, ta[n++] = "--embservers", ta[n++] = j->servers;
+            ta[n++] = "--peer-timeout", ta[n++] = j->timeout;
+            if (c->durable_dir[0]) ta[n++] = j->resume ? "--resume" : "--durable";
+        } else { /* FastFlow: the trainers read the data and offload its preprocessing */
+            ta[n++] = "--data", ta[n++] = (char *)c->data, ta[n++] = "--workers", ta[n++] = j->workers;
+            ta[n++] = "--offload", ta[n++] = (char *)c->offload;
+            if (c->spec[0]) ta[n++] = "--spec", ta[n++] = (char *)c->spec;
+            if (c->batch) ta[n++] = "--batch", ta[n++] = j->batch;
+            if (c->epochs) ta[n++] = "--epochs", ta[n++] = j->epochs;
+            if (c->steps) ta[n++] = "--steps", ta[n++] = j->steps;
+            if (!c->shuffle) ta[n++] = "--no-shuffle";
+            if (j->resume) ta[n++] = "--resume";
+        }
+        if (c->model[0]) ta[n++] = "--config", ta[n++] = (char *)c->model;
+        if (c->loss_log[0]) ta[n++] = "--loss-log", ta[n++] = (char *)c->loss_log;
+        if (c->ckpt[0]) ta[n++] = "--ckpt", ta[n++] = (char *)c->ckpt;
+        if (j->npy) ta[n++] = "--npy", ta[n++] = (char *)j->npy;
+        if (j->eval) ta[n++] = "--eval", ta[n++] = (char *)j->eval;
+        if (j->overwrite) ta[n++] = "--overwrite";
+        if (j->json) ta[n++] = "--json";
+        add_secure(j, ta, &n, trainer_keys);
+        if (trainers > 1) snprintf(q->what, sizeof q->what, "trainer %d", t);
+        else snprintf(q->what, sizeof q->what, "%s", c->trainers > 1 ? "the trainers (mpirun)" : "the trainer");
+    }
+    return np;
 }
 
 /* A process could not be started (no fork, no pipe): the ones started are stopped. */
@@ -292,188 +423,39 @@ static int abandon(child *ch, int n, const child *c) {
     return CLI_FAIL;
 }
 
-int cmd_cluster(int argc, char **argv) {
-    const char *cmd = "cluster", *cfg_path = NULL, *policy = NULL, *loss = NULL, *link = NULL, *ckpt = NULL, *npy = NULL,
-               *eval = NULL;
-    int64_t rows = 0;
-    int lookahead = -1, port = 0, json = 0, insecure = 0, overwrite = 0, resume = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int rc = CLI_OK;
-        if (cli_is_help(a)) {
-            fputs(CLUSTER_USAGE, stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--policy")) rc = cli_str(cmd, argc, argv, &i, &policy);
-        else if (!strcmp(a, "--cache-rows")) rc = cli_i64(cmd, argc, argv, &i, 1, INT32_MAX - 1, &rows);
-        else if (!strcmp(a, "--lookahead")) rc = cli_int(cmd, argc, argv, &i, 0, 100000, &lookahead);
-        else if (!strcmp(a, "--base-port")) rc = cli_int(cmd, argc, argv, &i, 1024, 65535 - 64, &port);
-        else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &loss);
-        else if (!strcmp(a, "--link")) rc = cli_str(cmd, argc, argv, &i, &link);
-        else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
-        else if (!strcmp(a, "--npy")) rc = cli_str(cmd, argc, argv, &i, &npy);
-        else if (!strcmp(a, "--eval")) rc = cli_str(cmd, argc, argv, &i, &eval);
-        else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--insecure")) insecure = 1;
-        else if (!strcmp(a, "--overwrite")) overwrite = 1;
-        else if (!strcmp(a, "--resume")) resume = 1;
-        else if (a[0] == '-') return cli_usage(cmd, "unknown option '%s'", a);
-        else if (cfg_path) return cli_usage(cmd, "one CONFIG.json, got '%s' and '%s'", cfg_path, a);
-        else cfg_path = a;
-        if (rc != CLI_OK) return rc;
-    }
-    if (!cfg_path) return cli_usage(cmd, "give the deployment's CONFIG.json");
-    rec_cluster_config c;
-    rec_status s = rec_cluster_config_load(&c, cfg_path);
-    if (s) return cli_fail(cmd, s);
-    if (policy && (c.policy = rec_cache_policy_parse(policy)) < 0)
-        return cli_usage(cmd, "--policy takes bagpipe, none, static or lru, got '%s'", policy);
-    if (policy && c.policy != REC_CACHE_BAGPIPE) c.lookahead = c.depth = 0;
-    if (rows) c.cache_rows = rows;
-    if (lookahead >= 0) c.lookahead = lookahead;
-    if (c.lookahead && c.depth > c.lookahead) c.depth = c.lookahead;
-    if (port) c.base_port = port;
-    if (loss) snprintf(c.loss_log, sizeof c.loss_log, "%s", loss);
-    if (ckpt) snprintf(c.ckpt, sizeof c.ckpt, "%s", ckpt);
-    if (c.policy != REC_CACHE_BAGPIPE && lookahead > 0) return cli_usage(cmd, "--lookahead is for --policy bagpipe");
-    if (link) {
-        char *end;
-        c.link_gbit = strtod(link, &end);
-        if (end == link || *end != ',' || !(c.link_gbit >= 0)) return cli_usage(cmd, "--link takes GBIT,US (e.g. 1,100)");
-        const char *us = end + 1;
-        c.link_latency_us = strtod(us, &end);
-        if (end == us || *end || !(c.link_latency_us >= 0)) return cli_usage(cmd, "--link takes GBIT,US (e.g. 1,100)");
-        c.link = 1;
-    }
-    rec_guard g = {0}; /* the files the job reads and writes, named as the user named them */
-    rec_guard_in(&g, "the cluster config", cfg_path);
-    rec_guard_in(&g, "$.data", c.data);
-    rec_guard_in(&g, "$.model", c.model);
-    rec_guard_in(&g, "$.spec", c.spec);
-    rec_guard_out(&g, loss ? "--loss-log" : "$.loss_log", c.loss_log);
-    rec_guard_dir(&g, ckpt ? "--ckpt" : "$.ckpt", c.ckpt, rec_ckpt_files);
-    rec_guard_dir(&g, "$.durable.dir", c.durable_dir, NULL);
-    rec_guard_dir(&g, "--npy", npy, NULL);
-    rec_guard_in(&g, "--eval", eval);
-    if (eval && access(eval, R_OK) != 0)
-        return cli_usage(cmd, "--eval %s: cannot be read (%s); give the labelled evaluation data", eval, strerror(errno));
-    if ((s = rec_guard_check(&g))) return cli_fail(cmd, s);
-    if (resume && !c.durable_dir[0])
-        return cli_usage(cmd, "--resume starts a durable job again from its servers' snapshots: %s has no \"durable\" "
-                         "(see docs/bagpipe.md), so its job kept none", cfg_path);
-    if (c.ckpt[0] && !overwrite && !resume && (s = rec_ckpt_check_absent(c.ckpt, "add --overwrite to replace it")))
-        return cli_fail(cmd, s);
-    if (!insecure && (s = make_keys())) {
+/* The local form: every process started here, the trainer last (ch[0]), supervised. */
+static int run_local(job *j) {
+    const rec_cluster_config *c = &j->c;
+    rec_status s;
+    if (!j->insecure && (s = make_keys())) {
         remove_keys();
-        return cli_fail(cmd, s);
+        return cli_fail("cluster", s);
     }
-
+    local_endpoints(j);
+    static proc p[MAXP];
+    const int n = cluster_plan(j, p, 1);
     static child ch[MAXP]; /* ch[0] the trainer, started last */
     ch[0] = (child){.err = -1};
     int np = 1;
-    char what[340];
-    const int S = c.embservers, K = c.oracles;
-    char ep[64][300], servers[64 * 300 + 64] = "", oracle[REC_CACHE_MAX_ORACLES][300], oracles[REC_CACHE_MAX_ORACLES * 300 + 64] = "";
-    char gbit[32], lat[32];
-    snprintf(gbit, sizeof gbit, "%g", c.link_gbit);
-    snprintf(lat, sizeof lat, "%g", c.link_latency_us);
-    for (int k = 0; k < c.embservers; k++) {
-        snprintf(ep[k], sizeof ep[k], "tcp://%s:%d", c.host, c.base_port + k);
-        char sdir[1100], every[32];
-        snprintf(sdir, sizeof sdir, "%s/server-%d", c.durable_dir, k);
-        snprintf(every, sizeof every, "%lld", (long long)c.durable_every);
-        char *av[12] = {"rectrain", "embserver", "--listen", ep[k]};
-        int na = 4;
-        add_secure(av, &na, insecure, svc_keys);
-        if (c.durable_dir[0]) av[na++] = "--ckpt", av[na++] = sdir, av[na++] = "--ckpt-every", av[na++] = every;
-        av[na] = NULL;
-        snprintf(what, sizeof what, "embedding server %d (%.300s)", k, ep[k]);
-        if (start(&ch[np], what, av, 0)) return abandon(ch, np, &ch[np]);
-        np++;
-        if (c.link) { /* the trainer's way to server k: through the link */
-            char lp[16], to[300];
-            snprintf(lp, sizeof lp, "%d", c.base_port + S + K + k);
-            snprintf(to, sizeof to, "%s:%d", c.host, c.base_port + k);
-            char *la[] = {"rectrain", "bench", "link", "--listen", lp, "--to", to, "--gbit", gbit, "--latency-us", lat, NULL};
-            snprintf(what, sizeof what, "the link to embedding server %d (port %s)", k, lp);
-            if (start(&ch[np], what, la, 0)) return abandon(ch, np, &ch[np]);
-            np++;
-            snprintf(ep[k], sizeof ep[k], "tcp://127.0.0.1:%d", c.base_port + S + K + k);
-        }
-        snprintf(servers + strlen(servers), sizeof servers - strlen(servers), "%s%s", k ? "," : "", ep[k]);
-    }
-    char wlist[16 * 300] = "";
-    for (int k = 0; k < c.prep_workers; k++) { /* the data processors */
-        char wep[300];
-        snprintf(wep, sizeof wep, "tcp://%s:%d", c.host, c.base_port + 2 * S + K + k);
-        snprintf(wlist + strlen(wlist), sizeof wlist - strlen(wlist), "%s%s", k ? "," : "", wep);
-        char *wa[10] = {"rectrain", "prep-worker", "--listen", wep, "--threads", "1"};
-        int nw = 6;
-        add_secure(wa, &nw, insecure, svc_keys);
-        wa[nw] = NULL;
-        snprintf(what, sizeof what, "prep-worker %d (%.300s)", k, wep);
-        if (start(&ch[np], what, wa, 0)) return abandon(ch, np, &ch[np]);
-        np++;
-    }
-    char b_batch[32], b_epochs[32], b_shuffle[8], b_steps[32], b_rows[32], b_la[32], b_depth[32], b_thr[32], b_tmo[32];
-    snprintf(b_batch, sizeof b_batch, "%lld", (long long)c.batch);
-    snprintf(b_epochs, sizeof b_epochs, "%d", c.epochs);
-    snprintf(b_shuffle, sizeof b_shuffle, "%d", c.shuffle);
-    snprintf(b_steps, sizeof b_steps, "%lld", (long long)c.steps);
-    snprintf(b_rows, sizeof b_rows, "%lld", (long long)(c.cache_rows / K > 0 ? c.cache_rows / K : 1));
-    snprintf(b_la, sizeof b_la, "%d", c.lookahead);
-    snprintf(b_depth, sizeof b_depth, "%d", c.depth);
-    snprintf(b_thr, sizeof b_thr, "%d", c.threads);
-    snprintf(b_tmo, sizeof b_tmo, "%g", c.peer_timeout > 0 ? c.peer_timeout : 10.0);
-    char *oa[40] = {"rectrain", "oracle", "--listen", NULL, "--data", c.data, "--cache-rows", b_rows,
-                    "--shuffle", b_shuffle, "--policy", (char *)rec_cache_policy_name(c.policy)};
-    int n = 12;
-    char part[32];
-    if (K > 1) oa[n++] = "--tables", oa[n++] = part;
-    if (c.model[0]) oa[n++] = "--config", oa[n++] = c.model;
-    if (c.batch) oa[n++] = "--batch", oa[n++] = b_batch;
-    if (c.epochs) oa[n++] = "--epochs", oa[n++] = b_epochs;
-    if (c.steps) oa[n++] = "--steps", oa[n++] = b_steps;
-    if (c.lookahead) oa[n++] = "--lookahead", oa[n++] = b_la;
-    if (c.depth) oa[n++] = "--prefetch-depth", oa[n++] = b_depth;
-    if (c.spec[0]) oa[n++] = "--spec", oa[n++] = c.spec;
-    if (c.prep_workers) oa[n++] = "--workers", oa[n++] = wlist;
-    add_secure(oa, &n, insecure, svc_keys);
-    oa[n] = NULL;
-    for (int j = 0; j < K; j++) { /* oracle j plans part j of the tables */
-        snprintf(oracle[j], sizeof oracle[j], "tcp://%s:%d", c.host, c.base_port + S + j);
-        snprintf(oracles + strlen(oracles), sizeof oracles - strlen(oracles), "%s%s", j ? "," : "", oracle[j]);
-        snprintf(part, sizeof part, "%d/%d", j, K);
-        oa[3] = oracle[j];
-        if (K > 1) snprintf(what, sizeof what, "oracle %d (%.300s)", j, oracle[j]);
-        else snprintf(what, sizeof what, "the oracle (%.300s)", oracle[j]);
-        if (start(&ch[np], what, oa, 0)) return abandon(ch, np, &ch[np]);
-        np++;
-    }
-    char *ta[40] = {"rectrain", "train", "--oracle-cacher", oracles, "--embservers", servers, "--threads", b_thr,
-                    "--peer-timeout", b_tmo};
-    n = 10;
-    if (c.model[0]) ta[n++] = "--config", ta[n++] = c.model;
-    if (c.loss_log[0]) ta[n++] = "--loss-log", ta[n++] = c.loss_log;
-    if (c.ckpt[0]) ta[n++] = "--ckpt", ta[n++] = c.ckpt;
-    if (npy) ta[n++] = "--npy", ta[n++] = (char *)npy;
-    if (eval) ta[n++] = "--eval", ta[n++] = (char *)eval;
-    if (c.durable_dir[0]) ta[n++] = resume ? "--resume" : "--durable";
-    if (overwrite) ta[n++] = "--overwrite";
-    if (json) ta[n++] = "--json";
-    add_secure(ta, &n, insecure, trainer_keys);
-    ta[n] = NULL;
-    fprintf(stderr, "cluster: %d embedding server%s (%s), oracle%s %s (%s cache of %lld rows), %d trainer%s", S,
-            S == 1 ? "" : "s", servers, K == 1 ? "" : "s", oracles, rec_cache_policy_name(c.policy),
-            (long long)c.cache_rows, c.trainers, c.trainers == 1 ? "" : "s");
-    if (c.link) fprintf(stderr, "; servers behind a %g Gbit/s, %g us link", c.link_gbit, c.link_latency_us);
-    fprintf(stderr, insecure ? "; plain text" : "; CurveZMQ with the job's own keys");
+    for (int i = 0; i < n - 1; i++, np++)
+        if (start(&ch[np], p[i].what, p[i].argv, 0)) return abandon(ch, np, &ch[np]);
+    const int S = c->embservers;
+    fprintf(stderr, "cluster: ");
+    if (S > 0)
+        fprintf(stderr, "%d embedding server%s (%s), oracle%s %s (%s cache of %lld rows), ", S, S == 1 ? "" : "s",
+                j->servers, c->oracles == 1 ? "" : "s", j->oracles, rec_cache_policy_name(c->policy), (long long)c->cache_rows);
+    else
+        fprintf(stderr, "%d prep-worker%s (%s), ", c->prep_workers, c->prep_workers == 1 ? "" : "s", j->workers);
+    fprintf(stderr, "%d trainer%s", c->trainers, c->trainers == 1 ? "" : "s");
+    if (c->link) fprintf(stderr, "; servers behind a %g Gbit/s, %g us link", c->link_gbit, c->link_latency_us);
+    fprintf(stderr, j->insecure ? "; plain text" : "; CurveZMQ with the job's own keys");
     fputc('\n', stderr);
     cli_catch_stop("");
     char ntr[16];
-    snprintf(ntr, sizeof ntr, "%d", c.trainers);
+    snprintf(ntr, sizeof ntr, "%d", c->trainers);
     char *mpirun[] = {"mpirun", "-np", ntr, "--oversubscribe", "--bind-to", "none"};
-    const char *tw = c.trainers > 1 ? "the trainers (mpirun)" : "the trainer";
-    if (c.trainers > 1 ? start_via(&ch[0], tw, mpirun, 6, ta, 1) : start(&ch[0], tw, ta, 1))
+    const proc *t = &p[n - 1];
+    if (c->trainers > 1 ? start_via(&ch[0], t->what, mpirun, 6, t->argv, 1) : start(&ch[0], t->what, t->argv, 1))
         return abandon(ch, np, &ch[0]);
     child *failed;
     const int rc = supervise(ch, np, &failed);
@@ -493,4 +475,91 @@ int cmd_cluster(int argc, char **argv) {
         if (ch[i].killed) fprintf(stderr, "rectrain cluster: %s did not stop in %d s and was killed\n", ch[i].what, GRACE_MS / 1000);
     remove_keys();
     return rc;
+}
+
+int cmd_cluster(int argc, char **argv) {
+    const char *cmd = "cluster", *cfg_path = NULL, *policy = NULL, *loss = NULL, *link = NULL, *ckpt = NULL,
+               *hostfile = NULL;
+    static job j;
+    memset(&j, 0, sizeof j);
+    int64_t rows = 0;
+    int lookahead = -1, port = 0, use_mpirun = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = CLI_OK;
+        if (cli_is_help(a)) {
+            fputs(CLUSTER_USAGE, stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--policy")) rc = cli_str(cmd, argc, argv, &i, &policy);
+        else if (!strcmp(a, "--cache-rows")) rc = cli_i64(cmd, argc, argv, &i, 1, INT32_MAX - 1, &rows);
+        else if (!strcmp(a, "--lookahead")) rc = cli_int(cmd, argc, argv, &i, 0, 100000, &lookahead);
+        else if (!strcmp(a, "--base-port")) rc = cli_int(cmd, argc, argv, &i, 1024, 65535 - 64, &port);
+        else if (!strcmp(a, "--loss-log")) rc = cli_str(cmd, argc, argv, &i, &loss);
+        else if (!strcmp(a, "--link")) rc = cli_str(cmd, argc, argv, &i, &link);
+        else if (!strcmp(a, "--ckpt")) rc = cli_str(cmd, argc, argv, &i, &ckpt);
+        else if (!strcmp(a, "--npy")) rc = cli_str(cmd, argc, argv, &i, &j.npy);
+        else if (!strcmp(a, "--eval")) rc = cli_str(cmd, argc, argv, &i, &j.eval);
+        else if (!strcmp(a, "--hostfile")) rc = cli_str(cmd, argc, argv, &i, &hostfile);
+        else if (!strcmp(a, "--mpirun")) use_mpirun = 1;
+        else if (!strcmp(a, "--json")) j.json = 1;
+        else if (!strcmp(a, "--insecure")) j.insecure = 1;
+        else if (!strcmp(a, "--overwrite")) j.overwrite = 1;
+        else if (!strcmp(a, "--resume")) j.resume = 1;
+        else if (a[0] == '-') return cli_usage(cmd, "unknown option '%s'", a);
+        else if (cfg_path) return cli_usage(cmd, "one CONFIG.json, got '%s' and '%s'", cfg_path, a);
+        else cfg_path = a;
+        if (rc != CLI_OK) return rc;
+    }
+    if (!cfg_path) return cli_usage(cmd, "give the deployment's CONFIG.json");
+    rec_cluster_config *c = &j.c;
+    rec_status s = rec_cluster_config_load(c, cfg_path);
+    if (s) return cli_fail(cmd, s);
+    if (policy && (c->policy = rec_cache_policy_parse(policy)) < 0)
+        return cli_usage(cmd, "--policy takes bagpipe, none, static or lru, got '%s'", policy);
+    if (policy && c->policy != REC_CACHE_BAGPIPE) c->lookahead = c->depth = 0;
+    if (rows) c->cache_rows = rows;
+    if (lookahead >= 0) c->lookahead = lookahead;
+    if (c->lookahead && c->depth > c->lookahead) c->depth = c->lookahead;
+    if (port) c->base_port = port;
+    if (loss) snprintf(c->loss_log, sizeof c->loss_log, "%s", loss);
+    if (ckpt) snprintf(c->ckpt, sizeof c->ckpt, "%s", ckpt);
+    if (c->policy != REC_CACHE_BAGPIPE && lookahead > 0) return cli_usage(cmd, "--lookahead is for --policy bagpipe");
+    if (link) {
+        char *end;
+        c->link_gbit = strtod(link, &end);
+        if (end == link || *end != ',' || !(c->link_gbit >= 0)) return cli_usage(cmd, "--link takes GBIT,US (e.g. 1,100)");
+        const char *us = end + 1;
+        c->link_latency_us = strtod(us, &end);
+        if (end == us || *end || !(c->link_latency_us >= 0)) return cli_usage(cmd, "--link takes GBIT,US (e.g. 1,100)");
+        c->link = 1;
+    }
+    if (c->link && c->embservers == 0) return cli_usage(cmd, "--link is for the embedding servers, and the job has none");
+    int across = use_mpirun || hostfile;
+    for (int r = 0; r < 4; r++) across |= c->hosts[r][0] != 0;
+    if (rec_dist_launched()) return cluster_member(&j); /* a process of the job across hosts */
+    if (across && c->link)
+        return cli_usage(cmd, "the emulated link (\"link\", --link) is for one machine: across hosts the trainers reach the "
+                         "servers over the hosts' own network");
+    if (across && j.insecure)
+        return cli_usage(cmd, "--insecure: across hosts every process makes its own keys and lets in only the job's; plain "
+                         "text is for one machine");
+    rec_guard g = {0}; /* the files the job reads and writes, named as the user named them */
+    rec_guard_in(&g, "the cluster config", cfg_path);
+    rec_guard_in(&g, "$.data", c->data);
+    rec_guard_in(&g, "$.model", c->model);
+    rec_guard_in(&g, "$.spec", c->spec);
+    rec_guard_out(&g, loss ? "--loss-log" : "$.loss_log", c->loss_log);
+    rec_guard_dir(&g, ckpt ? "--ckpt" : "$.ckpt", c->ckpt, rec_ckpt_files);
+    rec_guard_dir(&g, "$.durable.dir", c->durable_dir, NULL);
+    rec_guard_dir(&g, "--npy", j.npy, NULL);
+    rec_guard_in(&g, "--eval", j.eval);
+    if (j.eval && access(j.eval, R_OK) != 0)
+        return cli_usage(cmd, "--eval %s: cannot be read (%s); give the labelled evaluation data", j.eval, strerror(errno));
+    if ((s = rec_guard_check(&g))) return cli_fail(cmd, s);
+    if (j.resume && !c->durable_dir[0] && c->embservers > 0)
+        return cli_usage(cmd, "--resume starts a durable job again from its servers' snapshots: %s has no \"durable\" "
+                         "(see docs/bagpipe.md), so its job kept none", cfg_path);
+    if (c->ckpt[0] && !j.overwrite && !j.resume && (s = rec_ckpt_check_absent(c->ckpt, "add --overwrite to replace it")))
+        return cli_fail(cmd, s);
+    return across ? cluster_launch(&j, hostfile, argc, argv) : run_local(&j);
 }

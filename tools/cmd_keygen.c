@@ -45,8 +45,15 @@ int cmd_keygen(int argc, char **argv) {
     return CLI_OK;
 }
 
+const rec_net_launch *cli_launch;
+
 int cli_secure_option(const char *cmd, int argc, char **argv, int *i, rec_net_secure *s) {
     const char *a = argv[*i];
+    if (!strcmp(a, "--launched")) { /* not in the help: the processes of `rectrain cluster` across hosts */
+        if (!cli_launch) return cli_usage(cmd, "--launched is for the processes `rectrain cluster` starts across hosts");
+        s->launch = cli_launch;
+        return CLI_OK;
+    }
     if (!strcmp(a, "--keys")) {
         if (s->insecure) return cli_usage(cmd, "--keys contradicts --insecure: give one");
         return cli_str(cmd, argc, argv, i, &s->keys);

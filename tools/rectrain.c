@@ -161,6 +161,8 @@ static int str_value(const char *cmd, int argc, char **argv, int *i, const char 
     return CLI_OK;
 }
 
+void cli_forget_flags(void) { n_given = 0; }
+
 int cli_str(const char *cmd, int argc, char **argv, int *i, const char **out) {
     return str_value(cmd, argc, argv, i, out, 0);
 }

@@ -227,7 +227,11 @@ void rec_cache_trainer_free(rec_cache_trainer *t);
  *    "peer_timeout": 10, "loss_log": "cluster.loss", "ckpt": "run1",
  *    "link": {"gbit": 1, "latency_us": 100},
  *    "durable": {"dir": "snapshots", "every": 100},
- *    "spec": "configs/criteo_standard.json", "prep_workers": 1}   (raw .tsv data)
+ *    "spec": "configs/criteo_standard.json", "prep_workers": 1,   (raw .tsv data)
+ *    "hosts": {"embservers": ["h1"], "oracles": ["h1"], "prep_workers": ["h1"], "trainers": ["h2", "h3"]},
+ *    "network": "10.1.0.0/16"}                                  (across hosts: docs/deploy.md)
+ * "embservers": 0 is a FastFlow job: no servers nor oracle, the trainers read "data" and
+ * offload its preprocessing ("offload": "auto" or a share) to the prep-workers.
  * Servers listen on base_port + k (k < S), the K oracles on base_port + S + j. With "link",
  * the trainer reaches server k through `rectrain bench link` (an emulated link of that
  * bandwidth and one-way latency) on base_port + S + K + k; prep-workers take
@@ -249,7 +253,14 @@ typedef struct rec_cluster_config {
     char durable_dir[1024];  /* "" or the servers' snapshot directories' parent */
     int64_t durable_every;
     double link_gbit, link_latency_us;
+    char offload[32];        /* a FastFlow job's train --offload: "auto" or a share */
+    /* Across hosts (docs/deploy.md): where each role runs, a comma-separated list of hosts, one
+     * for all of the role or one a process ("" : where mpirun places it), in the order
+     * REC_ROLE_*; and the network whose addresses the services listen on ("": the host's first). */
+    char hosts[4][2048];
+    char network[64];
 } rec_cluster_config;
+enum { REC_ROLE_EMBSERVERS, REC_ROLE_PREP_WORKERS, REC_ROLE_ORACLES, REC_ROLE_TRAINERS };
 
 /* Parses and validates; REC_EINVAL "ORIGIN: $.path: what is wrong" (unknown keys refused). */
 rec_status rec_cluster_config_parse(rec_cluster_config *c, const char *json, size_t len, const char *origin);

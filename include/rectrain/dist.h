@@ -37,6 +37,7 @@
 #ifndef RECTRAIN_DIST_H
 #define RECTRAIN_DIST_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,6 +61,28 @@ rec_status rec_dist_init(int *rank, int *size);
  * mpirun stop every other rank (none is left waiting in a collective). Does not return. */
 void rec_dist_abort(int rank, const char *msg) __attribute__((noreturn));
 void rec_dist_finalize(void);
+
+/* ---- a job of several roles ----------------------------------------------------------------
+ * `rectrain cluster` across hosts starts every process of a job (embedding servers, oracles,
+ * prep-workers, trainers) as ranks of one mpirun (docs/deploy.md). They meet once at start, to
+ * exchange endpoints and keys, and once at the end; the training's collectives run among the
+ * trainers alone. */
+
+/* MPI_Init with MPI_THREAD_MULTIPLE (a service waits for the job's end on a thread beside its
+ * work), this process's rank and the world's size: every process of the job. */
+rec_status rec_dist_world(int *rank, int *size);
+/* Collective on the world: every process's `bytes` at mine, into all (size x bytes). */
+rec_status rec_dist_world_allgather(const void *mine, size_t bytes, void *all);
+/* Collective on the world: the trainers (trainer 1) get a communicator of their own, which
+ * rec_dist_init and every collective of the training then use. rec_dist_launched says whether
+ * more than one trainer trains (one trains as a plain process), and rec_dist_finalize leaves
+ * MPI to rec_dist_leave. */
+rec_status rec_dist_join(int trainer);
+/* Collective on the world: returns when every process reached it (the trainers at their end,
+ * the services from their start), or when *stop is set; tests every 50 ms instead of spinning. */
+rec_status rec_dist_world_wait(const volatile sig_atomic_t *stop);
+/* Ends MPI in a process that joined. */
+void rec_dist_leave(void);
 
 /* Measured on the running job, the same on every rank (the minimum over ranks): bytes/s of
  * fetching E-float rows scattered in another rank's window, and of a ring all-reduce of a

@@ -85,10 +85,40 @@ rec_status rec_endpoint_check(const char *ep);
  * A certificate may say `expires = "YYYY-MM-DDTHH:MM:SSZ"` (keygen --days): an expired one is
  * refused when loaded, and an expired allow-list key when its peer connects. Without keys a
  * service or client speaks plain text, on loopback (or ipc://) only unless `insecure`. */
+typedef struct rec_net_launch rec_net_launch;
 typedef struct rec_net_secure {
     const char *keys;        /* the key directory: CURVE on every socket; NULL: plain text */
     int insecure;            /* plain text allowed on an endpoint other than loopback */
+    const rec_net_launch *launch; /* a process of a job launched across hosts: its keys (below) */
 } rec_net_secure;
+
+/* The keys of a job that `rectrain cluster` launched across hosts (docs/deploy.md), in place of
+ * a key directory: each process made its pair in memory at start, and the public halves were
+ * exchanged through the launch. A service lets in the job's processes (every peer's key) and
+ * binds its pre-bound listening socket; a client knows each service's key by its endpoint. The
+ * secret half never leaves its process. */
+typedef struct rec_net_peer {
+    char ep[256];            /* its service's endpoint; "" for a trainer */
+    char pub[41];            /* its public key, Z85 */
+    char what[64];           /* "embedding server 0 on 10.0.0.1": the allow-list's name */
+} rec_net_peer;
+struct rec_net_launch {
+    char pub[41], sec[41];   /* this process's pair, Z85 */
+    char listen[256];        /* its service's endpoint ("" for none) */
+    int listen_fd;           /* the socket bound to it and listening, which ZeroMQ takes */
+    int n_peers;
+    const rec_net_peer *peers; /* every process of the job (this one too) */
+};
+
+/* A new CurveZMQ key pair in memory (Z85). REC_EUNSUPPORTED without CURVE in libzmq. */
+rec_status rec_net_keypair(char pub[41], char sec[41]);
+/* This host's IPv4 address inside `network` ("10.1.0.0/16"), or, with network NULL or "",
+ * its first up, non-loopback IPv4 address (127.0.0.1 when it has none). REC_EINVAL naming the
+ * network and the addresses it has when none is inside it. */
+rec_status rec_net_host_address(const char *network, char addr[64]);
+/* A TCP socket bound to addr on a port the kernel picks, listening: *fd and its endpoint
+ * "tcp://ADDR:PORT". REC_EIO with the cause. */
+rec_status rec_net_listen_any(const char *addr, int *fd, char ep[256]);
 
 /* Writes a new key pair into dir (made, with dir/allow/, when missing): self.key (mode 0600)
  * and self.pub; days > 0: both expire that many days from now. REC_EINVAL when dir/self.key

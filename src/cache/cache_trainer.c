@@ -750,7 +750,7 @@ static rec_status exchange(ctrainer *t, const rec_cmove *send, int64_t ns, const
                 memcpy(row, &name, sizeof name);
                 row_out(t, s, row + 4, row + 4 + t->V);
             }
-    MPI_TRY(MPI_Alltoallv(buf, sc, sd, MPI_BYTE, got, rc, rd, MPI_BYTE, MPI_COMM_WORLD));
+    MPI_TRY(MPI_Alltoallv(buf, sc, sd, MPI_BYTE, got, rc, rd, MPI_BYTE, rec__comm()));
     for (int p = 0, k = 0; p < N; p++)
         for (int64_t i = 0; i < nr; i++)
             if (recv[i].peer == p) {
@@ -802,13 +802,13 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
               * the mean, and its gradient */
         const double n = (double)t->global_rows;
         double sum = rec_bce_slice_sum(b->n, logits, b->label, n, t->dlogits);
-        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, rec__comm()));
         *loss = sum / n;
     }
     REC_TRY(rec_model_backward(t->m, b, t->dlogits));
     if (N > 1)
         MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, rec_model_dense_grads(t->m), (int)rec_model_n_dense_params(t->m), MPI_FLOAT,
-                              MPI_SUM, MPI_COMM_WORLD));
+                              MPI_SUM, rec__comm()));
     const float *demb = rec_model_emb_grad(t->m, 0), *dlin = rec_model_emb_grad(t->m, 1); /* (B, F E), (B, F) */
     int64_t nt = 0;
     for (int64_t i = 0; i < b->n; i++)
@@ -842,8 +842,8 @@ static rec_status step(ctrainer *t, const rec_net_cache_step *p, int64_t x, doub
             else memset(mine + i * G, 0, sizeof(float) * (size_t)E);
             if (t->L) mine[i * G + E] = used ? t->lin_grad[s] : 0.0f;
         }
-        MPI_TRY(MPI_Reduce(mine, sum, (int)(p->n_shared * G), MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
-        MPI_TRY(MPI_Bcast(sum, (int)(p->n_shared * G), MPI_FLOAT, 0, MPI_COMM_WORLD));
+        MPI_TRY(MPI_Reduce(mine, sum, (int)(p->n_shared * G), MPI_FLOAT, MPI_SUM, 0, rec__comm()));
+        MPI_TRY(MPI_Bcast(sum, (int)(p->n_shared * G), MPI_FLOAT, 0, rec__comm()));
         for (int64_t i = 0; i < p->n_apply; i++) {
             const int32_t s = p->apply[i];
             if (t->sh_stamp[s] != x + 1)
@@ -1057,11 +1057,11 @@ static rec_status resume(ctrainer *t, const rec_net_emb_state *st) {
     int64_t c = -1;
     if (t->rank == 0) REC_TRY(resume_servers(t, st, &c));
     if (t->N > 1) {
-        MPI_TRY(MPI_Bcast(&c, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
+        MPI_TRY(MPI_Bcast(&c, 1, MPI_INT64_T, 0, rec__comm()));
         const rec_tensor *ts;
         const int n = rec_model_tensors(t->m, &ts);
         for (int i = 0; i < n; i++)
-            MPI_TRY(MPI_Bcast(ts[i].data, (int)rec_tensor_numel(&ts[i]), MPI_FLOAT, 0, MPI_COMM_WORLD));
+            MPI_TRY(MPI_Bcast(ts[i].data, (int)rec_tensor_numel(&ts[i]), MPI_FLOAT, 0, rec__comm()));
     }
     rec_model_set_steps(t->m, c + 1);
     t->start = c + 1;
@@ -1115,7 +1115,7 @@ rec_status rec_cache_join(rec_cache_trainer **out, const rec_cache_opts *o, int 
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     t->job = rec_mix64(((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec) ^ ((uint64_t)getpid() << 40));
-    if (t->N > 1) MPI_TRY(MPI_Bcast(&t->job, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+    if (t->N > 1) MPI_TRY(MPI_Bcast(&t->job, 1, MPI_UINT64_T, 0, rec__comm()));
     /* the job, from the oracles (once every trainer has said hello) */
     REC_TRY(say_hello(t, 0));
     t->F = t->info.F;
@@ -1398,7 +1398,7 @@ static rec_status sync_commit(ctrainer *t, int64_t c) {
         const int failed = t->failed;
         pthread_mutex_unlock(&t->mu);
         if (failed || stopped(t)) return REC_OK; /* the next wait ends on it */
-        MPI_TRY(MPI_Barrier(MPI_COMM_WORLD));
+        MPI_TRY(MPI_Barrier(rec__comm()));
         pthread_mutex_lock(&t->mu);
         t->synced = c;
         pthread_mutex_unlock(&t->mu);
@@ -1449,7 +1449,7 @@ static rec_status flush(ctrainer *t) {
     pthread_mutex_unlock(&t->mu);
     if (!finished && !failed) return stop_status(t, t->total);
     REC_TRY(join_maintenance(t));
-    if (t->N > 1) MPI_TRY(MPI_Barrier(MPI_COMM_WORLD)); /* a failed trainer ends them all: the CLI aborts the job */
+    if (t->N > 1) MPI_TRY(MPI_Barrier(rec__comm())); /* a failed trainer ends them all: the CLI aborts the job */
     t->flushed = 1;
     return REC_OK;
 }
@@ -1500,7 +1500,7 @@ static rec_status cache_next(rec_backend *be, const rec_batch **b, int64_t *rows
     t->rep.stall_seconds += rec_now() - w0;
     *b = &t->ring[x % t->Q].st.batch; /* released once x is done */
     double n = (double)(*b)->n;       /* the global batch: the trainers' slices */
-    if (t->N > 1) MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    if (t->N > 1) MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_DOUBLE, MPI_SUM, rec__comm()));
     *rows = t->global_rows = (int64_t)n;
     return REC_OK;
 }

@@ -35,7 +35,7 @@ static const key TOP[] = {
     {"epochs", K_INT, 0, 100000, OFF(epochs), 0},
     {"shuffle", K_BOOL, 0, 1, OFF(shuffle), 0},
     {"steps", K_INT64, 0, INT32_MAX, OFF(steps), 0},
-    {"embservers", K_INT, 1, 62, OFF(embservers), 0},
+    {"embservers", K_INT, 0, 62, OFF(embservers), 0},
     {"trainers", K_INT, 1, 64, OFF(trainers), 0},
     {"oracles", K_INT, 1, REC_CACHE_MAX_ORACLES, OFF(oracles), 0},
     {"threads", K_INT, 1, 1024, OFF(threads), 0},
@@ -44,7 +44,11 @@ static const key TOP[] = {
     {"cache", K_STR, 0, 0, 0, 0},   /* an object, below */
     {"link", K_STR, 0, 0, 0, 0},    /* an object, below */
     {"durable", K_STR, 0, 0, 0, 0}, /* an object, below */
+    {"offload", K_STR, 0, 0, STR(offload)},
+    {"network", K_STR, 0, 0, STR(network)},
+    {"hosts", K_STR, 0, 0, 0, 0},   /* an object, below */
 };
+static const char *const ROLES[4] = {"embservers", "prep_workers", "oracles", "trainers"}; /* REC_ROLE_* */
 static const key DURABLE[] = {
     {"dir", K_STR, 0, 0, STR(durable_dir)},
     {"every", K_INT64, 1, INT32_MAX, OFF(durable_every), 0},
@@ -78,6 +82,7 @@ static rec_status read_keys(rec_cluster_config *c, const cJSON *obj, const key *
         for (const cJSON *jt = it->next; jt; jt = jt->next)
             if (!strcmp(it->string, jt->string)) return bad(origin, path, it->string, "appears twice");
         if (!strcmp(k->name, "cache") || !strcmp(k->name, "link") || !strcmp(k->name, "durable") || !strcmp(k->name, "format") ||
+            !strcmp(k->name, "hosts") ||
             !strcmp(k->name, "version"))
             continue;
         char *dst = (char *)c + k->off;
@@ -106,6 +111,32 @@ static rec_status read_keys(rec_cluster_config *c, const cJSON *obj, const key *
             if (k->k == K_INT) *(int *)dst = (int)x;
             else if (k->k == K_INT64) *(int64_t *)dst = (int64_t)x;
             else *(double *)dst = x;
+        }
+    }
+    return REC_OK;
+}
+
+/* $.hosts: {"ROLE": ["host", ...]}: one host for all of the role's processes, or one each. */
+static rec_status read_hosts(rec_cluster_config *c, const cJSON *hosts, const char *origin) {
+    if (!cJSON_IsObject(hosts)) return bad(origin, "$", "hosts", "must be an object of roles and their hosts");
+    for (const cJSON *it = hosts->child; it; it = it->next) {
+        int r = 0;
+        while (r < 4 && strcmp(ROLES[r], it->string)) r++;
+        if (r == 4) return bad(origin, "$.hosts", it->string, "unknown role (embservers, prep_workers, oracles or trainers)");
+        const int want = r == REC_ROLE_EMBSERVERS ? c->embservers : r == REC_ROLE_PREP_WORKERS ? c->prep_workers
+                       : r == REC_ROLE_ORACLES ? c->oracles : c->trainers;
+        const int n = cJSON_GetArraySize(it);
+        char msg[160];
+        snprintf(msg, sizeof msg, "must be an array of 1 host (for all) or %d (one a process) of host names", want);
+        if (!cJSON_IsArray(it) || n < 1 || (n != 1 && n != want)) return bad(origin, "$.hosts", it->string, msg);
+        char *dst = c->hosts[r];
+        for (int i = 0; i < n; i++) {
+            const cJSON *h = cJSON_GetArrayItem(it, i);
+            const size_t at = strlen(dst);
+            if (!cJSON_IsString(h) || !h->valuestring[0] || strpbrk(h->valuestring, ", :") ||
+                at + strlen(h->valuestring) + 2 > sizeof c->hosts[r])
+                return bad(origin, "$.hosts", it->string, "must hold host names (no commas, spaces or colons)");
+            snprintf(dst + at, sizeof c->hosts[r] - at, "%s%s", i ? "," : "", h->valuestring);
         }
     }
     return REC_OK;
@@ -150,6 +181,17 @@ rec_status rec_cluster_config_parse(rec_cluster_config *c, const char *json, siz
     if (!s && dur) s = read_keys(c, dur, DURABLE, (int)(sizeof DURABLE / sizeof DURABLE[0]), origin, "$.durable");
     if (!s && dur && !c->durable_dir[0]) s = rec_errorf(REC_EINVAL, "%s: $.durable.dir: required (where servers keep snapshots)", origin);
     if (!s && !c->data[0]) s = rec_errorf(REC_EINVAL, "%s: $.data: required (the training .rshard)", origin);
+    const cJSON *hosts = cJSON_GetObjectItemCaseSensitive(root, "hosts");
+    if (!s && hosts) s = read_hosts(c, hosts, origin);
+    if (!s && c->embservers == 0 && c->prep_workers == 0)
+        s = rec_errorf(REC_EINVAL, "%s: $.embservers: 0 (a FastFlow job) needs \"prep_workers\" to offload to; a job of no "
+                       "services is `rectrain train`", origin);
+    if (!s && c->embservers == 0 && (dur || link))
+        s = rec_errorf(REC_EINVAL, "%s: $.%s: is for the embedding servers, and $.embservers is 0", origin, dur ? "durable" : "link");
+    if (!s && c->offload[0] && c->embservers > 0)
+        s = rec_errorf(REC_EINVAL, "%s: $.offload: is for a FastFlow job (\"embservers\": 0); with servers the oracle reads "
+                       "the data, through the prep-workers", origin);
+    if (!s && c->embservers == 0 && !c->offload[0]) snprintf(c->offload, sizeof c->offload, "auto");
     if (!s && c->policy != REC_CACHE_BAGPIPE && (c->lookahead || c->depth))
         s = rec_errorf(REC_EINVAL, "%s: $.cache: \"lookahead\" and \"prefetch_depth\" are for the bagpipe policy", origin);
     if (!s && c->lookahead && c->depth > c->lookahead)

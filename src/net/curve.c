@@ -244,11 +244,31 @@ static rec_status load_allow(rec__zkeys *k) {
     return s;
 }
 
+/* A launched job's keys (net.h rec_net_launch): the pair made in memory, and every process of
+ * the job let in. */
+static rec_status load_launch(rec__zkeys *k, const rec_net_launch *l) {
+    snprintf(k->dir, sizeof k->dir, "the job's launch");
+    memcpy(k->pub, l->pub, 41), memcpy(k->sec, l->sec, 41);
+    if (!(k->allow = calloc((size_t)l->n_peers + 1, sizeof *k->allow)))
+        return rec_errorf(REC_ENOMEM, "out of memory for the job's keys");
+    for (int i = 0; i < l->n_peers; i++) {
+        rec__zallow *a = &k->allow[k->n_allow];
+        if (!z85_key(l->peers[i].pub, a->key))
+            return rec_errorf(REC_EINVAL, "the launch gave %s a malformed public key", l->peers[i].what);
+        snprintf(a->name, sizeof a->name, "%s", l->peers[i].what);
+        k->n_allow++;
+    }
+    k->launch = l;
+    k->on = 1;
+    return REC_OK;
+}
+
 rec_status rec__zkeys_load(rec__zkeys *k, const rec_net_secure *sec, int roles) {
     memset(k, 0, sizeof *k);
-    if (!sec || !sec->keys) return REC_OK;
+    if (!sec || (!sec->keys && !sec->launch)) return REC_OK;
     if (!zmq_has("curve"))
         return rec_errorf(REC_EUNSUPPORTED, "--keys: this libzmq was built without CURVE (zmq_has(\"curve\") is 0)");
+    if (!sec->keys) return load_launch(k, sec->launch);
     struct stat st;
     if (stat(sec->keys, &st) != 0 || !S_ISDIR(st.st_mode))
         return rec_errorf(REC_EIO, "--keys %s: %s (%s)", sec->keys, stat(sec->keys, &st) ? strerror(errno) : "not a directory",
@@ -318,9 +338,16 @@ rec_status rec__zcurve_server(void *sock, const rec__zkeys *k) {
     return setopt(sock, ZMQ_ZAP_DOMAIN, "rectrain", 8, "ZMQ_ZAP_DOMAIN");
 }
 
-rec_status rec__zcurve_client(void *sock, const rec__zkeys *k) {
+rec_status rec__zcurve_client(void *sock, const rec__zkeys *k, const char *ep) {
     if (!k->on) return REC_OK;
-    REC_TRY(setopt(sock, ZMQ_CURVE_SERVERKEY, k->server, 40, "ZMQ_CURVE_SERVERKEY"));
+    const char *server = k->server;
+    if (k->launch) { /* each service of a launched job has its own key */
+        server = NULL;
+        for (int i = 0; i < k->launch->n_peers && !server; i++)
+            if (!strcmp(k->launch->peers[i].ep, ep)) server = k->launch->peers[i].pub;
+        if (!server) return rec_errorf(REC_EINVAL, "%s is not a service of this job: the launch gave no key for it", ep);
+    }
+    REC_TRY(setopt(sock, ZMQ_CURVE_SERVERKEY, server, 40, "ZMQ_CURVE_SERVERKEY"));
     REC_TRY(setopt(sock, ZMQ_CURVE_PUBLICKEY, k->pub, 40, "ZMQ_CURVE_PUBLICKEY"));
     return setopt(sock, ZMQ_CURVE_SECRETKEY, k->sec, 40, "ZMQ_CURVE_SECRETKEY");
 }
@@ -329,7 +356,7 @@ rec_status rec__zconnect(void *ctx, int type, const char *ep, const rec__zkeys *
     *sock = rec__zsocket(ctx, type);
     if (mon) *mon = NULL;
     if (!*sock) return rec_errorf(REC_EIO, "cannot create a ZeroMQ socket: %s", zmq_strerror(zmq_errno()));
-    rec_status s = rec__zcurve_client(*sock, k);
+    rec_status s = rec__zcurve_client(*sock, k, ep);
     if (!s && mon) s = rec__zmon_open(ctx, *sock, 0, mon);
     if (!s) rec__zipv6(*sock, ep);
     if (!s && zmq_connect(*sock, ep) != 0)
@@ -432,7 +459,9 @@ void rec__zap_serve(void *zap, const rec__zkeys *k, const char *name, rec__zlog 
             const rec__zallow *a = NULL;
             for (int i = 0; i < k->n_allow && !a; i++)
                 if (!memcmp(k->allow[i].key, pk, 32)) a = &k->allow[i];
-            if (!a) {
+            if (!a && k->launch) {
+                snprintf(why, sizeof why, "its key is not one of this job's processes' (a process not of the job)");
+            } else if (!a) {
                 snprintf(why, sizeof why, "its key is not on the allow-list (%s/allow)", k->dir);
             } else if (a->expires && a->expires <= time(NULL)) {
                 char t[32];
@@ -452,6 +481,12 @@ void rec__zap_serve(void *zap, const rec__zkeys *k, const char *name, rec__zlog 
         }
         for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
     }
+}
+
+rec_status rec_net_keypair(char pub[41], char sec[41]) {
+    if (!zmq_has("curve")) return rec_errorf(REC_EUNSUPPORTED, "this libzmq was built without CURVE (zmq_has(\"curve\") is 0)");
+    if (zmq_curve_keypair(pub, sec) != 0) return rec_errorf(REC_EIO, "cannot make a CurveZMQ key pair: %s", zmq_strerror(zmq_errno()));
+    return REC_OK;
 }
 
 /* ---- monitors ---------------------------------------------------------------------------------- */

@@ -25,12 +25,14 @@ typedef struct rec__zkeys {
     char server[41];         /* a client's: the services' public key, Z85 */
     rec__zallow *allow;      /* a service's allow-list (n_allow) */
     int n_allow;
+    const rec_net_launch *launch; /* keys of a launched job: a service's key found by endpoint */
 } rec__zkeys;
 
 enum { REC__ZSERVICE = 1, REC__ZCLIENT = 2 };
 
 /* Loads what `roles` need from sec->keys: self.key always, allow/ for a service, server.pub
- * for a client (k->on = 0 and nothing read when sec has no keys). Every error names the file
+ * for a client (k->on = 0 and nothing read when sec has no keys); or from sec->launch: its
+ * pair, and every process of the job on the allow-list. Every error names the file
  * and says how to make or fix it. Free with rec__zkeys_free, also after a failure. */
 rec_status rec__zkeys_load(rec__zkeys *k, const rec_net_secure *sec, int roles);
 void rec__zkeys_free(rec__zkeys *k);
@@ -41,7 +43,7 @@ rec_status rec__zplain_check(const rec__zkeys *k, const rec_net_secure *sec, con
 /* The CURVE options of a service's socket (before its bind) or a client's (before its
  * connect); nothing when k is off. REC_EIO with ZeroMQ's reason. */
 rec_status rec__zcurve_server(void *sock, const rec__zkeys *k);
-rec_status rec__zcurve_client(void *sock, const rec__zkeys *k);
+rec_status rec__zcurve_client(void *sock, const rec__zkeys *k, const char *ep);
 
 /* A service's log of refused peers. A peer that is refused retries every 100 ms or so
  * (ZeroMQ reconnects): a line equal to one of the last REC__ZLOG_KEEP written, within 10 s of

@@ -1,11 +1,16 @@
 /* ZeroMQ helpers of rectrain's services (zmq_impl.h): sockets, sends, and the one way a
  * service takes a request off its ROUTER socket. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "rectrain/core.h"
 #include "zmq_impl.h"
@@ -201,8 +206,13 @@ rec_status rec__zservice_open(rec_zservice *v, const char *name, const char *lis
     if (v->keys.on) REC_TRY(rec__zap_open(v->ctx, &v->zap)); /* before the first connection asks it */
     REC_TRY(rec__zcurve_server(v->sock, &v->keys));
     REC_TRY(rec__zmon_open(v->ctx, v->sock, 1, &v->mon));
+    const rec_net_launch *l = sec ? sec->launch : NULL;
+    if (l && l->listen_fd >= 0 && !strcmp(l->listen, listen)) /* bound before the endpoints were exchanged */
+        zmq_setsockopt(v->sock, ZMQ_USE_FD, &l->listen_fd, sizeof l->listen_fd);
     REC_TRY(rec__zbind(v->sock, listen));
-    if (v->log && v->keys.on)
+    if (v->log && v->keys.launch)
+        fprintf(v->log, "%s: CURVE on %s: lets in the %d processes of the job\n", name, listen, v->keys.n_allow);
+    else if (v->log && v->keys.on)
         fprintf(v->log, "%s: CURVE on %s: lets in the %d key%s of %s/allow\n", name, listen, v->keys.n_allow,
                 v->keys.n_allow == 1 ? "" : "s", v->keys.dir);
     else if (v->log && !rec_endpoint_is_local(listen))
@@ -262,4 +272,64 @@ void rec__zservice_answer(rec_zservice *v, rec_zreq *r, rec_wbuf *w, rec_status 
         rec__zsend(v->sock, &r->id, w, ZMQ_DONTWAIT);
     }
     rec__zreq_close(r);
+}
+
+/* ---- the endpoints of a job launched across hosts (net.h) ---- */
+
+/* Parses "A.B.C.D/N" into a network address and mask (host order). */
+static int parse_cidr(const char *net, uint32_t *addr, uint32_t *mask) {
+    char a[64];
+    const char *slash = strchr(net, '/');
+    char *end;
+    const long bits = slash ? strtol(slash + 1, &end, 10) : 32;
+    if (slash && (end == slash + 1 || *end || bits < 0 || bits > 32)) return 0;
+    snprintf(a, sizeof a, "%.*s", slash ? (int)(slash - net) : (int)strlen(net), net);
+    struct in_addr in;
+    if (inet_pton(AF_INET, a, &in) != 1) return 0;
+    *mask = bits ? 0xffffffffu << (32 - bits) : 0;
+    *addr = ntohl(in.s_addr) & *mask;
+    return 1;
+}
+
+rec_status rec_net_host_address(const char *network, char addr[64]) {
+    uint32_t want = 0, mask = 0;
+    const int any = !network || !network[0];
+    if (!any && !parse_cidr(network, &want, &mask))
+        return rec_errorf(REC_EINVAL, "network '%s' is not an IPv4 network (A.B.C.D/N, e.g. 10.1.0.0/16)", network);
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0) return rec_errorf(REC_EIO, "cannot list this host's addresses: %s", strerror(errno));
+    char seen[512] = "";
+    addr[0] = 0;
+    for (const struct ifaddrs *i = ifs; i && !addr[0]; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+        const struct in_addr in = ((const struct sockaddr_in *)i->ifa_addr)->sin_addr;
+        char text[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &in, text, sizeof text);
+        const size_t n = strlen(seen);
+        snprintf(seen + n, sizeof seen - n, "%s%s (%s)", n ? ", " : "", text, i->ifa_name);
+        const int loop = (i->ifa_flags & IFF_LOOPBACK) != 0;
+        if (any ? !loop : (ntohl(in.s_addr) & mask) == want) snprintf(addr, 64, "%s", text);
+    }
+    freeifaddrs(ifs);
+    if (!addr[0] && any) snprintf(addr, 64, "127.0.0.1"); /* one machine without a network */
+    if (!addr[0])
+        return rec_errorf(REC_EINVAL, "this host has no address in network %s (it has %s): give the network its "
+                          "processes reach each other on", network, seen[0] ? seen : "none");
+    return REC_OK;
+}
+
+rec_status rec_net_listen_any(const char *addr, int *fd, char ep[256]) {
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) return rec_errorf(REC_EINVAL, "'%s' is not an IPv4 address", addr);
+    socklen_t len = sizeof sa;
+    *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*fd < 0 || bind(*fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(*fd, 128) != 0 ||
+        getsockname(*fd, (struct sockaddr *)&sa, &len) != 0) {
+        rec_status s = rec_errorf(REC_EIO, "cannot listen on %s: %s", addr, strerror(errno));
+        if (*fd >= 0) close(*fd);
+        *fd = -1;
+        return s;
+    }
+    snprintf(ep, 256, "tcp://%s:%d", addr, ntohs(sa.sin_port));
+    return REC_OK;
 }

@@ -77,7 +77,7 @@ static void on_grads(void *ctx, size_t off, size_t n) {
         return;
     }
     float *g = rec_model_dense_grads(x->m) + off;
-    const int rc = MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &x->req[x->n_req++]);
+    const int rc = MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, rec__comm(), &x->req[x->n_req++]);
     if (rc != MPI_SUCCESS) x->hook_err = rec__mpi_fail(rc, "MPI_Iallreduce", __FILE__, __LINE__);
     x->covered += n;
     x->st.sent_bytes += 2.0 * (x->N - 1) / x->N * 4.0 * (double)n;
@@ -168,7 +168,7 @@ rec_status rec_exec_init(rec_exec **out, rec_model *m, const rec_plan *plan, int
         if (rc != MPI_SUCCESS) s = rec__mpi_fail(rc, "MPI_Win_lock_all", __FILE__, __LINE__);
     }
     if (!s) {
-        const int rc = MPI_Barrier(MPI_COMM_WORLD);
+        const int rc = MPI_Barrier(rec__comm());
         if (rc != MPI_SUCCESS) s = rec__mpi_fail(rc, "MPI_Barrier", __FILE__, __LINE__);
     }
     if (s) {
@@ -334,11 +334,11 @@ static rec_status fetch_alltoall(rec_exec *x, int64_t total) {
         for (int64_t k = 0; k < x->fcount[o]; k++) q[2 * k] = x->fdisp[o][k] / (MPI_Aint)sizeof(float), q[2 * k + 1] = x->flen[o][k];
         at += x->scount[o];
     }
-    MPI_WAIT(x, MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, rec__comm()));
     int64_t rn = 0;
     for (int o = 0; o < N; o++) x->rdispl[o] = (int)rn, rn += x->rcount[o];
     REC_TRY(grow((void **)&x->rbuf, &x->rbuf_cap, rn + 1, 1, "requests"));
-    MPI_WAIT(x, MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->rbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->rbuf, x->rcount, x->rdispl, MPI_BYTE, rec__comm()));
     /* answer: the rows asked for, in order, per requester */
     int64_t floats = 0;
     const int64_t *q = (const int64_t *)x->rbuf;
@@ -369,7 +369,7 @@ static rec_status fetch_alltoall(rec_exec *x, int64_t total) {
         b += x->rcount[o];
     }
     (void)total;
-    MPI_WAIT(x, MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->fbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->fbuf, x->rcount, x->rdispl, MPI_BYTE, rec__comm()));
     return REC_OK;
 }
 
@@ -583,7 +583,7 @@ static rec_status exchange(rec_exec *x, float lr) {
     }
     const double ts = MPI_Wtime();
     x->st.slice_s += ts - t0;
-    MPI_WAIT(x, MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, rec__comm()));
     x->st.skew_s += MPI_Wtime() - ts;
     int64_t rn = 0;
     for (int o = 0; o < N; o++) {
@@ -591,7 +591,7 @@ static rec_status exchange(rec_exec *x, float lr) {
         if (o != x->rank) x->st.sent_bytes += x->scount[o], x->st.recv_bytes += x->rcount[o];
     }
     REC_TRY(grow((void **)&x->rbuf, &x->rbuf_cap, rn + 1, 1, "gradient records"));
-    MPI_WAIT(x, MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->rbuf, x->rcount, x->rdispl, MPI_BYTE, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Alltoallv(x->sbuf, x->scount, x->sdispl, MPI_BYTE, x->rbuf, x->rcount, x->rdispl, MPI_BYTE, rec__comm()));
     const double t1 = MPI_Wtime();
     /* the owner's side: records sorted by (table, part, row), ties in arrival (= rank) order */
     int64_t nrec = 0;
@@ -661,13 +661,13 @@ static rec_status replicated(rec_exec *x, float lr) {
     const int64_t S = rep_grad_floats(x), chunk = (S + N - 1) / N;
     REC_TRY(grow((void **)&x->rbuf, &x->rbuf_cap, (int64_t)sizeof(float) * chunk * N + 1, 1, "replicated gradients"));
     float *parts = (float *)x->rbuf, *mine = x->rep_grad + (size_t)chunk * x->rank;
-    MPI_WAIT(x, MPI_Alltoall(x->rep_grad, (int)chunk, MPI_FLOAT, parts, (int)chunk, MPI_FLOAT, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Alltoall(x->rep_grad, (int)chunk, MPI_FLOAT, parts, (int)chunk, MPI_FLOAT, rec__comm()));
     for (int64_t i = 0; i < chunk; i++) {
         float v = 0;
         for (int r = 0; r < N; r++) v += parts[(size_t)r * chunk + i];
         mine[i] = v;
     }
-    MPI_WAIT(x, MPI_Allgather(MPI_IN_PLACE, (int)chunk, MPI_FLOAT, x->rep_grad, (int)chunk, MPI_FLOAT, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Allgather(MPI_IN_PLACE, (int)chunk, MPI_FLOAT, x->rep_grad, (int)chunk, MPI_FLOAT, rec__comm()));
     x->st.sent_bytes += 2.0 * (N - 1) * 4.0 * (double)chunk;
     x->st.recv_bytes += 2.0 * (N - 1) * 4.0 * (double)chunk;
     for (int64_t r = 0; r < x->rep_rows; r++) {
@@ -701,7 +701,7 @@ rec_status rec_exec_train_step(rec_exec *x, const rec_batch *b, double *loss) {
     /* loss over the GLOBAL batch: this slice's part of the mean, and its gradient */
     double sum = rec_bce_slice_sum(x->lb.n, logits, x->lb.label, (double)b->n, x->dlogits);
     double t1 = MPI_Wtime();
-    MPI_WAIT(x, MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    MPI_WAIT(x, MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, rec__comm()));
     *loss = sum / (double)b->n;
     double t2 = MPI_Wtime();
     x->n_req = 0;
@@ -722,7 +722,7 @@ rec_status rec_exec_train_step(rec_exec *x, const rec_batch *b, double *loss) {
     double t5 = MPI_Wtime();
     MPI_WAIT(x, MPI_Waitall(x->n_req, x->req, MPI_STATUSES_IGNORE));
     double t6 = MPI_Wtime();
-    MPI_WAIT(x, MPI_Barrier(MPI_COMM_WORLD)); /* owners' updates before anyone's next gets */
+    MPI_WAIT(x, MPI_Barrier(rec__comm())); /* owners' updates before anyone's next gets */
     double t7 = MPI_Wtime();
     REC_TRY(rec_model_update_dense(x->m, rec_lr_scale(&rec_model_get_config(x->m)->schedule, rec_model_steps(x->m))));
     rec_model_set_steps(x->m, rec_model_steps(x->m) + 1);
@@ -743,7 +743,7 @@ rec_status rec_exec_forward(rec_exec *x, const rec_batch *b, float *logits) {
     REC_TRY(rec_model_forward_pooled(x->m, &x->lb, &mine));
     for (int o = 0; o < x->N; o++)
         x->rcount[o] = (int)((o + 1) * b->n / x->N - o * b->n / x->N), x->rdispl[o] = (int)(o * b->n / x->N);
-    MPI_TRY(MPI_Gatherv(mine, (int)x->lb.n, MPI_FLOAT, logits, x->rcount, x->rdispl, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    MPI_TRY(MPI_Gatherv(mine, (int)x->lb.n, MPI_FLOAT, logits, x->rcount, x->rdispl, MPI_FLOAT, 0, rec__comm()));
     return REC_OK;
 }
 
@@ -757,13 +757,13 @@ void rec_exec_get_stats(const rec_exec *x, rec_exec_stats *s) {
     *s = x->st;
     /* rows served to others: counted by whoever fetched them */
     double *got = calloc((size_t)x->N, sizeof(double));
-    if (got && MPI_Reduce_scatter_block(x->served, got, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS)
+    if (got && MPI_Reduce_scatter_block(x->served, got, 1, MPI_DOUBLE, MPI_SUM, rec__comm()) == MPI_SUCCESS)
         s->sent_bytes += got[0];
     free(got);
     /* the rank whose bytes sent per step are furthest from the plan's prediction (Eq. 2-3) */
     const double pred = rec_plan_costs(x->plan)[x->rank].sent, steps = s->steps > 0 ? (double)s->steps : 1;
     struct { double v; int r; } mine = {pred > 0 ? fabs(s->sent_bytes / steps / pred - 1) : 0, x->rank}, worst = mine;
-    MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, rec__comm());
     s->worst_sent_dev = worst.v;
     s->worst_sent_rank = worst.r;
 }

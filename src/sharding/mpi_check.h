@@ -4,7 +4,14 @@
 #ifndef RECTRAIN_MPI_CHECK_H
 #define RECTRAIN_MPI_CHECK_H
 
+#include <mpi.h>
+
 #include "rectrain/status.h"
+
+/* The training's communicator: MPI_COMM_WORLD, or the trainers' alone in a job that
+ * `rectrain cluster` started across hosts (rec_dist_join: its services are ranks of the
+ * world, not of the training's collectives). Every collective of the training runs on it. */
+MPI_Comm rec__comm(void);
 
 rec_status rec__mpi_fail(int rc, const char *call, const char *file, int line);
 /* MPI_Win_allocate of `bytes` on every rank (collective), its failure explained: Open MPI 4

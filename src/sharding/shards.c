@@ -95,7 +95,7 @@ rec_status rec_exec_save(rec_exec *x, const char *path, const rec_ckpt_meta *giv
         clock_gettime(CLOCK_REALTIME, &ts);
         id = rec_mix64((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ rec_mix64((uint64_t)getpid());
     }
-    MPI_TRY(MPI_Bcast(&id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+    MPI_TRY(MPI_Bcast(&id, 1, MPI_UINT64_T, 0, rec__comm()));
     rec_ckpt_meta meta = *given;
     meta.shards = x->N, meta.shard_id = id, meta.shard = x->rank + 1;
 
@@ -125,13 +125,13 @@ rec_status rec_exec_save(rec_exec *x, const char *path, const rec_ckpt_meta *giv
     }
     /* every file committed, or no rank commits the main one */
     int failed = 0;
-    MPI_TRY(MPI_Allreduce((int[]){s != REC_OK}, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    MPI_TRY(MPI_Allreduce((int[]){s != REC_OK}, &failed, 1, MPI_INT, MPI_MAX, rec__comm()));
     if (s) return s;
     if (failed) return rec_errorf(REC_EIO, "another rank could not write its shard of the checkpoint (its message is above)");
     meta.shard = 0;
     if (x->rank == 0) s = rec_ckpt_save(path, x->m, &meta);
     int bad = s != REC_OK;
-    MPI_TRY(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    MPI_TRY(MPI_Bcast(&bad, 1, MPI_INT, 0, rec__comm()));
     if (s) return s;
     if (bad) return rec_errorf(REC_EIO, "rank 0 could not write %s (its message is above)", path);
     if (x->rank == 0) rec_dist_prune_shards(path, id);
@@ -369,12 +369,12 @@ static rec_status load(rec_exec *x, const char *path, rec_ckpt_meta *meta) {
 rec_status rec_exec_load(rec_exec *x, const char *path, rec_ckpt_meta *meta) {
     rec_status s = load(x, path, meta);
     int failed = 0;
-    MPI_TRY(MPI_Allreduce((int[]){s != REC_OK}, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    MPI_TRY(MPI_Allreduce((int[]){s != REC_OK}, &failed, 1, MPI_INT, MPI_MAX, rec__comm()));
     if (s) return s;
     if (failed) return rec_errorf(REC_EIO, "another rank could not load its rows of %s (its message is above)", path);
     /* the rows are in the windows before any rank's first get */
     MPI_TRY(MPI_Win_sync(x->win));
-    MPI_TRY(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_TRY(MPI_Barrier(rec__comm()));
     return REC_OK;
 }
 
@@ -412,8 +412,8 @@ static rec_status to_rank0(const rec_exec *x, int from, float *buf, int64_t n) {
     enum { CHUNK = 1 << 26 };
     for (int64_t at = 0; at < n; at += CHUNK) {
         const int k = (int)(n - at < CHUNK ? n - at : CHUNK);
-        if (x->rank == from) MPI_TRY(MPI_Send(buf + at, k, MPI_FLOAT, 0, 0, MPI_COMM_WORLD));
-        else MPI_TRY(MPI_Recv(buf + at, k, MPI_FLOAT, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        if (x->rank == from) MPI_TRY(MPI_Send(buf + at, k, MPI_FLOAT, 0, 0, rec__comm()));
+        else MPI_TRY(MPI_Recv(buf + at, k, MPI_FLOAT, from, 0, rec__comm(), MPI_STATUS_IGNORE));
     }
     return REC_OK;
 }
@@ -448,7 +448,7 @@ rec_status rec_exec_gather(rec_exec *x, rec_model *whole) {
     }
     /* every rank learns whether rank 0 can take the rows before any is sent */
     int bad = s != REC_OK;
-    MPI_TRY(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    MPI_TRY(MPI_Bcast(&bad, 1, MPI_INT, 0, rec__comm()));
     for (int r = 1; !bad && r < N; r++) {
         if (!root && r != x->rank) continue;
         sizes(x, r, n);
