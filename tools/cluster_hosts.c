@@ -187,31 +187,38 @@ static int app_context(char **av, int n, const job *j, int role_hosts, int count
     return n;
 }
 
-/* What mpirun said of the process that ended the job: its rank, and how it ended. */
+/* What mpirun said of the process that ended the job: its rank, and how it ended. mpirun then
+ * stops the others, and one that reports its stop (MPI_Abort) is said of too: a death by a
+ * signal outranks an exit status, which outranks a reported failure. */
 typedef struct verdict {
     int rank;                /* -1: not said */
+    int weight;              /* 3 a signal, 2 an exit status, 1 MPI_Abort */
     char how[64];
     char node[256];
 } verdict;
 
+static void say(verdict *v, int weight, int rank, const char *how) {
+    if (weight <= v->weight) return;
+    v->weight = weight, v->rank = rank;
+    snprintf(v->how, sizeof v->how, "%s", how);
+}
+
 /* Reads one of mpirun's own lines into v. */
 static void read_verdict(const char *line, verdict *v) {
     int r, sig, code;
-    char node[256];
+    char node[256], how[64];
     const char *at;
-    if (v->rank < 0 && (at = strstr(line, "process rank ")) &&
+    if ((at = strstr(line, "process rank ")) &&
         sscanf(at, "process rank %d with PID %*d on node %255s exited on signal %d", &r, node, &sig) == 3) {
-        v->rank = r;
-        snprintf(v->node, sizeof v->node, "%s", node);
-        snprintf(v->how, sizeof v->how, "killed by signal %d", sig);
-    } else if (v->rank < 0 && (at = strstr(line, "Process name: [[")) && sscanf(at, "Process name: [[%*d,%*d],%d]", &r) == 1) {
-        v->rank = r;
-    } else if ((at = strstr(line, "Exit code:")) && sscanf(at, "Exit code: %d", &code) == 1 && !v->how[0]) {
+        snprintf(how, sizeof how, "killed by signal %d", sig);
+        if (v->weight < 3) snprintf(v->node, sizeof v->node, "%s", node);
+        say(v, 3, r, how);
+    } else if ((at = strstr(line, "Process name: [[")) && sscanf(at, "Process name: [[%*d,%*d],%d]", &r) == 1) {
+        say(v, 2, r, "a non-zero exit status");
+    } else if ((at = strstr(line, "Exit code:")) && sscanf(at, "Exit code: %d", &code) == 1 && v->weight == 2) {
         snprintf(v->how, sizeof v->how, "exit status %d", code);
-    } else if (v->rank < 0 && (at = strstr(line, "MPI_ABORT was invoked on rank ")) &&
-               sscanf(at, "MPI_ABORT was invoked on rank %d", &r) == 1) {
-        v->rank = r;
-        snprintf(v->how, sizeof v->how, "a failure it reported");
+    } else if ((at = strstr(line, "MPI_ABORT was invoked on rank ")) && sscanf(at, "MPI_ABORT was invoked on rank %d", &r) == 1) {
+        say(v, 1, r, "a failure it reported");
     }
 }
 
@@ -298,7 +305,9 @@ int cluster_launch(job *j, const char *hostfile, int argc, char **argv) {
         char name[64];
         role_name(&p[v.rank], c->trainers, name, sizeof name);
         const char *lst = last[v.rank].last;
-        if (!v.node[0]) host_of(j, &p[v.rank], v.node, sizeof v.node);
+        char host[256];
+        host_of(j, &p[v.rank], host, sizeof host); /* the config's name; mpirun's is the host's own */
+        if (host[0] || v.weight < 3) snprintf(v.node, sizeof v.node, "%s", host);
         fprintf(stderr, "rectrain cluster: %s (rank %d%s%s) ended (%s) while the job ran%s%s; mpirun stopped the other "
                 "processes on every host\n", name, v.rank, v.node[0] ? " on " : "", v.node, v.how[0] ? v.how : "failed",
                 lst[0] ? ": " : "", lst);
