@@ -192,6 +192,12 @@ rec_status rec_cluster_config_parse(rec_cluster_config *c, const char *json, siz
         s = rec_errorf(REC_EINVAL, "%s: $.offload: is for a FastFlow job (\"embservers\": 0); with servers the oracle reads "
                        "the data, through the prep-workers", origin);
     if (!s && c->embservers == 0 && !c->offload[0]) snprintf(c->offload, sizeof c->offload, "auto");
+    unsigned a, b, d, e, bits;
+    char tail;
+    if (!s && c->network[0] && (sscanf(c->network, "%u.%u.%u.%u/%u%c", &a, &b, &d, &e, &bits, &tail) != 5 || a > 255 ||
+                                b > 255 || d > 255 || e > 255 || bits > 32))
+        s = rec_errorf(REC_EINVAL, "%s: $.network: '%s' is not an IPv4 network (A.B.C.D/N, e.g. 10.1.0.0/16): the one whose "
+                       "addresses the job's processes reach each other on", origin, c->network);
     if (!s && c->policy != REC_CACHE_BAGPIPE && (c->lookahead || c->depth))
         s = rec_errorf(REC_EINVAL, "%s: $.cache: \"lookahead\" and \"prefetch_depth\" are for the bagpipe policy", origin);
     if (!s && c->lookahead && c->depth > c->lookahead)
