@@ -2,7 +2,8 @@
  * same job the local form runs as ranks of one mpirun, each process binding its service on the
  * machine's address and making its own keys, and trains the same bits, for a Bagpipe job (two
  * trainers) and a FastFlow one; a process killed names itself and stops the job with nothing
- * left; a client of no key, or of another job's keys, is refused; and every config or command
+ * left, and a durable job resumes from its snapshots; a client of no key, or of another job's
+ * keys, is refused; and every config or command
  * that cannot run is refused before any work with the JSON path or option to fix.
  * (bench/deploy_hosts.sh runs the same across two network namespaces, with the wire captured.) */
 #include <signal.h>
@@ -20,18 +21,18 @@
 
 static int port;
 
-/* A cluster config `name`: dlrm_small on `data`, `epochs`, with `extra` keys. */
+/* A cluster config `name`: dlrm_small for `epochs`, with `extra` keys (the data, the batch...). */
 static void write_cfg(const char *name, int epochs, const char *extra) {
     FILE *f = fopen(path(name), "w");
     if (!f) return;
     fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"model\": \"%s/configs/dlrm_small.json\", "
-               "\"batch\": 256, \"epochs\": %d, \"shuffle\": false, \"threads\": 1, \"peer_timeout\": 30, %s}\n",
+               "\"epochs\": %d, \"shuffle\": false, \"threads\": 1, \"peer_timeout\": 30, %s}\n",
             src, epochs, extra);
     fclose(f);
 }
 
-#define BAGPIPE "\"data\": \"d.rshard\", \"embservers\": 1, \"trainers\": 2, \"cache\": {\"rows\": 6000}"
-#define FASTFLOW "\"data\": \"d.tsv\", \"spec\": \"spec.json\", \"embservers\": 0, \"prep_workers\": 1, \"offload\": \"0.5\""
+#define BAGPIPE "\"batch\": 256, \"data\": \"d.rshard\", \"embservers\": 1, \"trainers\": 2, \"cache\": {\"rows\": 6000}"
+#define FASTFLOW "\"batch\": 256, \"data\": \"d.tsv\", \"spec\": \"spec.json\", \"embservers\": 0, \"prep_workers\": 1, \"offload\": \"0.5\""
 
 /* Refused before any work, each naming what to fix. */
 static void test_refusals(void) {
@@ -56,7 +57,7 @@ static void test_refusals(void) {
         CHECK(run("cluster bad.json %s", BAD[k].args) != 0 && strstr(out, BAD[k].says), "%s %s: %s", BAD[k].keys,
               BAD[k].args, out);
     }
-    write_cfg("bad.json", 1, "\"data\": \"d.rshard\", \"embservers\": 0");
+    write_cfg("bad.json", 1, "\"data\": \"d.rshard\", \"embservers\": 0");  /* no batch: the model's */
     CHECK(run("cluster bad.json") != 0 && strstr(out, "$.embservers: 0 (a FastFlow job) needs \"prep_workers\""), "%s", out);
     write_cfg("bad.json", 1, "\"data\": \"d.rshard\", \"embservers\": 0, \"prep_workers\": 1, \"durable\": {\"dir\": \"x\"}");
     CHECK(run("cluster bad.json") != 0 && strstr(out, "$.durable: is for the embedding servers"), "%s", out);
@@ -157,6 +158,29 @@ static void test_intruders_and_kill(void) {
     CHECK(left("long.json") == 0, "no process of the job is left");
 }
 
+/* A durable job: kill -9 of its trainer stops it; `--resume` restarts every process, the server
+ * from its snapshot, and the job ends with the losses of a run without the kill. */
+static void test_durable(void) {
+    write_cfg("dj.json", 1, "\"data\": \"d.rshard\", \"batch\": 64, \"embservers\": 1, \"cache\": {\"rows\": 5000}, "
+                            "\"durable\": {\"dir\": \"snaps\", \"every\": 10}");
+    CHECK(run("cluster dj.json --mpirun --loss-log ref.loss") == 0, "%s", out);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s/snaps", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    remove(path("f.loss"));
+    const pid_t job = spawn("cluster dj.json --mpirun --loss-log f.loss > f.out 2>&1");
+    for (int i = 0; i < 1200 && lines_of("f.loss") < 60; i++) usleep(20000);
+    const pid_t trainer = rank_pid("dj.json", 2);
+    CHECK(trainer > 0 && lines_of("f.loss") >= 60, "the durable job runs");
+    if (trainer > 0) kill(trainer, SIGKILL);
+    waitpid(job, NULL, 0);
+    read_out("f.out");
+    CHECK(strstr(out, "rectrain cluster: the trainer (rank 2") && strstr(out, "ended (killed by signal 9)"), "%s", out);
+    CHECK(run("cluster dj.json --mpirun --loss-log f.loss --resume") == 0 && strstr(out, "train: resumed at step ") &&
+              strstr(out, "embserver: restored the snapshot of step "), "%s", out);
+    CHECK(lines_of("ref.loss") > 100 && same_file("ref.loss", "f.loss"), "resumed, the losses of the run without the kill");
+}
+
 int main(void) {
     int rc = clirun_setup("rectrain_deploy");
     if (rc) return rc == 77 ? check_report() : rc;
@@ -167,6 +191,7 @@ int main(void) {
     test_refusals();
     test_same_bits();
     test_intruders_and_kill();
+    test_durable();
     clirun_cleanup();
     return check_report();
 }
