@@ -87,27 +87,11 @@ build_old() {
 # The data: Criteo-like rows, every table folded by a modulo to 240..5000 rows so that a step
 # of the Kaggle DLRM takes a fraction of a second, whatever its config's sizes; the rows
 # after the first ROWS (the same planted model) are the evaluation set.
-small_spec() {
-    printf '{"format": "rectrain-prep", "version": 1, "name": "bits", "tables": {'
-    for c in $(seq 1 26); do printf '%s"C%d": {"rows": %d}' "$([ "$c" = 1 ] || echo ', ')" "$c" $((50 + 190 * c)); done
-    printf '}, "dense": ['
-    for i in $(seq 1 13); do
-        printf '%s{"name": "I%d", "input": "I%d", "ops": [{"op": "fill_null", "value": 0}, {"op": "clamp", "min": 0}, ' \
-            "$([ "$i" = 1 ] || echo ', ')" "$i" "$i"
-        printf '{"op": "cast", "to": "f32"}, {"op": "log1p"}]}'
-    done
-    printf '], "sparse": ['
-    for c in $(seq 1 26); do
-        printf '%s{"name": "C%d", "input": "C%d", "table": "C%d", "ops": [{"op": "fill_null", "value": 0}, ' \
-            "$([ "$c" = 1 ] || echo ', ')" "$c" "$c" "$c"
-        printf '{"op": "modulo", "divisor": %d}]}' $((50 + 190 * c))
-    done
-    printf ']}\n'
-}
+. "$(dirname "$0")/small_spec.sh"
 
 make_data() {
     local R=$OLD_BIN D=$W/data
-    mkdir -p "$D" && small_spec > "$D/spec.json" || exit 1
+    mkdir -p "$D" && small_spec bits > "$D/spec.json" || exit 1
     { "$R" gen --rows $((ROWS + EVAL_ROWS)) --out "$D/all.tsv" &&
       head -n "$ROWS" "$D/all.tsv" > "$D/d.tsv" && tail -n +$((ROWS + 1)) "$D/all.tsv" > "$D/e.tsv" &&
       "$R" prep --spec "$D/spec.json" --in "$D/d.tsv" --out "$D/d.rshard" &&

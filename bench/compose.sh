@@ -24,16 +24,8 @@ PORT=$((20000 + $$ % 20000))
 cd "$W"
 
 # ---- data and models -------------------------------------------------------------------------
-python3 - > spec.json <<'EOF'
-import json
-rows = lambda c: 50 + 190 * c
-print(json.dumps({"format": "rectrain-prep", "version": 1, "name": "compose",
-    "tables": {f"C{c}": {"rows": rows(c)} for c in range(1, 27)},
-    "dense": [{"name": f"I{i}", "input": f"I{i}", "ops": [{"op": "fill_null", "value": 0}, {"op": "clamp", "min": 0},
-              {"op": "cast", "to": "f32"}, {"op": "log1p"}]} for i in range(1, 14)],
-    "sparse": [{"name": f"C{c}", "input": f"C{c}", "table": f"C{c}",
-                "ops": [{"op": "fill_null", "value": 0}, {"op": "modulo", "divisor": rows(c)}]} for c in range(1, 27)]}))
-EOF
+. "$SRC/bench/small_spec.sh"
+small_spec compose > spec.json
 "$R" gen --rows "$ROWS" --out d.tsv >/dev/null 2>&1
 "$R" prep --spec spec.json --in d.tsv --out d.rshard >/dev/null 2>&1
 "$R" prep --raw --in d.tsv --out d.rraw >/dev/null 2>&1

@@ -28,28 +28,14 @@ cleanup() { ip netns del "$NA" 2>/dev/null || true; ip netns del "$NB" 2>/dev/nu
 trap cleanup EXIT INT TERM
 . "$(dirname "$0")/netns_pair.sh"
 netns_pair "$NA" "$NB" $A $B
-cat > "$W/nsrsh" <<EOF
-#!/bin/sh
-host=\$1; shift
-case \$host in $A) ns=$NA;; $B) ns=$NB;; *) exit 1;; esac
-exec ip netns exec \$ns sh -c "\$*"
-EOF
-chmod +x "$W/nsrsh"
+netns_rsh "$W/nsrsh" $A "$NA" $B "$NB"
 export REC_PROGRESS=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 PORT=$((20000 + $$ % 20000))
 cd "$W"
 
 # data: generated rows, ids folded into tables of 240..5000 rows
-python3 - > spec.json <<'EOF'
-import json
-rows = lambda c: 50 + 190 * c
-print(json.dumps({"format": "rectrain-prep", "version": 1, "name": "deploy",
-    "tables": {f"C{c}": {"rows": rows(c)} for c in range(1, 27)},
-    "dense": [{"name": f"I{i}", "input": f"I{i}", "ops": [{"op": "fill_null", "value": 0}, {"op": "clamp", "min": 0},
-               {"op": "cast", "to": "f32"}, {"op": "log1p"}]} for i in range(1, 14)],
-    "sparse": [{"name": f"C{c}", "input": f"C{c}", "table": f"C{c}",
-                "ops": [{"op": "fill_null", "value": 0}, {"op": "modulo", "divisor": rows(c)}]} for c in range(1, 27)]}))
-EOF
+. "$SRC/bench/small_spec.sh"
+small_spec deploy > spec.json
 "$R" gen --rows "$ROWS" --out d.tsv >/dev/null 2>&1
 "$R" prep --spec spec.json --in d.tsv --out d.rshard >/dev/null 2>&1
 MODEL=$SRC/configs/dlrm_small.json

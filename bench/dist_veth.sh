@@ -27,35 +27,13 @@ export REC_PROGRESS=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # the two hosts
 . "$(dirname "$0")/netns_pair.sh"
+. "$(dirname "$0")/small_spec.sh"
 netns_pair "$NA" "$NB" $A $B
-# mpirun's "rsh agent": enters the namespace of the host it is asked for
-cat > "$W/nsrsh" <<EOF
-#!/bin/sh
-host=\$1; shift
-case \$host in $A) ns=$NA;; $B) ns=$NB;; *) exit 1;; esac
-exec ip netns exec \$ns sh -c "\$*"
-EOF
-chmod +x "$W/nsrsh"
+netns_rsh "$W/nsrsh" $A "$NA" $B "$NB"
 
 # data: generated rows, ids folded into tables of 240..5000 rows
 cd "$W"
-{
-    printf '{"format": "rectrain-prep", "version": 1, "name": "small", "tables": {'
-    for c in $(seq 1 26); do printf '%s"C%d": {"rows": %d}' "$([ $c = 1 ] || echo ', ')" $c $((50 + 190 * c)); done
-    printf '}, "dense": ['
-    for i in $(seq 1 13); do
-        printf '%s{"name": "I%d", "input": "I%d", "ops": [{"op": "fill_null", "value": 0}, {"op": "clamp", "min": 0}, ' \
-            "$([ $i = 1 ] || echo ', ')" $i $i
-        printf '{"op": "cast", "to": "f32"}, {"op": "log1p"}]}'
-    done
-    printf '], "sparse": ['
-    for c in $(seq 1 26); do
-        printf '%s{"name": "C%d", "input": "C%d", "table": "C%d", "ops": [{"op": "fill_null", "value": 0}, ' \
-            "$([ $c = 1 ] || echo ', ')" $c $c $c
-        printf '{"op": "modulo", "divisor": %d}]}' $((50 + 190 * c))
-    done
-    printf ']}\n'
-} > spec.json
+small_spec small > spec.json
 cat > model.json <<'EOF'
 {"format": "rectrain-model", "version": 1, "name": "dlrm_rw", "model": "dlrm", "tables": "data",
  "embedding": {"dim": 16, "pooling": "sum"}, "bottom_mlp": [64, 16], "top_mlp": [64, 1],

@@ -9,3 +9,11 @@ netns_pair() {
     for n in "$1" "$2"; do ip -n "$n" link set lo up; done
     ip -n "$1" link set "v$1" up; ip -n "$2" link set "v$2" up
 }
+
+# netns_rsh FILE A NA B NB writes mpirun's "rsh agent" (--mca plm_rsh_agent FILE): it runs the
+# command in the namespace of the host address it is asked for, A in NA and B in NB.
+netns_rsh() {
+    printf '#!/bin/sh\nhost=$1; shift\ncase $host in %s) ns=%s;; %s) ns=%s;; *) exit 1;; esac\nexec ip netns exec $ns sh -c "$*"\n' \
+        "$2" "$3" "$4" "$5" > "$1"
+    chmod +x "$1"
+}

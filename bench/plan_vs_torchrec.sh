@@ -192,9 +192,7 @@ veth_up() { # the two "hosts" of RANKS' veth, torn down on exit
     trap 'ip netns del $NA 2>/dev/null; ip netns del $NB 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT INT TERM
     . "$(dirname "$0")/netns_pair.sh"
     netns_pair "$NA" "$NB" $HA $HB
-    printf '#!/bin/sh\nhost=$1; shift\ncase $host in %s) ns=%s;; %s) ns=%s;; *) exit 1;; esac\nexec ip netns exec $ns sh -c "$*"\n' \
-        $HA "$NA" $HB "$NB" > "$W/nsrsh"
-    chmod +x "$W/nsrsh"
+    netns_rsh "$W/nsrsh" $HA "$NA" $HB "$NB"
 }
 
 # Medians over RUN FILES of the calibration's flags for `rectrain plan`: the executor's work
