@@ -277,7 +277,7 @@ static void test_frames(void) {
     const int64_t rows[2] = {10, 7};
     rec_wbuf w = {0};
     /* EMB_HELLO: round trip, corrupt digest, every truncation */
-    rec_net_emb_hello h = {0, 1, 2, 2, 4, 2, 0.5f, 99, rows, 0, 0, 0}, g;
+    rec_net_emb_hello h = {0, 1, 2, 2, 4, 2, 0.5f, 99, rows, 0, 0, 0, 0, 0}, g;
     h.digest = rec_net_emb_hello_digest(&h);
     rec_frame_begin(&w, REC_MSG_EMB_HELLO, 0, 0);
     rec_net_emb_hello_encode(&w, &h);
@@ -307,7 +307,7 @@ static void test_frames(void) {
     /* EMB_GET / EMB_PUT: rows of another shard are refused */
     const rec_centry e[2] = {{0, 0, 3}, {1, 1, 5}}, off[1] = {{0, 0, 4}};
     const float vals[2 * 4] = {1, 2, 3, 4, 5, 6, 7, 8}, st[2] = {9, 10};
-    rec_net_rows q = {2, e, vals, st}, r;
+    rec_net_rows q = {2, e, vals, st, NULL}, r;
     rec_frame_begin(&w, REC_MSG_EMB_PUT, 0, 0);
     rec_net_rows_encode(&w, &q, 1, 4, 1);
     rec_frame_end(&w);
@@ -323,7 +323,7 @@ static void test_frames(void) {
               "the optimizer state");
     h.lin = 0;
     free(m);
-    q = (rec_net_rows){1, off, NULL, NULL};
+    q = (rec_net_rows){1, off, NULL, NULL, NULL};
     rec_frame_begin(&w, REC_MSG_EMB_GET, 0, 0);
     rec_net_rows_encode(&w, &q, 1, 4, 1);
     rec_frame_end(&w);
@@ -909,7 +909,7 @@ static void test_hostile(void) {
     v9[4] = 9;
     zmq_send(s, v9, sizeof v9, 0);
     const rec_centry e[1] = {{0, 0, 0}};
-    rec_net_rows q = {1, e, NULL, NULL};
+    rec_net_rows q = {1, e, NULL, NULL, NULL};
     rec_frame_begin(&w, REC_MSG_EMB_GET, 0, 2);
     rec_net_rows_encode(&w, &q, 1, 4, 0);
     rec_frame_end(&w);
@@ -924,7 +924,7 @@ static void test_hostile(void) {
           c[REC_MSG_ERROR], c[REC_MSG_PONG]);
     /* tables too large to make; then real tables (durable), and a commit out of order */
     const int64_t huge[2] = {INT64_C(1) << 39, 3}, small[2] = {10, 3};
-    rec_net_emb_hello eh = {0, 0, 1, 2, 8, 0, 0, 1, huge, 1, 0, 0};
+    rec_net_emb_hello eh = {0, 0, 1, 2, 8, 0, 0, 1, huge, 1, 0, 0, 0, 0};
     eh.digest = rec_net_emb_hello_digest(&eh);
     rec_frame_begin(&w, REC_MSG_EMB_HELLO, 0, 5);
     rec_net_emb_hello_encode(&w, &eh);

@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         rec_net_emb_hello e;
         if (rec_net_emb_hello_decode(body, h.body, &e) == REC_OK && rec_net_emb_hello_digest(&e) != e.digest) abort();
     } else if (h.type == REC_MSG_EMB_GET || h.type == REC_MSG_EMB_ROWS || h.type == REC_MSG_EMB_PUT) {
-        const rec_net_emb_hello t = {0, 1, 2, 3, 4, 2, 0, 0, ROWS, 0, 0, 0};
+        const rec_net_emb_hello t = {0, 1, 2, 3, 4, 2, 0, 0, ROWS, 0, 0, 0, 0, 0};
         rec_net_rows r;
         if (rec_net_rows_decode(body, h.body, rec_msg_name(h.type), h.type != REC_MSG_EMB_ROWS, h.type != REC_MSG_EMB_GET,
                                 &t, 1, &r) == REC_OK)
