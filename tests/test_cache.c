@@ -305,6 +305,45 @@ static void test_frames(void) {
     CHECK_ERR(rec_net_emb_hello_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, &g), REC_EFORMAT, "first-order flag 2");
     free(m);
     h.lin = 0, h.lin_seed = 0, h.digest = plain;
+    /* bf16 tables (version 4): in the digest with their rounding, round trip; flags out of
+     * range refused (a rounding without bf16 tables too) */
+    h.bf16 = 1, h.rounding = 1;
+    m = hello_frame(&w, &h);
+    const uint64_t nearest = h.digest;
+    CHECK(h.digest != plain && rec_net_emb_hello_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, &g) == REC_OK &&
+          g.bf16 == 1 && g.rounding == 1, "EMB_HELLO with bf16 tables: %s", rec_errmsg());
+    free(m);
+    h.rounding = 0;
+    CHECK(rec_net_emb_hello_digest(&h) != nearest, "the rounding of bf16 tables is in the digest");
+    static const int32_t BAD[3][2] = {{2, 0}, {1, 2}, {0, 1}};
+    for (int k = 0; k < 3; k++) {
+        h.bf16 = BAD[k][0], h.rounding = BAD[k][1];
+        m = hello_frame(&w, &h);
+        CHECK_ERR(rec_net_emb_hello_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, &g), REC_EFORMAT, "bf16 flag");
+        free(m);
+    }
+    h.bf16 = 0, h.rounding = 0, h.digest = plain;
+    /* rows of bf16 tables travel as their bits, padded to 8 bytes before the state */
+    {
+        const rec_centry e3[3] = {{0, 0, 1}, {1, 1, 3}, {2, 0, 5}};
+        const uint16_t v16[3 * 5] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+        const float st3[3] = {0.5f, 1.5f, 2.5f};
+        h.bf16 = 1, h.lin = 1; /* rows of E + 1 = 5 values: 30 bytes, 2 of padding */
+        const rec_net_rows q3 = {3, e3, NULL, st3, v16};
+        rec_net_rows r3;
+        rec_frame_begin(&w, REC_MSG_EMB_PUT, 0, 0);
+        rec_net_rows_encode(&w, &q3, 1, 5, 1);
+        rec_frame_end(&w);
+        m = aligned(&w);
+        CHECK(w.len == REC_NET_HEAD + 8 + 3 * 16 + 32 + 3 * 4 &&
+                  rec_net_rows_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, "EMB_PUT", 1, 1, &h, 1, &r3) == REC_OK &&
+                  r3.values == NULL && r3.values16[14] == 15 && r3.state[2] == 2.5f,
+              "EMB_PUT of bf16 rows: %zu bytes, %s", w.len, rec_errmsg());
+        CHECK_ERR(rec_net_rows_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD - 4, "EMB_PUT", 1, 1, &h, 1, &r3), REC_EFORMAT,
+                  "truncated");
+        free(m);
+        h.bf16 = 0, h.lin = 0;
+    }
     /* EMB_GET / EMB_PUT: rows of another shard are refused */
     const rec_centry e[2] = {{0, 0, 3}, {1, 1, 5}}, off[1] = {{0, 0, 4}};
     const float vals[2 * 4] = {1, 2, 3, 4, 5, 6, 7, 8}, st[2] = {9, 10};
