@@ -129,8 +129,7 @@ for way in one ranks; do
     $way "--holdout 0.1 (eval)" $SHARD --config dlrm.json --steps $STEPS --holdout 0.1
 done
 one "bf16 tables" $SHARD --config bf16_tables.json --steps $STEPS
-refused "mpirun -np 2" "bf16 tables" mpirun -np 2 --oversubscribe --bind-to none "$R" train $COMMON $SHARD \
-    --config bf16_tables.json --steps 2
+ranks "bf16 tables" $SHARD --config bf16_tables.json --steps $STEPS
 one "--tune (RecFlex)" $SHARD --config dlrm.json --steps $STEPS --tune
 refused "mpirun -np 2" "--tune (RecFlex)" mpirun -np 2 --oversubscribe --bind-to none "$R" train $COMMON $SHARD \
     --config dlrm.json --steps 2 --tune
@@ -145,6 +144,7 @@ bagpipe "adam + adagrad" '"data": "d.rshard", "model": "opt_adam.json"'
 rm -rf bck bnpy
 bagpipe "--ckpt, --npy" '"data": "d.rshard", "model": "dlrm.json"' --ckpt bck --npy bnpy
 bagpipe "bf16 (train.precision)" '"data": "d.rshard", "model": "bf16.json"'
+bagpipe "bf16 tables" '"data": "d.rshard", "model": "bf16_tables.json"'
 bagpipe "--eval (at the end)" '"data": "d.rshard", "model": "dlrm.json"' --eval d.rshard
 bagpipe "2 trainers (mpirun)" '"data": "d.rshard", "model": "dlrm.json", "trainers": 2'
 bagpipe "model deepfm" '"data": "d.rshard", "model": "deepfm.json"'

@@ -8,6 +8,12 @@
  *                 within 1e-4 (tests/test_dist.c FIRST_ORDER_SGD_STEP_GAP)
  *   cache         `rectrain cluster`, one trainer behind Bagpipe's cache: bitwise (the cache
  *                 is exact; SGD)
+ *   bf16 tables   a DLRM whose tables are stored in bf16 (stochastic rounding), on the mpi and
+ *                 cache rows: 1 rank and the cache bitwise (owners, servers and cache store
+ *                 and step bf16 rows as one process); 2 ranks every step within 1e-4 and the
+ *                 AUC within 1e-4: a gradient's last bits can tip a value's rounding, a bf16
+ *                 step (2^-8 relative) for that weight (docs/distributed.md: per step 2.4e-5,
+ *                 AUC 5e-6 measured with SGD over 200 steps; 3.4e-8 here over 30)
  *   cuda          `train --device cuda`: each step's loss within 1e-4 relative, the AUC within
  *                 1e-4 (test_cuda_parity's step tolerance); skipped, with the reason, where no
  *                 GPU answers
@@ -74,25 +80,32 @@ static void compare(const row *r, const char *ref, const char *log, const char *
            gap, auc - ref_auc, r->step_tol == 0 ? "bound: bitwise" : "within its bound");
 }
 
-/* The models: the DLRM every backend trains, and a DeepFM and a Wide&Deep of the same tables
- * (SGD on both parts). */
+/* The models: the DLRM every backend trains, a DeepFM and a Wide&Deep of the same tables, and
+ * the DLRM with its tables stored in bf16 (SGD on both parts). */
 static const struct {
     const char *file, *kind, *layers;
-} MODELS[3] = {{"sgd.json", "dlrm", "\"bottom_mlp\": [64, 16], \"top_mlp\": [64, 1], \"interaction\": {\"kind\": \"dot\", "
-                                    "\"self\": false}"},
-               {"fm.json", "deepfm", "\"deep_mlp\": [64, 1]"},
-               {"wd.json", "wide_deep", "\"deep_mlp\": [64, 1]"}};
+    const char *tables; /* the embedding config's keys beyond dim and pooling */
+} MODELS[4] = {{"sgd.json", "dlrm", "\"bottom_mlp\": [64, 16], \"top_mlp\": [64, 1], \"interaction\": {\"kind\": \"dot\", "
+                                    "\"self\": false}", ""},
+               {"fm.json", "deepfm", "\"deep_mlp\": [64, 1]", ""},
+               {"wd.json", "wide_deep", "\"deep_mlp\": [64, 1]", ""},
+               {"bf16.json", "dlrm", "\"bottom_mlp\": [64, 16], \"top_mlp\": [64, 1], \"interaction\": {\"kind\": "
+                                     "\"dot\", \"self\": false}", ", \"precision\": \"bf16\", \"rounding\": \"stochastic\""}};
+enum { N_MODELS = 4 };
+
+/* A model's name in file names and messages: its kind, "dlrm_bf16" for the bf16 tables'. */
+static const char *model_name(int k) { return k == 3 ? "dlrm_bf16" : MODELS[k].kind; }
 
 static int fixtures(void) {
     write_spec("spec.json", 300, 40);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < N_MODELS; k++) {
         FILE *f = fopen(path(MODELS[k].file), "w");
         if (!f) return 1;
         fprintf(f, "{\"format\": \"rectrain-model\", \"version\": 1, \"name\": \"%s_sgd\", \"model\": \"%s\", "
-                   "\"tables\": \"data\", \"embedding\": {\"dim\": 16, \"pooling\": \"sum\"}, %s, \"optimizer\": "
+                   "\"tables\": \"data\", \"embedding\": {\"dim\": 16, \"pooling\": \"sum\"%s}, %s, \"optimizer\": "
                    "{\"dense\": {\"kind\": \"sgd\", \"lr\": 0.1}, \"sparse\": {\"kind\": \"sgd\", \"lr\": 0.1}}, "
                    "\"train\": {\"batch_size\": 256, \"epochs\": 1, \"seed\": 3}}\n",
-                MODELS[k].kind, MODELS[k].kind, MODELS[k].layers);
+                model_name(k), MODELS[k].kind, MODELS[k].tables, MODELS[k].layers);
         fclose(f);
     }
     return run("gen --rows 12000 --seed 5 --out all.tsv") || sh("head -n 9000 all.tsv > d.tsv") ||
@@ -103,25 +116,25 @@ static int fixtures(void) {
 /* The cpu backend's run of model k: its log MODEL.cpu.loss, its AUC into *auc. */
 static void test_cpu_reference(int k, double *auc) {
     char log[64], ck[64];
-    snprintf(log, sizeof log, "%s.cpu.loss", MODELS[k].kind);
-    snprintf(ck, sizeof ck, "%s.cpu_ck", MODELS[k].kind);
+    snprintf(log, sizeof log, "%s.cpu.loss", model_name(k));
+    snprintf(ck, sizeof ck, "%s.cpu_ck", model_name(k));
     CHECK(run("train %s --config %s --steps %d --loss-log %s --ckpt %s", COMMON, MODELS[k].file, STEPS, log, ck) == 0 &&
               lines_of(log) == STEPS,
-          "cpu backend, %s: %s", MODELS[k].kind, out);
+          "cpu backend, %s: %s", model_name(k), out);
     *auc = eval_auc(ck);
-    CHECK(isfinite(*auc), "eval of the cpu backend's %s: %s", MODELS[k].kind, out);
+    CHECK(isfinite(*auc), "eval of the cpu backend's %s: %s", model_name(k), out);
 }
 
 static void test_mpi(int k, double ref_auc) {
-    const row R[2] = {{"mpi1", 0, 0}, {"mpi2", k == 0 ? 1e-6 : 1e-4, 1e-5}};
+    const row R[2] = {{"mpi1", 0, 0}, {"mpi2", k == 0 ? 1e-6 : 1e-4, k == 3 ? 1e-4 : 1e-5}};
     for (int np = 1; np <= 2; np++) {
         char log[64], ck[64], ref[64], name[32];
-        snprintf(log, sizeof log, "%s.mpi%d.loss", MODELS[k].kind, np);
-        snprintf(ck, sizeof ck, "%s.mpi%d_ck", MODELS[k].kind, np);
-        snprintf(ref, sizeof ref, "%s.cpu.loss", MODELS[k].kind);
-        snprintf(name, sizeof name, "%s %s", R[np - 1].name, MODELS[k].kind);
+        snprintf(log, sizeof log, "%s.mpi%d.loss", model_name(k), np);
+        snprintf(ck, sizeof ck, "%s.mpi%d_ck", model_name(k), np);
+        snprintf(ref, sizeof ref, "%s.cpu.loss", model_name(k));
+        snprintf(name, sizeof name, "%s %s", R[np - 1].name, model_name(k));
         CHECK(sh("mpirun -np %d --oversubscribe --bind-to none %s train %s --config %s --steps %d --loss-log %s --ckpt %s",
-                 np, cli, COMMON, MODELS[k].file, STEPS, log, ck) == 0, "mpirun -np %d, %s: %s", np, MODELS[k].kind, out);
+                 np, cli, COMMON, MODELS[k].file, STEPS, log, ck) == 0, "mpirun -np %d, %s: %s", np, model_name(k), out);
         const row r = {name, R[np - 1].step_tol, R[np - 1].auc_tol};
         compare(&r, ref, log, ck, ref_auc);
     }
@@ -136,11 +149,11 @@ static void test_cache(int k, double ref_auc) {
                "\"base_port\": %d, \"cache\": {\"rows\": 4000}}\n", MODELS[k].file, STEPS, port);
     fclose(f);
     char log[64], ck[64], ref[64], name[32];
-    snprintf(log, sizeof log, "%s.cache.loss", MODELS[k].kind);
-    snprintf(ck, sizeof ck, "%s.cache_ck", MODELS[k].kind);
-    snprintf(ref, sizeof ref, "%s.cpu.loss", MODELS[k].kind);
-    snprintf(name, sizeof name, "cache %s", MODELS[k].kind);
-    CHECK(run("cluster c.json --loss-log %s --ckpt %s", log, ck) == 0, "rectrain cluster, %s: %s", MODELS[k].kind, out);
+    snprintf(log, sizeof log, "%s.cache.loss", model_name(k));
+    snprintf(ck, sizeof ck, "%s.cache_ck", model_name(k));
+    snprintf(ref, sizeof ref, "%s.cpu.loss", model_name(k));
+    snprintf(name, sizeof name, "cache %s", model_name(k));
+    CHECK(run("cluster c.json --loss-log %s --ckpt %s", log, ck) == 0, "rectrain cluster, %s: %s", model_name(k), out);
     const row R = {name, 0, 0};
     compare(&R, ref, log, ck, ref_auc);
 }
@@ -244,12 +257,12 @@ int main(void) {
     }
     test_table();
     test_cache_refusals();
-    double auc[3] = {NAN, NAN, NAN};
-    for (int k = 0; k < 3; k++) {
+    double auc[N_MODELS] = {NAN, NAN, NAN, NAN};
+    for (int k = 0; k < N_MODELS; k++) {
         test_cpu_reference(k, &auc[k]);
         test_mpi(k, auc[k]);
     }
-    for (int k = 0; k < 3; k++) test_cache(k, auc[k]);
+    for (int k = 0; k < N_MODELS; k++) test_cache(k, auc[k]);
     test_cuda(auc[0]);
     clirun_cleanup();
     return check_report();

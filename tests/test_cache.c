@@ -2,7 +2,8 @@
  * example and, simulated slot by slot, on random skewed batches for every policy; its
  * refusals; the frames of the embedding servers and the oracle; then servers, oracle and
  * trainer on loopback (`rectrain cluster`): the same losses as one process for every policy,
- * Bagpipe's critical path the smallest, and live services that refuse hostile frames. */
+ * Bagpipe's critical path the smallest, bf16 tables on the servers, and live services that
+ * refuse hostile frames. */
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
@@ -277,7 +278,7 @@ static void test_frames(void) {
     const int64_t rows[2] = {10, 7};
     rec_wbuf w = {0};
     /* EMB_HELLO: round trip, corrupt digest, every truncation */
-    rec_net_emb_hello h = {0, 1, 2, 2, 4, 2, 0.5f, 99, rows, 0, 0, 0}, g;
+    rec_net_emb_hello h = {0, 1, 2, 2, 4, 2, 0.5f, 99, rows, 0, 0, 0, 0, 0}, g;
     h.digest = rec_net_emb_hello_digest(&h);
     rec_frame_begin(&w, REC_MSG_EMB_HELLO, 0, 0);
     rec_net_emb_hello_encode(&w, &h);
@@ -304,10 +305,49 @@ static void test_frames(void) {
     CHECK_ERR(rec_net_emb_hello_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, &g), REC_EFORMAT, "first-order flag 2");
     free(m);
     h.lin = 0, h.lin_seed = 0, h.digest = plain;
+    /* bf16 tables (version 4): in the digest with their rounding, round trip; flags out of
+     * range refused (a rounding without bf16 tables too) */
+    h.bf16 = 1, h.rounding = 1;
+    m = hello_frame(&w, &h);
+    const uint64_t nearest = h.digest;
+    CHECK(h.digest != plain && rec_net_emb_hello_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, &g) == REC_OK &&
+          g.bf16 == 1 && g.rounding == 1, "EMB_HELLO with bf16 tables: %s", rec_errmsg());
+    free(m);
+    h.rounding = 0;
+    CHECK(rec_net_emb_hello_digest(&h) != nearest, "the rounding of bf16 tables is in the digest");
+    static const int32_t BAD[3][2] = {{2, 0}, {1, 2}, {0, 1}};
+    for (int k = 0; k < 3; k++) {
+        h.bf16 = BAD[k][0], h.rounding = BAD[k][1];
+        m = hello_frame(&w, &h);
+        CHECK_ERR(rec_net_emb_hello_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, &g), REC_EFORMAT, "bf16 flag");
+        free(m);
+    }
+    h.bf16 = 0, h.rounding = 0, h.digest = plain;
+    /* rows of bf16 tables travel as their bits, padded to 8 bytes before the state */
+    {
+        const rec_centry e3[3] = {{0, 0, 1}, {1, 1, 3}, {2, 0, 5}};
+        const uint16_t v16[3 * 5] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+        const float st3[3] = {0.5f, 1.5f, 2.5f};
+        h.bf16 = 1, h.lin = 1; /* rows of E + 1 = 5 values: 30 bytes, 2 of padding */
+        const rec_net_rows q3 = {3, e3, NULL, st3, v16};
+        rec_net_rows r3;
+        rec_frame_begin(&w, REC_MSG_EMB_PUT, 0, 0);
+        rec_net_rows_encode(&w, &q3, 1, 5, 1);
+        rec_frame_end(&w);
+        m = aligned(&w);
+        CHECK(w.len == REC_NET_HEAD + 8 + 3 * 16 + 32 + 3 * 4 &&
+                  rec_net_rows_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD, "EMB_PUT", 1, 1, &h, 1, &r3) == REC_OK &&
+                  r3.values == NULL && r3.values16[14] == 15 && r3.state[2] == 2.5f,
+              "EMB_PUT of bf16 rows: %zu bytes, %s", w.len, rec_errmsg());
+        CHECK_ERR(rec_net_rows_decode(m + REC_NET_HEAD, w.len - REC_NET_HEAD - 4, "EMB_PUT", 1, 1, &h, 1, &r3), REC_EFORMAT,
+                  "truncated");
+        free(m);
+        h.bf16 = 0, h.lin = 0;
+    }
     /* EMB_GET / EMB_PUT: rows of another shard are refused */
     const rec_centry e[2] = {{0, 0, 3}, {1, 1, 5}}, off[1] = {{0, 0, 4}};
     const float vals[2 * 4] = {1, 2, 3, 4, 5, 6, 7, 8}, st[2] = {9, 10};
-    rec_net_rows q = {2, e, vals, st}, r;
+    rec_net_rows q = {2, e, vals, st, NULL}, r;
     rec_frame_begin(&w, REC_MSG_EMB_PUT, 0, 0);
     rec_net_rows_encode(&w, &q, 1, 4, 1);
     rec_frame_end(&w);
@@ -323,7 +363,7 @@ static void test_frames(void) {
               "the optimizer state");
     h.lin = 0;
     free(m);
-    q = (rec_net_rows){1, off, NULL, NULL};
+    q = (rec_net_rows){1, off, NULL, NULL, NULL};
     rec_frame_begin(&w, REC_MSG_EMB_GET, 0, 0);
     rec_net_rows_encode(&w, &q, 1, 4, 1);
     rec_frame_end(&w);
@@ -864,6 +904,122 @@ static void test_two_trainers(void) {
     faults(2, data, "rw.json", "exec2", port + 70);
 }
 
+/* A model config NAME: configs/dlrm_small.json's DLRM with its tables stored as `tables` ("fp32",
+ * or "bf16" with `rounding`), at batch 256. */
+static void write_b16_model(const char *name, const char *tables, const char *rounding) {
+    FILE *f = fopen(path(name), "w");
+    if (!f) return;
+    fprintf(f, "{\"format\": \"rectrain-model\", \"version\": 1, \"name\": \"b16\", \"model\": \"dlrm\", \"tables\": "
+               "\"data\", \"embedding\": {\"dim\": 16, \"precision\": \"%s\"%s%s%s}, \"bottom_mlp\": [128, 64, 16], "
+               "\"top_mlp\": [128, 64, 1], \"interaction\": {\"kind\": \"dot\", \"self\": false}, \"optimizer\": "
+               "{\"dense\": {\"kind\": \"adagrad\", \"lr\": 0.01}, \"sparse\": {\"kind\": \"rowwise_adagrad\", \"lr\": "
+               "0.05}}, \"train\": {\"batch_size\": 256, \"epochs\": 1, \"seed\": 1}}\n", tables,
+            rounding ? ", \"rounding\": \"" : "", rounding ? rounding : "", rounding ? "\"" : "");
+    fclose(f);
+}
+
+/* A cluster config NAME training syn/train.rshard with model config MODEL (in the scratch
+ * directory) from base port p, with `extra` keys. */
+static void write_b16_cluster(const char *name, const char *model, int p, const char *extra) {
+    FILE *f = fopen(path(name), "w");
+    if (!f) return;
+    fprintf(f, "{\"format\": \"rectrain-cluster\", \"version\": 1, \"data\": \"syn/train.rshard\", \"model\": \"%s\", "
+               "\"batch\": 256, \"epochs\": 1, \"shuffle\": false, \"embservers\": 2, \"threads\": 1, \"base_port\": "
+               "%d, \"cache\": {\"rows\": 6000}%s}\n", model, p, extra);
+    fclose(f);
+}
+
+/* bf16 tables (the model's "embedding": {"precision": "bf16"}): the servers keep bf16 bits and
+ * rows travel as them, the trainer steps its cached rows as one process steps a bf16 row. One
+ * trainer trains as one process does, bitwise, with either rounding, and leaves one process's
+ * model, optimizer state included; two trainers (LRPP) train the bits of the 2-rank MPI
+ * executor's bf16 owners; a durable job resumes bitwise after a trainer's and a server's kill.
+ * Snapshots carry the precision: a server restarted from a bf16 snapshot refuses a trainer of
+ * fp32 tables, and a RESTORE of a snapshot of other tables' precision is refused, naming it. */
+static void test_bf16_tables(void) {
+    static const char *const RND[2] = {"stochastic", "nearest"};
+    const int p = port + 130;
+    char model[32], ck[32], loss[32];
+    for (int k = 0; k < 2; k++) {
+        snprintf(model, sizeof model, "b16_%c.json", RND[k][0]);
+        write_b16_model(model, "bf16", RND[k]);
+        CHECK(run("train --data syn/train.rshard --config %s --batch 256 --epochs 1 --no-shuffle --threads 1 --loss-log "
+                  "b16_%c.loss --ckpt b16_%c_ck", model, RND[k][0], RND[k][0]) == 0, "%s", out);
+        write_b16_cluster("c16.json", model, p, "");
+        CHECK(run("cluster c16.json --loss-log b16c.loss --ckpt b16c_%c_ck", RND[k][0]) == 0 &&
+                  strstr(out, " of 26 bf16 (") && strstr(out, RND[k]), "%s", out);
+        snprintf(loss, sizeof loss, "b16_%c.loss", RND[k][0]);
+        CHECK(same_file(loss, "b16c.loss"), "bf16 tables, %s rounding: the cache trains as one process does", RND[k]);
+        snprintf(ck, sizeof ck, "b16_%c_ck", RND[k][0]);
+        char ck2[32];
+        snprintf(ck2, sizeof ck2, "b16c_%c_ck", RND[k][0]);
+        CHECK(same_tensors(ck, ck2, "opt.emb.0"), "bf16 tables, %s rounding: the model from the servers holds one "
+              "process's tensors, optimizer state included", RND[k]);
+    }
+    /* two trainers: the bits of `mpirun -np 2` (the executor's owners step bf16 rows alike) */
+    if (clirun_mpi_ready("two bf16 trainers")) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "cd %s && timeout 300 mpirun -np 2 --oversubscribe --bind-to none %s train --data "
+                 "syn/train.rshard --config b16_s.json --batch 256 --epochs 1 --no-shuffle --threads 1 --loss-log "
+                 "b16x2.loss >/dev/null 2>&1", dir, cli);
+        CHECK(system(cmd) == 0, "the 2-rank MPI run of bf16 tables");
+        write_b16_cluster("c16x2.json", "b16_s.json", p, ", \"trainers\": 2, \"peer_timeout\": 60");
+        CHECK(run("cluster c16x2.json --loss-log b16t2.loss") == 0, "%s", out);
+        CHECK(same_file("b16x2.loss", "b16t2.loss"), "two trainers of bf16 tables train bitwise as the 2-rank MPI executor");
+    }
+    /* durable: kills of a trainer and of a server, bitwise resumes (the undo log and snapshots
+     * hold bf16 rows) */
+    CHECK(run("train --data syn/train.rshard --config b16_s.json --batch 64 --epochs 1 --no-shuffle --threads 1 --loss-log "
+              "f_b16.loss --ckpt f_b16_ck") == 0, "%s", out);
+    char data[300];
+    snprintf(data, sizeof data, "--data syn/train.rshard --config b16_s.json --batch 64 --cache-rows 5000");
+    faults(1, data, "b16_s.json", "f_b16", p + 4);
+
+    /* the precision of snapshots: durable jobs of 40 steps of fp32 and bf16 tables (alike but
+     * for the precision), their servers' snapshots of steps 29 and 39 */
+    write_b16_model("b32.json", "fp32", NULL);
+    static const char *const JOB[2][2] = {{"b32.json", "s32"}, {"b16_s.json", "s16"}};
+    for (int k = 0; k < 2; k++) {
+        char extra[128];
+        snprintf(extra, sizeof extra, ", \"steps\": 40, \"durable\": {\"dir\": \"%s\", \"every\": 10}", JOB[k][1]);
+        write_b16_cluster("cs.json", JOB[k][0], p, extra);
+        CHECK(run("cluster cs.json") == 0, "%s", out);
+    }
+    /* a server restarted from the bf16 job's snapshot refuses a trainer of fp32 tables */
+    const char *O = "oracle --data syn/train.rshard --batch 256 --cache-rows 6000 --shuffle 0";
+    char tr[600];
+    snprintf(tr, sizeof tr, "train --oracle-cacher tcp://127.0.0.1:%d --embservers tcp://127.0.0.1:%d,tcp://127.0.0.1:%d "
+             "--threads 1 --peer-timeout 5", p + 12, p + 10, p + 11);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd %s && rm -rf r0 r1 && mkdir r0 r1 && cp s16/server-0/shard-39.rsnap r0/ && "
+             "cp s16/server-1/shard-39.rsnap r1/", dir);
+    CHECK(system(cmd) == 0, "copying snapshots");
+    pid_t s0 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt r0 --ckpt-every 10 2>r0.log", p + 10);
+    pid_t s1 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt r1 --ckpt-every 10 2>r1.log", p + 11);
+    pid_t orc = spawn("%s --config b32.json --listen tcp://127.0.0.1:%d 2>ro.log", O, p + 12);
+    CHECK(run("%s --config b32.json --resume", tr) == 1 &&
+              strstr(out, "holds bf16 (stochastic rounding) tables (restored from its snapshot) and the trainer's model "
+                          "has fp32 tables: train with the model's \"embedding\": {\"precision\", \"rounding\"} of the job "
+                          "that made them"),
+          "a trainer of fp32 tables and a server of bf16 ones: refused, saying why: %s", out);
+    kill(s0, SIGTERM), kill(s1, SIGTERM), kill(orc, SIGTERM);
+    waitpid(s0, NULL, 0), waitpid(s1, NULL, 0), waitpid(orc, NULL, 0);
+    /* server 0 restarts at step 29 (bf16), server 1 at 39 (bf16) keeping the fp32 job's 29 too:
+     * the resumed job goes back to step 29 on both, and server 1's snapshot of it is refused */
+    snprintf(cmd, sizeof cmd, "cd %s && rm -rf r0 r1 && mkdir r0 r1 && cp s16/server-0/shard-29.rsnap r0/ && "
+             "cp s16/server-1/shard-39.rsnap r1/ && cp s32/server-1/shard-29.rsnap r1/", dir);
+    CHECK(system(cmd) == 0, "copying snapshots");
+    s0 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt r0 --ckpt-every 10 2>r0.log", p + 10);
+    s1 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt r1 --ckpt-every 10 2>r1.log", p + 11);
+    orc = spawn("%s --config b16_s.json --listen tcp://127.0.0.1:%d 2>ro.log", O, p + 12);
+    CHECK(run("%s --config b16_s.json --resume", tr) == 1 && strstr(out, "r1/shard-29.rsnap holds fp32 tables and the "
+              "job's are bf16 (stochastic rounding): resume with the model's \"embedding\": {\"precision\", \"rounding\"} "
+              "of the job that saved it"), "a RESTORE of a snapshot of fp32 tables into a job of bf16 ones: refused, "
+              "naming it: %s", out);
+    kill(s0, SIGTERM), kill(s1, SIGTERM), kill(orc, SIGTERM);
+    waitpid(s0, NULL, 0), waitpid(s1, NULL, 0), waitpid(orc, NULL, 0);
+}
+
 static void *dealer(void *ctx, int p) {
     void *s = zmq_socket(ctx, ZMQ_DEALER);
     char ep[64];
@@ -909,7 +1065,7 @@ static void test_hostile(void) {
     v9[4] = 9;
     zmq_send(s, v9, sizeof v9, 0);
     const rec_centry e[1] = {{0, 0, 0}};
-    rec_net_rows q = {1, e, NULL, NULL};
+    rec_net_rows q = {1, e, NULL, NULL, NULL};
     rec_frame_begin(&w, REC_MSG_EMB_GET, 0, 2);
     rec_net_rows_encode(&w, &q, 1, 4, 0);
     rec_frame_end(&w);
@@ -924,7 +1080,7 @@ static void test_hostile(void) {
           c[REC_MSG_ERROR], c[REC_MSG_PONG]);
     /* tables too large to make; then real tables (durable), and a commit out of order */
     const int64_t huge[2] = {INT64_C(1) << 39, 3}, small[2] = {10, 3};
-    rec_net_emb_hello eh = {0, 0, 1, 2, 8, 0, 0, 1, huge, 1, 0, 0};
+    rec_net_emb_hello eh = {0, 0, 1, 2, 8, 0, 0, 1, huge, 1, 0, 0, 0, 0};
     eh.digest = rec_net_emb_hello_digest(&eh);
     rec_frame_begin(&w, REC_MSG_EMB_HELLO, 0, 5);
     rec_net_emb_hello_encode(&w, &eh);
@@ -1248,6 +1404,7 @@ int main(void) {
     test_partition_refusals();
     test_two_trainers();
     test_faults();
+    test_bf16_tables();
     test_data_processors();
     test_hostile();
     test_hostile_oracle();

@@ -244,7 +244,7 @@ static int ping(void *s) {
 
 enum { TR = 1000000, TE = 4, PROBE = 10 };
 static const int64_t TROWS[2] = {TR, 3};
-static const rec_net_emb_hello HELLO = {0, 0, 1, 2, TE, REC_SPARSE_SGD, 0, 7, TROWS, 0, 0, 0};
+static const rec_net_emb_hello HELLO = {0, 0, 1, 2, TE, REC_SPARSE_SGD, 0, 7, TROWS, 0, 0, 0, 0, 0};
 
 static void say_hello(void *s) {
     rec_wbuf w = {0};
@@ -266,7 +266,7 @@ static void entries(rec_centry *e, int64_t first) {
 static void encode_put(rec_wbuf *w, int64_t first, const float *values) {
     rec_centry e[PROBE];
     entries(e, first);
-    const rec_net_rows r = {PROBE, e, values, NULL};
+    const rec_net_rows r = {PROBE, e, values, NULL, NULL};
     rec_frame_begin(w, REC_MSG_EMB_PUT, 0, 3);
     rec_net_rows_encode(w, &r, 1, TE, 0);
     rec_frame_end(w);
@@ -278,7 +278,7 @@ static int get_rows(void *s, int64_t first, float *v) {
     static uint64_t buf[4096];
     rec_centry e[PROBE];
     entries(e, first);
-    const rec_net_rows q = {PROBE, e, NULL, NULL};
+    const rec_net_rows q = {PROBE, e, NULL, NULL, NULL};
     rec_frame_begin(&w, REC_MSG_EMB_GET, 0, 4);
     rec_net_rows_encode(&w, &q, 1, TE, 0);
     rec_frame_end(&w);

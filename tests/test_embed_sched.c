@@ -16,7 +16,8 @@
  *  - DENSE's pass counters wrapping (2^32 passes) change no bit;
  *  - the tuner: runs to completion, training through it changes no bit, installs a valid
  *    plan; separately-tuned likewise;
- *  - bf16 tables: see test_bf16_tables; stochastic rounding's exact unbiasedness;
+ *  - bf16 tables: see test_bf16_tables; stochastic rounding's exact unbiasedness; the bf16
+ *    step of rows kept elsewhere, whole and in column parts (test_bf16_step_parts);
  *  - plans: save/load round trip (a fresh engine's default plan too), and every rejection (file, JSON, format, version, keys,
  *    tables, shapes, schedule strings) with its message; schedule text parsing.
  *
@@ -799,6 +800,73 @@ static void test_bf16_tables(int trial, rec_sparse_opt_kind kind) {
     rec_embed_free(e16), rec_embed_free(e32), rec_embed_free(s1), rec_embed_free(s2);
 }
 
+/* rec_sparse_opt_step_bf16, the engine's bf16 step for rows kept elsewhere (an owner's, a cache
+ * slot's): row 3 of a 19-column table (a head, an AVX block and a tail) stepped by the engine
+ * and by the function, whole and in column parts [0, 3), [3, 6), [6, 15), [15, 19) as the
+ * sharded executor steps them (SGD and Adagrad: the part's gradient and state, its first
+ * column as the key's; row-wise Adagrad: the whole row's gradient and a copy of the row's
+ * state per part): the same bits, and the same state. With the update counter 1 instead of
+ * 0 the stochastic bits differ. */
+static void test_bf16_step_parts(rec_sparse_opt_kind kind, rec_embed_rounding rounding) {
+    enum { E = 19, R = 5, ID = 3 };
+    static const int CUT[5] = {0, 3, 6, 15, 19};
+    const int64_t rows[1] = {R};
+    const int dims[1] = {E};
+    const rec_sparse_opt_config o = rec_sparse_opt_defaults(kind, 0.05f);
+    rec_embed_config c = {1, rows, dims, REC_POOL_SUM, o, 4, 1, 7, 0, 1, rounding};
+    rec_embed *e = NULL;
+    CHECK(rec_embed_init(&e, &c) == REC_OK, "init: %s", rec_errmsg());
+    if (!e) return;
+    float g[E], st0[E], st[E], parts_st[4][E];
+    uint16_t before[E], whole[E], parts[E];
+    for (int i = 0; i < E; i++) g[i] = (float)(urand() - 0.5) * 0.3f;
+    float *S = rec_embed_state(e, 0);
+    const int sf = kind == REC_SPARSE_ADAGRAD ? E : kind == REC_SPARSE_ROWWISE_ADAGRAD ? 1 : 0;
+    for (int i = 0; S && i < (int)rec_embed_state_len(e, 0); i++) S[i] = (float)urand() * 0.01f; /* a state under way */
+    if (sf) memcpy(st0, S + (size_t)ID * sf, sizeof(float) * (size_t)sf);
+    memcpy(before, rec_embed_table_bf16(e, 0) + (size_t)ID * E, sizeof before);
+    rec_batch b;
+    CHECK(rec_batch_init(&b, 1, 0, 1, 1) == REC_OK && rec_batch_reserve_nnz(&b, 0, 1, 0) == REC_OK, "batch");
+    b.n = 1;
+    b.sparse[0].offsets[0] = 0, b.sparse[0].offsets[1] = 1;
+    b.sparse[0].ids64[0] = ID; /* wide, as rec_batch_init makes it */
+    CHECK(rec_embed_backward_update(e, &b, 0, g, 0.05f) == REC_OK, "backward: %s", rec_errmsg());
+    const uint16_t *after = rec_embed_table_bf16(e, 0) + (size_t)ID * E;
+    const rec_bf16_key k = {rounding, 7, 0, 0, ID, 0};
+    memcpy(whole, before, sizeof whole);
+    if (sf) memcpy(st, st0, sizeof(float) * (size_t)sf);
+    rec_sparse_opt_step_bf16(&o, 0.05f, g, E, 0, E, whole, sf ? st : NULL, &k);
+    CHECK(!memcmp(whole, after, sizeof whole) && (!sf || !memcmp(st, S + (size_t)ID * sf, sizeof(float) * (size_t)sf)),
+          "kind %d, rounding %d: the function steps a whole row to other bits than the engine", (int)kind, (int)rounding);
+    memcpy(parts, before, sizeof parts);
+    int state_ok = 1;
+    for (int q = 0; q < 4; q++) {
+        const int c0 = CUT[q], c1 = CUT[q + 1], w = c1 - c0;
+        if (kind == REC_SPARSE_ROWWISE_ADAGRAD) {
+            const rec_bf16_key kp = {rounding, 7, 0, 0, ID, 0};
+            parts_st[q][0] = st0[0];
+            rec_sparse_opt_step_bf16(&o, 0.05f, g, E, c0, c1, parts + c0, parts_st[q], &kp);
+            state_ok &= parts_st[q][0] == S[ID];
+        } else {
+            const rec_bf16_key kp = {rounding, 7, 0, 0, ID, c0};
+            if (sf) memcpy(parts_st[q], st0 + c0, sizeof(float) * (size_t)w);
+            rec_sparse_opt_step_bf16(&o, 0.05f, g + c0, w, 0, w, parts + c0, sf ? parts_st[q] : NULL, &kp);
+            if (sf) state_ok &= !memcmp(parts_st[q], S + (size_t)ID * E + c0, sizeof(float) * (size_t)w);
+        }
+    }
+    CHECK(!memcmp(parts, after, sizeof parts) && state_ok, "kind %d, rounding %d: a row stepped in column parts has other "
+          "bits than the engine's whole row", (int)kind, (int)rounding);
+    if (rounding == REC_ROUND_STOCHASTIC) {
+        const rec_bf16_key k1 = {rounding, 7, 1, 0, ID, 0};
+        memcpy(whole, before, sizeof whole);
+        if (sf) memcpy(st, st0, sizeof(float) * (size_t)sf);
+        rec_sparse_opt_step_bf16(&o, 0.05f, g, E, 0, E, whole, sf ? st : NULL, &k1);
+        CHECK(memcmp(whole, after, sizeof whole) != 0, "kind %d: the key's update count does not change the bits", (int)kind);
+    }
+    rec_batch_free(&b);
+    rec_embed_free(e);
+}
+
 /* Stochastic rounding is exactly unbiased: over all 2^16 values of r the mean of the rounded
  * value is the value itself (checked in float64 for values with every low-bit pattern class),
  * and inf and NaN pass through; the bf16 engine's rejections and row accessors' range checks. */
@@ -854,5 +922,8 @@ int main(void) {
     test_tuner();
     test_plans();
     test_checked_every_kernel();
+    /* last: its draws leave the random models of the tests above as they were */
+    for (int k = 0; k < 3; k++)
+        for (int r = 0; r < 2; r++) test_bf16_step_parts((rec_sparse_opt_kind)k, (rec_embed_rounding)r);
     return check_report();
 }

@@ -29,6 +29,11 @@
  *            rec_model_pooled(m, 1), and its gradient rides on that part's record as one more
  *            float (on the replicated rows' all-reduce after their rows), stepped by the same
  *            sparse optimizer with a state of its own, as the one-process dim-1 tables are.
+ *   bf16 tables  (the model's embed_precision BF16): every store (the window, the replicated
+ *            rows, the first-order values) holds bf16 bits, fetched as such and widened
+ *            before pooling; owners step them with rec_sparse_opt_step_bf16 keyed by the
+ *            table, row, first column of the part and the model's step, the bits one process
+ *            gives them (a tipped rounding is what N ranks' reassociated sums may change).
  *
  * The sums run in a fixed order for a given N, so a run repeated with the same N, plan and
  * seed is bitwise identical; against one process the sums are reassociated (per-rank partial

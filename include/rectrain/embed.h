@@ -180,6 +180,25 @@ rec_status rec_embed_sched_parse(const char *text, rec_embed_sched *out);
  *   NEAREST: to nearest, ties to even (what `bench/train_bf16.sh` sets beside STOCHASTIC). */
 typedef enum rec_embed_rounding { REC_ROUND_STOCHASTIC = 0, REC_ROUND_NEAREST = 1 } rec_embed_rounding;
 
+/* Where a bf16 row's update draws its rounding (above): the engine's seed and update count,
+ * the row's table and index, and the table column that the step's gradient column 0 is. */
+typedef struct rec_bf16_key {
+    rec_embed_rounding mode;
+    uint64_t seed;        /* the tables' seed (rec_embed_config.seed, rec_embed_seed) */
+    int64_t updates;      /* updates applied before this one (rec_embed_updates) */
+    int table;            /* f */
+    int64_t row;
+    int col;              /* the table column of g's column 0 (a part of a row: its first) */
+} rec_bf16_key;
+
+/* rec_sparse_opt_step for a row stored in bf16, as rec_embed steps a row of its bf16 tables
+ * (the same function): p (c1 - c0) the columns' bits, widened, stepped with the float
+ * operations of the fp32 step and stored rounded as r says; column c of g is table column
+ * r->col + c. A row held elsewhere (an owner's rows, a part of a row split by columns, a
+ * cache slot) thus gets the bits one process gives it. */
+void rec_sparse_opt_step_bf16(const rec_sparse_opt_config *o, float lr, const float *g, int E, int c0, int c1,
+                              uint16_t *p, float *st, const rec_bf16_key *r);
+
 typedef struct rec_embed_config {
     int n_tables;                 /* F >= 0 */
     const int64_t *rows;          /* (F) R_f >= 1 */

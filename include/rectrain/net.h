@@ -30,8 +30,10 @@ extern "C" {
 #endif
 
 #define REC_NET_MAGIC 0x464e5452u /* "RTNF" */
-#define REC_NET_VERSION 3 /* 2: a batch's ids and row lengths in their narrowest form; 3: EMB_HELLO's
-                           * first-order tables */
+#define REC_NET_VERSION 4 /* 2: a batch's ids and row lengths in their narrowest form; 3: EMB_HELLO's
+                           * first-order tables; 4: EMB_HELLO's table precision (bf16 tables and
+                           * their rounding), the rows' values of bf16 tables as bf16 bits in
+                           * EMB_ROWS and EMB_PUT */
 #define REC_NET_HEAD 32
 /* The largest body accepted: a batch of 64Ki Criteo rows with 26 multi-hot lists of ~100 ids
  * is ~70 MB; a piece of raw text sent by the trainer (p'1) is a few MB. */
@@ -241,6 +243,9 @@ typedef struct rec_net_emb_hello {
     int32_t lin;              /* 1: each row carries its first-order value (DeepFM, Wide&Deep: a
                                  dim-1 table beside each table, model.c's lin.f), with its state */
     uint64_t lin_seed;        /* their seed (the model's first-order seed; 0 without) */
+    int32_t bf16;             /* 1: the tables are stored in bf16 (embed.h "Table storage"): the
+                                 server keeps their bits and rows travel as them */
+    int32_t rounding;         /* bf16: the trainers' rec_embed_rounding of updates (0 without) */
 } rec_net_emb_hello;
 
 void rec_net_emb_hello_encode(rec_wbuf *w, const rec_net_emb_hello *h);
@@ -248,16 +253,23 @@ rec_status rec_net_emb_hello_decode(const uint8_t *body, size_t len, rec_net_emb
 uint64_t rec_net_emb_hello_digest(const rec_net_emb_hello *h);
 
 /* REC_MSG_EMB_GET / _ROWS / _PUT: n rows as (slot, table, row) entries (GET, PUT), then with
- * values (ROWS, PUT) n (E + lin) floats (a row's E values, then with first-order tables its
- * first-order value) and n S floats of optimizer state (the row's: E, 1 or 0 floats, then
- * with first-order tables the first-order value's: 1 or 0). Entries are checked against the
- * tables (table < F, row < rows[f], row mod shards == shard). */
+ * values (ROWS, PUT) n (E + lin) values (a row's E values, then with first-order tables its
+ * first-order value: floats, or of bf16 tables their bf16 bits, zero-padded to 8 bytes) and n S
+ * floats of optimizer state (the row's: E, 1 or 0 floats, then with first-order tables the
+ * first-order value's: 1 or 0). Entries are checked against the tables (table < F, row <
+ * rows[f], row mod shards == shard). */
 typedef struct rec_net_rows {
     int64_t n;
     const struct rec_centry *e;   /* (n) GET, PUT; NULL in ROWS */
-    const float *values;          /* (n, E) ROWS, PUT */
+    const float *values;          /* (n, E) ROWS, PUT of fp32 tables */
     const float *state;           /* (n, S) */
+    const uint16_t *values16;     /* (n, E) ROWS, PUT of bf16 tables (values NULL) */
 } rec_net_rows;
+
+/* Bytes of n rows' V values on the wire: fp32, or bf16 bits padded to 8 (b16). */
+static inline size_t rec_net_rows_value_bytes(int64_t n, int V, int b16) {
+    return b16 ? ((size_t)n * (size_t)V * 2 + 7) / 8 * 8 : (size_t)n * (size_t)V * 4;
+}
 
 void rec_net_rows_encode(rec_wbuf *w, const rec_net_rows *r, int with_entries, int E, int S);
 rec_status rec_net_rows_decode(const uint8_t *body, size_t len, const char *what, int with_entries, int with_values,

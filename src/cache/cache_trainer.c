@@ -28,6 +28,11 @@
  * back, LRPP, write-through) takes them along; a step pools them as one process pools its
  * dim-1 tables and steps them with the row.
  *
+ * bf16 tables (the model's "embedding": {"precision": "bf16"}): the servers keep bf16 bits and
+ * rows travel as them; the cache holds their fp32 values (exact), pools them as one process
+ * pools a bf16 table, and steps a row as one process steps it (rec_sparse_opt_step_bf16, keyed
+ * by the tables' seed, the model's step, the row's table and index), so it stays bf16.
+ *
  * A durable job (--durable) writes through every row a step changed (N trainers: each the rows
  * it stepped) and commits the step on the servers once every trainer's writes of it are
  * acknowledged (sync_commit), before the next step ends: a killed job resumes (--resume) from
@@ -104,6 +109,13 @@ struct rec_cache_trainer {
     int F, E, S;
     int L, LS;               /* first-order tables (DeepFM, W&D): 1 (else 0), and a value's state floats */
     int V, SW;               /* a row as it travels (rec_net_rows): E + L values, S + LS state floats */
+    int b16;                 /* bf16 tables: rows travel as bf16 bits, slots are stepped as bf16 rows */
+    rec_embed_rounding rounding;
+    uint64_t seed, lin_seed; /* model.c's: the tables', the first-order tables' (their rounding's key) */
+    float *vrow;             /* (V) a travelled bf16 row's values widened */
+    uint16_t *row16;         /* (E) a slot's row as bf16 bits while it is stepped */
+    float *wrows;            /* the maintenance thread's: a write-back frame's rows, fp32 (bf16 tables) */
+    int64_t wrows_cap;
     int64_t C, total;        /* cache slots; batches of the job (the flush is batch `total`) */
     float *values, *state;   /* (C, E), (C, S) */
     float *lin, *lin_state;  /* (C), (C, LS) the slots' first-order values and their state */
@@ -253,12 +265,46 @@ static void row_out(const ctrainer *t, int32_t s, float *v, float *st) {
     if (t->LS) st[t->S] = t->lin_state[s];
 }
 
+/* Row i of n travelled rows (rec_net_rows r) into slot s: its values (bf16 bits widened) and
+ * state. */
+static void row_in_wire(ctrainer *t, int32_t s, const rec_net_rows *r, int64_t i);
+
 /* The reverse: a travelled row (V values, SW state floats) into slot s. */
 static void row_in(ctrainer *t, int32_t s, const float *v, const float *st) {
     memcpy(t->values + (size_t)s * t->E, v, sizeof(float) * (size_t)t->E);
     if (t->L) t->lin[s] = v[t->E];
     if (t->S) memcpy(t->state + (size_t)s * t->S, st, sizeof(float) * (size_t)t->S);
     if (t->LS) t->lin_state[s] = st[t->S];
+}
+
+static void row_in_wire(ctrainer *t, int32_t s, const rec_net_rows *r, int64_t i) {
+    const float *v = r->values ? r->values + (size_t)i * t->V : t->vrow;
+    for (int e = 0; !r->values && e < t->V; e++) t->vrow[e] = rec_bf16_to_float(r->values16[(size_t)i * t->V + e]);
+    row_in(t, s, v, t->SW ? r->state + (size_t)i * t->SW : NULL);
+}
+
+/* bf16 tables: n rows' fp32 values (n, V; bf16 values, exactly) written as they travel (net.h
+ * rec_net_rows: their bits, zero-padded to 8 bytes) into out. */
+static void values_out16(const ctrainer *t, int64_t n, const float *from, uint8_t *out) {
+    uint16_t *o = (uint16_t *)(void *)out;
+    for (int64_t i = 0; i < n * t->V; i++) o[i] = rec_bf16_bits(from[i]);
+    const size_t used = sizeof(uint16_t) * (size_t)(n * t->V);
+    memset(out + used, 0, rec_net_rows_value_bytes(n, t->V, 1) - used);
+}
+
+/* The maintenance thread's room for n rows' fp32 values (t->wrows, n V floats). */
+static rec_status grow_rows(ctrainer *t, int64_t n) {
+    if (n * t->V <= t->wrows_cap) return REC_OK;
+    float *q = realloc(t->wrows, sizeof(float) * (size_t)(n * t->V));
+    if (!q) return rec_errorf(REC_ENOMEM, "trainer: out of memory for %lld rows to write back", (long long)n);
+    t->wrows = q, t->wrows_cap = n * t->V;
+    return REC_OK;
+}
+
+/* The tables as a server's frames name them (for decoding its answers). */
+static rec_net_emb_hello tables_of(const ctrainer *t, int k) {
+    return (rec_net_emb_hello){.F = t->F, .E = t->E, .lin = t->L, .shards = t->o->n_servers, .shard = k,
+                               .rows = t->rows, .bf16 = t->b16, .rounding = t->b16 ? (int32_t)t->rounding : 0};
 }
 
 /* ---- the maintenance thread ------------------------------------------------------------------ */
@@ -355,7 +401,7 @@ static rec_status fetch(ctrainer *t, batch_plan *p, int64_t x, int critical) {
         for (int64_t a = t->srv_n[k]; !s && a < t->srv_n[k + 1]; a += R) {
             const int64_t n = t->srv_n[k + 1] - a < R ? t->srv_n[k + 1] - a : R;
             for (int64_t i = 0; i < n; i++) tmp[a + i] = st->fetch[t->by_srv[a + i]];
-            const rec_net_rows q = {n, tmp + a, NULL, NULL};
+            const rec_net_rows q = {n, tmp + a, NULL, NULL, NULL};
             rec_frame_begin(&t->w, REC_MSG_EMB_GET, t->job, (uint64_t)x);
             rec_net_rows_encode(&t->w, &q, 1, V, SW);
             s = rec_frame_end(&t->w);
@@ -374,7 +420,7 @@ static rec_status fetch(ctrainer *t, batch_plan *p, int64_t x, int critical) {
             rec_net_rows r;
             if (!s) {
                 char who[300];
-                rec_net_emb_hello tabs = {.F = t->F, .E = t->E, .lin = t->L, .shards = N, .shard = k, .rows = t->rows};
+                const rec_net_emb_hello tabs = tables_of(t, k);
                 s = rec_net_rows_decode(body, h.body, "EMB_ROWS", 0, 1, &tabs, SW, &r);
                 if (!s && r.n != n)
                     s = rec_errorf(REC_EFORMAT, "%s answered %lld rows for %lld", srv_name(t, k, who, sizeof who),
@@ -383,12 +429,12 @@ static rec_status fetch(ctrainer *t, batch_plan *p, int64_t x, int critical) {
             for (int64_t i = 0; !s && i < n; i++) {
                 const int32_t slot = tmp[a + i].slot;
                 t->slot_f[slot] = tmp[a + i].f, t->slot_row[slot] = tmp[a + i].row;
-                row_in(t, slot, r.values + (size_t)i * V, SW ? r.state + (size_t)i * SW : NULL);
+                row_in_wire(t, slot, &r, i);
             }
             zmq_msg_close(&m);
         }
     }
-    const double bytes = 4.0 * (double)(V + SW) * (double)st->n_fetch;
+    const double bytes = ((t->b16 ? 2.0 : 4.0) * V + 4.0 * SW) * (double)st->n_fetch;
     if (critical) t->rep.fetch_crit_rows += st->n_fetch, t->rep.fetch_crit_bytes += bytes;
     else t->rep.fetch_bg_rows += st->n_fetch, t->rep.fetch_bg_bytes += bytes;
     return s;
@@ -419,12 +465,15 @@ static rec_status write_back(ctrainer *t, batch_plan *p, int64_t x) {
         rec_wbuf *w = &t->w;
         /* rec_net_rows_encode's layout, the rows gathered from their slots */
         const int64_t cnt = n;
-        rec_net_rows hdr = {cnt, NULL, NULL, NULL};
+        rec_net_rows hdr = {cnt, NULL, NULL, NULL, NULL};
         rec_net_rows_encode(w, &hdr, 0, V, SW);
-        const size_t need = sizeof(rec_centry) * (size_t)n + sizeof(float) * (size_t)(n * (V + SW));
+        const size_t vbytes = rec_net_rows_value_bytes(n, V, t->b16);
+        const size_t need = sizeof(rec_centry) * (size_t)n + vbytes + sizeof(float) * (size_t)(n * SW);
         rec_centry *ce = rec_wbuf_grab(w, need);
         REC_TRY(w->err);
-        float *val = (float *)(ce + n), *sv = val + (size_t)n * V;
+        if (t->b16) REC_TRY(grow_rows(t, n));
+        /* the values into the frame (bf16: gathered first, then written as their bits), the state after them */
+        float *val = t->b16 ? t->wrows : (float *)(ce + n), *sv = (float *)(void *)((uint8_t *)(ce + n) + vbytes);
         for (int64_t i = 0; i < n; i++) {
             const int64_t j = t->by_srv[a + i];
             const rec_centry *e = &ents[j];
@@ -437,6 +486,7 @@ static rec_status write_back(ctrainer *t, batch_plan *p, int64_t x) {
             memcpy(val + (size_t)i * V, v, sizeof(float) * (size_t)V);
             if (SW) memcpy(sv + (size_t)i * SW, v + V, sizeof(float) * (size_t)SW);
         }
+        if (t->b16) values_out16(t, n, val, (uint8_t *)(ce + n));
         REC_TRY(rec_frame_end(w));
         REC_TRY(rec__zsend(t->ssock[k], NULL, w, 0));
         t->acks++, t->srv_acks[k]++;
@@ -444,7 +494,7 @@ static rec_status write_back(ctrainer *t, batch_plan *p, int64_t x) {
         }
     }
     t->rep.write_rows += nents;
-    t->rep.write_bytes += 4.0 * (double)(V + SW) * (double)nents;
+    t->rep.write_bytes += ((t->b16 ? 2.0 : 4.0) * V + 4.0 * SW) * (double)nents;
     return REC_OK;
 }
 
@@ -769,8 +819,25 @@ static rec_status exchange(ctrainer *t, const rec_cmove *send, int64_t ns, const
  * rec_model_update: the same optimizer and rate, each with its own state). */
 static void step_slot(ctrainer *t, float lr, int32_t s, const float *g, float gl) {
     const rec_sparse_opt_config *o = &t->cfg->sparse_opt;
-    rec_sparse_opt_step(o, lr, g, t->E, 0, t->E, t->values + (size_t)s * t->E, t->S ? t->state + (size_t)s * t->S : NULL);
-    if (t->L) rec_sparse_opt_step(o, lr, &gl, 1, 0, 1, t->lin + s, t->LS ? t->lin_state + s : NULL);
+    float *p = t->values + (size_t)s * t->E, *st = t->S ? t->state + (size_t)s * t->S : NULL;
+    float *lp = t->lin + s, *lst = t->LS ? t->lin_state + s : NULL;
+    if (!t->b16) {
+        rec_sparse_opt_step(o, lr, g, t->E, 0, t->E, p, st);
+        if (t->L) rec_sparse_opt_step(o, lr, &gl, 1, 0, 1, lp, lst);
+        return;
+    }
+    /* bf16: the row's bits (exact: the slot holds bf16 values) stepped as one process steps
+     * row slot_row of table slot_f at this step, widened back */
+    const int64_t step = rec_model_steps(t->m);
+    const rec_bf16_key k = {t->rounding, t->seed, step, t->slot_f[s], t->slot_row[s], 0};
+    for (int e = 0; e < t->E; e++) t->row16[e] = rec_bf16_bits(p[e]);
+    rec_sparse_opt_step_bf16(o, lr, g, t->E, 0, t->E, t->row16, st, &k);
+    for (int e = 0; e < t->E; e++) p[e] = rec_bf16_to_float(t->row16[e]);
+    if (!t->L) return;
+    const rec_bf16_key lk = {t->rounding, t->lin_seed, step, t->slot_f[s], t->slot_row[s], 0};
+    uint16_t l16 = rec_bf16_bits(*lp);
+    rec_sparse_opt_step_bf16(o, lr, &gl, 1, 0, 1, &l16, lst, &lk);
+    *lp = rec_bf16_to_float(l16);
 }
 
 /* One step on batch b (this trainer's slice; ids are slots): the rows it lacks from the other
@@ -1149,10 +1216,13 @@ static rec_status setup(ctrainer *t, const rec_model_config *cfg, rec_model *m) 
     t->LS = t->L ? rec_cache_state_floats(t->cfg->sparse_opt.kind, 1) : 0;
     t->V = t->E + t->L;
     t->SW = rec_cache_row_state_floats(t->cfg->sparse_opt.kind, t->E, t->L);
+    t->b16 = cfg->embed_precision == REC_PRECISION_BF16;
+    t->rounding = (rec_embed_rounding)cfg->embed_rounding;
+    t->seed = rec_mix64(cfg->seed + 1), t->lin_seed = rec_mix64(cfg->seed + 2); /* model.c's seeds: tables, first-order */
     /* GETs and PUTs of about FRAME_BYTES each: a server answers the first while the next are
      * on their way, and CurveZMQ (which seals a whole message before sending a byte of it)
      * encrypts one while the one before crosses the network */
-    const size_t row_bytes = sizeof(rec_centry) + 4 * (size_t)(t->V + t->SW);
+    const size_t row_bytes = sizeof(rec_centry) + (t->b16 ? 2 : 4) * (size_t)t->V + 4 * (size_t)t->SW;
     t->max_frame_rows = (int64_t)(REC_NET_MAX_BODY / row_bytes) - 64;
     t->rows_per_frame = (int64_t)(FRAME_BYTES / row_bytes);
     if (t->rows_per_frame < 1) t->rows_per_frame = 1;
@@ -1179,6 +1249,9 @@ static rec_status setup(ctrainer *t, const rec_model_config *cfg, rec_model *m) 
     t->slot_f = malloc(sizeof(int32_t) * (size_t)t->C);
     t->slot_row = malloc(sizeof(int64_t) * (size_t)t->C);
     t->cm = calloc((size_t)t->Q, sizeof(commit));
+    t->vrow = malloc(sizeof(float) * (size_t)t->V);
+    t->row16 = malloc(sizeof(uint16_t) * (size_t)t->E);
+    if (!t->vrow || !t->row16) return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     if (!t->stamp || !t->touched || !t->by_srv || !t->srv_n || !t->srv_acks || !t->dlogits || !t->ring || !t->ssock || !t->smon || !t->cnt ||
         !t->sh_stamp || !t->sh_pos || !t->slot_f || !t->slot_row || !t->cm || !t->fetch_tmp)
         return rec_errorf(REC_ENOMEM, "trainer: out of memory");
@@ -1192,8 +1265,8 @@ static rec_status setup(ctrainer *t, const rec_model_config *cfg, rec_model *m) 
         if (!(t->ring[q].sparse = calloc((size_t)t->F, sizeof(rec_jagged)))) return rec_errorf(REC_ENOMEM, "trainer: out of memory");
     /* the servers: each makes (or checks) its shard of the tables */
     rec_net_emb_hello eh = {0, 0, o->n_servers, t->F, t->E, t->cfg->sparse_opt.kind, t->cfg->sparse_opt.init_acc,
-                            rec_mix64(t->cfg->seed + 1), t->rows, o->durable || t->resume,
-                            t->L, t->L ? rec_mix64(t->cfg->seed + 2) : 0}; /* model.c's seeds: tables, first-order */
+                            t->seed, t->rows, o->durable || t->resume, t->L, t->L ? t->lin_seed : 0, t->b16,
+                            t->b16 ? (int32_t)t->rounding : 0};
     for (int k = 0; k < o->n_servers; k++) {
         REC_TRY(dealer(t, "--embservers", o->servers[k], &t->ssock[k], &t->smon[k]));
         eh.shard = k;
@@ -1250,15 +1323,18 @@ static void teardown(ctrainer *t) {
     rec_free(t->lin), rec_free(t->lin_state), rec_free(t->lin_grad);
     free(t->stamp), free(t->touched), free(t->by_srv), free(t->fetch_tmp), free(t->srv_n), free(t->srv_acks), free(t->dlogits), free(t->rows);
     free(t->cnt), free(t->xbuf), free(t->sh_stamp), free(t->sh_pos);
+    free(t->vrow), free(t->row16), free(t->wrows);
     rec_wbuf_free(&t->w);
 }
 
 /* ---- the trained model ------------------------------------------------------------------------ */
 
 /* The whole model's table f (rows, E) and its state; with first-order tables its dim-1 table
- * (rows) and that table's state (NULL where the optimizer keeps none). */
+ * (rows) and that table's state (NULL where the optimizer keeps none). bf16 tables: T16 and
+ * LT16 hold the tables (T and LT NULL). */
 typedef struct whole_table {
     float *T, *St, *LT, *LSt;
+    uint16_t *T16, *LT16;
 } whole_table;
 
 /* Rows [r0, r0 + n) of server k's share of table f (rows k, k + S, ...), read into the whole
@@ -1268,7 +1344,7 @@ static rec_status gather(ctrainer *t, int k, int f, int64_t i0, int64_t n, const
     rec_centry *e = malloc(sizeof(rec_centry) * (size_t)n);
     if (!e) return rec_errorf(REC_ENOMEM, "trainer: out of memory gathering the tables");
     for (int64_t i = 0; i < n; i++) e[i] = (rec_centry){0, f, (i0 + i) * N + k};
-    const rec_net_rows q = {n, e, NULL, NULL};
+    const rec_net_rows q = {n, e, NULL, NULL, NULL};
     rec_frame_begin(&t->w, REC_MSG_EMB_GET, t->job, 0);
     rec_net_rows_encode(&t->w, &q, 1, V, SW);
     rec_status s = rec_frame_end(&t->w);
@@ -1279,16 +1355,23 @@ static rec_status gather(ctrainer *t, int k, int f, int64_t i0, int64_t n, const
     const uint8_t *body;
     rec_net_rows r;
     if (!s) s = server_recv(t, k, 1, &m, &h, &body);
-    rec_net_emb_hello tabs = {.F = t->F, .E = E, .lin = t->L, .shards = N, .shard = k, .rows = t->rows};
+    const rec_net_emb_hello tabs = tables_of(t, k);
     if (!s) s = rec_net_rows_decode(body, h.body, "EMB_ROWS", 0, 1, &tabs, SW, &r);
     if (!s && r.n != n) s = rec_errorf(REC_EFORMAT, "embedding server %d answered %lld rows for %lld", k, (long long)r.n,
                                        (long long)n);
     for (int64_t i = 0; !s && i < n; i++) { /* a row as it travels: its E values then the first-order one */
         const size_t row = (size_t)e[i].row;
-        const float *v = r.values + (size_t)i * V, *st = SW ? r.state + (size_t)i * SW : NULL;
-        memcpy(w->T + row * E, v, sizeof(float) * (size_t)E);
+        const float *st = SW ? r.state + (size_t)i * SW : NULL;
+        if (t->b16) { /* the bits as they travelled */
+            const uint16_t *v = r.values16 + (size_t)i * V;
+            memcpy(w->T16 + row * E, v, sizeof(uint16_t) * (size_t)E);
+            if (t->L) w->LT16[row] = v[E];
+        } else {
+            const float *v = r.values + (size_t)i * V;
+            memcpy(w->T + row * E, v, sizeof(float) * (size_t)E);
+            if (t->L) w->LT[row] = v[E];
+        }
         if (S) memcpy(w->St + row * S, st, sizeof(float) * (size_t)S);
-        if (t->L) w->LT[row] = v[E];
         if (t->LS) w->LSt[row] = st[S];
     }
     zmq_msg_close(&m);
@@ -1297,12 +1380,13 @@ static rec_status gather(ctrainer *t, int k, int f, int64_t i0, int64_t n, const
 }
 
 /* The data of the whole model's tensor KIND.f.weight (state 0) or opt.KIND.f (state 1; KIND
- * emb or lin), NULL when it has none. */
-static float *tensor_data(rec_model *full, const char *kind, int f, int state) {
+ * emb or lin), NULL when it has none (or, with data16, bf16 storage: into *data16). */
+static float *tensor_data(rec_model *full, const char *kind, int f, int state, uint16_t **data16) {
     char name[64];
     if (state) snprintf(name, sizeof name, "opt.%s.%d", kind, f);
     else snprintf(name, sizeof name, "%s.%d.weight", kind, f);
     const rec_tensor *x = rec_model_tensor(full, name);
+    if (data16) *data16 = x ? x->data16 : NULL;
     return x ? x->data : NULL;
 }
 
@@ -1322,9 +1406,13 @@ static rec_status whole_model(ctrainer *t, rec_model **out) {
     }
     const int64_t fit = (int64_t)(REC_NET_MAX_BODY / 4 / (size_t)(t->V + t->SW)) - 64, CHUNK = fit < (1 << 20) ? fit : 1 << 20;
     for (int f = 0; !s && f < t->F; f++) {
-        const whole_table w = {tensor_data(full, "emb", f, 0), t->S ? tensor_data(full, "emb", f, 1) : NULL,
-                               t->L ? tensor_data(full, "lin", f, 0) : NULL, t->LS ? tensor_data(full, "lin", f, 1) : NULL};
-        if (!w.T || (t->S && !w.St) || (t->L && !w.LT) || (t->LS && !w.LSt))
+        whole_table w = {0};
+        w.T = tensor_data(full, "emb", f, 0, &w.T16);
+        w.St = t->S ? tensor_data(full, "emb", f, 1, NULL) : NULL;
+        w.LT = t->L ? tensor_data(full, "lin", f, 0, &w.LT16) : NULL;
+        w.LSt = t->LS ? tensor_data(full, "lin", f, 1, NULL) : NULL;
+        if (!(t->b16 ? (void *)w.T16 : (void *)w.T) || (t->S && !w.St) || (t->L && !(t->b16 ? (void *)w.LT16 : (void *)w.LT)) ||
+            (t->LS && !w.LSt))
             s = rec_errorf(REC_EINVAL, "trainer: the whole model lacks table %d (or its first-order table, or their state)", f);
         for (int k = 0; !s && k < t->o->n_servers; k++) {
             const int64_t mine = (t->rows[f] - k + t->o->n_servers - 1) / t->o->n_servers;

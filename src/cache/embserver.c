@@ -8,7 +8,12 @@
  * tables (the HELLO's `lin`) live with the rows: a row is its E values and its first-order
  * value (drawn as model.c draws its dim-1 tables, from their own seed), and its state is the
  * row's then the first-order value's; GET and PUT move them together, and the undo log and
- * snapshots keep them. Later HELLOs must name the same tables.
+ * snapshots keep them. Later HELLOs must name the same tables. Tables the HELLO says are bf16
+ * (the model's "embedding": {"precision": "bf16"}) are kept as bf16 bits, drawn rounded to
+ * nearest as rec_embed_init rounds them, and their rows travel as those bits; the trainers
+ * step rows in their caches as one process steps a bf16 row (rec_sparse_opt_step_bf16), so a
+ * PUT brings values that are bf16 already. A HELLO of another precision (or rounding) than
+ * the tables held is refused, also when they came from a snapshot.
  * GET answers the rows' values and state; PUT overwrites them and is acknowledged. Requests
  * are served one at a time in arrival order, so a trainer's PUT before its GET on the same
  * connection is seen by that GET.
@@ -54,7 +59,9 @@ typedef struct server {
     int64_t *off;            /* (F) first local row of table f */
     int V;                   /* value floats per row: E, and its first-order value (t.lin) */
     int S;                   /* state floats per row: the row's, then its first-order value's */
+    int b16;                 /* the values are bf16 bits (t.bf16): values16, else values */
     float *values;           /* (local rows, V) */
+    uint16_t *values16;      /* (local rows, V) */
     float *state;            /* (local rows, S) */
     int64_t gets, puts, rows_out, rows_in, refused;
     /* durable jobs */
@@ -75,12 +82,13 @@ int rec_cache_state_floats(int opt, int E) {
 }
 
 static void server_drop(server *v) {
-    rec_free(v->values), rec_free(v->state);
+    rec_free(v->values), rec_free(v->values16), rec_free(v->state);
     free(v->undo), free(v->dense);
     v->undo = v->dense = NULL;
     v->undo_n = v->undo_cap = v->dense_n = 0;
     free(v->rows), free(v->off);
     v->values = v->state = NULL;
+    v->values16 = NULL;
     v->rows = v->off = NULL;
     v->ready = 0;
 }
@@ -89,6 +97,19 @@ static void server_drop(server *v) {
  * first-order tables the first-order value's (1 or 0: a dim-1 row's). */
 int rec_cache_row_state_floats(int opt, int E, int lin) {
     return rec_cache_state_floats(opt, E) + (lin ? rec_cache_state_floats(opt, 1) : 0);
+}
+
+/* Value i of the shard (fp32, or bf16 bits rounded to nearest: exact for bf16 values), and as
+ * fp32. */
+static void set_value(server *v, int64_t i, float x) {
+    if (v->b16) v->values16[i] = rec_bf16_bits(x);
+    else v->values[i] = x;
+}
+static float get_value(const server *v, int64_t i) { return v->b16 ? rec_bf16_to_float(v->values16[i]) : v->values[i]; }
+
+/* "fp32", "bf16 (stochastic rounding)", "bf16 (nearest rounding)": tables of h's kind. */
+static const char *precision_name(int bf16, int rounding) {
+    return !bf16 ? "fp32" : rounding == REC_ROUND_NEAREST ? "bf16 (nearest rounding)" : "bf16 (stochastic rounding)";
 }
 
 /* Makes this shard of the tables h describes. */
@@ -104,26 +125,28 @@ static rec_status make_tables(server *v, const rec_net_emb_hello *h) {
         n += (h->rows[f] - h->shard + h->shards - 1) / h->shards;
     }
     v->off[F] = n;
-    REC_TRY(rec_alloc((void **)&v->values, sizeof(float) * (size_t)(n * V) + 64, "the shard's rows"));
+    v->b16 = h->bf16;
+    if (v->b16) REC_TRY(rec_alloc((void **)&v->values16, sizeof(uint16_t) * (size_t)(n * V) + 64, "the shard's rows"));
+    else REC_TRY(rec_alloc((void **)&v->values, sizeof(float) * (size_t)(n * V) + 64, "the shard's rows"));
     REC_TRY(rec_alloc((void **)&v->state, sizeof(float) * (size_t)(n * S) + 64, "the shard's optimizer state"));
     for (int64_t i = 0; i < n * S; i++) v->state[i] = h->init_acc;
     for (int f = 0; f < F; f++) { /* as embed.c's init_table, keeping this shard's rows */
         rec_rng g;
         rec_rng_seed(&g, h->seed, (uint64_t)f);
         const double a = sqrt(1.0 / (double)h->rows[f]);
-        float *T = v->values + (size_t)v->off[f] * V;
+        const int64_t T = v->off[f] * V; /* the table's first value */
         for (int64_t r = 0; r < h->rows[f]; r++) {
             const int mine = r % h->shards == h->shard;
             for (int e = 0; e < E; e++) {
                 const float x = (float)((2.0 * rec_rng_uniform(&g) - 1.0) * a);
-                if (mine) T[(size_t)(r / h->shards) * V + e] = x;
+                if (mine) set_value(v, T + (r / h->shards) * V + e, x);
             }
         }
         if (!h->lin) continue;
         rec_rng_seed(&g, h->lin_seed, (uint64_t)f); /* model.c's lin.f: a dim-1 table of its own seed */
         for (int64_t r = 0; r < h->rows[f]; r++) {
             const float x = (float)((2.0 * rec_rng_uniform(&g) - 1.0) * a);
-            if (r % h->shards == h->shard) T[(size_t)(r / h->shards) * V + E] = x;
+            if (r % h->shards == h->shard) set_value(v, T + (r / h->shards) * V + E, x);
         }
     }
     v->t = *h;
@@ -141,6 +164,12 @@ static rec_status on_hello(server *v, const rec_zreq *r) {
     rec_net_emb_hello h;
     REC_TRY(rec_net_emb_hello_decode(r->body, r->h.body, &h));
     if (v->ready) {
+        if (h.bf16 != v->t.bf16 || h.rounding != v->t.rounding)
+            return rec_errorf(REC_EINVAL, "this server holds %s tables%s and the trainer's model has %s tables: train "
+                              "with the model's \"embedding\": {\"precision\", \"rounding\"} of the job that made "
+                              "them, or restart the server (without its snapshots) for a new job",
+                              precision_name(v->t.bf16, v->t.rounding),
+                              v->restored ? " (restored from its snapshot)" : "", precision_name(h.bf16, h.rounding));
         if (h.digest != v->t.digest)
             return rec_errorf(REC_EINVAL, "this server holds shard %d of %d of other tables (%d of dim %d); give the "
                               "trainer the endpoints in shard order, or restart the server for new tables", v->t.shard,
@@ -160,18 +189,25 @@ static rec_status on_hello(server *v, const rec_zreq *r) {
     v->greeted = 1;
     v->job = r->h.job;
     if (v->o->log) {
-        fprintf(v->o->log, "embserver: shard %d of %d: %lld rows of %d tables, dim %d (%.1f MB)\n", h.shard, h.shards,
-                (long long)v->off[h.F], h.F, h.E, 4.0 * (double)v->off[h.F] * (v->V + v->S) / 1e6);
+        fprintf(v->o->log, "embserver: shard %d of %d: %lld rows of %d %s tables, dim %d (%.1f MB)\n", h.shard,
+                h.shards, (long long)v->off[h.F], h.F, precision_name(h.bf16, h.rounding), h.E,
+                (double)v->off[h.F] * ((v->b16 ? 2.0 : 4.0) * v->V + 4.0 * v->S) / 1e6);
         fflush(v->o->log);
     }
     return REC_OK;
 }
 
-static float *value_of(server *v, const rec_centry *e) {
-    return v->values + (size_t)(v->off[e->f] + e->row / v->t.shards) * v->V;
+/* The local index of e's row. */
+static int64_t local_of(const server *v, const rec_centry *e) { return v->off[e->f] + e->row / v->t.shards; }
+static float *state_of(server *v, const rec_centry *e) { return v->state + (size_t)local_of(v, e) * v->S; }
+
+/* Local row i's V values as fp32 into out, or from in (rounded to nearest into bf16: exact for
+ * values that are bf16 already). */
+static void row_get(const server *v, int64_t i, float *out) {
+    for (int e = 0; e < v->V; e++) out[e] = get_value(v, i * v->V + e);
 }
-static float *state_of(server *v, const rec_centry *e) {
-    return v->state + (size_t)(v->off[e->f] + e->row / v->t.shards) * v->S;
+static void row_set(server *v, int64_t i, const float *in) {
+    for (int e = 0; e < v->V; e++) set_value(v, i * v->V + e, in[e]);
 }
 
 static rec_status on_get(server *v, const rec_zreq *r) {
@@ -181,16 +217,23 @@ static rec_status on_get(server *v, const rec_zreq *r) {
     rec_frame_begin(&v->w, REC_MSG_EMB_ROWS, r->h.job, r->h.seq);
     const int64_t n = q.n;
     /* the body: n, values, state (rec_net_rows_encode's layout, written in place) */
-    rec_net_rows hdr = {n, NULL, NULL, NULL};
+    rec_net_rows hdr = {n, NULL, NULL, NULL, NULL};
     rec_net_rows_encode(&v->w, &hdr, 0, E, S);
     if (n > (int64_t)(REC_NET_MAX_BODY / 4 / (size_t)(E + S)) - 4)
         return rec_errorf(REC_EINVAL, "a GET of %lld rows: the answer would be over %zu bytes; ask in parts",
                           (long long)n, REC_NET_MAX_BODY);
-    float *out = rec_wbuf_grab(&v->w, sizeof(float) * (size_t)(n * (E + S)));
+    const size_t vbytes = rec_net_rows_value_bytes(n, E, v->b16);
+    uint8_t *out = rec_wbuf_grab(&v->w, vbytes + sizeof(float) * (size_t)(n * S));
     if (v->w.err) return v->w.err;
-    for (int64_t i = 0; i < n; i++) memcpy(out + (size_t)i * E, value_of(v, &q.e[i]), sizeof(float) * (size_t)E);
-    out += (size_t)n * E;
-    for (int64_t i = 0; S && i < n; i++) memcpy(out + (size_t)i * S, state_of(v, &q.e[i]), sizeof(float) * (size_t)S);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t at = local_of(v, &q.e[i]) * E;
+        if (v->b16) memcpy(out + sizeof(uint16_t) * (size_t)(i * E), v->values16 + at, sizeof(uint16_t) * (size_t)E);
+        else memcpy(out + sizeof(float) * (size_t)(i * E), v->values + at, sizeof(float) * (size_t)E);
+    }
+    memset(out + (v->b16 ? sizeof(uint16_t) : sizeof(float)) * (size_t)(n * E), 0,
+           vbytes - (v->b16 ? sizeof(uint16_t) : sizeof(float)) * (size_t)(n * E)); /* the padding */
+    out += vbytes;
+    for (int64_t i = 0; S && i < n; i++) memcpy(out + sizeof(float) * (size_t)(i * S), state_of(v, &q.e[i]), sizeof(float) * (size_t)S);
     v->gets++;
     v->rows_out += n;
     return rec_frame_end(&v->w);
@@ -215,12 +258,14 @@ static rec_status on_put(server *v, const rec_zreq *r) {
         float *u = v->undo + (size_t)(v->undo_n++ * W);
         const int64_t key[2] = {step, v->off[q.e[i].f] + q.e[i].row / v->t.shards};
         memcpy(u, key, sizeof key);
-        memcpy(u + UNDO_KEY, value_of(v, &q.e[i]), sizeof(float) * (size_t)E);
+        row_get(v, key[1], u + UNDO_KEY); /* bf16: its values as fp32, exactly */
         if (S) memcpy(u + UNDO_KEY + E, state_of(v, &q.e[i]), sizeof(float) * (size_t)S);
     }
     v->written = 1;
     for (int64_t i = 0; i < q.n; i++) {
-        memcpy(value_of(v, &q.e[i]), q.values + (size_t)i * E, sizeof(float) * (size_t)E);
+        const int64_t at = local_of(v, &q.e[i]) * E;
+        if (v->b16) memcpy(v->values16 + at, q.values16 + (size_t)i * E, sizeof(uint16_t) * (size_t)E);
+        else memcpy(v->values + at, q.values + (size_t)i * E, sizeof(float) * (size_t)E);
         if (S) memcpy(state_of(v, &q.e[i]), q.state + (size_t)i * S, sizeof(float) * (size_t)S);
     }
     v->puts++;
@@ -236,19 +281,25 @@ static rec_status on_put(server *v, const rec_zreq *r) {
 typedef struct snap_head {
     uint64_t digest, seed;
     int32_t shard, shards, F, E, opt, S, durable, lin; /* lin: rows of E + 1 values (0 before it was) */
-    float init_acc, pad2;
+    float init_acc;
+    int32_t prec;            /* the values: 0 fp32 (also before it was: zero padding); 1 + rec_embed_rounding:
+                                bf16 bits of tables of that rounding */
     int64_t committed, n_rows, dense_n;
 } snap_head;
+
+/* A snapshot head's precision code of tables t, and back. */
+static int32_t prec_code(const rec_net_emb_hello *t) { return t->bf16 ? 1 + t->rounding : 0; }
 
 static void snap_path(const server *v, int64_t step, char *buf, size_t cap) {
     snprintf(buf, cap, "%s/shard-%lld.rsnap", v->o->ckpt_dir, (long long)step);
 }
 
-/* DIR/shard-STEP.rsnap: magic | head | rows (F) | CRC of both | values | state | dense | CRC. */
+/* DIR/shard-STEP.rsnap: magic | head | rows (F) | CRC of both | values (fp32, or bf16 bits) |
+ * state | dense | CRC. */
 static rec_status snap_write(server *v) {
     const int64_t n = v->off[v->t.F];
     const snap_head h = {v->t.digest, v->t.seed, v->t.shard, v->t.shards, v->t.F, v->t.E, v->t.opt, v->S, 1, v->t.lin,
-                         v->t.init_acc, 0, v->committed, n, v->dense_n};
+                         v->t.init_acc, prec_code(&v->t), v->committed, n, v->dense_n};
     char path[1200];
     snap_path(v, v->committed, path, sizeof path);
     rec_atomic_file a;
@@ -258,13 +309,16 @@ static rec_status snap_write(server *v) {
         {SNAP_MAGIC, 8}, {&h, sizeof h}, {v->rows, sizeof(int64_t) * (size_t)v->t.F}, {&crc, 4}};
     int ok = 1;
     for (size_t i = 0; ok && i < sizeof part / sizeof part[0]; i++) ok = write(a.fd, part[i].p, part[i].n) == (ssize_t)part[i].n;
-    const struct { const float *p; int64_t n; } data[] = {{v->values, n * v->V}, {v->state, n * v->S}, {v->dense, v->dense_n}};
+    const struct { const void *p; int64_t n; size_t size; } data[] = {
+        {v->b16 ? (const void *)v->values16 : (const void *)v->values, n * v->V, v->b16 ? sizeof(uint16_t) : sizeof(float)},
+        {v->state, n * v->S, sizeof(float)}, {v->dense, v->dense_n, sizeof(float)}};
     uint32_t dcrc = 0;
     for (size_t i = 0; ok && i < 3; i++)
         for (int64_t at = 0; ok && at < data[i].n;) {
             const int64_t k = data[i].n - at < (1 << 24) ? data[i].n - at : (1 << 24);
-            ok = write(a.fd, data[i].p + at, sizeof(float) * (size_t)k) == (ssize_t)(sizeof(float) * (size_t)k);
-            dcrc = rec_crc32(dcrc, data[i].p + at, sizeof(float) * (size_t)k);
+            const char *p = (const char *)data[i].p + (size_t)at * data[i].size;
+            ok = write(a.fd, p, data[i].size * (size_t)k) == (ssize_t)(data[i].size * (size_t)k);
+            dcrc = rec_crc32(dcrc, p, data[i].size * (size_t)k);
             at += k;
         }
     if (ok) ok = write(a.fd, &dcrc, 4) == 4;
@@ -283,8 +337,10 @@ static rec_status snap_write(server *v) {
 }
 
 /* Loads DIR/shard-STEP.rsnap into the server (its tables made anew from the file's head),
- * checking both CRCs; REC_EFORMAT naming the file when it does not read back whole. */
-static rec_status snap_read(server *v, int64_t step) {
+ * checking both CRCs; REC_EFORMAT naming the file when it does not read back whole. `want`:
+ * the precision code (prec_code) the job's tables have, or -1 (any: the start, before a
+ * HELLO); a snapshot of tables of another precision is refused (REC_EINVAL) and not loaded. */
+static rec_status snap_read(server *v, int64_t step, int want) {
     char path[1200];
     snap_path(v, step, path, sizeof path);
     const int fd = open(path, O_RDONLY);
@@ -300,13 +356,19 @@ static rec_status snap_read(server *v, int64_t step) {
     if (len < at || memcmp(m, SNAP_MAGIC, 8)) s = rec_errorf(REC_EFORMAT, "%s: not an embedding server snapshot", path);
     if (!s) memcpy(&h, m + 8, sizeof h);
     if (!s && (h.F < 1 || h.F > REC_NET_MAX_FEATURES || h.E < 1 || h.E > 4096 || h.lin < 0 || h.lin > 1 || h.S < 0 ||
-               h.S > h.E + h.lin || h.n_rows < 0 ||
+               h.S > h.E + h.lin || h.n_rows < 0 || h.prec < 0 || h.prec > 2 ||
                h.dense_n < 0 || h.shards < 1 || h.shard < 0 || h.shard >= h.shards))
         s = rec_errorf(REC_EFORMAT, "%s: a corrupt head", path);
+    if (!s && want >= 0 && h.prec != want)
+        s = rec_errorf(REC_EINVAL, "%s holds %s tables and the job's are %s: resume with the model's \"embedding\": "
+                       "{\"precision\", \"rounding\"} of the job that saved it", path,
+                       precision_name(h.prec > 0, h.prec > 0 ? h.prec - 1 : 0),
+                       precision_name(want > 0, want > 0 ? want - 1 : 0));
     const size_t rows_at = at;
     if (!s) at += sizeof(int64_t) * (size_t)h.F + 4;
     const int V = !s ? h.E + h.lin : 0;
-    const size_t data = !s ? sizeof(float) * (size_t)(h.n_rows * (V + h.S) + h.dense_n) : 0;
+    const size_t vsize = !s && h.prec ? sizeof(uint16_t) : sizeof(float);
+    const size_t data = !s ? vsize * (size_t)(h.n_rows * V) + sizeof(float) * (size_t)(h.n_rows * h.S + h.dense_n) : 0;
     if (!s && len != at + data + 4) s = rec_errorf(REC_EFORMAT, "%s: %zu bytes, not the %zu its head says (cut short?)", path,
                                                    len, at + data + 4);
     uint32_t c1, c2;
@@ -318,7 +380,8 @@ static rec_status snap_read(server *v, int64_t step) {
     if (!s) {
         server_drop(v);
         const rec_net_emb_hello t = {h.digest, h.shard, h.shards, h.F, h.E, h.opt, h.init_acc, h.seed,
-                                     (const int64_t *)(const void *)(m + rows_at), 1, h.lin, 0};
+                                     (const int64_t *)(const void *)(m + rows_at), 1, h.lin, 0, h.prec > 0,
+                                     h.prec > 0 ? h.prec - 1 : 0};
         v->rows = malloc(sizeof(int64_t) * (size_t)h.F);
         v->off = malloc(sizeof(int64_t) * (size_t)(h.F + 1));
         if (!v->rows || !v->off) s = rec_errorf(REC_ENOMEM, "embserver: out of memory");
@@ -331,15 +394,18 @@ static rec_status snap_read(server *v, int64_t step) {
         if (!s && n != h.n_rows) s = rec_errorf(REC_EFORMAT, "%s: %lld rows, and its tables make %lld", path,
                                                 (long long)h.n_rows, (long long)n);
         if (!s) v->off[h.F] = n;
-        if (!s) s = rec_alloc((void **)&v->values, sizeof(float) * (size_t)(n * V) + 64, "the shard's rows");
+        v->b16 = h.prec > 0;
+        if (!s && v->b16) s = rec_alloc((void **)&v->values16, sizeof(uint16_t) * (size_t)(n * V) + 64, "the shard's rows");
+        if (!s && !v->b16) s = rec_alloc((void **)&v->values, sizeof(float) * (size_t)(n * V) + 64, "the shard's rows");
         if (!s) s = rec_alloc((void **)&v->state, sizeof(float) * (size_t)(n * h.S) + 64, "the shard's state");
         if (!s && h.dense_n && !(v->dense = malloc(sizeof(float) * (size_t)h.dense_n)))
             s = rec_errorf(REC_ENOMEM, "embserver: out of memory");
         if (!s) {
-            const float *d = (const float *)(const void *)(m + at);
-            memcpy(v->values, d, sizeof(float) * (size_t)(n * V));
-            memcpy(v->state, d + n * V, sizeof(float) * (size_t)(n * h.S));
-            if (h.dense_n) memcpy(v->dense, d + n * (V + h.S), sizeof(float) * (size_t)h.dense_n);
+            const uint8_t *d = m + at;
+            memcpy(v->b16 ? (void *)v->values16 : (void *)v->values, d, vsize * (size_t)(n * V));
+            d += vsize * (size_t)(n * V);
+            memcpy(v->state, d, sizeof(float) * (size_t)(n * h.S));
+            if (h.dense_n) memcpy(v->dense, d + sizeof(float) * (size_t)(n * h.S), sizeof(float) * (size_t)h.dense_n);
             v->dense_n = h.dense_n;
             v->t = t;
             v->t.rows = v->rows;
@@ -370,7 +436,7 @@ static void snap_find(server *v) {
     if (d) closedir(d);
     for (int i = 0; i < 2; i++) {
         if (v->snap[i] < 0) continue;
-        if (!snap_read(v, v->snap[i])) {
+        if (!snap_read(v, v->snap[i], -1)) {
             if (v->o->log) {
                 fprintf(v->o->log, "embserver: restarted from %s/shard-%lld.rsnap (step %lld, shard %d of %d)\n",
                         v->o->ckpt_dir, (long long)v->snap[i], (long long)v->snap[i], v->t.shard, v->t.shards);
@@ -392,6 +458,19 @@ static void swap_floats(float *a, float *b, int n) {
     }
 }
 
+/* Local row i's values and the fp32 values u (V) swapped (bf16: exact both ways). */
+static void swap_row(server *v, int64_t i, float *u) {
+    if (!v->b16) {
+        swap_floats(v->values + (size_t)i * v->V, u, v->V);
+        return;
+    }
+    for (int e = 0; e < v->V; e++) {
+        const float x = get_value(v, i * v->V + e);
+        set_value(v, i * v->V + e, u[e]);
+        u[e] = x;
+    }
+}
+
 /* Swaps each undo entry's row with the table's: newest first (back to the committed step), or
  * oldest first (forward again, to the same bits). A snapshot is written in between: it holds
  * the committed step alone, though other trainers' writes of the next step may have come
@@ -402,7 +481,7 @@ static void swap_undo(server *v, int back) {
         float *u = v->undo + (size_t)((back ? v->undo_n - 1 - k : k) * W);
         int64_t key[2];
         memcpy(key, u, sizeof key);
-        swap_floats(v->values + (size_t)key[1] * E, u + UNDO_KEY, E);
+        swap_row(v, key[1], u + UNDO_KEY);
         if (S) swap_floats(v->state + (size_t)key[1] * S, u + UNDO_KEY + E, S);
     }
 }
@@ -453,7 +532,7 @@ static rec_status on_rollback(server *v, const rec_zreq *r) {
         int64_t key[2];
         memcpy(key, u, sizeof key);
         if (key[0] <= c) continue;
-        memcpy(v->values + (size_t)key[1] * E, u + UNDO_KEY, sizeof(float) * (size_t)E);
+        row_set(v, key[1], u + UNDO_KEY);
         if (S) memcpy(v->state + (size_t)key[1] * S, u + UNDO_KEY + E, sizeof(float) * (size_t)S);
         undone++;
     }
@@ -514,7 +593,7 @@ static void serve_one(void *arg) {
         else if (step != v->snap[0] && step != v->snap[1])
             s = rec_errorf(REC_EINVAL, "RESTORE of step %lld: this server keeps the snapshots of steps %lld and %lld",
                            (long long)step, (long long)v->snap[0], (long long)v->snap[1]);
-        else s = snap_read(v, step);
+        else s = snap_read(v, step, prec_code(&v->t));
         if (!s) {
             v->restored = 0;
             if (v->o->log) fprintf(v->o->log, "embserver: restored the snapshot of step %lld\n", (long long)step);

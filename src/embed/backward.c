@@ -224,22 +224,39 @@ static inline __m256i bf16_round8(__m256 p, const __m256i *r) {
     return _mm256_blendv_epi8(_mm256_srli_epi32(_mm256_add_epi32(u, add), 16), keep, special);
 }
 
-static void apply_row_bf16(const rec_embed *e, int f, uint16_t *restrict T, float *restrict st, int64_t id, int E,
-                           const float *restrict g, float lr) {
-    uint16_t *restrict row = T + (size_t)id * E;
-    const rec_sparse_opt_kind kind = e->opt.kind;
-    const int sr = e->rounding == REC_ROUND_STOCHASTIC;
-    const float eps = e->opt.eps, mult = kind == REC_SPARSE_ROWWISE_ADAGRAD ? rowwise_mult(st, g, E, lr, eps) : lr;
-    uint64_t x = sr ? rec_bf16_sr_start(e->seed, e->updates, f, id) : 0;
+/* Columns [c0, c1) of a bf16 row stepped from the row's summed gradient g (E): row (c1 - c0)
+ * their bits, st their Adagrad state (c1 - c0) or the row's row-wise state (1). Column j of
+ * row is table column col + c0 + j, which picks its random bits: the stream's step
+ * (col + c0 + j) / 4, from bit 16 ((col + c0 + j) % 4) (x: the stream's start, unused when
+ * rounding to nearest). A head up to the next multiple of 4 columns, 8 columns at a time in
+ * AVX2, the tail 4 columns per random step: the same bits whichever way a row is split. */
+static inline __attribute__((always_inline)) void step_bf16(rec_sparse_opt_kind kind, float eps,
+                                                            uint16_t *restrict row, float *restrict st,
+                                                            const float *restrict g, int E, int c0, int c1, float lr,
+                                                            int sr, uint64_t x, int col) {
+    const float mult = kind == REC_SPARSE_ROWWISE_ADAGRAD ? rowwise_mult(st, g, E, lr, eps) : lr;
+    const rec_sparse_opt_kind scalar = kind == REC_SPARSE_ROWWISE_ADAGRAD ? REC_SPARSE_SGD : kind;
+    float *restrict sc = kind == REC_SPARSE_ADAGRAD ? st : NULL; /* per-column state */
+    const float *restrict gp = g + c0;
+    const int n = c1 - c0, a = col + c0;
+    for (int k = 0; sr && k < a / 4; k++) rec_xorshift64(&x); /* to step a / 4 */
+    int j = 0;
+    if (a % 4) { /* the head, inside step a / 4 */
+        const uint64_t r = sr ? rec_xorshift64(&x) : 0;
+        for (; j < n && (a + j) % 4; j++) {
+            float p = rec_bf16_to_float(row[j]);
+            opt_step(scalar, eps, &p, sc ? sc + j : NULL, gp, n, j, j + 1, mult);
+            row[j] = sr ? rec_bf16_bits_sr(p, (uint32_t)(r >> (16 * ((a + j) % 4)))) : rec_bf16_bits(p);
+        }
+    }
     const __m256 vm = _mm256_set1_ps(mult), veps = _mm256_set1_ps(eps);
-    int c = 0;
-    for (; c + 8 <= E; c += 8) {
+    for (; j + 8 <= n; j += 8) {
         __m256 p = _mm256_castsi256_ps(
-            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + c))), 16));
-        const __m256 gv = _mm256_loadu_ps(g + c);
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + j))), 16));
+        const __m256 gv = _mm256_loadu_ps(gp + j);
         if (kind == REC_SPARSE_ADAGRAD) { /* adagrad_row: s += g g; p -= lr (g / (sqrt(s) + eps)) */
-            const __m256 s = _mm256_add_ps(_mm256_loadu_ps(st + c), _mm256_mul_ps(gv, gv));
-            _mm256_storeu_ps(st + c, s);
+            const __m256 s = _mm256_add_ps(_mm256_loadu_ps(sc + j), _mm256_mul_ps(gv, gv));
+            _mm256_storeu_ps(sc + j, s);
             p = _mm256_sub_ps(p, _mm256_mul_ps(vm, _mm256_div_ps(gv, _mm256_add_ps(_mm256_sqrt_ps(s), veps))));
         } else { /* SGD: p -= lr g; row-wise: p -= mult g */
             p = _mm256_sub_ps(p, _mm256_mul_ps(vm, gv));
@@ -253,17 +270,30 @@ static void apply_row_bf16(const rec_embed *e, int f, uint16_t *restrict T, floa
             bits = bf16_round8(p, NULL);
         }
         const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08);
-        _mm_storeu_si128((__m128i *)(row + c), _mm256_castsi256_si128(packed));
+        _mm_storeu_si128((__m128i *)(row + j), _mm256_castsi256_si128(packed));
     }
-    for (; c < E; c += 4) { /* the tail, 4 columns per random step */
+    for (; j < n; j += 4) { /* the tail, 4 columns per random step */
         const uint64_t r = sr ? rec_xorshift64(&x) : 0;
-        for (int k = 0; k < 4 && c + k < E; k++) {
-            float p = rec_bf16_to_float(row[c + k]);
-            opt_step(kind == REC_SPARSE_ROWWISE_ADAGRAD ? REC_SPARSE_SGD : kind, eps, &p, st ? st + c + k : NULL, g, E,
-                     c + k, c + k + 1, mult);
-            row[c + k] = sr ? rec_bf16_bits_sr(p, (uint32_t)(r >> (16 * k))) : rec_bf16_bits(p);
+        for (int k = 0; k < 4 && j + k < n; k++) {
+            float p = rec_bf16_to_float(row[j + k]);
+            opt_step(scalar, eps, &p, sc ? sc + j + k : NULL, gp, n, j + k, j + k + 1, mult);
+            row[j + k] = sr ? rec_bf16_bits_sr(p, (uint32_t)(r >> (16 * k))) : rec_bf16_bits(p);
         }
     }
+}
+
+static void apply_row_bf16(const rec_embed *e, int f, uint16_t *restrict T, float *restrict st, int64_t id, int E,
+                           const float *restrict g, float lr) {
+    const int sr = e->rounding == REC_ROUND_STOCHASTIC;
+    step_bf16(e->opt.kind, e->opt.eps, T + (size_t)id * E, st, g, E, 0, E, lr, sr,
+              sr ? rec_bf16_sr_start(e->seed, e->updates, f, id) : 0, 0);
+}
+
+void rec_sparse_opt_step_bf16(const rec_sparse_opt_config *o, float lr, const float *g, int E, int c0, int c1,
+                              uint16_t *p, float *st, const rec_bf16_key *r) {
+    const int sr = r->mode == REC_ROUND_STOCHASTIC;
+    step_bf16(o->kind, o->eps, p, st, g, E, c0, c1, lr, sr, sr ? rec_bf16_sr_start(r->seed, r->updates, r->table, r->row) : 0,
+              r->col);
 }
 
 /* The optimizer step of row id of table f (T its first row, as stored) from its summed

@@ -20,6 +20,8 @@ uint64_t rec_net_emb_hello_digest(const rec_net_emb_hello *h) {
     uint64_t d = rec_fnv1a64(REC_FNV_SEED, v, sizeof v);
     const uint64_t lin[2] = {1, h->lin_seed}; /* only with them: the digests of DLRM and DCN stay */
     if (h->lin) d = rec_fnv1a64(d, lin, sizeof lin);
+    const uint64_t b16[2] = {2, (uint64_t)h->rounding}; /* only with bf16 tables: fp32 tables' digests stay */
+    if (h->bf16) d = rec_fnv1a64(d, b16, sizeof b16);
     return rec_fnv1a64(d, h->rows, sizeof(int64_t) * (size_t)h->F);
 }
 
@@ -35,6 +37,8 @@ void rec_net_emb_hello_encode(rec_wbuf *w, const rec_net_emb_hello *h) {
     put_u32(w, (uint32_t)h->durable);
     put_u32(w, (uint32_t)h->lin);
     put_u64(w, h->lin_seed);
+    put_u32(w, (uint32_t)h->bf16);
+    put_u32(w, (uint32_t)h->rounding);
     put(w, h->rows, sizeof(int64_t) * (size_t)h->F);
 }
 
@@ -52,12 +56,14 @@ rec_status rec_net_emb_hello_decode(const uint8_t *body, size_t len, rec_net_emb
     h->durable = (int32_t)get_u32(&r, "the durable flag");
     h->lin = (int32_t)get_u32(&r, "the first-order flag");
     h->lin_seed = get_u64(&r, "the first-order seed");
+    h->bf16 = (int32_t)get_u32(&r, "the bf16 flag");
+    h->rounding = (int32_t)get_u32(&r, "the rounding");
     if (!r.err && (h->durable < 0 || h->durable > 1 || h->lin < 0 || h->lin > 1 || h->shards < 1 || h->shards > 4096 || h->shard < 0 || h->shard >= h->shards || h->F < 1 ||
                    h->F > REC_NET_MAX_FEATURES || h->E < 1 || h->E > 4096 || h->opt < 0 || h->opt > 2 ||
-                   !(h->init_acc >= 0)))
+                   !(h->init_acc >= 0) || h->bf16 < 0 || h->bf16 > 1 || h->rounding < 0 || h->rounding > (h->bf16 ? 1 : 0)))
         r.err = rec_errorf(REC_EFORMAT, "EMB_HELLO frame: shard %d of %d, %d tables of dim %d, optimizer %d, initial "
-                           "accumulator %g, first-order flag %d: out of range", h->shard, h->shards, h->F, h->E, h->opt,
-                           (double)h->init_acc, h->lin);
+                           "accumulator %g, first-order flag %d, bf16 flag %d, rounding %d: out of range", h->shard,
+                           h->shards, h->F, h->E, h->opt, (double)h->init_acc, h->lin, h->bf16, h->rounding);
     h->rows = (const int64_t *)take(&r, bytes_of(h->F, 8), "the table sizes");
     for (int f = 0; !r.err && f < h->F; f++)
         if (h->rows[f] < 1 || h->rows[f] >= (INT64_C(1) << 40))
@@ -77,7 +83,11 @@ void rec_net_rows_encode(rec_wbuf *w, const rec_net_rows *r, int with_entries, i
     put_i64(w, r->n);
     if (with_entries) put(w, r->e, sizeof(rec_centry) * (size_t)r->n);
     if (r->values) put(w, r->values, sizeof(float) * (size_t)(r->n * E));
-    if (r->values && S) put(w, r->state, sizeof(float) * (size_t)(r->n * S));
+    if (r->values16) {
+        put(w, r->values16, sizeof(uint16_t) * (size_t)(r->n * E));
+        pad8(w);
+    }
+    if ((r->values || r->values16) && S) put(w, r->state, sizeof(float) * (size_t)(r->n * S));
 }
 
 rec_status rec_net_rows_decode(const uint8_t *body, size_t len, const char *what, int with_entries, int with_values,
@@ -96,7 +106,11 @@ rec_status rec_net_rows_decode(const uint8_t *body, size_t len, const char *what
             r.err = rec_errorf(REC_EFORMAT, "%s frame: entry %lld is table %d row %lld, which is not on server %d of %d",
                                what, (long long)i, e->f, (long long)e->row, t->shard, t->shards);
     }
-    if (with_values) {
+    if (with_values && t->bf16) {
+        out->values16 = (const uint16_t *)take(&r, bytes_of(n, sizeof(uint16_t) * (size_t)(t->E + (t->lin != 0))), "the values");
+        skip8(&r);
+        if (S) out->state = (const float *)take(&r, bytes_of(n, sizeof(float) * (size_t)S), "the optimizer state");
+    } else if (with_values) {
         out->values = (const float *)take(&r, bytes_of(n, sizeof(float) * (size_t)(t->E + (t->lin != 0))), "the values");
         if (S) out->state = (const float *)take(&r, bytes_of(n, sizeof(float) * (size_t)S), "the optimizer state");
     }

@@ -376,9 +376,6 @@ static rec_status model_init(rec_model **out, const rec_model_config *c, int max
         return rec_errorf(REC_EINVAL, "model %s is not bound to data (rec_model_config_bind first)", c->name);
     if (max_batch < 1) return rec_errorf(REC_EINVAL, "model %s: max_batch must be >= 1, got %d", c->name, max_batch);
     if (threads < 0) return rec_errorf(REC_EINVAL, "model %s: threads must be >= 0, got %d", c->name, threads);
-    if (sharded && c->embed_precision == REC_PRECISION_BF16)
-        return rec_errorf(REC_EUNSUPPORTED, "model %s: bf16 tables train in one process; tables sharded over ranks or held "
-                          "by embedding servers are fp32 (set \"embedding\": {\"precision\": \"fp32\"})", c->name);
     rec_model *m;
     REC_TRY(rec_alloc((void **)&m, sizeof *m, "model"));
     rec_status s = copy_config(&m->cfg, c);

@@ -11,7 +11,8 @@
 #include "rectrain/nn.h"
 
 /* Table values as rec_embed_init draws them (stream f of the model's embedding seed, row-major,
- * uniform(-sqrt(1/R), sqrt(1/R))); this rank keeps the parts of rows it holds. */
+ * uniform(-sqrt(1/R), sqrt(1/R)); bf16 tables: rounded to nearest); this rank keeps the parts
+ * of rows it holds. */
 static void init_values(rec_exec *x, uint64_t seed) {
     float *row = malloc(sizeof(float) * (size_t)x->E);
     if (!row) return;
@@ -26,8 +27,8 @@ static void init_values(rec_exec *x, uint64_t seed) {
             for (int c = 0; c < C; c++) {
                 const xloc l = rec__xmap_locate(&x->map, f, c, r);
                 const xpart *p = &x->map.parts[f][c];
-                if (l.owner == x->rank) memcpy(x->store + l.off, row + p->pl.c0, sizeof(float) * (size_t)p->w);
-                else if (l.owner == REC_PLAN_EVERY) memcpy(x->rep + l.off, row, sizeof(float) * (size_t)x->E);
+                if (l.owner == x->rank) rec__values_put(rec__store(x), x->b16, l.off, p->w, row + p->pl.c0);
+                else if (l.owner == REC_PLAN_EVERY) rec__values_put(rec__rep(x), x->b16, l.off, x->E, row);
             }
         }
     }
@@ -46,10 +47,28 @@ static void init_lin(rec_exec *x, uint64_t seed) {
         for (int64_t r = 0; r < R; r++) {
             const float v = (float)((2.0 * rec_rng_uniform(&g) - 1.0) * a);
             const xloc l = rec__xmap_locate(&x->map, f, 0, r);
-            if (l.owner == x->rank) x->store[x->store_floats + l.srow] = v;
-            else if (l.owner == REC_PLAN_EVERY) x->rep_lin[l.srow] = v;
+            if (l.owner == x->rank) rec__values_put(rec__store(x), x->b16, x->store_floats + l.srow, 1, &v);
+            else if (l.owner == REC_PLAN_EVERY) rec__values_put(rec__rep_lin(x), x->b16, l.srow, 1, &v);
         }
     }
+}
+
+/* bf16: each replicated row's table and row, its rounding's key (a replicated row is whole,
+ * its table's one part; a slot of a replicated segment whose row is hot elsewhere stays
+ * unkeyed and is never stepped: no rank sends it a gradient). */
+static void rep_keys(rec_exec *x) {
+    for (int f = 0; f < x->F; f++)
+        for (int c = 0; c < rec_plan_col_parts(x->plan, f, NULL); c++) {
+            const xpart *p = &x->map.parts[f][c];
+            const int64_t R = rec_plan_rows(x->plan, f);
+            for (int64_t g = 0; g < p->pl.n_seg; g++) {
+                if (p->pl.seg_owner[g] != REC_PLAN_EVERY) continue;
+                const int64_t r0 = p->pl.seg_start[g], r1 = g + 1 < p->pl.n_seg ? p->pl.seg_start[g + 1] : R;
+                for (int64_t r = r0; r < r1; r++) x->rep_f[p->seg_srow[g] + r - r0] = f, x->rep_row[p->seg_srow[g] + r - r0] = r;
+            }
+            for (int64_t h = 0; h < p->pl.n_hot; h++)
+                if (p->pl.hot_owner[h] == REC_PLAN_EVERY) x->rep_f[p->hot_srow[h]] = f, x->rep_row[p->hot_srow[h]] = p->pl.hot_row[h];
+        }
 }
 
 /* Floats of the replicated rows' gradient buffer: E a row, and its first-order value's. */
@@ -115,6 +134,9 @@ rec_status rec_exec_init(rec_exec **out, rec_model *m, const rec_plan *plan, int
     x->opt = c->sparse_opt;
     x->baseline = baseline;
     x->has_lin = rec_model_pooled(m, 1) != NULL;
+    x->b16 = c->embed_precision == REC_PRECISION_BF16;
+    x->rounding = (rec_embed_rounding)c->embed_rounding;
+    x->seed = rec_mix64(c->seed + 1), x->lin_seed = rec_mix64(c->seed + 2); /* model.c's: the tables', the first-order tables' */
     x->win = MPI_WIN_NULL;
     rec_status s = rec__xmap_build(&x->map, plan);
     if (!s) x->store_floats = x->map.floats[rank], x->store_rows = x->map.rows[rank], x->rep_rows = x->map.rep_rows;
@@ -126,15 +148,21 @@ rec_status rec_exec_init(rec_exec **out, rec_model *m, const rec_plan *plan, int
     /* a first-order value's state: one float under either Adagrad */
     const int lsf = x->has_lin ? rec__state_floats(x->opt.kind, 1) : 0;
     const size_t lstf = (size_t)(lsf * x->store_rows), rlstf = (size_t)(lsf * x->rep_rows);
-    if (!s) s = rec__win_allocate(sizeof(float) * (size_t)x->win_floats, &x->store, &x->win);
+    const size_t vb = (size_t)rec__value_bytes(x->b16);
+    float *base = NULL;
+    if (!s) s = rec__win_allocate(vb * (size_t)x->win_floats, &base, &x->win);
+    if (x->b16) x->store16 = (uint16_t *)(void *)base;
+    else x->store = base;
     if (!s) s = zalloc((void **)&x->state, sizeof(float) * stf, "embedding optimizer state");
-    if (!s) s = zalloc((void **)&x->rep, sizeof(float) * (size_t)(x->rep_rows * x->E), "replicated rows");
+    if (!s) s = zalloc(x->b16 ? (void **)&x->rep16 : (void **)&x->rep, vb * (size_t)(x->rep_rows * x->E), "replicated rows");
+    if (!s && x->b16) s = zalloc((void **)&x->rep_f, sizeof(int32_t) * (size_t)x->rep_rows, "replicated rows' keys");
+    if (!s && x->b16) s = zalloc((void **)&x->rep_row, sizeof(int64_t) * (size_t)x->rep_rows, "replicated rows' keys");
     /* padded to N equal chunks (replicated()) */
     if (!s) s = zalloc((void **)&x->rep_grad, sizeof(float) * (size_t)((rep_grad_floats(x) + N - 1) / N * N),
                        "replicated gradients");
     if (!s) s = zalloc((void **)&x->rep_state, sizeof(float) * rstf, "replicated rows' state");
     if (!s) s = zalloc((void **)&x->lin_state, sizeof(float) * lstf, "first-order optimizer state");
-    if (!s) s = zalloc((void **)&x->rep_lin, sizeof(float) * (size_t)(x->has_lin ? x->rep_rows : 0),
+    if (!s) s = zalloc(x->b16 ? (void **)&x->rep_lin16 : (void **)&x->rep_lin, vb * (size_t)(x->has_lin ? x->rep_rows : 0),
                        "replicated first-order values");
     if (!s) s = zalloc((void **)&x->rep_lin_state, sizeof(float) * rlstf, "replicated first-order state");
     if (!s) {
@@ -142,8 +170,9 @@ rec_status rec_exec_init(rec_exec **out, rec_model *m, const rec_plan *plan, int
         for (size_t i = 0; i < rstf; i++) x->rep_state[i] = x->opt.init_acc;
         for (size_t i = 0; i < lstf; i++) x->lin_state[i] = x->opt.init_acc;
         for (size_t i = 0; i < rlstf; i++) x->rep_lin_state[i] = x->opt.init_acc;
-        init_values(x, rec_mix64(c->seed + 1)); /* model.c's seeds: the tables', the first-order tables' */
-        init_lin(x, rec_mix64(c->seed + 2));
+        init_values(x, x->seed);
+        init_lin(x, x->lin_seed);
+        if (x->b16) rep_keys(x);
     }
     if (!s) s = rec_batch_init(&x->lb, x->max_local, c->n_dense, c->n_sparse, 1);
     x->req_cap = 64;
@@ -199,10 +228,14 @@ void rec_exec_free(rec_exec *x) {
     free(x->fcount);
     rec_free(x->state);
     rec_free(x->rep);
+    rec_free(x->rep16);
+    rec_free(x->rep_f);
+    rec_free(x->rep_row);
     rec_free(x->rep_grad);
     rec_free(x->rep_state);
     rec_free(x->lin_state);
     rec_free(x->rep_lin);
+    rec_free(x->rep_lin16);
     rec_free(x->rep_lin_state);
     rec_batch_free(&x->lb);
     free(x->uniq);
@@ -314,7 +347,7 @@ static rec_status add_fetch(rec_exec *x, int o, int64_t off, int w, float *dst) 
         x->fcap[o] = n;
     }
     const int64_t k = x->fcount[o]++;
-    x->fdisp[o][k] = (MPI_Aint)(off * (int64_t)sizeof(float));
+    x->fdisp[o][k] = (MPI_Aint)(off * rec__value_bytes(x->b16));
     x->flen[o][k] = w;
     x->fdst[o][k] = dst;
     return REC_OK;
@@ -331,7 +364,7 @@ static rec_status fetch_alltoall(rec_exec *x, int64_t total) {
     for (int o = 0; o < N; o++) {
         x->sdispl[o] = (int)at;
         int64_t *q = (int64_t *)(x->sbuf + at);
-        for (int64_t k = 0; k < x->fcount[o]; k++) q[2 * k] = x->fdisp[o][k] / (MPI_Aint)sizeof(float), q[2 * k + 1] = x->flen[o][k];
+        for (int64_t k = 0; k < x->fcount[o]; k++) q[2 * k] = x->fdisp[o][k] / rec__value_bytes(x->b16), q[2 * k + 1] = x->flen[o][k];
         at += x->scount[o];
     }
     MPI_WAIT(x, MPI_Alltoall(x->scount, 1, MPI_INT, x->rcount, 1, MPI_INT, rec__comm()));
@@ -348,23 +381,25 @@ static rec_status fetch_alltoall(rec_exec *x, int64_t total) {
                               (long long)q[2 * k], (long long)q[2 * k + 1], (long long)x->win_floats);
         floats += q[2 * k + 1];
     }
-    REC_TRY(grow((void **)&x->sbuf, &x->sbuf_cap, floats * (int64_t)sizeof(float) + 1, 1, "rows"));
-    float *ans = (float *)x->sbuf;
+    const int vb = rec__value_bytes(x->b16); /* the rows travel as stored */
+    REC_TRY(grow((void **)&x->sbuf, &x->sbuf_cap, floats * vb + 1, 1, "rows"));
+    char *ans = x->sbuf;
+    const char *mine = rec__store(x);
     int64_t a = 0;
     for (int o = 0; o < N; o++) {
-        x->sdispl[o] = (int)(a * (int64_t)sizeof(float));
+        x->sdispl[o] = (int)(a * vb);
         const int64_t *r = (const int64_t *)(x->rbuf + x->rdispl[o]);
         for (int64_t k = 0; k < x->rcount[o] / (int64_t)(2 * sizeof(int64_t)); k++) {
-            memcpy(ans + a, x->store + r[2 * k], sizeof(float) * (size_t)r[2 * k + 1]);
+            memcpy(ans + a * vb, mine + r[2 * k] * vb, (size_t)vb * (size_t)r[2 * k + 1]);
             a += r[2 * k + 1];
         }
-        x->scount[o] = (int)(a * (int64_t)sizeof(float)) - x->sdispl[o];
+        x->scount[o] = (int)(a * vb) - x->sdispl[o];
         x->st.sent_bytes += o == x->rank ? 0 : x->scount[o];
     }
     int64_t b = 0;
     for (int o = 0; o < N; o++) {
         x->rcount[o] = 0;
-        for (int64_t k = 0; k < x->fcount[o]; k++) x->rcount[o] += x->flen[o][k] * (int)sizeof(float);
+        for (int64_t k = 0; k < x->fcount[o]; k++) x->rcount[o] += x->flen[o][k] * vb;
         x->rdispl[o] = (int)b;
         b += x->rcount[o];
     }
@@ -377,8 +412,8 @@ static rec_status fetch_alltoall(rec_exec *x, int64_t total) {
  * rows in its window): copied into *dst when local or replicated, else added to the owner's
  * fetches (one float beside its row's). */
 static rec_status lin_value(rec_exec *x, xloc l, float *dst, int64_t *remote) {
-    if (l.owner == REC_PLAN_EVERY) *dst = x->rep_lin[l.srow];
-    else if (l.owner == x->rank && !x->baseline) *dst = x->store[x->store_floats + l.srow];
+    if (l.owner == REC_PLAN_EVERY) rec__values_get(rec__rep_lin(x), x->b16, l.srow, 1, dst);
+    else if (l.owner == x->rank && !x->baseline) rec__values_get(rec__store(x), x->b16, x->store_floats + l.srow, 1, dst);
     else {
         REC_TRY(add_fetch(x, l.owner, x->map.floats[l.owner] + l.srow, 1, dst));
         ++*remote;
@@ -409,8 +444,8 @@ static rec_status forward(rec_exec *x) {
             for (int64_t k = 0; k < x->n_uniq[f]; k++) {
                 const xloc l = x->loc[q++] = rec__xmap_locate(&x->map, f, c, u[k]);
                 float *dst = rows + (size_t)k * E + p->pl.c0;
-                if (l.owner == REC_PLAN_EVERY) memcpy(dst, x->rep + l.off, sizeof(float) * (size_t)E);
-                else if (l.owner == x->rank && !x->baseline) memcpy(dst, x->store + l.off, sizeof(float) * (size_t)p->w);
+                if (l.owner == REC_PLAN_EVERY) rec__values_get(rec__rep(x), x->b16, l.off, E, dst);
+                else if (l.owner == x->rank && !x->baseline) rec__values_get(rec__store(x), x->b16, l.off, p->w, dst);
                 else {
                     REC_TRY(add_fetch(x, l.owner, l.off, p->w, dst));
                     remote += p->w;
@@ -419,7 +454,7 @@ static rec_status forward(rec_exec *x) {
             }
         }
     }
-    REC_TRY(grow((void **)&x->fbuf, &x->fbuf_cap, remote + 1, sizeof(float), "fetched rows"));
+    REC_TRY(grow((void **)&x->fbuf, &x->fbuf_cap, remote + 1, sizeof(float), "fetched rows")); /* bf16: half of it */
     for (int f = 0; f < x->F; f++) x->st.ids += (double)x->lb.sparse[f].offsets[x->lb.n];
     /* rows (parts of rows) fetched, as the cost model counts them: a first-order value rides
      * with its row (its 4 bytes are in fetched_bytes) */
@@ -435,24 +470,25 @@ static rec_status forward(rec_exec *x) {
             int64_t n = 0;
             for (int64_t k = 0; k < x->fcount[o]; k++) n += x->flen[o][k];
             MPI_Datatype t;
-            MPI_TRY(MPI_Type_create_hindexed((int)x->fcount[o], x->flen[o], x->fdisp[o], MPI_FLOAT, &t));
+            const MPI_Datatype v = x->b16 ? MPI_UINT16_T : MPI_FLOAT;
+            MPI_TRY(MPI_Type_create_hindexed((int)x->fcount[o], x->flen[o], x->fdisp[o], v, &t));
             MPI_TRY(MPI_Type_commit(&t));
-            MPI_TRY(MPI_Get(x->fbuf + at, (int)n, MPI_FLOAT, o, 0, 1, t, x->win));
+            MPI_TRY(MPI_Get((char *)x->fbuf + at * rec__value_bytes(x->b16), (int)n, v, o, 0, 1, t, x->win));
             MPI_TRY(MPI_Type_free(&t));
-            x->served[o] += 4.0 * (double)n;
+            x->served[o] += rec__value_bytes(x->b16) * (double)n;
             at += n;
         }
         MPI_WAIT(x, MPI_Win_flush_all(x->win));
     }
     int64_t own = 0; /* the baseline sends a rank's own rows through the all-to-all, not the network */
     for (int64_t k = 0; x->baseline && k < x->fcount[x->rank]; k++) own += x->flen[x->rank][k];
-    x->st.recv_bytes += 4.0 * (double)(remote - own);
-    x->st.fetched_bytes += 4.0 * (double)(remote - own);
+    x->st.recv_bytes += rec__value_bytes(x->b16) * (double)(remote - own);
+    x->st.fetched_bytes += rec__value_bytes(x->b16) * (double)(remote - own);
     double t2 = MPI_Wtime();
-    int64_t at = 0;
+    int64_t at = 0; /* the fetched values in fetch order, as stored: widened into their rows */
     for (int o = 0; o < N; o++)
         for (int64_t k = 0; k < x->fcount[o]; k++) {
-            memcpy(x->fdst[o][k], x->fbuf + at, sizeof(float) * (size_t)x->flen[o][k]);
+            rec__values_get(x->fbuf, x->b16, at, x->flen[o][k], x->fdst[o][k]);
             at += x->flen[o][k];
         }
     /* pooling, as rec_embed pools (embed.h) */
@@ -501,10 +537,30 @@ static int record_floats(const rec_exec *x, int f, int c) {
     return (x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? x->E : x->map.parts[f][c].w) + (x->has_lin && c == 0);
 }
 
-/* The owner's step of a first-order value from its summed gradient g (a dim-1 table's row:
- * the same float operations as the one-process engine's update of lin.{f}). */
-static void lin_step(const rec_exec *x, float lr, float g, float *p, float *st) {
-    rec_sparse_opt_step(&x->opt, lr, &g, 1, 0, 1, p, st);
+/* The key of the rounding of row `row` of table f (embed.h rec_bf16_key): the tables' seed
+ * (lin: the first-order tables'), the model's step (one table update a step, as one process
+ * counts them), g's column 0 being table column col. */
+static rec_bf16_key round_key(const rec_exec *x, int lin, int f, int64_t row, int col) {
+    return (rec_bf16_key){x->rounding, lin ? x->lin_seed : x->seed, rec_model_steps(x->m), f, row, col};
+}
+
+/* Columns [c0, c1) of a row at element `at` of a store (fp32 or bf16, as x's) stepped from
+ * g (E floats; column 0 is table column col) as one process steps a row of its tables. */
+static void row_step(const rec_exec *x, float lr, const float *g, int E, int c0, int c1, void *base, int64_t at,
+                     float *st, int lin, int f, int64_t row, int col) {
+    if (!x->b16) {
+        rec_sparse_opt_step(&x->opt, lr, g, E, c0, c1, (float *)base + at, st);
+        return;
+    }
+    const rec_bf16_key r = round_key(x, lin, f, row, col);
+    rec_sparse_opt_step_bf16(&x->opt, lr, g, E, c0, c1, (uint16_t *)base + at, st, &r);
+}
+
+/* The owner's step of a first-order value (row `row` of table f's, at element `at` of base)
+ * from its summed gradient g (a dim-1 table's row: the same float operations as the
+ * one-process engine's update of lin.{f}). */
+static void lin_step(const rec_exec *x, float lr, float g, void *base, int64_t at, float *st, int f, int64_t row) {
+    row_step(x, lr, &g, 1, 0, 1, base, at, st, 1, f, row, 0);
 }
 
 /* Gradient records to the owners, their sums in rank order, the owners' steps; the replicated
@@ -635,11 +691,13 @@ static rec_status exchange(rec_exec *x, float lr) {
         }
         float *st = x->opt.kind == REC_SPARSE_ADAGRAD ? x->state + k->off
                     : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? x->state + k->srow : NULL;
-        if (G_row) rec_sparse_opt_step(&x->opt, lr, sum, E, p->pl.c0, p->pl.c1, x->store + k->off, st);
-        else rec_sparse_opt_step(&x->opt, lr, sum, p->w, 0, p->w, x->store + k->off, st);
+        /* row-wise Adagrad's record is the whole row's gradient (column 0 the table's), the
+         * others' the part's (column 0 the part's first) */
+        if (G_row) row_step(x, lr, sum, E, p->pl.c0, p->pl.c1, rec__store(x), k->off, st, 0, k->f, k->row, 0);
+        else row_step(x, lr, sum, p->w, 0, p->w, rec__store(x), k->off, st, 0, k->f, k->row, p->pl.c0);
         if (x->has_lin && k->c == 0)
-            lin_step(x, lr, sum[G - 1], x->store + x->store_floats + k->srow,
-                     x->opt.kind == REC_SPARSE_SGD ? NULL : x->lin_state + k->srow);
+            lin_step(x, lr, sum[G - 1], rec__store(x), x->store_floats + k->srow,
+                     x->opt.kind == REC_SPARSE_SGD ? NULL : x->lin_state + k->srow, k->f, k->row);
         i = j;
     }
     x->st.owner_s += MPI_Wtime() - t1;
@@ -677,11 +735,13 @@ static rec_status replicated(rec_exec *x, float lr) {
         if (!any) continue;
         float *st = x->opt.kind == REC_SPARSE_ADAGRAD ? x->rep_state + (size_t)r * E
                     : x->opt.kind == REC_SPARSE_ROWWISE_ADAGRAD ? x->rep_state + r : NULL;
-        rec_sparse_opt_step(&x->opt, lr, g, E, 0, E, x->rep + (size_t)r * E, st);
+        row_step(x, lr, g, E, 0, E, rec__rep(x), r * E, st, 0, x->b16 ? x->rep_f[r] : 0, x->b16 ? x->rep_row[r] : 0, 0);
     }
     for (int64_t r = 0; x->has_lin && r < x->rep_rows; r++) {
         const float g = x->rep_grad[x->rep_rows * E + r];
-        if (g != 0.0f) lin_step(x, lr, g, x->rep_lin + r, x->opt.kind == REC_SPARSE_SGD ? NULL : x->rep_lin_state + r);
+        if (g != 0.0f)
+            lin_step(x, lr, g, rec__rep_lin(x), r, x->opt.kind == REC_SPARSE_SGD ? NULL : x->rep_lin_state + r,
+                     x->b16 ? x->rep_f[r] : 0, x->b16 ? x->rep_row[r] : 0);
     }
     x->st.exchange_s += MPI_Wtime() - t0;
     return REC_OK;

@@ -61,6 +61,14 @@ static rec_tensor tensor(const char *name, rec_tensor_role role, const float *da
     return t;
 }
 
+/* n stored values from element `at` of base (x's kind: fp32, or bf16 bits, which the file
+ * holds as their fp32 values, exactly). */
+static rec_tensor values(const rec_exec *x, const char *name, const void *base, int64_t at, size_t n) {
+    rec_tensor t = tensor(name, REC_TENSOR_PARAM, x->b16 ? NULL : (const float *)base + at, n);
+    if (x->b16) t.data16 = (uint16_t *)base + at;
+    return t;
+}
+
 /* ---- saving ------------------------------------------------------------------------------ */
 
 /* Rank 0: removes DIR/model.J.* of every id J but `keep` (earlier saves, or another job's). */
@@ -102,18 +110,18 @@ rec_status rec_exec_save(rec_exec *x, const char *path, const rec_ckpt_meta *giv
     rec_tensor ts[8];
     int n = 0;
     const size_t stf = state_floats(x->opt.kind, x->store_floats, x->store_rows);
-    ts[n++] = tensor("rows", REC_TENSOR_PARAM, x->store, (size_t)x->store_floats);
+    ts[n++] = values(x, "rows", rec__store(x), 0, (size_t)x->store_floats);
     if (stf) ts[n++] = tensor("state", REC_TENSOR_OPT_STATE, x->state, stf);
     const size_t rstf = state_floats(x->opt.kind, x->rep_rows * x->E, x->rep_rows);
-    if (x->rank == 0 && x->rep_rows) ts[n++] = tensor("replicated", REC_TENSOR_PARAM, x->rep, (size_t)(x->rep_rows * x->E));
+    if (x->rank == 0 && x->rep_rows) ts[n++] = values(x, "replicated", rec__rep(x), 0, (size_t)(x->rep_rows * x->E));
     if (x->rank == 0 && x->rep_rows && rstf) ts[n++] = tensor("replicated.state", REC_TENSOR_OPT_STATE, x->rep_state, rstf);
     const int lsf = rec__state_floats(x->opt.kind, 1);
     if (x->has_lin) {
-        ts[n++] = tensor("lin", REC_TENSOR_PARAM, x->store + x->store_floats, (size_t)x->store_rows);
+        ts[n++] = values(x, "lin", rec__store(x), x->store_floats, (size_t)x->store_rows);
         if (lsf) ts[n++] = tensor("lin.state", REC_TENSOR_OPT_STATE, x->lin_state, (size_t)x->store_rows);
     }
     if (x->has_lin && x->rank == 0 && x->rep_rows) {
-        ts[n++] = tensor("replicated.lin", REC_TENSOR_PARAM, x->rep_lin, (size_t)x->rep_rows);
+        ts[n++] = values(x, "replicated.lin", rec__rep_lin(x), 0, (size_t)x->rep_rows);
         if (lsf) ts[n++] = tensor("replicated.lin.state", REC_TENSOR_OPT_STATE, x->rep_lin_state, (size_t)x->rep_rows);
     }
     char file[4200];
@@ -140,27 +148,35 @@ rec_status rec_exec_save(rec_exec *x, const char *path, const rec_ckpt_meta *giv
 
 /* ---- loading ----------------------------------------------------------------------------- */
 
-/* Where the saved rows are: a whole model's tables, or a sharded save's stores and map. */
+/* Where the saved rows are: a whole model's tables, or a sharded save's stores and map. The
+ * values (table, lin, rows, rep, rep_lin) are fp32, or with b16 bf16 bits (a live bf16 job's
+ * stores, rec_exec_gather); the state is fp32. */
 typedef struct source {
     int F, E, N;                     /* N: 0 for whole tables */
     rec_sparse_opt_kind opt;
     int has_lin;                     /* first-order tables too (DeepFM, Wide&Deep) */
+    int b16;
     const float **table, **tstate;   /* whole: (F) */
-    const float **lin, **lstate;     /* whole: (F) first-order tables; sharded: (N) "lin" */
+    const void **lin;                /* whole: (F) first-order tables; sharded: (N) "lin" */
+    const float **lstate;
     const rec_plan *plan;            /* sharded: (own_plan, or the job's) */
     rec_plan *own_plan;
     xmap map;
     rec_ckpt_reader **files;         /* (N) */
-    const float **rows, **state;     /* (N) */
-    const float *rep, *rep_state, *rep_lin, *rep_lstate;
+    const void **rows;               /* (N) */
+    const float **state;             /* (N) */
+    const void *rep, *rep_lin;
+    const float *rep_state, *rep_lstate;
 } source;
 
 static void source_free(source *src) {
     free(src->table);
     free(src->lin);
+    free(src->lstate);
     for (int r = 0; src->files && r < src->N; r++) rec_ckpt_reader_close(src->files[r]);
     free(src->files);
     free(src->rows);
+    free(src->state);
     if (src->own_plan) rec__xmap_free(&src->map);
     rec_plan_free(src->own_plan);
 }
@@ -180,11 +196,11 @@ static void source_row(const source *src, int f, int64_t r, float *val, float *s
         const xpart *p = &src->map.parts[f][c];
         const xloc l = rec__xmap_locate(&src->map, f, c, r);
         if (l.owner == REC_PLAN_EVERY) {
-            memcpy(val, src->rep + l.off, sizeof(float) * (size_t)E);
+            rec__values_get(src->rep, src->b16, l.off, E, val);
             if (sf) memcpy(st, src->rep_state + (sf == 1 ? l.srow : l.off), sizeof(float) * (size_t)sf);
             return;
         }
-        memcpy(val + p->pl.c0, src->rows[l.owner] + l.off, sizeof(float) * (size_t)p->w);
+        rec__values_get(src->rows[l.owner], src->b16, l.off, p->w, val + p->pl.c0);
         if (sf == 1 && c == 0) st[0] = src->state[l.owner][l.srow]; /* every part keeps the row's */
         if (sf > 1) memcpy(st + p->pl.c0, src->state[l.owner] + l.off, sizeof(float) * (size_t)p->w);
     }
@@ -195,22 +211,30 @@ static void source_row(const source *src, int f, int64_t r, float *val, float *s
 static void source_lin(const source *src, int f, int64_t r, float *val, float *st) {
     const int sf = rec__state_floats(src->opt, 1);
     if (src->N == 0) {
-        *val = src->lin[f][r];
+        *val = ((const float *)src->lin[f])[r];
         if (sf) *st = src->lstate[f][r];
         return;
     }
     const xloc l = rec__xmap_locate(&src->map, f, 0, r);
     const int every = l.owner == REC_PLAN_EVERY;
-    *val = every ? src->rep_lin[l.srow] : src->lin[l.owner][l.srow];
+    rec__values_get(every ? src->rep_lin : src->lin[l.owner], src->b16, l.srow, 1, val);
     if (sf) *st = every ? src->rep_lstate[l.srow] : src->lstate[l.owner][l.srow];
+}
+
+/* A file's values (fp32) of tensor `name`, n of them, into *out (a source's values). */
+static rec_status read_values(rec_ckpt_reader *r, const char *name, int64_t n, const void **out) {
+    const float *p;
+    REC_TRY(rec_ckpt_reader_tensor(r, name, n, &p));
+    *out = p;
+    return REC_OK;
 }
 
 /* Room for the first-order tables' pointers: n each for values and state. */
 static rec_status lin_slots(source *src, int n) {
     if (!src->has_lin) return REC_OK;
-    src->lin = calloc((size_t)n * 2 + 1, sizeof(float *));
-    if (!src->lin) return rec_errorf(REC_ENOMEM, "out of memory");
-    src->lstate = src->lin + n;
+    src->lin = calloc((size_t)n + 1, sizeof(void *));
+    src->lstate = calloc((size_t)n + 1, sizeof(float *));
+    if (!src->lin || !src->lstate) return rec_errorf(REC_ENOMEM, "out of memory");
     return REC_OK;
 }
 
@@ -232,7 +256,7 @@ static rec_status open_whole(source *src, rec_ckpt_reader *whole, const rec_mode
     for (int f = 0; src->has_lin && f < src->F; f++) {
         char name[64];
         snprintf(name, sizeof name, "lin.%d.weight", f);
-        REC_TRY(rec_ckpt_reader_tensor(whole, name, c->table_rows[f], &src->lin[f]));
+        REC_TRY(read_values(whole, name, c->table_rows[f], &src->lin[f]));
         snprintf(name, sizeof name, "opt.lin.%d", f);
         if (lsf) REC_TRY(rec_ckpt_reader_tensor(whole, name, c->table_rows[f], &src->lstate[f]));
     }
@@ -253,9 +277,9 @@ static rec_status open_sharded(source *src, const rec_model *model, int64_t B, c
     REC_TRY(rec__xmap_build(&src->map, src->plan));
     const int N = src->N = (int)m->shards;
     src->files = calloc((size_t)N, sizeof *src->files);
-    src->rows = calloc((size_t)N * 2, sizeof(float *));
-    if (!src->files || !src->rows) return rec_errorf(REC_ENOMEM, "out of memory");
-    src->state = src->rows + N;
+    src->rows = calloc((size_t)N, sizeof(void *));
+    src->state = calloc((size_t)N, sizeof(float *));
+    if (!src->files || !src->rows || !src->state) return rec_errorf(REC_ENOMEM, "out of memory");
     REC_TRY(lin_slots(src, N));
     const int lsf = rec__state_floats(src->opt, 1);
     for (int r = 0; r < N; r++) {
@@ -267,20 +291,20 @@ static rec_status open_sharded(source *src, const rec_model *model, int64_t B, c
                               "%lld at step %lld; the checkpoint directory was altered: resume from a whole one",
                               file, r, path, (long long)m->step, (long long)fm->shard - 1, (long long)fm->shards,
                               (long long)fm->step);
-        REC_TRY(rec_ckpt_reader_tensor(src->files[r], "rows", src->map.floats[r], &src->rows[r]));
+        REC_TRY(read_values(src->files[r], "rows", src->map.floats[r], &src->rows[r]));
         const size_t sf = state_floats(src->opt, src->map.floats[r], src->map.rows[r]);
         if (sf) REC_TRY(rec_ckpt_reader_tensor(src->files[r], "state", (int64_t)sf, &src->state[r]));
-        if (src->has_lin) REC_TRY(rec_ckpt_reader_tensor(src->files[r], "lin", src->map.rows[r], &src->lin[r]));
+        if (src->has_lin) REC_TRY(read_values(src->files[r], "lin", src->map.rows[r], &src->lin[r]));
         if (src->has_lin && lsf)
             REC_TRY(rec_ckpt_reader_tensor(src->files[r], "lin.state", src->map.rows[r], &src->lstate[r]));
     }
     if (src->map.rep_rows) {
-        REC_TRY(rec_ckpt_reader_tensor(src->files[0], "replicated", src->map.rep_rows * src->E, &src->rep));
+        REC_TRY(read_values(src->files[0], "replicated", src->map.rep_rows * src->E, &src->rep));
         const size_t sf = state_floats(src->opt, src->map.rep_rows * src->E, src->map.rep_rows);
         if (sf) REC_TRY(rec_ckpt_reader_tensor(src->files[0], "replicated.state", (int64_t)sf, &src->rep_state));
     }
     if (src->map.rep_rows && src->has_lin) {
-        REC_TRY(rec_ckpt_reader_tensor(src->files[0], "replicated.lin", src->map.rep_rows, &src->rep_lin));
+        REC_TRY(read_values(src->files[0], "replicated.lin", src->map.rep_rows, &src->rep_lin));
         if (lsf) REC_TRY(rec_ckpt_reader_tensor(src->files[0], "replicated.lin.state", src->map.rep_rows, &src->rep_lstate));
     }
     return REC_OK;
@@ -309,10 +333,10 @@ static rec_status fill(rec_exec *x, const source *src) {
                     if (l.owner != o) continue; /* a hot row inside the segment: the hot row's */
                     source_row(src, f, r, val, st);
                     if (o == REC_PLAN_EVERY) {
-                        memcpy(x->rep + l.off, val, sizeof(float) * (size_t)E);
+                        rec__values_put(rec__rep(x), x->b16, l.off, E, val);
                         if (sf) memcpy(x->rep_state + (sf == 1 ? l.srow : l.off), st, sizeof(float) * (size_t)sf);
                     } else {
-                        memcpy(x->store + l.off, val + p->pl.c0, sizeof(float) * (size_t)p->w);
+                        rec__values_put(rec__store(x), x->b16, l.off, p->w, val + p->pl.c0);
                         if (sf == 1) x->state[l.srow] = st[0];
                         if (sf > 1) memcpy(x->state + l.off, st + p->pl.c0, sizeof(float) * (size_t)p->w);
                     }
@@ -320,7 +344,8 @@ static rec_status fill(rec_exec *x, const source *src) {
                         float lv, ls = 0;
                         source_lin(src, f, r, &lv, &ls);
                         const int every = o == REC_PLAN_EVERY;
-                        *(every ? x->rep_lin + l.srow : x->store + x->store_floats + l.srow) = lv;
+                        if (every) rec__values_put(rec__rep_lin(x), x->b16, l.srow, 1, &lv);
+                        else rec__values_put(rec__store(x), x->b16, x->store_floats + l.srow, 1, &lv);
                         if (lsf) *(every ? x->rep_lin_state + l.srow : x->lin_state + l.srow) = ls;
                     }
                 }
@@ -331,19 +356,20 @@ static rec_status fill(rec_exec *x, const source *src) {
     return REC_OK;
 }
 
-/* The saved plan is this job's: the rank's own file is its store, as it was. */
+/* The saved plan is this job's: the rank's own file is its store, as it was (its fp32 values
+ * into a bf16 store rounded to nearest: exact for a bf16 job's save). */
 static rec_status copy_own(rec_exec *x, const source *src) {
     const size_t sf = state_floats(x->opt.kind, x->store_floats, x->store_rows);
-    memcpy(x->store, src->rows[x->rank], sizeof(float) * (size_t)x->store_floats);
+    rec__values_put(rec__store(x), x->b16, 0, x->store_floats, src->rows[x->rank]);
     if (sf) memcpy(x->state, src->state[x->rank], sizeof(float) * sf);
     const size_t rsf = state_floats(x->opt.kind, x->rep_rows * x->E, x->rep_rows);
-    if (x->rep_rows) memcpy(x->rep, src->rep, sizeof(float) * (size_t)(x->rep_rows * x->E));
+    if (x->rep_rows) rec__values_put(rec__rep(x), x->b16, 0, x->rep_rows * x->E, src->rep);
     if (x->rep_rows && rsf) memcpy(x->rep_state, src->rep_state, sizeof(float) * rsf);
     if (!x->has_lin) return REC_OK;
     const int lsf = rec__state_floats(x->opt.kind, 1);
-    memcpy(x->store + x->store_floats, src->lin[x->rank], sizeof(float) * (size_t)x->store_rows);
+    rec__values_put(rec__store(x), x->b16, x->store_floats, x->store_rows, src->lin[x->rank]);
     if (lsf) memcpy(x->lin_state, src->lstate[x->rank], sizeof(float) * (size_t)x->store_rows);
-    if (x->rep_rows) memcpy(x->rep_lin, src->rep_lin, sizeof(float) * (size_t)x->rep_rows);
+    if (x->rep_rows) rec__values_put(rec__rep_lin(x), x->b16, 0, x->rep_rows, src->rep_lin);
     if (x->rep_rows && lsf) memcpy(x->rep_lin_state, src->rep_lstate, sizeof(float) * (size_t)x->rep_rows);
     return REC_OK;
 }
@@ -381,19 +407,29 @@ rec_status rec_exec_load(rec_exec *x, const char *path, rec_ckpt_meta *meta) {
 /* ---- into one process -------------------------------------------------------------------- */
 
 /* Every row of src into the tables of the whole model m (the state and the first-order
- * tables too). */
-static void whole_tables(rec_model *m, const source *src) {
+ * tables too); bf16 tables through rec_embed_write_rows (exact for bf16 values). */
+static rec_status whole_tables(rec_model *m, const source *src) {
     const rec_model_config *c = rec_model_get_config(m);
     const int sf = rec__state_floats(src->opt, src->E), lsf = rec__state_floats(src->opt, 1);
     rec_embed *e = rec_model_embed(m, 0), *lin = src->has_lin ? rec_model_embed(m, 1) : NULL;
-    for (int f = 0; f < src->F; f++) {
-        float *table = rec_embed_table(e, f), *state = sf ? rec_embed_state(e, f) : NULL;
-        for (int64_t r = 0; r < c->table_rows[f]; r++)
-            source_row(src, f, r, table + r * src->E, sf ? state + r * sf : NULL);
+    float *row = malloc(sizeof(float) * (size_t)(src->E + 1));
+    if (!row) return rec_errorf(REC_ENOMEM, "out of memory");
+    rec_status s = REC_OK;
+    for (int f = 0; !s && f < src->F; f++) {
+        float *table = rec_embed_table(e, f), *state = sf ? rec_embed_state(e, f) : NULL; /* table: NULL for bf16 */
+        for (int64_t r = 0; !s && r < c->table_rows[f]; r++) {
+            source_row(src, f, r, table ? table + r * src->E : row, sf ? state + r * sf : NULL);
+            if (!table) s = rec_embed_write_rows(e, f, r, 1, row);
+        }
         float *lt = lin ? rec_embed_table(lin, f) : NULL, *ls = lin && lsf ? rec_embed_state(lin, f) : NULL;
         float unused;
-        for (int64_t r = 0; lin && r < c->table_rows[f]; r++) source_lin(src, f, r, lt + r, ls ? ls + r : &unused);
+        for (int64_t r = 0; !s && lin && r < c->table_rows[f]; r++) {
+            source_lin(src, f, r, lt ? lt + r : row, ls ? ls + r : &unused);
+            if (!lt) s = rec_embed_write_rows(lin, f, r, 1, row);
+        }
     }
+    free(row);
+    return s;
 }
 
 /* The tables of a whole model m (one process) from sharded save `meta` of path, row by row. */
@@ -402,24 +438,26 @@ static rec_status gather(rec_model *m, const char *path, const rec_ckpt_meta *me
     source src = {.F = c->n_sparse, .E = c->emb_dim, .opt = c->sparse_opt.kind, .has_lin = rec_model_embed(m, 1) != NULL};
     rec_status s = rec_model_embed(m, 0) ? open_sharded(&src, m, c->batch_size, path, meta)
                                          : rec_errorf(REC_EINVAL, "%s: the model has no tables to load into", path);
-    if (!s) whole_tables(m, &src);
+    if (!s) s = whole_tables(m, &src);
     source_free(&src);
     return s;
 }
 
-/* Rank `from`'s n floats into buf on rank 0, in messages an int counts. */
-static rec_status to_rank0(const rec_exec *x, int from, float *buf, int64_t n) {
+/* Rank `from`'s n items of type t (`size` bytes each) into buf on rank 0, in messages an int
+ * counts. */
+static rec_status to_rank0(const rec_exec *x, int from, void *buf, int64_t n, MPI_Datatype t, size_t size) {
     enum { CHUNK = 1 << 26 };
     for (int64_t at = 0; at < n; at += CHUNK) {
         const int k = (int)(n - at < CHUNK ? n - at : CHUNK);
-        if (x->rank == from) MPI_TRY(MPI_Send(buf + at, k, MPI_FLOAT, 0, 0, rec__comm()));
-        else MPI_TRY(MPI_Recv(buf + at, k, MPI_FLOAT, from, 0, rec__comm(), MPI_STATUS_IGNORE));
+        char *b = (char *)buf + (size_t)at * size;
+        if (x->rank == from) MPI_TRY(MPI_Send(b, k, t, 0, 0, rec__comm()));
+        else MPI_TRY(MPI_Recv(b, k, t, from, 0, rec__comm(), MPI_STATUS_IGNORE));
     }
     return REC_OK;
 }
 
-/* Floats of rank r's store (its rows, then its first-order values), of its rows' state and of
- * its first-order values' state. */
+/* Values of rank r's store (its rows, then its first-order values), floats of its rows' state
+ * and of its first-order values' state. */
 static void sizes(const rec_exec *x, int r, int64_t n[3]) {
     n[0] = x->map.floats[r] + (x->has_lin ? x->map.rows[r] : 0);
     n[1] = (int64_t)state_floats(x->opt.kind, x->map.floats[r], x->map.rows[r]);
@@ -428,23 +466,27 @@ static void sizes(const rec_exec *x, int r, int64_t n[3]) {
 
 rec_status rec_exec_gather(rec_exec *x, rec_model *whole) {
     const int N = x->N, root = x->rank == 0, L = x->has_lin;
-    source src = {.F = x->F, .E = x->E, .N = N, .opt = x->opt.kind, .has_lin = L, .plan = x->plan, .map = x->map,
-                  .rep = x->rep, .rep_state = x->rep_state, .rep_lin = x->rep_lin, .rep_lstate = x->rep_lin_state};
+    source src = {.F = x->F, .E = x->E, .N = N, .opt = x->opt.kind, .has_lin = L, .b16 = x->b16, .plan = x->plan,
+                  .map = x->map, .rep = rec__rep(x), .rep_state = x->rep_state, .rep_lin = rec__rep_lin(x),
+                  .rep_lstate = x->rep_lin_state};
+    const size_t vb = (size_t)rec__value_bytes(x->b16);
+    const MPI_Datatype vt = x->b16 ? MPI_UINT16_T : MPI_FLOAT;
     rec_status s = REC_OK;
     if (root && (!whole || rec_model_is_sharded(whole) || !rec_model_embed(whole, 0) ||
                  !rec_model_embed(whole, 1) != !L || rec_model_n_dense_params(whole) != rec_model_n_dense_params(x->m)))
         s = rec_errorf(REC_EINVAL, "rec_exec_gather: rank 0 needs a whole model of the job's config");
-    if (root && !s && (!(src.rows = calloc((size_t)N * 2, sizeof(float *))) || lin_slots(&src, N)))
+    if (root && !s && (!(src.rows = calloc((size_t)N, sizeof(void *))) || !(src.state = calloc((size_t)N, sizeof(float *))) ||
+                       lin_slots(&src, N)))
         s = rec_errorf(REC_ENOMEM, "out of memory");
-    if (root && src.rows) src.state = src.rows + N;
     int64_t n[3];
     for (int r = 1; root && !s && r < N; r++) {
         sizes(x, r, n);
-        float *buf = malloc(sizeof(float) * (size_t)(n[0] + n[1] + n[2]) + 1);
+        const size_t vbytes = (vb * (size_t)n[0] + 7) / 8 * 8; /* the values, then the state floats */
+        char *buf = malloc(vbytes + sizeof(float) * (size_t)(n[1] + n[2]) + 1);
         if (!buf) s = rec_errorf(REC_ENOMEM, "gathering the tables: rank %d's %lld rows do not fit in rank 0's memory",
                                  r, (long long)x->map.rows[r]);
-        else src.rows[r] = buf, src.state[r] = buf + n[0];
-        if (buf && L) src.lin[r] = buf + x->map.floats[r], src.lstate[r] = buf + n[0] + n[1];
+        else src.rows[r] = buf, src.state[r] = (float *)(void *)(buf + vbytes);
+        if (buf && L) src.lin[r] = buf + vb * (size_t)x->map.floats[r], src.lstate[r] = src.state[r] + n[1];
     }
     /* every rank learns whether rank 0 can take the rows before any is sent */
     int bad = s != REC_OK;
@@ -452,21 +494,23 @@ rec_status rec_exec_gather(rec_exec *x, rec_model *whole) {
     for (int r = 1; !bad && r < N; r++) {
         if (!root && r != x->rank) continue;
         sizes(x, r, n);
-        REC_TRY(to_rank0(x, r, root ? (float *)src.rows[r] : x->store, n[0]));
-        if (n[1]) REC_TRY(to_rank0(x, r, root ? (float *)src.state[r] : x->state, n[1]));
-        if (n[2]) REC_TRY(to_rank0(x, r, root ? (float *)src.lstate[r] : x->lin_state, n[2]));
+        REC_TRY(to_rank0(x, r, root ? (void *)src.rows[r] : rec__store(x), n[0], vt, vb));
+        if (n[1]) REC_TRY(to_rank0(x, r, root ? (void *)src.state[r] : x->state, n[1], MPI_FLOAT, sizeof(float)));
+        if (n[2]) REC_TRY(to_rank0(x, r, root ? (void *)src.lstate[r] : x->lin_state, n[2], MPI_FLOAT, sizeof(float)));
     }
     if (root && !bad) {
-        src.rows[0] = x->store, src.state[0] = x->state;
-        if (L) src.lin[0] = x->store + x->store_floats, src.lstate[0] = x->lin_state;
+        src.rows[0] = rec__store(x), src.state[0] = x->state;
+        if (L) src.lin[0] = (const char *)rec__store(x) + vb * (size_t)x->store_floats, src.lstate[0] = x->lin_state;
         memcpy(rec_model_dense_params(whole), rec_model_dense_params(x->m),
                sizeof(float) * rec_model_n_dense_params(x->m));
         rec_model_set_steps(whole, rec_model_steps(x->m));
-        whole_tables(whole, &src);
+        s = whole_tables(whole, &src);
     }
     for (int r = 1; root && src.rows && r < N; r++) free((void *)src.rows[r]);
     free(src.rows);
+    free(src.state);
     free(src.lin);
+    free(src.lstate);
     if (s) return s;
     return bad ? rec_errorf(REC_ENOMEM, "rank 0 could not gather the tables (its message is above)") : REC_OK;
 }

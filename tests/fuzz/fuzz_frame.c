@@ -67,12 +67,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         rec_net_emb_hello e;
         if (rec_net_emb_hello_decode(body, h.body, &e) == REC_OK && rec_net_emb_hello_digest(&e) != e.digest) abort();
     } else if (h.type == REC_MSG_EMB_GET || h.type == REC_MSG_EMB_ROWS || h.type == REC_MSG_EMB_PUT) {
-        const rec_net_emb_hello t = {0, 1, 2, 3, 4, 2, 0, 0, ROWS, 0, 0, 0};
-        rec_net_rows r;
-        if (rec_net_rows_decode(body, h.body, rec_msg_name(h.type), h.type != REC_MSG_EMB_ROWS, h.type != REC_MSG_EMB_GET,
-                                &t, 1, &r) == REC_OK)
-            for (int64_t i = 0; r.e && i < r.n; i++)
-                if (r.e[i].f < 0 || r.e[i].f > 2 || r.e[i].row % 2 != 1 || r.e[i].row >= ROWS[r.e[i].f]) abort();
+        for (int b16 = 0; b16 < 2; b16++) { /* rows of fp32 tables, and of bf16 ones */
+            const rec_net_emb_hello t = {0, 1, 2, 3, 4, 2, 0, 0, ROWS, 0, 0, 0, b16, 0};
+            rec_net_rows r;
+            if (rec_net_rows_decode(body, h.body, rec_msg_name(h.type), h.type != REC_MSG_EMB_ROWS,
+                                    h.type != REC_MSG_EMB_GET, &t, 1, &r) == REC_OK)
+                for (int64_t i = 0; r.e && i < r.n; i++)
+                    if (r.e[i].f < 0 || r.e[i].f > 2 || r.e[i].row % 2 != 1 || r.e[i].row >= ROWS[r.e[i].f]) abort();
+        }
     } else if (h.type == REC_MSG_EMB_OK) {
         rec_net_emb_state es;
         if (rec_net_emb_state_decode(body, h.body, &es) == REC_OK && es.committed < -1) abort();
