@@ -30,7 +30,7 @@ static void fill(rec_batch *b, rec_rng *r) {
 }
 
 static rec_plan_profile *profile(int N, rec_sparse_opt_kind opt, int batches) {
-    rec_plan_model m = {N, F, ROWS, E, opt, B, 100, NULL};
+    rec_plan_model m = {N, F, ROWS, E, opt, B, 100, NULL, 0};
     rec_plan_profile *p = NULL;
     CHECK(rec_plan_profile_init(&p, &m) == REC_OK, "%s", rec_errmsg());
     rec_batch b;
@@ -122,7 +122,7 @@ static void test_costs(void) {
     const double dense = 2 * 0.5 * 4 * 100;
     rec_plan_free(p);
     /* one table alone: only table 2's row 3, rank 1 serves rank 0 */
-    rec_plan_model m = {2, 1, ROWS + 2, E, REC_SPARSE_SGD, B, 100, NULL};
+    rec_plan_model m = {2, 1, ROWS + 2, E, REC_SPARSE_SGD, B, 100, NULL, 0};
     rec_plan_profile *q = NULL;
     rec_plan_profile_init(&q, &m);
     rec_batch_init(&b, B, 0, 1, 1);
@@ -156,6 +156,21 @@ static void test_costs(void) {
     CHECK(c[0].seconds >= rec_plan_lower_bound(p) && c[1].seconds >= rec_plan_lower_bound(p), "the bound with them");
     rec_plan_free(p);
     rec_plan_profile_free(q);
+    /* bf16 tables: the row travels and is held as 2-byte values; its gradient, the replicas'
+     * all-reduce and the optimizer state stay fp32 */
+    m.bf16 = 1, m.opt = REC_SPARSE_ROWWISE_ADAGRAD;
+    rec_plan_profile_init(&q, &m);
+    rec_plan_profile_add(q, &b);
+    CHECK(rec_plan_build(&p, REC_PLAN_ROW, q, &hw) == REC_OK, "%s", rec_errmsg());
+    c = rec_plan_costs(p);
+    CHECK(fabs(c[1].sent - (E * 2 + dense)) < 1e-9 && fabs(c[0].recv - (E * 2 + dense)) < 1e-9, "bf16 rows %g %g",
+          c[1].sent, c[0].recv);
+    CHECK(fabs(c[0].sent - (8 + E * 4 + dense)) < 1e-9, "bf16 tables' gradients are fp32: %g", c[0].sent);
+    CHECK(fabs(c[0].mem_bytes - (ROWS[2] / 2) * (E * 2.0 + 4)) < 1e-6, "bf16 rows held: %g", c[0].mem_bytes);
+    const double lb16 = 2 * hw.lookup_s / 2 + fmin(2 * 0.5 * 6.0 * E / hw.bw_p2p / 2, 2 * 0.5 * 4.0 * E / hw.bw_ar);
+    CHECK(fabs(rec_plan_lower_bound(p) - lb16) < 1e-15, "bf16 lower bound %g, by hand %g", rec_plan_lower_bound(p), lb16);
+    rec_plan_free(p);
+    rec_plan_profile_free(q);
     rec_batch_free(&b);
     rec_plan_profile_free(prof);
 }
@@ -169,7 +184,7 @@ static void test_costs(void) {
 static void test_cache_terms(void) {
     enum { R = 1000 };
     const int64_t rows[1] = {R};
-    rec_plan_model m = {2, 1, rows, E, REC_SPARSE_SGD, R, 100, NULL};
+    rec_plan_model m = {2, 1, rows, E, REC_SPARSE_SGD, R, 100, NULL, 0};
     rec_plan_profile *q = NULL;
     CHECK(rec_plan_profile_init(&q, &m) == REC_OK, "%s", rec_errmsg());
     rec_batch b;
@@ -237,7 +252,7 @@ static void test_oper(void) {
 }
 
 static rec_status parse(const char *text, int N) {
-    rec_plan_model m = {N, F, ROWS, E, REC_SPARSE_SGD, B, 0, NULL};
+    rec_plan_model m = {N, F, ROWS, E, REC_SPARSE_SGD, B, 0, NULL, 0};
     rec_plan *p = NULL;
     rec_status s = rec_plan_parse(&p, text, strlen(text), "p.json", &m);
     rec_plan_free(p);
@@ -254,7 +269,7 @@ static void test_files(void) {
     const int fd = mkstemp(path);
     if (fd >= 0) close(fd);
     CHECK(rec_plan_save(o, path) == REC_OK, "%s", rec_errmsg());
-    rec_plan_model m = {3, F, ROWS, E, REC_SPARSE_SGD, B, 100, NULL};
+    rec_plan_model m = {3, F, ROWS, E, REC_SPARSE_SGD, B, 100, NULL, 0};
     CHECK(rec_plan_load(&l, path, &m) == REC_OK, "%s", rec_errmsg());
     int same = l != NULL;
     for (int f = 0; f < F && same; f++)
@@ -312,7 +327,7 @@ static void test_files(void) {
 /* TorchRec's plans (plan_torchrec.c): every sharding type maps to the placement it names, on
  * the model F = 3 tables (1000, 40, 5 rows) of dim 8, N = 4. */
 static rec_status parse_tr(const char *text, rec_plan **out, const char *const *names) {
-    rec_plan_model m = {4, F, ROWS, E, REC_SPARSE_SGD, B, 0, names};
+    rec_plan_model m = {4, F, ROWS, E, REC_SPARSE_SGD, B, 0, names, 0};
     *out = NULL;
     return rec_plan_parse(out, text, strlen(text), "tr.json", &m);
 }
@@ -351,7 +366,7 @@ static void test_torchrec(void) {
         const int fd = mkstemp(path);
         if (fd >= 0) close(fd);
         rec_plan *l = NULL;
-        rec_plan_model m = {4, F, ROWS, E, REC_SPARSE_SGD, B, 0, NULL};
+        rec_plan_model m = {4, F, ROWS, E, REC_SPARSE_SGD, B, 0, NULL, 0};
         CHECK(rec_plan_save(p, path) == REC_OK && rec_plan_load(&l, path, &m) == REC_OK, "%s", rec_errmsg());
         CHECK(l && rec_plan_digest(l) == rec_plan_digest(p) && rec_plan_get_kind(l) == REC_PLAN_TORCHREC,
               "a converted plan saves and loads as itself");
@@ -524,7 +539,7 @@ static void test_radix_order(void) {
 static void test_xmap(void) {
     enum { N = 3, TF = 4 };
     static const int64_t rows[TF] = {1, 97, 5000, 65537};
-    rec_plan_model m = {N, TF, rows, E, REC_SPARSE_SGD, B, 0, NULL};
+    rec_plan_model m = {N, TF, rows, E, REC_SPARSE_SGD, B, 0, NULL, 0};
     rec_plan *p = NULL;
     CHECK(rec__plan_alloc(&p, REC_PLAN_OPER, &m) == REC_OK, "%s", rec_errmsg());
     rec_rng r;

@@ -294,7 +294,8 @@ static rec_status run(plan_args *a) {
     if (a->miss_ns >= 0) a->hw.miss_s = a->miss_ns * 1e-9;
     if (a->rep_ns >= 0) a->hw.rep_row_s = a->rep_ns * 1e-9;
     rec_plan_model m = {1, cfg.n_sparse, cfg.table_rows, cfg.emb_dim, cfg.sparse_opt.kind, cfg.batch_size,
-                        model ? rec_model_n_dense_params(model) : 0, NULL};
+                        model ? rec_model_n_dense_params(model) : 0, NULL,
+                        cfg.embed_precision == REC_PRECISION_BF16};
     /* the tables' names, by which a TorchRec plan may call them: the spec's */
     const char **names = NULL;
     rec_spec *spec = NULL;

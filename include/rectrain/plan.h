@@ -80,6 +80,8 @@ typedef struct rec_plan_model {
     size_t dense_params;       /* floats all-reduced every step (dense gradients) */
     const char *const *names;  /* (F) or NULL: the tables' names (the prep spec's), by which a
                                   TorchRec plan may name them besides t0..t{F-1} */
+    int bf16;                  /* bf16 tables: a row's values are stored and fetched as 2 bytes
+                                  each; their gradients and optimizer state stay fp32 */
 } rec_plan_model;
 
 typedef struct rec_plan_profile rec_plan_profile;

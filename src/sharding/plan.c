@@ -68,6 +68,7 @@ rec_status rec__plan_alloc(rec_plan **out, rec_plan_kind kind, const rec_plan_mo
     p->opt = m->opt;
     p->batch = m->batch;
     p->dense_params = m->dense_params;
+    p->value_bytes = m->bf16 ? 2.0 : 4.0;
     const size_t F1 = (size_t)(m->tables ? m->tables : 1);
     p->rows = malloc(sizeof(int64_t) * F1);
     p->n_parts = calloc(F1, sizeof(int));
@@ -306,6 +307,12 @@ static rec_status rank_misses(owned *e, int64_t n, int N, double C, double *miss
     return REC_OK;
 }
 
+/* A stored row part of w columns: its values as stored (fp32, or bf16 tables' 2 bytes) and its
+ * optimizer state, fp32 whatever the values. */
+static double row_mem_bytes(const rec_plan *p, int w) {
+    return p->value_bytes * w + 4.0 * rec__state_floats(p->opt, w);
+}
+
 rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec_plan_hw *hw) {
     const rec_plan_model *m = &prof->m;
     if (m->ranks != p->N || m->tables != p->F || m->dim != p->E)
@@ -322,7 +329,7 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
     const int cache = hw->cache_bytes > 0 && hw->miss_s > 0;
     const double cpu = hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
     /* the cheaper way of moving a row whatever the plan, per rank (the lower bound below) */
-    const double fetch_row = share * (8.0 * E / hw->bw_p2p + hw->get_s) / N, rep_row = 2.0 * share * 4.0 * E / hw->bw_ar;
+    const double fetch_row = share * ((p->value_bytes + 4.0) * E / hw->bw_p2p + hw->get_s) / N, rep_row = 2.0 * share * 4.0 * E / hw->bw_ar;
     memset(p->cost, 0, sizeof(rec_plan_cost) * (size_t)N);
     rec_plan_cost *k = p->cost;
     rec_status s = REC_OK;
@@ -337,7 +344,7 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
         for (int c = 0; c < p->n_parts[f] && !s; c++) {
             const plan_part *q = &p->parts[f][c];
             const int w = q->c1 - q->c0;
-            const double row_bytes = 4.0 * (w + rec__state_floats(p->opt, w));
+            const double row_bytes = row_mem_bytes(p, w), vb = p->value_bytes;
             const double grad_bytes = 8.0 + 4.0 * rec__grad_floats(p->opt, w, E), scale = (double)w / E;
             double rep_rows = 0;
             for (int64_t g = 0; g < q->n_seg; g++) {
@@ -369,10 +376,10 @@ rec_status rec_plan_predict(rec_plan *p, const rec_plan_profile *prof, const rec
                     own = t;
                 }
                 if (cache) own[n_own++] = (owned){j, (float)row_bytes, A * scale};
-                k[j].sent += A * share * 4.0 * w;
+                k[j].sent += A * share * vb * w;
                 k[j].recv += A * share * grad_bytes;
-                all_fwd += A / N * 4.0 * w;
-                own_fwd[j] += A / N * 4.0 * w;
+                all_fwd += A / N * vb * w;
+                own_fwd[j] += A / N * vb * w;
                 all_rows += A / N;
                 own_rows[j] += A / N;
                 all_grad += A / N * grad_bytes;
@@ -512,7 +519,7 @@ static rec_status table_access(const rec_plan_profile *prof, double *acc) {
 }
 
 static double table_bytes(const rec_plan *p, int f) {
-    return (double)p->rows[f] * 4.0 * (p->E + rec__state_floats(p->opt, p->E));
+    return (double)p->rows[f] * row_mem_bytes(p, p->E);
 }
 
 /* Tables in falling order of access (ties: size). */
@@ -647,7 +654,7 @@ static rec_status oper_place(rec_plan *p, hot_row *hot, int64_t n_hot, double to
     heap lk = {0}, mm = {0};
     REC_TRY(heap_init(&lk, N));
     rec_status s = heap_init(&mm, N);
-    const double row_bytes = 4.0 * (p->E + rec__state_floats(p->opt, p->E));
+    const double row_bytes = row_mem_bytes(p, p->E);
     /* access-bounded partitions of the hot rows not replicated */
     for (int64_t i = 0; i < n_hot && !s;) {
         if (hot[i].owner == REC_PLAN_EVERY) {
@@ -714,7 +721,7 @@ static rec_status oper(rec_plan *p, const rec_plan_profile *prof, const rec_plan
     int64_t n_hot = 0, cap = 0;
     hot_row *hot = NULL;
     double total_acc = 0, total_mem = 0;
-    const double row_bytes = 4.0 * (p->E + rec__state_floats(p->opt, p->E));
+    const double row_bytes = row_mem_bytes(p, p->E);
     rec_status s = REC_OK;
     for (int f = 0; f < p->F && !s; f++) {
         prof_row *rows = NULL;

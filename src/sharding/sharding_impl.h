@@ -55,6 +55,7 @@ struct rec_plan {
     rec_sparse_opt_kind opt;
     int64_t batch;
     size_t dense_params;
+    double value_bytes; /* a stored row value: 4, or 2 for bf16 tables (rec_plan_model.bf16) */
     int64_t *rows;                   /* (F) */
     int *n_parts;                    /* (F) */
     plan_part **parts;               /* (F)(n_parts[f]) */

@@ -271,7 +271,7 @@ static rec_status open_sharded(source *src, const rec_model *model, int64_t B, c
     rec_dist_plan_path(path, m->shard_id, file, sizeof file);
     const rec_model_config *c = rec_model_get_config(model);
     rec_plan_model pm = {(int)m->shards, c->n_sparse, c->table_rows, c->emb_dim, c->sparse_opt.kind, B,
-                         rec_model_n_dense_params(model), NULL};
+                         rec_model_n_dense_params(model), NULL, c->embed_precision == REC_PRECISION_BF16};
     REC_TRY(rec_plan_load(&src->own_plan, file, &pm));
     src->plan = src->own_plan;
     REC_TRY(rec__xmap_build(&src->map, src->plan));

@@ -377,7 +377,8 @@ static rec_status setup_dist(job *j) {
     const rec_train_opts *o = j->o;
     REC_TRY(rec_model_init_sharded(&j->model, &j->cfg, (int)j->cfg.batch_size, j->threads));
     rec_plan_model pm = {j->ranks, j->cfg.n_sparse, j->cfg.table_rows, j->cfg.emb_dim, j->cfg.sparse_opt.kind,
-                         j->cfg.batch_size, rec_model_n_dense_params(j->model), NULL};
+                         j->cfg.batch_size, rec_model_n_dense_params(j->model), NULL,
+                         j->cfg.embed_precision == REC_PRECISION_BF16};
     /* a TorchRec plan may name the tables as the prep spec does (else t0..t{F-1}) */
     const char *spec_path = o->spec_path ? o->spec_path : j->cfg.prep_spec[0] ? j->cfg.prep_spec : NULL;
     rec_spec *spec = NULL;

@@ -35,7 +35,7 @@
 enum { N = 4, F = 3, E = 8, B = 64 };
 static const int64_t ROWS[F] = {1000, 40, 1};
 static const char *const NAMES[F] = {"C1", "C2", "C3"};
-static const rec_plan_model MODEL = {N, F, ROWS, E, REC_SPARSE_ROWWISE_ADAGRAD, B, 100, NAMES};
+static const rec_plan_model MODEL = {N, F, ROWS, E, REC_SPARSE_ROWWISE_ADAGRAD, B, 100, NAMES, 0};
 
 /* The profile every loaded plan is costed on: 8 global batches, one id per table per row,
  * table C1 skewed (row 0 in every slice), C2 uniform, C3 its one row. Made once. */
