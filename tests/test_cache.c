@@ -975,13 +975,14 @@ static void test_bf16_tables(void) {
     snprintf(data, sizeof data, "--data syn/train.rshard --config b16_s.json --batch 64 --cache-rows 5000");
     faults(1, data, "b16_s.json", "f_b16", p + 4);
 
-    /* the precision of snapshots: durable jobs of 40 steps of fp32 and bf16 tables (alike but
-     * for the precision), their servers' snapshots of steps 29 and 39 */
+    /* the precision of snapshots: durable jobs of 16 steps (the sanitizer build's data holds no
+     * more) of fp32 and bf16 tables, alike but for the precision; their servers' snapshots of steps
+     * 11 and 15 */
     write_b16_model("b32.json", "fp32", NULL);
     static const char *const JOB[2][2] = {{"b32.json", "s32"}, {"b16_s.json", "s16"}};
     for (int k = 0; k < 2; k++) {
         char extra[128];
-        snprintf(extra, sizeof extra, ", \"steps\": 40, \"durable\": {\"dir\": \"%s\", \"every\": 10}", JOB[k][1]);
+        snprintf(extra, sizeof extra, ", \"steps\": 16, \"durable\": {\"dir\": \"%s\", \"every\": 4}", JOB[k][1]);
         write_b16_cluster("cs.json", JOB[k][0], p, extra);
         CHECK(run("cluster cs.json") == 0, "%s", out);
     }
@@ -991,11 +992,11 @@ static void test_bf16_tables(void) {
     snprintf(tr, sizeof tr, "train --oracle-cacher tcp://127.0.0.1:%d --embservers tcp://127.0.0.1:%d,tcp://127.0.0.1:%d "
              "--threads 1 --peer-timeout 5", p + 12, p + 10, p + 11);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "cd %s && rm -rf r0 r1 && mkdir r0 r1 && cp s16/server-0/shard-39.rsnap r0/ && "
-             "cp s16/server-1/shard-39.rsnap r1/", dir);
+    snprintf(cmd, sizeof cmd, "cd %s && rm -rf r0 r1 && mkdir r0 r1 && cp s16/server-0/shard-15.rsnap r0/ && "
+             "cp s16/server-1/shard-15.rsnap r1/", dir);
     CHECK(system(cmd) == 0, "copying snapshots");
-    pid_t s0 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt r0 --ckpt-every 10 2>r0.log", p + 10);
-    pid_t s1 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt r1 --ckpt-every 10 2>r1.log", p + 11);
+    pid_t s0 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt r0 --ckpt-every 4 2>r0.log", p + 10);
+    pid_t s1 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt r1 --ckpt-every 4 2>r1.log", p + 11);
     pid_t orc = spawn("%s --config b32.json --listen tcp://127.0.0.1:%d 2>ro.log", O, p + 12);
     CHECK(run("%s --config b32.json --resume", tr) == 1 &&
               strstr(out, "holds bf16 (stochastic rounding) tables (restored from its snapshot) and the trainer's model "
@@ -1004,15 +1005,15 @@ static void test_bf16_tables(void) {
           "a trainer of fp32 tables and a server of bf16 ones: refused, saying why: %s", out);
     kill(s0, SIGTERM), kill(s1, SIGTERM), kill(orc, SIGTERM);
     waitpid(s0, NULL, 0), waitpid(s1, NULL, 0), waitpid(orc, NULL, 0);
-    /* server 0 restarts at step 29 (bf16), server 1 at 39 (bf16) keeping the fp32 job's 29 too:
-     * the resumed job goes back to step 29 on both, and server 1's snapshot of it is refused */
-    snprintf(cmd, sizeof cmd, "cd %s && rm -rf r0 r1 && mkdir r0 r1 && cp s16/server-0/shard-29.rsnap r0/ && "
-             "cp s16/server-1/shard-39.rsnap r1/ && cp s32/server-1/shard-29.rsnap r1/", dir);
+    /* server 0 restarts at step 11 (bf16), server 1 at 15 (bf16) keeping the fp32 job's 11 too:
+     * the resumed job goes back to step 11 on both, and server 1's snapshot of it is refused */
+    snprintf(cmd, sizeof cmd, "cd %s && rm -rf r0 r1 && mkdir r0 r1 && cp s16/server-0/shard-11.rsnap r0/ && "
+             "cp s16/server-1/shard-15.rsnap r1/ && cp s32/server-1/shard-11.rsnap r1/", dir);
     CHECK(system(cmd) == 0, "copying snapshots");
-    s0 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt r0 --ckpt-every 10 2>r0.log", p + 10);
-    s1 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt r1 --ckpt-every 10 2>r1.log", p + 11);
+    s0 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt r0 --ckpt-every 4 2>r0.log", p + 10);
+    s1 = spawn("embserver --listen tcp://127.0.0.1:%d --ckpt r1 --ckpt-every 4 2>r1.log", p + 11);
     orc = spawn("%s --config b16_s.json --listen tcp://127.0.0.1:%d 2>ro.log", O, p + 12);
-    CHECK(run("%s --config b16_s.json --resume", tr) == 1 && strstr(out, "r1/shard-29.rsnap holds fp32 tables and the "
+    CHECK(run("%s --config b16_s.json --resume", tr) == 1 && strstr(out, "r1/shard-11.rsnap holds fp32 tables and the "
               "job's are bf16 (stochastic rounding): resume with the model's \"embedding\": {\"precision\", \"rounding\"} "
               "of the job that saved it"), "a RESTORE of a snapshot of fp32 tables into a job of bf16 ones: refused, "
               "naming it: %s", out);

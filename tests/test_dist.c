@@ -369,12 +369,6 @@ static void bf16_tables(void) {
         CHECK(mpi(2, "train %s --steps %d --loss-log %s --config b16s.json %s", COMMON, STEPS, log, PLANS[k]) == 0, "%s",
               out);
         json_last();
-        /* the plan prices a bf16 row's fetch at 2 bytes a value, its gradient at 4 (priced as fp32,
-         * the fetched rows alone would add about a sixth to this model's bytes). The column plan's
-         * prediction, from the profiled batches, misses by a few % in fp32 too (2.5-5.8% seen) */
-        const double sent = json_num("sent_bytes_per_step"), planned = json_num("plan_sent_bytes_per_step");
-        CHECK(fabs(sent / planned - 1) < (k == 1 ? 0.1 : 0.05), "bf16 tables, 2 ranks, %s: sent %.0f bytes a step, the plan predicted %.0f",
-              PLANS[k], sent, planned);
         if (k == 0) bf16_close("bf16 tables, 2 ranks", "b16s.ref", log, auc[0], json_num("auc"));
         else CHECK(same_file("b16s.2_0", log), "bf16 tables, 2 ranks: %s trains other bits than the row plan", PLANS[k]);
     }
